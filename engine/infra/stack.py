@@ -1,0 +1,187 @@
+"""A local stack in one run directory: private etcd + PostgreSQL + node processes.
+
+``run_dir/state.json`` remembers ports, the database password and every process started (pid + start
+time), so a later ``stop`` stops exactly those processes, and a restart reuses the same data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from engine import logs
+from engine.config import Config
+from engine.errors import InfraError
+from engine.infra.etcd import EtcdServer
+from engine.infra.ports import choose_port, free_port
+from engine.infra.postgres import PostgresServer
+from engine.infra.process import ManagedProcess, ProcessRecord, wait_until
+from engine.storage.schema import apply_schema
+
+log = logs.get(__name__)
+
+
+class Stack:
+    def __init__(self, run_dir: Path, cfg: Config, durable: bool = True) -> None:
+        self.run_dir = run_dir.resolve()
+        self.cfg = cfg
+        self.durable = durable
+        self.state_path = self.run_dir / "state.json"
+        self.state: dict[str, Any] = self._load()
+        self.etcd: EtcdServer | None = None
+        self.postgres: PostgresServer | None = None
+        self.nodes: list[ManagedProcess] = []
+
+    # -- state ------------------------------------------------------------------------------------
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.state_path.read_text())
+        except FileNotFoundError:
+            return {"ports": {}, "processes": []}
+        except ValueError as exc:
+            raise InfraError(
+                f"{self.state_path} is not valid JSON ({exc}); remove it to start afresh"
+            ) from exc
+        data.setdefault("ports", {})
+        data.setdefault("processes", [])
+        return data  # type: ignore[no-any-return]
+
+    def _save(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=2))
+        os.chmod(tmp, 0o600)
+        tmp.replace(self.state_path)
+
+    def records(self) -> list[ProcessRecord]:
+        return [ProcessRecord.from_json(p) for p in self.state["processes"]]
+
+    def _remember(self, record: ProcessRecord) -> None:
+        self.state["processes"].append(record.to_json())
+        self._save()
+
+    def alive(self) -> list[ProcessRecord]:
+        return [r for r in self.records() if r.alive()]
+
+    # -- infrastructure ---------------------------------------------------------------------------
+
+    def start_infra(self) -> None:
+        running = self.alive()
+        if running:
+            names = ", ".join(f"{r.name} (pid {r.pid})" for r in running)
+            raise InfraError(
+                f"{self.run_dir} is already in use by running processes: {names}; "
+                f"stop them first (`porpoise cluster stop --run-dir {self.run_dir}`)"
+            )
+        self.state["processes"] = []
+        sc = self.cfg.standalone
+        ports = self.state["ports"]
+        taken: set[int] = set()
+        for name, explicit in (
+            ("etcd_client", sc.etcd_client_port),
+            ("etcd_peer", sc.etcd_peer_port),
+            ("postgres", sc.postgres_port),
+        ):
+            ports[name] = choose_port(f"standalone.{name}_port", explicit, ports.get(name), taken)
+            taken.add(ports[name])
+        self._save()
+        logs_dir = self.run_dir / "logs"
+        self.etcd = EtcdServer(
+            self.run_dir / "etcd", ports["etcd_client"], ports["etcd_peer"], logs_dir / "etcd.log"
+        )
+        self._remember(self.etcd.start(sc.start_timeout))
+        log.info("etcd ready", endpoint=self.etcd.endpoint)
+        self.postgres = PostgresServer(
+            self.run_dir / "postgres",
+            ports["postgres"],
+            logs_dir / "postgres.log",
+            password=self.state.get("postgres_password"),
+            durable=self.durable,
+        )
+        self.state["postgres_password"] = self.postgres.password
+        self._save()
+        self._remember(self.postgres.start(sc.start_timeout))
+        log.info("postgres ready", port=ports["postgres"], data=str(self.postgres.data_dir))
+        version = asyncio.run(apply_schema(self.postgres.dsn))
+        log.info("schema ready", version=version)
+
+    def node_env(self) -> dict[str, str]:
+        if self.etcd is None or self.postgres is None:
+            raise InfraError("infrastructure is not started")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PORPOISE_")}
+        for key in ("PORPOISE_CONFIG", "PORPOISE_CONFIG_DIR"):
+            if key in os.environ:
+                env[key] = os.environ[key]
+        env.update(
+            {
+                "PORPOISE_REGISTRY_ENDPOINTS": self.etcd.endpoint,
+                "PORPOISE_DATABASE_DSN": self.postgres.dsn,
+                "PORPOISE_LOGGING_FORMAT": "json",
+                "PORPOISE_LOGGING_LEVEL": self.cfg.logging.level,
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        return env
+
+    def start_node(self, role: str, name: str, overrides: list[str] | None = None) -> ManagedProcess:
+        """Start ``python -m engine.<role>`` on a free port; returns once its /health answers 200."""
+        port = free_port()
+        argv = [sys.executable, "-m", f"engine.{role}", "--set", f"{role}.listen_port={port}"]
+        if role == "worker":
+            argv += ["--set", f"worker.log_dir={self.run_dir / 'task-logs'}"]
+            argv += ["--set", f"worker.exec_dir={self.run_dir / 'exec'}"]
+        for item in overrides or []:
+            argv += ["--set", item]
+        proc = ManagedProcess(name, argv, self.run_dir / "logs" / f"{name}.log", env=self.node_env())
+        record = proc.start()
+        record.extra = {"role": role, "port": port}
+        self._remember(record)
+        self.nodes.append(proc)
+        self._wait_healthy(proc, port)
+        log.info("node ready", name=name, role=role, address=f"127.0.0.1:{port}", pid=record.pid)
+        return proc
+
+    def _wait_healthy(self, proc: ManagedProcess, port: int) -> None:
+        url = f"http://127.0.0.1:{port}/health"
+
+        def healthy() -> bool:
+            if proc.exited() is not None:
+                raise InfraError(f"{proc.name} exited with code {proc.exited()}:\n{proc.tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=1) as resp:
+                    return bool(resp.status == 200)
+            except (OSError, urllib.error.URLError):
+                return False
+
+        wait_until(healthy, self.cfg.standalone.start_timeout, interval=0.1, what=f"{proc.name} on {url}")
+
+    # -- stopping ---------------------------------------------------------------------------------
+
+    def stop_all(self) -> list[str]:
+        """Stop every recorded process, nodes first, then PostgreSQL, then etcd."""
+        timeout = self.cfg.standalone.stop_timeout
+        stopped = []
+        order = {"postgres": 1, "etcd": 2}
+        for record in sorted(self.records(), key=lambda r: order.get(r.name, 0)):
+            if record.stop(timeout):
+                stopped.append(record.name)
+        for proc in self.nodes:
+            if proc.popen is not None:
+                proc.popen.poll()
+        self.state["processes"] = []
+        if self.state_path.exists():
+            self._save()
+        return stopped
+
+    def wait_stopped(self, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)

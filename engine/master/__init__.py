@@ -1,0 +1,1 @@
+"""Master node: claims commands of its slot, drives workflow instances, dispatches tasks."""

@@ -1,0 +1,172 @@
+"""What every node process (master, worker) shares: arguments, config, logging, the uvloop loop,
+the HTTP listener (health now; the RPC server mounts on it), the registry presence, signal handling
+and self-fencing when the registry session is LOST (invariant 6)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import uvloop
+from aiohttp import web
+
+from engine import config as config_mod
+from engine import logs
+from engine.config import Config
+from engine.errors import PorpoiseError
+from registry import HeartbeatSource, LoadLimits, NodeId, RegistryNode, RegistryUnavailable, TaskCounts
+
+log = logs.get(__name__)
+
+#: exit code of a node that stopped because its registry session was LOST
+EXIT_LEASE_LOST = 75
+
+
+class Node:
+    """Base class of master and worker processes. Subclasses fill in the role specifics."""
+
+    role = "node"
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.app = web.Application(client_max_size=cfg.api.max_body_bytes)
+        self.app.router.add_get("/health", self._health)
+        self.runner: web.AppRunner | None = None
+        self.address = ""
+        self.registry: RegistryNode | None = None
+        self._stop = asyncio.Event()
+        self.exit_code = 0
+
+    # -- role hooks -------------------------------------------------------------------------------
+
+    def listen(self) -> tuple[str, int, str]:
+        """(listen host, listen port, advertised host)."""
+        raise NotImplementedError
+
+    def node_id(self) -> NodeId:
+        raise NotImplementedError
+
+    def heartbeat_source(self) -> HeartbeatSource:
+        return HeartbeatSource(LoadLimits(), counts=TaskCounts)
+
+    async def on_registered(self) -> None:
+        """Called after each (re-)registration."""
+
+    async def on_fenced(self) -> None:
+        """Called the moment the session is LOST: stop claiming, dispatching, running."""
+
+    def health(self) -> dict[str, Any]:
+        return {}
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def _health(self, _: web.Request) -> web.Response:
+        session = self.registry.session if self.registry else None
+        body = {
+            "role": self.role,
+            "address": self.address,
+            "session": session.state.value if session else "NONE",
+            **self.health(),
+        }
+        return web.json_response(body, status=200 if session and session.alive else 503)
+
+    async def _start_http(self) -> None:
+        host, port, advertise = self.listen()
+        self.runner = web.AppRunner(self.app, access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, host, port)
+        await site.start()
+        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.address = f"{advertise}:{bound}"
+
+    async def _register(self) -> None:
+        delay = 0.2
+        while not self._stop.is_set():
+            self.registry = RegistryNode(self.cfg.registry, self.node_id(), self.heartbeat_source())
+            try:
+                await self.registry.start()
+                return
+            except RegistryUnavailable as exc:
+                await self.registry.close(revoke=False)
+                log.warning("registry unavailable, retrying", error=str(exc), retry_in=delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
+                delay = min(delay * 2, 5.0)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        await self._start_http()
+        logs.configure(self.cfg.logging.format, self.cfg.logging.level, node=f"{self.role}@{self.address}")
+        try:
+            while not self._stop.is_set():
+                await self._register()
+                if self.registry is None or self._stop.is_set():
+                    break
+                await self.on_registered()
+                log.info("node started", role=self.role, address=self.address)
+                lost = asyncio.ensure_future(self.registry.session.lost.wait())
+                stop = asyncio.ensure_future(self._stop.wait())
+                await asyncio.wait({lost, stop}, return_when=asyncio.FIRST_COMPLETED)
+                lost.cancel()
+                stop.cancel()
+                if self._stop.is_set():
+                    break
+                # session LOST: fence ourselves before anything else
+                await self.on_fenced()
+                await self.registry.close(revoke=False)
+                if self.cfg.registry.on_lost == "exit":
+                    log.error("registry session lost: exiting", lease_ttl=self.cfg.registry.lease_ttl)
+                    self.exit_code = EXIT_LEASE_LOST
+                    break
+                log.warning("registry session lost: re-registering as a new node")
+        finally:
+            await self.shutdown()
+        return self.exit_code
+
+    async def shutdown(self) -> None:
+        """Phased and idempotent: deregister, then stop listening."""
+        if self.registry is not None:
+            await self.registry.close(revoke=True)
+        if self.runner is not None:
+            runner, self.runner = self.runner, None
+            await runner.cleanup()
+        log.info("node stopped", role=self.role, address=self.address)
+
+
+def parse_args(prog: str, argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--config", help="YAML file with configuration sections")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a key",
+    )
+    return parser.parse_args(argv)
+
+
+def main(node_cls: type[Node], argv: Sequence[str] | None = None) -> int:
+    args = parse_args(f"python -m engine.{node_cls.role}", argv)
+    try:
+        cfg = config_mod.load(args.config, args.overrides)
+    except PorpoiseError as exc:
+        print(f"porpoise {node_cls.role}: {exc}", file=sys.stderr)
+        return 2
+    logs.configure(cfg.logging.format, cfg.logging.level, node=node_cls.role)
+    try:
+        return uvloop.run(node_cls(cfg).run())
+    except PorpoiseError as exc:
+        log.error("node failed", error=str(exc))
+        return 1

@@ -1,0 +1,576 @@
+"""SQLAlchemy Core tables mirroring schema.sql (the DDL source of truth).
+
+tests/test_schema.py applies schema.sql to a real PostgreSQL and fails if these objects drift from it.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    CHAR,
+    TIMESTAMP,
+    BigInteger,
+    Column,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData()
+
+schema_version = Table(
+    "schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("applied_at", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+tenant = Table(
+    "tenant",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("tenant_code", String(64), nullable=False, unique=True),
+    Column("description", Text),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+users = Table(
+    "users",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("user_name", String(64), nullable=False, unique=True),
+    Column("password_hash", String(255)),
+    Column("user_type", SmallInteger, nullable=False, server_default=text("1")),
+    Column("email", String(255)),
+    Column("tenant_id", BigInteger, ForeignKey("tenant.id")),
+    Column("state", SmallInteger, nullable=False, server_default=text("1")),
+    Column("time_zone", String(64)),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+access_token = Table(
+    "access_token",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("user_id", BigInteger, ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(128), nullable=False),
+    Column("token_hash", CHAR(64), nullable=False, unique=True),
+    Column("expire_time", TIMESTAMP(timezone=True)),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+worker_group = Table(
+    "worker_group",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("name", String(64), nullable=False, unique=True),
+    Column("addr_list", Text),
+    Column("description", Text),
+    Column("other_params_json", JSONB),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+environment = Table(
+    "environment",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("code", BigInteger, nullable=False, unique=True),
+    Column("name", String(128), nullable=False, unique=True),
+    Column("config", Text),
+    Column("description", Text),
+    Column("operator", BigInteger),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+environment_worker_group_relation = Table(
+    "environment_worker_group_relation",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column(
+        "environment_code", BigInteger, ForeignKey("environment.code", ondelete="CASCADE"), nullable=False
+    ),
+    Column("worker_group", String(64), nullable=False),
+    Column("operator", BigInteger),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    UniqueConstraint("environment_code", "worker_group"),
+)
+
+
+datasource = Table(
+    "datasource",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("name", String(128), nullable=False, unique=True),
+    Column("type", String(32), nullable=False),
+    Column("connection_params", JSONB, nullable=False),
+    Column("note", Text),
+    Column("user_id", BigInteger),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+project = Table(
+    "project",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("code", BigInteger, nullable=False, unique=True),
+    Column("name", String(255), nullable=False, unique=True),
+    Column("description", Text),
+    Column("user_id", BigInteger),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+workflow_definition = Table(
+    "workflow_definition",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("code", BigInteger, nullable=False, unique=True),
+    Column("name", String(255), nullable=False),
+    Column("version", Integer, nullable=False, server_default=text("1")),
+    Column("description", Text),
+    Column("project_code", BigInteger, ForeignKey("project.code"), nullable=False),
+    Column("release_state", SmallInteger, nullable=False, server_default=text("0")),
+    Column("user_id", BigInteger),
+    Column("global_params", JSONB, nullable=False, server_default=text("'[]'")),
+    Column("locations", JSONB),
+    Column("warning_group_id", BigInteger),
+    Column("flag", SmallInteger, nullable=False, server_default=text("1")),
+    Column("timeout", Integer, nullable=False, server_default=text("0")),
+    Column("tenant_code", String(64), nullable=False, server_default=text("'default'")),
+    Column("execution_type", SmallInteger, nullable=False, server_default=text("0")),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    UniqueConstraint("project_code", "name"),
+)
+
+
+workflow_definition_log = Table(
+    "workflow_definition_log",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("code", BigInteger, nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("description", Text),
+    Column("project_code", BigInteger, nullable=False),
+    Column("release_state", SmallInteger, nullable=False, server_default=text("0")),
+    Column("user_id", BigInteger),
+    Column("global_params", JSONB, nullable=False, server_default=text("'[]'")),
+    Column("locations", JSONB),
+    Column("warning_group_id", BigInteger),
+    Column("flag", SmallInteger, nullable=False, server_default=text("1")),
+    Column("timeout", Integer, nullable=False, server_default=text("0")),
+    Column("tenant_code", String(64), nullable=False, server_default=text("'default'")),
+    Column("execution_type", SmallInteger, nullable=False, server_default=text("0")),
+    Column("operator", BigInteger),
+    Column("operate_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    UniqueConstraint("code", "version"),
+)
+
+
+task_definition = Table(
+    "task_definition",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("code", BigInteger, nullable=False, unique=True),
+    Column("name", String(255), nullable=False),
+    Column("version", Integer, nullable=False, server_default=text("1")),
+    Column("description", Text),
+    Column("project_code", BigInteger, nullable=False),
+    Column("user_id", BigInteger),
+    Column("task_type", String(50), nullable=False),
+    Column("task_execute_type", SmallInteger, nullable=False, server_default=text("0")),
+    Column("task_params", JSONB, nullable=False, server_default=text("'{}'")),
+    Column("flag", SmallInteger, nullable=False, server_default=text("1")),
+    Column("task_priority", SmallInteger, nullable=False, server_default=text("2")),
+    Column("worker_group", String(64), nullable=False, server_default=text("'default'")),
+    Column("environment_code", BigInteger, nullable=False, server_default=text("-1")),
+    Column("fail_retry_times", Integer, nullable=False, server_default=text("0")),
+    Column("fail_retry_interval", Integer, nullable=False, server_default=text("1")),
+    Column("timeout_flag", SmallInteger, nullable=False, server_default=text("0")),
+    Column("timeout_notify_strategy", SmallInteger),
+    Column("timeout", Integer, nullable=False, server_default=text("0")),
+    Column("delay_time", Integer, nullable=False, server_default=text("0")),
+    Column("cpu_quota", Integer, nullable=False, server_default=text("-1")),
+    Column("memory_max", Integer, nullable=False, server_default=text("-1")),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+task_definition_log = Table(
+    "task_definition_log",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("code", BigInteger, nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("description", Text),
+    Column("project_code", BigInteger, nullable=False),
+    Column("user_id", BigInteger),
+    Column("task_type", String(50), nullable=False),
+    Column("task_execute_type", SmallInteger, nullable=False, server_default=text("0")),
+    Column("task_params", JSONB, nullable=False, server_default=text("'{}'")),
+    Column("flag", SmallInteger, nullable=False, server_default=text("1")),
+    Column("task_priority", SmallInteger, nullable=False, server_default=text("2")),
+    Column("worker_group", String(64), nullable=False, server_default=text("'default'")),
+    Column("environment_code", BigInteger, nullable=False, server_default=text("-1")),
+    Column("fail_retry_times", Integer, nullable=False, server_default=text("0")),
+    Column("fail_retry_interval", Integer, nullable=False, server_default=text("1")),
+    Column("timeout_flag", SmallInteger, nullable=False, server_default=text("0")),
+    Column("timeout_notify_strategy", SmallInteger),
+    Column("timeout", Integer, nullable=False, server_default=text("0")),
+    Column("delay_time", Integer, nullable=False, server_default=text("0")),
+    Column("cpu_quota", Integer, nullable=False, server_default=text("-1")),
+    Column("memory_max", Integer, nullable=False, server_default=text("-1")),
+    Column("operator", BigInteger),
+    Column("operate_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    UniqueConstraint("code", "version"),
+)
+
+
+workflow_task_relation = Table(
+    "workflow_task_relation",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("project_code", BigInteger, nullable=False),
+    Column("workflow_definition_code", BigInteger, nullable=False),
+    Column("workflow_definition_version", Integer, nullable=False),
+    Column("pre_task_code", BigInteger, nullable=False, server_default=text("0")),
+    Column("pre_task_version", Integer, nullable=False, server_default=text("0")),
+    Column("post_task_code", BigInteger, nullable=False),
+    Column("post_task_version", Integer, nullable=False),
+    Column("condition_type", SmallInteger, nullable=False, server_default=text("0")),
+    Column("condition_params", JSONB),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+workflow_task_relation_log = Table(
+    "workflow_task_relation_log",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("project_code", BigInteger, nullable=False),
+    Column("workflow_definition_code", BigInteger, nullable=False),
+    Column("workflow_definition_version", Integer, nullable=False),
+    Column("pre_task_code", BigInteger, nullable=False, server_default=text("0")),
+    Column("pre_task_version", Integer, nullable=False, server_default=text("0")),
+    Column("post_task_code", BigInteger, nullable=False),
+    Column("post_task_version", Integer, nullable=False),
+    Column("condition_type", SmallInteger, nullable=False, server_default=text("0")),
+    Column("condition_params", JSONB),
+    Column("operator", BigInteger),
+    Column("operate_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+schedule = Table(
+    "schedule",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column(
+        "workflow_definition_code",
+        BigInteger,
+        ForeignKey("workflow_definition.code", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("start_time", TIMESTAMP(timezone=True), nullable=False),
+    Column("end_time", TIMESTAMP(timezone=True), nullable=False),
+    Column("timezone_id", String(64), nullable=False, server_default=text("'UTC'")),
+    Column("crontab", String(255), nullable=False),
+    Column("failure_strategy", SmallInteger, nullable=False, server_default=text("0")),
+    Column("warning_type", SmallInteger, nullable=False, server_default=text("0")),
+    Column("warning_group_id", BigInteger),
+    Column("workflow_instance_priority", SmallInteger, nullable=False, server_default=text("2")),
+    Column("worker_group", String(64), nullable=False, server_default=text("'default'")),
+    Column("environment_code", BigInteger, nullable=False, server_default=text("-1")),
+    Column("misfire_policy", String(16), nullable=False, server_default=text("'fire_all'")),
+    Column("release_state", SmallInteger, nullable=False, server_default=text("0")),
+    Column("user_id", BigInteger),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+schedule_fire = Table(
+    "schedule_fire",
+    metadata,
+    Column("schedule_id", BigInteger, ForeignKey("schedule.id", ondelete="CASCADE"), nullable=False),
+    Column("fire_time", TIMESTAMP(timezone=True), nullable=False),
+    Column("command_id", BigInteger, nullable=False),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    PrimaryKeyConstraint("schedule_id", "fire_time"),
+)
+
+
+command = Table(
+    "command",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("command_type", SmallInteger, nullable=False),
+    Column("workflow_definition_code", BigInteger, nullable=False),
+    Column("workflow_definition_version", Integer, nullable=False, server_default=text("0")),
+    Column("workflow_instance_id", BigInteger, nullable=False, server_default=text("0")),
+    Column("command_param", JSONB, nullable=False, server_default=text("'{}'")),
+    Column("task_depend_type", SmallInteger, nullable=False, server_default=text("2")),
+    Column("failure_strategy", SmallInteger, nullable=False, server_default=text("0")),
+    Column("warning_type", SmallInteger, nullable=False, server_default=text("0")),
+    Column("warning_group_id", BigInteger),
+    Column("schedule_id", BigInteger),
+    Column("schedule_time", TIMESTAMP(timezone=True)),
+    Column("start_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("executor_id", BigInteger),
+    Column("workflow_instance_priority", SmallInteger, nullable=False, server_default=text("2")),
+    Column("worker_group", String(64), nullable=False, server_default=text("'default'")),
+    Column("environment_code", BigInteger, nullable=False, server_default=text("-1")),
+    Column("dry_run", SmallInteger, nullable=False, server_default=text("0")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+error_command = Table(
+    "error_command",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("command_type", SmallInteger, nullable=False),
+    Column("workflow_definition_code", BigInteger, nullable=False),
+    Column("workflow_definition_version", Integer, nullable=False, server_default=text("0")),
+    Column("workflow_instance_id", BigInteger, nullable=False, server_default=text("0")),
+    Column("command_param", JSONB, nullable=False, server_default=text("'{}'")),
+    Column("task_depend_type", SmallInteger, nullable=False, server_default=text("2")),
+    Column("failure_strategy", SmallInteger, nullable=False, server_default=text("0")),
+    Column("warning_type", SmallInteger, nullable=False, server_default=text("0")),
+    Column("warning_group_id", BigInteger),
+    Column("schedule_id", BigInteger),
+    Column("schedule_time", TIMESTAMP(timezone=True)),
+    Column("start_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("executor_id", BigInteger),
+    Column("workflow_instance_priority", SmallInteger, nullable=False, server_default=text("2")),
+    Column("worker_group", String(64), nullable=False, server_default=text("'default'")),
+    Column("environment_code", BigInteger, nullable=False, server_default=text("-1")),
+    Column("dry_run", SmallInteger, nullable=False, server_default=text("0")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("message", Text, nullable=False),
+)
+
+
+workflow_instance = Table(
+    "workflow_instance",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("name", String(255), nullable=False),
+    Column("workflow_definition_code", BigInteger, nullable=False),
+    Column("workflow_definition_version", Integer, nullable=False),
+    Column("project_code", BigInteger, nullable=False),
+    Column("state", SmallInteger, nullable=False),
+    Column("state_history", JSONB, nullable=False, server_default=text("'[]'")),
+    Column("recovery", SmallInteger, nullable=False, server_default=text("0")),
+    Column("start_time", TIMESTAMP(timezone=True)),
+    Column("end_time", TIMESTAMP(timezone=True)),
+    Column("run_times", Integer, nullable=False, server_default=text("1")),
+    Column("host", String(135)),
+    Column("epoch", BigInteger, nullable=False, server_default=text("0")),
+    Column("command_id", BigInteger, unique=True),
+    Column("command_type", SmallInteger, nullable=False),
+    Column("command_param", JSONB, nullable=False, server_default=text("'{}'")),
+    Column("history_cmd", Text),
+    Column("task_depend_type", SmallInteger, nullable=False, server_default=text("2")),
+    Column("max_try_times", Integer, nullable=False, server_default=text("0")),
+    Column("failure_strategy", SmallInteger, nullable=False, server_default=text("0")),
+    Column("warning_type", SmallInteger, nullable=False, server_default=text("0")),
+    Column("warning_group_id", BigInteger),
+    Column("schedule_time", TIMESTAMP(timezone=True)),
+    Column("command_start_time", TIMESTAMP(timezone=True)),
+    Column("global_params", JSONB, nullable=False, server_default=text("'[]'")),
+    Column("var_pool", JSONB, nullable=False, server_default=text("'[]'")),
+    Column("flag", SmallInteger, nullable=False, server_default=text("1")),
+    Column("is_sub_workflow", SmallInteger, nullable=False, server_default=text("0")),
+    Column("executor_id", BigInteger),
+    Column("workflow_instance_priority", SmallInteger, nullable=False, server_default=text("2")),
+    Column("worker_group", String(64), nullable=False, server_default=text("'default'")),
+    Column("environment_code", BigInteger, nullable=False, server_default=text("-1")),
+    Column("timeout", Integer, nullable=False, server_default=text("0")),
+    Column("tenant_code", String(64), nullable=False, server_default=text("'default'")),
+    Column("dry_run", SmallInteger, nullable=False, server_default=text("0")),
+    Column("next_workflow_instance_id", BigInteger, nullable=False, server_default=text("0")),
+    Column("restart_time", TIMESTAMP(timezone=True)),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+task_instance = Table(
+    "task_instance",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("name", String(255), nullable=False),
+    Column("task_type", String(50), nullable=False),
+    Column("task_execute_type", SmallInteger, nullable=False, server_default=text("0")),
+    Column("task_code", BigInteger, nullable=False),
+    Column("task_definition_version", Integer, nullable=False),
+    Column(
+        "workflow_instance_id",
+        BigInteger,
+        ForeignKey("workflow_instance.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("state", SmallInteger, nullable=False),
+    Column("attempt", Integer, nullable=False, server_default=text("1")),
+    Column("retry_times", Integer, nullable=False, server_default=text("0")),
+    Column("max_retry_times", Integer, nullable=False, server_default=text("0")),
+    Column("retry_interval", Integer, nullable=False, server_default=text("0")),
+    Column("submit_time", TIMESTAMP(timezone=True)),
+    Column("first_submit_time", TIMESTAMP(timezone=True)),
+    Column("start_time", TIMESTAMP(timezone=True)),
+    Column("end_time", TIMESTAMP(timezone=True)),
+    Column("host", String(135)),
+    Column("pid", Integer),
+    Column("exit_code", Integer),
+    Column("execute_path", String(512)),
+    Column("log_path", Text),
+    Column("app_link", Text),
+    Column("alert_flag", SmallInteger, nullable=False, server_default=text("0")),
+    Column("task_params", JSONB, nullable=False, server_default=text("'{}'")),
+    Column("var_pool", JSONB, nullable=False, server_default=text("'[]'")),
+    Column("flag", SmallInteger, nullable=False, server_default=text("1")),
+    Column("task_instance_priority", SmallInteger, nullable=False, server_default=text("2")),
+    Column("worker_group", String(64), nullable=False, server_default=text("'default'")),
+    Column("environment_code", BigInteger, nullable=False, server_default=text("-1")),
+    Column("environment_config", Text),
+    Column("executor_id", BigInteger),
+    Column("delay_time", Integer, nullable=False, server_default=text("0")),
+    Column("dry_run", SmallInteger, nullable=False, server_default=text("0")),
+    Column("cpu_quota", Integer, nullable=False, server_default=text("-1")),
+    Column("memory_max", Integer, nullable=False, server_default=text("-1")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    UniqueConstraint("workflow_instance_id", "task_code", "attempt"),
+)
+
+
+sub_workflow_relation = Table(
+    "sub_workflow_relation",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column(
+        "parent_workflow_instance_id",
+        BigInteger,
+        ForeignKey("workflow_instance.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("parent_task_instance_id", BigInteger, nullable=False),
+    Column("workflow_instance_id", BigInteger, nullable=False, server_default=text("0")),
+    UniqueConstraint("parent_workflow_instance_id", "parent_task_instance_id"),
+)
+
+
+alert_group = Table(
+    "alert_group",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("group_name", String(255), nullable=False, unique=True),
+    Column("description", Text),
+    Column("create_user_id", BigInteger),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+alert_sender = Table(
+    "alert_sender",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("alert_group_id", BigInteger, ForeignKey("alert_group.id", ondelete="CASCADE"), nullable=False),
+    Column("plugin_type", String(32), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("params", JSONB, nullable=False, server_default=text("'{}'")),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+alert = Table(
+    "alert",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("title", String(255), nullable=False),
+    Column("sign", CHAR(64)),
+    Column("content", Text, nullable=False),
+    Column("alert_status", SmallInteger, nullable=False, server_default=text("0")),
+    Column("warning_type", SmallInteger, nullable=False, server_default=text("2")),
+    Column("alert_type", SmallInteger, nullable=False),
+    Column("log", Text),
+    Column("alert_group_id", BigInteger),
+    Column("project_code", BigInteger),
+    Column("workflow_definition_code", BigInteger),
+    Column("workflow_instance_id", BigInteger),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+Index(
+    "workflow_task_relation_definition_idx",
+    workflow_task_relation.c.workflow_definition_code,
+    workflow_task_relation.c.workflow_definition_version,
+)
+Index(
+    "workflow_task_relation_log_definition_idx",
+    workflow_task_relation_log.c.workflow_definition_code,
+    workflow_task_relation_log.c.workflow_definition_version,
+)
+Index("command_priority_id_idx", command.c.workflow_instance_priority, command.c.id)
+Index(
+    "workflow_instance_definition_idx", workflow_instance.c.workflow_definition_code, workflow_instance.c.id
+)
+Index("workflow_instance_time_idx", workflow_instance.c.start_time, workflow_instance.c.end_time)
+Index(
+    "workflow_instance_unfinished_host_idx",
+    workflow_instance.c.host,
+    postgresql_where=text("state IN (0, 1, 2, 4, 12)"),
+)
+Index("task_instance_workflow_idx", task_instance.c.workflow_instance_id)
+Index("task_instance_code_version_idx", task_instance.c.task_code, task_instance.c.task_definition_version)
+Index(
+    "task_instance_current_attempt_idx",
+    task_instance.c.workflow_instance_id,
+    task_instance.c.task_code,
+    unique=True,
+    postgresql_where=text("flag = 1"),
+)
+Index(
+    "task_instance_unfinished_host_idx",
+    task_instance.c.host,
+    postgresql_where=text("state IN (0, 1, 12, 17)"),
+)
+Index("sub_workflow_relation_child_idx", sub_workflow_relation.c.workflow_instance_id)
+Index("alert_pending_idx", alert.c.id, postgresql_where=text("alert_status = 0"))

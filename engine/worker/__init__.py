@@ -1,0 +1,1 @@
+"""Worker node: runs task plugins in subprocesses and reports to the owning master."""

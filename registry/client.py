@@ -1,0 +1,268 @@
+"""Async etcd client: etcd3-py's AioClient behind a small, typed surface with timeouts and error mapping.
+
+Every call has a timeout; aiohttp / etcd3-py failures become :class:`RegistryUnavailable`. Several
+endpoints may be given; a call that cannot reach the current one moves on to the next.
+Stream calls (keep-alive, watch) use etcd3-py's stream responses, which need :mod:`registry.compat`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import urlparse
+
+import aiohttp
+import semantic_version
+from etcd3 import AioClient
+from etcd3.errors import Etcd3Exception
+
+from registry import compat
+from registry.errors import RegistryUnavailable
+
+compat.install()
+
+T = TypeVar("T")
+
+_TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, Etcd3Exception, TimeoutError, json.JSONDecodeError)
+
+
+@dataclass(frozen=True)
+class KeyValue:
+    key: str
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    lease: int
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    kind: str  # "PUT" | "DELETE"
+    kv: KeyValue
+
+
+@dataclass(frozen=True)
+class WatchBatch:
+    revision: int
+    events: list[WatchEvent]
+    compact_revision: int = 0
+    canceled: bool = False
+
+
+class _Client(AioClient):  # type: ignore[misc]
+    """AioClient without its blocking HTTP version probe in the constructor (it would block the loop)."""
+
+    def _retrieve_version(self) -> None:
+        self.server_version_sem = semantic_version.Version(self.server_version)
+        self.cluster_version_sem = semantic_version.Version(self.cluster_version)
+
+
+def _kv(raw: Any) -> KeyValue:
+    key = raw.key.decode() if isinstance(raw.key, bytes) else str(raw.key or "")
+    value = raw.value if isinstance(raw.value, bytes) else (raw.value or "").encode()
+    return KeyValue(
+        key=key,
+        value=value,
+        create_revision=int(raw.create_revision or 0),
+        mod_revision=int(raw.mod_revision or 0),
+        lease=int(raw.lease or 0),
+    )
+
+
+def prefix_end(prefix: str) -> bytes:
+    raw = bytearray(prefix.encode())
+    raw[-1] += 1
+    return bytes(raw)
+
+
+class EtcdClient:
+    """The registry's only door to etcd."""
+
+    def __init__(self, endpoints: Sequence[str], request_timeout: float = 3.0) -> None:
+        if not endpoints:
+            raise ValueError("at least one etcd endpoint is required")
+        self.endpoints = list(endpoints)
+        self.request_timeout = request_timeout
+        self._index = 0
+        self._clients: dict[int, _Client] = {}
+
+    def _client(self) -> _Client:
+        client = self._clients.get(self._index)
+        if client is None:
+            url = urlparse(self.endpoints[self._index])
+            client = _Client(
+                host=url.hostname or "127.0.0.1",
+                port=url.port or 2379,
+                protocol=url.scheme or "http",
+                server_version="3.5.0",
+                cluster_version="3.5.0",
+            )
+            self._clients[self._index] = client
+        return client
+
+    def _rotate(self) -> None:
+        if len(self.endpoints) > 1:
+            self._index = (self._index + 1) % len(self.endpoints)
+
+    @property
+    def endpoint(self) -> str:
+        return self.endpoints[self._index]
+
+    async def close(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.close()
+
+    async def _call(self, what: str, make: Any, timeout: float | None = None) -> Any:
+        """Run one unary call with a timeout, trying each endpoint once."""
+        last: BaseException | None = None
+        for _ in range(len(self.endpoints)):
+            try:
+                return await asyncio.wait_for(make(self._client()), timeout or self.request_timeout)
+            except _TRANSPORT_ERRORS as exc:
+                last = exc
+                self._rotate()
+        raise RegistryUnavailable(f"etcd {what} failed: {type(last).__name__}: {last}") from last
+
+    # -- KV ---------------------------------------------------------------------------------------
+
+    async def put(self, key: str, value: bytes | str, lease: int = 0) -> int:
+        resp = await self._call("put", lambda c: c.put(key, value, lease=lease))
+        return int(resp.header.revision)
+
+    async def get(self, key: str) -> KeyValue | None:
+        resp = await self._call("get", lambda c: c.range(key))
+        return _kv(resp.kvs[0]) if resp.kvs else None
+
+    async def get_prefix(self, prefix: str) -> tuple[int, list[KeyValue]]:
+        """All keys under ``prefix`` and the store revision the read saw."""
+        resp = await self._call("range", lambda c: c.range(prefix, prefix=True))
+        return int(resp.header.revision), [_kv(kv) for kv in (resp.kvs or [])]
+
+    async def delete(self, key: str) -> int:
+        resp = await self._call("delete", lambda c: c.delete_range(key))
+        return int(resp.deleted or 0)
+
+    async def put_if_absent(
+        self, key: str, value: bytes | str, lease: int
+    ) -> tuple[bool, KeyValue | None, int]:
+        """Create ``key`` only if it does not exist. Returns (created, current holder kv, revision)."""
+
+        def txn(c: _Client) -> Awaitable[Any]:
+            return c.txn(
+                compare=[{"key": key.encode(), "target": "CREATE", "result": "EQUAL", "create_revision": 0}],
+                success=[c.put(key, value, lease=lease, txn_obj=True)],
+                failure=[c.range(key, txn_obj=True)],
+            )
+
+        resp = await self._call("txn", txn)
+        revision = int(resp.header.revision)
+        if resp.succeeded:
+            return True, None, revision
+        kvs = resp.responses[0].response_range.kvs or []
+        return False, (_kv(kvs[0]) if kvs else None), revision
+
+    async def delete_if_created_at(self, key: str, create_revision: int) -> bool:
+        """Delete ``key`` only if it is still the version created at ``create_revision``."""
+
+        def txn(c: _Client) -> Awaitable[Any]:
+            return c.txn(
+                compare=[
+                    {
+                        "key": key.encode(),
+                        "target": "CREATE",
+                        "result": "EQUAL",
+                        "create_revision": create_revision,
+                    }
+                ],
+                success=[c.delete_range(key, txn_obj=True)],
+                failure=[],
+            )
+
+        resp = await self._call("txn", txn)
+        return bool(resp.succeeded)
+
+    # -- leases -----------------------------------------------------------------------------------
+
+    async def grant(self, ttl: float) -> tuple[int, int]:
+        resp = await self._call("lease grant", lambda c: c.lease_grant(TTL=max(1, round(ttl))))
+        return int(resp.ID), int(resp.TTL)
+
+    async def revoke(self, lease_id: int) -> None:
+        await self._call("lease revoke", lambda c: c.lease_revoke(ID=lease_id))
+
+    async def time_to_live(self, lease_id: int) -> int:
+        resp = await self._call("lease ttl", lambda c: c.lease_time_to_live(ID=lease_id))
+        return int(resp.TTL or -1)
+
+    async def keepalive_once(self, lease_id: int, timeout: float | None = None) -> int:
+        """One keep-alive round trip on the keep-alive stream; returns the new TTL (<= 0: lease gone)."""
+
+        async def once(c: _Client) -> int:
+            stream = c.call_rpc(
+                "/lease/keepalive",
+                data=b'{"ID":%d}\n' % lease_id,
+                stream=True,
+                timeout=aiohttp.ClientTimeout(total=timeout or self.request_timeout),
+            )
+            try:
+                async for resp in stream:
+                    return int(resp.TTL or 0)
+                return 0
+            finally:
+                _close_stream(stream)
+
+        return int(await self._call("lease keep-alive", once, timeout))
+
+    # -- watch ------------------------------------------------------------------------------------
+
+    async def watch_prefix(
+        self, prefix: str, start_revision: int, idle_timeout: float = 30.0, key_only: bool = False
+    ) -> AsyncIterator[WatchBatch]:
+        """Watch ``prefix`` (or one key with ``key_only``) from ``start_revision``.
+
+        Ends (StopAsyncIteration) when the stream ends or stays idle for ``idle_timeout`` seconds;
+        the caller re-watches from the last revision it saw. Raises RegistryUnavailable on errors.
+        """
+        client = self._client()
+        kwargs: dict[str, Any] = {
+            "start_revision": start_revision,
+            "timeout": aiohttp.ClientTimeout(
+                total=None, connect=self.request_timeout, sock_read=idle_timeout
+            ),
+        }
+        if not key_only:
+            kwargs["prefix"] = True
+        stream = client.watch_create(prefix, **kwargs)
+        try:
+            async for resp in stream:
+                events = [
+                    WatchEvent("DELETE" if "DELETE" in str(getattr(ev, "type", "")) else "PUT", _kv(ev.kv))
+                    for ev in (resp.events or [])
+                ]
+                yield WatchBatch(
+                    revision=int(resp.header.revision),
+                    events=events,
+                    compact_revision=int(resp.compact_revision or 0),
+                    canceled=bool(resp.canceled),
+                )
+        except aiohttp.SocketTimeoutError:
+            return
+        except _TRANSPORT_ERRORS as exc:
+            self._rotate()
+            raise RegistryUnavailable(f"etcd watch failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            _close_stream(stream)
+
+
+def _close_stream(stream: Any) -> None:
+    resp = getattr(stream, "resp", None)
+    if isinstance(resp, aiohttp.ClientResponse):
+        resp.close()
+        return
+    coro = getattr(resp, "_coro", None)  # never awaited: close it so no "never awaited" warning leaks
+    if coro is not None:
+        coro.close()

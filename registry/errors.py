@@ -1,0 +1,30 @@
+"""Registry errors. etcd3-py and aiohttp failures are translated into these at the client boundary.
+
+::
+
+    RegistryError (engine.errors)
+    ├── RegistryUnavailable   etcd could not be reached or did not answer in time
+    ├── LeaseLost             the session's lease expired or was revoked
+    ├── LockTimeout           a lock was not acquired within the caller's timeout
+    └── NotLockOwner          releasing a lock this session does not hold
+"""
+
+from __future__ import annotations
+
+from engine.errors import RegistryError
+
+
+class RegistryUnavailable(RegistryError):
+    """etcd could not be reached or did not answer in time."""
+
+
+class LeaseLost(RegistryError):
+    """The session's lease expired or was revoked."""
+
+
+class LockTimeout(RegistryError):
+    """A lock was not acquired within the timeout."""
+
+
+class NotLockOwner(RegistryError):
+    """The lock is not held by this session."""

@@ -1,0 +1,222 @@
+"""Node heartbeats: the JSON value of a node's registry key, sampled with psutil off the event loop,
+and the registration that keeps it written under the node's session lease."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import json
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import MISSING, asdict, dataclass, fields
+from typing import Any
+
+import psutil
+
+from engine import logs
+from registry.errors import RegistryUnavailable
+from registry.session import Session
+
+log = logs.get(__name__)
+
+
+class ServerStatus(enum.IntEnum):
+    NORMAL = 0
+    ABNORMAL = 1  # overloaded: cpu load or memory past the configured limits
+    BUSY = 2  # more tasks waiting than exec slots
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """What a node publishes about itself. Times are epoch milliseconds, memory/disk in GB."""
+
+    startup_time: int
+    report_time: int
+    cpu_usage: float  # 0..1
+    memory_usage: float  # 0..1
+    load_average: float  # 1-minute
+    available_memory_gb: float
+    disk_available_gb: float
+    pid: int
+    status: int = ServerStatus.NORMAL
+    host_weight: int = 100
+    running_tasks: int = 0
+    waiting_tasks: int = 0
+    exec_slots: int = 0
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> Heartbeat:
+        """Parse a heartbeat; raises ValueError on anything that is not one."""
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError("heartbeat is not a JSON object")
+        kwargs: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in data:
+                if f.default is not MISSING:  # optional field
+                    continue
+                raise ValueError(f"heartbeat lacks {f.name}")
+            value = data[f.name]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"heartbeat field {f.name} is not a number")
+            kwargs[f.name] = int(value) if f.type in ("int", int) else float(value)
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class LoadLimits:
+    """Overload thresholds: 1-minute load average (-1 = 2 x cpu count) and minimum free memory (GB)."""
+
+    max_cpu_load_avg: float = -1
+    reserved_memory_gb: float = 0.3
+
+    def effective_max_load(self) -> float:
+        return self.max_cpu_load_avg if self.max_cpu_load_avg > 0 else 2.0 * (os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class HostSample:
+    cpu_usage: float
+    memory_usage: float
+    load_average: float
+    available_memory_gb: float
+    disk_available_gb: float
+
+    def overloaded(self, limits: LoadLimits) -> bool:
+        return (
+            self.load_average > limits.effective_max_load()
+            or self.available_memory_gb < limits.reserved_memory_gb
+        )
+
+
+_GB = 1024**3
+
+
+def _sample_host(disk_path: str) -> HostSample:
+    mem = psutil.virtual_memory()
+    try:
+        disk = psutil.disk_usage(disk_path).free / _GB
+    except OSError:
+        disk = 0.0
+    return HostSample(
+        cpu_usage=psutil.cpu_percent(interval=None) / 100.0,
+        memory_usage=mem.percent / 100.0,
+        load_average=os.getloadavg()[0],
+        available_memory_gb=mem.available / _GB,
+        disk_available_gb=disk,
+    )
+
+
+async def sample_host(disk_path: str = ".") -> HostSample:
+    """Sample cpu, memory, load and disk in a thread (disk_usage may block on a slow filesystem)."""
+    return await asyncio.to_thread(_sample_host, disk_path)
+
+
+@dataclass
+class TaskCounts:
+    running: int = 0
+    waiting: int = 0
+    slots: int = 0
+
+
+class HeartbeatSource:
+    """Builds this node's heartbeat from a host sample plus the counts the node reports."""
+
+    def __init__(
+        self,
+        limits: LoadLimits,
+        host_weight: int = 100,
+        counts: Callable[[], TaskCounts] = TaskCounts,
+        disk_path: str = ".",
+    ) -> None:
+        self.limits = limits
+        self.host_weight = host_weight
+        self.counts = counts
+        self.disk_path = disk_path
+        self.startup_time = int(time.time() * 1000)
+        self.last_sample: HostSample | None = None
+
+    async def __call__(self) -> Heartbeat:
+        sample = await sample_host(self.disk_path)
+        self.last_sample = sample
+        counts = self.counts()
+        status = ServerStatus.NORMAL
+        if sample.overloaded(self.limits):
+            status = ServerStatus.ABNORMAL
+        elif counts.slots and counts.waiting > counts.slots:
+            status = ServerStatus.BUSY
+        return Heartbeat(
+            startup_time=self.startup_time,
+            report_time=int(time.time() * 1000),
+            cpu_usage=round(sample.cpu_usage, 4),
+            memory_usage=round(sample.memory_usage, 4),
+            load_average=round(sample.load_average, 3),
+            available_memory_gb=round(sample.available_memory_gb, 3),
+            disk_available_gb=round(sample.disk_available_gb, 3),
+            pid=os.getpid(),
+            status=int(status),
+            host_weight=self.host_weight,
+            running_tasks=counts.running,
+            waiting_tasks=counts.waiting,
+            exec_slots=counts.slots,
+        )
+
+
+class Registration:
+    """Keeps ``key`` = the node's heartbeat, bound to the session lease, refreshed every ``interval``."""
+
+    def __init__(
+        self,
+        session: Session,
+        key: str,
+        source: Callable[[], Awaitable[Heartbeat]],
+        interval: float,
+    ) -> None:
+        self.session = session
+        self.key = key
+        self.source = source
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+        self.last: Heartbeat | None = None
+
+    async def start(self) -> None:
+        """Write the key once (raises if etcd refuses), then refresh it in the background."""
+        self.session.require_alive()
+        await self._write()
+        self._task = asyncio.create_task(self._refresh_loop(), name=f"heartbeat {self.key}")
+        log.info("registered", key=self.key)
+
+    async def _write(self) -> None:
+        self.last = await self.source()
+        await self.session.client.put(self.key, self.last.to_json(), lease=self.session.lease_id)
+
+    async def refresh_now(self) -> None:
+        with contextlib.suppress(RegistryUnavailable):
+            await self._write()
+
+    async def _refresh_loop(self) -> None:
+        while self.session.alive:
+            try:
+                await asyncio.wait_for(self.session.lost.wait(), self.interval)
+                return
+            except TimeoutError:
+                pass
+            try:
+                await self._write()
+            except RegistryUnavailable as exc:
+                log.warning("heartbeat refresh failed", key=self.key, error=str(exc))
+
+    async def stop(self, delete: bool = True) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if delete and self.session.alive:
+            with contextlib.suppress(RegistryUnavailable):
+                await self.session.client.delete(self.key)

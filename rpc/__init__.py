@@ -1,0 +1,1 @@
+"""aiohttp JSON RPC between nodes (typed, versioned, signed messages)."""
