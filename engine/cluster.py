@@ -24,7 +24,7 @@ def start(cfg: Config, run_dir: Path, masters: int, workers: int) -> Stack:
         for i in range(workers):
             stack.start_node("worker", f"worker-{i + 1}")
     except BaseException:
-        stack.stop_all()
+        stack.stop_started()
         raise
     return stack
 

@@ -54,7 +54,7 @@ def run(cfg: Config, run_dir: Path, ready: threading.Event | None = None) -> int
         log.error("standalone failed", error=str(exc))
         code = 1
     finally:
-        stopped = stack.stop_all()
+        stopped = stack.stop_started()
         log.info("stopped", processes=stopped)
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -8,7 +8,6 @@ Stream calls (keep-alive, watch) use etcd3-py's stream responses, which need :mo
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -17,7 +16,6 @@ from urllib.parse import urlparse
 import aiohttp
 import semantic_version
 from etcd3 import AioClient
-from etcd3.errors import Etcd3Exception
 
 from registry import compat
 from registry.errors import RegistryUnavailable
@@ -26,7 +24,10 @@ compat.install()
 
 T = TypeVar("T")
 
-_TRANSPORT_ERRORS = (aiohttp.ClientError, OSError, Etcd3Exception, TimeoutError, json.JSONDecodeError)
+# etcd3-py raises assorted exceptions while decoding unexpected answers (KeyError on an unknown
+# error code during an etcd restart, for one): at this boundary every Exception means "etcd did not
+# serve the call" and becomes RegistryUnavailable. Cancellation (BaseException) passes through.
+_TRANSPORT_ERRORS = (Exception,)
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,9 @@ class EtcdClient:
 
         resp = await self._call("txn", txn)
         return bool(resp.succeeded)
+
+    async def compact(self, revision: int) -> None:
+        await self._call("compact", lambda c: c.compact(revision, physical=True))
 
     # -- leases -----------------------------------------------------------------------------------
 

@@ -87,6 +87,11 @@ class MembershipView:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    async def resume(self) -> None:
+        """Watch again from the last revision seen (after close()); a compacted gap forces a re-read."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="membership-watch")
+
     def request_resync(self) -> None:
         """Re-read the prefix soon (e.g. after the session reconnected)."""
         self._resync.set()
@@ -182,6 +187,11 @@ class MembershipView:
                 need_read = await self._watch_once()
             except RegistryUnavailable as exc:
                 log.warning("membership watch interrupted", error=str(exc))
+                need_read = True
+                await asyncio.sleep(self.retry_delay)
+            except Exception:
+                # a listener or parsing bug must not end membership for the life of the process
+                log.exception("membership watch failed; re-reading")
                 need_read = True
                 await asyncio.sleep(self.retry_delay)
 

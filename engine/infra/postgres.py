@@ -31,8 +31,8 @@ ROLE = "porpoise"
 
 
 def pg_bindir() -> Path:
-    """Directory holding ``initdb`` and ``postgres``: pg_config --bindir, else the newest
-    /usr/lib/postgresql/*/bin, else PATH."""
+    """Directory holding ``initdb`` and ``postgres``: $PORPOISE_PG_BINDIR, pg_config --bindir, the newest
+    /usr/lib/postgresql/*/bin, then PATH."""
     candidates: list[Path] = []
     env = os.environ.get("PORPOISE_PG_BINDIR")
     if env:
@@ -57,12 +57,18 @@ def pg_bindir() -> Path:
     on_path = shutil.which("initdb")
     if on_path:
         candidates.append(Path(on_path).parent)
+    return find_pg_bindir(candidates)
+
+
+def find_pg_bindir(candidates: list[Path]) -> Path:
+    """The first candidate holding both ``initdb`` and ``postgres``."""
     for cand in candidates:
         if (cand / "initdb").is_file() and (cand / "postgres").is_file():
             return cand
+    looked = ", ".join(str(c) for c in candidates) or "nowhere"
     raise BinaryNotFound(
-        "PostgreSQL server binaries (initdb, postgres) not found: looked at pg_config --bindir, "
-        "/usr/lib/postgresql/*/bin and PATH; install the PostgreSQL server or set PORPOISE_PG_BINDIR"
+        f"PostgreSQL server binaries (initdb, postgres) not found (looked in: {looked}); "
+        "install the PostgreSQL server package or set PORPOISE_PG_BINDIR"
     )
 
 

@@ -38,6 +38,8 @@ class Stack:
         self.etcd: EtcdServer | None = None
         self.postgres: PostgresServer | None = None
         self.nodes: list[ManagedProcess] = []
+        #: processes this Stack object started (a failed start rolls back only these)
+        self.started: list[ProcessRecord] = []
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -65,6 +67,7 @@ class Stack:
         return [ProcessRecord.from_json(p) for p in self.state["processes"]]
 
     def _remember(self, record: ProcessRecord) -> None:
+        self.started.append(record)
         self.state["processes"].append(record.to_json())
         self._save()
 
@@ -167,16 +170,27 @@ class Stack:
 
     def stop_all(self) -> list[str]:
         """Stop every recorded process, nodes first, then PostgreSQL, then etcd."""
+        return self._stop(self.records())
+
+    def stop_started(self) -> list[str]:
+        """Roll back a failed start: stop only what this Stack object started."""
+        return self._stop(list(self.started))
+
+    def _stop(self, records: list[ProcessRecord]) -> list[str]:
         timeout = self.cfg.standalone.stop_timeout
         stopped = []
         order = {"postgres": 1, "etcd": 2}
-        for record in sorted(self.records(), key=lambda r: order.get(r.name, 0)):
+        for record in sorted(records, key=lambda r: order.get(r.name, 0)):
             if record.stop(timeout):
                 stopped.append(record.name)
         for proc in self.nodes:
             if proc.popen is not None:
                 proc.popen.poll()
-        self.state["processes"] = []
+        gone = {(r.pid, r.create_time) for r in records}
+        self.state["processes"] = [
+            p for p in self.state["processes"] if (p["pid"], p["create_time"]) not in gone
+        ]
+        self.started = [r for r in self.started if (r.pid, r.create_time) not in gone]
         if self.state_path.exists():
             self._save()
         return stopped

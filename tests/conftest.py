@@ -1,0 +1,138 @@
+"""Shared fixtures: one real etcd and one real PostgreSQL per test session, on free loopback ports,
+started by the same launcher code `make run` uses. Tests that break their server (SIGSTOP, restart)
+get a private one from the factories instead."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from engine import config as config_mod
+from engine import logs
+from engine.config import Config
+from engine.infra.etcd import EtcdServer
+from engine.infra.ports import free_port
+from engine.infra.postgres import PostgresServer
+from registry import EtcdClient
+from tests.helpers import NodeProc, node_env
+
+logs.configure("console", "warning")
+
+
+@pytest.fixture(scope="session")
+def workdir() -> Iterator[Path]:
+    # Under /tmp and world-traversable: PostgreSQL runs as the `postgres` user when tests run as root.
+    path = Path(tempfile.mkdtemp(prefix="porpoise-test-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _start_etcd(base: Path) -> EtcdServer:
+    name = uuid.uuid4().hex[:8]
+    server = EtcdServer(base / f"etcd-{name}", free_port(), free_port(), base / "logs" / f"etcd-{name}.log")
+    server.start()
+    return server
+
+
+@pytest.fixture(scope="session")
+def etcd_server(workdir: Path) -> Iterator[EtcdServer]:
+    server = _start_etcd(workdir)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def etcd_factory(workdir: Path) -> Iterator[Callable[[], EtcdServer]]:
+    """Private etcd servers for tests that stop, pause or restart them."""
+    started: list[EtcdServer] = []
+
+    def make() -> EtcdServer:
+        server = _start_etcd(workdir)
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        if server.proc and server.proc.record:
+            server.proc.record.signal(18)  # SIGCONT, in case a test left it stopped
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_server(workdir: Path) -> Iterator[PostgresServer]:
+    server = PostgresServer(workdir / "pg", free_port(), workdir / "logs" / "postgres.log", durable=False)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fresh_db(pg_server: PostgresServer) -> Iterator[str]:
+    """A new empty database for one test; its DSN."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+
+    async def run(sql: str) -> None:
+        conn = await asyncpg.connect(pg_server.admin_dsn())
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(run(f'CREATE DATABASE "{name}"'))
+    yield pg_server.dsn.rsplit("/", 1)[0] + "/" + name
+    asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def etcd_root() -> str:
+    """A key-space root of this test's own."""
+    return f"/t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def registry_config(etcd_server: EtcdServer, etcd_root: str) -> Config:
+    return config_mod.load(
+        overrides=[
+            f"registry.endpoints={etcd_server.endpoint}",
+            f"registry.root={etcd_root}",
+            "registry.lease_ttl=2",
+            "registry.keepalive_interval=0.5",
+            "registry.heartbeat_interval=0.5",
+            "registry.request_timeout=1",
+        ],
+        environ={},
+    )
+
+
+@pytest.fixture
+async def etcd(etcd_server: EtcdServer) -> EtcdClient:
+    client = EtcdClient([etcd_server.endpoint], request_timeout=2)
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+def node_factory(workdir: Path) -> Iterator[Callable[..., NodeProc]]:
+    """Start real master/worker processes; all are stopped at teardown."""
+    nodes: list[NodeProc] = []
+
+    def make(
+        role: str, endpoint: str, root: str, ttl: float = 2, overrides: list[str] | None = None, **env: str
+    ):
+        name = f"{role}-{uuid.uuid4().hex[:6]}"
+        node = NodeProc(role, node_env(endpoint, root, ttl, **env), workdir / "logs", name, overrides or [])
+        nodes.append(node)
+        return node.start()
+
+    yield make
+    for node in nodes:
+        node.stop()

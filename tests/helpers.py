@@ -1,0 +1,112 @@
+"""Test helpers: waiting for conditions with deadlines (never bare sleeps), node processes."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.infra.ports import free_port
+from engine.infra.process import ManagedProcess
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def eventually(
+    predicate: Callable[[], Any], timeout: float, what: str = "condition", interval: float = 0.02
+):
+    """Await until ``predicate()`` (sync or async) is truthy; return its value; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(interval)
+
+
+def wait_sync(predicate: Callable[[], Any], timeout: float, what: str = "condition", interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def http_json(url: str, timeout: float = 2.0) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+class NodeProc:
+    """A real ``python -m engine.<role>`` process for tests."""
+
+    def __init__(
+        self, role: str, env: dict[str, str], log_dir: Path, name: str, overrides: list[str]
+    ) -> None:
+        self.role = role
+        self.port = free_port()
+        argv = [sys.executable, "-m", f"engine.{role}", "--set", f"{role}.listen_port={self.port}"]
+        for item in overrides:
+            argv += ["--set", item]
+        self.proc = ManagedProcess(name, argv, log_dir / f"{name}.log", env=env, cwd=ROOT)
+        self.address = f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30) -> NodeProc:
+        self.proc.start()
+        wait_sync(self.healthy, timeout, what=f"{self.role} {self.address} healthy")
+        return self
+
+    def health(self) -> tuple[int, Any]:
+        if self.proc.exited() is not None:
+            raise AssertionError(f"{self.role} exited with {self.proc.exited()}:\n{self.proc.tail(40)}")
+        try:
+            return http_json(f"http://{self.address}/health")
+        except OSError:
+            return 0, None
+
+    def healthy(self) -> bool:
+        return self.health()[0] == 200
+
+    @property
+    def pid(self) -> int:
+        assert self.proc.popen is not None
+        return self.proc.popen.pid
+
+    def stop(self, timeout: float = 15) -> None:
+        self.proc.stop(timeout)
+
+
+def node_env(endpoint: str, root: str, ttl: float = 2, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PORPOISE_")}
+    env.update(
+        {
+            "PORPOISE_REGISTRY_ENDPOINTS": endpoint,
+            "PORPOISE_REGISTRY_ROOT": root,
+            "PORPOISE_REGISTRY_LEASE_TTL": str(ttl),
+            "PORPOISE_REGISTRY_KEEPALIVE_INTERVAL": str(ttl / 4),
+            "PORPOISE_REGISTRY_HEARTBEAT_INTERVAL": str(ttl / 4),
+            "PORPOISE_REGISTRY_REQUEST_TIMEOUT": str(ttl / 2),
+            "PORPOISE_LOGGING_LEVEL": "debug",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra)
+    return env

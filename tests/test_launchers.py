@@ -1,0 +1,166 @@
+"""`make cluster` / `make stop` / `make run` through the real `porpoise` CLI: distinct processes,
+slots across masters, data kept across restarts, and nothing left running after a stop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import asyncpg
+import psutil
+
+from engine.infra.process import ProcessRecord
+from tests.helpers import ROOT, http_json, wait_sync
+
+PORPOISE = [sys.executable, "-m", "engine"]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PORPOISE_")}
+    env["PORPOISE_REGISTRY_LEASE_TTL"] = "3"
+    env["PORPOISE_REGISTRY_KEEPALIVE_INTERVAL"] = "1"
+    env["PORPOISE_REGISTRY_HEARTBEAT_INTERVAL"] = "1"
+    return env
+
+
+def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*PORPOISE, *args], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def _records(run_dir: Path) -> list[ProcessRecord]:
+    state = json.loads((run_dir / "state.json").read_text())
+    return [ProcessRecord.from_json(p) for p in state["processes"]]
+
+
+def _dsn(run_dir: Path) -> str:
+    state = json.loads((run_dir / "state.json").read_text())
+    return (
+        f"postgresql://porpoise:{state['postgres_password']}@127.0.0.1:{state['ports']['postgres']}/porpoise"
+    )
+
+
+def _no_process_left(records: list[ProcessRecord]) -> bool:
+    for r in records:
+        try:
+            p = psutil.Process(r.pid)
+            if p.status() != psutil.STATUS_ZOMBIE and abs(p.create_time() - r.create_time) < 0.05:
+                return False
+        except psutil.NoSuchProcess:
+            pass
+    return True
+
+
+def test_cluster_start_status_stop(workdir: Path) -> None:
+    run_dir = workdir / f"cluster-{uuid.uuid4().hex[:6]}"
+    started = _cli("cluster", "start", "--run-dir", str(run_dir), "--masters", "3", "--workers", "2")
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        records = _records(run_dir)
+        names = sorted(r.name for r in records)
+        assert names == sorted(
+            ["etcd", "postgres", "master-1", "master-2", "master-3", "worker-1", "worker-2"]
+        )
+        assert len({r.pid for r in records}) == 7 and all(r.alive() for r in records)
+        ports = [r.extra["port"] for r in records if r.name.startswith(("master", "worker"))]
+        assert len(set(ports)) == 5
+        for r in records:
+            assert Path(r.log).is_file(), f"{r.name} has no log under .run"
+
+        masters = [r for r in records if r.name.startswith("master")]
+
+        def slots_settled() -> bool:
+            bodies = [http_json(f"http://127.0.0.1:{m.extra['port']}/health")[1] for m in masters]
+            return sorted((b["slot"]["index"], b["slot"]["count"]) for b in bodies) == [
+                (0, 3),
+                (1, 3),
+                (2, 3),
+            ] and all(len(b["workers"]) == 2 for b in bodies)
+
+        wait_sync(slots_settled, 15, "3 masters with slots 0..2 seeing 2 workers")
+
+        status = _cli("cluster", "status", "--run-dir", str(run_dir), "--json")
+        assert all(p["alive"] for p in json.loads(status.stdout))
+
+        again = _cli("cluster", "start", "--run-dir", str(run_dir))
+        assert again.returncode == 1 and "already in use by running processes" in again.stderr
+        assert "Traceback" not in again.stderr
+    finally:
+        stopped = _cli("cluster", "stop", "--run-dir", str(run_dir))
+    assert stopped.returncode == 0 and "stopped 7 process(es)" in stopped.stdout
+    assert _no_process_left(records)
+    assert _cli("cluster", "stop", "--run-dir", str(run_dir)).stdout.strip() == "stopped 0 process(es)"
+
+
+def _start_standalone(run_dir: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [*PORPOISE, "standalone", "--run-dir", str(run_dir)],
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "Press Ctrl-C to stop everything." in line:
+            return proc
+    raise AssertionError(f"standalone exited early with {proc.wait()}")
+
+
+def _stop_standalone(proc: subprocess.Popen[str]) -> int:
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+    proc.communicate(timeout=60)
+    return proc.returncode
+
+
+def test_standalone_runs_stops_on_ctrl_c_and_keeps_data(workdir: Path) -> None:
+    run_dir = workdir / f"standalone-{uuid.uuid4().hex[:6]}"
+    proc = _start_standalone(run_dir)
+    records = _records(run_dir)
+    try:
+        assert sorted(r.name for r in records) == ["etcd", "master", "postgres", "worker"]
+        assert all(r.alive() for r in records)
+
+        async def write() -> None:
+            conn = await asyncpg.connect(_dsn(run_dir))
+            await conn.execute("INSERT INTO project (code, name) VALUES (7, 'survives restarts')")
+            await conn.close()
+
+        asyncio.run(write())
+    finally:
+        code = _stop_standalone(proc)
+    assert code == 0
+    assert _no_process_left(records)
+
+    proc = _start_standalone(run_dir)
+    records = _records(run_dir)
+    try:
+
+        async def read() -> list[str]:
+            conn = await asyncpg.connect(_dsn(run_dir))
+            rows = await conn.fetch("SELECT name FROM project")
+            await conn.close()
+            return [r["name"] for r in rows]
+
+        assert asyncio.run(read()) == ["survives restarts"]
+    finally:
+        assert _stop_standalone(proc) == 0
+    assert _no_process_left(records)
+
+
+def test_cli_errors_are_one_line_not_a_traceback() -> None:
+    bad = _cli("db", "init", "--set", "master.listen_port=oops")
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("porpoise: master.listen_port: expected an integer, got 'oops'")
+    assert "Traceback" not in bad.stderr
+    unreachable = _cli("db", "init", "--dsn", "postgresql://porpoise@127.0.0.1:1/porpoise")
+    assert unreachable.returncode == 1 and "cannot connect to the database" in unreachable.stderr
+    assert "Traceback" not in unreachable.stderr

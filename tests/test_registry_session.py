@@ -1,0 +1,118 @@
+"""Sessions against a real etcd: keep-alive, revoke, orphan, and the LOST judgement under etcd
+pauses (SIGSTOP) and restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Callable
+
+from engine.infra.etcd import EtcdServer
+from registry import EtcdClient, Session, SessionState
+from tests.helpers import eventually
+
+
+async def test_keepalive_holds_the_lease_past_its_ttl(etcd: EtcdClient, etcd_root: str) -> None:
+    session = await Session(etcd, ttl=2, keepalive_interval=0.5).start()
+    key = f"{etcd_root}/alive"
+    await etcd.put(key, "x", lease=session.lease_id)
+    await asyncio.sleep(5)  # the point of the test: 2.5 x TTL of wall time passes
+    assert session.state is SessionState.CONNECTED
+    assert await etcd.get(key) is not None
+    assert await etcd.time_to_live(session.lease_id) > 0
+    await session.close()
+    assert await etcd.get(key) is None  # revoked: gone at once, not after the TTL
+    assert session.lost.is_set() and session.state is SessionState.CLOSED
+    await session.close()  # idempotent
+
+
+async def test_orphaned_session_expires_within_its_ttl(etcd: EtcdClient, etcd_root: str) -> None:
+    session = await Session(etcd, ttl=2, keepalive_interval=0.5).start()
+    key = f"{etcd_root}/orphan"
+    await etcd.put(key, "x", lease=session.lease_id)
+    start = time.monotonic()
+    await session.orphan()
+    assert await etcd.get(key) is not None
+    await eventually(lambda: _missing(etcd, key), timeout=4, what="orphaned key to expire")
+    assert time.monotonic() - start <= 2 + 1.5
+
+
+async def _missing(etcd: EtcdClient, key: str) -> bool:
+    return await etcd.get(key) is None
+
+
+async def test_sigstopped_etcd_makes_the_session_lost_within_one_ttl(
+    etcd_factory: Callable[[], EtcdServer],
+) -> None:
+    server = etcd_factory()
+    client = EtcdClient([server.endpoint], request_timeout=0.5)
+    states: list[SessionState] = []
+    session = await Session(client, ttl=2, keepalive_interval=0.5).start()
+    session.subscribe(states.append)
+    assert server.proc and server.proc.record
+    stopped_at = time.monotonic()
+    server.proc.record.signal(signal.SIGSTOP)
+    try:
+        await asyncio.wait_for(session.lost.wait(), timeout=5)
+        took = time.monotonic() - stopped_at
+    finally:
+        server.proc.record.signal(signal.SIGCONT)
+    assert session.state is SessionState.LOST
+    assert states[0] is SessionState.SUSPENDED and states[-1] is SessionState.LOST
+    assert took <= 2 + 0.5, f"LOST after {took:.2f}s, TTL is 2s"
+    # the lease is really gone once etcd runs again: LOST was not a false alarm we could ignore
+    await eventually(lambda: _lease_gone(client, session.lease_id), timeout=5, what="lease expiry")
+    await session.close()
+    await client.close()
+
+
+async def _lease_gone(client: EtcdClient, lease: int) -> bool:
+    return await client.time_to_live(lease) <= 0
+
+
+async def test_session_survives_an_etcd_restart_shorter_than_its_ttl(
+    etcd_factory: Callable[[], EtcdServer],
+) -> None:
+    server = etcd_factory()
+    client = EtcdClient([server.endpoint], request_timeout=0.5)
+    states: list[SessionState] = []
+    session = await Session(client, ttl=8, keepalive_interval=0.5).start()
+    session.subscribe(states.append)
+    await client.put("/restart/key", "v", lease=session.lease_id)
+    await asyncio.to_thread(server.stop)
+    await eventually(lambda: session.state is SessionState.SUSPENDED, timeout=5, what="SUSPENDED")
+    await asyncio.to_thread(server.start)
+    await eventually(lambda: session.state is SessionState.CONNECTED, timeout=8, what="CONNECTED again")
+    assert states == [SessionState.SUSPENDED, SessionState.CONNECTED]
+    assert (await client.get("/restart/key")) is not None
+    await session.close()
+    await client.close()
+
+
+async def test_etcd_down_longer_than_the_ttl_reports_lost(etcd_factory: Callable[[], EtcdServer]) -> None:
+    server = etcd_factory()
+    client = EtcdClient([server.endpoint], request_timeout=0.5)
+    session = await Session(client, ttl=2, keepalive_interval=0.5).start()
+    await asyncio.to_thread(server.stop)
+    await asyncio.wait_for(session.lost.wait(), timeout=4)
+    assert session.state is SessionState.LOST
+    await asyncio.to_thread(server.start)
+    await session.close()
+    await client.close()
+
+
+async def test_start_fails_cleanly_when_etcd_is_unreachable() -> None:
+    from engine.infra.ports import free_port
+    from registry import RegistryUnavailable
+
+    client = EtcdClient([f"http://127.0.0.1:{free_port()}"], request_timeout=0.5)
+    session = Session(client, ttl=2, keepalive_interval=0.5)
+    try:
+        await session.start()
+    except RegistryUnavailable as exc:
+        assert "lease grant" in str(exc)
+    else:
+        raise AssertionError("start() should fail without etcd")
+    finally:
+        await client.close()
