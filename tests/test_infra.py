@@ -128,3 +128,23 @@ def test_missing_binaries_are_reported(tmp_path: Path) -> None:
     with pytest.raises(BinaryNotFound, match="initdb, postgres"):
         find_pg_bindir([tmp_path, tmp_path / "nope"])
     assert find_pg_bindir([tmp_path, *[p for p in Path("/usr/lib/postgresql").glob("*/bin")]]).name == "bin"
+
+
+def test_private_parent_dirs_move_postgres_data_to_a_reachable_place(workdir: Path) -> None:
+    import os
+    import pwd
+
+    from engine.infra.postgres import _reachable_by
+
+    service = pwd.getpwnam("postgres")
+    private = workdir / f"private-{uuid.uuid4().hex[:6]}"
+    (private / "inner").mkdir(parents=True)
+    os.chmod(private, 0o700)
+    assert not _reachable_by(service, private / "inner" / "pg")
+    assert _reachable_by(service, workdir / "pg")
+    if os.geteuid() == 0:
+        server = PostgresServer(private / "inner" / "pg", free_port(), workdir / "logs" / "x.log")
+        assert str(server.base_dir).startswith("/var/tmp/porpoise-pg/")
+        # the same requested directory always maps to the same place, so data survives restarts
+        again = PostgresServer(private / "inner" / "pg", free_port(), workdir / "logs" / "x.log")
+        assert again.base_dir == server.base_dir

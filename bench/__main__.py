@@ -1,0 +1,53 @@
+"""make bench: run every benchmark at full size and rewrite its section of docs/BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import json
+import re
+import sys
+from pathlib import Path
+
+from bench.common import machine
+from engine import logs
+
+BENCHMARKS = ["registry"]
+DOC = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
+
+
+def section(name: str, result: dict[str, object], facts: dict[str, object]) -> str:
+    rows = "\n".join(f"| {k} | {v} |" for k, v in result.items() if k not in ("benchmark", "size"))
+    return (
+        f"<!-- bench:{name} -->\n"
+        f"### {name}\n\n"
+        f"Command: `make bench` (`python -m bench.{name}`), {dt.date.today().isoformat()}, "
+        f"commit {facts['commit']}, "
+        f"{facts['cpus']} cores, {facts['memory_gib']} GiB, Python {facts['python']}.\n\n"
+        f"| metric | value |\n|---|---|\n{rows}\n"
+        f"<!-- /bench:{name} -->"
+    )
+
+
+def main(argv: list[str]) -> int:
+    logs.configure("console", "warning")
+    size = argv[0] if argv else "full"
+    facts = machine()
+    text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
+    for name in BENCHMARKS:
+        result = importlib.import_module(f"bench.{name}").run(size)
+        print(json.dumps(result), flush=True)
+        block = section(name, result, facts)
+        pattern = re.compile(rf"<!-- bench:{name} -->.*?<!-- /bench:{name} -->", re.S)
+        text = (
+            pattern.sub(lambda _m, b=block: b, text)
+            if pattern.search(text)
+            else text.rstrip() + "\n\n" + block + "\n"
+        )
+    if size == "full":
+        DOC.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
