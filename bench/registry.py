@@ -32,7 +32,11 @@ def _spawn_worker(endpoint: str, root: str, base: Path, i: int) -> ManagedProces
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PORPOISE_")}
-    env |= {"PORPOISE_REGISTRY_ENDPOINTS": endpoint, "PORPOISE_REGISTRY_ROOT": root}
+    env |= {
+        "PORPOISE_REGISTRY_ENDPOINTS": endpoint,
+        "PORPOISE_REGISTRY_ROOT": root,
+        "PORPOISE_RPC_SECRET": "bench",
+    }
     port = free_port()
     argv = [sys.executable, "-m", "engine.worker", "--set", f"worker.listen_port={port}"]
     proc = ManagedProcess(f"worker-{i}", argv, base / "logs" / f"worker-{i}.log", env=env)

@@ -146,6 +146,14 @@ class LoggingConfig:
 
 
 @dataclass(frozen=True)
+class RpcConfig:
+    secret: str
+    timeout: float = field(metadata=_bounded(0.05, 3600))
+    max_body_bytes: int = field(metadata=_bounded(1024, 1 << 30))
+    max_clock_skew: float = field(metadata=_bounded(1, 86400))
+
+
+@dataclass(frozen=True)
 class Config:
     registry: RegistryConfig
     database: DatabaseConfig
@@ -154,6 +162,7 @@ class Config:
     api: ApiConfig
     standalone: StandaloneConfig
     logging: LoggingConfig
+    rpc: RpcConfig
 
     def replace(self, **sections: Mapping[str, Any]) -> Config:
         """A copy with some keys of some sections replaced (values converted and checked)."""

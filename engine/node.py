@@ -18,8 +18,9 @@ from aiohttp import web
 from engine import config as config_mod
 from engine import logs
 from engine.config import Config
-from engine.errors import PorpoiseError
+from engine.errors import ConfigError, PorpoiseError
 from registry import HeartbeatSource, LoadLimits, NodeId, RegistryNode, RegistryUnavailable, TaskCounts
+from rpc import RpcClient, RpcServer
 
 log = logs.get(__name__)
 
@@ -34,12 +35,17 @@ class Node:
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
-        self.app = web.Application(client_max_size=cfg.api.max_body_bytes)
+        if not cfg.rpc.secret:
+            raise ConfigError("rpc.secret: required (the shared secret nodes sign RPC calls with)")
+        self.app = web.Application(client_max_size=cfg.rpc.max_body_bytes + 1024)
         self.app.router.add_get("/health", self._health)
+        self.rpc_server = RpcServer(self.app, cfg.rpc.secret, cfg.rpc.max_clock_skew, cfg.rpc.max_body_bytes)
+        self.rpc = RpcClient(cfg.rpc.secret, cfg.rpc.timeout)
         self.runner: web.AppRunner | None = None
         self.address = ""
         self.registry: RegistryNode | None = None
         self._stop = asyncio.Event()
+        self._shut = False
         self.exit_code = 0
 
     # -- role hooks -------------------------------------------------------------------------------
@@ -59,6 +65,12 @@ class Node:
 
     async def on_fenced(self) -> None:
         """Called the moment the session is LOST: stop claiming, dispatching, running."""
+
+    async def on_started(self) -> None:
+        """Called once, after the listener is up and before the first registration."""
+
+    async def on_shutdown(self) -> None:
+        """Called once at shutdown, before the node deregisters."""
 
     def health(self) -> dict[str, Any]:
         return {}
@@ -108,6 +120,7 @@ class Node:
         await self._start_http()
         logs.configure(self.cfg.logging.format, self.cfg.logging.level, node=f"{self.role}@{self.address}")
         try:
+            await self.on_started()
             while not self._stop.is_set():
                 await self._register()
                 if self.registry is None or self._stop.is_set():
@@ -134,12 +147,20 @@ class Node:
         return self.exit_code
 
     async def shutdown(self) -> None:
-        """Phased and idempotent: deregister, then stop listening."""
+        """Phased and idempotent: role shutdown (drain), deregister, stop listening, close clients."""
+        if self._shut:
+            return
+        self._shut = True
+        try:
+            await self.on_shutdown()
+        except Exception:
+            log.exception("shutdown hook failed")
         if self.registry is not None:
             await self.registry.close(revoke=True)
         if self.runner is not None:
             runner, self.runner = self.runner, None
             await runner.cleanup()
+        await self.rpc.close()
         log.info("node stopped", role=self.role, address=self.address)
 
 
@@ -165,8 +186,12 @@ def main(node_cls: type[Node], argv: Sequence[str] | None = None) -> int:
         print(f"porpoise {node_cls.role}: {exc}", file=sys.stderr)
         return 2
     logs.configure(cfg.logging.format, cfg.logging.level, node=node_cls.role)
+
+    async def run() -> int:
+        return await node_cls(cfg).run()
+
     try:
-        return uvloop.run(node_cls(cfg).run())
+        return uvloop.run(run())
     except PorpoiseError as exc:
         log.error("node failed", error=str(exc))
         return 1

@@ -1,1 +1,8 @@
-"""aiohttp JSON RPC between nodes (typed, versioned, signed messages)."""
+"""aiohttp JSON RPC between nodes: typed, versioned messages, HMAC-signed calls, size limits,
+timeouts, and clear 4xx errors for malformed or unauthenticated bodies."""
+
+from rpc.client import RpcClient
+from rpc.errors import BadRequest, RpcError, RpcRefused, RpcTimeout, Unauthenticated
+from rpc.server import RpcServer
+
+__all__ = ["BadRequest", "RpcClient", "RpcError", "RpcRefused", "RpcServer", "RpcTimeout", "Unauthenticated"]

@@ -18,6 +18,7 @@ from engine.infra.ports import free_port
 from engine.infra.process import ManagedProcess
 
 ROOT = Path(__file__).resolve().parent.parent
+TEST_SECRET = "test-secret-0123456789"
 
 
 async def eventually(
@@ -105,6 +106,7 @@ def node_env(endpoint: str, root: str, ttl: float = 2, **extra: str) -> dict[str
             "PORPOISE_REGISTRY_HEARTBEAT_INTERVAL": str(ttl / 4),
             "PORPOISE_REGISTRY_REQUEST_TIMEOUT": str(ttl / 2),
             "PORPOISE_LOGGING_LEVEL": "debug",
+            "PORPOISE_RPC_SECRET": TEST_SECRET,
             "PYTHONUNBUFFERED": "1",
         }
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import sys
 import time
 import urllib.error
@@ -110,6 +111,7 @@ class Stack:
             durable=self.durable,
         )
         self.state["postgres_password"] = self.postgres.password
+        self.state.setdefault("rpc_secret", secrets.token_urlsafe(32))
         self._save()
         self._remember(self.postgres.start(sc.start_timeout))
         log.info("postgres ready", port=ports["postgres"], data=str(self.postgres.data_dir))
@@ -127,6 +129,7 @@ class Stack:
             {
                 "PORPOISE_REGISTRY_ENDPOINTS": self.etcd.endpoint,
                 "PORPOISE_DATABASE_DSN": self.postgres.dsn,
+                "PORPOISE_RPC_SECRET": self.state["rpc_secret"],
                 "PORPOISE_LOGGING_FORMAT": "json",
                 "PORPOISE_LOGGING_LEVEL": self.cfg.logging.level,
                 "PYTHONUNBUFFERED": "1",

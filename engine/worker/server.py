@@ -1,12 +1,33 @@
-"""The worker process. So far: registry presence under its group with a heartbeat carrying its
-exec slots and task counts; dispatch, plugins and reporting build on this."""
+"""The worker process: registry presence under its group, the RPC endpoints masters and the API call
+(dispatch, kill, host update, logs), the executor, and the reporter."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
+from engine import logs
 from engine.node import Node
+from engine.worker.executor import Executor
+from engine.worker.logfiles import LogFiles
+from engine.worker.reporter import Reporter
 from registry import WORKER, HeartbeatSource, LoadLimits, NodeId, TaskCounts
+from rpc.messages import (
+    DispatchReply,
+    HostUpdate,
+    KillReply,
+    LogDownload,
+    LogLines,
+    LogRange,
+    LogRemove,
+    LogView,
+    TaskDispatch,
+    TaskKill,
+)
+
+log = logs.get(__name__)
 
 
 class Worker(Node):
@@ -14,8 +35,34 @@ class Worker(Node):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.running = 0
-        self.waiting = 0
+        w = self.cfg.worker
+        self.limits = LoadLimits(w.max_cpu_load_avg, w.reserved_memory_gb)
+        self.source = HeartbeatSource(self.limits, host_weight=w.host_weight, counts=self.counts)
+        self.log_files = LogFiles(Path(w.log_dir))
+        self.reporter = Reporter(self.rpc, busy=self._busy_with)
+        self.executor = Executor(
+            slots=w.exec_slots,
+            log_dir=Path(w.log_dir).resolve(),
+            exec_dir=Path(w.exec_dir).resolve(),
+            address="",  # known once the listener is bound
+            reporter=self.reporter,
+            overloaded=self.overload_reason,
+        )
+        for msg_cls, handler in (
+            (TaskDispatch, self.on_dispatch),
+            (TaskKill, self.on_kill),
+            (HostUpdate, self.on_host_update),
+            (LogView, self.on_log_view),
+            (LogRange, self.on_log_range),
+            (LogDownload, self.on_log_download),
+            (LogRemove, self.on_log_remove),
+        ):
+            self.rpc_server.register(msg_cls, handler)
+
+    def _busy_with(self, workflow_instance_id: int) -> bool:
+        return self.executor.busy_with(workflow_instance_id)
+
+    # -- node hooks -------------------------------------------------------------------------------
 
     def listen(self) -> tuple[str, int, str]:
         w = self.cfg.worker
@@ -25,15 +72,90 @@ class Worker(Node):
         return NodeId(WORKER, self.address, self.cfg.worker.group)
 
     def counts(self) -> TaskCounts:
-        return TaskCounts(running=self.running, waiting=self.waiting, slots=self.cfg.worker.exec_slots)
+        return TaskCounts(running=len(self.executor.runs), waiting=0, slots=self.cfg.worker.exec_slots)
 
     def heartbeat_source(self) -> HeartbeatSource:
-        w = self.cfg.worker
-        return HeartbeatSource(
-            LoadLimits(w.max_cpu_load_avg, w.reserved_memory_gb),
-            host_weight=w.host_weight,
-            counts=self.counts,
-        )
+        return self.source
+
+    def overload_reason(self) -> str:
+        sample = self.source.last_sample
+        if sample is not None and sample.overloaded(self.limits):
+            return (
+                f"worker overloaded (load {sample.load_average:.2f} > {self.limits.effective_max_load():.2f} "
+                f"or free memory {sample.available_memory_gb:.2f} GB < {self.limits.reserved_memory_gb} GB)"
+            )
+        return ""
+
+    async def on_started(self) -> None:
+        self.executor.address = self.address
+        self.reporter.start()
+
+    async def on_fenced(self) -> None:
+        # Our lease is gone: masters will fail our tasks over. Stop taking work and kill what runs,
+        # so no attempt keeps running beside its replacement (invariant 3).
+        self.executor.accepting = False
+        for run in list(self.executor.runs.values()):
+            await self.executor.kill(*run.key)
+
+    async def on_registered(self) -> None:
+        self.executor.accepting = True
+
+    async def on_shutdown(self) -> None:
+        await self.executor.shutdown(self.cfg.worker.shutdown_grace)
+        if not await self.reporter.flush(self.cfg.rpc.timeout * 2):
+            log.warning("shutting down with unacknowledged reports", pending=len(self.reporter.pending))
+        await self.reporter.close()
 
     def health(self) -> dict[str, Any]:
-        return {"group": self.cfg.worker.group, "running": self.running, "slots": self.cfg.worker.exec_slots}
+        return {
+            "group": self.cfg.worker.group,
+            "running": len(self.executor.runs),
+            "slots": self.cfg.worker.exec_slots,
+            "pending_reports": len(self.reporter.pending),
+        }
+
+    # -- RPC handlers -----------------------------------------------------------------------------
+
+    async def on_dispatch(self, msg: TaskDispatch) -> DispatchReply:
+        if self.registry is None or not self.registry.session.alive:
+            return DispatchReply(False, "worker is not registered")
+        reply = self.executor.dispatch(msg)
+        log.info(
+            "dispatch",
+            task_instance_id=msg.task_instance_id,
+            attempt=msg.attempt,
+            accepted=reply.accepted,
+            reason=reply.reason,
+        )
+        return reply
+
+    async def on_kill(self, msg: TaskKill) -> KillReply:
+        return await self.executor.kill(msg.task_instance_id, msg.attempt)
+
+    async def on_host_update(self, msg: HostUpdate) -> dict[str, bool]:
+        self.reporter.host_update(msg.workflow_instance_id, msg.master)
+        return {"ok": True}
+
+    def _writing(self, path: str) -> bool:
+        target = self.log_files.checked(path)
+        return any(run.log_path.resolve() == target for run in self.executor.runs.values())
+
+    async def on_log_view(self, msg: LogView) -> LogLines:
+        lines = await self.log_files.tail(msg.path, msg.lines)
+        return LogLines(lines=lines, next=0, complete=not self._writing(msg.path))
+
+    async def on_log_range(self, msg: LogRange) -> LogLines:
+        complete = not self._writing(msg.path)  # read before the lines: no line can be missed
+        lines, nxt = await self.log_files.range(msg.path, msg.skip, msg.limit)
+        return LogLines(lines=lines, next=nxt, complete=complete)
+
+    async def on_log_download(self, msg: LogDownload) -> web.StreamResponse:
+        target = self.log_files.checked(msg.path)
+        if not target.is_file():
+            return web.json_response({"error": f"log {msg.path} does not exist"}, status=404)
+        return web.FileResponse(target, headers={"Content-Type": "text/plain; charset=utf-8"})
+
+    async def on_log_remove(self, msg: LogRemove) -> dict[str, bool]:
+        if self._writing(msg.path):
+            return {"removed": False}
+        return {"removed": await self.log_files.remove(msg.path)}

@@ -1,0 +1,101 @@
+"""The plugin contract: validate parameters at save time, describe the process to launch at run time.
+
+A plugin never imports engine internals: it gets a :class:`TaskContext` (resolved parameters, the
+working directory, environment, data sources) and returns a :class:`Launch` (argv, files, env). The
+worker's executor owns the process: its group, its log, its timeout and its kill.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from engine.params import Property, properties, substitute
+
+
+class ParamError(ValueError):
+    """A task definition's parameter is invalid; ``field`` names it for the user."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@dataclass
+class TaskContext:
+    task_instance_id: int
+    task_name: str
+    task_params: Mapping[str, Any]
+    #: resolved parameter map (${name} values)
+    values: Mapping[str, str]
+    #: business time for $[...] placeholders
+    when: dt.datetime
+    exec_dir: Path
+    environment_config: str = ""
+    #: connection parameters of named data sources the master resolved for this task
+    datasources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def render(self, text: str) -> str:
+        """Apply ${name} and $[...] placeholders."""
+        return substitute(text, self.values, self.when)
+
+
+@dataclass
+class Launch:
+    """How to run a task: argv in the exec dir, files to write there first, extra environment."""
+
+    argv: list[str]
+    files: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    #: environment values that must never be written to the log
+    secret_env: dict[str, str] = field(default_factory=dict)
+
+
+class TaskPlugin(ABC):
+    task_type: ClassVar[str]
+
+    @classmethod
+    def validate(cls, params: Mapping[str, Any]) -> None:
+        """Raise ParamError naming the field when the definition's params are invalid."""
+        if not isinstance(params, Mapping):
+            raise ParamError("task_params", "must be an object")
+        try:
+            properties(params.get("localParams"))
+        except ValueError as exc:
+            raise ParamError("localParams", str(exc)) from exc
+
+    @classmethod
+    def local_params(cls, params: Mapping[str, Any]) -> list[Property]:
+        return properties(params.get("localParams"))
+
+    @abstractmethod
+    def launch(self, ctx: TaskContext) -> Launch:
+        """The process to start for this task."""
+
+
+def require_str(params: Mapping[str, Any], name: str, allow_empty: bool = False) -> str:
+    value = params.get(name)
+    if not isinstance(value, str) or (not allow_empty and not value.strip()):
+        raise ParamError(name, "is required and must be a non-empty string")
+    return value
+
+
+def optional(params: Mapping[str, Any], name: str, kind: type, default: Any = None) -> Any:
+    value = params.get(name, default)
+    if value is None:
+        return default
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ParamError(name, f"must be an integer, got {value!r}")
+    if kind is not int and not isinstance(value, kind):
+        raise ParamError(name, f"must be a {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def script_with_environment(ctx: TaskContext, script: str) -> str:
+    env = ctx.environment_config.strip()
+    return f"{env}\n{script}" if env else script

@@ -1,0 +1,30 @@
+"""PYTHON: a Python script run with a configured interpreter (default: the worker's own)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, optional, require_str
+
+
+class PythonTask(TaskPlugin):
+    task_type = "PYTHON"
+
+    @classmethod
+    def validate(cls, params: Mapping[str, Any]) -> None:
+        super().validate(params)
+        require_str(params, "rawScript")
+        interpreter = optional(params, "interpreter", str, "")
+        if interpreter and "\n" in interpreter:
+            raise ParamError("interpreter", "must be a single path")
+
+    def launch(self, ctx: TaskContext) -> Launch:
+        script = ctx.render(ctx.task_params["rawScript"])
+        interpreter = ctx.task_params.get("interpreter") or sys.executable
+        files = {"script.py": script + "\n"}
+        if ctx.environment_config.strip():
+            files["run.sh"] = f'{ctx.environment_config.strip()}\nexec "{interpreter}" script.py\n'
+            return Launch(argv=["bash", "run.sh"], files=files)
+        return Launch(argv=[interpreter, "script.py"], files=files)

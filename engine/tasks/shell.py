@@ -1,0 +1,23 @@
+"""SHELL: a bash script; the exit code decides success."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from engine.tasks.base import Launch, TaskContext, TaskPlugin, require_str, script_with_environment
+
+
+class ShellTask(TaskPlugin):
+    task_type = "SHELL"
+
+    @classmethod
+    def validate(cls, params: Mapping[str, Any]) -> None:
+        super().validate(params)
+        require_str(params, "rawScript")
+
+    def launch(self, ctx: TaskContext) -> Launch:
+        script = ctx.render(ctx.task_params["rawScript"])
+        return Launch(
+            argv=["bash", "script.sh"], files={"script.sh": script_with_environment(ctx, script) + "\n"}
+        )

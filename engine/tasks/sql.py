@@ -1,0 +1,67 @@
+"""SQL: statements against a named PostgreSQL data source.
+
+The worker runs ``python -m engine.tasks.sql_runner`` in the task's process group (so kill and timeout
+work like any task). The connection string reaches it through the environment, never the log. A query's
+rows are written to the log (at most ``maxRows``) and its columns can be exported as OUT params.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, optional, require_str
+
+SQL_TYPES = ("query", "non_query")
+
+
+def datasource_dsn(params: Mapping[str, Any]) -> str:
+    if params.get("dsn"):
+        return str(params["dsn"])
+    user, password = params.get("user", ""), params.get("password", "")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    host, port = params.get("host", "127.0.0.1"), params.get("port", 5432)
+    return f"postgresql://{auth}{host}:{port}/{params.get('database', '')}"
+
+
+class SqlTask(TaskPlugin):
+    task_type = "SQL"
+
+    @classmethod
+    def validate(cls, params: Mapping[str, Any]) -> None:
+        super().validate(params)
+        require_str(params, "datasource")
+        require_str(params, "sql")
+        sql_type = optional(params, "sqlType", str, "query")
+        if sql_type not in SQL_TYPES:
+            raise ParamError("sqlType", f"must be one of {', '.join(SQL_TYPES)}, got {sql_type!r}")
+        max_rows = optional(params, "maxRows", int, 1000)
+        if max_rows < 0:
+            raise ParamError("maxRows", "must be >= 0")
+        for name in ("preStatements", "postStatements"):
+            stmts = optional(params, name, list, [])
+            if not all(isinstance(s, str) for s in stmts):
+                raise ParamError(name, "must be a list of SQL strings")
+
+    def launch(self, ctx: TaskContext) -> Launch:
+        p = ctx.task_params
+        name = p["datasource"]
+        source = ctx.datasources.get(name)
+        if source is None:
+            raise ParamError("datasource", f"data source {name!r} is not defined")
+        job = {
+            "pre": [ctx.render(s) for s in p.get("preStatements", [])],
+            "sql": ctx.render(p["sql"]),
+            "post": [ctx.render(s) for s in p.get("postStatements", [])],
+            "query": p.get("sqlType", "query") == "query",
+            "max_rows": p.get("maxRows", 1000),
+            "out": [lp.prop for lp in self.local_params(p) if lp.direct == "OUT"],
+            "list_out": [lp.prop for lp in self.local_params(p) if lp.direct == "OUT" and lp.type == "LIST"],
+        }
+        return Launch(
+            argv=[sys.executable, "-m", "engine.tasks.sql_runner", "job.json"],
+            files={"job.json": json.dumps(job)},
+            secret_env={"PORPOISE_SQL_DSN": datasource_dsn(source)},
+        )

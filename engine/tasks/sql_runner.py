@@ -1,0 +1,64 @@
+"""Runs one SQL task (see engine.tasks.sql). usage: python -m engine.tasks.sql_runner job.json"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+
+import asyncpg
+
+
+def _cell(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+async def run(job: dict) -> int:
+    conn = await asyncpg.connect(os.environ["PORPOISE_SQL_DSN"], timeout=30)
+    try:
+        async with conn.transaction():
+            for stmt in job["pre"]:
+                print(f"pre: {stmt}", flush=True)
+                await conn.execute(stmt)
+            if job["query"]:
+                rows = await conn.fetch(job["sql"])
+                columns = list(rows[0].keys()) if rows else []
+                print(f"query returned {len(rows)} row(s)", flush=True)
+                if columns:
+                    print("\t".join(columns))
+                for row in rows[: job["max_rows"]]:
+                    print("\t".join(_cell(v) for v in row.values()))
+                if len(rows) > job["max_rows"]:
+                    print(f"... {len(rows) - job['max_rows']} more row(s) not shown", flush=True)
+                for name in job["out"]:
+                    if name not in columns:
+                        continue
+                    if name in job["list_out"]:
+                        value = json.dumps([_cell(r[name]) for r in rows])
+                    else:
+                        value = _cell(rows[0][name]) if rows else ""
+                    print(f"${{setValue({name}={value})}}", flush=True)
+            else:
+                status = await conn.execute(job["sql"])
+                print(f"ok: {status}", flush=True)
+            for stmt in job["post"]:
+                print(f"post: {stmt}", flush=True)
+                await conn.execute(stmt)
+    finally:
+        await conn.close()
+    return 0
+
+
+def main() -> int:
+    with open(sys.argv[1]) as fh:
+        job = json.load(fh)
+    try:
+        return asyncio.run(run(job))
+    except (asyncpg.PostgresError, OSError) as exc:
+        print(f"SQL task failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

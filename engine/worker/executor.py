@@ -1,0 +1,371 @@
+"""Runs dispatched task attempts in a bounded set of exec slots.
+
+Each attempt runs in its own subprocess and process group (asyncio subprocess APIs, never blocking the
+loop), in its own working directory, with stdout and stderr streamed into its log file as they are
+produced. The executor owns the process: timeout, kill (the whole group, then any descendant that
+escaped it), and the RUNNING / RESULT reports handed to the Reporter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import pwd
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+from engine import logs
+from engine.params import builtins, out_params, parse_set_values, parse_time, properties, resolve
+from engine.tasks import registry
+from engine.tasks.base import Launch, ParamError, TaskContext
+from engine.worker.logfiles import log_path
+from engine.worker.reporter import Reporter
+from rpc.messages import DispatchReply, KillReply, TaskDispatch, TaskResult, TaskRunning
+
+log = logs.get(__name__)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class TaskRun:
+    dispatch: TaskDispatch
+    log_path: Path
+    exec_dir: Path
+    proc: asyncio.subprocess.Process | None = None
+    start_ms: int = 0
+    killed: bool = False
+    timed_out: bool = False
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return self.dispatch.task_instance_id, self.dispatch.attempt
+
+
+class Executor:
+    def __init__(
+        self,
+        *,
+        slots: int,
+        log_dir: Path,
+        exec_dir: Path,
+        address: str,
+        reporter: Reporter,
+        overloaded: Callable[[], str] = lambda: "",
+        kill_grace: float = 3.0,
+    ) -> None:
+        self.slots = slots
+        self.log_dir = log_dir
+        self.exec_root = exec_dir
+        self.address = address
+        self.reporter = reporter
+        self.overloaded = overloaded
+        self.kill_grace = kill_grace
+        #: task instance id -> the attempt running here
+        self.runs: dict[int, TaskRun] = {}
+        self.accepting = True
+
+    # -- admission --------------------------------------------------------------------------------
+
+    def busy_with(self, workflow_instance_id: int) -> bool:
+        return any(r.dispatch.workflow_instance_id == workflow_instance_id for r in self.runs.values())
+
+    def dispatch(self, d: TaskDispatch) -> DispatchReply:
+        existing = self.runs.get(d.task_instance_id)
+        if existing is not None and existing.dispatch.attempt == d.attempt:
+            return DispatchReply(True, "already running")  # a retried dispatch: idempotent
+        if not self.accepting:
+            return DispatchReply(False, "worker is shutting down")
+        if len(self.runs) >= self.slots:
+            return DispatchReply(False, f"all {self.slots} exec slots are busy")
+        reason = self.overloaded()
+        if reason:
+            return DispatchReply(False, reason)
+        self.reporter.note_owner(d.workflow_instance_id, d.master)
+        run = TaskRun(
+            dispatch=d,
+            log_path=log_path(
+                self.log_dir,
+                d.workflow_definition_code,
+                d.workflow_instance_id,
+                d.task_instance_id,
+                d.attempt,
+            ),
+            exec_dir=self.exec_root / str(d.workflow_instance_id) / f"{d.task_instance_id}-{d.attempt}",
+        )
+        self.runs[d.task_instance_id] = run
+        run.task = asyncio.create_task(self._execute(run), name=f"task-{d.task_instance_id}-{d.attempt}")
+        return DispatchReply(True)
+
+    # -- execution --------------------------------------------------------------------------------
+
+    async def _execute(self, run: TaskRun) -> None:
+        d = run.dispatch
+        with logs.bound(
+            workflow_instance_id=d.workflow_instance_id,
+            task_instance_id=d.task_instance_id,
+            attempt=d.attempt,
+        ):
+            try:
+                result = await self._run(run)
+            except asyncio.CancelledError:
+                result = self._result(run, "KILL", -1, "cancelled before it started")
+            except Exception as exc:
+                log.exception("task failed on the worker")
+                result = self._result(run, "FAILURE", -1, f"worker error: {type(exc).__name__}: {exc}")
+            finally:
+                if self.runs.get(d.task_instance_id) is run:
+                    del self.runs[d.task_instance_id]
+            self.reporter.report(result, d.master)
+            log.info("task finished", state=result.state, exit_code=result.exit_code)
+            run.done.set()
+            await asyncio.to_thread(shutil.rmtree, run.exec_dir, True)
+
+    def _result(
+        self, run: TaskRun, state: str, code: int, message: str = "", var_pool: list | None = None
+    ) -> TaskResult:
+        d = run.dispatch
+        return TaskResult(
+            task_instance_id=d.task_instance_id,
+            attempt=d.attempt,
+            workflow_instance_id=d.workflow_instance_id,
+            host=self.address,
+            state=state,
+            exit_code=code,
+            start_time=run.start_ms or now_ms(),
+            end_time=now_ms(),
+            log_path=str(run.log_path),
+            var_pool=var_pool or [],
+            message=message,
+        )
+
+    def _prepare(self, run: TaskRun) -> tuple[Launch, list]:
+        d = run.dispatch
+        plugin_cls = registry.plugin(d.task_type)
+        plugin_cls.validate(d.task_params)
+        when = parse_time(d.schedule_time) or dt.datetime.now()
+        system = builtins(
+            when,
+            task_instance_id=d.task_instance_id,
+            workflow_instance_id=d.workflow_instance_id,
+            task_definition_name=d.task_name,
+            task_definition_code=d.task_code,
+            workflow_definition_code=d.workflow_definition_code,
+            task_execute_path=str(run.exec_dir),
+        )
+        local = plugin_cls.local_params(d.task_params)
+        values = resolve(properties(d.global_params), properties(d.var_pool), local, when, system)
+        ctx = TaskContext(
+            task_instance_id=d.task_instance_id,
+            task_name=d.task_name,
+            task_params=d.task_params,
+            values=values,
+            when=when,
+            exec_dir=run.exec_dir,
+            environment_config=d.environment_config,
+            datasources=d.datasources,
+        )
+        return plugin_cls().launch(ctx), local
+
+    async def _run(self, run: TaskRun) -> TaskResult:
+        d = run.dispatch
+        logfile = await asyncio.to_thread(_open_log, run.log_path)
+        try:
+            run.start_ms = now_ms()
+            header = f"{d.task_type} task {d.task_name!r} attempt {d.attempt} on {self.address}"
+            await _write(logfile, f"[porpoise] {_stamp()} {header}\n")
+            try:
+                launch, local = self._prepare(run)
+                user = _tenant(d.tenant)
+            except ValueError as exc:  # ParamError, bad placeholder, unknown task type
+                await _write(logfile, f"[porpoise] refused: {exc}\n")
+                return self._result(run, "FAILURE", -1, str(exc))
+            await asyncio.to_thread(_prepare_dir, run.exec_dir, launch.files, user)
+            if d.dry_run:
+                await _write(logfile, "[porpoise] dry run: not executed\n")
+                return self._result(run, "SUCCESS", 0, "dry run")
+            env = {
+                **os.environ,
+                **launch.env,
+                **launch.secret_env,
+                "PORPOISE_TASK_INSTANCE_ID": str(d.task_instance_id),
+            }
+            run.proc = await asyncio.create_subprocess_exec(
+                *launch.argv,
+                cwd=run.exec_dir,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                user=user.pw_uid if user else None,
+                group=user.pw_gid if user else None,
+            )
+            self.reporter.report(
+                TaskRunning(
+                    task_instance_id=d.task_instance_id,
+                    attempt=d.attempt,
+                    workflow_instance_id=d.workflow_instance_id,
+                    host=self.address,
+                    pid=run.proc.pid,
+                    log_path=str(run.log_path),
+                    execute_path=str(run.exec_dir),
+                    start_time=run.start_ms,
+                ),
+                d.master,
+            )
+            log.info("task started", pid=run.proc.pid, argv0=launch.argv[0])
+            emitted: dict[str, str] = {}
+            pump = asyncio.create_task(_pump(run.proc, logfile, emitted))
+            try:
+                if d.timeout_seconds > 0:
+                    await asyncio.wait_for(run.proc.wait(), d.timeout_seconds)
+                else:
+                    await run.proc.wait()
+            except TimeoutError:
+                run.timed_out = True
+                await _write(logfile, f"[porpoise] timed out after {d.timeout_seconds}s: killing the task\n")
+                await self._kill_tree(run)
+            # the main process is gone; give the pipe a moment to drain, then end stragglers of the group
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(pump), 1.0)
+            await self._kill_group(run.proc.pid, signal.SIGKILL)
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
+            code = run.proc.returncode if run.proc.returncode is not None else -1
+            if run.killed:
+                state, message = "KILL", "killed on request"
+            elif run.timed_out:
+                state, message = "FAILURE", f"timed out after {d.timeout_seconds}s"
+            else:
+                state, message = ("SUCCESS", "") if code == 0 else ("FAILURE", f"exit code {code}")
+            await _write(logfile, f"[porpoise] {_stamp()} finished: {state} (exit code {code})\n")
+            var_pool = [p.to_dict() for p in out_params(local, emitted)]
+            return self._result(run, state, code, message, var_pool)
+        finally:
+            await asyncio.to_thread(logfile.close)
+
+    # -- kill -------------------------------------------------------------------------------------
+
+    async def kill(self, task_instance_id: int, attempt: int) -> KillReply:
+        run = self.runs.get(task_instance_id)
+        if run is None or run.dispatch.attempt != attempt:
+            return KillReply(False, "UNKNOWN")
+        run.killed = True
+        if run.proc is None:
+            if run.task is not None:
+                run.task.cancel()
+        else:
+            await self._kill_tree(run)
+        await run.done.wait()
+        return KillReply(True, "KILL")
+
+    async def _kill_tree(self, run: TaskRun) -> None:
+        assert run.proc is not None
+        pid = run.proc.pid
+        descendants = await asyncio.to_thread(_descendants, pid)
+        await self._kill_group(pid, signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(run.proc.wait(), self.kill_grace)
+        await self._kill_group(pid, signal.SIGKILL)
+        await asyncio.to_thread(_kill_all, descendants)
+
+    async def _kill_group(self, pgid: int, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+
+    # -- shutdown ---------------------------------------------------------------------------------
+
+    async def shutdown(self, grace: float) -> None:
+        """Stop accepting, let running attempts finish for ``grace`` seconds, then kill the rest."""
+        self.accepting = False
+        runs = list(self.runs.values())
+        if runs:
+            log.info("waiting for running tasks", count=len(runs), grace=grace)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*(r.done.wait() for r in runs)), grace)
+        for run in list(self.runs.values()):
+            await self.kill(*run.key)
+
+
+def _stamp() -> str:
+    return dt.datetime.now().astimezone().isoformat(timespec="milliseconds")
+
+
+def _open_log(path: Path) -> IO[bytes]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "ab", buffering=0)
+
+
+async def _write(fh: IO[bytes], text: str) -> None:
+    await asyncio.to_thread(fh.write, text.encode())
+
+
+async def _pump(proc: asyncio.subprocess.Process, logfile: IO[bytes], emitted: dict[str, str]) -> None:
+    """Copy the task's output into its log as it arrives; collect ${setValue(k=v)} lines."""
+    assert proc.stdout is not None
+    partial = b""
+    while True:
+        chunk = await proc.stdout.read(65536)
+        if not chunk:
+            break
+        await asyncio.to_thread(logfile.write, chunk)
+        lines = (partial + chunk).split(b"\n")
+        partial = lines.pop()
+        for line in lines:
+            if b"setValue(" in line:
+                emitted.update(parse_set_values(line.decode(errors="replace")))
+    if partial and b"setValue(" in partial:
+        emitted.update(parse_set_values(partial.decode(errors="replace")))
+
+
+def _tenant(name: str) -> pwd.struct_passwd | None:
+    if not name:
+        return None
+    try:
+        user = pwd.getpwnam(name)
+    except KeyError:
+        raise ParamError("tenant", f"OS user {name!r} does not exist on this worker") from None
+    if user.pw_uid == os.geteuid():
+        return None
+    if os.geteuid() != 0:
+        raise ParamError("tenant", f"running as {name!r} needs a worker running as root")
+    return user
+
+
+def _prepare_dir(path: Path, files: dict[str, str], user: pwd.struct_passwd | None) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        target = path / name
+        target.write_text(content)
+        os.chmod(target, 0o600)
+    if user is not None:
+        for item in [path, *path.iterdir()]:
+            os.chown(item, user.pw_uid, user.pw_gid)
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _kill_all(procs: list[psutil.Process]) -> None:
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            proc.kill()

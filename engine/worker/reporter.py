@@ -1,0 +1,155 @@
+"""Report-until-acknowledged (invariant 4).
+
+Every RUNNING and RESULT report is kept, keyed by (task instance, kind), and sent to the master that
+currently owns its workflow instance until that master answers 200 — which it does only after it has
+persisted the report. Failures back off exponentially (capped); a host update re-targets every pending
+report of the instance and sends them at once. A RESULT acknowledged supersedes its RUNNING.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engine import logs
+from rpc import RpcClient
+from rpc.errors import BadRequest, RpcError
+from rpc.messages import TaskResult, TaskRunning
+
+log = logs.get(__name__)
+
+
+@dataclass
+class Pending:
+    msg: TaskRunning | TaskResult
+    due: float
+    attempts: int = 0
+    in_flight: bool = False
+
+
+class Reporter:
+    def __init__(
+        self,
+        rpc: RpcClient,
+        retry_initial: float = 0.2,
+        retry_max: float = 5.0,
+        busy: Callable[[int], bool] = lambda _wf: False,
+    ) -> None:
+        self.rpc = rpc
+        #: whether this worker still runs a task of the workflow instance (its owner entry is kept)
+        self.busy = busy
+        self.retry_initial = retry_initial
+        self.retry_max = retry_max
+        #: workflow instance id -> address of the master that owns it now
+        self.masters: dict[int, str] = {}
+        #: (task instance id, attempt, kind) -> pending report, in send order
+        self.pending: dict[tuple[int, int, str], Pending] = {}
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+        self._sends: set[asyncio.Task[None]] = set()
+        #: reports acknowledged (observability, tests)
+        self.acked = 0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="reporter")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        tasks = [t for t in (task, *self._sends) if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+
+    def note_owner(self, workflow_instance_id: int, master: str) -> None:
+        """A dispatch names the instance's current owner: newer than anything we knew."""
+        self.masters[workflow_instance_id] = master
+
+    def report(self, msg: TaskRunning | TaskResult, master: str) -> None:
+        self.masters.setdefault(msg.workflow_instance_id, master)
+        kind = "result" if isinstance(msg, TaskResult) else "running"
+        self.pending[(msg.task_instance_id, msg.attempt, kind)] = Pending(msg, due=time.monotonic())
+        self._idle.clear()
+        self._wake.set()
+
+    def host_update(self, workflow_instance_id: int, master: str) -> None:
+        previous = self.masters.get(workflow_instance_id)
+        self.masters[workflow_instance_id] = master
+        now = time.monotonic()
+        for p in self.pending.values():
+            if p.msg.workflow_instance_id == workflow_instance_id:
+                p.due = now
+                p.attempts = 0
+        log.info("reports re-targeted", workflow_instance_id=workflow_instance_id, old=previous, new=master)
+        self._wake.set()
+
+    def forget_instance(self, workflow_instance_id: int) -> None:
+        """Drop the owner entry once nothing of the instance is pending or running here."""
+        if self.busy(workflow_instance_id):
+            return
+        if not any(p.msg.workflow_instance_id == workflow_instance_id for p in self.pending.values()):
+            self.masters.pop(workflow_instance_id, None)
+
+    async def flush(self, timeout: float) -> bool:
+        """Wait until every pending report is acknowledged; False on timeout."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _loop(self) -> None:
+        while True:
+            now = time.monotonic()
+            next_due = None
+            for key, p in list(self.pending.items()):
+                if p.in_flight:
+                    continue
+                if p.due <= now:
+                    p.in_flight = True
+                    task = asyncio.create_task(self._send(key, p))
+                    self._sends.add(task)
+                    task.add_done_callback(self._sends.discard)
+                else:
+                    next_due = p.due if next_due is None else min(next_due, p.due)
+            self._wake.clear()
+            timeout = None if next_due is None else max(0.0, next_due - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+    async def _send(self, key: tuple[int, int, str], p: Pending) -> None:
+        master = self.masters.get(p.msg.workflow_instance_id, "")
+        try:
+            reply: Any = await self.rpc.call(master, p.msg)
+            acked = bool(reply.get("ack"))
+        except BadRequest as exc:
+            log.error(
+                "master refused a report; will retry", error=str(exc), task_instance_id=p.msg.task_instance_id
+            )
+            acked = False
+        except RpcError as exc:
+            log.debug("report not delivered", error=str(exc), task_instance_id=p.msg.task_instance_id)
+            acked = False
+        p.in_flight = False
+        if self.pending.get(key) is not p:
+            return  # replaced meanwhile (a newer report of the same kind)
+        if acked:
+            del self.pending[key]
+            self.acked += 1
+            if key[2] == "result":
+                self.pending.pop((key[0], key[1], "running"), None)
+            if not self.pending:
+                self._idle.set()
+            self.forget_instance(p.msg.workflow_instance_id)
+        else:
+            p.attempts += 1
+            p.due = time.monotonic() + min(self.retry_max, self.retry_initial * 2 ** (p.attempts - 1))
+        self._wake.set()

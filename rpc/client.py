@@ -1,0 +1,85 @@
+"""RPC client side: one pooled aiohttp session per process, signed calls, timeouts, error mapping."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, TypeVar
+
+import aiohttp
+
+from rpc import auth, codec
+from rpc.errors import BadRequest, RpcError, RpcRefused, RpcTimeout, Unauthenticated
+
+T = TypeVar("T")
+
+
+class RpcClient:
+    """Calls ``POST http://<address>/rpc/<method>`` with keep-alive connections reused across calls."""
+
+    def __init__(self, secret: str, timeout: float = 5.0, limit_per_host: int = 32) -> None:
+        self.secret = secret
+        self.timeout = timeout
+        self.limit_per_host = limit_per_host
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=0, limit_per_host=self.limit_per_host, keepalive_timeout=30
+            )
+            self._session = aiohttp.ClientSession(connector=connector)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def call(
+        self, address: str, msg: Any, reply_cls: type[T] | None = None, timeout: float | None = None
+    ) -> T | dict[str, Any]:
+        """Send ``msg`` (a message dataclass) to ``address``; decode the reply into ``reply_cls``."""
+        method = msg.METHOD
+        body = json.dumps(codec.encode(msg), separators=(",", ":")).encode()
+        raw = await self.call_raw(address, method, body, timeout)
+        data = json.loads(raw) if raw else {}
+        if reply_cls is None:
+            return data  # type: ignore[no-any-return]
+        return _decode_reply(reply_cls, data)
+
+    async def call_raw(self, address: str, method: str, body: bytes, timeout: float | None = None) -> bytes:
+        headers = {"Content-Type": "application/json", auth.HEADER: auth.sign(self.secret, method, body)}
+        url = f"http://{address}/rpc/{method}"
+        try:
+            async with self._http().post(
+                url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout or self.timeout)
+            ) as resp:
+                payload = await resp.read()
+                if resp.status >= 400:
+                    raise _status_error(method, address, resp.status, payload)
+                return payload
+        except TimeoutError as exc:
+            raise RpcTimeout(f"{method} to {address} timed out after {timeout or self.timeout}s") from exc
+        except aiohttp.ClientConnectionError as exc:
+            raise RpcRefused(f"{method} to {address}: {type(exc).__name__}: {exc}") from exc
+        except aiohttp.ClientError as exc:
+            raise RpcError(f"{method} to {address}: {type(exc).__name__}: {exc}") from exc
+
+
+def _status_error(method: str, address: str, status: int, payload: bytes) -> RpcError:
+    try:
+        detail = json.loads(payload).get("error", "")
+    except (ValueError, AttributeError):
+        detail = payload[:200].decode(errors="replace")
+    message = f"{method} to {address}: HTTP {status}: {detail}"
+    if status == 401:
+        return Unauthenticated(message, status)
+    if 400 <= status < 500:
+        return BadRequest(message, status)
+    return RpcError(message, status)
+
+
+def _decode_reply(cls: type[T], data: dict[str, Any]) -> T:
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return codec.decode(cls, {k: v for k, v in data.items() if k in names})

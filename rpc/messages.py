@@ -1,0 +1,137 @@
+"""The messages nodes exchange. Each request type names its RPC method; replies are plain dataclasses.
+
+Master -> worker: task.dispatch, task.kill, task.host_update, log.view, log.range, log.download, log.remove.
+Worker -> master: task.running, task.result (the master's 200 reply {"ack": true} is the acknowledgement:
+it is sent only after the report is persisted). Times are epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class TaskDispatch:
+    METHOD: ClassVar[str] = "task.dispatch"
+    task_instance_id: int
+    attempt: int
+    workflow_instance_id: int
+    workflow_definition_code: int
+    task_code: int
+    task_name: str
+    task_type: str
+    task_params: dict[str, Any]
+    #: host:port of the master that owns the workflow instance (reports go there)
+    master: str
+    global_params: list[dict[str, Any]] = field(default_factory=list)
+    var_pool: list[dict[str, Any]] = field(default_factory=list)
+    #: ISO 8601 schedule (business) time, or None for a manual run (time placeholders use now)
+    schedule_time: str | None = None
+    environment_config: str = ""
+    tenant: str = ""
+    #: kill the task after this many seconds (0 = no limit)
+    timeout_seconds: int = 0
+    dry_run: bool = False
+    first_submit_time: int = 0
+    #: connection parameters of the data sources the task names (SQL), resolved by the master
+    datasources: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DispatchReply:
+    accepted: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class TaskKill:
+    METHOD: ClassVar[str] = "task.kill"
+    task_instance_id: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class KillReply:
+    #: whether a live process of this attempt was found and killed
+    killed: bool
+    #: "KILL" when killed, else what the worker knows ("UNKNOWN" for an attempt it never saw)
+    state: str
+
+
+@dataclass(frozen=True)
+class HostUpdate:
+    METHOD: ClassVar[str] = "task.host_update"
+    workflow_instance_id: int
+    master: str
+
+
+@dataclass(frozen=True)
+class LogView:
+    METHOD: ClassVar[str] = "log.view"
+    path: str
+    lines: int = 100
+
+
+@dataclass(frozen=True)
+class LogRange:
+    METHOD: ClassVar[str] = "log.range"
+    path: str
+    skip: int = 0
+    limit: int = 1000
+
+
+@dataclass(frozen=True)
+class LogLines:
+    lines: list[str]
+    #: line number to ask for next (skip) when paging / tailing
+    next: int = 0
+    #: whether the task that writes the log has finished (no more lines will come)
+    complete: bool = False
+
+
+@dataclass(frozen=True)
+class LogDownload:
+    METHOD: ClassVar[str] = "log.download"
+    path: str
+
+
+@dataclass(frozen=True)
+class LogRemove:
+    METHOD: ClassVar[str] = "log.remove"
+    path: str
+
+
+@dataclass(frozen=True)
+class TaskRunning:
+    METHOD: ClassVar[str] = "task.running"
+    task_instance_id: int
+    attempt: int
+    workflow_instance_id: int
+    host: str
+    pid: int
+    log_path: str
+    execute_path: str
+    start_time: int
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    METHOD: ClassVar[str] = "task.result"
+    task_instance_id: int
+    attempt: int
+    workflow_instance_id: int
+    host: str
+    #: SUCCESS, FAILURE or KILL
+    state: str
+    exit_code: int
+    start_time: int
+    end_time: int
+    log_path: str = ""
+    var_pool: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Ack:
+    ack: bool = True

@@ -1,0 +1,88 @@
+"""RPC server side: POST /rpc/<method> on a node's aiohttp application.
+
+Every request is size-limited (413), signature-checked (401), decoded into its message type (400
+naming the bad field), then handled. A handler's reply dataclass becomes the JSON body; an aiohttp
+response (log download) is returned as is. Unexpected handler errors are logged with their traceback
+and answered 500 without one. Nothing is changed by a refused request: refusals happen before the
+handler runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from engine import logs
+from rpc import auth, codec
+from rpc.errors import BadRequest
+
+log = logs.get(__name__)
+
+Handler = Callable[[Any], Awaitable[Any]]
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+class RpcServer:
+    def __init__(
+        self, app: web.Application, secret: str, max_skew: float = 60, max_body_bytes: int = 8 << 20
+    ):
+        if not secret:
+            raise ValueError("an RPC secret is required (rpc.secret)")
+        self.secret = secret
+        self.max_skew = max_skew
+        self.max_body_bytes = max_body_bytes
+        self._handlers: dict[str, tuple[type, Handler]] = {}
+        app.router.add_post("/rpc/{method}", self._serve)
+
+    def register(self, msg_cls: type, handler: Handler) -> None:
+        method = msg_cls.METHOD  # type: ignore[attr-defined]
+        if method in self._handlers:
+            raise ValueError(f"RPC method {method} registered twice")
+        self._handlers[method] = (msg_cls, handler)
+
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
+        method = request.match_info["method"]
+        if request.content_length is not None and request.content_length > self.max_body_bytes:
+            return _error(413, f"body of {request.content_length} bytes exceeds {self.max_body_bytes}")
+        try:
+            body = await request.content.read(self.max_body_bytes + 1)
+        except (ConnectionError, web.HTTPException):
+            return _error(400, "could not read the request body")
+        if len(body) > self.max_body_bytes:
+            return _error(413, f"body exceeds {self.max_body_bytes} bytes")
+        reason = auth.verify(self.secret, method, body, request.headers.get(auth.HEADER), self.max_skew)
+        if reason:
+            return _error(401, reason)
+        entry = self._handlers.get(method)
+        if entry is None:
+            return _error(404, f"unknown RPC method {method!r}")
+        msg_cls, handler = entry
+        try:
+            data = json.loads(body)
+        except ValueError as exc:
+            return _error(400, f"body is not valid JSON: {exc}")
+        try:
+            msg = codec.decode(msg_cls, data)
+        except BadRequest as exc:
+            return _error(400, str(exc))
+        try:
+            reply = await handler(msg)
+        except BadRequest as exc:
+            return _error(exc.status or 400, str(exc))
+        except Exception:
+            log.exception("RPC handler failed", method=method)
+            return _error(500, f"{method} failed on the server; see its log")
+        if isinstance(reply, web.StreamResponse):
+            return reply
+        if reply is None:
+            return web.json_response({})
+        if dataclasses.is_dataclass(reply):
+            return web.json_response(dataclasses.asdict(reply))  # type: ignore[arg-type]
+        return web.json_response(reply)
