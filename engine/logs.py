@@ -36,7 +36,12 @@ def configure(fmt: str = "json", level: str = "info", **static: Any) -> None:
     if fmt == "console":
         renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     else:
-        shared.append(structlog.processors.dict_tracebacks)
+        # no local variables in tracebacks: they may hold secrets (DSNs, tokens, task environments)
+        shared.append(
+            structlog.processors.ExceptionRenderer(
+                structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+            )
+        )
         renderer = structlog.processors.JSONRenderer()
     structlog.configure(
         processors=[*shared, renderer],

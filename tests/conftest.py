@@ -33,7 +33,8 @@ def workdir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="porpoise-test-"))
     os.chmod(path, 0o755)
     yield path
-    shutil.rmtree(path, ignore_errors=True)
+    if not os.environ.get("PORPOISE_TEST_KEEP"):  # set it to inspect logs after a failure
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _start_etcd(base: Path) -> EtcdServer:

@@ -33,6 +33,9 @@ from rpc.messages import DispatchReply, KillReply, TaskDispatch, TaskResult, Tas
 
 log = logs.get(__name__)
 
+#: seconds to finish reading a task's output after its process group is gone
+DRAIN_TIMEOUT = 10.0
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -211,8 +214,6 @@ class Executor:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
-                user=user.pw_uid if user else None,
-                group=user.pw_gid if user else None,
             )
             self.reporter.report(
                 TaskRunning(
@@ -239,13 +240,16 @@ class Executor:
                 run.timed_out = True
                 await _write(logfile, f"[porpoise] timed out after {d.timeout_seconds}s: killing the task\n")
                 await self._kill_tree(run)
-            # the main process is gone; give the pipe a moment to drain, then end stragglers of the group
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(pump), 1.0)
+            # The main process is gone: end stragglers of its group (they would hold the pipe open),
+            # then read the pipe to its end so no output is lost.
             await self._kill_group(run.proc.pid, signal.SIGKILL)
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pump
+            try:
+                await asyncio.wait_for(asyncio.shield(pump), DRAIN_TIMEOUT)
+            except TimeoutError:  # a process that left the group still holds the pipe
+                await _write(logfile, "[porpoise] output still open after the task ended; log cut here\n")
+                pump.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pump
             code = run.proc.returncode if run.proc.returncode is not None else -1
             if run.killed:
                 state, message = "KILL", "killed on request"

@@ -1,0 +1,85 @@
+"""RPC codec and signatures (pure)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rpc import auth, codec
+from rpc.errors import BadRequest
+from rpc.messages import TaskDispatch, TaskResult
+
+
+def _dispatch(**kw: object) -> TaskDispatch:
+    base = dict(
+        task_instance_id=1,
+        attempt=1,
+        workflow_instance_id=2,
+        workflow_definition_code=3,
+        task_code=4,
+        task_name="t",
+        task_type="SHELL",
+        task_params={"rawScript": "true"},
+        master="127.0.0.1:1",
+    )
+    base.update(kw)
+    return TaskDispatch(**base)  # type: ignore[arg-type]
+
+
+def test_round_trip() -> None:
+    msg = _dispatch(
+        schedule_time="2026-01-01T00:00:00", var_pool=[{"prop": "a"}], datasources={"w": {"dsn": "x"}}
+    )
+    assert codec.decode(TaskDispatch, codec.encode(msg)) == msg
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.pop("attempt"), "TaskDispatch.attempt: required field missing"),
+        (lambda d: d.update(attempt=True), "TaskDispatch.attempt: expected an integer, got bool"),
+        (lambda d: d.update(task_params=[]), "TaskDispatch.task_params: expected an object"),
+        (lambda d: d.update(var_pool=[1]), "TaskDispatch.var_pool[0]: expected an object"),
+        (lambda d: d.update(schedule_time=5), "TaskDispatch.schedule_time: expected a string"),
+        (lambda d: d.update(extra=1), "unknown fields ['extra']"),
+        (lambda d: d.update(v=2), "unsupported message version 2"),
+    ],
+)
+def test_decode_errors_name_the_field(mutate, message: str) -> None:  # type: ignore[no-untyped-def]
+    data = codec.encode(_dispatch())
+    mutate(data)
+    with pytest.raises(BadRequest, match=message.replace("[", r"\[").replace("]", r"\]")):
+        codec.decode(TaskDispatch, data)
+
+
+def test_float_fields_accept_ints_and_none_for_optionals() -> None:
+    data = codec.encode(TaskResult(1, 1, 1, "h", "SUCCESS", 0, 1, 2))
+    assert codec.decode(TaskResult, data).state == "SUCCESS"
+    assert (
+        codec.decode(TaskDispatch, {**codec.encode(_dispatch()), "schedule_time": None}).schedule_time is None
+    )
+
+
+@given(st.binary(max_size=200), st.text(min_size=1, max_size=20))
+def test_signatures_verify_only_the_same_body_method_and_secret(body: bytes, method: str) -> None:
+    header = auth.sign("s3cret", method, body, now=1000)
+    assert auth.verify("s3cret", method, body, header, 60, now=1010) == ""
+    assert auth.verify("other", method, body, header, 60, now=1010) == "bad signature"
+    assert auth.verify("s3cret", method + "x", body, header, 60, now=1010) == "bad signature"
+    assert auth.verify("s3cret", method, body + b"x", header, 60, now=1010) == "bad signature"
+    assert "expired" in auth.verify("s3cret", method, body, header, 60, now=2000)
+
+
+def test_malformed_headers() -> None:
+    assert "missing" in auth.verify("s", "m", b"", None, 60)
+    assert "malformed" in auth.verify("s", "m", b"", "t=abc,v1=", 60)
+
+
+def test_every_request_message_has_a_method() -> None:
+    from rpc import messages
+
+    requests = [c for c in vars(messages).values() if dataclasses.is_dataclass(c) and hasattr(c, "METHOD")]
+    assert len({c.METHOD for c in requests}) == len(requests) >= 9

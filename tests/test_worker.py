@@ -1,0 +1,431 @@
+"""A real worker process with real subprocesses and PostgreSQL; the test plays the master."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from engine.infra.etcd import EtcdServer
+from rpc import RpcClient
+from rpc.messages import HostUpdate, LogDownload, LogRange, LogRemove, LogView, TaskKill
+from tests.helpers import TEST_SECRET, NodeProc, eventually
+from tests.worker_harness import ReportSink, dispatch, log_text, task
+
+
+@pytest.fixture
+async def sink(fresh_db: str) -> AsyncIterator[ReportSink]:
+    s = await ReportSink(fresh_db).start()
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[RpcClient]:
+    c = RpcClient(TEST_SECRET, timeout=10)
+    yield c
+    await c.close()
+
+
+def _start_worker(
+    node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, tmp: Path, slots: int = 10
+):
+    return node_factory(
+        "worker",
+        etcd.endpoint,
+        root,
+        3,
+        overrides=[
+            f"worker.log_dir={tmp / 'logs'}",
+            f"worker.exec_dir={tmp / 'exec'}",
+            f"worker.exec_slots={slots}",
+        ],
+    )
+
+
+@pytest.fixture
+async def worker(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, tmp_path: Path
+):
+    return await asyncio.to_thread(_start_worker, node_factory, etcd_server, etcd_root, tmp_path)
+
+
+SHELL_OUT = {
+    "rawScript": "echo hello from ${who}; echo '${setValue(answer=42)}'; echo done",
+    "localParams": [{"prop": "who", "value": "porpoise"}, {"prop": "answer", "direct": "OUT"}],
+}
+
+
+async def test_shell_success_reports_running_then_result_with_out_params(
+    worker: NodeProc, sink: ReportSink, client: RpcClient
+) -> None:
+    msg = task("SHELL", SHELL_OUT, sink.address)
+    assert (await dispatch(client, worker.address, msg))["accepted"] is True
+    running = await sink.running(msg.task_instance_id)
+    result = await sink.result(msg.task_instance_id)
+    assert running["pid"] > 0 and running["host"] == worker.address
+    assert result["state"] == "SUCCESS" and result["exit_code"] == 0
+    assert {"prop": "answer", "direct": "OUT", "type": "VARCHAR", "value": "42"} in result["var_pool"]
+    text = await log_text(result["log_path"])
+    assert "hello from porpoise" in text and "done" in text
+    assert result["log_path"].endswith(f"/77/{msg.workflow_instance_id}/{msg.task_instance_id}-1.log")
+
+
+async def test_shell_failure(worker: NodeProc, sink: ReportSink, client: RpcClient) -> None:
+    msg = task("SHELL", {"rawScript": "echo about to fail >&2; exit 3"}, sink.address)
+    await dispatch(client, worker.address, msg)
+    result = await sink.result(msg.task_instance_id)
+    assert result["state"] == "FAILURE" and result["exit_code"] == 3
+    assert "about to fail" in await log_text(result["log_path"])
+
+
+async def test_python_success_and_failure(worker: NodeProc, sink: ReportSink, client: RpcClient) -> None:
+    ok = task(
+        "PYTHON",
+        {
+            "rawScript": "import sys\nprint('py', sys.version_info[0])\nprint('${setValue(n=7)}')",
+            "localParams": [{"prop": "n", "direct": "OUT"}],
+        },
+        sink.address,
+    )
+    bad = task("PYTHON", {"rawScript": "raise SystemExit('boom')"}, sink.address)
+    await dispatch(client, worker.address, ok)
+    await dispatch(client, worker.address, bad)
+    r_ok, r_bad = await sink.result(ok.task_instance_id), await sink.result(bad.task_instance_id)
+    assert r_ok["state"] == "SUCCESS" and r_ok["var_pool"][0]["value"] == "7"
+    assert "py 3" in await log_text(r_ok["log_path"])
+    assert r_bad["state"] == "FAILURE" and r_bad["exit_code"] == 1
+    assert "boom" in await log_text(r_bad["log_path"])
+
+
+async def test_sql_query_non_query_and_failure(
+    worker: NodeProc, sink: ReportSink, client: RpcClient, fresh_db: str
+) -> None:
+    source = {"warehouse": {"dsn": fresh_db}}
+    create = task(
+        "SQL",
+        {
+            "datasource": "warehouse",
+            "sqlType": "non_query",
+            "sql": "CREATE TABLE trips (day text, n int);"
+            "INSERT INTO trips VALUES ('$[yyyyMMdd]', 10), ('x', 5)",
+        },
+        sink.address,
+        datasources=source,
+        schedule_time="2026-03-01T00:00:00",
+    )
+    await dispatch(client, worker.address, create)
+    assert (await sink.result(create.task_instance_id))["state"] == "SUCCESS"
+    query = task(
+        "SQL",
+        {
+            "datasource": "warehouse",
+            "sql": "SELECT sum(n) AS total, count(*) AS rows FROM trips WHERE day <> '${skip}'",
+            "localParams": [
+                {"prop": "total", "direct": "OUT", "type": "INTEGER"},
+                {"prop": "skip", "value": "none"},
+            ],
+            "maxRows": 10,
+        },
+        sink.address,
+        datasources=source,
+    )
+    await dispatch(client, worker.address, query)
+    result = await sink.result(query.task_instance_id)
+    assert result["state"] == "SUCCESS"
+    assert result["var_pool"] == [{"prop": "total", "direct": "OUT", "type": "INTEGER", "value": "15"}]
+    text = await log_text(result["log_path"])
+    assert "total\trows" in text and "15\t2" in text
+    password = fresh_db.split("@", 1)[0].rsplit(":", 1)[-1]
+    assert password not in text  # the password never reaches the log
+
+    broken = task(
+        "SQL",
+        {"datasource": "warehouse", "sql": "SELECT * FROM no_such_table"},
+        sink.address,
+        datasources=source,
+    )
+    await dispatch(client, worker.address, broken)
+    result = await sink.result(broken.task_instance_id)
+    assert result["state"] == "FAILURE"
+    assert "no_such_table" in await log_text(result["log_path"])
+
+
+async def test_kill_leaves_no_process_of_the_tree_alive(
+    worker: NodeProc, sink: ReportSink, client: RpcClient
+) -> None:
+    script = "sleep 1000 & (sleep 1000 &) ; bash -c 'sleep 1000' & echo started; wait"
+    msg = task("SHELL", {"rawScript": script}, sink.address)
+    await dispatch(client, worker.address, msg)
+    running = await sink.running(msg.task_instance_id)
+    root = psutil.Process(running["pid"])
+
+    def tree() -> list[psutil.Process]:
+        return [root, *root.children(recursive=True)]
+
+    procs = await eventually(lambda: len(tree()) >= 3 and tree(), 10, "the task's process tree")
+    pgid_members = await eventually(
+        lambda: [p for p in psutil.process_iter() if _pgid(p.pid) == running["pid"]],
+        5,
+        "group members",
+    )
+    assert any(p not in procs for p in pgid_members), "the orphaned (sleep &) should be in the group only"
+    reply = await client.call(worker.address, TaskKill(msg.task_instance_id, 1))
+    assert reply == {"killed": True, "state": "KILL"}
+    result = await sink.result(msg.task_instance_id)
+    assert result["state"] == "KILL"
+    for p in {*procs, *pgid_members}:
+        assert not _alive(p), f"{p} survived the kill"
+    assert await client.call(worker.address, TaskKill(msg.task_instance_id, 1)) == {
+        "killed": False,
+        "state": "UNKNOWN",
+    }
+
+
+def _pgid(pid: int) -> int:
+    import os
+
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return -1
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def test_timeout_kills_and_fails(worker: NodeProc, sink: ReportSink, client: RpcClient) -> None:
+    msg = task("SHELL", {"rawScript": "sleep 600"}, sink.address, timeout_seconds=1)
+    await dispatch(client, worker.address, msg)
+    running = await sink.running(msg.task_instance_id)
+    result = await sink.result(msg.task_instance_id, timeout=20)
+    assert result["state"] == "FAILURE" and "timed out after 1s" in result["message"]
+    assert not psutil.pid_exists(running["pid"]) or not _alive(psutil.Process(running["pid"]))
+
+
+async def test_dispatch_is_rejected_when_all_slots_are_busy(
+    node_factory: Callable[..., NodeProc],
+    etcd_server: EtcdServer,
+    etcd_root: str,
+    tmp_path: Path,
+    sink: ReportSink,
+    client: RpcClient,
+) -> None:
+    w = await asyncio.to_thread(_start_worker, node_factory, etcd_server, etcd_root, tmp_path, 1)
+    first = task("SHELL", {"rawScript": "sleep 600"}, sink.address)
+    assert (await dispatch(client, w.address, first))["accepted"] is True
+    assert (await dispatch(client, w.address, first))["accepted"] is True  # same attempt again: idempotent
+    second = task("SHELL", {"rawScript": "true"}, sink.address)
+    reply = await dispatch(client, w.address, second)
+    assert reply == {"accepted": False, "reason": "all 1 exec slots are busy"}
+    await client.call(w.address, TaskKill(first.task_instance_id, 1))
+    await sink.result(first.task_instance_id)
+    assert (await dispatch(client, w.address, second))["accepted"] is True
+    assert (await sink.result(second.task_instance_id))["state"] == "SUCCESS"
+
+
+async def test_log_paging_returns_exactly_the_requested_lines_while_the_task_writes(
+    worker: NodeProc, sink: ReportSink, client: RpcClient
+) -> None:
+    msg = task(
+        "SHELL", {"rawScript": "for i in $(seq 1 60); do echo line-$i; sleep 0.03; done"}, sink.address
+    )
+    await dispatch(client, worker.address, msg)
+    path = (await sink.running(msg.task_instance_id))["log_path"]
+    collected: list[str] = []
+    skip, pages_while_running = 0, 0
+    while True:
+        page = await client.call(worker.address, LogRange(path, skip, 7))
+        assert len(page["lines"]) <= 7 and page["next"] == skip + len(page["lines"])
+        collected += page["lines"]
+        skip = page["next"]
+        if page["complete"] and not page["lines"]:
+            break
+        if not page["complete"]:
+            pages_while_running += 1
+        await asyncio.sleep(0.02)
+    body = [line for line in collected if line.startswith("line-")]
+    assert body == [f"line-{i}" for i in range(1, 61)]
+    assert pages_while_running > 1, "paging should have happened while the task was still writing"
+    whole = await log_text(path)
+    assert collected == whole.splitlines()
+    tail = await client.call(worker.address, LogView(path, 3))
+    assert tail["lines"] == whole.splitlines()[-3:] and tail["complete"] is True
+
+
+async def test_log_download_remove_and_path_safety(
+    worker: NodeProc, sink: ReportSink, client: RpcClient
+) -> None:
+    msg = task("SHELL", {"rawScript": "echo downloadable"}, sink.address)
+    await dispatch(client, worker.address, msg)
+    path = (await sink.result(msg.task_instance_id))["log_path"]
+    body = json.dumps({"path": path, "v": 1}).encode()
+    raw = await client.call_raw(worker.address, LogDownload.METHOD, body)
+    assert b"downloadable" in raw
+    from rpc.errors import BadRequest
+
+    for bad in ("/etc/passwd", path + "/../../../../etc/passwd", "../../x.log"):
+        with pytest.raises(BadRequest, match="not a task log"):
+            await client.call(worker.address, LogView(bad, 5))
+    assert await client.call(worker.address, LogRemove(path)) == {"removed": True}
+    assert not await asyncio.to_thread(Path(path).exists)
+    with pytest.raises(BadRequest, match="does not exist"):
+        await client.call(worker.address, LogView(path, 5))
+
+
+async def test_placeholders_resolve_against_the_schedule_time(
+    worker: NodeProc, sink: ReportSink, client: RpcClient
+) -> None:
+    script = (
+        "echo biz=${system.biz.date} cur=$[yyyy-MM-dd] prev=$[yyyyMMdd-1] month=$[add_months(yyyyMM,-1)]"
+        " g=${g} v=${up}"
+    )
+    msg = task(
+        "SHELL",
+        {"rawScript": script},
+        sink.address,
+        schedule_time="2026-03-01T10:00:00",
+        global_params=[{"prop": "g", "value": "$[yyyyMMdd]"}],
+        var_pool=[{"prop": "up", "direct": "IN", "value": "from-upstream"}],
+    )
+    await dispatch(client, worker.address, msg)
+    text = await log_text((await sink.result(msg.task_instance_id))["log_path"])
+    assert "biz=20260228 cur=2026-03-01 prev=20260228 month=202602 g=20260301 v=from-upstream" in text
+
+
+async def test_unknown_task_type_and_bad_params_fail_the_attempt_cleanly(
+    worker: NodeProc, sink: ReportSink, client: RpcClient
+) -> None:
+    unknown = task("TELEPORT", {}, sink.address)
+    bad = task("SHELL", {"rawScript": ""}, sink.address)
+    await dispatch(client, worker.address, unknown)
+    await dispatch(client, worker.address, bad)
+    r1, r2 = await sink.result(unknown.task_instance_id), await sink.result(bad.task_instance_id)
+    assert r1["state"] == "FAILURE" and "unknown task type 'TELEPORT'" in r1["message"]
+    assert r2["state"] == "FAILURE" and r2["message"].startswith("rawScript:")
+    assert worker.healthy()
+
+
+async def test_reports_are_retried_across_a_master_restart_and_delivered_once(
+    worker: NodeProc, fresh_db: str, client: RpcClient
+) -> None:
+    sink = await ReportSink(fresh_db).start()
+    try:
+        msg = task("SHELL", {"rawScript": "sleep 1; echo finished"}, sink.address)
+        await dispatch(client, worker.address, msg)
+        await sink.running(msg.task_instance_id)
+        await sink.stop()  # the master dies while the task runs
+        await asyncio.sleep(2)  # the task ends while no master listens: its result must wait
+        status = worker.health()[1]
+        assert status["pending_reports"] >= 1
+        sink.fail_next = 2  # the restarted master first fails to persist twice
+        await sink.start()
+        result = await sink.result(msg.task_instance_id)
+        assert result["state"] == "SUCCESS"
+        await eventually(lambda: worker.health()[1]["pending_reports"] == 0, 15, "reports acknowledged")
+        assert sink.calls >= 3  # two refused deliveries, then the persisted one
+        assert (
+            len(
+                await sink.pool.fetch(
+                    "SELECT 1 FROM reports WHERE task_instance_id = $1 AND kind = 'result'",
+                    msg.task_instance_id,
+                )
+            )
+            == 1
+        )
+    finally:
+        await sink.close()
+
+
+async def test_host_update_sends_reports_to_the_new_owner(
+    worker: NodeProc, fresh_db: str, client: RpcClient
+) -> None:
+    old, new = await ReportSink(fresh_db).start(), await ReportSink(fresh_db).start()
+    try:
+        msg = task("SHELL", {"rawScript": "sleep 1.5; echo ok"}, old.address)
+        await dispatch(client, worker.address, msg)
+        await old.running(msg.task_instance_id)
+        await old.stop()  # the old owner is dead
+        await client.call(worker.address, HostUpdate(msg.workflow_instance_id, new.address))
+        result = await new.result(msg.task_instance_id)
+        assert result["state"] == "SUCCESS"
+    finally:
+        await old.close()
+        await new.close()
+
+
+async def test_malformed_and_unauthenticated_calls_are_refused_and_change_nothing(
+    worker: NodeProc, sink: ReportSink, tmp_path: Path
+) -> None:
+    import aiohttp
+
+    from rpc import auth
+
+    url = f"http://{worker.address}/rpc/task.dispatch"
+    good = json.dumps(
+        {
+            "v": 1,
+            **task(
+                "SHELL", {"rawScript": "touch /tmp/should-not-exist-" + uuid.uuid4().hex}, sink.address
+            ).__dict__,
+        }
+    ).encode()
+
+    def signed(
+        body: bytes, method: str = "task.dispatch", secret: str = TEST_SECRET, now: float | None = None
+    ) -> dict[str, str]:
+        return {auth.HEADER: auth.sign(secret, method, body, now)}
+
+    cases = [
+        (url, good, {}, 401, "missing X-Porpoise-Signature"),
+        (url, good, signed(good, secret="wrong"), 401, "bad signature"),
+        (url, good, signed(good, now=1_000_000), 401, "expired"),
+        (url, good, signed(b"other body"), 401, "bad signature"),
+        (url, b"{not json", signed(b"{not json"), 400, "not valid JSON"),
+        (url, b"[1, 2]", signed(b"[1, 2]"), 400, "must be a JSON object"),
+        (url, b'{"v": 1}', signed(b'{"v": 1}'), 400, "TaskDispatch.task_instance_id: required field missing"),
+        (
+            url,
+            good.replace(b'"attempt": 1', b'"attempt": "one"'),
+            signed(good.replace(b'"attempt": 1', b'"attempt": "one"')),
+            400,
+            "TaskDispatch.attempt: expected an integer",
+        ),
+        (
+            url,
+            good.replace(b'"v": 1', b'"v": 99'),
+            signed(good.replace(b'"v": 1', b'"v": 99')),
+            400,
+            "unsupported message version 99",
+        ),
+        (
+            url.replace("task.dispatch", "task.nope"),
+            b"{}",
+            signed(b"{}", "task.nope"),
+            404,
+            "unknown RPC method",
+        ),
+    ]
+    big = b'{"v": 1, "pad": "' + b"x" * (9 * 1024 * 1024) + b'"}'
+    cases.append((url, big, signed(big), 413, "exceeds"))
+    async with aiohttp.ClientSession() as http:
+        for target, body, headers, status, message in cases:
+            data = io.BytesIO(body) if len(body) > 1 << 20 else body
+            async with http.post(target, data=data, headers=headers) as resp:
+                text = await resp.text()
+                assert resp.status == status, (message, resp.status, text)
+                assert message in json.loads(text)["error"], text
+                assert "Traceback" not in text
+    health = worker.health()[1]
+    assert health["running"] == 0 and health["pending_reports"] == 0
+    assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").rglob("*.log"))
