@@ -12,6 +12,11 @@ CREATE TABLE IF NOT EXISTS schema_version (
     applied_at  timestamptz NOT NULL DEFAULT now()
 );
 
+-- Codes of projects, workflow and task definitions (stable across versions, like DolphinScheduler's).
+CREATE SEQUENCE IF NOT EXISTS definition_code_seq START WITH 1000000;
+-- Fencing epochs: every change of a workflow instance's owner takes a fresh, never reused value.
+CREATE SEQUENCE IF NOT EXISTS workflow_epoch_seq START WITH 1;
+
 -- Users and authentication ---------------------------------------------------------------------
 
 CREATE TABLE IF NOT EXISTS tenant (

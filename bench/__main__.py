@@ -40,9 +40,7 @@ def main(argv: list[str]) -> int:
         block = section(name, result, facts)
         pattern = re.compile(rf"<!-- bench:{name} -->.*?<!-- /bench:{name} -->", re.S)
         text = (
-            pattern.sub(lambda _m, b=block: b, text)
-            if pattern.search(text)
-            else text.rstrip() + "\n\n" + block + "\n"
+            pattern.sub(lambda _m, b=block: b, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
         )
     if size == "full":
         DOC.write_text(text)

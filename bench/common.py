@@ -46,9 +46,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def machine() -> dict[str, object]:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    )
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
     return {
         "cpus": os.cpu_count(),
         "memory_gib": round(psutil.virtual_memory().total / 1024**3, 1),

@@ -37,9 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"porpoise {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sa = sub.add_parser(
-        "standalone", parents=[common], help="run etcd + PostgreSQL + master + worker (foreground)"
-    )
+    sa = sub.add_parser("standalone", parents=[common], help="run etcd + PostgreSQL + master + worker (foreground)")
     sa.add_argument("--run-dir", default=None, help="data, logs and state (default: standalone.run_dir)")
 
     cl = sub.add_parser("cluster", help="local multi-process cluster")

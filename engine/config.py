@@ -78,9 +78,7 @@ class DatabaseConfig:
 
     def check(self) -> None:
         if self.pool_min > self.pool_max:
-            raise ConfigError(
-                f"database.pool_min: {self.pool_min} is above database.pool_max ({self.pool_max})"
-            )
+            raise ConfigError(f"database.pool_min: {self.pool_min} is above database.pool_max ({self.pool_max})")
 
     def url(self) -> str:
         """The DSN asyncpg accepts (``postgresql://user:pw@host:port/db``)."""
@@ -175,9 +173,7 @@ class Config:
         return _build(raw, {name: {k: "override" for k in v} for name, v in sections.items()})
 
 
-SECTIONS: dict[str, type] = {
-    f.name: typing.get_type_hints(Config)[f.name] for f in dataclasses.fields(Config)
-}
+SECTIONS: dict[str, type] = {f.name: typing.get_type_hints(Config)[f.name] for f in dataclasses.fields(Config)}
 
 
 def config_dir() -> Path:
@@ -208,9 +204,7 @@ def load(
         user = _read_yaml(Path(config_file))
         for section, values in user.items():
             if section not in SECTIONS:
-                raise ConfigError(
-                    f"{config_file}: unknown section {section!r} (known: {', '.join(SECTIONS)})"
-                )
+                raise ConfigError(f"{config_file}: unknown section {section!r} (known: {', '.join(SECTIONS)})")
             if not isinstance(values, Mapping):
                 raise ConfigError(f"{config_file}: section {section!r} must be a mapping")
             for key, value in values.items():
@@ -323,9 +317,7 @@ def _convert(name: str, value: Any, hint: Any, meta: Mapping[str, Any], where: s
             raise bad("an integer" if hint is int else "a number") from exc
         lo, hi = meta.get("min"), meta.get("max")
         if (lo is not None and number < lo) or (hi is not None and number > hi):
-            raise bad(
-                f"a value between {lo if lo is not None else '-inf'} and {hi if hi is not None else 'inf'}"
-            )
+            raise bad(f"a value between {lo if lo is not None else '-inf'} and {hi if hi is not None else 'inf'}")
         return number
     if hint is str:
         if value is None:

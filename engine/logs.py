@@ -38,9 +38,7 @@ def configure(fmt: str = "json", level: str = "info", **static: Any) -> None:
     else:
         # no local variables in tracebacks: they may hold secrets (DSNs, tokens, task environments)
         shared.append(
-            structlog.processors.ExceptionRenderer(
-                structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
-            )
+            structlog.processors.ExceptionRenderer(structlog.tracebacks.ExceptionDictTransformer(show_locals=False))
         )
         renderer = structlog.processors.JSONRenderer()
     structlog.configure(

@@ -53,9 +53,7 @@ def java_format(when: dt.datetime, pattern: str) -> str:
             j += 1
         run = pattern[i:j]
         if ch == "S":
-            out.append(
-                f"{when.microsecond // 1000:03d}"[: len(run)] if len(run) <= 3 else f"{when.microsecond:06d}"
-            )
+            out.append(f"{when.microsecond // 1000:03d}"[: len(run)] if len(run) <= 3 else f"{when.microsecond:06d}")
         elif run in _JAVA_TOKENS:
             out.append(when.strftime(_JAVA_TOKENS[run]))
         elif ch == "y" and len(run) > 4:
@@ -161,9 +159,7 @@ class Property:
         if direct not in ("IN", "OUT"):
             raise ValueError(f"parameter {prop!r}: direct must be IN or OUT, got {direct!r}")
         value = data.get("value", "")
-        return cls(
-            prop, direct, str(data.get("type", "VARCHAR")).upper(), "" if value is None else str(value)
-        )
+        return cls(prop, direct, str(data.get("type", "VARCHAR")).upper(), "" if value is None else str(value))
 
     def to_dict(self) -> dict[str, str]:
         return {"prop": self.prop, "direct": self.direct, "type": self.type, "value": self.value}

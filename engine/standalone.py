@@ -46,9 +46,7 @@ def run(cfg: Config, run_dir: Path, ready: threading.Event | None = None) -> int
             for role, name in NODES:
                 proc = procs[name]
                 if proc.exited() is not None:
-                    log.error(
-                        "node exited; restarting", name=name, code=proc.exited(), log=str(proc.log_path)
-                    )
+                    log.error("node exited; restarting", name=name, code=proc.exited(), log=str(proc.log_path))
                     procs[name] = stack.start_node(role, name)
     except PorpoiseError as exc:
         log.error("standalone failed", error=str(exc))
@@ -67,9 +65,7 @@ def _banner(stack: Stack) -> None:
         "\nPorpoise standalone is up\n"
         f"  etcd        {stack.etcd.endpoint}\n"
         f"  PostgreSQL  127.0.0.1:{stack.postgres.port} (data {stack.postgres.data_dir})\n"
-        + "".join(
-            f"  {p.name:<11} pid {p.record.pid if p.record else '?'}, log {p.log_path}\n" for p in stack.nodes
-        )
+        + "".join(f"  {p.name:<11} pid {p.record.pid if p.record else '?'}, log {p.log_path}\n" for p in stack.nodes)
         + f"  state       {stack.state_path}\n"
         "Press Ctrl-C to stop everything.\n",
         flush=True,

@@ -147,9 +147,7 @@ class EtcdClient:
         resp = await self._call("delete", lambda c: c.delete_range(key))
         return int(resp.deleted or 0)
 
-    async def put_if_absent(
-        self, key: str, value: bytes | str, lease: int
-    ) -> tuple[bool, KeyValue | None, int]:
+    async def put_if_absent(self, key: str, value: bytes | str, lease: int) -> tuple[bool, KeyValue | None, int]:
         """Create ``key`` only if it does not exist. Returns (created, current holder kv, revision)."""
 
         def txn(c: _Client) -> Awaitable[Any]:
@@ -234,9 +232,7 @@ class EtcdClient:
         client = self._client()
         kwargs: dict[str, Any] = {
             "start_revision": start_revision,
-            "timeout": aiohttp.ClientTimeout(
-                total=None, connect=self.request_timeout, sock_read=idle_timeout
-            ),
+            "timeout": aiohttp.ClientTimeout(total=None, connect=self.request_timeout, sock_read=idle_timeout),
         }
         if not key_only:
             kwargs["prefix"] = True

@@ -88,10 +88,7 @@ class HostSample:
     disk_available_gb: float
 
     def overloaded(self, limits: LoadLimits) -> bool:
-        return (
-            self.load_average > limits.effective_max_load()
-            or self.available_memory_gb < limits.reserved_memory_gb
-        )
+        return self.load_average > limits.effective_max_load() or self.available_memory_gb < limits.reserved_memory_gb
 
 
 _GB = 1024**3

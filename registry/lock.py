@@ -51,9 +51,7 @@ class Lock:
         client = self.session.client
         while True:
             self.session.require_alive()
-            created, holder, revision = await client.put_if_absent(
-                self.key, self.owner, lease=self.session.lease_id
-            )
+            created, holder, revision = await client.put_if_absent(self.key, self.owner, lease=self.session.lease_id)
             if created:
                 self.revision = revision
                 log.info("lock acquired", key=self.key)

@@ -53,9 +53,7 @@ Listener = Callable[[NodeChange], Any]
 class MembershipView:
     """Masters and workers currently registered, with their latest heartbeats."""
 
-    def __init__(
-        self, client: EtcdClient, root: str, idle_rewatch: float = 30.0, retry_delay: float = 0.5
-    ) -> None:
+    def __init__(self, client: EtcdClient, root: str, idle_rewatch: float = 30.0, retry_delay: float = 0.5) -> None:
         self.client = client
         self.root = root
         self.prefix = nodes_prefix(root)
@@ -103,11 +101,7 @@ class MembershipView:
 
     def workers(self, group: str | None = None) -> list[NodeInfo]:
         return sorted(
-            (
-                n
-                for n in self._nodes.values()
-                if n.node.role == WORKER and (group is None or n.node.group == group)
-            ),
+            (n for n in self._nodes.values() if n.node.role == WORKER and (group is None or n.node.group == group)),
             key=lambda n: (n.node.group, n.address),
         )
 

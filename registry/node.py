@@ -31,9 +31,7 @@ class RegistryNode:
         self.client = client or EtcdClient(cfg.endpoints, cfg.request_timeout)
         self._own_client = client is None
         self.session = Session(self.client, cfg.lease_ttl, cfg.keepalive_interval)
-        self.registration = Registration(
-            self.session, node_key(cfg.root, node), heartbeat, cfg.heartbeat_interval
-        )
+        self.registration = Registration(self.session, node_key(cfg.root, node), heartbeat, cfg.heartbeat_interval)
         self.membership = MembershipView(self.client, cfg.root)
         self._was_suspended = False
         self._closed = False

@@ -19,9 +19,7 @@ def sign(secret: str, method: str, body: bytes, now: float | None = None) -> str
     return f"t={ts},v1={mac}"
 
 
-def verify(
-    secret: str, method: str, body: bytes, header: str | None, max_skew: float, now: float | None = None
-) -> str:
+def verify(secret: str, method: str, body: bytes, header: str | None, max_skew: float, now: float | None = None) -> str:
     """Empty string if valid, else the reason it is not."""
     if not header:
         return f"missing {HEADER} header"

@@ -25,9 +25,7 @@ class RpcClient:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(
-                limit=0, limit_per_host=self.limit_per_host, keepalive_timeout=30
-            )
+            connector = aiohttp.TCPConnector(limit=0, limit_per_host=self.limit_per_host, keepalive_timeout=30)
             self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 

@@ -34,9 +34,7 @@ def decode(cls: type[T], data: Any) -> T:
         raise BadRequest(f"{cls.__name__}: body must be a JSON object", 400)
     version = data.get("v", VERSION)
     if version != VERSION:
-        raise BadRequest(
-            f"{cls.__name__}: unsupported message version {version!r} (this node speaks {VERSION})", 400
-        )
+        raise BadRequest(f"{cls.__name__}: unsupported message version {version!r} (this node speaks {VERSION})", 400)
     return _decode_obj(cls, data, cls.__name__)
 
 

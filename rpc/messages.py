@@ -135,3 +135,29 @@ class TaskResult:
 @dataclass(frozen=True)
 class Ack:
     ack: bool = True
+
+
+@dataclass(frozen=True)
+class ReportReply:
+    """A master's answer to task.running / task.result: ``ack`` once persisted; otherwise ``owner``
+    names the master that owns the instance now, when known (the worker re-targets its reports)."""
+
+    ack: bool
+    owner: str = ""
+
+
+@dataclass(frozen=True)
+class WorkflowControl:
+    """API -> owning master: stop or pause a running workflow instance."""
+
+    METHOD: ClassVar[str] = "workflow.control"
+    workflow_instance_id: int
+    action: str  # "stop" | "pause"
+
+
+@dataclass(frozen=True)
+class CacheExpire:
+    """API -> masters: a workflow definition changed; drop cached heads for it."""
+
+    METHOD: ClassVar[str] = "cache.expire"
+    workflow_definition_code: int

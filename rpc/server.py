@@ -30,9 +30,7 @@ def _error(status: int, message: str) -> web.Response:
 
 
 class RpcServer:
-    def __init__(
-        self, app: web.Application, secret: str, max_skew: float = 60, max_body_bytes: int = 8 << 20
-    ):
+    def __init__(self, app: web.Application, secret: str, max_skew: float = 60, max_body_bytes: int = 8 << 20):
         if not secret:
             raise ValueError("an RPC secret is required (rpc.secret)")
         self.secret = secret

@@ -122,13 +122,13 @@ async def etcd(etcd_server: EtcdServer) -> EtcdClient:
 
 
 @pytest.fixture
-def node_factory(workdir: Path) -> Iterator[Callable[..., NodeProc]]:
-    """Start real master/worker processes; all are stopped at teardown."""
+def node_factory(workdir: Path, pg_server: PostgresServer) -> Iterator[Callable[..., NodeProc]]:
+    """Start real master/worker processes; all are stopped at teardown. Masters use the session
+    database unless the test passes PORPOISE_DATABASE_DSN."""
     nodes: list[NodeProc] = []
 
-    def make(
-        role: str, endpoint: str, root: str, ttl: float = 2, overrides: list[str] | None = None, **env: str
-    ):
+    def make(role: str, endpoint: str, root: str, ttl: float = 2, overrides: list[str] | None = None, **env: str):
+        env.setdefault("PORPOISE_DATABASE_DSN", pg_server.dsn)
         name = f"{role}-{uuid.uuid4().hex[:6]}"
         node = NodeProc(role, node_env(endpoint, root, ttl, **env), workdir / "logs", name, overrides or [])
         nodes.append(node)

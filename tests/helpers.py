@@ -21,9 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TEST_SECRET = "test-secret-0123456789"
 
 
-async def eventually(
-    predicate: Callable[[], Any], timeout: float, what: str = "condition", interval: float = 0.02
-):
+async def eventually(predicate: Callable[[], Any], timeout: float, what: str = "condition", interval: float = 0.02):
     """Await until ``predicate()`` (sync or async) is truthy; return its value; fail after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -59,9 +57,7 @@ def http_json(url: str, timeout: float = 2.0) -> tuple[int, Any]:
 class NodeProc:
     """A real ``python -m engine.<role>`` process for tests."""
 
-    def __init__(
-        self, role: str, env: dict[str, str], log_dir: Path, name: str, overrides: list[str]
-    ) -> None:
+    def __init__(self, role: str, env: dict[str, str], log_dir: Path, name: str, overrides: list[str]) -> None:
         self.role = role
         self.port = free_port()
         argv = [sys.executable, "-m", f"engine.{role}", "--set", f"{role}.listen_port={self.port}"]

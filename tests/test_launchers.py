@@ -42,9 +42,7 @@ def _records(run_dir: Path) -> list[ProcessRecord]:
 
 def _dsn(run_dir: Path) -> str:
     state = json.loads((run_dir / "state.json").read_text())
-    return (
-        f"postgresql://porpoise:{state['postgres_password']}@127.0.0.1:{state['ports']['postgres']}/porpoise"
-    )
+    return f"postgresql://porpoise:{state['postgres_password']}@127.0.0.1:{state['ports']['postgres']}/porpoise"
 
 
 def _no_process_left(records: list[ProcessRecord]) -> bool:
@@ -65,9 +63,7 @@ def test_cluster_start_status_stop(workdir: Path) -> None:
         assert started.returncode == 0, started.stdout + started.stderr
         records = _records(run_dir)
         names = sorted(r.name for r in records)
-        assert names == sorted(
-            ["etcd", "postgres", "master-1", "master-2", "master-3", "worker-1", "worker-2"]
-        )
+        assert names == sorted(["etcd", "postgres", "master-1", "master-2", "master-3", "worker-1", "worker-2"])
         assert len({r.pid for r in records}) == 7 and all(r.alive() for r in records)
         ports = [r.extra["port"] for r in records if r.name.startswith(("master", "worker"))]
         assert len(set(ports)) == 5

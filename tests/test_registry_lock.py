@@ -19,9 +19,7 @@ from registry import EtcdClient, Lock, LockTimeout, NotLockOwner, Session
 from tests.helpers import ROOT
 
 
-def _contender(
-    endpoint: str, key: str, marker: str, iterations: int, hold_ms: int, *extra: str
-) -> subprocess.Popen:
+def _contender(endpoint: str, key: str, marker: str, iterations: int, hold_ms: int, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [
             sys.executable,

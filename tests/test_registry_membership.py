@@ -38,9 +38,7 @@ async def test_view_sees_nodes_join_update_and_leave(registry_config: Config, et
     await view.start()
     running = [0]
     master = RegistryNode(registry_config.registry, NodeId("master", "127.0.0.1:1001"), _source())
-    worker = RegistryNode(
-        registry_config.registry, NodeId("worker", "127.0.0.1:2001", "etl"), _source(running)
-    )
+    worker = RegistryNode(registry_config.registry, NodeId("worker", "127.0.0.1:2001", "etl"), _source(running))
     await master.start()
     await worker.start()
     await eventually(lambda: len(view.masters()) == 1 and len(view.workers("etl")) == 1, 5, "both nodes")
@@ -113,9 +111,7 @@ def _bijection(nodes: list[NodeProc]) -> bool:
 async def test_slots_form_a_bijection_across_real_masters_and_reform(
     etcd_server: EtcdServer, etcd_root: str, node_factory: Callable[..., NodeProc]
 ) -> None:
-    masters = [
-        await asyncio.to_thread(node_factory, "master", etcd_server.endpoint, etcd_root, 2) for _ in range(3)
-    ]
+    masters = [await asyncio.to_thread(node_factory, "master", etcd_server.endpoint, etcd_root, 2) for _ in range(3)]
     await eventually(lambda: _bijection(masters), 10, "slots 0..2 across 3 masters")
     expected = {m.address: i for i, m in enumerate(sorted(masters, key=lambda m: m.address))}
     assert {a: s[0] for a, s in _slots(masters).items()} == expected
@@ -129,9 +125,7 @@ async def test_slots_form_a_bijection_across_real_masters_and_reform(
     await eventually(lambda: _bijection(masters), 10, "slots re-form over 3 masters")
 
 
-async def test_view_resyncs_across_an_etcd_restart(
-    etcd_factory: Callable[[], EtcdServer], etcd_root: str
-) -> None:
+async def test_view_resyncs_across_an_etcd_restart(etcd_factory: Callable[[], EtcdServer], etcd_root: str) -> None:
     from engine import config as config_mod
 
     server = etcd_factory()
@@ -188,9 +182,7 @@ async def test_watch_from_a_compacted_revision_resyncs(registry_config: Config, 
     view.subscribe(changes.append)
     resyncs = view.resyncs
     await view.resume()
-    await eventually(
-        lambda: [m.address for m in view.masters()] == ["127.0.0.1:21"], 5, "state after compaction"
-    )
+    await eventually(lambda: [m.address for m in view.masters()] == ["127.0.0.1:21"], 5, "state after compaction")
     assert view.resyncs > resyncs and view.revision > stale
     assert [(c.kind, c.info.address) for c in changes] == [(ChangeKind.ADDED, "127.0.0.1:21")]
     await view.close()

@@ -30,9 +30,7 @@ def _dispatch(**kw: object) -> TaskDispatch:
 
 
 def test_round_trip() -> None:
-    msg = _dispatch(
-        schedule_time="2026-01-01T00:00:00", var_pool=[{"prop": "a"}], datasources={"w": {"dsn": "x"}}
-    )
+    msg = _dispatch(schedule_time="2026-01-01T00:00:00", var_pool=[{"prop": "a"}], datasources={"w": {"dsn": "x"}})
     assert codec.decode(TaskDispatch, codec.encode(msg)) == msg
 
 
@@ -58,9 +56,7 @@ def test_decode_errors_name_the_field(mutate, message: str) -> None:  # type: ig
 def test_float_fields_accept_ints_and_none_for_optionals() -> None:
     data = codec.encode(TaskResult(1, 1, 1, "h", "SUCCESS", 0, 1, 2))
     assert codec.decode(TaskResult, data).state == "SUCCESS"
-    assert (
-        codec.decode(TaskDispatch, {**codec.encode(_dispatch()), "schedule_time": None}).schedule_time is None
-    )
+    assert codec.decode(TaskDispatch, {**codec.encode(_dispatch()), "schedule_time": None}).schedule_time is None
 
 
 @given(st.binary(max_size=200), st.text(min_size=1, max_size=20))

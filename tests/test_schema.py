@@ -39,8 +39,7 @@ async def _reflect(dsn: str) -> dict:
                         "unique": {tuple(u["column_names"]) for u in insp.get_unique_constraints(name)},
                         "indexes": {i["name"]: i for i in insp.get_indexes(name)},
                         "fks": {
-                            (tuple(f["constrained_columns"]), f["referred_table"])
-                            for f in insp.get_foreign_keys(name)
+                            (tuple(f["constrained_columns"]), f["referred_table"]) for f in insp.get_foreign_keys(name)
                         },
                     }
                 return out
@@ -66,9 +65,7 @@ def test_tables_py_matches_schema_sql(fresh_db: str) -> None:
             ), f"{name}.{col.name} default"
         assert got["pk"] == [c.name for c in table.primary_key.columns], f"{name}: primary key"
         uniques = {
-            tuple(c.name for c in u.columns)
-            for u in table.constraints
-            if u.__class__.__name__ == "UniqueConstraint"
+            tuple(c.name for c in u.columns) for u in table.constraints if u.__class__.__name__ == "UniqueConstraint"
         }
         uniques |= {(c.name,) for c in table.columns if c.unique}
         assert got["unique"] == uniques, f"{name}: unique constraints"
@@ -156,8 +153,7 @@ def test_command_insert_notifies_listeners(fresh_db: str) -> None:
         try:
             await listener.add_listener("porpoise_command", lambda *args: got.put_nowait(args[2]))
             await writer.execute(
-                "INSERT INTO command (command_type, workflow_definition_code)"
-                " SELECT 0, g FROM generate_series(1, 50) g"
+                "INSERT INTO command (command_type, workflow_definition_code) SELECT 0, g FROM generate_series(1, 50) g"
             )
             first = await asyncio.wait_for(got.get(), 5)
             return [first]
@@ -169,7 +165,4 @@ def test_command_insert_notifies_listeners(fresh_db: str) -> None:
 
 
 def test_schema_sql_is_the_file_applied() -> None:
-    assert (
-        schema_path().name == "schema.sql"
-        and "CREATE TABLE IF NOT EXISTS command" in schema_path().read_text()
-    )
+    assert schema_path().name == "schema.sql" and "CREATE TABLE IF NOT EXISTS command" in schema_path().read_text()

@@ -43,9 +43,7 @@ async def sink(fresh_db: str) -> AsyncIterator[ReportSink]:
 
 
 @pytest.fixture
-async def worker(
-    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, tmp_path: Path
-):
+async def worker(node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, tmp_path: Path):
     overrides = [f"worker.log_dir={tmp_path / 'logs'}", f"worker.exec_dir={tmp_path / 'exec'}"]
     return await asyncio.to_thread(node_factory, "worker", etcd_server.endpoint, etcd_root, 3, overrides)
 

@@ -33,9 +33,7 @@ async def client() -> AsyncIterator[RpcClient]:
     await c.close()
 
 
-def _start_worker(
-    node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, tmp: Path, slots: int = 10
-):
+def _start_worker(node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, tmp: Path, slots: int = 10):
     return node_factory(
         "worker",
         etcd.endpoint,
@@ -50,9 +48,7 @@ def _start_worker(
 
 
 @pytest.fixture
-async def worker(
-    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, tmp_path: Path
-):
+async def worker(node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, tmp_path: Path):
     return await asyncio.to_thread(_start_worker, node_factory, etcd_server, etcd_root, tmp_path)
 
 
@@ -113,8 +109,7 @@ async def test_sql_query_non_query_and_failure(
         {
             "datasource": "warehouse",
             "sqlType": "non_query",
-            "sql": "CREATE TABLE trips (day text, n int);"
-            "INSERT INTO trips VALUES ('$[yyyyMMdd]', 10), ('x', 5)",
+            "sql": "CREATE TABLE trips (day text, n int);INSERT INTO trips VALUES ('$[yyyyMMdd]', 10), ('x', 5)",
         },
         sink.address,
         datasources=source,
@@ -157,9 +152,7 @@ async def test_sql_query_non_query_and_failure(
     assert "no_such_table" in await log_text(result["log_path"])
 
 
-async def test_kill_leaves_no_process_of_the_tree_alive(
-    worker: NodeProc, sink: ReportSink, client: RpcClient
-) -> None:
+async def test_kill_leaves_no_process_of_the_tree_alive(worker: NodeProc, sink: ReportSink, client: RpcClient) -> None:
     script = "sleep 1000 & (sleep 1000 &) ; bash -c 'sleep 1000' & echo started; wait"
     msg = task("SHELL", {"rawScript": script}, sink.address)
     await dispatch(client, worker.address, msg)
@@ -237,9 +230,7 @@ async def test_dispatch_is_rejected_when_all_slots_are_busy(
 async def test_log_paging_returns_exactly_the_requested_lines_while_the_task_writes(
     worker: NodeProc, sink: ReportSink, client: RpcClient
 ) -> None:
-    msg = task(
-        "SHELL", {"rawScript": "for i in $(seq 1 60); do echo line-$i; sleep 0.03; done"}, sink.address
-    )
+    msg = task("SHELL", {"rawScript": "for i in $(seq 1 60); do echo line-$i; sleep 0.03; done"}, sink.address)
     await dispatch(client, worker.address, msg)
     path = (await sink.running(msg.task_instance_id))["log_path"]
     collected: list[str] = []
@@ -263,9 +254,7 @@ async def test_log_paging_returns_exactly_the_requested_lines_while_the_task_wri
     assert tail["lines"] == whole.splitlines()[-3:] and tail["complete"] is True
 
 
-async def test_log_download_remove_and_path_safety(
-    worker: NodeProc, sink: ReportSink, client: RpcClient
-) -> None:
+async def test_log_download_remove_and_path_safety(worker: NodeProc, sink: ReportSink, client: RpcClient) -> None:
     msg = task("SHELL", {"rawScript": "echo downloadable"}, sink.address)
     await dispatch(client, worker.address, msg)
     path = (await sink.result(msg.task_instance_id))["log_path"]
@@ -287,8 +276,7 @@ async def test_placeholders_resolve_against_the_schedule_time(
     worker: NodeProc, sink: ReportSink, client: RpcClient
 ) -> None:
     script = (
-        "echo biz=${system.biz.date} cur=$[yyyy-MM-dd] prev=$[yyyyMMdd-1] month=$[add_months(yyyyMM,-1)]"
-        " g=${g} v=${up}"
+        "echo biz=${system.biz.date} cur=$[yyyy-MM-dd] prev=$[yyyyMMdd-1] month=$[add_months(yyyyMM,-1)] g=${g} v=${up}"
     )
     msg = task(
         "SHELL",
@@ -347,9 +335,7 @@ async def test_reports_are_retried_across_a_master_restart_and_delivered_once(
         await sink.close()
 
 
-async def test_host_update_sends_reports_to_the_new_owner(
-    worker: NodeProc, fresh_db: str, client: RpcClient
-) -> None:
+async def test_host_update_sends_reports_to_the_new_owner(worker: NodeProc, fresh_db: str, client: RpcClient) -> None:
     old, new = await ReportSink(fresh_db).start(), await ReportSink(fresh_db).start()
     try:
         msg = task("SHELL", {"rawScript": "sleep 1.5; echo ok"}, old.address)
@@ -375,9 +361,7 @@ async def test_malformed_and_unauthenticated_calls_are_refused_and_change_nothin
     good = json.dumps(
         {
             "v": 1,
-            **task(
-                "SHELL", {"rawScript": "touch /tmp/should-not-exist-" + uuid.uuid4().hex}, sink.address
-            ).__dict__,
+            **task("SHELL", {"rawScript": "touch /tmp/should-not-exist-" + uuid.uuid4().hex}, sink.address).__dict__,
         }
     ).encode()
 

@@ -89,9 +89,7 @@ class ReportSink:
         import json
 
         assert self.pool is not None
-        rows = await self.pool.fetch(
-            "SELECT kind, body FROM reports WHERE task_instance_id = $1", task_instance_id
-        )
+        rows = await self.pool.fetch("SELECT kind, body FROM reports WHERE task_instance_id = $1", task_instance_id)
         return {r["kind"]: json.loads(r["body"]) for r in rows}
 
     async def result(self, task_instance_id: int, timeout: float = 30) -> dict[str, Any]:

@@ -26,9 +26,7 @@ def etcd_binary() -> Path:
 class EtcdServer:
     """One etcd member listening on loopback, data kept in ``data_dir``."""
 
-    def __init__(
-        self, data_dir: Path, client_port: int, peer_port: int, log_path: Path, name: str = "porpoise"
-    ):
+    def __init__(self, data_dir: Path, client_port: int, peer_port: int, log_path: Path, name: str = "porpoise"):
         self.data_dir = data_dir
         self.client_port = client_port
         self.peer_port = peer_port
@@ -41,11 +39,7 @@ class EtcdServer:
         return f"http://127.0.0.1:{self.client_port}"
 
     def _check_data_dir(self) -> None:
-        if (
-            self.data_dir.exists()
-            and any(self.data_dir.iterdir())
-            and not (self.data_dir / "member").is_dir()
-        ):
+        if self.data_dir.exists() and any(self.data_dir.iterdir()) and not (self.data_dir / "member").is_dir():
             raise DataDirCorrupt(
                 f"etcd data directory {self.data_dir} is not empty but has no member/ directory; "
                 "move it away or remove it"

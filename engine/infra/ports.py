@@ -28,9 +28,7 @@ def choose_port(what: str, explicit: int, remembered: int | None, taken: set[int
     """Pick a port: an explicit one must be free; a remembered one is reused when still free."""
     if explicit:
         if not port_is_free(explicit):
-            raise PortInUse(
-                f"{what}: port {explicit} on 127.0.0.1 is already in use; choose another or free it"
-            )
+            raise PortInUse(f"{what}: port {explicit} on 127.0.0.1 is already in use; choose another or free it")
         return explicit
     if remembered and remembered not in taken and port_is_free(remembered):
         return remembered

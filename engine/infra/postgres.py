@@ -40,9 +40,7 @@ def pg_bindir() -> Path:
     pg_config = shutil.which("pg_config")
     if pg_config:
         try:
-            out = subprocess.run(
-                [pg_config, "--bindir"], capture_output=True, text=True, timeout=10, check=True
-            )
+            out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, timeout=10, check=True)
             candidates.append(Path(out.stdout.strip()))
         except (subprocess.SubprocessError, OSError):
             pass

@@ -50,9 +50,7 @@ class Stack:
         except FileNotFoundError:
             return {"ports": {}, "processes": []}
         except ValueError as exc:
-            raise InfraError(
-                f"{self.state_path} is not valid JSON ({exc}); remove it to start afresh"
-            ) from exc
+            raise InfraError(f"{self.state_path} is not valid JSON ({exc}); remove it to start afresh") from exc
         data.setdefault("ports", {})
         data.setdefault("processes", [])
         return data  # type: ignore[no-any-return]
@@ -98,9 +96,7 @@ class Stack:
             taken.add(ports[name])
         self._save()
         logs_dir = self.run_dir / "logs"
-        self.etcd = EtcdServer(
-            self.run_dir / "etcd", ports["etcd_client"], ports["etcd_peer"], logs_dir / "etcd.log"
-        )
+        self.etcd = EtcdServer(self.run_dir / "etcd", ports["etcd_client"], ports["etcd_peer"], logs_dir / "etcd.log")
         self._remember(self.etcd.start(sc.start_timeout))
         log.info("etcd ready", endpoint=self.etcd.endpoint)
         self.postgres = PostgresServer(
@@ -190,9 +186,7 @@ class Stack:
             if proc.popen is not None:
                 proc.popen.poll()
         gone = {(r.pid, r.create_time) for r in records}
-        self.state["processes"] = [
-            p for p in self.state["processes"] if (p["pid"], p["create_time"]) not in gone
-        ]
+        self.state["processes"] = [p for p in self.state["processes"] if (p["pid"], p["create_time"]) not in gone]
         self.started = [r for r in self.started if (r.pid, r.create_time) not in gone]
         if self.state_path.exists():
             self._save()

@@ -1,15 +1,49 @@
-"""The master process. So far: registry presence and its command slot, kept current on every
-membership change; command claiming, actors and dispatch build on this."""
+"""The master process: one uvloop loop holding the command poller, one actor per running workflow
+instance, the state wheel, the dispatcher, the RPC endpoints workers and the API call, and /metrics.
+
+Report handling (invariant 4): a worker's task.running / task.result goes to the owning actor, which
+persists it (fenced) before this handler answers ``ack``. A report for an instance this master does
+not own is not acknowledged; the reply names the owner when the database knows it, so the worker
+re-targets. Stale or duplicate reports are acknowledged and dropped.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import contextlib
 from typing import Any
 
+import asyncpg
+from aiohttp import web
+
 from engine import logs
+from engine.errors import SchemaError, StorageError
+from engine.master.actor import DispatchRequest, InstanceInfo, WorkflowActor
+from engine.master.commands import CommandPoller, DefinitionCache
+from engine.master.dispatcher import Dispatcher
+from engine.master.metrics import Metrics
+from engine.master.states import TaskState, WorkflowState
+from engine.master.store import MasterStore
+from engine.master.wheel import StateWheel
+from engine.master.workflow import (
+    Attempt,
+    PauseRequested,
+    StopRequested,
+    TaskResultEvent,
+    TaskRunningEvent,
+    WorkflowRun,
+)
 from engine.node import Node
-from registry import MASTER, HeartbeatSource, LoadLimits, NodeId, SlotTracker
+from engine.storage.definitions import WorkflowSpec
+from engine.storage.schema import apply_schema
+from registry import MASTER, ChangeKind, HeartbeatSource, LoadLimits, NodeChange, NodeId, SlotTracker
+from rpc.errors import BadRequest, RpcError
+from rpc.messages import CacheExpire, ReportReply, TaskKill, TaskResult, TaskRunning, WorkflowControl
 
 log = logs.get(__name__)
+
+_RESULT_STATES = {"SUCCESS": TaskState.SUCCESS, "FAILURE": TaskState.FAILURE, "KILL": TaskState.KILL}
 
 
 class Master(Node):
@@ -17,7 +51,34 @@ class Master(Node):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        m = self.cfg.master
+        self.limits = LoadLimits(m.max_cpu_load_avg, m.reserved_memory_gb)
+        self.source = HeartbeatSource(self.limits)
         self.slots: SlotTracker | None = None
+        self.metrics = Metrics()
+        self.wheel = StateWheel()
+        self.actors: dict[int, WorkflowActor] = {}
+        self.pool: asyncpg.Pool | None = None
+        self.store: MasterStore | None = None
+        self.cache: DefinitionCache | None = None
+        self.poller: CommandPoller | None = None
+        self.dispatcher = Dispatcher(self.rpc, self._workers, m.host_selector, metrics=self.metrics)
+        self.finished_states: collections.Counter[str] = collections.Counter()
+        self.app.router.add_get("/metrics", self._metrics)
+        for msg_cls, handler in (
+            (TaskRunning, self.on_task_running),
+            (TaskResult, self.on_task_result),
+            (WorkflowControl, self.on_workflow_control),
+            (CacheExpire, self.on_cache_expire),
+        ):
+            self.rpc_server.register(msg_cls, handler)
+        self.metrics.gauge("actors", lambda: len(self.actors))
+        self.metrics.gauge("dispatch_queue", lambda: len(self.dispatcher))
+        self.metrics.gauge("timers", lambda: len(self.wheel))
+        self.metrics.gauge("instances_finished", lambda: dict(self.finished_states))
+        self.metrics.gauge("instances_running", self._running_by_state)
+
+    # -- node hooks -------------------------------------------------------------------------------
 
     def listen(self) -> tuple[str, int, str]:
         m = self.cfg.master
@@ -27,20 +88,84 @@ class Master(Node):
         return NodeId(MASTER, self.address)
 
     def heartbeat_source(self) -> HeartbeatSource:
-        m = self.cfg.master
-        return HeartbeatSource(LoadLimits(m.max_cpu_load_avg, m.reserved_memory_gb))
+        return self.source
+
+    async def _connect_database(self) -> asyncpg.Pool:
+        """Apply the schema and open the pool, retrying with backoff while the database is down."""
+        db = self.cfg.database
+        delay = 0.2
+        while True:
+            try:
+                await apply_schema(db.url(), db.connect_timeout)
+                return await asyncpg.create_pool(
+                    db.url(),
+                    min_size=db.pool_min,
+                    max_size=db.pool_max,
+                    timeout=db.connect_timeout,
+                    command_timeout=db.command_timeout,
+                )
+            except (StorageError, OSError, asyncpg.PostgresError) as exc:
+                if isinstance(exc, SchemaError):
+                    raise
+                log.warning("database unavailable; retrying", error=str(exc), retry_in=delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
+                if self._stop.is_set():
+                    raise StorageError("stopped before the database became available") from exc
+                delay = min(delay * 2, 5.0)
+
+    async def on_started(self) -> None:
+        dsn = self.cfg.database.url()
+        self.pool = await self._connect_database()
+        self.store = MasterStore(self.pool, self.address)
+        self.cache = DefinitionCache(self.pool)
+        self.poller = CommandPoller(
+            self.store,
+            dsn,
+            self.cache,
+            self._slot,
+            self._may_claim,
+            self._on_claimed,
+            page=self.cfg.master.fetch_command_num,
+            interval=self.cfg.master.command_poll_interval,
+            metrics=self.metrics,
+        )
+        self.wheel.start(self._deliver_timer)
+        self.dispatcher.start()
+        self.metrics.start_lag_probe()
 
     async def on_registered(self) -> None:
+        assert self.registry is not None
         if self.slots is not None:
             self.slots.close()
-        assert self.registry is not None
         self.slots = SlotTracker(self.registry.membership, self.address)
+        self.registry.membership.subscribe(self._on_membership)
+        self.dispatcher.paused = False
+        self.dispatcher.membership_changed()
+        assert self.poller is not None
+        self.poller.start()
+        self.poller.wake.set()
 
     async def on_fenced(self) -> None:
-        # Nothing to claim with once the lease is gone: the slot is void until re-registration.
+        # Lease lost: stop claiming, dispatching and driving instances at once (invariant 6). The
+        # instances are failed over by a live master; our fenced writes could not land anyway.
+        if self.poller is not None:
+            await self.poller.close()
+        self.dispatcher.paused = True
+        await self._stop_actors()
         if self.slots is not None:
             self.slots.close()
             self.slots = None
+
+    async def on_shutdown(self) -> None:
+        if self.poller is not None:
+            await self.poller.close()
+        await self._stop_actors()
+        await self.dispatcher.close()
+        await self.wheel.close()
+        await self.metrics.close()
+        if self.pool is not None:
+            await self.pool.close()
 
     def health(self) -> dict[str, Any]:
         slot = self.slots.slot if self.slots else None
@@ -50,4 +175,156 @@ class Master(Node):
             "slot": None if slot is None else {"index": slot.index, "count": slot.count},
             "masters": [m.address for m in masters],
             "workers": [f"{w.node.group}/{w.address}" for w in workers],
+            "actors": len(self.actors),
         }
+
+    # -- claiming ---------------------------------------------------------------------------------
+
+    def _slot(self) -> tuple[int, int]:
+        slot = self.slots.slot if self.slots else None
+        return (slot.index, slot.count) if slot else (0, 0)
+
+    def _may_claim(self) -> str:
+        if self.registry is None or self.registry.session.state.value != "CONNECTED":
+            return "registry session not connected"
+        sample = self.source.last_sample
+        if sample is not None and sample.overloaded(self.limits):
+            return (
+                f"overloaded: load {sample.load_average:.2f} (max {self.limits.effective_max_load():.2f}), "
+                f"free memory {sample.available_memory_gb:.2f} GB (reserved {self.limits.reserved_memory_gb} GB)"
+            )
+        return ""
+
+    def _on_claimed(self, created: list[tuple[asyncpg.Record, WorkflowSpec]]) -> None:
+        for row, spec in created:
+            self.start_actor(InstanceInfo.from_row(row), spec, WorkflowState(row["state"]), [])
+
+    def start_actor(
+        self, info: InstanceInfo, spec: WorkflowSpec, state: WorkflowState, attempts: list[Attempt]
+    ) -> WorkflowActor:
+        assert self.store is not None
+        run = WorkflowRun(info.id, spec, info.failure_strategy, state, attempts)
+        actor = WorkflowActor(
+            info,
+            spec,
+            run,
+            self.store,
+            self.wheel,
+            self.address,
+            self._dispatch,
+            self._kill,
+            self._actor_done,
+        )
+        self.actors[info.id] = actor
+        actor.start()
+        return actor
+
+    def _dispatch(self, request: DispatchRequest) -> None:
+        self.dispatcher.submit(request)
+
+    def _actor_done(self, actor: WorkflowActor, final: WorkflowState | None) -> None:
+        if self.actors.get(actor.id) is actor:
+            del self.actors[actor.id]
+        if final is not None:
+            self.finished_states[final.name] += 1
+
+    async def _stop_actors(self) -> None:
+        actors = list(self.actors.values())
+        await asyncio.gather(*(a.stop() for a in actors), return_exceptions=True)
+        self.actors.clear()
+
+    def _running_by_state(self) -> dict[str, float]:
+        counts: collections.Counter[str] = collections.Counter(a.run.state.name for a in self.actors.values())
+        return {k: float(v) for k, v in counts.items()}
+
+    # -- collaborators ----------------------------------------------------------------------------
+
+    def _workers(self, group: str) -> list[Any]:
+        return self.registry.membership.workers(group) if self.registry else []
+
+    def _on_membership(self, change: NodeChange) -> None:
+        if change.info.node.role == "worker" and change.kind is not ChangeKind.UPDATED:
+            self.dispatcher.membership_changed()
+
+    def _deliver_timer(self, owner: Any, event: Any) -> None:
+        if isinstance(owner, WorkflowActor):
+            owner.post(event)
+
+    async def _kill(self, a: Attempt) -> None:
+        if not a.host or not a.id:
+            return
+        try:
+            await self.rpc.call(a.host, TaskKill(a.id, a.attempt))
+        except RpcError as exc:
+            log.warning("kill request failed", worker=a.host, task_instance_id=a.id, error=str(exc))
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        return web.Response(text=self.metrics.render(), content_type="text/plain")
+
+    # -- RPC handlers -----------------------------------------------------------------------------
+
+    async def _deliver_report(self, workflow_instance_id: int, event: Any) -> ReportReply:
+        actor = self.actors.get(workflow_instance_id)
+        if actor is not None:
+            fut = actor.post(event, wait=True)
+            assert fut is not None
+            if await fut:
+                return ReportReply(ack=True)
+        assert self.store is not None
+        row = await self.store.owner(workflow_instance_id)
+        if row is None:
+            log.warning("report for an unknown workflow instance dropped", workflow_instance_id=workflow_instance_id)
+            return ReportReply(ack=True)
+        if WorkflowState(row["state"]).finished:
+            return ReportReply(ack=True)  # the instance is over: nothing will consume this report
+        owner = row["host"] or ""
+        if owner == self.address and actor is None:
+            log.error("report for an owned instance without an actor", workflow_instance_id=workflow_instance_id)
+        return ReportReply(ack=False, owner="" if owner == self.address else owner)
+
+    async def on_task_running(self, msg: TaskRunning) -> ReportReply:
+        event = TaskRunningEvent(
+            msg.task_instance_id,
+            msg.attempt,
+            msg.host,
+            msg.pid,
+            msg.log_path,
+            msg.execute_path,
+            msg.start_time,
+        )
+        return await self._deliver_report(msg.workflow_instance_id, event)
+
+    async def on_task_result(self, msg: TaskResult) -> ReportReply:
+        state = _RESULT_STATES.get(msg.state)
+        if state is None:
+            raise BadRequest(f"TaskResult.state: must be SUCCESS, FAILURE or KILL, got {msg.state!r}", 400)
+        event = TaskResultEvent(
+            msg.task_instance_id,
+            msg.attempt,
+            state,
+            msg.exit_code,
+            msg.start_time,
+            msg.end_time,
+            msg.host,
+            msg.log_path,
+            tuple(msg.var_pool),
+            msg.message,
+        )
+        self.metrics.inc("task_results")
+        return await self._deliver_report(msg.workflow_instance_id, event)
+
+    async def on_workflow_control(self, msg: WorkflowControl) -> dict[str, Any]:
+        if msg.action not in ("stop", "pause"):
+            raise BadRequest(f"WorkflowControl.action: must be stop or pause, got {msg.action!r}", 400)
+        actor = self.actors.get(msg.workflow_instance_id)
+        if actor is None:
+            return {"accepted": False, "reason": "this master is not driving that instance"}
+        event = StopRequested("api stop") if msg.action == "stop" else PauseRequested("api pause")
+        fut = actor.post(event, wait=True)
+        assert fut is not None
+        return {"accepted": await fut}
+
+    async def on_cache_expire(self, msg: CacheExpire) -> dict[str, bool]:
+        if self.cache is not None:
+            self.cache.expire(msg.workflow_definition_code)
+        return {"ok": True}

@@ -105,9 +105,7 @@ environment_worker_group_relation = Table(
     "environment_worker_group_relation",
     metadata,
     Column("id", BigInteger, Identity(), primary_key=True),
-    Column(
-        "environment_code", BigInteger, ForeignKey("environment.code", ondelete="CASCADE"), nullable=False
-    ),
+    Column("environment_code", BigInteger, ForeignKey("environment.code", ondelete="CASCADE"), nullable=False),
     Column("worker_group", String(64), nullable=False),
     Column("operator", BigInteger),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
@@ -549,9 +547,7 @@ Index(
     workflow_task_relation_log.c.workflow_definition_version,
 )
 Index("command_priority_id_idx", command.c.workflow_instance_priority, command.c.id)
-Index(
-    "workflow_instance_definition_idx", workflow_instance.c.workflow_definition_code, workflow_instance.c.id
-)
+Index("workflow_instance_definition_idx", workflow_instance.c.workflow_definition_code, workflow_instance.c.id)
 Index("workflow_instance_time_idx", workflow_instance.c.start_time, workflow_instance.c.end_time)
 Index(
     "workflow_instance_unfinished_host_idx",

@@ -18,6 +18,4 @@ class ShellTask(TaskPlugin):
 
     def launch(self, ctx: TaskContext) -> Launch:
         script = ctx.render(ctx.task_params["rawScript"])
-        return Launch(
-            argv=["bash", "script.sh"], files={"script.sh": script_with_environment(ctx, script) + "\n"}
-        )
+        return Launch(argv=["bash", "script.sh"], files={"script.sh": script_with_environment(ctx, script) + "\n"})

@@ -40,9 +40,7 @@ class SparkTask(TaskPlugin):
         if program not in PROGRAM_TYPES:
             raise ParamError("programType", f"must be one of {', '.join(PROGRAM_TYPES)}, got {program!r}")
         if program == "PYTHON" and not (params.get("mainFile") or params.get("rawScript")):
-            raise ParamError(
-                "mainFile", "a PYTHON Spark task needs mainFile (a path) or rawScript (inline code)"
-            )
+            raise ParamError("mainFile", "a PYTHON Spark task needs mainFile (a path) or rawScript (inline code)")
         if program == "SQL" and not (isinstance(params.get("sql"), str) and params["sql"].strip()):
             raise ParamError("sql", "a SQL Spark task needs the sql to run")
         master = optional(params, "master", str, "local[*]")

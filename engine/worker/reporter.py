@@ -130,10 +130,12 @@ class Reporter:
         try:
             reply: Any = await self.rpc.call(master, p.msg)
             acked = bool(reply.get("ack"))
+            owner = str(reply.get("owner") or "")
+            if not acked and owner and owner != master:
+                # the instance moved to another master: send everything of it there
+                self.host_update(p.msg.workflow_instance_id, owner)
         except BadRequest as exc:
-            log.error(
-                "master refused a report; will retry", error=str(exc), task_instance_id=p.msg.task_instance_id
-            )
+            log.error("master refused a report; will retry", error=str(exc), task_instance_id=p.msg.task_instance_id)
             acked = False
         except RpcError as exc:
             log.debug("report not delivered", error=str(exc), task_instance_id=p.msg.task_instance_id)

@@ -1,0 +1,309 @@
+"""WorkflowActor: the async shell around one WorkflowRun.
+
+One coroutine per running instance consumes the instance's event queue. Each turn it drains every
+queued event, lets the pure WorkflowRun turn them into actions, writes all resulting changes in ONE
+fenced transaction, acknowledges the reports that asked for it (only now are they persisted), and then
+performs the side effects: dispatch new attempts, kill tasks, arm timers. It never blocks the loop; a
+write refused by fencing stops the actor without touching anything else (invariant 2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from engine import logs
+from engine.errors import StorageError
+from engine.master.states import TaskState, WorkflowState
+from engine.master.store import FencedOut, MasterStore, NewAttempt, TaskUpdate, WriteBatch
+from engine.master.wheel import StateWheel
+from engine.master.workflow import (
+    WARNFAILED,
+    Action,
+    ArmTimer,
+    Attempt,
+    CancelTimer,
+    CreateAttempts,
+    KillTask,
+    PersistTask,
+    RaiseAlert,
+    SetWorkflowState,
+    WorkflowRun,
+)
+from engine.storage.definitions import WorkflowSpec
+from rpc.messages import TaskDispatch
+
+log = logs.get(__name__)
+
+
+@dataclass
+class InstanceInfo:
+    """What the actor needs from the workflow_instance row."""
+
+    id: int
+    epoch: int
+    name: str
+    priority: int
+    schedule_time: dt.datetime | None
+    global_params: list[dict[str, Any]]
+    tenant: str
+    dry_run: int
+    worker_group: str
+    failure_strategy: int
+
+    @classmethod
+    def from_row(cls, row: asyncpg.Record) -> InstanceInfo:
+        gp = row["global_params"]
+        return cls(
+            id=int(row["id"]),
+            epoch=int(row["epoch"]),
+            name=row["name"],
+            priority=int(row["workflow_instance_priority"]),
+            schedule_time=row["schedule_time"],
+            global_params=json.loads(gp) if isinstance(gp, str) else list(gp),
+            tenant=row["tenant_code"],
+            dry_run=int(row["dry_run"]),
+            worker_group=row["worker_group"],
+            failure_strategy=int(row["failure_strategy"]),
+        )
+
+
+@dataclass(order=True)
+class DispatchRequest:
+    """A task attempt waiting for a worker, ordered as DolphinScheduler's dispatch queue:
+    workflow priority, workflow instance id, task priority, task instance id."""
+
+    sort_key: tuple[int, int, int, int]
+    message: TaskDispatch = field(compare=False)
+    worker_group: str = field(compare=False)
+    actor: WorkflowActor = field(compare=False, repr=False)
+
+
+@dataclass
+class _Posted:
+    event: Any
+    done: asyncio.Future[bool] | None
+
+
+class WorkflowActor:
+    def __init__(
+        self,
+        info: InstanceInfo,
+        spec: WorkflowSpec,
+        run: WorkflowRun,
+        store: MasterStore,
+        wheel: StateWheel,
+        me: str,
+        dispatch: Callable[[DispatchRequest], None],
+        kill: Callable[[Attempt], Any],
+        on_finished: Callable[[WorkflowActor, WorkflowState | None], None],
+    ) -> None:
+        self.info = info
+        self.spec = spec
+        self.run = run
+        self.store = store
+        self.wheel = wheel
+        self.me = me
+        self._dispatch = dispatch
+        self._kill = kill
+        self._on_finished = on_finished
+        self.queue: asyncio.Queue[_Posted] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+        self.fenced = False
+        self._timers: set[tuple[Any, ...]] = set()
+        self._kills: set[asyncio.Task[Any]] = set()
+
+    @property
+    def id(self) -> int:
+        return self.info.id
+
+    # -- inbox ------------------------------------------------------------------------------------
+
+    def post(self, event: Any, wait: bool = False) -> asyncio.Future[bool] | None:
+        """Queue an event. With ``wait``, the future resolves True once the event's effects are
+        persisted (False if this actor was fenced out or has finished)."""
+        fut: asyncio.Future[bool] | None = asyncio.get_running_loop().create_future() if wait else None
+        if self.task is None or self.task.done():
+            if fut is not None:
+                fut.set_result(False)
+            return fut
+        self.queue.put_nowait(_Posted(event, fut))
+        return fut
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._main(), name=f"workflow-{self.info.id}")
+
+    async def stop(self) -> None:
+        task, self.task = self.task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._cancel_timers()
+        for t in list(self._kills):
+            t.cancel()
+
+    # -- main loop --------------------------------------------------------------------------------
+
+    async def _main(self) -> None:
+        final: WorkflowState | None = None
+        with logs.bound(workflow_instance_id=self.info.id):
+            try:
+                await self._perform(self.run.start(), [])
+                while not self.run.finished:
+                    batch = [await self.queue.get()]
+                    while not self.queue.empty():
+                        batch.append(self.queue.get_nowait())
+                    actions: list[Action] = []
+                    for posted in batch:
+                        actions += self.run.handle(posted.event)
+                    await self._perform(actions, batch)
+                final = self.run.state
+                log.info("workflow finished", state=final.name)
+            except FencedOut as exc:
+                self.fenced = True
+                log.warning("fenced out: another master owns this instance now", error=str(exc))
+                self._fail_waiters()
+            except asyncio.CancelledError:
+                self._fail_waiters()
+                raise
+            except Exception:
+                log.exception("workflow actor failed; failover will recover the instance")
+                self._fail_waiters()
+            finally:
+                self._cancel_timers()
+                self.task = None
+                self._on_finished(self, final)
+
+    def _fail_waiters(self) -> None:
+        while not self.queue.empty():
+            posted = self.queue.get_nowait()
+            if posted.done is not None and not posted.done.done():
+                posted.done.set_result(False)
+
+    async def _perform(self, actions: list[Action], batch: list[_Posted]) -> None:
+        write = WriteBatch()
+        created: list[Attempt] = []
+        after: list[Action] = []
+        for action in actions:
+            if isinstance(action, CreateAttempts):
+                for a in action.attempts:
+                    created.append(a)
+                    write.new_attempts.append(self._new_attempt(a))
+            elif isinstance(action, PersistTask):
+                write.updates.append(TaskUpdate(action.attempt.id, int(action.state), dict(action.fields)))
+            elif isinstance(action, SetWorkflowState):
+                write.workflow_state = int(action.state)
+                write.workflow_finished = write.workflow_finished or action.finished
+            elif isinstance(action, RaiseAlert):
+                write.alerts.append((action.alert_type, action.title, action.content))
+            else:
+                after.append(action)
+        if not write.empty():
+            try:
+                ids = await self._write(write)
+            except FencedOut:
+                for posted in batch:
+                    if posted.done is not None and not posted.done.done():
+                        posted.done.set_result(False)
+                raise
+            for a, ti in zip(created, ids, strict=True):
+                self.run.bind(a, ti)
+        for posted in batch:
+            if posted.done is not None and not posted.done.done():
+                posted.done.set_result(True)
+        for a in created:
+            await self._send(a)
+        for action in after:
+            if isinstance(action, ArmTimer):
+                self._timers.add(action.key)
+                self.wheel.arm((self.info.id, *action.key), action.delay, self, action.event)
+            elif isinstance(action, CancelTimer):
+                self._timers.discard(action.key)
+                self.wheel.cancel((self.info.id, *action.key))
+            elif isinstance(action, KillTask):
+                task = asyncio.create_task(self._kill(action.attempt))
+                self._kills.add(task)
+                task.add_done_callback(self._kills.discard)
+
+    async def _write(self, write: WriteBatch) -> list[int]:
+        """Persist, riding through short database outages; fencing errors propagate."""
+        delay = 0.1
+        while True:
+            try:
+                return await self.store.write(self.info.id, self.info.epoch, write)
+            except FencedOut:
+                raise
+            except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError, StorageError) as exc:
+                log.warning("database write failed; retrying", error=str(exc), retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def _cancel_timers(self) -> None:
+        for key in self._timers:
+            self.wheel.cancel((self.info.id, *key))
+        self._timers.clear()
+
+    # -- attempts ---------------------------------------------------------------------------------
+
+    def _new_attempt(self, a: Attempt) -> NewAttempt:
+        t = self.spec.tasks[a.code]
+        return NewAttempt(
+            task_code=t.code,
+            task_version=t.version,
+            name=t.name,
+            task_type=t.task_type,
+            attempt=a.attempt,
+            retry_times=a.retry_times,
+            max_retry_times=t.retries,
+            retry_interval=t.retry_interval,
+            priority=t.priority,
+            worker_group=t.worker_group,
+            environment_code=t.environment_code,
+            delay_time=t.delay_time,
+            task_params=dict(t.params),
+            var_pool=a.var_in,
+            dry_run=self.info.dry_run,
+        )
+
+    async def _send(self, a: Attempt) -> None:
+        t = self.spec.tasks[a.code]
+        timeout = 0
+        if t.timeout_flag and t.timeout > 0 and t.timeout_strategy in (1, WARNFAILED):
+            timeout = t.timeout * 60
+        datasources: dict[str, dict[str, Any]] = {}
+        if t.task_type == "SQL" and t.params.get("datasource"):
+            datasources = await self.store.datasources([t.params["datasource"]])
+        message = TaskDispatch(
+            task_instance_id=a.id,
+            attempt=a.attempt,
+            workflow_instance_id=self.info.id,
+            workflow_definition_code=self.spec.code,
+            task_code=t.code,
+            task_name=t.name,
+            task_type=t.task_type,
+            task_params=dict(t.params),
+            master=self.me,
+            global_params=self.info.global_params,
+            var_pool=a.var_in,
+            schedule_time=self.info.schedule_time.isoformat() if self.info.schedule_time else None,
+            environment_config=await self.store.environment_config(t.environment_code),
+            tenant="" if self.info.tenant in ("", "default") else self.info.tenant,
+            timeout_seconds=timeout,
+            dry_run=bool(self.info.dry_run),
+            datasources=datasources,
+        )
+        self._dispatch(
+            DispatchRequest((self.info.priority, self.info.id, t.priority, a.id), message, t.worker_group, self)
+        )
+
+    def attempt_state(self, task_instance_id: int) -> TaskState | None:
+        a = self.run.by_id.get(task_instance_id)
+        return None if a is None else a.state

@@ -1,0 +1,262 @@
+"""Commands -> workflow instances: the definition cache, the conversion rules, and the poller that
+claims the commands of this master's slot.
+
+The poller wakes on PostgreSQL NOTIFY (channel ``porpoise_command``) and polls every
+``command_poll_interval`` as a fallback. It claims nothing while the registry session is not
+CONNECTED, while this master has no slot, or while the host is over its load / memory limits.
+A command that cannot become an instance moves to ``error_command`` with the reason (invariant 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import datetime as dt
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+
+from engine import logs
+from engine.master.states import WorkflowState
+from engine.master.store import MasterStore
+from engine.params import builtins, properties, substitute
+from engine.storage.definitions import ONLINE, WorkflowSpec, load_spec
+from engine.workflows.model import DefinitionError
+
+log = logs.get(__name__)
+
+START_PROCESS, SCHEDULER = 0, 6
+SUPPORTED = {START_PROCESS: "START_PROCESS", SCHEDULER: "SCHEDULER"}
+
+
+class DefinitionCache:
+    """Immutable (code, version) specs, kept LRU; current-version heads expire after ``ttl`` seconds
+    or on a cache-expire RPC from the API."""
+
+    def __init__(self, pool: asyncpg.Pool, ttl: float = 60.0, size: int = 2000) -> None:
+        self.pool = pool
+        self.ttl = ttl
+        self.size = size
+        self.specs: collections.OrderedDict[tuple[int, int], WorkflowSpec] = collections.OrderedDict()
+        self.heads: dict[int, tuple[float, tuple[int, int, str] | None]] = {}
+
+    def expire(self, code: int) -> None:
+        self.heads.pop(code, None)
+
+    async def head(self, code: int) -> tuple[int, int, str] | None:
+        """(current version, release state, name) or None if the definition does not exist."""
+        cached = self.heads.get(code)
+        if cached is not None and time.monotonic() - cached[0] < self.ttl:
+            return cached[1]
+        row = await self.pool.fetchrow(
+            "SELECT version, release_state, name FROM workflow_definition WHERE code = $1", code
+        )
+        value = None if row is None else (int(row["version"]), int(row["release_state"]), row["name"])
+        self.heads[code] = (time.monotonic(), value)
+        return value
+
+    async def spec(self, code: int, version: int) -> WorkflowSpec:
+        key = (code, version)
+        spec = self.specs.get(key)
+        if spec is not None:
+            self.specs.move_to_end(key)
+            return spec
+        async with self.pool.acquire() as conn:
+            spec = await load_spec(conn, code, version)
+        self.specs[key] = spec
+        while len(self.specs) > self.size:
+            self.specs.popitem(last=False)
+        return spec
+
+
+def resolve_globals(spec: WorkflowSpec, start_params: dict[str, Any], when: dt.datetime) -> list[dict[str, Any]]:
+    """Global params at instance creation: start-time overrides, then placeholders against built-ins."""
+    system = builtins(when)
+    out = []
+    seen = set()
+    for p in properties(spec.global_params):
+        value = str(start_params.get(p.prop, p.value))
+        out.append({**p.to_dict(), "value": substitute(value, system, when)})
+        seen.add(p.prop)
+    for name, value in start_params.items():
+        if name not in seen:
+            out.append(
+                {
+                    "prop": name,
+                    "direct": "IN",
+                    "type": "VARCHAR",
+                    "value": substitute(str(value), system, when),
+                }
+            )
+    return out
+
+
+def instance_values(cmd: asyncpg.Record, spec: WorkflowSpec, now: dt.datetime) -> dict[str, Any]:
+    """Columns of the workflow_instance a command becomes; ValueError explains a refusal."""
+    raw = cmd["command_param"]
+    params = json.loads(raw) if isinstance(raw, str) else dict(raw or {})
+    start_params = params.get("StartParams") or {}
+    if not isinstance(start_params, dict):
+        raise ValueError("command_param.StartParams must be an object of name -> value")
+    when = cmd["schedule_time"] or now
+    return {
+        "name": f"{spec.name}-{spec.version}-{now.strftime('%Y%m%d%H%M%S%f')[:17]}",
+        "workflow_definition_code": spec.code,
+        "workflow_definition_version": spec.version,
+        "project_code": spec.project_code,
+        "state": int(WorkflowState.RUNNING_EXECUTION),
+        "command_id": cmd["id"],
+        "command_type": cmd["command_type"],
+        "command_param": json.dumps(params),
+        "history_cmd": SUPPORTED.get(cmd["command_type"], str(cmd["command_type"])),
+        "task_depend_type": cmd["task_depend_type"],
+        "failure_strategy": cmd["failure_strategy"],
+        "warning_type": cmd["warning_type"],
+        "warning_group_id": cmd["warning_group_id"],
+        "schedule_time": cmd["schedule_time"],
+        "command_start_time": cmd["start_time"],
+        "global_params": json.dumps(resolve_globals(spec, start_params, when)),
+        "executor_id": cmd["executor_id"],
+        "workflow_instance_priority": cmd["workflow_instance_priority"],
+        "worker_group": cmd["worker_group"],
+        "environment_code": cmd["environment_code"],
+        "timeout": spec.timeout,
+        "tenant_code": spec.tenant,
+        "dry_run": cmd["dry_run"],
+        "start_time": now,
+        "run_times": 1,
+    }
+
+
+class CommandPoller:
+    def __init__(
+        self,
+        store: MasterStore,
+        dsn: str,
+        cache: DefinitionCache,
+        slot: Callable[[], tuple[int, int]],
+        may_claim: Callable[[], str],
+        on_claimed: Callable[[list[tuple[asyncpg.Record, WorkflowSpec]]], None],
+        page: int = 100,
+        interval: float = 1.0,
+        metrics: Any = None,
+    ) -> None:
+        self.store = store
+        self.dsn = dsn
+        self.cache = cache
+        self.slot = slot
+        self.may_claim = may_claim
+        self.on_claimed = on_claimed
+        self.page = page
+        self.interval = interval
+        self.metrics = metrics
+        self.wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._listener: asyncpg.Connection | None = None
+        self._refusing = ""
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="command-poller")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._close_listener()
+
+    async def _close_listener(self) -> None:
+        conn, self._listener = self._listener, None
+        if conn is not None and not conn.is_closed():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), 5)
+
+    async def _listen(self) -> None:
+        if self._listener is not None and not self._listener.is_closed():
+            return
+        try:
+            conn = await asyncpg.connect(self.dsn, timeout=5)
+            await conn.add_listener("porpoise_command", lambda *_: self.wake.set())
+            self._listener = conn
+        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+            log.warning("cannot LISTEN for commands; polling only", error=str(exc))
+
+    async def _run(self) -> None:
+        while True:
+            await self._listen()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), self.interval)
+            self.wake.clear()
+            try:
+                while await self.poll_once() >= self.page:
+                    pass  # a full page: there may be more right away
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+                log.warning("command poll failed", error=str(exc))
+                await self._close_listener()
+                await asyncio.sleep(min(self.interval, 1.0))
+
+    async def poll_once(self) -> int:
+        """Claim one page of this slot's commands; returns how many commands the page had."""
+        reason = self.may_claim()
+        if reason:
+            if reason != self._refusing:
+                log.warning("not claiming commands", reason=reason)
+                if self.metrics is not None and reason.startswith("overloaded"):
+                    self.metrics.inc("overload_events")
+            self._refusing = reason
+            return 0
+        self._refusing = ""
+        index, count = self.slot()
+        if count == 0:
+            return 0
+        rows = await self.store.fetch_commands(index, count, self.page)
+        if not rows:
+            return 0
+        created = await self.claim(rows)
+        if created:
+            self.on_claimed(created)
+        return len(rows)
+
+    async def claim(self, rows: list[asyncpg.Record]) -> list[tuple[asyncpg.Record, WorkflowSpec]]:
+        errors: dict[int, str] = {}
+        specs: dict[int, WorkflowSpec] = {}
+        for cmd in rows:
+            try:
+                specs[cmd["id"]] = await self._spec_for(cmd)
+            except (ValueError, DefinitionError) as exc:
+                errors[cmd["id"]] = str(exc)
+        now = dt.datetime.now(dt.UTC)
+        created, failed = await self.store.claim(
+            [c["id"] for c in rows], lambda cmd: instance_values(cmd, specs[cmd["id"]], now), errors
+        )
+        if self.metrics is not None:
+            self.metrics.inc("commands_claimed", len(created))
+            self.metrics.inc("commands_failed", failed)
+        for cmd_id, reason in errors.items():
+            log.warning("command refused", command_id=cmd_id, reason=reason)
+        return [(row, specs[cmd["id"]]) for cmd, row in created]
+
+    async def _spec_for(self, cmd: asyncpg.Record) -> WorkflowSpec:
+        ctype = cmd["command_type"]
+        if ctype not in SUPPORTED:
+            raise ValueError(f"command type {ctype} is not supported by this master")
+        if cmd["workflow_instance_id"]:
+            raise ValueError("commands on an existing workflow instance are not supported by this master")
+        code = cmd["workflow_definition_code"]
+        head = await self.cache.head(code)
+        if head is None:
+            raise ValueError(f"workflow definition {code} does not exist")
+        version, release, name = head
+        if release != ONLINE:
+            self.cache.expire(code)
+            head = await self.cache.head(code)
+            if head is None or head[1] != ONLINE:
+                raise ValueError(f"workflow definition {name!r} ({code}) is offline")
+            version = head[0]
+        return await self.cache.spec(code, cmd["workflow_definition_version"] or version)

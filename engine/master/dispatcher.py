@@ -1,0 +1,183 @@
+"""Dispatcher: the master's priority queue of task attempts waiting for a worker.
+
+Order is DolphinScheduler's (workflow priority, workflow instance id, task priority, task instance id).
+For each attempt the worker group's live workers are ranked by the configured host selector; a
+refusal or an RPC failure moves on to the next worker; when every worker refused, the attempt waits
+and is retried when membership changes or after a short backoff. An accepted dispatch is reported to
+the owning actor (which records DISPATCH and the host).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import time
+from collections.abc import Callable
+from typing import Any
+
+from engine import logs
+from engine.master.actor import DispatchRequest
+from engine.master.selectors import SELECTORS, Candidate
+from engine.master.workflow import TaskDispatched
+from registry import NodeInfo, ServerStatus
+from rpc import RpcClient
+from rpc.errors import RpcError
+from rpc.messages import DispatchReply
+
+log = logs.get(__name__)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        rpc: RpcClient,
+        workers: Callable[[str], list[NodeInfo]],
+        selector: str = "lower_weight",
+        concurrency: int = 64,
+        retry_delay: float = 0.5,
+        metrics: Any = None,
+    ) -> None:
+        self.rpc = rpc
+        self.workers = workers
+        self.selector_kind = selector
+        self.selectors: dict[str, Any] = {}
+        self.retry_delay = retry_delay
+        self.metrics = metrics
+        self._heap: list[DispatchRequest] = []
+        self._waiting: list[DispatchRequest] = []
+        self._wake = asyncio.Event()
+        self._slots = asyncio.Semaphore(concurrency)
+        self._task: asyncio.Task[None] | None = None
+        self._retry_task: asyncio.Task[None] | None = None
+        self._sends: set[asyncio.Task[None]] = set()
+        self.paused = False
+
+    def __len__(self) -> int:
+        return len(self._heap) + len(self._waiting)
+
+    def submit(self, request: DispatchRequest) -> None:
+        heapq.heappush(self._heap, request)
+        self._wake.set()
+
+    def membership_changed(self) -> None:
+        """Workers came or went: give waiting attempts another chance now."""
+        self._requeue_waiting()
+
+    def _requeue_waiting(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        for r in waiting:
+            heapq.heappush(self._heap, r)
+        if waiting:
+            self._wake.set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="dispatcher")
+        self._retry_task = asyncio.create_task(self._retry_loop(), name="dispatcher-retry")
+
+    async def close(self) -> None:
+        for task in (self._task, self._retry_task, *self._sends):
+            if task is not None:
+                task.cancel()
+        for task in (self._task, self._retry_task, *self._sends):
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._retry_task = None
+
+    async def _retry_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.retry_delay)
+            if self._waiting:
+                self._requeue_waiting()
+
+    async def _run(self) -> None:
+        while True:
+            while not self._heap or self.paused:
+                self._wake.clear()
+                await self._wake.wait()
+            request = heapq.heappop(self._heap)
+            if request.actor.task is None:  # the actor ended (fenced, finished): drop
+                continue
+            await self._slots.acquire()
+            task = asyncio.create_task(self._send(request))
+            self._sends.add(task)
+            task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._sends.discard(task)
+        self._slots.release()
+
+    def candidates(self, group: str) -> list[Candidate]:
+        now = int(time.time() * 1000)
+        out = []
+        for w in self.workers(group):
+            hb = w.heartbeat
+            if hb.status == ServerStatus.ABNORMAL:
+                continue
+            out.append(
+                Candidate(
+                    address=w.address,
+                    cpu_usage=hb.cpu_usage,
+                    memory_usage=hb.memory_usage,
+                    load_average=hb.load_average,
+                    host_weight=hb.host_weight,
+                    waiting_tasks=hb.waiting_tasks,
+                    running_tasks=hb.running_tasks,
+                    exec_slots=hb.exec_slots,
+                    uptime_ms=max(1, now - hb.startup_time),
+                )
+            )
+        return out
+
+    def _selector(self, group: str) -> Any:
+        sel = self.selectors.get(group)
+        if sel is None:
+            sel = self.selectors[group] = SELECTORS[self.selector_kind]()
+        return sel
+
+    async def _send(self, request: DispatchRequest) -> None:
+        tried: set[str] = set()
+        candidates = self.candidates(request.worker_group)
+        while True:
+            remaining = [c for c in candidates if c.address not in tried]
+            if not remaining:
+                break
+            host = self._selector(request.worker_group).select(remaining).address
+            tried.add(host)
+            try:
+                reply = await self.rpc.call(host, request.message, DispatchReply)
+            except RpcError as exc:
+                log.warning(
+                    "dispatch failed",
+                    worker=host,
+                    error=str(exc),
+                    task_instance_id=request.message.task_instance_id,
+                )
+                self._count("dispatch_errors")
+                continue
+            assert isinstance(reply, DispatchReply)
+            if reply.accepted:
+                self._count("tasks_dispatched")
+                request.actor.post(
+                    TaskDispatched(request.message.task_instance_id, request.message.attempt, host, "dispatch accepted")
+                )
+                return
+            self._count("dispatch_refusals")
+            log.debug(
+                "worker refused",
+                worker=host,
+                reason=reply.reason,
+                task_instance_id=request.message.task_instance_id,
+            )
+        if not candidates:
+            log.debug(
+                "no worker in group",
+                group=request.worker_group,
+                task_instance_id=request.message.task_instance_id,
+            )
+        self._waiting.append(request)
+
+    def _count(self, name: str) -> None:
+        if self.metrics is not None:
+            self.metrics.inc(name)

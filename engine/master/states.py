@@ -1,0 +1,152 @@
+"""Workflow and task instance states (DolphinScheduler's codes) and their transition tables.
+
+Every state change of an instance or a task instance goes through :func:`check_workflow` /
+:func:`check_task`; an illegal one raises :class:`InvalidTransition` and is refused, never applied.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class WorkflowState(enum.IntEnum):
+    SUBMITTED_SUCCESS = 0
+    RUNNING_EXECUTION = 1
+    READY_PAUSE = 2
+    PAUSE = 3
+    READY_STOP = 4
+    STOP = 5
+    FAILURE = 6
+    SUCCESS = 7
+    DELAY_EXECUTION = 12
+    SERIAL_WAIT = 14
+    READY_BLOCK = 15
+    BLOCK = 16
+
+    @property
+    def finished(self) -> bool:
+        return self in WORKFLOW_FINISHED
+
+
+class TaskState(enum.IntEnum):
+    SUBMITTED_SUCCESS = 0
+    RUNNING_EXECUTION = 1
+    PAUSE = 3
+    STOP = 5
+    FAILURE = 6
+    SUCCESS = 7
+    NEED_FAULT_TOLERANCE = 8
+    KILL = 9
+    DELAY_EXECUTION = 12
+    FORCED_SUCCESS = 13
+    DISPATCH = 17
+
+    @property
+    def finished(self) -> bool:
+        return self in TASK_FINISHED
+
+    @property
+    def succeeded(self) -> bool:
+        return self in (TaskState.SUCCESS, TaskState.FORCED_SUCCESS)
+
+
+WORKFLOW_FINISHED = frozenset(
+    {
+        WorkflowState.PAUSE,
+        WorkflowState.STOP,
+        WorkflowState.FAILURE,
+        WorkflowState.SUCCESS,
+        WorkflowState.BLOCK,
+    }
+)
+#: unfinished instances a failover must take over (DolphinScheduler's NEED_FAILOVER_STATES)
+WORKFLOW_FAILOVER = frozenset(
+    {
+        WorkflowState.SUBMITTED_SUCCESS,
+        WorkflowState.RUNNING_EXECUTION,
+        WorkflowState.DELAY_EXECUTION,
+        WorkflowState.READY_PAUSE,
+        WorkflowState.READY_STOP,
+    }
+)
+TASK_FINISHED = frozenset(
+    {
+        TaskState.PAUSE,
+        TaskState.STOP,
+        TaskState.FAILURE,
+        TaskState.SUCCESS,
+        TaskState.NEED_FAULT_TOLERANCE,
+        TaskState.KILL,
+        TaskState.FORCED_SUCCESS,
+    }
+)
+#: attempts that may still be running somewhere
+TASK_ACTIVE = frozenset(
+    {TaskState.SUBMITTED_SUCCESS, TaskState.DISPATCH, TaskState.RUNNING_EXECUTION, TaskState.DELAY_EXECUTION}
+)
+
+W, T = WorkflowState, TaskState
+
+_WORKFLOW: dict[WorkflowState, frozenset[WorkflowState]] = {
+    W.SUBMITTED_SUCCESS: frozenset({W.RUNNING_EXECUTION, W.READY_STOP, W.READY_PAUSE, W.FAILURE, W.SERIAL_WAIT}),
+    W.SERIAL_WAIT: frozenset({W.RUNNING_EXECUTION, W.STOP, W.READY_STOP}),
+    W.DELAY_EXECUTION: frozenset({W.RUNNING_EXECUTION, W.READY_STOP, W.READY_PAUSE, W.FAILURE}),
+    W.RUNNING_EXECUTION: frozenset({W.READY_PAUSE, W.READY_STOP, W.SUCCESS, W.FAILURE, W.READY_BLOCK}),
+    W.READY_PAUSE: frozenset({W.PAUSE, W.READY_STOP, W.SUCCESS, W.FAILURE}),
+    W.READY_STOP: frozenset({W.STOP, W.SUCCESS, W.FAILURE}),
+    W.READY_BLOCK: frozenset({W.BLOCK, W.READY_STOP}),
+    # finished instances move again only through a command (rerun, recover, resume)
+    W.PAUSE: frozenset({W.RUNNING_EXECUTION}),
+    W.STOP: frozenset({W.RUNNING_EXECUTION}),
+    W.FAILURE: frozenset({W.RUNNING_EXECUTION}),
+    W.SUCCESS: frozenset({W.RUNNING_EXECUTION}),
+    W.BLOCK: frozenset({W.RUNNING_EXECUTION}),
+}
+
+_TASK: dict[TaskState, frozenset[TaskState]] = {
+    T.SUBMITTED_SUCCESS: frozenset(
+        {
+            T.DISPATCH,
+            T.DELAY_EXECUTION,
+            T.RUNNING_EXECUTION,
+            T.SUCCESS,
+            T.FAILURE,
+            T.KILL,
+            T.NEED_FAULT_TOLERANCE,
+        }
+    ),
+    T.DISPATCH: frozenset({T.RUNNING_EXECUTION, T.SUCCESS, T.FAILURE, T.KILL, T.NEED_FAULT_TOLERANCE}),
+    T.DELAY_EXECUTION: frozenset({T.RUNNING_EXECUTION, T.SUCCESS, T.FAILURE, T.KILL, T.NEED_FAULT_TOLERANCE}),
+    T.RUNNING_EXECUTION: frozenset({T.SUCCESS, T.FAILURE, T.KILL, T.NEED_FAULT_TOLERANCE}),
+    T.FAILURE: frozenset({T.FORCED_SUCCESS}),
+    T.KILL: frozenset({T.FORCED_SUCCESS}),
+    T.NEED_FAULT_TOLERANCE: frozenset(),
+    T.SUCCESS: frozenset(),
+    T.FORCED_SUCCESS: frozenset(),
+    T.PAUSE: frozenset(),
+    T.STOP: frozenset(),
+}
+
+
+class InvalidTransition(RuntimeError):
+    def __init__(self, kind: str, ident: object, old: enum.Enum, new: enum.Enum, cause: str) -> None:
+        super().__init__(f"illegal {kind} transition {old.name} -> {new.name} for {ident} ({cause})")
+        self.old, self.new = old, new
+
+
+def check_workflow(ident: object, old: WorkflowState, new: WorkflowState, cause: str) -> None:
+    if new is not old and new not in _WORKFLOW[old]:
+        raise InvalidTransition("workflow", ident, old, new, cause)
+
+
+def check_task(ident: object, old: TaskState, new: TaskState, cause: str) -> None:
+    if new is not old and new not in _TASK[old]:
+        raise InvalidTransition("task", ident, old, new, cause)
+
+
+def workflow_transitions() -> dict[WorkflowState, frozenset[WorkflowState]]:
+    return dict(_WORKFLOW)
+
+
+def task_transitions() -> dict[TaskState, frozenset[TaskState]]:
+    return dict(_TASK)

@@ -1,0 +1,249 @@
+"""Every SQL statement the master runs, in one place.
+
+Hot paths use asyncpg directly with prepared statements (the SQLAlchemy tables in engine/storage
+describe the same schema, and tests keep them in step with schema.sql).
+
+Fencing (invariant 2): every write an actor makes goes through :meth:`MasterStore.write`, one
+transaction that first locks the instance row ``WHERE id = $1 AND host = $me AND epoch = $epoch``.
+If the row is no longer ours (failover bumped the epoch, or moved the host), nothing is written and
+:class:`FencedOut` is raised; the lock also makes a concurrent takeover wait for our commit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from engine.errors import StorageError
+
+
+class FencedOut(StorageError):
+    """The workflow instance is no longer owned by this master at this epoch."""
+
+
+def ms_to_dt(ms: int | None) -> dt.datetime | None:
+    if not ms:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+
+
+@dataclass
+class NewAttempt:
+    task_code: int
+    task_version: int
+    name: str
+    task_type: str
+    attempt: int
+    retry_times: int
+    max_retry_times: int
+    retry_interval: int
+    priority: int
+    worker_group: str
+    environment_code: int
+    delay_time: int
+    task_params: dict[str, Any]
+    var_pool: list[dict[str, Any]]
+    dry_run: int = 0
+
+
+@dataclass
+class TaskUpdate:
+    task_instance_id: int
+    state: int
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class WriteBatch:
+    workflow_state: int | None = None
+    workflow_finished: bool = False
+    workflow_var_pool: list[dict[str, Any]] | None = None
+    new_attempts: list[NewAttempt] = field(default_factory=list)
+    updates: list[TaskUpdate] = field(default_factory=list)
+    alerts: list[tuple[int, str, str]] = field(default_factory=list)
+
+    def empty(self) -> bool:
+        return (
+            self.workflow_state is None
+            and not self.new_attempts
+            and not self.updates
+            and not self.alerts
+            and self.workflow_var_pool is None
+        )
+
+
+_TASK_FIELDS = {"host", "pid", "log_path", "execute_path", "start_time", "end_time", "exit_code", "var_pool"}
+
+
+class MasterStore:
+    def __init__(self, pool: asyncpg.Pool, me: str) -> None:
+        self.pool = pool
+        self.me = me
+
+    # -- commands ---------------------------------------------------------------------------------
+
+    async def fetch_commands(self, index: int, count: int, limit: int) -> list[asyncpg.Record]:
+        return await self.pool.fetch(
+            "SELECT * FROM command WHERE id % $1 = $2 ORDER BY workflow_instance_priority, id LIMIT $3",
+            count,
+            index,
+            limit,
+        )
+
+    async def definition_heads(self, codes: Sequence[int]) -> dict[int, tuple[int, int, str]]:
+        """code -> (current version, release state, name)."""
+        rows = await self.pool.fetch(
+            "SELECT code, version, release_state, name FROM workflow_definition WHERE code = ANY($1)",
+            list(codes),
+        )
+        return {int(r["code"]): (int(r["version"]), int(r["release_state"]), r["name"]) for r in rows}
+
+    async def claim(
+        self, ids: Sequence[int], build: Any, errors: dict[int, str]
+    ) -> tuple[list[tuple[asyncpg.Record, asyncpg.Record]], int]:
+        """One transaction: delete the commands (a row another master took is simply not returned),
+        insert an instance for each with host = me and a fresh epoch, move failures to error_command.
+
+        ``build(command) -> dict`` gives the instance columns; ``errors`` maps command ids that cannot
+        become instances to the reason. Returns the (command, instance row) pairs and how many
+        commands went to error_command.
+        """
+        created: list[tuple[asyncpg.Record, asyncpg.Record]] = []
+        failed = 0
+        async with self.pool.acquire() as conn, conn.transaction():
+            commands = await conn.fetch("DELETE FROM command WHERE id = ANY($1) RETURNING *", list(ids))
+            for cmd in commands:
+                reason = errors.get(cmd["id"])
+                values: dict[str, Any] | None = None
+                if reason is None:
+                    try:
+                        values = build(cmd)
+                    except ValueError as exc:
+                        reason = str(exc)
+                if reason is not None or values is None:
+                    await conn.execute(
+                        "INSERT INTO error_command SELECT (c).*, $2 FROM (SELECT $1::command AS c) s",
+                        tuple(cmd.values()),
+                        reason or "cannot be converted",
+                    )
+                    failed += 1
+                    continue
+                values["host"] = self.me
+                cols = list(values)
+                marks = ", ".join(f"${i}" for i in range(1, len(cols) + 1))
+                row = await conn.fetchrow(
+                    f"INSERT INTO workflow_instance ({', '.join(cols)}, epoch) VALUES ({marks},"
+                    " nextval('workflow_epoch_seq')) RETURNING *",
+                    *values.values(),
+                )
+                created.append((cmd, row))
+        return created, failed
+
+    # -- fenced actor writes ----------------------------------------------------------------------
+
+    async def write(self, instance_id: int, epoch: int, batch: WriteBatch) -> list[int]:
+        """Apply ``batch`` if the instance is still ours; returns the ids of the new attempts."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            owned = await conn.fetchval(
+                "SELECT 1 FROM workflow_instance WHERE id = $1 AND host = $2 AND epoch = $3 FOR NO KEY UPDATE",
+                instance_id,
+                self.me,
+                epoch,
+            )
+            if not owned:
+                raise FencedOut(f"workflow instance {instance_id} is no longer owned by {self.me} at epoch {epoch}")
+            if batch.workflow_state is not None or batch.workflow_var_pool is not None:
+                await conn.execute(
+                    "UPDATE workflow_instance SET state = coalesce($2, state),"
+                    " end_time = CASE WHEN $3 THEN now() ELSE end_time END,"
+                    " var_pool = coalesce($4::jsonb, var_pool), update_time = now() WHERE id = $1",
+                    instance_id,
+                    batch.workflow_state,
+                    batch.workflow_finished,
+                    None if batch.workflow_var_pool is None else json.dumps(batch.workflow_var_pool),
+                )
+            ids: list[int] = []
+            if batch.new_attempts:
+                codes = [a.task_code for a in batch.new_attempts]
+                await conn.execute(
+                    "UPDATE task_instance SET flag = 0 WHERE workflow_instance_id = $1 AND task_code = ANY($2)"
+                    " AND flag = 1",
+                    instance_id,
+                    codes,
+                )
+                rows = await conn.fetch(
+                    "INSERT INTO task_instance (workflow_instance_id, task_code, task_definition_version, name,"
+                    " task_type, attempt, retry_times, max_retry_times, retry_interval, task_instance_priority,"
+                    " worker_group, environment_code, delay_time, task_params, var_pool, dry_run, state,"
+                    " submit_time, first_submit_time)"
+                    " SELECT $1, u.* , 0, now(), now() FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[],"
+                    " $6::int[], $7::int[], $8::int[], $9::int[], $10::smallint[], $11::text[], $12::bigint[],"
+                    " $13::int[], $14::jsonb[], $15::jsonb[], $16::smallint[]) AS u RETURNING id, task_code",
+                    instance_id,
+                    codes,
+                    [a.task_version for a in batch.new_attempts],
+                    [a.name for a in batch.new_attempts],
+                    [a.task_type for a in batch.new_attempts],
+                    [a.attempt for a in batch.new_attempts],
+                    [a.retry_times for a in batch.new_attempts],
+                    [a.max_retry_times for a in batch.new_attempts],
+                    [a.retry_interval for a in batch.new_attempts],
+                    [a.priority for a in batch.new_attempts],
+                    [a.worker_group for a in batch.new_attempts],
+                    [a.environment_code for a in batch.new_attempts],
+                    [a.delay_time for a in batch.new_attempts],
+                    [json.dumps(a.task_params) for a in batch.new_attempts],
+                    [json.dumps(a.var_pool) for a in batch.new_attempts],
+                    [a.dry_run for a in batch.new_attempts],
+                )
+                by_code = {int(r["task_code"]): int(r["id"]) for r in rows}
+                ids = [by_code[c] for c in codes]
+            for update in batch.updates:
+                sets = ["state = $2", "update_time = now()"]
+                args: list[Any] = [update.task_instance_id, update.state]
+                for name, raw in update.fields.items():
+                    if name not in _TASK_FIELDS:
+                        raise ValueError(f"unknown task field {name}")
+                    value = raw
+                    if name in ("start_time", "end_time"):
+                        value = ms_to_dt(raw)
+                    elif name == "var_pool":
+                        value = json.dumps(raw)
+                    args.append(value)
+                    cast = "::jsonb" if name == "var_pool" else ""
+                    sets.append(f"{name} = ${len(args)}{cast}")
+                await conn.execute(f"UPDATE task_instance SET {', '.join(sets)} WHERE id = $1", *args)
+            for alert_type, title, content in batch.alerts:
+                await conn.execute(
+                    "INSERT INTO alert (title, content, alert_type, workflow_instance_id, sign)"
+                    " VALUES ($1, $2, $3, $4, encode(sha256(convert_to($2, 'UTF8')), 'hex'))",
+                    title[:255],
+                    content,
+                    alert_type,
+                    instance_id,
+                )
+            return ids
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    async def owner(self, instance_id: int) -> asyncpg.Record | None:
+        return await self.pool.fetchrow("SELECT host, epoch, state FROM workflow_instance WHERE id = $1", instance_id)
+
+    async def environment_config(self, code: int) -> str:
+        if code < 0:
+            return ""
+        value = await self.pool.fetchval("SELECT config FROM environment WHERE code = $1", code)
+        return value or ""
+
+    async def datasources(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+        rows = await self.pool.fetch("SELECT name, connection_params FROM datasource WHERE name = ANY($1)", list(names))
+        out = {}
+        for r in rows:
+            params = r["connection_params"]
+            out[r["name"]] = json.loads(params) if isinstance(params, str) else dict(params)
+        return out

@@ -1,0 +1,495 @@
+"""The pure core of a running workflow instance: events in, actions out.
+
+``WorkflowRun`` owns the DAG state of one instance — the current attempt of every task, pending
+retries, failed and blocked nodes — and maps each event (a worker report, a timer, a stop request)
+to a list of actions (create attempts, persist a task change, kill, arm a timer, set the workflow
+state). It does no I/O and awaits nothing; the actor (actor.py) performs the actions and feeds
+async outcomes back as events. State changes go through the transition tables in states.py and are
+recorded in a bounded story for debugging.
+
+Semantics follow DolphinScheduler 3.1: a task runs when all its upstream tasks succeeded; a failed
+task is retried ``retries`` times after ``retry_interval`` minutes as a new attempt; when retries are
+exhausted, END kills the running tasks and submits nothing more, CONTINUE lets independent branches
+finish while the failed task's descendants never run; the instance ends FAILURE if any task failed,
+STOP after a stop, PAUSE after a pause with work left, else SUCCESS.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.master.states import (
+    TASK_ACTIVE,
+    TaskState,
+    WorkflowState,
+    check_task,
+    check_workflow,
+)
+from engine.storage.definitions import WorkflowSpec
+
+END, CONTINUE = 0, 1
+WARN, FAILED, WARNFAILED = 0, 1, 2
+
+
+# -- the attempt record -------------------------------------------------------------------------
+
+
+@dataclass
+class Attempt:
+    """One task instance row: one attempt of one task."""
+
+    code: int
+    attempt: int
+    retry_times: int
+    state: TaskState = TaskState.SUBMITTED_SUCCESS
+    id: int = 0  # assigned when persisted
+    host: str = ""
+    var_pool: list[dict[str, Any]] = field(default_factory=list)
+    #: var pool this attempt starts with (upstream OUT values)
+    var_in: list[dict[str, Any]] = field(default_factory=list)
+    start_time: int = 0
+    end_time: int = 0
+
+
+# -- events ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskRunningEvent:
+    task_instance_id: int
+    attempt: int
+    host: str
+    pid: int
+    log_path: str
+    execute_path: str
+    start_time: int
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class TaskResultEvent:
+    task_instance_id: int
+    attempt: int
+    state: TaskState
+    exit_code: int
+    start_time: int
+    end_time: int
+    host: str = ""
+    log_path: str = ""
+    var_pool: tuple[dict[str, Any], ...] = ()
+    message: str = ""
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class TaskDispatched:
+    task_instance_id: int
+    attempt: int
+    host: str
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class RetryDue:
+    code: int
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class TaskTimedOut:
+    task_instance_id: int
+    attempt: int
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class WorkflowTimedOut:
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class StopRequested:
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class PauseRequested:
+    cause_id: str = ""
+
+
+Event = (
+    TaskRunningEvent
+    | TaskResultEvent
+    | TaskDispatched
+    | RetryDue
+    | TaskTimedOut
+    | WorkflowTimedOut
+    | StopRequested
+    | PauseRequested
+)
+
+
+# -- actions ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreateAttempts:
+    """Insert these attempts (superseding earlier attempts of the same tasks), then dispatch them."""
+
+    attempts: tuple[Attempt, ...]
+
+
+@dataclass(frozen=True)
+class PersistTask:
+    attempt: Attempt
+    state: TaskState
+    fields: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class KillTask:
+    attempt: Attempt
+
+
+@dataclass(frozen=True)
+class ArmTimer:
+    key: tuple[Any, ...]
+    delay: float
+    event: Any
+
+
+@dataclass(frozen=True)
+class CancelTimer:
+    key: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class SetWorkflowState:
+    state: WorkflowState
+    finished: bool = False
+
+
+@dataclass(frozen=True)
+class RaiseAlert:
+    alert_type: int
+    title: str
+    content: str
+
+
+Action = CreateAttempts | PersistTask | KillTask | ArmTimer | CancelTimer | SetWorkflowState | RaiseAlert
+
+# alert types (DolphinScheduler's AlertType codes)
+ALERT_WORKFLOW_TIMEOUT = 3
+ALERT_TASK_TIMEOUT = 7
+
+
+class WorkflowRun:
+    def __init__(
+        self,
+        instance_id: int,
+        spec: WorkflowSpec,
+        failure_strategy: int = CONTINUE,
+        state: WorkflowState = WorkflowState.RUNNING_EXECUTION,
+        attempts: list[Attempt] | None = None,
+        story_size: int = 500,
+    ) -> None:
+        self.instance_id = instance_id
+        self.spec = spec
+        self.failure_strategy = failure_strategy
+        self.state = state
+        #: task code -> its current (latest) attempt
+        self.current: dict[int, Attempt] = {}
+        #: task instance id -> attempt, for every attempt this run knows
+        self.by_id: dict[int, Attempt] = {}
+        #: tasks waiting for their retry timer
+        self.retry_pending: set[int] = set()
+        #: tasks that failed for good (no retry left, or killed)
+        self.failed: set[int] = set()
+        #: order in which tasks succeeded (var pool precedence: earliest finisher wins)
+        self.succeeded_order: list[int] = []
+        #: bounded story of (time, what, id, old, new, cause)
+        self.story: collections.deque[tuple[Any, ...]] = collections.deque(maxlen=story_size)
+        self.finished = False
+        for a in attempts or []:
+            self._adopt(a)
+
+    # -- queries ----------------------------------------------------------------------------------
+
+    def active(self) -> list[Attempt]:
+        return [a for a in self.current.values() if a.state in TASK_ACTIVE]
+
+    def blocked(self) -> set[int]:
+        return self.spec.dag.descendants(self.failed)
+
+    def _ready(self, code: int) -> bool:
+        if code in self.current or code in self.retry_pending or code in self.failed:
+            return False
+        return all(up in self.current and self.current[up].state.succeeded for up in self.spec.dag.upstream[code])
+
+    def _submitting(self) -> bool:
+        if self.state is not WorkflowState.RUNNING_EXECUTION:
+            return False
+        return not (self.failure_strategy == END and self.failed)
+
+    # -- transitions ------------------------------------------------------------------------------
+
+    def _adopt(self, a: Attempt) -> None:
+        prev = self.current.get(a.code)
+        if prev is None or a.attempt >= prev.attempt:
+            self.current[a.code] = a
+        if a.id:
+            self.by_id[a.id] = a
+        if a.state.succeeded and a.code not in self.succeeded_order:
+            self.succeeded_order.append(a.code)
+
+    def _task_to(self, a: Attempt, new: TaskState, cause: str) -> None:
+        check_task(a.id or (a.code, a.attempt), a.state, new, cause)
+        self.story.append((time.time(), "task", a.id, a.state.name, new.name, cause))
+        a.state = new
+
+    def _workflow_to(self, new: WorkflowState, cause: str) -> None:
+        check_workflow(self.instance_id, self.state, new, cause)
+        self.story.append((time.time(), "workflow", self.instance_id, self.state.name, new.name, cause))
+        self.state = new
+
+    def bind(self, a: Attempt, task_instance_id: int) -> None:
+        """The actor persisted ``a`` as task instance ``task_instance_id``."""
+        a.id = task_instance_id
+        self.by_id[task_instance_id] = a
+
+    # -- entry points -----------------------------------------------------------------------------
+
+    def start(self) -> list[Action]:
+        actions: list[Action] = []
+        if self.spec.timeout > 0:
+            actions.append(ArmTimer(("workflow-timeout",), self.spec.timeout * 60.0, WorkflowTimedOut()))
+        actions += self._submit_ready()
+        actions += self._maybe_finish()
+        return actions
+
+    def handle(self, event: Event) -> list[Action]:
+        if self.finished:
+            return []
+        handler = _HANDLERS.get(type(event))
+        if handler is None:  # pragma: no cover - programming error
+            raise TypeError(f"no handler for {type(event).__name__}")
+        return handler(self, event)
+
+    # -- handlers ---------------------------------------------------------------------------------
+
+    def _current_attempt(self, task_instance_id: int, attempt: int) -> Attempt | None:
+        a = self.by_id.get(task_instance_id)
+        if a is None or a.attempt != attempt or self.current.get(a.code) is not a:
+            return None  # stale: an older attempt, or one this owner does not know
+        return a
+
+    def _on_running(self, ev: TaskRunningEvent) -> list[Action]:
+        a = self._current_attempt(ev.task_instance_id, ev.attempt)
+        if a is None or a.state.finished or a.state is TaskState.RUNNING_EXECUTION:
+            return []  # stale, duplicate, or the result already arrived
+        self._task_to(a, TaskState.RUNNING_EXECUTION, ev.cause_id or "running report")
+        a.host, a.start_time = ev.host, ev.start_time
+        actions: list[Action] = [
+            PersistTask(
+                a,
+                a.state,
+                (
+                    ("host", ev.host),
+                    ("pid", ev.pid),
+                    ("log_path", ev.log_path),
+                    ("execute_path", ev.execute_path),
+                    ("start_time", ev.start_time),
+                ),
+            )
+        ]
+        task = self.spec.tasks[a.code]
+        if task.timeout_flag and task.timeout > 0 and task.timeout_strategy in (WARN, WARNFAILED):
+            actions.append(ArmTimer(("task-timeout", a.id), task.timeout * 60.0, TaskTimedOut(a.id, a.attempt)))
+        return actions
+
+    def _on_dispatched(self, ev: TaskDispatched) -> list[Action]:
+        a = self._current_attempt(ev.task_instance_id, ev.attempt)
+        if a is None or a.state is not TaskState.SUBMITTED_SUCCESS:
+            return []  # RUNNING (or the result) overtook the dispatch acknowledgement
+        self._task_to(a, TaskState.DISPATCH, ev.cause_id or "dispatched")
+        a.host = ev.host
+        return [PersistTask(a, a.state, (("host", ev.host),))]
+
+    def _on_result(self, ev: TaskResultEvent) -> list[Action]:
+        a = self._current_attempt(ev.task_instance_id, ev.attempt)
+        if a is None or a.state.finished:
+            return []  # stale or duplicate: already persisted, nothing to do
+        self._task_to(a, ev.state, ev.cause_id or f"result {ev.state.name}")
+        a.end_time, a.var_pool = ev.end_time, _merge_pool(a.var_in, ev.var_pool)
+        a.start_time = a.start_time or ev.start_time
+        fields: list[tuple[str, Any]] = [
+            ("end_time", ev.end_time),
+            ("exit_code", ev.exit_code),
+            ("var_pool", a.var_pool),
+            ("start_time", a.start_time),
+        ]
+        if ev.host:
+            fields.append(("host", ev.host))
+        if ev.log_path:
+            fields.append(("log_path", ev.log_path))
+        actions: list[Action] = [PersistTask(a, a.state, tuple(fields)), CancelTimer(("task-timeout", a.id))]
+        if a.state.succeeded:
+            self.succeeded_order.append(a.code)
+            actions += self._submit_ready()
+        else:
+            actions += self._after_failure(a)
+        actions += self._maybe_finish()
+        return actions
+
+    def _after_failure(self, a: Attempt) -> list[Action]:
+        task = self.spec.tasks[a.code]
+        retryable = (a.state is TaskState.FAILURE and a.retry_times < task.retries) or (
+            a.state is TaskState.NEED_FAULT_TOLERANCE
+        )
+        if retryable and self.state is WorkflowState.RUNNING_EXECUTION:
+            delay = 0.0 if a.state is TaskState.NEED_FAULT_TOLERANCE else task.retry_interval * 60.0
+            if delay <= 0:
+                return [CreateAttempts((self._next_attempt(a.code),))]
+            self.retry_pending.add(a.code)
+            return [ArmTimer(("retry", a.code), delay, RetryDue(a.code))]
+        self.failed.add(a.code)
+        if self.failure_strategy == END:
+            return [KillTask(x) for x in self.active()]
+        return []
+
+    def _on_retry_due(self, ev: RetryDue) -> list[Action]:
+        if ev.code not in self.retry_pending:
+            return []
+        self.retry_pending.discard(ev.code)
+        if self.state is not WorkflowState.RUNNING_EXECUTION:
+            # stopped or paused while waiting: the retry does not happen
+            if self.state is WorkflowState.READY_STOP:
+                self.failed.add(ev.code)
+            return self._maybe_finish()
+        return [CreateAttempts((self._next_attempt(ev.code),))]
+
+    def _on_task_timeout(self, ev: TaskTimedOut) -> list[Action]:
+        a = self._current_attempt(ev.task_instance_id, ev.attempt)
+        if a is None or a.state.finished:
+            return []
+        task = self.spec.tasks[a.code]
+        return [
+            RaiseAlert(
+                ALERT_TASK_TIMEOUT,
+                f"task {task.name} timed out",
+                f"task {task.name} (instance {a.id}, attempt {a.attempt}) of workflow instance "
+                f"{self.instance_id} ran longer than {task.timeout} minute(s)",
+            )
+        ]
+
+    def _on_workflow_timeout(self, _: WorkflowTimedOut) -> list[Action]:
+        if self.state.finished:
+            return []
+        return [
+            RaiseAlert(
+                ALERT_WORKFLOW_TIMEOUT,
+                f"workflow {self.spec.name} timed out",
+                f"workflow instance {self.instance_id} of {self.spec.name} ran longer than "
+                f"{self.spec.timeout} minute(s)",
+            )
+        ]
+
+    def _on_stop(self, ev: StopRequested) -> list[Action]:
+        if self.state not in (WorkflowState.RUNNING_EXECUTION, WorkflowState.READY_PAUSE):
+            return []
+        self._workflow_to(WorkflowState.READY_STOP, ev.cause_id or "stop requested")
+        actions: list[Action] = [SetWorkflowState(self.state)]
+        for code in sorted(self.retry_pending):
+            actions.append(CancelTimer(("retry", code)))
+            self.failed.add(code)
+        self.retry_pending.clear()
+        actions += [KillTask(a) for a in self.active()]
+        return actions + self._maybe_finish()
+
+    def _on_pause(self, ev: PauseRequested) -> list[Action]:
+        if self.state is not WorkflowState.RUNNING_EXECUTION:
+            return []
+        self._workflow_to(WorkflowState.READY_PAUSE, ev.cause_id or "pause requested")
+        actions: list[Action] = [SetWorkflowState(self.state)]
+        for code in sorted(self.retry_pending):
+            actions.append(CancelTimer(("retry", code)))
+        self.retry_pending.clear()
+        return actions + self._maybe_finish()
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _next_attempt(self, code: int) -> Attempt:
+        prev = self.current.get(code)
+        if prev is None:
+            a = Attempt(code=code, attempt=1, retry_times=0)
+        else:
+            retry = prev.retry_times + (0 if prev.state is TaskState.NEED_FAULT_TOLERANCE else 1)
+            a = Attempt(code=code, attempt=prev.attempt + 1, retry_times=retry, var_in=prev.var_in)
+        if prev is None:
+            a.var_in = self._var_in(code)
+        self.current[code] = a
+        self.story.append((time.time(), "task", 0, "", f"attempt {a.attempt} of {code}", "submit"))
+        return a
+
+    def _var_in(self, code: int) -> list[dict[str, Any]]:
+        """Upstream OUT values: on a name clash a non-empty value beats an empty one, and between
+        two non-empty values the earliest-finished upstream wins (DolphinScheduler's rule)."""
+        merged: dict[str, dict[str, Any]] = {}
+        ups = set(self.spec.dag.upstream[code])
+        for up in self.succeeded_order:
+            if up not in ups:
+                continue
+            for p in self.current[up].var_pool:
+                name = p.get("prop", "")
+                item = {**p, "direct": "IN"}
+                if name not in merged or (merged[name].get("value", "") == "" and item.get("value", "") != ""):
+                    merged[name] = item
+        return list(merged.values())
+
+    def _submit_ready(self) -> list[Action]:
+        if not self._submitting():
+            return []
+        fresh = [self._next_attempt(code) for code in self.spec.dag.topological() if self._ready(code)]
+        return [CreateAttempts(tuple(fresh))] if fresh else []
+
+    def _maybe_finish(self) -> list[Action]:
+        if self.finished or self.active() or self.retry_pending:
+            return []
+        if self._submitting() and any(self._ready(code) for code in self.spec.dag.nodes):
+            return []  # more to submit (the caller's _submit_ready does it)
+        all_done = all(code in self.current and self.current[code].state.succeeded for code in self.spec.dag.nodes)
+        if self.state is WorkflowState.READY_STOP:
+            final = WorkflowState.SUCCESS if all_done else WorkflowState.STOP
+        elif self.state is WorkflowState.READY_PAUSE:
+            final = WorkflowState.SUCCESS if all_done else WorkflowState.PAUSE
+        elif all_done:
+            final = WorkflowState.SUCCESS
+        else:
+            final = WorkflowState.FAILURE
+        self._workflow_to(final, "no task left to run")
+        self.finished = True
+        return [SetWorkflowState(final, finished=True)]
+
+
+def _merge_pool(inherited: list[dict[str, Any]], produced: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    """A finished attempt's var pool: what it inherited, overridden by the OUT values it produced
+    (so values flow on transitively, as in DolphinScheduler)."""
+    merged = {p.get("prop", ""): p for p in inherited}
+    for p in produced:
+        merged[p.get("prop", "")] = p
+    return list(merged.values())
+
+
+_HANDLERS: dict[type, Any] = {
+    TaskRunningEvent: WorkflowRun._on_running,
+    TaskResultEvent: WorkflowRun._on_result,
+    TaskDispatched: WorkflowRun._on_dispatched,
+    RetryDue: WorkflowRun._on_retry_due,
+    TaskTimedOut: WorkflowRun._on_task_timeout,
+    WorkflowTimedOut: WorkflowRun._on_workflow_timeout,
+    StopRequested: WorkflowRun._on_stop,
+    PauseRequested: WorkflowRun._on_pause,
+}

@@ -1,0 +1,222 @@
+"""Saving and loading versioned workflow definitions (current rows + append-only version logs).
+
+A save validates first and writes nothing when the definition is invalid. Codes are stable across
+versions; each save of a workflow creates the next version of it and of its tasks and relations.
+The master only ever reads the log tables, pinned to the version an instance was created with.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from engine.workflows.model import Dag, DefinitionError, WorkflowDef
+
+ONLINE, OFFLINE = 1, 0
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    code: int
+    version: int
+    name: str
+    task_type: str
+    params: Mapping[str, Any]
+    priority: int
+    worker_group: str
+    retries: int
+    retry_interval: int
+    timeout_flag: int
+    timeout_strategy: int | None
+    timeout: int
+    delay_time: int
+    environment_code: int
+
+
+@dataclass(frozen=True)
+class WorkflowSpec:
+    code: int
+    version: int
+    name: str
+    project_code: int
+    global_params: list[dict[str, Any]]
+    timeout: int
+    release_state: int
+    tenant: str
+    execution_type: int
+    tasks: Mapping[int, TaskSpec]
+    dag: Dag
+
+
+async def next_code(conn: asyncpg.Connection) -> int:
+    return int(await conn.fetchval("SELECT nextval('definition_code_seq')"))
+
+
+async def ensure_project(conn: asyncpg.Connection, name: str) -> int:
+    code = await conn.fetchval("SELECT code FROM project WHERE name = $1", name)
+    if code is not None:
+        return int(code)
+    new = await next_code(conn)
+    code = await conn.fetchval(
+        "INSERT INTO project (code, name) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name"
+        " RETURNING code",
+        new,
+        name,
+    )
+    return int(code)
+
+
+async def save_workflow(
+    conn: asyncpg.Connection, wf: WorkflowDef, release: bool = False, user_id: int | None = None
+) -> tuple[int, int]:
+    """Create or update (= new version) a workflow definition. Returns (code, version)."""
+    wf.validate()
+    async with conn.transaction():
+        project_code = await ensure_project(conn, wf.project)
+        row = await conn.fetchrow(
+            "SELECT code, version, release_state FROM workflow_definition WHERE project_code = $1 AND name = $2"
+            " FOR UPDATE",
+            project_code,
+            wf.name,
+        )
+        if row is None:
+            code, version, state = await next_code(conn), 1, ONLINE if release else OFFLINE
+            names: dict[str, int] = {}
+        else:
+            code, version = int(row["code"]), int(row["version"]) + 1
+            state = ONLINE if release else int(row["release_state"])
+            names = {
+                r["name"]: int(r["code"])
+                for r in await conn.fetch(
+                    "SELECT t.name, t.code FROM task_definition_log t JOIN workflow_task_relation_log r"
+                    " ON r.post_task_code = t.code AND r.post_task_version = t.version"
+                    " WHERE r.workflow_definition_code = $1 AND r.workflow_definition_version = $2",
+                    code,
+                    version - 1,
+                )
+            }
+        codes = {}
+        for t in wf.tasks:
+            codes[t.name] = names.get(t.name) or await next_code(conn)
+        for t in wf.tasks:
+            values = (
+                codes[t.name], t.name, version, t.description, project_code, user_id, t.task_type,
+                json.dumps(dict(t.params)), t.priority, t.worker_group, t.environment_code, t.retries,
+                t.retry_interval, 1 if t.timeout else 0, t.timeout_strategy, t.timeout, t.delay_time,
+            )  # fmt: skip
+            cols = (
+                "code, name, version, description, project_code, user_id, task_type, task_params, task_priority,"
+                " worker_group, environment_code, fail_retry_times, fail_retry_interval, timeout_flag,"
+                " timeout_notify_strategy, timeout, delay_time"
+            )
+            marks = ", ".join(f"${i}" for i in range(1, len(values) + 1))
+            await conn.execute(f"INSERT INTO task_definition_log ({cols}) VALUES ({marks})", *values)
+            updates = ", ".join(f"{c.strip()} = EXCLUDED.{c.strip()}" for c in cols.split(",")[1:])
+            await conn.execute(
+                f"INSERT INTO task_definition ({cols}) VALUES ({marks})"
+                f" ON CONFLICT (code) DO UPDATE SET {updates}, update_time = now()",
+                *values,
+            )
+        relations = []
+        for t in wf.tasks:
+            if not t.upstream:
+                relations.append((0, 0, codes[t.name]))
+            for up in t.upstream:
+                relations.append((codes[up], version, codes[t.name]))
+        for table in ("workflow_task_relation_log", "workflow_task_relation"):
+            if table == "workflow_task_relation":
+                await conn.execute("DELETE FROM workflow_task_relation WHERE workflow_definition_code = $1", code)
+            await conn.executemany(
+                f"INSERT INTO {table} (project_code, workflow_definition_code, workflow_definition_version,"
+                " pre_task_code, pre_task_version, post_task_code, post_task_version)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                [(project_code, code, version, pre, pre_v, post, version) for pre, pre_v, post in relations],
+            )
+        wf_values = (
+            code, wf.name, version, wf.description, project_code, state, user_id,
+            json.dumps([dict(p) for p in wf.global_params]), wf.timeout, wf.tenant, wf.execution_type,
+        )  # fmt: skip
+        wf_cols = (
+            "code, name, version, description, project_code, release_state, user_id, global_params, timeout,"
+            " tenant_code, execution_type"
+        )
+        marks = ", ".join(f"${i}" for i in range(1, len(wf_values) + 1))
+        await conn.execute(f"INSERT INTO workflow_definition_log ({wf_cols}) VALUES ({marks})", *wf_values)
+        updates = ", ".join(f"{c.strip()} = EXCLUDED.{c.strip()}" for c in wf_cols.split(",")[1:])
+        await conn.execute(
+            f"INSERT INTO workflow_definition ({wf_cols}) VALUES ({marks})"
+            f" ON CONFLICT (code) DO UPDATE SET {updates}, update_time = now()",
+            *wf_values,
+        )
+    return code, version
+
+
+async def set_release(conn: asyncpg.Connection, code: int, online: bool) -> None:
+    await conn.execute(
+        "UPDATE workflow_definition SET release_state = $2, update_time = now() WHERE code = $1",
+        code,
+        ONLINE if online else OFFLINE,
+    )
+
+
+async def current_version(conn: asyncpg.Connection, code: int) -> tuple[int, int] | None:
+    """(version, release_state) of the current definition, or None."""
+    row = await conn.fetchrow("SELECT version, release_state FROM workflow_definition WHERE code = $1", code)
+    return None if row is None else (int(row["version"]), int(row["release_state"]))
+
+
+async def load_spec(conn: asyncpg.Connection, code: int, version: int) -> WorkflowSpec:
+    """The immutable definition of ``code`` at ``version``; DefinitionError if it does not exist."""
+    wf = await conn.fetchrow("SELECT * FROM workflow_definition_log WHERE code = $1 AND version = $2", code, version)
+    if wf is None:
+        raise DefinitionError("workflow_definition", f"definition {code} version {version} does not exist")
+    rels = await conn.fetch(
+        "SELECT pre_task_code, post_task_code, post_task_version FROM workflow_task_relation_log"
+        " WHERE workflow_definition_code = $1 AND workflow_definition_version = $2",
+        code,
+        version,
+    )
+    wanted = {(int(r["post_task_code"]), int(r["post_task_version"])) for r in rels}
+    rows = await conn.fetch(
+        "SELECT * FROM task_definition_log WHERE (code, version) IN (SELECT * FROM unnest($1::bigint[], $2::int[]))",
+        [c for c, _ in wanted],
+        [v for _, v in wanted],
+    )
+    tasks = {
+        int(r["code"]): TaskSpec(
+            code=int(r["code"]),
+            version=int(r["version"]),
+            name=r["name"],
+            task_type=r["task_type"],
+            params=json.loads(r["task_params"]) if isinstance(r["task_params"], str) else r["task_params"],
+            priority=int(r["task_priority"]),
+            worker_group=r["worker_group"],
+            retries=int(r["fail_retry_times"]),
+            retry_interval=int(r["fail_retry_interval"]),
+            timeout_flag=int(r["timeout_flag"]),
+            timeout_strategy=r["timeout_notify_strategy"],
+            timeout=int(r["timeout"]),
+            delay_time=int(r["delay_time"]),
+            environment_code=int(r["environment_code"]),
+        )
+        for r in rows
+    }
+    edges = [(int(r["pre_task_code"]), int(r["post_task_code"])) for r in rels if int(r["pre_task_code"])]
+    gp = wf["global_params"]
+    return WorkflowSpec(
+        code=code,
+        version=version,
+        name=wf["name"],
+        project_code=int(wf["project_code"]),
+        global_params=json.loads(gp) if isinstance(gp, str) else list(gp),
+        timeout=int(wf["timeout"]),
+        release_state=int(wf["release_state"]),
+        tenant=wf["tenant_code"],
+        execution_type=int(wf["execution_type"]),
+        tasks=tasks,
+        dag=Dag.build(sorted(tasks), edges),
+    )

@@ -1,0 +1,1 @@
+"""Workflow definitions: the model users write, its validation, and the DAG."""

@@ -1,0 +1,100 @@
+"""Helpers for end-to-end tests with real master and worker processes on a fresh database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+
+from engine.infra.etcd import EtcdServer
+from engine.storage.definitions import save_workflow
+from engine.storage.schema import apply_schema
+from engine.workflows.model import TaskDef, WorkflowDef
+from tests.helpers import NodeProc, eventually
+
+FINAL = (3, 5, 6, 7)
+
+
+def shell(name: str, script: str, upstream: tuple[str, ...] = (), **kw: Any) -> TaskDef:
+    return TaskDef(
+        name=name, task_type="SHELL", params={"rawScript": script, **kw.pop("params", {})}, upstream=upstream, **kw
+    )
+
+
+async def save(dsn: str, name: str, tasks: list[TaskDef], release: bool = True, **kw: Any) -> int:
+    await apply_schema(dsn)
+    conn = await asyncpg.connect(dsn)
+    try:
+        code, _ = await save_workflow(conn, WorkflowDef(name=name, project="tests", tasks=tuple(tasks), **kw), release)
+    finally:
+        await conn.close()
+    return code
+
+
+async def command(dsn: str, code: int, count: int = 1, **cols: Any) -> list[int]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        if "command_param" in cols and not isinstance(cols["command_param"], str):
+            cols["command_param"] = json.dumps(cols["command_param"])
+        ctype = cols.pop("command_type", 0)
+        names = ["command_type", "workflow_definition_code", *cols]
+        marks = ", ".join(f"${i}" for i in range(1, len(names) + 1))
+        rows = await conn.fetch(
+            f"INSERT INTO command ({', '.join(names)}) SELECT {marks} FROM generate_series(1, {count}) RETURNING id",
+            ctype,
+            code,
+            *cols.values(),
+        )
+        return [int(r["id"]) for r in rows]
+    finally:
+        await conn.close()
+
+
+async def query(dsn: str, sql: str, *args: Any) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetch(sql, *args)
+    finally:
+        await conn.close()
+
+
+async def instance_for(dsn: str, command_id: int, timeout: float = 30, final: bool = True) -> asyncpg.Record:
+    async def get() -> asyncpg.Record | None:
+        rows = await query(dsn, "SELECT * FROM workflow_instance WHERE command_id = $1", command_id)
+        if rows and (not final or rows[0]["state"] in FINAL):
+            return rows[0]
+        return None
+
+    return await eventually(get, timeout, f"instance of command {command_id}", interval=0.05)  # type: ignore[no-any-return]
+
+
+async def tasks_of(dsn: str, instance_id: int) -> list[asyncpg.Record]:
+    return await query(dsn, "SELECT * FROM task_instance WHERE workflow_instance_id = $1 ORDER BY id", instance_id)
+
+
+def start_nodes(
+    node_factory: Callable[..., NodeProc],
+    etcd: EtcdServer,
+    root: str,
+    dsn: str,
+    masters: int = 1,
+    workers: int = 1,
+    worker_overrides: list[str] | None = None,
+    ttl: float = 3,
+) -> tuple[list[NodeProc], list[NodeProc]]:
+    ms = [node_factory("master", etcd.endpoint, root, ttl, PORPOISE_DATABASE_DSN=dsn) for _ in range(masters)]
+    ws = [
+        node_factory("worker", etcd.endpoint, root, ttl, worker_overrides or [], PORPOISE_DATABASE_DSN=dsn)
+        for _ in range(workers)
+    ]
+    return ms, ws
+
+
+async def started(
+    node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, dsn: str, **kw: Any
+) -> tuple[list[NodeProc], list[NodeProc]]:
+    await apply_schema(dsn)
+    return await asyncio.to_thread(start_nodes, node_factory, etcd, root, dsn, **kw)

@@ -1,0 +1,188 @@
+"""The master end to end: real master and worker processes, real etcd and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from engine.infra.etcd import EtcdServer
+from rpc import RpcClient
+from rpc.messages import WorkflowControl
+from tests.cluster_harness import command, instance_for, query, save, shell, started, tasks_of
+from tests.helpers import TEST_SECRET, NodeProc, eventually
+
+SUCCESS, FAILURE, STOP = 7, 6, 5
+
+
+@pytest.fixture
+async def cluster(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+):
+    overrides = [f"worker.log_dir={tmp_path / 'logs'}", f"worker.exec_dir={tmp_path / 'exec'}"]
+    return await started(node_factory, etcd_server, etcd_root, fresh_db, worker_overrides=overrides)
+
+
+async def test_chain_diamond_and_out_params(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
+    code = await save(
+        fresh_db,
+        "diamond",
+        [
+            shell("a", "echo '${setValue(x=hello)}'", params={"localParams": [{"prop": "x", "direct": "OUT"}]}),
+            shell("b", "sleep 0.2; echo b", ("a",)),
+            shell("c", "echo c got ${x}", ("a",)),
+            shell("d", "echo d", ("b", "c")),
+        ],
+    )
+    (cid,) = await command(fresh_db, code)
+    wi = await instance_for(fresh_db, cid)
+    assert wi["state"] == SUCCESS and wi["end_time"] is not None and wi["epoch"] > 0
+    rows = {r["name"]: r for r in await tasks_of(fresh_db, wi["id"])}
+    assert set(rows) == {"a", "b", "c", "d"} and all(r["state"] == SUCCESS for r in rows.values())
+    assert rows["a"]["end_time"] <= rows["b"]["start_time"] and rows["a"]["end_time"] <= rows["c"]["start_time"]
+    assert max(rows["b"]["end_time"], rows["c"]["end_time"]) <= rows["d"]["start_time"]
+    assert rows["c"]["var_pool"] and "hello" in rows["c"]["var_pool"]
+    assert "c got hello" in await asyncio.to_thread(Path(rows["c"]["log_path"]).read_text)
+    assert all(r["host"] and r["pid"] and r["attempt"] == 1 and r["flag"] == 1 for r in rows.values())
+
+
+async def test_retries_create_new_attempts_until_success(cluster, fresh_db: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    counter = tmp_path / "count"
+    script = f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}; [ $n -ge 3 ]"
+    code = await save(fresh_db, "flaky", [shell("flaky", script, retries=3, retry_interval=0)])
+    (cid,) = await command(fresh_db, code)
+    wi = await instance_for(fresh_db, cid)
+    assert wi["state"] == SUCCESS
+    attempts = await tasks_of(fresh_db, wi["id"])
+    assert [(r["attempt"], r["retry_times"], r["state"], r["flag"]) for r in attempts] == [
+        (1, 0, FAILURE, 0),
+        (2, 1, FAILURE, 0),
+        (3, 2, SUCCESS, 1),
+    ]
+
+
+async def test_retries_exhausted_and_end_strategy_kills_parallel_work(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
+    code = await save(
+        fresh_db,
+        "ending",
+        [
+            shell("bad", "sleep 0.5; exit 2", retries=1, retry_interval=0),
+            shell("slow", "sleep 60"),
+            shell("after", "true", ("bad",)),
+        ],
+    )
+    (cid,) = await command(fresh_db, code, failure_strategy=0)  # END
+    wi = await instance_for(fresh_db, cid, timeout=40)
+    assert wi["state"] == FAILURE
+    rows = await tasks_of(fresh_db, wi["id"])
+    states = {(r["name"], r["attempt"]): r["state"] for r in rows}
+    assert states == {("bad", 1): FAILURE, ("bad", 2): FAILURE, ("slow", 1): 9}  # slow was KILLed, after never ran
+
+
+async def test_bad_commands_go_to_error_command_with_the_reason(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
+    offline = await save(fresh_db, "offline", [shell("t", "true")], release=False)
+    ids = (
+        await command(fresh_db, offline)
+        + await command(fresh_db, 987654321)
+        + await command(fresh_db, offline, command_type=7)
+    )
+
+    async def moved() -> list:
+        rows = await query(fresh_db, "SELECT id, message FROM error_command ORDER BY id")
+        return rows if len(rows) == 3 else []
+
+    rows = await eventually(moved, 20, "three refused commands")
+    assert [r["id"] for r in rows] == ids
+    assert "is offline" in rows[0]["message"]
+    assert "does not exist" in rows[1]["message"]
+    assert "not supported" in rows[2]["message"]
+    assert await query(fresh_db, "SELECT 1 FROM command") == []
+    assert await query(fresh_db, "SELECT 1 FROM workflow_instance") == []
+
+
+async def test_stop_kills_the_running_task_and_ends_stop(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
+    masters, _ = cluster
+    code = await save(fresh_db, "stoppable", [shell("long", "sleep 120"), shell("next", "true", ("long",))])
+    (cid,) = await command(fresh_db, code)
+    wi = await instance_for(fresh_db, cid, final=False)
+
+    async def running() -> bool:
+        rows = await tasks_of(fresh_db, wi["id"])
+        return bool(rows) and rows[0]["state"] == 1
+
+    await eventually(running, 20, "task running")
+    client = RpcClient(TEST_SECRET)
+    reply = await client.call(masters[0].address, WorkflowControl(wi["id"], "stop"))
+    await client.close()
+    assert reply == {"accepted": True}
+    final = await instance_for(fresh_db, cid)
+    assert final["state"] == STOP
+    assert [(r["name"], r["state"]) for r in await tasks_of(fresh_db, wi["id"])] == [("long", 9)]
+
+
+async def test_metrics_endpoint(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
+    import urllib.request
+
+    masters, _ = cluster
+    code = await save(fresh_db, "metered", [shell("t", "true")])
+    (cid,) = await command(fresh_db, code)
+    await instance_for(fresh_db, cid)
+    text = await asyncio.to_thread(
+        lambda: urllib.request.urlopen(f"http://{masters[0].address}/metrics").read().decode()
+    )
+    assert "porpoise_master_commands_claimed_total 1" in text
+    assert 'porpoise_master_instances_finished{state="SUCCESS"} 1' in text
+    assert "porpoise_master_event_loop_lag_seconds" in text and "porpoise_master_actors 0" in text
+
+
+async def test_fencing_an_actor_whose_epoch_was_bumped_writes_nothing(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
+    masters, workers = cluster
+    code = await save(fresh_db, "fenced", [shell("a", "sleep 1.5"), shell("b", "true", ("a",))])
+    (cid,) = await command(fresh_db, code)
+    wi = await instance_for(fresh_db, cid, final=False)
+
+    async def running() -> bool:
+        rows = await tasks_of(fresh_db, wi["id"])
+        return bool(rows) and rows[0]["state"] == 1
+
+    await eventually(running, 20, "task a running")
+    # another master took the instance over (what failover does): same host here, fresh epoch
+    await query(fresh_db, "UPDATE workflow_instance SET epoch = nextval('workflow_epoch_seq') WHERE id = $1", wi["id"])
+    await eventually(lambda: masters[0].health()[1]["actors"] == 0, 20, "the fenced actor to stop")
+    await asyncio.sleep(1.0)  # give a (wrong) late write every chance to land
+    rows = await tasks_of(fresh_db, wi["id"])
+    assert [(r["name"], r["state"]) for r in rows] == [("a", 1)], (
+        "the fenced actor must not persist a's result or submit b"
+    )
+    after = (await query(fresh_db, "SELECT state, end_time FROM workflow_instance WHERE id = $1", wi["id"]))[0]
+    assert after["state"] == 1 and after["end_time"] is None
+    # the worker keeps the unacknowledged result for the instance's real owner
+    assert workers[0].health()[1]["pending_reports"] >= 1
+
+
+async def test_claim_race_1000_commands_3_masters_exactly_1000_instances(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str
+) -> None:
+    masters, _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=3, workers=0)
+    await eventually(lambda: all(m.health()[1]["slot"]["count"] == 3 for m in masters), 10, "3 slots")
+    code = await save(fresh_db, "race", [shell("t", "true")])
+    ids: list[int] = []
+    for i in range(10):
+        ids += await command(fresh_db, code, 100)
+        if i == 5:  # a master dies mid-way; its slot moves to the others
+            assert masters[2].proc.record is not None
+            masters[2].proc.record.signal(signal.SIGKILL)
+
+    async def all_claimed() -> bool:
+        left = await query(fresh_db, "SELECT count(*) AS n FROM command")
+        return left[0]["n"] == 0
+
+    await eventually(all_claimed, 60, "every command claimed")
+    rows = await query(fresh_db, "SELECT command_id, host FROM workflow_instance")
+    assert len(rows) == 1000 and {r["command_id"] for r in rows} == set(ids)
+    assert await query(fresh_db, "SELECT 1 FROM error_command") == []
+    hosts = {r["host"] for r in rows}
+    assert len(hosts) == 3, "all three masters claimed part of the backlog"

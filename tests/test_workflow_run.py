@@ -1,0 +1,329 @@
+"""The pure workflow core: events in, exact actions out (no I/O)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.master.states import (
+    TASK_ACTIVE,
+    InvalidTransition,
+    TaskState,
+    WorkflowState,
+    check_task,
+    check_workflow,
+    task_transitions,
+    workflow_transitions,
+)
+from engine.master.workflow import (
+    CONTINUE,
+    END,
+    ArmTimer,
+    Attempt,
+    CancelTimer,
+    CreateAttempts,
+    KillTask,
+    PauseRequested,
+    PersistTask,
+    RaiseAlert,
+    RetryDue,
+    SetWorkflowState,
+    StopRequested,
+    TaskDispatched,
+    TaskResultEvent,
+    TaskRunningEvent,
+    TaskTimedOut,
+    WorkflowRun,
+    WorkflowTimedOut,
+)
+from engine.storage.definitions import TaskSpec, WorkflowSpec
+from engine.workflows.model import Dag
+
+S, F, K = TaskState.SUCCESS, TaskState.FAILURE, TaskState.KILL
+
+
+def spec(edges: dict[str, list[str]], timeout: int = 0, **task_kw: dict[str, Any]) -> WorkflowSpec:
+    names = list(edges)
+    codes = {n: i + 1 for i, n in enumerate(names)}
+    tasks = {}
+    for n in names:
+        kw = dict(retries=0, retry_interval=0, timeout_flag=0, timeout_strategy=None, timeout=0)
+        kw.update(task_kw.get(n, {}))
+        tasks[codes[n]] = TaskSpec(
+            code=codes[n], version=1, name=n, task_type="SHELL", params={"rawScript": "true"}, priority=2,
+            worker_group="default", delay_time=0, environment_code=-1, **kw,
+        )  # fmt: skip
+    dag = Dag.build(list(codes.values()), [(codes[u], codes[n]) for n in names for u in edges[n]])
+    return WorkflowSpec(1, 1, "wf", 1, [], timeout, 1, "default", 0, tasks, dag)
+
+
+class Sim:
+    """Drives a WorkflowRun like the actor does (ids assigned on create), and records everything."""
+
+    def __init__(self, sp: WorkflowSpec, strategy: int = CONTINUE) -> None:
+        self.spec = sp
+        self.run = WorkflowRun(99, sp, strategy)
+        self.ids = itertools.count(1)
+        self.actions: list[Any] = []
+        self.name = {t.code: t.name for t in sp.tasks.values()}
+        self.timers: dict[tuple[Any, ...], Any] = {}
+        self.apply(self.run.start())
+
+    def apply(self, actions: list[Any]) -> list[Any]:
+        for a in actions:
+            if isinstance(a, CreateAttempts):
+                for att in a.attempts:
+                    self.run.bind(att, next(self.ids))
+            elif isinstance(a, ArmTimer):
+                self.timers[a.key] = a.event
+            elif isinstance(a, CancelTimer):
+                self.timers.pop(a.key, None)
+        self.actions += actions
+        return actions
+
+    def attempt(self, name: str) -> Attempt:
+        return next(a for a in self.run.current.values() if self.name[a.code] == name)
+
+    def created(self, actions: list[Any]) -> list[str]:
+        return [self.name[a.code] for x in actions if isinstance(x, CreateAttempts) for a in x.attempts]
+
+    def finish(self, name: str, state: TaskState = S, var_pool: tuple = ()) -> list[Any]:
+        a = self.attempt(name)
+        return self.apply(
+            self.run.handle(TaskResultEvent(a.id, a.attempt, state, 0 if state is S else 1, 1, 2, "w:1", "", var_pool))
+        )
+
+    def running(self, name: str) -> list[Any]:
+        a = self.attempt(name)
+        return self.apply(self.run.handle(TaskRunningEvent(a.id, a.attempt, "w:1", 42, "/l", "/e", 1)))
+
+    def fire(self, key: tuple[Any, ...]) -> list[Any]:
+        return self.apply(self.run.handle(self.timers.pop(key)))
+
+
+def final_state(actions: list[Any]) -> WorkflowState | None:
+    done = [a.state for a in actions if isinstance(a, SetWorkflowState) and a.finished]
+    return done[-1] if done else None
+
+
+def test_chain_runs_in_order_and_succeeds() -> None:
+    sim = Sim(spec({"a": [], "b": ["a"], "c": ["b"]}))
+    assert sim.created(sim.actions) == ["a"]
+    assert sim.created(sim.finish("a")) == ["b"]
+    assert sim.created(sim.finish("b")) == ["c"]
+    out = sim.finish("c")
+    assert final_state(out) is WorkflowState.SUCCESS and sim.run.finished
+
+
+def test_diamond_waits_for_both_branches() -> None:
+    sim = Sim(spec({"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]}))
+    assert sim.created(sim.finish("a")) == ["b", "c"]
+    assert sim.created(sim.finish("b")) == []
+    assert sim.created(sim.finish("c")) == ["d"]
+    assert final_state(sim.finish("d")) is WorkflowState.SUCCESS
+
+
+def test_fan_out_fan_in() -> None:
+    edges = {"src": [], **{f"m{i}": ["src"] for i in range(5)}, "sink": [f"m{i}" for i in range(5)]}
+    sim = Sim(spec(edges))
+    assert len(sim.created(sim.finish("src"))) == 5
+    for i in range(4):
+        assert sim.created(sim.finish(f"m{i}")) == []
+    assert sim.created(sim.finish("m4")) == ["sink"]
+    assert final_state(sim.finish("sink")) is WorkflowState.SUCCESS
+
+
+def test_continue_runs_independent_branches_then_fails() -> None:
+    sim = Sim(spec({"a": [], "b": ["a"], "c": []}), CONTINUE)
+    assert sorted(sim.created(sim.actions)) == ["a", "c"]
+    out = sim.finish("a", F)
+    assert sim.created(out) == [] and not [x for x in out if isinstance(x, KillTask)]
+    assert final_state(sim.finish("c")) is WorkflowState.FAILURE
+    assert "b" not in {sim.name[a.code] for a in sim.run.current.values()}  # never ran
+
+
+def test_end_kills_running_tasks_and_submits_nothing_more() -> None:
+    sim = Sim(spec({"a": [], "b": ["a"], "c": [], "d": ["c"]}), END)
+    sim.running("c")
+    out = sim.finish("a", F)
+    assert [sim.name[k.attempt.code] for k in out if isinstance(k, KillTask)] == ["c"]
+    out = sim.finish("c", K)
+    assert sim.created(out) == []
+    assert final_state(out) is WorkflowState.FAILURE
+
+
+def test_retries_until_exhausted_each_a_new_attempt() -> None:
+    sim = Sim(spec({"a": []}, a={"retries": 2, "retry_interval": 0}))
+    first = sim.attempt("a")
+    out = sim.finish("a", F)
+    second = sim.attempt("a")
+    assert sim.created(out) == ["a"] and (second.attempt, second.retry_times) == (2, 1) and second.id != first.id
+    sim.finish("a", F)
+    third = sim.attempt("a")
+    assert (third.attempt, third.retry_times) == (3, 2)
+    out = sim.finish("a", F)
+    assert sim.created(out) == [] and final_state(out) is WorkflowState.FAILURE
+
+
+def test_retry_interval_waits_on_the_wheel_then_succeeds() -> None:
+    sim = Sim(spec({"a": [], "b": ["a"]}, a={"retries": 1, "retry_interval": 2}))
+    out = sim.finish("a", F)
+    timer = next(x for x in out if isinstance(x, ArmTimer))
+    assert timer.delay == 120.0 and timer.event == RetryDue(sim.attempt("a").code)
+    assert final_state(out) is None and sim.created(out) == []
+    assert sim.created(sim.fire(timer.key)) == ["a"]
+    assert sim.created(sim.finish("a")) == ["b"]
+    assert final_state(sim.finish("b")) is WorkflowState.SUCCESS
+
+
+@pytest.mark.parametrize(("strategy", "alerts"), [(0, 1), (2, 1), (1, 0)])
+def test_task_timeout_strategies(strategy: int, alerts: int) -> None:
+    sim = Sim(spec({"a": []}, a={"timeout_flag": 1, "timeout": 5, "timeout_strategy": strategy}))
+    out = sim.running("a")
+    timers = [x for x in out if isinstance(x, ArmTimer)]
+    # WARN and WARNFAILED alert from the master; FAILED (and the FAILED half of WARNFAILED) is
+    # enforced by the worker through the dispatch's timeout_seconds
+    assert len(timers) == alerts
+    if timers:
+        assert timers[0].delay == 300.0
+        fired = sim.fire(timers[0].key)
+        assert [type(x) for x in fired] == [RaiseAlert]
+    out = sim.finish("a")
+    assert any(isinstance(x, CancelTimer) for x in out)
+
+
+def test_workflow_timeout_alerts_and_keeps_running() -> None:
+    sim = Sim(spec({"a": []}, timeout=10))
+    assert sim.timers[("workflow-timeout",)] == WorkflowTimedOut()
+    fired = sim.fire(("workflow-timeout",))
+    assert [type(x) for x in fired] == [RaiseAlert] and not sim.run.finished
+
+
+def test_stop_kills_and_ends_stop() -> None:
+    sim = Sim(spec({"a": [], "b": ["a"], "c": []}))
+    sim.running("a")
+    out = sim.apply(sim.run.handle(StopRequested()))
+    assert sorted(sim.name[k.attempt.code] for k in out if isinstance(k, KillTask)) == ["a", "c"]
+    assert sim.run.state is WorkflowState.READY_STOP
+    sim.finish("a", K)
+    out = sim.finish("c", K)
+    assert final_state(out) is WorkflowState.STOP
+
+
+def test_pause_lets_running_tasks_finish_and_submits_nothing() -> None:
+    sim = Sim(spec({"a": [], "b": ["a"]}))
+    sim.apply(sim.run.handle(PauseRequested()))
+    out = sim.finish("a")
+    assert sim.created(out) == [] and final_state(out) is WorkflowState.PAUSE
+
+
+def test_stale_and_duplicate_reports_change_nothing() -> None:
+    sim = Sim(spec({"a": []}, a={"retries": 1, "retry_interval": 0}))
+    old = sim.attempt("a")
+    sim.finish("a", F)
+    new = sim.attempt("a")
+    assert sim.run.handle(TaskResultEvent(old.id, old.attempt, S, 0, 1, 2)) == []
+    assert sim.run.handle(TaskRunningEvent(old.id, old.attempt, "w", 1, "", "", 1)) == []
+    assert sim.run.handle(TaskResultEvent(12345, 1, S, 0, 1, 2)) == []
+    sim.finish("a")
+    assert sim.run.handle(TaskResultEvent(new.id, new.attempt, F, 1, 1, 2)) == []  # duplicate after finish
+    assert sim.run.state is WorkflowState.SUCCESS
+
+
+def test_dispatched_after_running_does_not_regress() -> None:
+    sim = Sim(spec({"a": []}))
+    a = sim.attempt("a")
+    out = sim.apply(sim.run.handle(TaskDispatched(a.id, a.attempt, "w:1")))
+    assert [x.state for x in out if isinstance(x, PersistTask)] == [TaskState.DISPATCH]
+    sim.running("a")
+    assert sim.run.handle(TaskDispatched(a.id, a.attempt, "w:2")) == []
+
+
+def test_upstream_out_params_flow_downstream_earliest_wins() -> None:
+    sim = Sim(spec({"a": [], "b": [], "c": ["a", "b"]}))
+    sim.finish(
+        "b", var_pool=({"prop": "x", "direct": "OUT", "value": "from-b"}, {"prop": "y", "direct": "OUT", "value": ""})
+    )
+    sim.finish(
+        "a", var_pool=({"prop": "x", "direct": "OUT", "value": "from-a"}, {"prop": "y", "direct": "OUT", "value": "ya"})
+    )
+    c = sim.attempt("c")
+    assert {p["prop"]: p["value"] for p in c.var_in} == {"x": "from-b", "y": "ya"}
+    assert all(p["direct"] == "IN" for p in c.var_in)
+
+
+def test_transition_tables_refuse_illegal_moves() -> None:
+    with pytest.raises(InvalidTransition):
+        check_task(1, TaskState.SUCCESS, TaskState.RUNNING_EXECUTION, "late running")
+    with pytest.raises(InvalidTransition):
+        check_workflow(1, WorkflowState.RUNNING_EXECUTION, WorkflowState.PAUSE, "skip READY_PAUSE")
+    assert set(task_transitions()) == set(TaskState) and set(workflow_transitions()) == set(WorkflowState)
+
+
+# -- property: no event sequence leads to an illegal state ----------------------------------------
+
+
+@st.composite
+def dags(draw: Any) -> dict[str, list[str]]:
+    n = draw(st.integers(1, 7))
+    names = [f"t{i}" for i in range(n)]
+    return {
+        name: draw(st.lists(st.sampled_from(names[:i]), unique=True, max_size=3)) if i else []
+        for i, name in enumerate(names)
+    }
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    dags(),
+    st.sampled_from([END, CONTINUE]),
+    st.lists(st.tuples(st.integers(0, 9), st.integers(0, 50)), max_size=80),
+    st.integers(0, 2),
+)
+def test_property_random_events_never_break_the_tables(
+    edges: dict[str, list[str]], strategy: int, script: list[tuple[int, int]], retries: int
+) -> None:
+    sp = spec(edges, **{n: {"retries": retries, "retry_interval": 1} for n in edges})
+    sim = Sim(sp, strategy)  # any InvalidTransition raised inside fails the test
+    for kind, pick in script:
+        if sim.run.finished:
+            break
+        known = list(sim.run.by_id.values())
+        target = known[pick % len(known)] if known else None
+        if kind in (0, 1, 2) and target is not None:
+            state = (S, F, K)[kind]
+            sim.apply(sim.run.handle(TaskResultEvent(target.id, target.attempt, state, 0, 1, 2)))
+        elif kind == 3 and target is not None:
+            sim.apply(sim.run.handle(TaskRunningEvent(target.id, target.attempt, "w", 1, "", "", 1)))
+        elif kind == 4 and target is not None:
+            sim.apply(sim.run.handle(TaskDispatched(target.id, target.attempt, "w")))
+        elif kind == 5 and sim.timers:
+            sim.fire(sorted(sim.timers, key=str)[pick % len(sim.timers)])
+        elif kind == 6:
+            sim.apply(sim.run.handle(StopRequested()))
+        elif kind == 7:
+            sim.apply(sim.run.handle(PauseRequested()))
+        elif kind == 8 and target is not None:
+            sim.apply(sim.run.handle(TaskTimedOut(target.id, target.attempt)))
+        # at most one live attempt per task, always
+        for code in sp.tasks:
+            live = [a for a in sim.run.by_id.values() if a.code == code and a.state in TASK_ACTIVE]
+            assert len(live) <= 1
+    # drain: every live attempt reports, every timer fires -> the instance always reaches a final state
+    for _ in range(200):
+        if sim.run.finished:
+            break
+        active = sim.run.active()
+        if active:
+            a = active[0]
+            sim.apply(sim.run.handle(TaskResultEvent(a.id, a.attempt, S, 0, 1, 2)))
+        elif sim.timers:
+            sim.fire(next(iter(sim.timers)))
+        else:
+            break
+    assert sim.run.finished and sim.run.state.finished
+    assert final_state(sim.actions) is sim.run.state
