@@ -12,7 +12,7 @@ from pathlib import Path
 from bench.common import machine
 from engine import logs
 
-BENCHMARKS = ["registry"]
+BENCHMARKS = ["registry", "engine"]
 DOC = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
 
 

@@ -11,6 +11,11 @@ States::
 LOST is judged locally, from the send time of the last keep-alive etcd answered: etcd cannot expire
 the lease before that time + TTL, so a node that stops acting on LOST stops no later than the moment
 its peers may consider it dead (invariant 6).
+
+The keep-alive runs in a thread of its own, with its own event loop and etcd connection, so a node
+whose main loop is saturated with work (hundreds of task processes starting) still renews its lease
+on time instead of losing it and fencing itself — DolphinScheduler's "fake death" (#8110). State
+changes are handed to the main loop with ``call_soon_threadsafe``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -70,9 +76,13 @@ class Session:
         #: set once the session is LOST (or closed); work needing liveness waits on it
         self.lost = asyncio.Event()
         self._listeners: list[Listener] = []
-        self._task: asyncio.Task[None] | None = None
-        #: send time of the last keep-alive etcd answered with a live lease
+        #: send time of the last keep-alive etcd answered with a live lease (written by the thread)
         self._last_ok = 0.0
+        self._main_loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._thread_loop: asyncio.AbstractEventLoop | None = None
+        self._thread_stop: asyncio.Event | None = None
+        self._thread_ready = threading.Event()
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -83,8 +93,10 @@ class Session:
         self.lease_id, granted = await self.client.grant(self.ttl)
         self.ttl = float(granted)
         self._last_ok = sent
+        self._main_loop = asyncio.get_running_loop()
         self._set(SessionState.CONNECTED)
-        self._task = asyncio.create_task(self._keepalive_loop(), name=f"session-keepalive-{self.lease_id:x}")
+        self._thread = threading.Thread(target=self._thread_main, name=f"keepalive-{self.lease_id:x}", daemon=True)
+        self._thread.start()
         log.info("session started", lease=f"{self.lease_id:x}", ttl=self.ttl)
         return self
 
@@ -92,7 +104,7 @@ class Session:
         """Stop keeping the lease alive and (by default) revoke it. Idempotent."""
         if self.state is SessionState.CLOSED:
             return
-        await self._stop_task()
+        await self._stop_thread()
         if revoke and self.lease_id and self.state in (SessionState.CONNECTED, SessionState.SUSPENDED):
             with contextlib.suppress(RegistryUnavailable):
                 await self.client.revoke(self.lease_id)
@@ -143,36 +155,77 @@ class Session:
             except Exception:
                 log.exception("session listener failed", state=new.value)
 
-    async def _stop_task(self) -> None:
-        task, self._task = self._task, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    # -- the keep-alive thread ---------------------------------------------------------------------
 
-    async def _keepalive_loop(self) -> None:
+    def _post(self, new: SessionState) -> None:
+        """From the keep-alive thread: apply a state change on the main loop."""
+        loop = self._main_loop
+        if loop is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._apply_from_thread, new)
+
+    def _apply_from_thread(self, new: SessionState) -> None:
+        if self.state in (SessionState.CLOSED, SessionState.LOST) or new is self.state:
+            return
+        self._set(new)
+
+    def _thread_main(self) -> None:
+        asyncio.run(self._thread_run())
+
+    async def _thread_run(self) -> None:
+        self._thread_loop = asyncio.get_running_loop()
+        self._thread_stop = asyncio.Event()
+        self._thread_ready.set()
+        client = EtcdClient(self.client.endpoints, self.client.request_timeout)
+        try:
+            lost = await self._keepalive_loop(client)
+        finally:
+            await client.close()
+        if lost:
+            self._post(SessionState.LOST)
+
+    async def _stop_thread(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        await asyncio.to_thread(self._thread_ready.wait, 5)
+        loop, stop = self._thread_loop, self._thread_stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(stop.set)
+        await asyncio.to_thread(thread.join, 10)
+
+    async def _keepalive_loop(self, client: EtcdClient) -> bool:
+        """Renew until stopped (returns False) or until the lease is judged lost (returns True)."""
+        assert self._thread_stop is not None
         retry = min(self.keepalive_interval, 0.5)
+        suspended = False
         while True:
-            wait = self.keepalive_interval if self.state is SessionState.CONNECTED else retry
-            await asyncio.sleep(max(0.0, min(wait, self.remaining())))
+            wait = retry if suspended else self.keepalive_interval
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._thread_stop.wait(), max(0.0, min(wait, self.remaining())))
+            if self._thread_stop.is_set():
+                return False
             if self.remaining() <= 0:
-                break
+                return True
             sent = self._clock()
             try:
-                ttl = await self.client.keepalive_once(
-                    self.lease_id, timeout=max(0.05, min(self.client.request_timeout, self.remaining()))
+                ttl = await client.keepalive_once(
+                    self.lease_id, timeout=max(0.05, min(client.request_timeout, self.remaining()))
                 )
             except RegistryUnavailable as exc:
                 if self.remaining() <= 0:
-                    break
-                if self.state is SessionState.CONNECTED:
+                    return True
+                if not suspended:
+                    suspended = True
                     log.warning("keep-alive failing", lease=f"{self.lease_id:x}", error=str(exc))
-                    self._set(SessionState.SUSPENDED)
+                    self._post(SessionState.SUSPENDED)
                 continue
             if ttl <= 0:
                 log.error("lease no longer exists", lease=f"{self.lease_id:x}")
-                break
+                return True
             self._last_ok = sent
-            self._set(SessionState.CONNECTED)
-        self._task = None
-        self._set(SessionState.LOST)
+            if suspended:
+                suspended = False
+                self._post(SessionState.CONNECTED)

@@ -186,3 +186,55 @@ async def test_claim_race_1000_commands_3_masters_exactly_1000_instances(
     assert await query(fresh_db, "SELECT 1 FROM error_command") == []
     hosts = {r["host"] for r in rows}
     assert len(hosts) == 3, "all three masters claimed part of the backlog"
+
+
+async def test_cache_expire_makes_a_taken_offline_definition_refuse_commands(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
+    from engine.storage.definitions import set_release
+    from rpc.messages import CacheExpire
+    from tests.cluster_harness import query as q
+
+    masters, _ = cluster
+    code = await save(fresh_db, "cached", [shell("t", "true")])
+    (first,) = await command(fresh_db, code)
+    assert (await instance_for(fresh_db, first))["state"] == SUCCESS  # the master now caches the head as ONLINE
+    import asyncpg
+
+    conn = await asyncpg.connect(fresh_db)
+    await set_release(conn, code, online=False)
+    await conn.close()
+    client = RpcClient(TEST_SECRET)
+    assert await client.call(masters[0].address, CacheExpire(code)) == {"ok": True}
+    await client.close()
+    (second,) = await command(fresh_db, code)
+
+    async def refused() -> list:
+        return await q(fresh_db, "SELECT message FROM error_command WHERE id = $1", second)
+
+    rows = await eventually(refused, 20, "the command refused")
+    assert "is offline" in rows[0]["message"]
+
+
+async def test_overloaded_master_claims_nothing_and_counts_it(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str
+) -> None:
+    import urllib.request
+
+    from engine.storage.schema import apply_schema
+
+    await apply_schema(fresh_db)
+    # a memory reservation no machine meets: the guard must hold every claim back
+    master = await asyncio.to_thread(
+        node_factory, "master", etcd_server.endpoint, etcd_root, 3, ["master.reserved_memory_gb=100000"],
+        PORPOISE_DATABASE_DSN=fresh_db,
+    )  # fmt: skip
+    code = await save(fresh_db, "held", [shell("t", "true")])
+    await command(fresh_db, code, 5)
+
+    def overload_events() -> int:
+        text = urllib.request.urlopen(f"http://{master.address}/metrics").read().decode()
+        line = next((ln for ln in text.splitlines() if ln.startswith("porpoise_master_overload_events_total")), "x 0")
+        return int(line.split()[-1])
+
+    await eventually(lambda: overload_events() >= 1, 15, "an overload event")
+    assert len(await query(fresh_db, "SELECT 1 FROM command")) == 5
+    assert await query(fresh_db, "SELECT 1 FROM workflow_instance") == []

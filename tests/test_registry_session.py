@@ -116,3 +116,16 @@ async def test_start_fails_cleanly_when_etcd_is_unreachable() -> None:
         raise AssertionError("start() should fail without etcd")
     finally:
         await client.close()
+
+
+async def test_a_saturated_event_loop_does_not_lose_the_lease(etcd: EtcdClient, etcd_root: str) -> None:
+    """A node busy starting hundreds of tasks must not fence itself (DolphinScheduler #8110): the
+    keep-alive runs on its own thread, so 1.5 TTLs of a blocked main loop keep the lease."""
+    session = await Session(etcd, ttl=2, keepalive_interval=0.5).start()
+    key = f"{etcd_root}/busy"
+    await etcd.put(key, "x", lease=session.lease_id)
+    time.sleep(3)  # noqa: ASYNC251 - deliberately block the loop, as a saturated node would
+    await asyncio.sleep(0)  # let queued state changes (if any) apply
+    assert session.state is SessionState.CONNECTED
+    assert await etcd.get(key) is not None
+    await session.close()

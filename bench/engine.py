@@ -1,0 +1,160 @@
+"""Engine benchmarks on a standalone-shaped stack (private etcd + PostgreSQL + 1 master + 1 worker on
+this machine), measured from the database's own timestamps.
+
+- chain latency: a chain of SHELL ``true`` tasks; gap between one task's end and the next one's start.
+- throughput: W workflows of T independent SHELL ``true`` tasks started at once; tasks per second from
+  the first task start to the last task end, and master + worker CPU seconds per task.
+- trigger latency: a command inserted (what the API's start call does) -> its first task started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import psutil
+
+from bench.common import percentile, workdir
+from engine import config as config_mod
+from engine import logs
+from engine.infra.stack import Stack
+from engine.storage.definitions import save_workflow
+from engine.workflows.model import TaskDef, WorkflowDef
+
+SIZES = {
+    "tiny": {"chain": 5, "workflows": 2, "tasks": 10, "triggers": 3},
+    "full": {"chain": 100, "workflows": 50, "tasks": 100, "triggers": 50},
+}
+
+
+async def _save(dsn: str, name: str, tasks: list[TaskDef]) -> int:
+    conn = await asyncpg.connect(dsn)
+    try:
+        code, _ = await save_workflow(conn, WorkflowDef(name=name, project="bench", tasks=tuple(tasks)), release=True)
+        return code
+    finally:
+        await conn.close()
+
+
+async def _start(conn: asyncpg.Connection, code: int, count: int = 1) -> list[int]:
+    rows = await conn.fetch(
+        "INSERT INTO command (command_type, workflow_definition_code) SELECT 0, $1 FROM generate_series(1, $2)"
+        " RETURNING id",
+        code,
+        count,
+    )
+    return [r["id"] for r in rows]
+
+
+async def _wait_done(conn: asyncpg.Connection, command_ids: list[int], timeout: float) -> list[asyncpg.Record]:
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = await conn.fetch(
+            "SELECT id, state FROM workflow_instance WHERE command_id = ANY($1) AND state IN (3, 5, 6, 7)", command_ids
+        )
+        if len(rows) == len(command_ids):
+            return rows
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(rows)}/{len(command_ids)} instances finished after {timeout}s")
+        await asyncio.sleep(0.05)
+
+
+async def _chain(dsn: str, n: int) -> dict[str, float]:
+    tasks = [TaskDef(f"t{i}", "SHELL", {"rawScript": "true"}, upstream=(f"t{i - 1}",) if i else ()) for i in range(n)]
+    code = await _save(dsn, "chain", tasks)
+    conn = await asyncpg.connect(dsn)
+    try:
+        (cid,) = await _start(conn, code)
+        (wi,) = await _wait_done(conn, [cid], 600)
+        rows = await conn.fetch(
+            "SELECT name, start_time, end_time FROM task_instance WHERE workflow_instance_id = $1", wi["id"]
+        )
+    finally:
+        await conn.close()
+    by_name = {r["name"]: r for r in rows}
+    gaps = [
+        (by_name[f"t{i}"]["start_time"] - by_name[f"t{i - 1}"]["end_time"]).total_seconds() * 1000 for i in range(1, n)
+    ]
+    return {
+        "chain_tasks": n,
+        "chain_gap_p50_ms": percentile(gaps, 50),
+        "chain_gap_p99_ms": percentile(gaps, 99),
+        "chain_gap_max_ms": max(gaps),
+    }
+
+
+async def _throughput(dsn: str, workflows: int, tasks: int, procs: list[psutil.Process]) -> dict[str, float]:
+    code = await _save(dsn, "wide", [TaskDef(f"t{i}", "SHELL", {"rawScript": "true"}) for i in range(tasks)])
+    conn = await asyncpg.connect(dsn)
+    try:
+        cpu0 = sum(p.cpu_times().user + p.cpu_times().system for p in procs)
+        cids = await _start(conn, code, workflows)
+        done = await _wait_done(conn, cids, 900)
+        cpu1 = sum(p.cpu_times().user + p.cpu_times().system for p in procs)
+        span = await conn.fetchrow(
+            "SELECT min(start_time) AS first, max(end_time) AS last, count(*) AS n FROM task_instance"
+            " WHERE workflow_instance_id = ANY($1)",
+            [r["id"] for r in done],
+        )
+    finally:
+        await conn.close()
+    seconds = (span["last"] - span["first"]).total_seconds()
+    total = int(span["n"])
+    return {
+        "throughput_tasks": total,
+        "throughput_tasks_per_s": total / seconds,
+        "throughput_cpu_ms_per_task": (cpu1 - cpu0) * 1000 / total,
+        "throughput_all_success": float(all(r["state"] == 7 for r in done)),
+    }
+
+
+async def _trigger(dsn: str, count: int) -> dict[str, float]:
+    code = await _save(dsn, "single", [TaskDef("t", "SHELL", {"rawScript": "true"})])
+    conn = await asyncpg.connect(dsn)
+    lat = []
+    try:
+        for _ in range(count):
+            (cid,) = await conn.fetch(
+                "INSERT INTO command (command_type, workflow_definition_code) VALUES (0, $1)"
+                " RETURNING id, clock_timestamp() AS t",
+                code,
+            )
+            (wi,) = await _wait_done(conn, [cid["id"]], 60)
+            start = await conn.fetchval(
+                "SELECT start_time FROM task_instance WHERE workflow_instance_id = $1", wi["id"]
+            )
+            lat.append((start - cid["t"]).total_seconds() * 1000)
+    finally:
+        await conn.close()
+    return {"trigger_p50_ms": percentile(lat, 50), "trigger_p99_ms": percentile(lat, 99)}
+
+
+def run(size: str = "full") -> dict[str, Any]:
+    params = SIZES[size]
+    cfg = config_mod.load(environ={})
+    with workdir() as base:
+        stack = Stack(Path(base) / "stack", cfg)
+        try:
+            stack.start_infra()
+            master = stack.start_node("master", "master", ["logging.level=warning"])
+            worker = stack.start_node("worker", "worker", ["worker.exec_slots=400", "logging.level=warning"])
+            assert stack.postgres is not None
+            dsn = stack.postgres.dsn
+            procs = [psutil.Process(p.record.pid) for p in (master, worker) if p.record]
+            result: dict[str, Any] = {"benchmark": "engine", "size": size}
+            result |= asyncio.run(_chain(dsn, params["chain"]))
+            result |= asyncio.run(_trigger(dsn, params["triggers"]))
+            result |= asyncio.run(_throughput(dsn, params["workflows"], params["tasks"], procs))
+        finally:
+            stack.stop_all()
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}
+
+
+if __name__ == "__main__":
+    logs.configure("console", "warning")
+    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "full")))
