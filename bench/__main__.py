@@ -9,7 +9,7 @@ import re
 import sys
 from pathlib import Path
 
-from bench.common import machine
+from bench.common import exit_on_sigterm, machine
 from engine import logs
 
 BENCHMARKS = ["registry", "engine"]
@@ -31,6 +31,7 @@ def section(name: str, result: dict[str, object], facts: dict[str, object]) -> s
 
 def main(argv: list[str]) -> int:
     logs.configure("console", "warning")
+    exit_on_sigterm()
     size = argv[0] if argv else "full"
     facts = machine()
     text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"

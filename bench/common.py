@@ -37,6 +37,14 @@ def private_etcd(base: Path) -> Iterator[EtcdServer]:
         server.stop()
 
 
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit so the benchmarks' finally blocks stop what they started."""
+    import signal
+    import sys
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")

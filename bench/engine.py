@@ -19,7 +19,7 @@ from typing import Any
 import asyncpg
 import psutil
 
-from bench.common import percentile, workdir
+from bench.common import exit_on_sigterm, percentile, workdir
 from engine import config as config_mod
 from engine import logs
 from engine.infra.stack import Stack
@@ -157,4 +157,5 @@ def run(size: str = "full") -> dict[str, Any]:
 
 if __name__ == "__main__":
     logs.configure("console", "warning")
+    exit_on_sigterm()
     print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "full")))

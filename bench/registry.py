@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import percentile, private_etcd, workdir
+from bench.common import exit_on_sigterm, percentile, private_etcd, workdir
 from engine import config as config_mod
 from engine import logs
 from engine.infra.ports import free_port
@@ -136,4 +136,5 @@ def run(size: str = "full") -> dict[str, object]:
 
 if __name__ == "__main__":
     logs.configure("console", "warning")
+    exit_on_sigterm()
     print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "full")))

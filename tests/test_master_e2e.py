@@ -238,3 +238,19 @@ async def test_overloaded_master_claims_nothing_and_counts_it(
     await eventually(lambda: overload_events() >= 1, 15, "an overload event")
     assert len(await query(fresh_db, "SELECT 1 FROM command")) == 5
     assert await query(fresh_db, "SELECT 1 FROM workflow_instance") == []
+
+
+async def test_graceful_master_shutdown_leaves_instances_for_failover(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
+    from tests.helpers import wait_sync
+
+    masters, _ = cluster
+    code = await save(fresh_db, "interrupted", [shell("long", "sleep 30")])
+    (cid,) = await command(fresh_db, code)
+    wi = await instance_for(fresh_db, cid, final=False)
+    await eventually(lambda: masters[0].health()[1]["actors"] == 1, 10, "actor running")
+    assert masters[0].proc.record is not None
+    masters[0].proc.record.signal(signal.SIGTERM)
+    await asyncio.to_thread(lambda: wait_sync(lambda: masters[0].proc.exited() is not None, 20, "master exit"))
+    assert masters[0].proc.exited() == 0
+    row = (await query(fresh_db, "SELECT state, host, end_time FROM workflow_instance WHERE id = $1", wi["id"]))[0]
+    assert row["state"] == 1 and row["host"] == masters[0].address and row["end_time"] is None

@@ -413,3 +413,63 @@ async def test_malformed_and_unauthenticated_calls_are_refused_and_change_nothin
     health = worker.health()[1]
     assert health["running"] == 0 and health["pending_reports"] == 0
     assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").rglob("*.log"))
+
+
+async def test_tasks_run_as_the_tenant_os_user(
+    node_factory: Callable[..., NodeProc],
+    etcd_server: EtcdServer,
+    etcd_root: str,
+    workdir: Path,
+    sink: ReportSink,
+    client: RpcClient,
+) -> None:
+    # exec dirs must be reachable by the tenant: use the world-traversable session workdir
+    base = workdir / f"tenant-{uuid.uuid4().hex[:6]}"
+    w = await asyncio.to_thread(_start_worker, node_factory, etcd_server, etcd_root, base)
+    msg = task(
+        "SHELL", {"rawScript": "id -un; touch made-by-tenant; stat -c %U made-by-tenant"}, sink.address, tenant="nobody"
+    )
+    await dispatch(client, w.address, msg)
+    result = await sink.result(msg.task_instance_id)
+    text = await log_text(result["log_path"])
+    assert result["state"] == "SUCCESS", text
+    assert text.count("nobody") >= 2
+    missing = task("SHELL", {"rawScript": "true"}, sink.address, tenant="no-such-user-xyz")
+    await dispatch(client, w.address, missing)
+    result = await sink.result(missing.task_instance_id)
+    assert result["state"] == "FAILURE" and "OS user 'no-such-user-xyz' does not exist" in result["message"]
+
+
+async def test_graceful_shutdown_lets_tasks_finish_then_kills_and_reports(
+    node_factory: Callable[..., NodeProc],
+    etcd_server: EtcdServer,
+    etcd_root: str,
+    tmp_path: Path,
+    sink: ReportSink,
+    client: RpcClient,
+) -> None:
+    def start() -> NodeProc:
+        return node_factory(
+            "worker", etcd_server.endpoint, etcd_root, 3,
+            [f"worker.log_dir={tmp_path / 'logs'}", f"worker.exec_dir={tmp_path / 'exec'}", "worker.shutdown_grace=2"],
+        )  # fmt: skip
+
+    w = await asyncio.to_thread(start)
+    quick = task("SHELL", {"rawScript": "sleep 0.5; echo finished"}, sink.address)
+    slow = task("SHELL", {"rawScript": "sleep 600"}, sink.address)
+    await dispatch(client, w.address, quick)
+    await dispatch(client, w.address, slow)
+    await sink.running(slow.task_instance_id)
+    assert w.proc.record is not None
+    w.proc.record.signal(15)  # SIGTERM
+    code = await asyncio.to_thread(lambda: wait_exit(w))
+    assert code == 0
+    assert (await sink.result(quick.task_instance_id, timeout=1))["state"] == "SUCCESS"  # finished within the grace
+    assert (await sink.result(slow.task_instance_id, timeout=1))["state"] == "KILL"  # killed after it, and reported
+
+
+def wait_exit(node: NodeProc) -> int | None:
+    from tests.helpers import wait_sync
+
+    wait_sync(lambda: node.proc.exited() is not None, 20, "worker exit")
+    return node.proc.exited()

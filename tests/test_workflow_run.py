@@ -327,3 +327,32 @@ def test_property_random_events_never_break_the_tables(
             break
     assert sim.run.finished and sim.run.state.finished
     assert final_state(sim.actions) is sim.run.state
+
+
+@pytest.mark.parametrize(
+    ("flag", "minutes", "strategy", "seconds"),
+    [(1, 2, 1, 120), (1, 2, 2, 120), (1, 2, 0, 0), (0, 2, 1, 0), (1, 0, 1, 0)],
+)
+def test_dispatch_timeout_is_enforced_by_the_worker_for_failed_strategies(
+    flag: int, minutes: int, strategy: int, seconds: int
+) -> None:
+    from engine.master.workflow import dispatch_timeout
+
+    sp = spec({"a": []}, a={"timeout_flag": flag, "timeout": minutes, "timeout_strategy": strategy})
+    assert dispatch_timeout(next(iter(sp.tasks.values()))) == seconds
+
+
+def test_an_event_needing_an_illegal_transition_is_refused_not_applied(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.master import workflow as workflow_mod
+
+    sim = Sim(spec({"a": [], "b": []}))
+    a = sim.attempt("a")
+    sim.finish("a")  # a is SUCCESS, b still runs
+
+    def illegal(run: WorkflowRun, ev: object) -> list[object]:
+        run._task_to(a, TaskState.RUNNING_EXECUTION, "illegal on purpose")
+        return [object()]
+
+    monkeypatch.setitem(workflow_mod._HANDLERS, PauseRequested, illegal)
+    assert sim.run.handle(PauseRequested()) == []
+    assert a.state is TaskState.SUCCESS and sim.run.refused == 1 and not sim.run.finished

@@ -7,9 +7,11 @@ time), so a later ``stop`` stops exactly those processes, and a restart reuses t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
+import subprocess
 import sys
 import time
 import urllib.error
@@ -182,9 +184,11 @@ class Stack:
         for record in sorted(records, key=lambda r: order.get(r.name, 0)):
             if record.stop(timeout):
                 stopped.append(record.name)
-        for proc in self.nodes:
-            if proc.popen is not None:
-                proc.popen.poll()
+        held = [*self.nodes, *(s.proc for s in (self.etcd, self.postgres) if s is not None)]
+        for proc in held:
+            if proc is not None and proc.popen is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.popen.wait(timeout=5)  # reap our own children
         gone = {(r.pid, r.create_time) for r in records}
         self.state["processes"] = [p for p in self.state["processes"] if (p["pid"], p["create_time"]) not in gone]
         self.started = [r for r in self.started if (r.pid, r.create_time) not in gone]

@@ -25,7 +25,6 @@ from engine.master.states import TaskState, WorkflowState
 from engine.master.store import FencedOut, MasterStore, NewAttempt, TaskUpdate, WriteBatch
 from engine.master.wheel import StateWheel
 from engine.master.workflow import (
-    WARNFAILED,
     Action,
     ArmTimer,
     Attempt,
@@ -36,6 +35,7 @@ from engine.master.workflow import (
     RaiseAlert,
     SetWorkflowState,
     WorkflowRun,
+    dispatch_timeout,
 )
 from engine.storage.definitions import WorkflowSpec
 from rpc.messages import TaskDispatch
@@ -275,9 +275,7 @@ class WorkflowActor:
 
     async def _send(self, a: Attempt) -> None:
         t = self.spec.tasks[a.code]
-        timeout = 0
-        if t.timeout_flag and t.timeout > 0 and t.timeout_strategy in (1, WARNFAILED):
-            timeout = t.timeout * 60
+        timeout = dispatch_timeout(t)
         datasources: dict[str, dict[str, Any]] = {}
         if t.task_type == "SQL" and t.params.get("datasource"):
             datasources = await self.store.datasources([t.params["datasource"]])

@@ -21,14 +21,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine import logs
 from engine.master.states import (
     TASK_ACTIVE,
+    InvalidTransition,
     TaskState,
     WorkflowState,
     check_task,
     check_workflow,
 )
-from engine.storage.definitions import WorkflowSpec
+from engine.storage.definitions import TaskSpec, WorkflowSpec
+
+log = logs.get(__name__)
 
 END, CONTINUE = 0, 1
 WARN, FAILED, WARNFAILED = 0, 1, 2
@@ -213,6 +217,8 @@ class WorkflowRun:
         #: bounded story of (time, what, id, old, new, cause)
         self.story: collections.deque[tuple[Any, ...]] = collections.deque(maxlen=story_size)
         self.finished = False
+        #: events refused because they asked for an illegal transition
+        self.refused = 0
         for a in attempts or []:
             self._adopt(a)
 
@@ -271,12 +277,19 @@ class WorkflowRun:
         return actions
 
     def handle(self, event: Event) -> list[Action]:
+        """Actions for one event. An event that would need an illegal transition is refused: the
+        transition is checked before it is applied, logged with the run's story, and dropped."""
         if self.finished:
             return []
         handler = _HANDLERS.get(type(event))
         if handler is None:  # pragma: no cover - programming error
             raise TypeError(f"no handler for {type(event).__name__}")
-        return handler(self, event)
+        try:
+            return handler(self, event)  # type: ignore[no-any-return]
+        except InvalidTransition as exc:
+            log.error("event refused", event_type=type(event).__name__, error=str(exc), story=list(self.story)[-10:])
+            self.refused += 1
+            return []
 
     # -- handlers ---------------------------------------------------------------------------------
 
@@ -472,6 +485,14 @@ class WorkflowRun:
         self._workflow_to(final, "no task left to run")
         self.finished = True
         return [SetWorkflowState(final, finished=True)]
+
+
+def dispatch_timeout(task: TaskSpec) -> int:
+    """Seconds after which the worker kills the task: set when the timeout is on and its strategy
+    includes FAILED (FAILED or WARNFAILED), as DolphinScheduler's worker-side enforcement; else 0."""
+    if task.timeout_flag and task.timeout > 0 and task.timeout_strategy in (FAILED, WARNFAILED):
+        return task.timeout * 60
+    return 0
 
 
 def _merge_pool(inherited: list[dict[str, Any]], produced: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:

@@ -200,57 +200,10 @@ class Executor:
             if d.dry_run:
                 await _write(logfile, "[porpoise] dry run: not executed\n")
                 return self._result(run, "SUCCESS", 0, "dry run")
-            env = {
-                **os.environ,
-                **launch.env,
-                **launch.secret_env,
-                "PORPOISE_TASK_INSTANCE_ID": str(d.task_instance_id),
-            }
-            run.proc = await asyncio.create_subprocess_exec(
-                *launch.argv,
-                cwd=run.exec_dir,
-                env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-            )
-            self.reporter.report(
-                TaskRunning(
-                    task_instance_id=d.task_instance_id,
-                    attempt=d.attempt,
-                    workflow_instance_id=d.workflow_instance_id,
-                    host=self.address,
-                    pid=run.proc.pid,
-                    log_path=str(run.log_path),
-                    execute_path=str(run.exec_dir),
-                    start_time=run.start_ms,
-                ),
-                d.master,
-            )
-            log.info("task started", pid=run.proc.pid, argv0=launch.argv[0])
+            proc = await self._spawn(run, launch, user)
             emitted: dict[str, str] = {}
-            pump = asyncio.create_task(_pump(run.proc, logfile, emitted))
-            try:
-                if d.timeout_seconds > 0:
-                    await asyncio.wait_for(run.proc.wait(), d.timeout_seconds)
-                else:
-                    await run.proc.wait()
-            except TimeoutError:
-                run.timed_out = True
-                await _write(logfile, f"[porpoise] timed out after {d.timeout_seconds}s: killing the task\n")
-                await self._kill_tree(run)
-            # The main process is gone: end stragglers of its group (they would hold the pipe open),
-            # then read the pipe to its end so no output is lost.
-            await self._kill_group(run.proc.pid, signal.SIGKILL)
-            try:
-                await asyncio.wait_for(asyncio.shield(pump), DRAIN_TIMEOUT)
-            except TimeoutError:  # a process that left the group still holds the pipe
-                await _write(logfile, "[porpoise] output still open after the task ended; log cut here\n")
-                pump.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await pump
-            code = run.proc.returncode if run.proc.returncode is not None else -1
+            await self._wait_and_drain(run, proc, logfile, emitted)
+            code = proc.returncode if proc.returncode is not None else -1
             if run.killed:
                 state, message = "KILL", "killed on request"
             elif run.timed_out:
@@ -262,6 +215,67 @@ class Executor:
             return self._result(run, state, code, message, var_pool)
         finally:
             await asyncio.to_thread(logfile.close)
+
+    async def _spawn(self, run: TaskRun, launch: Launch, user: pwd.struct_passwd | None) -> asyncio.subprocess.Process:
+        """Start the task in a new session (its own process group) and report RUNNING."""
+        d = run.dispatch
+        env = {**os.environ, **launch.env, **launch.secret_env, "PORPOISE_TASK_INSTANCE_ID": str(d.task_instance_id)}
+        argv = launch.argv
+        if user is not None:
+            # setpriv execs in place (no extra parent), so the task stays the group leader we kill
+            argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--", *argv]
+            env |= {"HOME": user.pw_dir, "USER": user.pw_name, "LOGNAME": user.pw_name}
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=run.exec_dir,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        run.proc = proc
+        self.reporter.report(
+            TaskRunning(
+                task_instance_id=d.task_instance_id,
+                attempt=d.attempt,
+                workflow_instance_id=d.workflow_instance_id,
+                host=self.address,
+                pid=proc.pid,
+                log_path=str(run.log_path),
+                execute_path=str(run.exec_dir),
+                start_time=run.start_ms,
+            ),
+            d.master,
+        )
+        log.info("task started", pid=proc.pid, argv0=launch.argv[0])
+        return proc
+
+    async def _wait_and_drain(
+        self, run: TaskRun, proc: asyncio.subprocess.Process, logfile: IO[bytes], emitted: dict[str, str]
+    ) -> None:
+        """Wait for the task (enforcing its timeout) while its output streams into the log."""
+        d = run.dispatch
+        pump = asyncio.create_task(_pump(proc, logfile, emitted))
+        try:
+            if d.timeout_seconds > 0:
+                await asyncio.wait_for(proc.wait(), d.timeout_seconds)
+            else:
+                await proc.wait()
+        except TimeoutError:
+            run.timed_out = True
+            await _write(logfile, f"[porpoise] timed out after {d.timeout_seconds}s: killing the task\n")
+            await self._kill_tree(run)
+        # The main process is gone: end stragglers of its group (they would hold the pipe open),
+        # then read the pipe to its end so no output is lost.
+        await self._kill_group(proc.pid, signal.SIGKILL)
+        try:
+            await asyncio.wait_for(asyncio.shield(pump), DRAIN_TIMEOUT)
+        except TimeoutError:  # a process that left the group still holds the pipe
+            await _write(logfile, "[porpoise] output still open after the task ended; log cut here\n")
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
 
     # -- kill -------------------------------------------------------------------------------------
 
