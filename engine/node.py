@@ -46,6 +46,8 @@ class Node:
         self.registry: RegistryNode | None = None
         self._stop = asyncio.Event()
         self._shut = False
+        #: registered and role services started (health answers 200 only then)
+        self._ready = False
         self.exit_code = 0
 
     # -- role hooks -------------------------------------------------------------------------------
@@ -85,7 +87,8 @@ class Node:
             "session": session.state.value if session else "NONE",
             **self.health(),
         }
-        return web.json_response(body, status=200 if session and session.alive else 503)
+        ready = self._ready and session is not None and session.alive
+        return web.json_response({**body, "ready": ready}, status=200 if ready else 503)
 
     async def _start_http(self) -> None:
         host, port, advertise = self.listen()
@@ -126,6 +129,7 @@ class Node:
                 if self.registry is None or self._stop.is_set():
                     break
                 await self.on_registered()
+                self._ready = True
                 log.info("node started", role=self.role, address=self.address)
                 lost = asyncio.ensure_future(self.registry.session.lost.wait())
                 stop = asyncio.ensure_future(self._stop.wait())
@@ -135,6 +139,7 @@ class Node:
                 if self._stop.is_set():
                     break
                 # session LOST: fence ourselves before anything else
+                self._ready = False
                 await self.on_fenced()
                 await self.registry.close(revoke=False)
                 if self.cfg.registry.on_lost == "exit":

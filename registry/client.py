@@ -8,6 +8,8 @@ Stream calls (keep-alive, watch) use etcd3-py's stream responses, which need :mo
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -116,6 +118,8 @@ class EtcdClient:
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.close()
+        if clients:
+            await asyncio.sleep(0)  # let the closed transports run their close callbacks
 
     async def _call(self, what: str, make: Any, timeout: float | None = None) -> Any:
         """Run one unary call with a timeout, trying each endpoint once."""
@@ -228,34 +232,84 @@ class EtcdClient:
 
         Ends (StopAsyncIteration) when the stream ends or stays idle for ``idle_timeout`` seconds;
         the caller re-watches from the last revision it saw. Raises RegistryUnavailable on errors.
+
+        The stream is read with our own incremental JSON splitter rather than etcd3-py's: its
+        ``ModelizedStreamResponse`` builds a fresh parser for every response and drops whatever
+        else arrived in the same read, so two watch responses landing together lose the second
+        (tests/test_registry_client.py shows the loss). Requests still go through etcd3-py.
         """
         client = self._client()
-        kwargs: dict[str, Any] = {
-            "start_revision": start_revision,
-            "timeout": aiohttp.ClientTimeout(total=None, connect=self.request_timeout, sock_read=idle_timeout),
-        }
+        request: dict[str, Any] = {"key": _b64(prefix), "start_revision": start_revision}
         if not key_only:
-            kwargs["prefix"] = True
-        stream = client.watch_create(prefix, **kwargs)
+            request["range_end"] = base64.b64encode(prefix_end(prefix)).decode()
+        timeout = aiohttp.ClientTimeout(total=None, connect=self.request_timeout, sock_read=idle_timeout)
         try:
-            async for resp in stream:
-                events = [
-                    WatchEvent("DELETE" if "DELETE" in str(getattr(ev, "type", "")) else "PUT", _kv(ev.kv))
-                    for ev in (resp.events or [])
-                ]
-                yield WatchBatch(
-                    revision=int(resp.header.revision),
-                    events=events,
-                    compact_revision=int(resp.compact_revision or 0),
-                    canceled=bool(resp.canceled),
-                )
+            async with client.call_rpc(
+                "/watch", data={"create_request": request}, encode=False, raw=True, timeout=timeout
+            ) as resp:
+                if resp.status >= 400:
+                    raise RegistryUnavailable(f"etcd watch refused: HTTP {resp.status}")
+                async for obj in _json_objects(resp.content):
+                    if "error" in obj:
+                        raise RegistryUnavailable(f"etcd watch error: {obj['error']}")
+                    yield _watch_batch(obj.get("result", obj))
         except aiohttp.SocketTimeoutError:
             return
+        except RegistryUnavailable:
+            self._rotate()
+            raise
         except _TRANSPORT_ERRORS as exc:
             self._rotate()
             raise RegistryUnavailable(f"etcd watch failed: {type(exc).__name__}: {exc}") from exc
-        finally:
-            _close_stream(stream)
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+async def _json_objects(content: aiohttp.StreamReader) -> AsyncIterator[dict[str, Any]]:
+    """Consecutive JSON objects from a byte stream, however they are split across reads."""
+    decoder = json.JSONDecoder()
+    buf = ""
+    while True:
+        chunk = await content.readany()
+        if not chunk:
+            return
+        buf += chunk.decode()
+        while True:
+            buf = buf.lstrip()
+            if not buf:
+                break
+            try:
+                obj, end = decoder.raw_decode(buf)
+            except json.JSONDecodeError:
+                break  # incomplete: wait for more bytes
+            buf = buf[end:]
+            yield obj
+
+
+def _watch_batch(result: dict[str, Any]) -> WatchBatch:
+    events = []
+    for ev in result.get("events") or []:
+        kv = ev.get("kv") or {}
+        events.append(
+            WatchEvent(
+                "DELETE" if ev.get("type") == "DELETE" else "PUT",
+                KeyValue(
+                    key=base64.b64decode(kv.get("key", "")).decode(),
+                    value=base64.b64decode(kv.get("value", "")),
+                    create_revision=int(kv.get("create_revision", 0)),
+                    mod_revision=int(kv.get("mod_revision", 0)),
+                    lease=int(kv.get("lease", 0)),
+                ),
+            )
+        )
+    return WatchBatch(
+        revision=int((result.get("header") or {}).get("revision", 0)),
+        events=events,
+        compact_revision=int(result.get("compact_revision", 0)),
+        canceled=bool(result.get("canceled", False)),
+    )
 
 
 def _close_stream(stream: Any) -> None:

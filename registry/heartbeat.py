@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 
 from engine import logs
+from engine.aio import cancel_and_wait
 from registry.errors import RegistryUnavailable
 from registry.session import Session
 
@@ -182,8 +183,14 @@ class Registration:
         self.last: Heartbeat | None = None
 
     async def start(self) -> None:
-        """Write the key once (raises if etcd refuses), then refresh it in the background."""
+        """Write the key once (raises if etcd refuses), then refresh it in the background.
+
+        A key left by an earlier incarnation of this node (its lease not yet expired) is deleted
+        first, as DolphinScheduler does, so observers see it leave and come back (REMOVED, ADDED)
+        instead of a silent rebinding to the new lease.
+        """
         self.session.require_alive()
+        await self.session.client.delete(self.key)
         await self._write()
         self._task = asyncio.create_task(self._refresh_loop(), name=f"heartbeat {self.key}")
         log.info("registered", key=self.key)
@@ -210,10 +217,7 @@ class Registration:
 
     async def stop(self, delete: bool = True) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         if delete and self.session.alive:
             with contextlib.suppress(RegistryUnavailable):
                 await self.session.client.delete(self.key)

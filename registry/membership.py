@@ -9,13 +9,13 @@ Keys that are not well-formed node keys, or whose value is not a heartbeat, are 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from engine import logs
+from engine.aio import cancel_and_wait
 from registry.client import EtcdClient, KeyValue
 from registry.errors import RegistryUnavailable
 from registry.heartbeat import Heartbeat
@@ -80,10 +80,7 @@ class MembershipView:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def resume(self) -> None:
         """Watch again from the last revision seen (after close()); a compacted gap forces a re-read."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from typing import Any, TypeVar
@@ -33,6 +34,7 @@ class RpcClient:
         if self._session is not None:
             await self._session.close()
             self._session = None
+            await asyncio.sleep(0)  # let the closed transports run their close callbacks
 
     async def call(
         self, address: str, msg: Any, reply_cls: type[T] | None = None, timeout: float | None = None

@@ -21,6 +21,7 @@ from typing import Any
 import asyncpg
 
 from engine import logs
+from engine.aio import cancel_and_wait
 from engine.master.states import WorkflowState
 from engine.master.store import MasterStore
 from engine.params import builtins, properties, substitute
@@ -165,10 +166,7 @@ class CommandPoller:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         await self._close_listener()
 
     async def _close_listener(self) -> None:

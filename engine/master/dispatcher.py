@@ -10,13 +10,13 @@ the owning actor (which records DISPATCH and the host).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import time
 from collections.abc import Callable
 from typing import Any
 
 from engine import logs
+from engine.aio import cancel_and_wait
 from engine.master.actor import DispatchRequest
 from engine.master.selectors import SELECTORS, Candidate
 from engine.master.workflow import TaskDispatched
@@ -76,14 +76,9 @@ class Dispatcher:
         self._retry_task = asyncio.create_task(self._retry_loop(), name="dispatcher-retry")
 
     async def close(self) -> None:
-        for task in (self._task, self._retry_task, *self._sends):
-            if task is not None:
-                task.cancel()
-        for task in (self._task, self._retry_task, *self._sends):
-            if task is not None:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        tasks = (self._task, self._retry_task, *self._sends)
         self._task = self._retry_task = None
+        await cancel_and_wait(*tasks)
 
     async def _retry_loop(self) -> None:
         while True:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import time
 from collections.abc import Callable
+
+from engine.aio import cancel_and_wait
 
 
 class Metrics:
@@ -27,10 +28,8 @@ class Metrics:
         self._task = asyncio.create_task(self._probe(interval), name="loop-lag-probe")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
 
     async def _probe(self, interval: float) -> None:
         while True:

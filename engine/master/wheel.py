@@ -17,6 +17,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
+from engine.aio import cancel_and_wait
+
 
 @dataclass
 class _Timer:
@@ -85,10 +87,7 @@ class StateWheel:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _run(self, deliver: Callable[[Any, Any], None]) -> None:
         while True:

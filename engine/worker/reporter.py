@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import logs
+from engine.aio import cancel_and_wait
 from rpc import RpcClient
 from rpc.errors import BadRequest, RpcError
 from rpc.messages import TaskResult, TaskRunning
@@ -62,12 +63,7 @@ class Reporter:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        tasks = [t for t in (task, *self._sends) if t is not None]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel_and_wait(task, *self._sends)
 
     def note_owner(self, workflow_instance_id: int, master: str) -> None:
         """A dispatch names the instance's current owner: newer than anything we knew."""
