@@ -91,6 +91,15 @@ class HostSample:
     def overloaded(self, limits: LoadLimits) -> bool:
         return self.load_average > limits.effective_max_load() or self.available_memory_gb < limits.reserved_memory_gb
 
+    def overload_reason(self, limits: LoadLimits) -> str:
+        """Why this host is over its limits, or "" when it is not."""
+        if not self.overloaded(limits):
+            return ""
+        return (
+            f"overloaded: load {self.load_average:.2f} (max {limits.effective_max_load():.2f}), "
+            f"free memory {self.available_memory_gb:.2f} GB (reserved {limits.reserved_memory_gb} GB)"
+        )
+
 
 _GB = 1024**3
 

@@ -238,15 +238,13 @@ class PostgresServer:
         if self.user is not None and not self.log_path.exists():
             self.log_path.touch()
         record = self.proc.start()
-        record.extra = {"port": self.port, "base_dir": str(self.base_dir)}
+        record.extra = {"port": self.port, "base_dir": str(self.base_dir), "new_cluster": created}
         try:
             self.wait_ready(timeout)
             asyncio.run(self._ensure_database())
         except Exception:
             self.proc.stop(10)
             raise
-        log_created = "created" if created else "reused"
-        record.extra["cluster"] = log_created
         return record
 
     def wait_ready(self, timeout: float) -> None:

@@ -188,12 +188,7 @@ class Master(Node):
         if self.registry is None or self.registry.session.state.value != "CONNECTED":
             return "registry session not connected"
         sample = self.source.last_sample
-        if sample is not None and sample.overloaded(self.limits):
-            return (
-                f"overloaded: load {sample.load_average:.2f} (max {self.limits.effective_max_load():.2f}), "
-                f"free memory {sample.available_memory_gb:.2f} GB (reserved {self.limits.reserved_memory_gb} GB)"
-            )
-        return ""
+        return sample.overload_reason(self.limits) if sample is not None else ""
 
     def _on_claimed(self, created: list[tuple[asyncpg.Record, WorkflowSpec]]) -> None:
         for row, spec in created:

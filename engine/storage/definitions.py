@@ -113,14 +113,7 @@ async def save_workflow(
                 " worker_group, environment_code, fail_retry_times, fail_retry_interval, timeout_flag,"
                 " timeout_notify_strategy, timeout, delay_time"
             )
-            marks = ", ".join(f"${i}" for i in range(1, len(values) + 1))
-            await conn.execute(f"INSERT INTO task_definition_log ({cols}) VALUES ({marks})", *values)
-            updates = ", ".join(f"{c.strip()} = EXCLUDED.{c.strip()}" for c in cols.split(",")[1:])
-            await conn.execute(
-                f"INSERT INTO task_definition ({cols}) VALUES ({marks})"
-                f" ON CONFLICT (code) DO UPDATE SET {updates}, update_time = now()",
-                *values,
-            )
+            await _write_versioned(conn, "task_definition", cols, values)
         relations = []
         for t in wf.tasks:
             if not t.upstream:
@@ -144,15 +137,21 @@ async def save_workflow(
             "code, name, version, description, project_code, release_state, user_id, global_params, timeout,"
             " tenant_code, execution_type"
         )
-        marks = ", ".join(f"${i}" for i in range(1, len(wf_values) + 1))
-        await conn.execute(f"INSERT INTO workflow_definition_log ({wf_cols}) VALUES ({marks})", *wf_values)
-        updates = ", ".join(f"{c.strip()} = EXCLUDED.{c.strip()}" for c in wf_cols.split(",")[1:])
-        await conn.execute(
-            f"INSERT INTO workflow_definition ({wf_cols}) VALUES ({marks})"
-            f" ON CONFLICT (code) DO UPDATE SET {updates}, update_time = now()",
-            *wf_values,
-        )
+        await _write_versioned(conn, "workflow_definition", wf_cols, wf_values)
     return code, version
+
+
+async def _write_versioned(conn: asyncpg.Connection, table: str, cols: str, values: tuple[Any, ...]) -> None:
+    """Append the version to ``<table>_log`` and make it the current row of ``<table>`` (keyed by code,
+    the first column)."""
+    marks = ", ".join(f"${i}" for i in range(1, len(values) + 1))
+    await conn.execute(f"INSERT INTO {table}_log ({cols}) VALUES ({marks})", *values)
+    updates = ", ".join(f"{c.strip()} = EXCLUDED.{c.strip()}" for c in cols.split(",")[1:])
+    await conn.execute(
+        f"INSERT INTO {table} ({cols}) VALUES ({marks})"
+        f" ON CONFLICT (code) DO UPDATE SET {updates}, update_time = now()",
+        *values,
+    )
 
 
 async def set_release(conn: asyncpg.Connection, code: int, online: bool) -> None:

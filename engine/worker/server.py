@@ -79,12 +79,7 @@ class Worker(Node):
 
     def overload_reason(self) -> str:
         sample = self.source.last_sample
-        if sample is not None and sample.overloaded(self.limits):
-            return (
-                f"worker overloaded (load {sample.load_average:.2f} > {self.limits.effective_max_load():.2f} "
-                f"or free memory {sample.available_memory_gb:.2f} GB < {self.limits.reserved_memory_gb} GB)"
-            )
-        return ""
+        return sample.overload_reason(self.limits) if sample is not None else ""
 
     async def on_started(self) -> None:
         self.executor.address = self.address
