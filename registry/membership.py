@@ -102,12 +102,6 @@ class MembershipView:
             key=lambda n: (n.node.group, n.address),
         )
 
-    def get(self, node: NodeId) -> NodeInfo | None:
-        for info in self._nodes.values():
-            if info.node == node:
-                return info
-        return None
-
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None

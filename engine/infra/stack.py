@@ -13,7 +13,6 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -195,8 +194,3 @@ class Stack:
         if self.state_path.exists():
             self._save()
         return stopped
-
-    def wait_stopped(self, timeout: float = 10) -> None:
-        deadline = time.monotonic() + timeout
-        while self.alive() and time.monotonic() < deadline:
-            time.sleep(0.05)

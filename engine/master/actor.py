@@ -21,7 +21,7 @@ import asyncpg
 
 from engine import logs
 from engine.errors import StorageError
-from engine.master.states import TaskState, WorkflowState
+from engine.master.states import WorkflowState
 from engine.master.store import FencedOut, MasterStore, NewAttempt, TaskUpdate, WriteBatch
 from engine.master.wheel import StateWheel
 from engine.master.workflow import (
@@ -301,7 +301,3 @@ class WorkflowActor:
         self._dispatch(
             DispatchRequest((self.info.priority, self.info.id, t.priority, a.id), message, t.worker_group, self)
         )
-
-    def attempt_state(self, task_instance_id: int) -> TaskState | None:
-        a = self.run.by_id.get(task_instance_id)
-        return None if a is None else a.state

@@ -95,14 +95,6 @@ class MasterStore:
             limit,
         )
 
-    async def definition_heads(self, codes: Sequence[int]) -> dict[int, tuple[int, int, str]]:
-        """code -> (current version, release state, name)."""
-        rows = await self.pool.fetch(
-            "SELECT code, version, release_state, name FROM workflow_definition WHERE code = ANY($1)",
-            list(codes),
-        )
-        return {int(r["code"]): (int(r["version"]), int(r["release_state"]), r["name"]) for r in rows}
-
     async def claim(
         self, ids: Sequence[int], build: Any, errors: dict[int, str]
     ) -> tuple[list[tuple[asyncpg.Record, asyncpg.Record]], int]:

@@ -227,9 +227,6 @@ class WorkflowRun:
     def active(self) -> list[Attempt]:
         return [a for a in self.current.values() if a.state in TASK_ACTIVE]
 
-    def blocked(self) -> set[int]:
-        return self.spec.dag.descendants(self.failed)
-
     def _ready(self, code: int) -> bool:
         if code in self.current or code in self.retry_pending or code in self.failed:
             return False

@@ -162,12 +162,6 @@ async def set_release(conn: asyncpg.Connection, code: int, online: bool) -> None
     )
 
 
-async def current_version(conn: asyncpg.Connection, code: int) -> tuple[int, int] | None:
-    """(version, release_state) of the current definition, or None."""
-    row = await conn.fetchrow("SELECT version, release_state FROM workflow_definition WHERE code = $1", code)
-    return None if row is None else (int(row["version"]), int(row["release_state"]))
-
-
 async def load_spec(conn: asyncpg.Connection, code: int, version: int) -> WorkflowSpec:
     """The immutable definition of ``code`` at ``version``; DefinitionError if it does not exist."""
     wf = await conn.fetchrow("SELECT * FROM workflow_definition_log WHERE code = $1 AND version = $2", code, version)

@@ -134,9 +134,6 @@ class Dag:
             raise DefinitionError("tasks", "cycle: " + " -> ".join(str(n) for n in cycle))
         return dag
 
-    def roots(self) -> list[Any]:
-        return [n for n in self.nodes if not self.upstream[n]]
-
     def topological(self) -> list[Any]:
         indeg = {n: len(self.upstream[n]) for n in self.nodes}
         ready = deque(n for n in self.nodes if indeg[n] == 0)
