@@ -116,6 +116,7 @@ class Dag:
     nodes: list[Any]
     upstream: dict[Any, list[Any]] = field(default_factory=dict)
     downstream: dict[Any, list[Any]] = field(default_factory=dict)
+    _order: list[Any] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def build(cls, nodes: Iterable[Any], edges: Iterable[tuple[Any, Any]]) -> Dag:
@@ -135,6 +136,13 @@ class Dag:
         return dag
 
     def topological(self) -> list[Any]:
+        """Nodes in dependency order (Kahn); computed once, the graph never changes after build.
+        The master walks it on every task completion, so it must not be rebuilt each time."""
+        if self._order is None:
+            self._order = self._kahn()
+        return self._order
+
+    def _kahn(self) -> list[Any]:
         indeg = {n: len(self.upstream[n]) for n in self.nodes}
         ready = deque(n for n in self.nodes if indeg[n] == 0)
         order = []
