@@ -37,7 +37,7 @@ from engine.master.workflow import (
 from engine.node import Node
 from engine.storage.definitions import WorkflowSpec
 from engine.storage.schema import apply_schema
-from registry import MASTER, ChangeKind, HeartbeatSource, LoadLimits, NodeChange, NodeId, SlotTracker
+from registry import MASTER, ChangeKind, HeartbeatSource, LoadLimits, NodeChange, NodeId, SessionState, SlotTracker
 from rpc.errors import BadRequest, RpcError
 from rpc.messages import CacheExpire, ReportReply, TaskKill, TaskResult, TaskRunning, WorkflowControl
 
@@ -185,7 +185,7 @@ class Master(Node):
         return (slot.index, slot.count) if slot else (0, 0)
 
     def _may_claim(self) -> str:
-        if self.registry is None or self.registry.session.state.value != "CONNECTED":
+        if self.registry is None or self.registry.session.state is not SessionState.CONNECTED:
             return "registry session not connected"
         sample = self.source.last_sample
         return sample.overload_reason(self.limits) if sample is not None else ""

@@ -316,8 +316,12 @@ class Executor:
             log.info("waiting for running tasks", count=len(runs), grace=grace)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(*(r.done.wait() for r in runs)), grace)
-        for run in list(self.runs.values()):
-            await self.kill(*run.key)
+        await self.kill_all()
+
+    async def kill_all(self) -> None:
+        """Stop accepting and kill every running attempt, all at once (each kill may wait its grace)."""
+        self.accepting = False
+        await asyncio.gather(*(self.kill(*run.key) for run in list(self.runs.values())))
 
 
 def _stamp() -> str:

@@ -88,9 +88,7 @@ class Worker(Node):
     async def on_fenced(self) -> None:
         # Our lease is gone: masters will fail our tasks over. Stop taking work and kill what runs,
         # so no attempt keeps running beside its replacement (invariant 3).
-        self.executor.accepting = False
-        for run in list(self.executor.runs.values()):
-            await self.executor.kill(*run.key)
+        await self.executor.kill_all()
 
     async def on_registered(self) -> None:
         self.executor.accepting = True
