@@ -9,7 +9,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -23,6 +23,7 @@ from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer
 from registry import EtcdClient
 from tests.helpers import NodeProc, node_env
+from tests.worker_harness import ReportSink
 
 logs.configure("console", "warning")
 
@@ -91,6 +92,14 @@ def fresh_db(pg_server: PostgresServer) -> Iterator[str]:
     asyncio.run(run(f'CREATE DATABASE "{name}"'))
     yield pg_server.dsn.rsplit("/", 1)[0] + "/" + name
     asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+async def sink(fresh_db: str) -> AsyncIterator[ReportSink]:
+    """A real report endpoint standing in for the master in worker tests (tests/worker_harness.py)."""
+    s = await ReportSink(fresh_db).start()
+    yield s
+    await s.close()
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ four applications and runs them concurrently on one worker where it can."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -33,13 +33,6 @@ print("GROUPS", sorted(counts.items()))
 print("${setValue(rows=%d)}" % sum(counts.values()))
 spark.stop()
 """
-
-
-@pytest.fixture
-async def sink(fresh_db: str) -> AsyncIterator[ReportSink]:
-    s = await ReportSink(fresh_db).start()
-    yield s
-    await s.close()
 
 
 @pytest.fixture

@@ -20,13 +20,6 @@ from tests.worker_harness import ReportSink, dispatch, log_text, task
 
 
 @pytest.fixture
-async def sink(fresh_db: str) -> AsyncIterator[ReportSink]:
-    s = await ReportSink(fresh_db).start()
-    yield s
-    await s.close()
-
-
-@pytest.fixture
 async def client() -> AsyncIterator[RpcClient]:
     c = RpcClient(TEST_SECRET, timeout=10)
     yield c
