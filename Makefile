@@ -24,7 +24,7 @@ test: install
 
 # Standalone all-in-one: private etcd + PostgreSQL (data kept under $(RUN_DIR)/standalone) + nodes.
 run: install
-	$(BIN)/porpoise standalone --run-dir $(RUN_DIR)/standalone
+	$(BIN)/porpoise standalone --run-dir $(RUN_DIR)/standalone --example
 
 # Separate real processes on loopback; logs and pids under $(RUN_DIR)/cluster.
 cluster: install

@@ -1,9 +1,18 @@
 """The ``porpoise`` command line.
 
-    porpoise standalone [--run-dir DIR]                 all-in-one, foreground (make run)
+    porpoise apply FILE                                 create / update workflows from a YAML file
+    porpoise start NAME [--param k=v ...] [--watch]     start a workflow
+    porpoise list [--workflows] [--state S]             recent instances (or definitions)
+    porpoise status ID | watch ID                       an instance and its tasks (watch: live, to the end)
+    porpoise logs TASK_ID [--follow]                    a task's log
+    porpoise stop | pause | resume ID                   control an instance
+    porpoise cluster                                    live masters and workers
+    porpoise standalone [--run-dir DIR] [--example]     all-in-one, foreground (make run)
     porpoise cluster start --masters N --workers M      detached local cluster (make cluster)
     porpoise cluster stop | status                      (make stop)
     porpoise db init                                    apply schema.sql to the configured database
+
+The API commands find the server and token as engine/client.py describes (``make run`` writes them).
 
 Errors are one line on stderr and a non-zero exit code, never a traceback.
 """
@@ -20,6 +29,8 @@ from pathlib import Path
 from engine import __version__, logs
 from engine import config as config_mod
 from engine.errors import PorpoiseError
+
+REMOTE = {"apply", "start", "list", "status", "watch", "logs", "stop", "pause", "resume"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,9 +50,17 @@ def _parser() -> argparse.ArgumentParser:
 
     sa = sub.add_parser("standalone", parents=[common], help="run etcd + PostgreSQL + master + worker (foreground)")
     sa.add_argument("--run-dir", default=None, help="data, logs and state (default: standalone.run_dir)")
+    sa.add_argument("--example", action="store_true", help="apply and run the example pipeline once started")
 
-    cl = sub.add_parser("cluster", help="local multi-process cluster")
-    cl_sub = cl.add_subparsers(dest="action", required=True)
+    from engine import cli_remote
+
+    cli_remote.add_parsers(sub, common)
+
+    cl = sub.add_parser("cluster", help="live nodes (no action), or a local multi-process cluster")
+    cl.add_argument("--api", help="API URL")
+    cl.add_argument("--token", help="API token")
+    cl.add_argument("--json", action="store_true", help="machine-readable output")
+    cl_sub = cl.add_subparsers(dest="action", required=False)
     for action in ("start", "stop", "status"):
         p = cl_sub.add_parser(action, parents=[common])
         p.add_argument("--run-dir", default=".run/cluster")
@@ -60,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        cfg = config_mod.load(args.config, args.overrides)
+        cfg = config_mod.load(getattr(args, "config", None), getattr(args, "overrides", []))
         logs.configure("console", cfg.logging.level)
         return _dispatch(args, cfg)
     except PorpoiseError as exc:
@@ -74,7 +93,11 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
     if args.command == "standalone":
         from engine import standalone
 
-        return standalone.run(cfg, Path(args.run_dir or cfg.standalone.run_dir))
+        return standalone.run(cfg, Path(args.run_dir or cfg.standalone.run_dir), example=args.example)
+    if args.command in REMOTE or (args.command == "cluster" and args.action is None):
+        from engine import cli_remote
+
+        return cli_remote.run(args)
     if args.command == "cluster":
         from engine import cluster
 

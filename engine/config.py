@@ -125,6 +125,7 @@ class ApiConfig:
     listen_host: str
     listen_port: int = field(metadata=_bounded(0, 65535))
     max_body_bytes: int = field(metadata=_bounded(1024, 1 << 30))
+    token_cache_seconds: float = field(metadata=_bounded(0, 3600))
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ class StandaloneConfig:
     etcd_client_port: int = field(metadata=_bounded(0, 65535))
     etcd_peer_port: int = field(metadata=_bounded(0, 65535))
     postgres_port: int = field(metadata=_bounded(0, 65535))
+    api_port: int = field(metadata=_bounded(0, 65535))
     start_timeout: float = field(metadata=_bounded(1, 3600))
     stop_timeout: float = field(metadata=_bounded(0.1, 3600))
 

@@ -1,16 +1,32 @@
-"""All-in-one launcher (``make run``): private etcd + PostgreSQL + master + worker in one run dir.
+"""All-in-one launcher (``make run``): private etcd + PostgreSQL + master + worker + API in one run dir.
 
 Foreground; Ctrl-C (or SIGTERM) stops the nodes, then PostgreSQL, then etcd. Data stays in the run
 directory, so the next start continues with the same history. A node process that dies is restarted.
+
+On start it makes sure the CLI can talk to the API: an admin API token (kept while it stays valid) is
+written with the API URL to ``<run_dir>/client.json``, where ``porpoise`` looks by default. It also
+creates a ``warehouse`` database in the private PostgreSQL and a ``warehouse`` data source for SQL
+tasks (the example pipeline loads into it). With ``--example`` it then applies and runs the example
+pipeline through the real CLI and API, and keeps serving.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import shlex
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
+import asyncpg
+
 from engine import logs
+from engine.api.tokens import create_token, ensure_user, token_hash, token_user
+from engine.client import CLIENT_FILE, write_client_file
 from engine.config import Config
 from engine.errors import PorpoiseError
 from engine.infra.process import ManagedProcess
@@ -18,10 +34,46 @@ from engine.infra.stack import Stack
 
 log = logs.get(__name__)
 
-NODES = (("master", "master"), ("worker", "worker"))
+NODES = (("master", "master"), ("worker", "worker"), ("api", "api"))
+WAREHOUSE = "warehouse"
+EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "taxi"
 
 
-def run(cfg: Config, run_dir: Path, ready: threading.Event | None = None) -> int:
+def _previous_token(client_path: Path) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        return str(json.loads(client_path.read_text()).get("token", ""))
+    return ""
+
+
+async def _prepare_access(stack: Stack, client_path: Path, api_url: str, token: str) -> None:
+    """Runs before any node starts (asyncio.run in the launcher thread): blocking file I/O is fine here."""
+    assert stack.postgres is not None
+    pg = stack.postgres
+    conn = await asyncpg.connect(pg.dsn, timeout=30)
+    try:
+        if not token or await token_user(conn, token_hash(token)) is None:
+            user_id = await ensure_user(conn)
+            _, token = await create_token(conn, user_id, "standalone")
+        write_client_file(client_path, api_url, token)
+        admin = await asyncpg.connect(pg.admin_dsn(), timeout=30)
+        try:
+            if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", WAREHOUSE):
+                await admin.execute(f'CREATE DATABASE "{WAREHOUSE}"')
+        finally:
+            await admin.close()
+        warehouse_dsn = pg.dsn.rsplit("/", 1)[0] + f"/{WAREHOUSE}"
+        await conn.execute(
+            "INSERT INTO datasource (name, type, connection_params, note) VALUES ($1, 'POSTGRESQL', $2::jsonb, $3)"
+            " ON CONFLICT (name) DO UPDATE SET connection_params = EXCLUDED.connection_params, update_time = now()",
+            WAREHOUSE,
+            json.dumps({"dsn": warehouse_dsn}),
+            "the standalone node's own PostgreSQL, database warehouse",
+        )
+    finally:
+        await conn.close()
+
+
+def run(cfg: Config, run_dir: Path, ready: threading.Event | None = None, example: bool = False) -> int:
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -31,27 +83,42 @@ def run(cfg: Config, run_dir: Path, ready: threading.Event | None = None) -> int
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     stack = Stack(run_dir, cfg)
     code = 0
+    example_proc: subprocess.Popen[bytes] | None = None
     try:
         stack.start_infra()
+        api_port = stack.api_port()
+        api_url = f"http://127.0.0.1:{api_port}"
+        client_path = stack.run_dir / CLIENT_FILE
+        asyncio.run(_prepare_access(stack, client_path, api_url, _previous_token(client_path)))
         procs: dict[str, ManagedProcess] = {}
         for role, name in NODES:
             if stop.is_set():
                 break
-            procs[name] = stack.start_node(role, name)
+            procs[name] = stack.start_node(role, name, port=api_port if role == "api" else None)
         if not stop.is_set():
-            _banner(stack)
+            _banner(stack, api_url, client_path)
             if ready is not None:
                 ready.set()
+            if example:
+                example_proc = _start_example(stack, client_path)
         while not stop.wait(0.5):
+            if example_proc is not None and example_proc.poll() is not None:
+                result = "succeeded" if example_proc.returncode == 0 else f"failed (exit {example_proc.returncode})"
+                print(f"\nThe example pipeline {result}. Porpoise keeps running; try:\n{_try_text(client_path)}",
+                      flush=True)  # fmt: skip
+                example_proc = None
             for role, name in NODES:
                 proc = procs[name]
                 if proc.exited() is not None:
                     log.error("node exited; restarting", name=name, code=proc.exited(), log=str(proc.log_path))
-                    procs[name] = stack.start_node(role, name)
+                    procs[name] = stack.start_node(role, name, port=api_port if role == "api" else None)
     except PorpoiseError as exc:
         log.error("standalone failed", error=str(exc))
         code = 1
     finally:
+        if example_proc is not None and example_proc.poll() is None:
+            example_proc.terminate()
+            example_proc.wait(10)
         stopped = stack.stop_started()
         log.info("stopped", processes=stopped)
         for sig, handler in previous.items():
@@ -59,14 +126,46 @@ def run(cfg: Config, run_dir: Path, ready: threading.Event | None = None) -> int
     return code
 
 
-def _banner(stack: Stack) -> None:
+def _start_example(stack: Stack, client_path: Path) -> subprocess.Popen[bytes]:
+    """apply + start --watch of the example, through the real CLI; output goes to this terminal."""
+    data_root = stack.run_dir / "example-data"
+    cli = [sys.executable, "-m", "engine"]
+    script = (
+        f"{_quote(cli)} apply {EXAMPLE_DIR / 'taxi.yaml'} && "
+        f"{_quote(cli)} start taxi_daily --watch --param data_root={data_root} --param example_dir={EXAMPLE_DIR}"
+    )
+    print(f"\nRunning the example pipeline ({EXAMPLE_DIR / 'README.md'}):\n", flush=True)
+    env = {**stack.node_env(), "PORPOISE_CLIENT_CONFIG": str(client_path)}
+    return subprocess.Popen(["bash", "-c", script], env=env, start_new_session=True)
+
+
+def _quote(argv: list[str]) -> str:
+    return shlex.join(argv)
+
+
+def _try_text(client_path: Path) -> str:
+    return (
+        f"  export PORPOISE_CLIENT_CONFIG={client_path}   # API URL + token (the CLI finds it from the repo root)\n"
+        "  .venv/bin/porpoise list                      # recent runs\n"
+        "  .venv/bin/porpoise status <instance id>      # one run and its tasks\n"
+        "  .venv/bin/porpoise logs <task id>            # a task's log\n"
+        "  .venv/bin/porpoise start taxi_daily --watch --param data_root=/tmp/taxi --param example_dir="
+        f"{EXAMPLE_DIR}\n"
+        "  .venv/bin/porpoise cluster                   # live masters and workers\n"
+        "Press Ctrl-C to stop everything.\n"
+    )
+
+
+def _banner(stack: Stack, api_url: str, client_path: Path) -> None:
     assert stack.etcd is not None and stack.postgres is not None
     print(
         "\nPorpoise standalone is up\n"
+        f"  API         {api_url}   (docs {api_url}/docs, OpenAPI {api_url}/openapi.json)\n"
+        f"  API token   in {client_path}\n"
         f"  etcd        {stack.etcd.endpoint}\n"
         f"  PostgreSQL  127.0.0.1:{stack.postgres.port} (data {stack.postgres.data_dir})\n"
         + "".join(f"  {p.name:<11} pid {p.record.pid if p.record else '?'}, log {p.log_path}\n" for p in stack.nodes)
         + f"  state       {stack.state_path}\n"
-        "Press Ctrl-C to stop everything.\n",
+        + _try_text(client_path),
         flush=True,
     )

@@ -40,13 +40,15 @@ class RpcClient:
         self, address: str, msg: Any, reply_cls: type[T] | None = None, timeout: float | None = None
     ) -> T | dict[str, Any]:
         """Send ``msg`` (a message dataclass) to ``address``; decode the reply into ``reply_cls``."""
-        method = msg.METHOD
-        body = json.dumps(codec.encode(msg), separators=(",", ":")).encode()
-        raw = await self.call_raw(address, method, body, timeout)
+        raw = await self.call_raw(address, msg.METHOD, _body(msg), timeout)
         data = json.loads(raw) if raw else {}
         if reply_cls is None:
             return data  # type: ignore[no-any-return]
         return _decode_reply(reply_cls, data)
+
+    async def fetch(self, address: str, msg: Any, timeout: float | None = None) -> bytes:
+        """Send ``msg``; the raw reply body (for replies that are files rather than JSON)."""
+        return await self.call_raw(address, msg.METHOD, _body(msg), timeout)
 
     async def call_raw(self, address: str, method: str, body: bytes, timeout: float | None = None) -> bytes:
         headers = {"Content-Type": "application/json", auth.HEADER: auth.sign(self.secret, method, body)}
@@ -65,6 +67,10 @@ class RpcClient:
             raise RpcRefused(f"{method} to {address}: {type(exc).__name__}: {exc}") from exc
         except aiohttp.ClientError as exc:
             raise RpcError(f"{method} to {address}: {type(exc).__name__}: {exc}") from exc
+
+
+def _body(msg: Any) -> bytes:
+    return json.dumps(codec.encode(msg), separators=(",", ":")).encode()
 
 
 def _status_error(method: str, address: str, status: int, payload: bytes) -> RpcError:

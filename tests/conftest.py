@@ -10,19 +10,24 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
 
 from engine import config as config_mod
 from engine import logs
+from engine.api.tokens import create_token, ensure_user
+from engine.client import ApiClient, Target
 from engine.config import Config
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer
+from engine.storage.schema import apply_schema
 from registry import EtcdClient
-from tests.helpers import NodeProc, node_env
+from tests.helpers import NodeProc, node_env, wait_sync
 from tests.worker_harness import ReportSink
 
 logs.configure("console", "warning")
@@ -146,3 +151,82 @@ def node_factory(workdir: Path, pg_server: PostgresServer) -> Iterator[Callable[
     yield make
     for node in nodes:
         node.stop()
+
+
+@dataclass
+class ApiCluster:
+    """A running master + worker + API (real processes) on a database of its own, and an API token."""
+
+    dsn: str
+    url: str
+    token: str
+    root: str
+    api: NodeProc
+    master: NodeProc
+    worker: NodeProc
+    work: Path
+
+    def client(self, token: str | None = None) -> ApiClient:
+        return ApiClient(Target(self.url, self.token if token is None else token, "test"))
+
+    def query(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        async def run() -> list[asyncpg.Record]:
+            conn = await asyncpg.connect(self.dsn)
+            try:
+                return await conn.fetch(sql, *args)
+            finally:
+                await conn.close()
+
+        return asyncio.run(run())
+
+
+@pytest.fixture(scope="session")
+def api_cluster(workdir: Path, pg_server: PostgresServer, etcd_server: EtcdServer) -> Iterator[ApiCluster]:
+    """Shared by the API, CLI and example tests (each uses workflow names of its own)."""
+    name = f"api_{uuid.uuid4().hex[:8]}"
+
+    async def prepare() -> tuple[str, str]:
+        admin = await asyncpg.connect(pg_server.admin_dsn())
+        try:
+            await admin.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await admin.close()
+        dsn = pg_server.dsn.rsplit("/", 1)[0] + "/" + name
+        await apply_schema(dsn)
+        conn = await asyncpg.connect(dsn)
+        try:
+            _, token = await create_token(conn, await ensure_user(conn), "tests")
+        finally:
+            await conn.close()
+        return dsn, token
+
+    dsn, token = asyncio.run(prepare())
+    root = f"/api-{uuid.uuid4().hex[:8]}"
+    work = workdir / name
+    nodes: list[NodeProc] = []
+
+    def start(role: str, overrides: list[str]) -> NodeProc:
+        env = node_env(etcd_server.endpoint, root, 3, PORPOISE_DATABASE_DSN=dsn)
+        node = NodeProc(role, env, workdir / "logs", f"{name}-{role}", overrides)
+        nodes.append(node)
+        return node.start()
+
+    try:
+        master = start("master", [])
+        worker = start("worker", [f"worker.log_dir={work / 'logs'}", f"worker.exec_dir={work / 'exec'}"])
+        api = start("api", ["api.token_cache_seconds=0"])
+        wait_sync(lambda: _cluster_seen(api, token), 30, what="api sees the cluster")
+        yield ApiCluster(dsn, f"http://{api.address}", token, root, api, master, worker, work)
+    finally:
+        for node in reversed(nodes):
+            node.stop()
+
+
+def _cluster_seen(api: NodeProc, token: str) -> bool:
+    from engine.client import ApiClientError
+
+    try:
+        data = ApiClient(Target(f"http://{api.address}", token, "test")).get("/api/v1/cluster")
+    except ApiClientError:
+        return False
+    return bool(data["masters"]) and bool(data["workers"])

@@ -15,6 +15,7 @@ from pathlib import Path
 import asyncpg
 import psutil
 
+from engine.client import ApiClient, discover
 from engine.infra.process import ProcessRecord
 from tests.helpers import ROOT, http_json, wait_sync
 
@@ -122,8 +123,12 @@ def test_standalone_runs_stops_on_ctrl_c_and_keeps_data(workdir: Path) -> None:
     proc = _start_standalone(run_dir)
     records = _records(run_dir)
     try:
-        assert sorted(r.name for r in records) == ["etcd", "master", "postgres", "worker"]
+        assert sorted(r.name for r in records) == ["api", "etcd", "master", "postgres", "worker"]
         assert all(r.alive() for r in records)
+        client_file = json.loads((run_dir / "client.json").read_text())
+        api = ApiClient(discover(client_file["api_url"], client_file["token"]))
+        assert [w["group"] for w in api.get("/api/v1/cluster")["workers"]] == ["default"]
+        assert [d["name"] for d in api.get("/api/v1/datasources")["items"]] == ["warehouse"]
 
         async def write() -> None:
             conn = await asyncpg.connect(_dsn(run_dir))
@@ -147,6 +152,9 @@ def test_standalone_runs_stops_on_ctrl_c_and_keeps_data(workdir: Path) -> None:
             return [r["name"] for r in rows]
 
         assert asyncio.run(read()) == ["survives restarts"]
+        again = json.loads((run_dir / "client.json").read_text())
+        assert again == client_file  # same port, same token: the CLI keeps working across restarts
+        assert [p["name"] for p in api.get("/api/v1/projects")["items"]] == ["survives restarts"]
     finally:
         assert _stop_standalone(proc) == 0
     assert _no_process_left(records)

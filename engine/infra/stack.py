@@ -134,9 +134,20 @@ class Stack:
         )
         return env
 
-    def start_node(self, role: str, name: str, overrides: list[str] | None = None) -> ManagedProcess:
-        """Start ``python -m engine.<role>`` on a free port; returns once its /health answers 200."""
-        port = free_port()
+    def api_port(self) -> int:
+        """The standalone API port: configured, else the one used last time when still free, else a free one."""
+        ports = self.state["ports"]
+        taken = {v for k, v in ports.items() if k != "api"}
+        ports["api"] = choose_port("standalone.api_port", self.cfg.standalone.api_port, ports.get("api"), taken)
+        self._save()
+        return int(ports["api"])
+
+    def start_node(
+        self, role: str, name: str, overrides: list[str] | None = None, port: int | None = None
+    ) -> ManagedProcess:
+        """Start ``python -m engine.<role>`` on ``port`` (default: a free one); returns once its /health
+        answers 200."""
+        port = port or free_port()
         argv = [sys.executable, "-m", f"engine.{role}", "--set", f"{role}.listen_port={port}"]
         if role == "worker":
             argv += ["--set", f"worker.log_dir={self.run_dir / 'task-logs'}"]

@@ -24,14 +24,24 @@ from engine import logs
 from engine.aio import cancel_and_wait
 from engine.master.states import WorkflowState
 from engine.master.store import MasterStore
+from engine.master.workflow import Attempt
 from engine.params import builtins, properties, substitute
 from engine.storage.definitions import ONLINE, WorkflowSpec, load_spec
 from engine.workflows.model import DefinitionError
 
 log = logs.get(__name__)
 
-START_PROCESS, SCHEDULER = 0, 6
-SUPPORTED = {START_PROCESS: "START_PROCESS", SCHEDULER: "SCHEDULER"}
+#: a claimed command: the instance row, its definition, and the attempts it takes back (resume)
+Claimed = tuple[asyncpg.Record, WorkflowSpec, list[Attempt]]
+
+START_PROCESS, RECOVER_SUSPENDED_PROCESS, SCHEDULER = 0, 3, 6
+SUPPORTED = {
+    START_PROCESS: "START_PROCESS",
+    RECOVER_SUSPENDED_PROCESS: "RECOVER_SUSPENDED_PROCESS",
+    SCHEDULER: "SCHEDULER",
+}
+#: command types that act on an existing instance (workflow_instance_id set)
+ON_INSTANCE = {RECOVER_SUSPENDED_PROCESS}
 
 
 class DefinitionCache:
@@ -141,7 +151,7 @@ class CommandPoller:
         cache: DefinitionCache,
         slot: Callable[[], tuple[int, int]],
         may_claim: Callable[[], str],
-        on_claimed: Callable[[list[tuple[asyncpg.Record, WorkflowSpec]]], None],
+        on_claimed: Callable[[list[Claimed]], None],
         page: int = 100,
         interval: float = 1.0,
         metrics: Any = None,
@@ -221,7 +231,7 @@ class CommandPoller:
             self.on_claimed(created)
         return len(rows)
 
-    async def claim(self, rows: list[asyncpg.Record]) -> list[tuple[asyncpg.Record, WorkflowSpec]]:
+    async def claim(self, rows: list[asyncpg.Record]) -> list[Claimed]:
         errors: dict[int, str] = {}
         specs: dict[int, WorkflowSpec] = {}
         for cmd in rows:
@@ -238,15 +248,25 @@ class CommandPoller:
             self.metrics.inc("commands_failed", failed)
         for cmd_id, reason in errors.items():
             log.warning("command refused", command_id=cmd_id, reason=reason)
-        return [(row, specs[cmd["id"]]) for cmd, row in created]
+        out = []
+        for cmd, row in created:
+            taken_back = []
+            if cmd["command_type"] in ON_INSTANCE:
+                taken_back = [Attempt.from_row(r) for r in await self.store.current_attempts(row["id"])]
+            out.append((row, specs[cmd["id"]], taken_back))
+        return out
 
     async def _spec_for(self, cmd: asyncpg.Record) -> WorkflowSpec:
         ctype = cmd["command_type"]
         if ctype not in SUPPORTED:
             raise ValueError(f"command type {ctype} is not supported by this master")
-        if cmd["workflow_instance_id"]:
-            raise ValueError("commands on an existing workflow instance are not supported by this master")
+        if (ctype in ON_INSTANCE) != bool(cmd["workflow_instance_id"]):
+            need = "needs" if ctype in ON_INSTANCE else "must not name"
+            raise ValueError(f"command type {SUPPORTED[ctype]} {need} a workflow instance")
         code = cmd["workflow_definition_code"]
+        if ctype in ON_INSTANCE:
+            # the instance keeps the definition version it was created with
+            return await self.cache.spec(code, cmd["workflow_definition_version"])
         head = await self.cache.head(code)
         if head is None:
             raise ValueError(f"workflow definition {code} does not exist")

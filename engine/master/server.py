@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 from typing import Any
 
 import asyncpg
 from aiohttp import web
 
 from engine import logs
-from engine.errors import SchemaError, StorageError
 from engine.master.actor import DispatchRequest, InstanceInfo, WorkflowActor
-from engine.master.commands import CommandPoller, DefinitionCache
+from engine.master.commands import Claimed, CommandPoller, DefinitionCache
 from engine.master.dispatcher import Dispatcher
 from engine.master.metrics import Metrics
 from engine.master.states import TaskState, WorkflowState
@@ -36,7 +34,7 @@ from engine.master.workflow import (
 )
 from engine.node import Node
 from engine.storage.definitions import WorkflowSpec
-from engine.storage.schema import apply_schema
+from engine.storage.pool import connect_pool
 from registry import MASTER, ChangeKind, HeartbeatSource, LoadLimits, NodeChange, NodeId, SessionState, SlotTracker
 from rpc.errors import BadRequest, RpcError
 from rpc.messages import CacheExpire, ReportReply, TaskKill, TaskResult, TaskRunning, WorkflowControl
@@ -90,33 +88,9 @@ class Master(Node):
     def heartbeat_source(self) -> HeartbeatSource:
         return self.source
 
-    async def _connect_database(self) -> asyncpg.Pool:
-        """Apply the schema and open the pool, retrying with backoff while the database is down."""
-        db = self.cfg.database
-        delay = 0.2
-        while True:
-            try:
-                await apply_schema(db.url(), db.connect_timeout)
-                return await asyncpg.create_pool(
-                    db.url(),
-                    min_size=db.pool_min,
-                    max_size=db.pool_max,
-                    timeout=db.connect_timeout,
-                    command_timeout=db.command_timeout,
-                )
-            except (StorageError, OSError, asyncpg.PostgresError) as exc:
-                if isinstance(exc, SchemaError):
-                    raise
-                log.warning("database unavailable; retrying", error=str(exc), retry_in=delay)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), delay)
-                if self._stop.is_set():
-                    raise StorageError("stopped before the database became available") from exc
-                delay = min(delay * 2, 5.0)
-
     async def on_started(self) -> None:
         dsn = self.cfg.database.url()
-        self.pool = await self._connect_database()
+        self.pool = await connect_pool(self.cfg.database, self._stop)
         self.store = MasterStore(self.pool, self.address)
         self.cache = DefinitionCache(self.pool)
         self.poller = CommandPoller(
@@ -190,9 +164,9 @@ class Master(Node):
         sample = self.source.last_sample
         return sample.overload_reason(self.limits) if sample is not None else ""
 
-    def _on_claimed(self, created: list[tuple[asyncpg.Record, WorkflowSpec]]) -> None:
-        for row, spec in created:
-            self.start_actor(InstanceInfo.from_row(row), spec, WorkflowState(row["state"]), [])
+    def _on_claimed(self, created: list[Claimed]) -> None:
+        for row, spec, attempts in created:
+            self.start_actor(InstanceInfo.from_row(row), spec, WorkflowState(row["state"]), attempts)
 
     def start_actor(
         self, info: InstanceInfo, spec: WorkflowSpec, state: WorkflowState, attempts: list[Attempt]

@@ -77,6 +77,16 @@ class WriteBatch:
         )
 
 
+# RECOVER_SUSPENDED_PROCESS: take a paused / stopped instance back with a fresh epoch; its KILL
+# attempts are re-run by the actor (DolphinScheduler re-inits the KILL tasks). The instance records
+# the command that last (re)started it.
+_RESUME = (
+    "UPDATE workflow_instance SET host = $2, epoch = nextval('workflow_epoch_seq'), state = 1, end_time = NULL,"
+    " restart_time = now(), run_times = run_times + 1, command_id = $3, command_type = 3,"
+    " history_cmd = concat_ws(',', history_cmd, 'RECOVER_SUSPENDED_PROCESS'), update_time = now()"
+    " WHERE id = $1 AND state IN (3, 5) RETURNING *"
+)
+
 _TASK_FIELDS = {"host", "pid", "log_path", "execute_path", "start_time", "end_time", "exit_code", "var_pool"}
 
 
@@ -112,6 +122,12 @@ class MasterStore:
             for cmd in commands:
                 reason = errors.get(cmd["id"])
                 values: dict[str, Any] | None = None
+                if reason is None and cmd["workflow_instance_id"]:
+                    row = await conn.fetchrow(_RESUME, cmd["workflow_instance_id"], self.me, cmd["id"])
+                    if row is not None:
+                        created.append((cmd, row))
+                        continue
+                    reason = f"workflow instance {cmd['workflow_instance_id']} is not paused or stopped (any more)"
                 if reason is None:
                     try:
                         values = build(cmd)
@@ -222,6 +238,14 @@ class MasterStore:
             return ids
 
     # -- reads ------------------------------------------------------------------------------------
+
+    async def current_attempts(self, instance_id: int) -> list[asyncpg.Record]:
+        """The current attempt (flag = 1) of every task an instance has started."""
+        return await self.pool.fetch(
+            "SELECT id, task_code, attempt, retry_times, state, host, var_pool, start_time, end_time"
+            " FROM task_instance WHERE workflow_instance_id = $1 AND flag = 1",
+            instance_id,
+        )
 
     async def owner(self, instance_id: int) -> asyncpg.Record | None:
         return await self.pool.fetchrow("SELECT host, epoch, state FROM workflow_instance WHERE id = $1", instance_id)

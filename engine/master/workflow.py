@@ -17,6 +17,7 @@ STOP after a stop, PAUSE after a pause with work left, else SUCCESS.
 from __future__ import annotations
 
 import collections
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,32 @@ class Attempt:
     var_in: list[dict[str, Any]] = field(default_factory=list)
     start_time: int = 0
     end_time: int = 0
+
+    @classmethod
+    def from_row(cls, row: Any) -> Attempt:
+        """A persisted attempt (task_instance row) taken back by a resumed or failed-over instance."""
+        pool = row["var_pool"]
+        pool = json.loads(pool) if isinstance(pool, str) else list(pool or [])
+        return cls(
+            code=int(row["task_code"]),
+            attempt=int(row["attempt"]),
+            retry_times=int(row["retry_times"]),
+            state=TaskState(row["state"]),
+            id=int(row["id"]),
+            host=row["host"] or "",
+            var_pool=pool,
+            var_in=pool,
+            start_time=_ms(row["start_time"]),
+            end_time=_ms(row["end_time"]),
+        )
+
+
+def _ms(when: Any) -> int:
+    return int(when.timestamp() * 1000) if when is not None else 0
+
+
+#: attempts a resumed instance runs again (DolphinScheduler re-inits the KILL tasks on recover-suspended)
+RERUN_ON_RESUME = frozenset({TaskState.KILL, TaskState.PAUSE, TaskState.STOP})
 
 
 # -- events ----------------------------------------------------------------------------------------
@@ -228,7 +255,8 @@ class WorkflowRun:
         return [a for a in self.current.values() if a.state in TASK_ACTIVE]
 
     def _ready(self, code: int) -> bool:
-        if code in self.current or code in self.retry_pending or code in self.failed:
+        cur = self.current.get(code)
+        if (cur is not None and cur.state not in RERUN_ON_RESUME) or code in self.retry_pending or code in self.failed:
             return False
         return all(up in self.current and self.current[up].state.succeeded for up in self.spec.dag.upstream[code])
 
@@ -247,6 +275,8 @@ class WorkflowRun:
             self.by_id[a.id] = a
         if a.state.succeeded and a.code not in self.succeeded_order:
             self.succeeded_order.append(a.code)
+        if a.state is TaskState.FAILURE:
+            self.failed.add(a.code)  # taken back failed: it stays failed (no retry on resume)
 
     def _task_to(self, a: Attempt, new: TaskState, cause: str) -> None:
         check_task(a.id or (a.code, a.attempt), a.state, new, cause)
@@ -436,7 +466,8 @@ class WorkflowRun:
         if prev is None:
             a = Attempt(code=code, attempt=1, retry_times=0)
         else:
-            retry = prev.retry_times + (0 if prev.state is TaskState.NEED_FAULT_TOLERANCE else 1)
+            rerun = prev.state is TaskState.NEED_FAULT_TOLERANCE or prev.state in RERUN_ON_RESUME
+            retry = prev.retry_times + (0 if rerun else 1)
             a = Attempt(code=code, attempt=prev.attempt + 1, retry_times=retry, var_in=prev.var_in)
         if prev is None:
             a.var_in = self._var_in(code)

@@ -18,6 +18,8 @@ from engine.workflows.model import Dag, DefinitionError, WorkflowDef
 
 ONLINE, OFFLINE = 1, 0
 
+_LATEST = "SELECT max(version) FROM workflow_definition_log WHERE code = $1"
+
 
 @dataclass(frozen=True)
 class TaskSpec:
@@ -87,7 +89,9 @@ async def save_workflow(
             code, version, state = await next_code(conn), 1, ONLINE if release else OFFLINE
             names: dict[str, int] = {}
         else:
-            code, version = int(row["code"]), int(row["version"]) + 1
+            code, current = int(row["code"]), int(row["version"])
+            # after a switch to an older version the newest log version is not the current one
+            version = int(await conn.fetchval(_LATEST, code)) + 1
             state = ONLINE if release else int(row["release_state"])
             names = {
                 r["name"]: int(r["code"])
@@ -96,7 +100,7 @@ async def save_workflow(
                     " ON r.post_task_code = t.code AND r.post_task_version = t.version"
                     " WHERE r.workflow_definition_code = $1 AND r.workflow_definition_version = $2",
                     code,
-                    version - 1,
+                    current,
                 )
             }
         codes = {}
@@ -152,6 +156,69 @@ async def _write_versioned(conn: asyncpg.Connection, table: str, cols: str, valu
         f" ON CONFLICT (code) DO UPDATE SET {updates}, update_time = now()",
         *values,
     )
+
+
+async def switch_version(conn: asyncpg.Connection, code: int, version: int) -> None:
+    """Make logged ``version`` the current version of workflow ``code`` (DolphinScheduler's "switch
+    version"); the next save creates max(version) + 1. DefinitionError if that version does not exist."""
+    async with conn.transaction():
+        exists = await conn.fetchval(
+            "SELECT 1 FROM workflow_definition_log WHERE code = $1 AND version = $2", code, version
+        )
+        if not exists:
+            raise DefinitionError("version", f"workflow {code} has no version {version}")
+        await conn.execute(
+            "UPDATE workflow_definition d SET name = l.name, version = l.version, description = l.description,"
+            " global_params = l.global_params, timeout = l.timeout, tenant_code = l.tenant_code,"
+            " execution_type = l.execution_type, update_time = now()"
+            " FROM workflow_definition_log l WHERE d.code = $1 AND l.code = $1 AND l.version = $2",
+            code,
+            version,
+        )
+        await conn.execute("DELETE FROM workflow_task_relation WHERE workflow_definition_code = $1", code)
+        await conn.execute(
+            "INSERT INTO workflow_task_relation (project_code, workflow_definition_code, workflow_definition_version,"
+            " pre_task_code, pre_task_version, post_task_code, post_task_version)"
+            " SELECT project_code, workflow_definition_code, workflow_definition_version, pre_task_code,"
+            " pre_task_version, post_task_code, post_task_version FROM workflow_task_relation_log"
+            " WHERE workflow_definition_code = $1 AND workflow_definition_version = $2",
+            code,
+            version,
+        )
+        cols = (
+            "name, version, description, project_code, user_id, task_type, task_params, task_priority, worker_group,"
+            " environment_code, fail_retry_times, fail_retry_interval, timeout_flag, timeout_notify_strategy,"
+            " timeout, delay_time"
+        )
+        names = [c.strip() for c in cols.split(",")]
+        updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in names)
+        await conn.execute(
+            f"INSERT INTO task_definition (code, {cols}) SELECT t.code, {', '.join('t.' + c for c in names)}"
+            " FROM task_definition_log t JOIN workflow_task_relation_log r ON r.post_task_code = t.code"
+            " AND r.post_task_version = t.version WHERE r.workflow_definition_code = $1"
+            f" AND r.workflow_definition_version = $2 ON CONFLICT (code) DO UPDATE SET {updates}, update_time = now()",
+            code,
+            version,
+        )
+
+
+async def delete_workflow(conn: asyncpg.Connection, code: int) -> None:
+    """Delete a workflow definition with its tasks, relations and version logs. The caller checks that
+    it is offline and nothing runs it; instances keep their rows (history) but lose the definition."""
+    async with conn.transaction():
+        task_codes = [
+            int(r["post_task_code"])
+            for r in await conn.fetch(
+                "SELECT DISTINCT post_task_code FROM workflow_task_relation_log WHERE workflow_definition_code = $1",
+                code,
+            )
+        ]
+        await conn.execute("DELETE FROM workflow_task_relation WHERE workflow_definition_code = $1", code)
+        await conn.execute("DELETE FROM workflow_task_relation_log WHERE workflow_definition_code = $1", code)
+        await conn.execute("DELETE FROM task_definition WHERE code = ANY($1)", task_codes)
+        await conn.execute("DELETE FROM task_definition_log WHERE code = ANY($1)", task_codes)
+        await conn.execute("DELETE FROM workflow_definition WHERE code = $1", code)
+        await conn.execute("DELETE FROM workflow_definition_log WHERE code = $1", code)
 
 
 async def set_release(conn: asyncpg.Connection, code: int, online: bool) -> None:

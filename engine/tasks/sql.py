@@ -3,6 +3,11 @@
 The worker runs ``python -m engine.tasks.sql_runner`` in the task's process group (so kill and timeout
 work like any task). The connection string reaches it through the environment, never the log. A query's
 rows are written to the log (at most ``maxRows``) and its columns can be exported as OUT params.
+
+Besides DolphinScheduler's parameters (datasource, sql, sqlType, preStatements, postStatements, maxRows)
+``loadFiles`` bulk-loads CSV files from the worker's disk with COPY ... FROM STDIN after the pre-statements
+and before ``sql``, in the same transaction: ``[{file: <path or glob>, table: <name>, columns: [...],
+header: true}]`` (a glob matching nothing fails the task).
 """
 
 from __future__ import annotations
@@ -44,6 +49,17 @@ class SqlTask(TaskPlugin):
             stmts = optional(params, name, list, [])
             if not all(isinstance(s, str) for s in stmts):
                 raise ParamError(name, "must be a list of SQL strings")
+        for i, load in enumerate(optional(params, "loadFiles", list, [])):
+            where = f"loadFiles[{i}]"
+            if not isinstance(load, dict) or not isinstance(load.get("file"), str) or not load["file"].strip():
+                raise ParamError(where, "needs file (a path or glob of CSV files on the worker)")
+            if not isinstance(load.get("table"), str) or not load["table"].strip():
+                raise ParamError(f"{where}.table", "is required")
+            columns = load.get("columns", [])
+            if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+                raise ParamError(f"{where}.columns", "must be a list of column names")
+            if not isinstance(load.get("header", True), bool):
+                raise ParamError(f"{where}.header", "must be true or false")
 
     def launch(self, ctx: TaskContext) -> Launch:
         p = ctx.task_params
@@ -55,6 +71,15 @@ class SqlTask(TaskPlugin):
             "pre": [ctx.render(s) for s in p.get("preStatements", [])],
             "sql": ctx.render(p["sql"]),
             "post": [ctx.render(s) for s in p.get("postStatements", [])],
+            "load": [
+                {
+                    "file": ctx.render(x["file"]),
+                    "table": x["table"],
+                    "columns": x.get("columns") or None,
+                    "header": x.get("header", True),
+                }
+                for x in p.get("loadFiles", [])
+            ],
             "query": p.get("sqlType", "query") == "query",
             "max_rows": p.get("maxRows", 1000),
             "out": [lp.prop for lp in self.local_params(p) if lp.direct == "OUT"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import glob
 import json
 import os
 import sys
@@ -14,6 +15,17 @@ def _cell(value: object) -> str:
     return "" if value is None else str(value)
 
 
+async def _load(conn: asyncpg.Connection, load: dict) -> None:
+    files = sorted(glob.glob(load["file"]))
+    if not files:
+        raise FileNotFoundError(f"loadFiles: no file matches {load['file']}")
+    for path in files:
+        status = await conn.copy_to_table(
+            load["table"], source=path, columns=load["columns"], format="csv", header=load["header"]
+        )
+        print(f"load: {path} -> {load['table']}: {status}", flush=True)
+
+
 async def run(job: dict) -> int:
     conn = await asyncpg.connect(os.environ["PORPOISE_SQL_DSN"], timeout=30)
     try:
@@ -21,6 +33,8 @@ async def run(job: dict) -> int:
             for stmt in job["pre"]:
                 print(f"pre: {stmt}", flush=True)
                 await conn.execute(stmt)
+            for load in job.get("load", []):
+                await _load(conn, load)
             if job["query"]:
                 rows = await conn.fetch(job["sql"])
                 columns = list(rows[0].keys()) if rows else []

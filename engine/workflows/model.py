@@ -7,12 +7,13 @@ checked graph the master drives.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.params import properties
+from engine.params import builtins, properties, substitute
 from engine.tasks import registry
 from engine.tasks.base import ParamError
 
@@ -70,7 +71,9 @@ class WorkflowDef:
         if not self.tasks:
             raise DefinitionError("tasks", "a workflow needs at least one task")
         try:
-            properties(self.global_params)
+            now = dt.datetime.now(dt.UTC)
+            for p in properties(self.global_params):
+                substitute(p.value, builtins(now), now)  # a bad $[...] expression fails here, not at run time
         except ValueError as exc:
             raise DefinitionError("global_params", str(exc)) from exc
         if self.timeout < 0:

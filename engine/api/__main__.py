@@ -1,0 +1,7 @@
+"""python -m engine.api"""
+
+import sys
+
+from engine.api.server import main
+
+sys.exit(main())

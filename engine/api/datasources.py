@@ -1,0 +1,80 @@
+"""Data sources SQL tasks name (PostgreSQL). Passwords are stored, never returned."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine.api.routing import PAGE, Call, Route, not_found, page
+
+_SECRET_KEYS = ("password", "dsn")
+_PARAMS = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "host": {"type": "string"},
+        "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+        "database": {"type": "string"},
+        "user": {"type": "string"},
+        "password": {"type": "string"},
+        "dsn": {"type": "string", "description": "a full postgresql:// URL instead of the fields"},
+    },
+}
+_PUT = {
+    "type": "object",
+    "required": ["params"],
+    "additionalProperties": False,
+    "properties": {"type": {"enum": ["POSTGRESQL"]}, "params": _PARAMS, "note": {"type": "string"}},
+}
+_SOURCE = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "type": {"type": "string"}, "params": {"type": "object"}},
+}
+
+
+def _public(row: Any) -> dict[str, Any]:
+    params = row["connection_params"]
+    params = json.loads(params) if isinstance(params, str) else dict(params)
+    shown = {k: ("***" if k in _SECRET_KEYS else v) for k, v in params.items()}
+    return {"name": row["name"], "type": row["type"], "params": shown, "note": row["note"]}
+
+
+async def list_sources(api: Any, call: Call) -> dict[str, Any]:
+    total = await api.db.fetchval("SELECT count(*) FROM datasource")
+    rows = await api.db.fetch(
+        "SELECT name, type, connection_params, note FROM datasource ORDER BY name LIMIT $1 OFFSET $2",
+        call.query["size"],
+        call.offset,
+    )
+    return page([_public(r) for r in rows], total, call)
+
+
+async def put_source(api: Any, call: Call) -> dict[str, Any]:
+    row = await api.db.fetchrow(
+        "INSERT INTO datasource (name, type, connection_params, note, user_id) VALUES ($1, $2, $3::jsonb, $4, $5)"
+        " ON CONFLICT (name) DO UPDATE SET type = EXCLUDED.type, connection_params = EXCLUDED.connection_params,"
+        " note = EXCLUDED.note, update_time = now() RETURNING name, type, connection_params, note",
+        call.path["name"],
+        call.body.get("type", "POSTGRESQL"),
+        json.dumps(call.body["params"]),
+        call.body.get("note"),
+        call.user_id,
+    )
+    return _public(row)
+
+
+async def delete_source(api: Any, call: Call) -> dict[str, Any]:
+    deleted = await api.db.fetchval("DELETE FROM datasource WHERE name = $1 RETURNING name", call.path["name"])
+    if deleted is None:
+        raise not_found(f"data source {call.path['name']!r}")
+    return {"deleted": deleted}
+
+
+ROUTES = [
+    Route("GET", "/api/v1/datasources", list_sources, "Data sources (secrets masked)", "datasources",
+          query=PAGE, response=_SOURCE),
+    Route("PUT", "/api/v1/datasources/{name}", put_source, "Create or replace a data source", "datasources",
+          body=_PUT, response=_SOURCE),
+    Route("DELETE", "/api/v1/datasources/{name}", delete_source, "Delete a data source", "datasources",
+          response={"type": "object", "properties": {"deleted": {"type": "string"}}}),
+]  # fmt: skip

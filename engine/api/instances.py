@@ -1,0 +1,183 @@
+"""Workflow instances: list and filter, detail with task instances and timings, stop / pause (sent to
+the owning master) and resume (a RECOVER_SUSPENDED_PROCESS command, as DolphinScheduler)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import func, select
+
+from engine.api import rows
+from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
+from engine.master.states import WorkflowState
+from engine.storage import sql
+from engine.storage import tables as t
+from rpc.errors import RpcError
+from rpc.messages import WorkflowControl
+
+RECOVER_SUSPENDED_PROCESS = 3
+
+wi = t.workflow_instance
+ti = t.task_instance
+_STATES = tuple(s.name for s in WorkflowState)
+_INSTANCE = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "name": {"type": "string"},
+        "workflow_code": {"type": "integer"},
+        "state": {"enum": list(_STATES)},
+        "finished": {"type": "boolean"},
+        "host": {"type": ["string", "null"]},
+        "start_time": {"type": ["string", "null"], "format": "date-time"},
+        "end_time": {"type": ["string", "null"], "format": "date-time"},
+        "duration_ms": {"type": ["integer", "null"]},
+    },
+}
+_DETAIL = {
+    "type": "object",
+    "properties": {
+        **_INSTANCE["properties"],
+        "tasks_total": {"type": "integer", "description": "tasks in the definition version"},
+        "tasks": {"type": "array", "items": {"$ref": "#/components/schemas/TaskInstance"}},
+    },
+}
+_CONTROL = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "action": {"enum": ["stop", "pause", "resume"]},
+        "accepted": {"type": "boolean"},
+        "command_id": {"type": ["integer", "null"]},
+    },
+}
+
+
+async def list_instances(api: Any, call: Call) -> dict[str, Any]:
+    q = call.query
+    where = []
+    if q["state"]:
+        names = [s.strip().upper() for s in q["state"].split(",") if s.strip()]
+        unknown = [n for n in names if n not in _STATES]
+        if unknown:
+            raise ApiError(400, f"unknown state {unknown[0]!r} (known: {', '.join(_STATES)})", "query.state")
+        where.append(wi.c.state.in_([int(WorkflowState[n]) for n in names]))
+    if q["workflow"]:
+        where.append(wi.c.workflow_definition_code == q["workflow"])
+    if q["project"]:
+        where.append(
+            wi.c.project_code == select(t.project.c.code).where(t.project.c.name == q["project"]).scalar_subquery()
+        )
+    if q["since"]:
+        where.append(wi.c.start_time >= q["since"])
+    if q["until"]:
+        where.append(wi.c.start_time < q["until"])
+    if q["host"]:
+        where.append(wi.c.host == q["host"])
+    total = await sql.fetchval(api.db, select(func.count()).select_from(wi).where(*where))
+    found = await sql.fetch(
+        api.db, select(wi).where(*where).order_by(wi.c.id.desc()).limit(q["size"]).offset(call.offset)
+    )
+    return page([rows.instance(r) for r in found], total, call)
+
+
+async def _instance(api: Any, instance_id: int) -> Any:
+    return await one(api.db, select(wi).where(wi.c.id == instance_id), f"workflow instance {instance_id}")
+
+
+async def get_instance(api: Any, call: Call) -> dict[str, Any]:
+    row = await _instance(api, call.path_int("id"))
+    where = [ti.c.workflow_instance_id == row["id"]]
+    if not call.query["all_attempts"]:
+        where.append(ti.c.flag == 1)
+    tasks = await sql.fetch(api.db, select(ti).where(*where).order_by(ti.c.submit_time, ti.c.id))
+    total = await api.db.fetchval(
+        "SELECT count(*) FROM workflow_task_relation_log WHERE workflow_definition_code = $1"
+        " AND workflow_definition_version = $2",
+        row["workflow_definition_code"],
+        row["workflow_definition_version"],
+    )
+    return {**rows.instance_detail(row), "tasks_total": total, "tasks": [rows.task(r) for r in tasks]}
+
+
+async def _control(api: Any, call: Call, action: str, allowed: set[WorkflowState]) -> dict[str, Any]:
+    row = await _instance(api, call.path_int("id"))
+    state = WorkflowState(row["state"])
+    if state not in allowed:
+        names = " or ".join(sorted(s.name for s in allowed))
+        raise ApiError(409, f"cannot {action} workflow instance {row['id']} in state {state.name} (needs {names})")
+    try:
+        reply = await api.rpc.call(row["host"], WorkflowControl(row["id"], action), timeout=5.0)
+    except RpcError as exc:
+        raise ApiError(
+            503, f"the owning master {row['host']} did not answer ({exc}); it may be failing over, retry shortly"
+        ) from exc
+    if not reply.get("accepted"):
+        raise ApiError(
+            409, f"master {row['host']} did not accept {action}: {reply.get('reason') or 'state changed meanwhile'}"
+        )
+    return {"id": row["id"], "action": action, "accepted": True, "command_id": None}
+
+
+async def stop(api: Any, call: Call) -> dict[str, Any]:
+    return await _control(api, call, "stop", {WorkflowState.RUNNING_EXECUTION, WorkflowState.READY_PAUSE})
+
+
+async def pause(api: Any, call: Call) -> dict[str, Any]:
+    return await _control(api, call, "pause", {WorkflowState.RUNNING_EXECUTION})
+
+
+async def resume(api: Any, call: Call) -> dict[str, Any]:
+    """Queue RECOVER_SUSPENDED_PROCESS for a paused or stopped instance (once: a second resume while
+    the first is queued is refused)."""
+    instance_id = call.path_int("id")
+    async with api.db.acquire() as conn, conn.transaction():
+        row = await conn.fetchrow(
+            "SELECT id, state, workflow_definition_code, workflow_definition_version, workflow_instance_priority,"
+            " worker_group, failure_strategy FROM workflow_instance WHERE id = $1 FOR UPDATE",
+            instance_id,
+        )
+        if row is None:
+            raise not_found(f"workflow instance {instance_id}")
+        state = WorkflowState(row["state"])
+        if state not in (WorkflowState.PAUSE, WorkflowState.STOP):
+            raise ApiError(
+                409, f"cannot resume workflow instance {instance_id} in state {state.name} (needs PAUSE or STOP)"
+            )
+        if await conn.fetchval("SELECT 1 FROM command WHERE workflow_instance_id = $1", instance_id):
+            raise ApiError(409, f"a command for workflow instance {instance_id} is already queued")
+        command_id = await conn.fetchval(
+            "INSERT INTO command (command_type, workflow_definition_code, workflow_definition_version,"
+            " workflow_instance_id, failure_strategy, workflow_instance_priority, worker_group, executor_id)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+            RECOVER_SUSPENDED_PROCESS,
+            row["workflow_definition_code"],
+            row["workflow_definition_version"],
+            instance_id,
+            row["failure_strategy"],
+            row["workflow_instance_priority"],
+            row["worker_group"],
+            call.user_id,
+        )
+    return {"id": instance_id, "action": "resume", "accepted": True, "command_id": command_id}
+
+
+ROUTES = [
+    Route("GET", "/api/v1/instances", list_instances, "List workflow instances, newest first", "instances",
+          query=(Param("state", str, "comma list of states, e.g. RUNNING_EXECUTION,FAILURE"),
+                 Param("workflow", int, "workflow definition code"), Param("project", str, "project name"),
+                 Param("since", dt.datetime, "started at or after (ISO 8601)"),
+                 Param("until", dt.datetime, "started before (ISO 8601)"),
+                 Param("host", str, "owning master host:port"), *PAGE),
+          response=_INSTANCE),
+    Route("GET", "/api/v1/instances/{id}", get_instance, "A workflow instance with its task instances", "instances",
+          query=(Param("all_attempts", bool, "include superseded attempts (retries, failovers)", False),),
+          response=_DETAIL),
+    Route("POST", "/api/v1/instances/{id}/stop", stop, "Stop: kill running tasks, submit nothing more",
+          "instances", response=_CONTROL),
+    Route("POST", "/api/v1/instances/{id}/pause", pause, "Pause: let running tasks finish, submit nothing more",
+          "instances", response=_CONTROL),
+    Route("POST", "/api/v1/instances/{id}/resume", resume, "Resume a paused or stopped instance", "instances",
+          response=_CONTROL, status=202),
+]  # fmt: skip

@@ -1,0 +1,95 @@
+"""Projects: the namespace workflow definitions live in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+from sqlalchemy import func, select
+
+from engine.api.routing import PAGE, ApiError, Call, Param, Route, one, page
+from engine.storage import sql
+from engine.storage import tables as t
+from engine.storage.definitions import ensure_project
+
+_COLUMNS = ("code", "name", "description", "create_time", "update_time")
+_PROJECT = {
+    "type": "object",
+    "properties": {
+        "code": {"type": "integer"},
+        "name": {"type": "string"},
+        "description": {"type": ["string", "null"]},
+        "workflows": {"type": "integer"},
+    },
+}
+_CREATE = {
+    "type": "object",
+    "required": ["name"],
+    "additionalProperties": False,
+    "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 255}, "description": {"type": "string"}},
+}
+
+
+def _project(row: Any) -> dict[str, Any]:
+    return {**{c: row[c] for c in _COLUMNS}, "workflows": row["workflows"]}
+
+
+def _select() -> Any:
+    n = (
+        select(func.count())
+        .select_from(t.workflow_definition)
+        .where(t.workflow_definition.c.project_code == t.project.c.code)
+        .scalar_subquery()
+    )
+    return select(*(t.project.c[c] for c in _COLUMNS), n.label("workflows"))
+
+
+async def list_projects(api: Any, call: Call) -> dict[str, Any]:
+    where = []
+    if call.query["name"]:
+        where.append(t.project.c.name.ilike(f"%{call.query['name']}%"))
+    total = await sql.fetchval(api.db, select(func.count()).select_from(t.project).where(*where))
+    rows = await sql.fetch(
+        api.db, _select().where(*where).order_by(t.project.c.name).limit(call.query["size"]).offset(call.offset)
+    )
+    return page([_project(r) for r in rows], total, call)
+
+
+async def create_project(api: Any, call: Call) -> dict[str, Any]:
+    async with api.db.acquire() as conn:
+        exists = await conn.fetchval("SELECT 1 FROM project WHERE name = $1", call.body["name"])
+        if exists:
+            raise ApiError(409, f"project {call.body['name']!r} already exists", "name")
+        code = await ensure_project(conn, call.body["name"])
+        if call.body.get("description"):
+            await conn.execute("UPDATE project SET description = $2 WHERE code = $1", code, call.body["description"])
+        row = await sql.fetchrow(conn, _select().where(t.project.c.code == code))
+    return _project(row)
+
+
+async def project_by_name(db: asyncpg.Pool | asyncpg.Connection, name: str) -> Any:
+    return await one(db, _select().where(t.project.c.name == name), f"project {name!r}")
+
+
+async def get_project(api: Any, call: Call) -> dict[str, Any]:
+    return _project(await project_by_name(api.db, call.path["name"]))
+
+
+async def delete_project(api: Any, call: Call) -> dict[str, Any]:
+    row = await project_by_name(api.db, call.path["name"])
+    if row["workflows"]:
+        raise ApiError(409, f"project {row['name']!r} still has {row['workflows']} workflow(s); delete them first")
+    await api.db.execute("DELETE FROM project WHERE code = $1", row["code"])
+    return {"deleted": row["name"]}
+
+
+_ONE = {"type": "object", "properties": {"deleted": {"type": "string"}}}
+
+ROUTES = [
+    Route("GET", "/api/v1/projects", list_projects, "List projects", "projects",
+          query=(Param("name", str, "substring of the name"), *PAGE), response=_PROJECT),
+    Route("POST", "/api/v1/projects", create_project, "Create a project", "projects", body=_CREATE,
+          response=_PROJECT, status=201),
+    Route("GET", "/api/v1/projects/{name}", get_project, "A project", "projects", response=_PROJECT),
+    Route("DELETE", "/api/v1/projects/{name}", delete_project, "Delete an empty project", "projects", response=_ONE),
+]  # fmt: skip

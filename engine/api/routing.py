@@ -1,0 +1,238 @@
+"""The API's route table and the plumbing every call goes through.
+
+Each :class:`Route` declares its method, path, query parameters and request-body schema once; the same
+declaration registers the aiohttp handler, checks the request before the handler runs (a bad value is a
+400 naming the field, never a traceback) and produces the OpenAPI document (openapi.py).
+
+Errors are JSON: ``{"error": {"status": 400, "message": "...", "field": "tasks[2].upstream"}}``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+from aiohttp import web
+
+from engine import logs
+from engine.storage import sql
+from engine.workflows.document import schema_problem
+
+log = logs.get(__name__)
+
+PREFIX = "/api/v1"
+MAX_PAGE_SIZE = 500
+
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["status", "message"],
+            "properties": {
+                "status": {"type": "integer"},
+                "message": {"type": "string"},
+                "field": {"type": "string", "description": "the offending field, e.g. tasks[2].upstream"},
+            },
+        }
+    },
+}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+
+
+def not_found(what: str) -> ApiError:
+    return ApiError(404, f"{what} does not exist")
+
+
+async def one(db: sql.Executor, stmt: Any, what: str) -> Any:
+    """The single row ``stmt`` selects, or a 404 naming ``what``."""
+    row = await sql.fetchrow(db, stmt)
+    if row is None:
+        raise not_found(what)
+    return row
+
+
+@dataclass(frozen=True)
+class Param:
+    """A query parameter: ``kind`` is int, str, bool or datetime (ISO 8601)."""
+
+    name: str
+    kind: type = str
+    description: str = ""
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+    maximum: int | None = None
+
+    def parse(self, raw: str) -> Any:
+        where = f"query.{self.name}"
+        if self.kind is int:
+            try:
+                value: Any = int(raw)
+            except ValueError:
+                raise ApiError(400, f"must be an integer, got {raw!r}", where) from None
+            if self.minimum is not None and value < self.minimum:
+                raise ApiError(400, f"must be >= {self.minimum}", where)
+            if self.maximum is not None and value > self.maximum:
+                raise ApiError(400, f"must be <= {self.maximum}", where)
+            return value
+        if self.kind is bool:
+            if raw.lower() in ("1", "true", "yes"):
+                return True
+            if raw.lower() in ("0", "false", "no"):
+                return False
+            raise ApiError(400, f"must be true or false, got {raw!r}", where)
+        if self.kind is dt.datetime:
+            try:
+                value = dt.datetime.fromisoformat(raw)
+            except ValueError:
+                raise ApiError(400, f"must be an ISO 8601 time, got {raw!r}", where) from None
+            return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        if self.choices and raw not in self.choices:
+            raise ApiError(400, f"must be one of {', '.join(self.choices)}, got {raw!r}", where)
+        return raw
+
+
+PAGE = (
+    Param("page", int, "page number, from 1", 1, minimum=1),
+    Param("size", int, f"items per page (at most {MAX_PAGE_SIZE})", 50, minimum=1, maximum=MAX_PAGE_SIZE),
+)
+
+
+@dataclass
+class Call:
+    """What a handler gets: the request, its path parameters, checked query and body."""
+
+    request: web.Request
+    path: dict[str, str]
+    query: dict[str, Any]
+    body: Any
+    user_id: int | None = None
+
+    def path_int(self, name: str) -> int:
+        raw = self.path[name]
+        try:
+            return int(raw)
+        except ValueError:
+            raise ApiError(400, f"must be an integer, got {raw!r}", f"path.{name}") from None
+
+    @property
+    def offset(self) -> int:
+        return int((self.query["page"] - 1) * self.query["size"])
+
+
+Handler = Callable[[Any, Call], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    tag: str
+    query: tuple[Param, ...] = ()
+    body: dict[str, Any] | None = None
+    #: an empty body counts as {} when False
+    body_required: bool = True
+    #: JSON schema of a successful answer (documentation)
+    response: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    status: int = 200
+    auth: bool = True
+    #: media type of a successful answer
+    produces: str = "application/json"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, bytes | bytearray):
+        return value.decode(errors="replace")
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def json_response(data: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        text=json.dumps(data, default=_jsonable, separators=(",", ":")),
+        status=status,
+        content_type="application/json",
+    )
+
+
+def error_response(status: int, message: str, field: str | None = None) -> web.Response:
+    body: dict[str, Any] = {"status": status, "message": message}
+    if field:
+        body["field"] = field
+    return json_response({"error": body}, status)
+
+
+def page(items: list[Any], total: int, call: Call) -> dict[str, Any]:
+    return {"items": items, "total": total, "page": call.query["page"], "size": call.query["size"]}
+
+
+def bind(api: Any, route: Route) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """The aiohttp handler of ``route``: parse and check query and body, call, encode."""
+    validator = jsonschema.Draft202012Validator(route.body) if route.body is not None else None
+    known = {p.name for p in route.query}
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        query: dict[str, Any] = {}
+        for p in route.query:
+            raw = request.query.get(p.name)
+            query[p.name] = p.default if raw is None or raw == "" else p.parse(raw)
+        unknown = sorted(set(request.query) - known)
+        if unknown:
+            raise ApiError(400, "unknown query parameter", f"query.{unknown[0]}")
+        body: Any = None
+        if validator is not None:
+            raw_body = await request.read()
+            if not raw_body and route.body_required:
+                raise ApiError(400, "a JSON body is required", "body")
+            try:
+                body = json.loads(raw_body) if raw_body else {}
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise ApiError(400, f"body is not valid JSON: {exc}", "body") from None
+            problem = schema_problem(validator, body)
+            if problem is not None:
+                raise ApiError(400, problem[1], problem[0])
+        call = Call(request, dict(request.match_info), query, body, request.get("user_id"))
+        result = await route.handler(api, call)
+        if isinstance(result, web.StreamResponse):
+            return result
+        return json_response(result, route.status)
+
+    return handle
+
+
+@web.middleware
+async def errors_middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return error_response(exc.status, exc.message, exc.field)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        message = exc.reason
+        if exc.status == 413:
+            message = "request body too large"
+        return error_response(exc.status, message)
+    except Exception:
+        incident = uuid.uuid4().hex[:12]
+        log.exception("api handler failed", incident=incident, path=request.path, method=request.method)
+        return error_response(500, f"internal error (incident {incident}; see the API server log)")

@@ -1,0 +1,106 @@
+"""Database rows -> API JSON: state codes become names, JSON columns become objects, times ISO 8601."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from engine.master.states import TaskState, WorkflowState
+
+PRIORITY_NAMES = ("HIGHEST", "HIGH", "MEDIUM", "LOW", "LOWEST")
+FAILURE_STRATEGY_NAMES = ("END", "CONTINUE")
+RELEASE_NAMES = ("OFFLINE", "ONLINE")
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _ms(a: dt.datetime | None, b: dt.datetime | None) -> int | None:
+    if a is None or b is None:
+        return None
+    return int((b - a).total_seconds() * 1000)
+
+
+def pick(row: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    return {n: row[n] for n in names}
+
+
+def instance(row: Mapping[str, Any]) -> dict[str, Any]:
+    end = row["end_time"]
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "workflow_code": row["workflow_definition_code"],
+        "workflow_version": row["workflow_definition_version"],
+        "project_code": row["project_code"],
+        "state": WorkflowState(row["state"]).name,
+        "finished": WorkflowState(row["state"]).finished,
+        "host": row["host"],
+        "command_type": row["command_type"],
+        "run_times": row["run_times"],
+        "priority": PRIORITY_NAMES[row["workflow_instance_priority"]],
+        "failure_strategy": FAILURE_STRATEGY_NAMES[row["failure_strategy"]],
+        "worker_group": row["worker_group"],
+        "schedule_time": row["schedule_time"],
+        "start_time": row["start_time"],
+        "end_time": end,
+        "duration_ms": _ms(row["start_time"], end or dt.datetime.now(dt.UTC)),
+    }
+
+
+def instance_detail(row: Mapping[str, Any]) -> dict[str, Any]:
+    out = instance(row)
+    out.update(
+        epoch=row["epoch"],
+        command_id=row["command_id"],
+        history_cmd=row["history_cmd"],
+        global_params=_json(row["global_params"]),
+        var_pool=_json(row["var_pool"]),
+        state_history=_json(row["state_history"]),
+        restart_time=row["restart_time"],
+        dry_run=bool(row["dry_run"]),
+    )
+    return out
+
+
+def task(row: Mapping[str, Any]) -> dict[str, Any]:
+    state = TaskState(row["state"])
+    end = row["end_time"]
+    start = row["start_time"]
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "type": row["task_type"],
+        "task_code": row["task_code"],
+        "workflow_instance_id": row["workflow_instance_id"],
+        "state": state.name,
+        "finished": state.finished,
+        "attempt": row["attempt"],
+        "current": bool(row["flag"]),
+        "retry_times": row["retry_times"],
+        "host": row["host"],
+        "submit_time": row["submit_time"],
+        "start_time": start,
+        "end_time": end,
+        "queued_ms": _ms(row["submit_time"], start),
+        "duration_ms": _ms(start, end or (dt.datetime.now(dt.UTC) if start else None)),
+        "exit_code": row["exit_code"],
+    }
+
+
+def task_detail(row: Mapping[str, Any]) -> dict[str, Any]:
+    out = task(row)
+    out.update(
+        pid=row["pid"],
+        log_path=row["log_path"],
+        execute_path=row["execute_path"],
+        task_params=_json(row["task_params"]),
+        var_pool=_json(row["var_pool"]),
+        priority=PRIORITY_NAMES[row["task_instance_priority"]],
+        worker_group=row["worker_group"],
+        task_version=row["task_definition_version"],
+    )
+    return out

@@ -1,0 +1,206 @@
+"""The API server process (``python -m engine.api``): aiohttp JSON REST over the metadata database.
+
+It writes definitions and commands, reads instances, proxies task logs from the worker that wrote them,
+and tells masters about definition changes (cache.expire) and stop/pause requests (workflow.control).
+It holds no registry lease: it only reads cluster membership (a watch of ``nodes/``), so any number of
+API servers can run side by side behind a load balancer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import asyncpg
+import uvloop
+from aiohttp import web
+
+from engine import config as config_mod
+from engine import logs
+from engine.api import cluster, datasources, instances, openapi, projects, tasks, tokens, workflows
+from engine.api.routing import ApiError, Route, bind, error_response, errors_middleware, json_response
+from engine.config import Config
+from engine.errors import ConfigError, PorpoiseError
+from engine.node import parse_args
+from engine.storage.pool import connect_pool
+from registry import EtcdClient, MembershipView, RegistryUnavailable
+from rpc import RpcClient
+from rpc.errors import RpcError
+from rpc.messages import CacheExpire
+
+log = logs.get(__name__)
+
+ROUTES: list[Route] = [
+    *projects.ROUTES,
+    *workflows.ROUTES,
+    *instances.ROUTES,
+    *tasks.ROUTES,
+    *cluster.ROUTES,
+    *datasources.ROUTES,
+    *tokens.ROUTES,
+]
+
+
+class ApiServer:
+    def __init__(self, cfg: Config) -> None:
+        if not cfg.rpc.secret:
+            raise ConfigError("rpc.secret: required (the API signs its calls to masters and workers)")
+        self.cfg = cfg
+        self.pool: asyncpg.Pool | None = None
+        self.rpc = RpcClient(cfg.rpc.secret, cfg.rpc.timeout)
+        self.etcd = EtcdClient(cfg.registry.endpoints, cfg.registry.request_timeout)
+        self.membership = MembershipView(self.etcd, cfg.registry.root)
+        self._membership_task: asyncio.Task[None] | None = None
+        self._tokens: dict[str, tuple[float, int]] = {}
+        self._stop = asyncio.Event()
+        self.runner: web.AppRunner | None = None
+        self.address = ""
+        self.app = web.Application(
+            client_max_size=cfg.api.max_body_bytes, middlewares=[errors_middleware, self._auth_middleware]
+        )
+        for route in ROUTES:
+            self.app.router.add_route(route.method, route.path, bind(self, route))
+        self.public = {(r.method, r.path) for r in ROUTES if not r.auth}
+        self.app.router.add_get("/health", self._health)
+        self.app.router.add_get("/openapi.json", self._openapi)
+        self.app.router.add_get("/docs", self._docs)
+
+    # -- helpers handlers use ---------------------------------------------------------------------
+
+    @property
+    def db(self) -> asyncpg.Pool:
+        if self.pool is None:
+            raise ApiError(503, "the database is not connected yet")
+        return self.pool
+
+    def masters(self) -> list[str]:
+        return [m.address for m in self.membership.masters()]
+
+    async def expire_caches(self, code: int) -> None:
+        """Tell every live master that definition ``code`` changed (best effort: the cache also expires
+        on its own after its TTL)."""
+        calls = [self.rpc.call(m, CacheExpire(code), timeout=2.0) for m in self.masters()]
+        for address, result in zip(self.masters(), await asyncio.gather(*calls, return_exceptions=True), strict=False):
+            if isinstance(result, RpcError | OSError):
+                log.warning("cache expire failed", master=address, error=str(result))
+
+    # -- middleware -------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _auth_middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        route = request.match_info.route
+        path = route.resource.canonical if route.resource is not None else ""
+        if not request.path.startswith("/api/") or (request.method, path) in self.public:
+            return await handler(request)
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return error_response(401, "missing API token (Authorization: Bearer <token>)")
+        user_id = await self._check_token(token.strip())
+        if user_id is None:
+            return error_response(401, "invalid or expired API token")
+        request["user_id"] = user_id
+        return await handler(request)
+
+    async def _check_token(self, token: str) -> int | None:
+        digest = tokens.token_hash(token)
+        cached = self._tokens.get(digest)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < self.cfg.api.token_cache_seconds:
+            return cached[1]
+        user_id = await tokens.token_user(self.db, digest)
+        if user_id is None:
+            self._tokens.pop(digest, None)
+            return None
+        self._tokens[digest] = (now, user_id)
+        return user_id
+
+    # -- unauthenticated endpoints ----------------------------------------------------------------
+
+    async def _health(self, _: web.Request) -> web.Response:
+        db_ok = False
+        if self.pool is not None:
+            with contextlib.suppress(OSError, asyncpg.PostgresError, TimeoutError):
+                db_ok = await asyncio.wait_for(self.pool.fetchval("SELECT true"), 2.0) is True
+        registry_ok = self.membership.ready.is_set()
+        body = {"role": "api", "address": self.address, "database": db_ok, "registry": registry_ok}
+        return json_response({**body, "ready": db_ok and registry_ok}, 200 if db_ok and registry_ok else 503)
+
+    async def _openapi(self, _: web.Request) -> web.Response:
+        return json_response(openapi.document(ROUTES))
+
+    async def _docs(self, _: web.Request) -> web.Response:
+        return web.Response(text=openapi.docs_page(openapi.document(ROUTES)), content_type="text/html")
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def _watch_cluster(self) -> None:
+        delay = 0.2
+        while True:
+            try:
+                await self.membership.start()
+                return
+            except RegistryUnavailable as exc:
+                log.warning("registry unavailable; cluster view retrying", error=str(exc), retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def start(self) -> None:
+        self.pool = await connect_pool(self.cfg.database, self._stop)
+        self._membership_task = asyncio.create_task(self._watch_cluster(), name="api-membership")
+        api = self.cfg.api
+        self.runner = web.AppRunner(self.app, access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, api.listen_host, api.listen_port)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.address = f"{api.listen_host}:{port}"
+        log.info("api started", address=self.address)
+
+    async def close(self) -> None:
+        if self.runner is not None:
+            runner, self.runner = self.runner, None
+            await runner.cleanup()
+        if self._membership_task is not None:
+            self._membership_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._membership_task
+        await self.membership.close()
+        await self.etcd.close()
+        await self.rpc.close()
+        if self.pool is not None:
+            await self.pool.close()
+        log.info("api stopped", address=self.address)
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+        try:
+            await self.start()
+            logs.configure(self.cfg.logging.format, self.cfg.logging.level, node=f"api@{self.address}")
+            await self._stop.wait()
+        finally:
+            await self.close()
+        return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args("python -m engine.api", argv)
+    try:
+        cfg = config_mod.load(args.config, args.overrides)
+    except PorpoiseError as exc:
+        print(f"porpoise api: {exc}", file=sys.stderr)
+        return 2
+    logs.configure(cfg.logging.format, cfg.logging.level, node="api")
+    try:
+        return uvloop.run(ApiServer(cfg).run())
+    except PorpoiseError as exc:
+        log.error("api failed", error=str(exc))
+        return 1

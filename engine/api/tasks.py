@@ -1,0 +1,99 @@
+"""Task instances: detail, and the log, read from the worker that ran the task (paged or whole)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+from sqlalchemy import select
+
+from engine.api import rows
+from engine.api.routing import ApiError, Call, Param, Route, one
+from engine.storage import tables as t
+from rpc.errors import BadRequest, RpcError
+from rpc.messages import LogDownload, LogLines, LogRange
+
+ti = t.task_instance
+TASK_INSTANCE = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "name": {"type": "string"},
+        "type": {"type": "string"},
+        "state": {"type": "string"},
+        "attempt": {"type": "integer"},
+        "current": {"type": "boolean"},
+        "host": {"type": ["string", "null"]},
+        "start_time": {"type": ["string", "null"], "format": "date-time"},
+        "end_time": {"type": ["string", "null"], "format": "date-time"},
+        "queued_ms": {"type": ["integer", "null"]},
+        "duration_ms": {"type": ["integer", "null"]},
+    },
+}
+_LINES = {
+    "type": "object",
+    "properties": {
+        "lines": {"type": "array", "items": {"type": "string"}},
+        "next": {"type": "integer", "description": "skip value of the next page"},
+        "complete": {"type": "boolean", "description": "the task finished writing: no more lines will come"},
+    },
+}
+
+
+async def _task(api: Any, task_id: int) -> Any:
+    return await one(api.db, select(ti).where(ti.c.id == task_id), f"task instance {task_id}")
+
+
+async def get_task(api: Any, call: Call) -> dict[str, Any]:
+    return rows.task_detail(await _task(api, call.path_int("id")))
+
+
+def _log_source(row: Any) -> tuple[str, str]:
+    if not row["host"] or not row["log_path"]:
+        raise ApiError(404, f"task instance {row['id']} has no log yet (state {rows.task(row)['state']})")
+    return row["host"], row["log_path"]
+
+
+def _worker_error(host: str, exc: RpcError) -> ApiError:
+    if isinstance(exc, BadRequest) and exc.status == 404:
+        return ApiError(404, f"the log is gone from worker {host}")
+    return ApiError(502, f"worker {host} that ran the task did not answer: {exc}")
+
+
+async def get_log(api: Any, call: Call) -> dict[str, Any]:
+    row = await _task(api, call.path_int("id"))
+    host, path = _log_source(row)
+    try:
+        lines = await api.rpc.call(host, LogRange(path, call.query["skip"], call.query["limit"]), LogLines)
+    except RpcError as exc:
+        raise _worker_error(host, exc) from exc
+    # the worker answers complete=True for any file nobody writes; a task still active has more to come
+    complete = lines.complete and rows.task(row)["finished"]
+    return {"lines": lines.lines, "next": lines.next, "complete": complete}
+
+
+async def download_log(api: Any, call: Call) -> web.Response:
+    row = await _task(api, call.path_int("id"))
+    host, path = _log_source(row)
+    try:
+        raw = await api.rpc.fetch(host, LogDownload(path), timeout=60.0)
+    except RpcError as exc:
+        raise _worker_error(host, exc) from exc
+    name = f"{row['name']}-{row['id']}-{row['attempt']}.log"
+    return web.Response(
+        body=raw,
+        content_type="text/plain",
+        charset="utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+    )
+
+
+ROUTES = [
+    Route("GET", "/api/v1/tasks/{id}", get_task, "A task instance (one attempt)", "tasks", response=TASK_INSTANCE),
+    Route("GET", "/api/v1/tasks/{id}/log", get_log, "Lines of a task's log, paged (tail it by following next)",
+          "tasks", query=(Param("skip", int, "lines to skip", 0, minimum=0),
+                          Param("limit", int, "lines to return", 1000, minimum=1, maximum=10000)),
+          response=_LINES),
+    Route("GET", "/api/v1/tasks/{id}/log/download", download_log, "The whole log file", "tasks",
+          response={"type": "string"}, produces="text/plain"),
+]  # fmt: skip

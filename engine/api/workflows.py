@@ -1,0 +1,330 @@
+"""Workflow definitions (create, update = new version, versions, switch, release, delete) and starting
+one (= inserting a START_PROCESS command the masters claim)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import asyncpg
+from sqlalchemy import func, select
+
+from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
+from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
+from engine.master.states import WorkflowState
+from engine.storage import sql
+from engine.storage import tables as t
+from engine.storage.definitions import delete_workflow, load_spec, save_workflow, set_release, switch_version
+from engine.workflows import document
+from engine.workflows.model import DefinitionError
+
+START_PROCESS = 0
+_UNFINISHED = [int(s) for s in WorkflowState if not s.finished]
+
+wd = t.workflow_definition
+_SUMMARY = {
+    "type": "object",
+    "properties": {
+        "code": {"type": "integer"},
+        "name": {"type": "string"},
+        "project": {"type": "string"},
+        "version": {"type": "integer"},
+        "release_state": {"enum": list(RELEASE_NAMES)},
+        "description": {"type": ["string", "null"]},
+        "update_time": {"type": "string", "format": "date-time"},
+    },
+}
+_DETAIL = {**_SUMMARY, "properties": {**_SUMMARY["properties"], "document": {"$ref": "#/components/schemas/Workflow"}}}
+_SAVED = {
+    "type": "object",
+    "properties": {"code": {"type": "integer"}, "version": {"type": "integer"}, "created": {"type": "boolean"}},
+}
+_START = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "params": {
+            "type": "object",
+            "additionalProperties": {"type": ["string", "number", "boolean"]},
+            "description": "global parameter overrides for this run",
+        },
+        "priority": {"enum": list(PRIORITY_NAMES)},
+        "worker_group": {"type": "string", "minLength": 1, "maxLength": 64},
+        "failure_strategy": {"enum": list(FAILURE_STRATEGY_NAMES)},
+        "version": {"type": "integer", "minimum": 1, "description": "definition version (default: current)"},
+        "dry_run": {"type": "boolean"},
+    },
+}
+_COMMAND = {
+    "type": "object",
+    "properties": {
+        "command_id": {"type": "integer"},
+        "status": {"enum": ["QUEUED", "STARTED", "ERROR"]},
+        "workflow_instance_id": {"type": ["integer", "null"]},
+        "message": {"type": ["string", "null"]},
+    },
+}
+
+
+def _summary(row: Any) -> dict[str, Any]:
+    return {
+        "code": row["code"],
+        "name": row["name"],
+        "project": row["project"],
+        "version": row["version"],
+        "release_state": RELEASE_NAMES[row["release_state"]],
+        "description": row["description"],
+        "update_time": row["update_time"],
+    }
+
+
+def _select() -> Any:
+    return select(
+        wd.c.code, wd.c.name, wd.c.version, wd.c.release_state, wd.c.description, wd.c.update_time,
+        t.project.c.name.label("project"),
+    ).join(t.project, t.project.c.code == wd.c.project_code)  # fmt: skip
+
+
+async def _row(db: asyncpg.Pool | asyncpg.Connection, code: int) -> Any:
+    return await one(db, _select().where(wd.c.code == code), f"workflow {code}")
+
+
+def _definition_error(exc: DefinitionError) -> ApiError:
+    return ApiError(400, exc.reason, exc.field)
+
+
+async def list_workflows(api: Any, call: Call) -> dict[str, Any]:
+    q = call.query
+    where = []
+    if q["project"]:
+        where.append(t.project.c.name == q["project"])
+    if q["name"]:
+        where.append(wd.c.name == q["name"])
+    if q["search"]:
+        where.append(wd.c.name.ilike(f"%{q['search']}%"))
+    if q["release_state"]:
+        where.append(wd.c.release_state == RELEASE_NAMES.index(q["release_state"]))
+    base = _select().where(*where)
+    total = await sql.fetchval(api.db, select(func.count()).select_from(base.subquery()))
+    rows = await sql.fetch(api.db, base.order_by(t.project.c.name, wd.c.name).limit(q["size"]).offset(call.offset))
+    return page([_summary(r) for r in rows], total, call)
+
+
+async def _save(api: Any, doc: Any, release: bool, user_id: int | None, code: int | None = None) -> dict[str, Any]:
+    try:
+        wf = document.parse(doc)
+    except DefinitionError as exc:
+        raise _definition_error(exc) from exc
+    async with api.db.acquire() as conn:
+        if code is not None:
+            row = await _row(conn, code)
+            if (row["name"], row["project"]) != (wf.name, wf.project):
+                raise ApiError(
+                    400,
+                    f"must stay {row['project']}/{row['name']} (renaming or moving a workflow is not supported)",
+                    "name",
+                )
+        try:
+            saved_code, version = await save_workflow(conn, wf, release=release, user_id=user_id)
+        except DefinitionError as exc:
+            raise _definition_error(exc) from exc
+        if wf.description:
+            await conn.execute(
+                "UPDATE workflow_definition SET description = $2 WHERE code = $1", saved_code, wf.description
+            )
+    await api.expire_caches(saved_code)
+    return {"code": saved_code, "version": version, "created": version == 1}
+
+
+async def create_workflow(api: Any, call: Call) -> dict[str, Any]:
+    return await _save(api, call.body, call.query["release"], call.user_id)
+
+
+async def update_workflow(api: Any, call: Call) -> dict[str, Any]:
+    return await _save(api, call.body, call.query["release"], call.user_id, call.path_int("code"))
+
+
+async def _document(db: asyncpg.Pool, row: Any, version: int) -> dict[str, Any]:
+    async with db.acquire() as conn:
+        try:
+            spec = await load_spec(conn, row["code"], version)
+        except DefinitionError:
+            raise not_found(f"version {version} of workflow {row['code']}") from None
+        description = await conn.fetchval(
+            "SELECT description FROM workflow_definition_log WHERE code = $1 AND version = $2", row["code"], version
+        )
+    return document.to_document(spec, row["project"], description or "")
+
+
+async def get_workflow(api: Any, call: Call) -> dict[str, Any]:
+    row = await _row(api.db, call.path_int("code"))
+    return {**_summary(row), "document": await _document(api.db, row, row["version"])}
+
+
+async def _running(db: asyncpg.Pool, code: int) -> int:
+    return int(
+        await db.fetchval(
+            "SELECT (SELECT count(*) FROM workflow_instance WHERE workflow_definition_code = $1"
+            " AND state = ANY($2::smallint[])) + (SELECT count(*) FROM command WHERE workflow_definition_code = $1)",
+            code,
+            _UNFINISHED,
+        )
+    )
+
+
+async def delete(api: Any, call: Call) -> dict[str, Any]:
+    row = await _row(api.db, call.path_int("code"))
+    if row["release_state"] == 1:
+        raise ApiError(409, f"workflow {row['name']!r} is online; take it offline first")
+    running = await _running(api.db, row["code"])
+    if running:
+        raise ApiError(409, f"workflow {row['name']!r} has {running} unfinished instance(s) or queued command(s)")
+    async with api.db.acquire() as conn:
+        await delete_workflow(conn, row["code"])
+    await api.expire_caches(row["code"])
+    return {"deleted": row["code"]}
+
+
+async def list_versions(api: Any, call: Call) -> dict[str, Any]:
+    row = await _row(api.db, call.path_int("code"))
+    log_t = t.workflow_definition_log
+    total = await sql.fetchval(api.db, select(func.count()).select_from(log_t).where(log_t.c.code == row["code"]))
+    rows = await sql.fetch(
+        api.db,
+        select(log_t.c.version, log_t.c.description, log_t.c.create_time)
+        .where(log_t.c.code == row["code"])
+        .order_by(log_t.c.version.desc())
+        .limit(call.query["size"])
+        .offset(call.offset),
+    )
+    items = [
+        {"version": r["version"], "current": r["version"] == row["version"], "description": r["description"],
+         "create_time": r["create_time"]}
+        for r in rows
+    ]  # fmt: skip
+    return page(items, total, call)
+
+
+async def get_version(api: Any, call: Call) -> dict[str, Any]:
+    row = await _row(api.db, call.path_int("code"))
+    version = call.path_int("version")
+    return {**_summary(row), "version": version, "document": await _document(api.db, row, version)}
+
+
+async def switch(api: Any, call: Call) -> dict[str, Any]:
+    code, version = call.path_int("code"), call.path_int("version")
+    await _row(api.db, code)
+    async with api.db.acquire() as conn:
+        try:
+            await switch_version(conn, code, version)
+        except DefinitionError as exc:
+            raise ApiError(404, exc.reason, exc.field) from exc
+    await api.expire_caches(code)
+    return _summary(await _row(api.db, code))
+
+
+async def _release(api: Any, call: Call, online: bool) -> dict[str, Any]:
+    code = call.path_int("code")
+    await _row(api.db, code)
+    async with api.db.acquire() as conn:
+        await set_release(conn, code, online)
+    await api.expire_caches(code)
+    return _summary(await _row(api.db, code))
+
+
+async def online(api: Any, call: Call) -> dict[str, Any]:
+    return await _release(api, call, True)
+
+
+async def offline(api: Any, call: Call) -> dict[str, Any]:
+    return await _release(api, call, False)
+
+
+async def start(api: Any, call: Call) -> dict[str, Any]:
+    row = await _row(api.db, call.path_int("code"))
+    if row["release_state"] != 1:
+        raise ApiError(409, f"workflow {row['name']!r} is offline; put it online first")
+    body = call.body or {}
+    version = body.get("version", 0)
+    if version:
+        exists = await api.db.fetchval(
+            "SELECT 1 FROM workflow_definition_log WHERE code = $1 AND version = $2", row["code"], version
+        )
+        if not exists:
+            raise ApiError(400, f"workflow {row['code']} has no version {version}", "version")
+    params = {k: str(v) for k, v in (body.get("params") or {}).items()}
+    command_id = await api.db.fetchval(
+        "INSERT INTO command (command_type, workflow_definition_code, workflow_definition_version, command_param,"
+        " failure_strategy, workflow_instance_priority, worker_group, executor_id, dry_run)"
+        " VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9) RETURNING id",
+        START_PROCESS,
+        row["code"],
+        version,
+        json.dumps({"StartParams": params}),
+        FAILURE_STRATEGY_NAMES.index(body.get("failure_strategy", "END")),
+        PRIORITY_NAMES.index(body.get("priority", "MEDIUM")),
+        body.get("worker_group", "default"),
+        call.user_id,
+        1 if body.get("dry_run") else 0,
+    )
+    return {"command_id": command_id, "status": "QUEUED", "workflow_instance_id": None, "message": None}
+
+
+async def command_status(api: Any, call: Call) -> dict[str, Any]:
+    """Where a command is: still QUEUED, STARTED as an instance, or moved to error_command (ERROR)."""
+    command_id = call.path_int("id")
+    row = await api.db.fetchrow(
+        "SELECT 'QUEUED' AS status, NULL::bigint AS instance, NULL AS message FROM command WHERE id = $1"
+        " UNION ALL SELECT 'STARTED', id, NULL FROM workflow_instance WHERE command_id = $1"
+        " UNION ALL SELECT 'ERROR', NULL, message FROM error_command WHERE id = $1 LIMIT 1",
+        command_id,
+    )
+    if row is None:
+        raise not_found(f"command {command_id}")
+    return {
+        "command_id": command_id,
+        "status": row["status"],
+        "workflow_instance_id": row["instance"],
+        "message": row["message"],
+    }
+
+
+_RELEASE = Param("release", bool, "put the saved version online", False)
+_DELETED = {"type": "object", "properties": {"deleted": {"type": "integer"}}}
+_VERSION = {
+    "type": "object",
+    "properties": {"version": {"type": "integer"}, "current": {"type": "boolean"},
+                   "create_time": {"type": "string", "format": "date-time"}},
+}  # fmt: skip
+_WF = "{code}"
+ROUTES = [
+    Route("GET", "/api/v1/workflows", list_workflows, "List workflow definitions", "workflows",
+          query=(Param("project", str, "project name"), Param("name", str, "exact name"),
+                 Param("search", str, "substring of the name"),
+                 Param("release_state", str, "ONLINE or OFFLINE", choices=RELEASE_NAMES), *PAGE),
+          response=_SUMMARY),
+    Route("POST", "/api/v1/workflows", create_workflow,
+          "Create a workflow, or save a new version of the one with the same project and name", "workflows",
+          query=(_RELEASE,), body=document.SCHEMA, response=_SAVED, status=201),
+    Route("GET", f"/api/v1/workflows/{_WF}", get_workflow, "A workflow with its current document", "workflows",
+          response=_DETAIL),
+    Route("PUT", f"/api/v1/workflows/{_WF}", update_workflow, "Save a new version of a workflow", "workflows",
+          query=(_RELEASE,), body=document.SCHEMA, response=_SAVED),
+    Route("DELETE", f"/api/v1/workflows/{_WF}", delete,
+          "Delete an offline workflow that nothing runs (its instances keep their history)", "workflows",
+          response=_DELETED),
+    Route("GET", f"/api/v1/workflows/{_WF}/versions", list_versions, "Versions of a workflow, newest first",
+          "workflows", query=PAGE, response=_VERSION),
+    Route("GET", f"/api/v1/workflows/{_WF}/versions/{{version}}", get_version, "One version's document",
+          "workflows", response=_DETAIL),
+    Route("POST", f"/api/v1/workflows/{_WF}/versions/{{version}}/switch", switch,
+          "Make an earlier version the current one", "workflows", response=_SUMMARY),
+    Route("POST", f"/api/v1/workflows/{_WF}/online", online, "Release a workflow (it can be started)", "workflows",
+          response=_SUMMARY),
+    Route("POST", f"/api/v1/workflows/{_WF}/offline", offline, "Take a workflow offline", "workflows",
+          response=_SUMMARY),
+    Route("POST", f"/api/v1/workflows/{_WF}/start", start, "Start a workflow: queue a START_PROCESS command",
+          "workflows", body=_START, body_required=False, response=_COMMAND, status=201),
+    Route("GET", "/api/v1/commands/{id}", command_status, "Where a command is: queued, started or refused",
+          "workflows", response=_COMMAND),
+]  # fmt: skip

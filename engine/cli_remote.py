@@ -1,0 +1,359 @@
+"""The ``porpoise`` commands that talk to the API: apply, start, list, status, watch, logs, stop, pause,
+resume, cluster. Human output by default (tables via rich), ``--json`` for scripts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+
+from engine.client import ApiClient, ApiClientError, discover
+from engine.workflows import document
+from engine.workflows.model import DefinitionError
+
+FINAL_OK = "SUCCESS"
+_STYLE = {
+    "SUCCESS": "green",
+    "FORCED_SUCCESS": "green",
+    "FAILURE": "red",
+    "KILL": "red",
+    "STOP": "yellow",
+    "PAUSE": "yellow",
+    "NEED_FAULT_TOLERANCE": "magenta",
+    "RUNNING_EXECUTION": "cyan",
+    "DISPATCH": "blue",
+}
+#: how long ``start`` waits for a master to turn the command into an instance
+CLAIM_WAIT_SECONDS = 30.0
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    conn = argparse.ArgumentParser(add_help=False, parents=[common])
+    conn.add_argument("--api", help="API URL (default: PORPOISE_URL or the client file make run writes)")
+    conn.add_argument("--token", help="API token (default: PORPOISE_TOKEN or the client file)")
+    conn.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("apply", parents=[conn], help="create or update workflows from a YAML file")
+    p.add_argument("file")
+    p.add_argument("--offline", action="store_true", help="save without putting the workflows online")
+
+    p = sub.add_parser("start", parents=[conn], help="start a workflow")
+    p.add_argument("name", help="workflow name (or code)")
+    p.add_argument("--project", help="project, when the name exists in several")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="override a global param")
+    p.add_argument("--priority", choices=["HIGHEST", "HIGH", "MEDIUM", "LOW", "LOWEST"])
+    p.add_argument("--worker-group")
+    p.add_argument("--failure-strategy", choices=["END", "CONTINUE"])
+    p.add_argument("--watch", action="store_true", help="follow the run to its end (exit code = result)")
+
+    p = sub.add_parser("list", parents=[conn], help="list workflow instances (or --workflows)")
+    p.add_argument("--workflows", action="store_true", help="list workflow definitions instead")
+    p.add_argument("--state", help="comma list of states, e.g. RUNNING_EXECUTION,FAILURE")
+    p.add_argument("--workflow", help="workflow name or code")
+    p.add_argument("--project")
+    p.add_argument("--limit", type=int, default=20)
+
+    for name, text in (("status", "a workflow instance and its tasks"), ("watch", "follow an instance to its end")):
+        p = sub.add_parser(name, parents=[conn], help=text)
+        p.add_argument("id", type=int)
+        if name == "watch":
+            p.add_argument("--interval", type=float, default=0.5, help="seconds between refreshes")
+
+    p = sub.add_parser("logs", parents=[conn], help="a task instance's log")
+    p.add_argument("task_id", type=int)
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing until the task ends")
+
+    for action in ("stop", "pause", "resume"):
+        p = sub.add_parser(action, parents=[conn], help=f"{action} a workflow instance")
+        p.add_argument("id", type=int)
+
+
+def run(args: argparse.Namespace) -> int:
+    client = ApiClient(discover(args.api, args.token))
+    # piped output (scripts, CI logs) is not squeezed to 80 columns
+    out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    handler: Callable[[ApiClient, argparse.Namespace, Console], int] = _COMMANDS[args.command]
+    try:
+        return handler(client, args, out)
+    except DefinitionError as exc:
+        print(f"porpoise: {exc.field}: {exc.reason}", file=sys.stderr)
+        return 1
+
+
+def _emit(args: argparse.Namespace, data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+# -- definitions ----------------------------------------------------------------------------------
+
+
+def cmd_apply(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
+    docs = document.read_documents(args.file)
+    for i, doc in enumerate(docs):  # the same checks the API runs, before anything is sent
+        try:
+            document.parse(doc)
+        except DefinitionError as exc:
+            where = f"workflow[{i}]." if len(docs) > 1 else ""
+            raise DefinitionError(f"{args.file}: {where}{exc.field}", exc.reason) from exc
+    results = []
+    for doc in docs:
+        saved = client.post("/api/v1/workflows", doc, release=not args.offline)
+        results.append({"name": doc["name"], "project": doc["project"], **saved})
+    if args.json:
+        _emit(args, results)
+        return 0
+    for r in results:
+        verb = "created" if r["created"] else "updated"
+        state = "offline" if args.offline else "online"
+        out.print(
+            f"workflow [bold]{r['project']}/{r['name']}[/] {verb}: code {r['code']}, version {r['version']}, {state}"
+        )
+    return 0
+
+
+def _workflow_code(client: ApiClient, name: str, project: str | None) -> int:
+    if name.isdigit():
+        return int(name)
+    found = client.get("/api/v1/workflows", name=name, project=project)["items"]
+    if not found:
+        raise ApiClientError(f"no workflow named {name!r}" + (f" in project {project!r}" if project else ""))
+    if len(found) > 1:
+        projects = ", ".join(w["project"] for w in found)
+        raise ApiClientError(f"workflow {name!r} exists in several projects ({projects}); pass --project")
+    return int(found[0]["code"])
+
+
+def _params(items: list[str]) -> dict[str, str]:
+    params = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ApiClientError(f"--param {item!r}: expected NAME=VALUE")
+        params[name] = value
+    return params
+
+
+def cmd_start(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
+    code = _workflow_code(client, args.name, args.project)
+    body: dict[str, Any] = {"params": _params(args.param)}
+    for key in ("priority", "worker_group", "failure_strategy"):
+        if getattr(args, key):
+            body[key] = getattr(args, key)
+    command = client.post(f"/api/v1/workflows/{code}/start", body)
+    deadline = time.monotonic() + CLAIM_WAIT_SECONDS
+    status = command
+    while status["status"] == "QUEUED" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        status = client.get(f"/api/v1/commands/{command['command_id']}")
+    if status["status"] == "ERROR":
+        raise ApiClientError(f"command {command['command_id']} was refused: {status['message']}")
+    if status["status"] == "QUEUED":
+        raise ApiClientError(
+            f"command {command['command_id']} is still queued after {CLAIM_WAIT_SECONDS:.0f}s: is a master running? "
+            "(`porpoise cluster`)"
+        )
+    instance_id = status["workflow_instance_id"]
+    if args.watch:
+        if not args.json:
+            out.print(f"started workflow instance [bold]{instance_id}[/]")
+        return _watch(client, instance_id, 0.5, args, out)
+    if args.json:
+        _emit(args, status)
+    else:
+        out.print(f"started workflow instance [bold]{instance_id}[/] (follow it: porpoise watch {instance_id})")
+    return 0
+
+
+# -- instances ------------------------------------------------------------------------------------
+
+
+def _when(value: str | None) -> str:
+    return (value or "")[:19].replace("T", " ")
+
+
+def _duration(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    if ms < 1000:
+        return f"{ms} ms"
+    seconds = ms / 1000
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def _state(name: str) -> str:
+    style = _STYLE.get(name)
+    return f"[{style}]{name}[/]" if style else name
+
+
+def cmd_list(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
+    if args.workflows:
+        data = client.get("/api/v1/workflows", project=args.project, size=args.limit)
+        if args.json:
+            _emit(args, data)
+            return 0
+        table = Table("code", "project", "name", "version", "state", "updated")
+        for w in data["items"]:
+            table.add_row(str(w["code"]), w["project"], w["name"], str(w["version"]), w["release_state"],
+                          _when(w["update_time"]))  # fmt: skip
+        out.print(table)
+        return 0
+    query: dict[str, Any] = {"state": args.state, "project": args.project, "size": args.limit}
+    if args.workflow:
+        query["workflow"] = _workflow_code(client, args.workflow, args.project)
+    data = client.get("/api/v1/instances", **query)
+    if args.json:
+        _emit(args, data)
+        return 0
+    table = Table("id", "name", "state", "started", "duration", "master")
+    for i in data["items"]:
+        table.add_row(str(i["id"]), i["name"], _state(i["state"]), _when(i["start_time"]), _duration(i["duration_ms"]),
+                      i["host"] or "")  # fmt: skip
+    out.print(table)
+    out.print(f"{len(data['items'])} of {data['total']} instance(s)")
+    return 0
+
+
+def _task_table(detail: dict[str, Any]) -> Table:
+    table = Table("task", "id", "type", "state", "attempt", "worker", "queued", "ran")
+    for t in detail["tasks"]:
+        table.add_row(t["name"], str(t["id"]), t["type"], _state(t["state"]), str(t["attempt"]), t["host"] or "",
+                      _duration(t["queued_ms"]), _duration(t["duration_ms"]))  # fmt: skip
+    return table
+
+
+def _header(detail: dict[str, Any]) -> str:
+    return (
+        f"instance [bold]{detail['id']}[/] {detail['name']}  {_state(detail['state'])}  "
+        f"started {_when(detail['start_time'])}  {_duration(detail['duration_ms'])}  master {detail['host'] or '-'}"
+    )
+
+
+def cmd_status(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
+    detail = client.get(f"/api/v1/instances/{args.id}")
+    if args.json:
+        _emit(args, detail)
+        return 0
+    out.print(_header(detail))
+    out.print(_task_table(detail))
+    return 0
+
+
+def _progress(detail: dict[str, Any]) -> tuple[int, int]:
+    done = sum(1 for t in detail["tasks"] if t["state"] in ("SUCCESS", "FORCED_SUCCESS"))
+    return done, max(int(detail["tasks_total"]), 1)
+
+
+def _watch(client: ApiClient, instance_id: int, interval: float, args: argparse.Namespace, out: Console) -> int:
+    """Follow an instance until it finishes. On a terminal: a live progress bar and task table; else one
+    line per task state change. Exit code 0 only when the instance ends SUCCESS."""
+    detail = client.get(f"/api/v1/instances/{instance_id}")
+    seen: dict[tuple[int, str], str] = {}
+
+    def render(d: dict[str, Any]) -> Table:
+        done, total = _progress(d)
+        grid = Table.grid(padding=(0, 1))
+        grid.add_row(_header(d))
+        grid.add_row(ProgressBar(total=total, completed=done, width=50))
+        grid.add_row(f"{done}/{total} tasks succeeded")
+        grid.add_row(_task_table(d))
+        return grid
+
+    def changes(d: dict[str, Any]) -> None:
+        for t in d["tasks"]:
+            key = (t["id"], t["state"])
+            if key not in seen:
+                seen[key] = t["state"]
+                out.print(f"{_when(time.strftime('%Y-%m-%dT%H:%M:%S'))}  {t['name']:<24} {_state(t['state'])}"
+                          f"  attempt {t['attempt']}  {t['host'] or ''}")  # fmt: skip
+
+    live = out.is_terminal and not args.json
+    if live:
+        with Live(render(detail), console=out, refresh_per_second=8) as view:
+            while not detail["finished"]:
+                time.sleep(interval)
+                detail = client.get(f"/api/v1/instances/{instance_id}")
+                view.update(render(detail))
+    else:
+        while True:
+            if not args.json:
+                changes(detail)
+            if detail["finished"]:
+                break
+            time.sleep(interval)
+            detail = client.get(f"/api/v1/instances/{instance_id}")
+    if args.json:
+        _emit(args, detail)
+    else:
+        done, total = _progress(detail)
+        out.print(f"instance {instance_id} finished {_state(detail['state'])} in {_duration(detail['duration_ms'])}"
+                  f" ({done}/{total} tasks succeeded)")  # fmt: skip
+    return 0 if detail["state"] == FINAL_OK else 1
+
+
+def cmd_watch(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
+    return _watch(client, args.id, args.interval, args, out)
+
+
+def cmd_logs(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
+    skip = 0
+    while True:
+        page = client.get(f"/api/v1/tasks/{args.task_id}/log", skip=skip, limit=1000)
+        for line in page["lines"]:
+            print(line, flush=False)
+        sys.stdout.flush()
+        skip = page["next"]
+        if page["lines"]:
+            continue  # there may be more right away
+        if page["complete"] or not args.follow:
+            return 0
+        time.sleep(0.3)
+
+
+def cmd_control(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
+    reply = client.post(f"/api/v1/instances/{args.id}/{args.command}")
+    if args.json:
+        _emit(args, reply)
+    elif args.command == "resume":
+        out.print(f"resume of instance {args.id} queued (command {reply['command_id']})")
+    else:
+        out.print(f"{args.command} of instance {args.id} accepted")
+    return 0
+
+
+def cmd_cluster(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
+    data = client.get("/api/v1/cluster")
+    if args.json:
+        _emit(args, data)
+        return 0
+    table = Table("role", "address", "group", "status", "cpu", "memory", "load", "tasks", "up since")
+    for role, nodes in (("master", data["masters"]), ("worker", data["workers"])):
+        for n in nodes:
+            hb = n["heartbeat"]
+            tasks = f"{hb['running_tasks']} running, {hb['waiting_tasks']} waiting" if role == "worker" else ""
+            since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(hb["startup_time"] / 1000))
+            table.add_row(role, n["address"], n["group"] or "", n["status"], f"{hb['cpu_usage']:.0%}",
+                          f"{hb['memory_usage']:.0%}", f"{hb['load_average']:.2f}", tasks, since)  # fmt: skip
+    out.print(table)
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, Console], int]] = {
+    "apply": cmd_apply,
+    "start": cmd_start,
+    "list": cmd_list,
+    "status": cmd_status,
+    "watch": cmd_watch,
+    "logs": cmd_logs,
+    "stop": cmd_control,
+    "pause": cmd_control,
+    "resume": cmd_control,
+    "cluster": cmd_cluster,
+}

@@ -1,0 +1,123 @@
+"""A small synchronous client of the REST API, used by the ``porpoise`` CLI.
+
+Where the API is and which token to send, first found wins:
+
+1. ``--api URL`` / ``--token TOKEN`` on the command line;
+2. ``PORPOISE_URL`` / ``PORPOISE_TOKEN`` in the environment;
+3. a client file ``{"api_url": ..., "token": ...}``: ``PORPOISE_CLIENT_CONFIG``, else
+   ``.run/standalone/client.json`` under the current directory (what ``make run`` writes), else
+   ``~/.config/porpoise/client.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import PorpoiseError
+
+CLIENT_FILE = "client.json"
+DEFAULT_FILES = (Path(".run/standalone") / CLIENT_FILE, Path.home() / ".config" / "porpoise" / CLIENT_FILE)
+
+
+class ApiClientError(PorpoiseError):
+    def __init__(self, message: str, status: int = 0, field: str | None = None) -> None:
+        super().__init__(f"{message} ({field})" if field else message)
+        self.status = status
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str
+    token: str
+    source: str
+
+
+def write_client_file(path: Path, url: str, token: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"api_url": url, "token": token}, indent=2) + "\n")
+    os.chmod(tmp, 0o600)
+    tmp.replace(path)
+
+
+def discover(url: str | None = None, token: str | None = None) -> Target:
+    url = url or os.environ.get("PORPOISE_URL")
+    token = token or os.environ.get("PORPOISE_TOKEN")
+    source = "command line / environment"
+    if not (url and token):
+        explicit = os.environ.get("PORPOISE_CLIENT_CONFIG")
+        candidates = [Path(explicit)] if explicit else list(DEFAULT_FILES)
+        for path in candidates:
+            try:
+                data = json.loads(path.read_text())
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError) as exc:
+                raise ApiClientError(f"cannot read client file {path}: {exc}") from exc
+            url = url or data.get("api_url")
+            token = token or data.get("token")
+            source = str(path)
+            break
+    if not url:
+        raise ApiClientError(
+            "no API configured: start Porpoise with `make run`, or set PORPOISE_URL and PORPOISE_TOKEN "
+            "(or pass --api/--token)"
+        )
+    return Target(url.rstrip("/"), token or "", source)
+
+
+class ApiClient:
+    def __init__(self, target: Target, timeout: float = 30.0) -> None:
+        self.target = target
+        self.timeout = timeout
+
+    def request(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None) -> Any:
+        url = self.target.url + path
+        if query:
+            clean = {
+                k: ("true" if v is True else "false" if v is False else v) for k, v in query.items() if v is not None
+            }
+            url += "?" + urllib.parse.urlencode(clean)
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method=method)
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if self.target.token:
+            req.add_header("Authorization", f"Bearer {self.target.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+                if resp.headers.get_content_type() != "application/json":
+                    return raw.decode(errors="replace")
+                return json.loads(raw) if raw else None
+        except urllib.error.HTTPError as exc:
+            raise _error(exc) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ApiClientError(
+                f"cannot reach the Porpoise API at {self.target.url} ({reason}); is it running? "
+                f"(configuration from {self.target.source})"
+            ) from None
+
+    def get(self, path: str, **query: Any) -> Any:
+        return self.request("GET", path, query=query)
+
+    def post(self, path: str, body: Any = None, **query: Any) -> Any:
+        return self.request("POST", path, body=body, query=query)
+
+
+def _error(exc: urllib.error.HTTPError) -> ApiClientError:
+    try:
+        err = json.loads(exc.read()).get("error", {})
+        return ApiClientError(err.get("message", exc.reason), exc.code, err.get("field"))
+    except (ValueError, AttributeError, OSError):
+        return ApiClientError(f"HTTP {exc.code}: {exc.reason}", exc.code)

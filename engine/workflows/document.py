@@ -1,0 +1,263 @@
+"""The workflow document: the one format users write, as a YAML file (``porpoise apply``) or as the JSON
+body of ``POST /api/v1/workflows``. Both go through :func:`parse`, so the same checks refuse the same
+mistakes with the same field names.
+
+    name: taxi_daily                      # unique within the project
+    project: examples
+    description: Clean and load one day of trips
+    timeout: 0                            # minutes; 0 = none (alert only)
+    tenant: default                       # OS user tasks run as ("default" = the worker's user)
+    params:                               # global params: name -> value, placeholders allowed
+      biz_date: $[yyyyMMdd]
+    tasks:
+      - name: clean
+        type: SPARK                       # SHELL | PYTHON | SQL | SPARK (plugins add more)
+        params: {mainFile: clean.py}      # the plugin's own parameters
+        upstream: [generate]              # task names this one waits for
+        retries: 2                        # extra attempts after a failure
+        retry_interval: 1                 # minutes between a failure and the retry
+        timeout: 30                       # minutes; 0 = none
+        timeout_strategy: FAILED          # WARN | FAILED | WARNFAILED
+        priority: MEDIUM                  # HIGHEST | HIGH | MEDIUM | LOW | LOWEST
+        worker_group: default
+        delay_time: 0                     # minutes to wait before the task starts
+        description: ...
+
+:data:`SCHEMA` (JSON Schema 2020-12) checks the shape and is published in the API's OpenAPI
+document; :meth:`WorkflowDef.validate` checks the meaning (cycles, unknown upstream names, task types,
+plugin parameters). Errors are :class:`DefinitionError` with a field path such as ``tasks[2].upstream``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+import yaml
+
+from engine.storage.definitions import WorkflowSpec
+from engine.workflows.model import PRIORITIES, TIMEOUT_STRATEGIES, DefinitionError, TaskDef, WorkflowDef
+
+_NAME = {"type": "string", "minLength": 1, "maxLength": 255}
+_MINUTES = {"type": "integer", "minimum": 0}
+_PARAM_LIST = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["prop"],
+        "properties": {
+            "prop": {"type": "string", "minLength": 1},
+            "value": {"type": ["string", "number", "boolean"]},
+            "direct": {"enum": ["IN", "OUT"]},
+            "type": {"type": "string"},
+        },
+        "additionalProperties": False,
+    },
+}
+
+TASK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["name", "type"],
+    "additionalProperties": False,
+    "properties": {
+        "name": _NAME,
+        "type": {"type": "string", "minLength": 1, "description": "task plugin: SHELL, PYTHON, SQL, SPARK, ..."},
+        "params": {"type": "object", "description": "the task plugin's parameters"},
+        "upstream": {
+            "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+            "description": "names of the tasks this one waits for",
+        },
+        "description": {"type": "string"},
+        "retries": {"type": "integer", "minimum": 0, "maximum": 100},
+        "retry_interval": {**_MINUTES, "description": "minutes between a failure and the retry"},
+        "timeout": {**_MINUTES, "description": "minutes; 0 = none"},
+        "timeout_strategy": {"enum": list(TIMEOUT_STRATEGIES)},
+        "priority": {"enum": list(PRIORITIES)},
+        "worker_group": {"type": "string", "minLength": 1, "maxLength": 64},
+        "delay_time": {**_MINUTES, "description": "minutes to wait before the task starts"},
+    },
+}
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["name", "project", "tasks"],
+    "additionalProperties": False,
+    "properties": {
+        "name": _NAME,
+        "project": _NAME,
+        "description": {"type": "string"},
+        "timeout": {**_MINUTES, "description": "minutes; 0 = none (alert only)"},
+        "tenant": {"type": "string", "minLength": 1, "maxLength": 64},
+        "params": {
+            "oneOf": [
+                {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}},
+                _PARAM_LIST,
+            ],
+            "description": "global parameters: name -> value (placeholders such as $[yyyyMMdd] allowed)",
+        },
+        "tasks": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/Task"}},
+    },
+    "$defs": {"Task": TASK_SCHEMA},
+}
+
+_VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+
+
+def _path(parts: Any) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(document)"
+
+
+def schema_problem(validator: jsonschema.protocols.Validator, doc: Any) -> tuple[str, str] | None:
+    """(field path, reason) of the most relevant violation of ``validator``'s schema, or None."""
+    error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    if error is None:
+        return None
+    where = list(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        extra = sorted(k for k in error.instance if k not in allowed)
+        return (_path([*where, extra[0]]) if extra else _path(where)), "unknown field"
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else ""
+        return _path([*where, missing]), "is required"
+    return _path(where), error.message
+
+
+def check_shape(doc: Any) -> None:
+    """Raise DefinitionError for the most relevant JSON-schema violation of ``doc``."""
+    problem = schema_problem(_VALIDATOR, doc)
+    if problem is not None:
+        raise DefinitionError(*problem)
+
+
+def _global_params(raw: Any) -> tuple[Mapping[str, Any], ...]:
+    if raw is None:
+        return ()
+    if isinstance(raw, dict):
+        return tuple({"prop": k, "direct": "IN", "type": "VARCHAR", "value": _text(v)} for k, v in raw.items())
+    return tuple(
+        {"prop": p["prop"], "direct": p.get("direct", "IN"), "type": p.get("type", "VARCHAR"),
+         "value": _text(p.get("value", ""))}
+        for p in raw
+    )  # fmt: skip
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def parse(doc: Any) -> WorkflowDef:
+    """A checked WorkflowDef from a document (already-parsed YAML or JSON). Raises DefinitionError."""
+    check_shape(doc)
+    tasks = []
+    for t in doc["tasks"]:
+        upstream = t.get("upstream") or ()
+        if isinstance(upstream, str):
+            upstream = (upstream,)
+        timeout = t.get("timeout", 0)
+        strategy = t.get("timeout_strategy")
+        tasks.append(
+            TaskDef(
+                name=t["name"],
+                task_type=t["type"],
+                params=t.get("params") or {},
+                upstream=tuple(upstream),
+                description=t.get("description", ""),
+                priority=PRIORITIES[t.get("priority", "MEDIUM")],
+                worker_group=t.get("worker_group", "default"),
+                retries=t.get("retries", 0),
+                retry_interval=t.get("retry_interval", 1),
+                timeout=timeout,
+                timeout_strategy=TIMEOUT_STRATEGIES[strategy or "WARN"] if timeout else None,
+                delay_time=t.get("delay_time", 0),
+            )
+        )
+    wf = WorkflowDef(
+        name=doc["name"],
+        project=doc["project"],
+        tasks=tuple(tasks),
+        description=doc.get("description", ""),
+        global_params=_global_params(doc.get("params")),
+        timeout=doc.get("timeout", 0),
+        tenant=doc.get("tenant", "default"),
+    )
+    try:
+        wf.validate()
+    except DefinitionError as exc:
+        # the model names the plugin field task_type; the document calls it type
+        field = "params" if exc.field == "global_params" else exc.field.replace(".task_type", ".type")
+        raise DefinitionError(field, exc.reason) from exc
+    return wf
+
+
+def read_documents(path: str) -> list[Any]:
+    """The raw workflow documents of a YAML file: one document, a list, or several ``---`` documents."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            docs = [d for d in yaml.safe_load_all(fh) if d is not None]
+    except OSError as exc:
+        raise DefinitionError("file", f"cannot read {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise DefinitionError("file", f"{path} is not valid YAML: {exc}") from exc
+    flat: list[Any] = []
+    for d in docs:
+        flat.extend(d if isinstance(d, list) else [d])
+    if not flat:
+        raise DefinitionError("file", f"{path} holds no workflow")
+    return flat
+
+
+def load_file(path: str) -> list[WorkflowDef]:
+    """Every workflow of a YAML file, checked; the field of an error names the workflow when there are several."""
+    docs = read_documents(path)
+    out = []
+    for i, d in enumerate(docs):
+        try:
+            out.append(parse(d))
+        except DefinitionError as exc:
+            where = f"workflow[{i}]." if len(docs) > 1 else ""
+            raise DefinitionError(f"{where}{exc.field}", exc.reason) from exc
+    return out
+
+
+_PRIORITY_NAMES = {v: k for k, v in PRIORITIES.items()}
+_STRATEGY_NAMES = {v: k for k, v in TIMEOUT_STRATEGIES.items()}
+
+
+def to_document(spec: WorkflowSpec, project: str, description: str = "") -> dict[str, Any]:
+    """The document of a stored version (what GET returns; applying it again changes nothing)."""
+    names = {code: t.name for code, t in spec.tasks.items()}
+    tasks = []
+    for code in spec.dag.topological():
+        t = spec.tasks[code]
+        item: dict[str, Any] = {"name": t.name, "type": t.task_type, "params": dict(t.params)}
+        ups = [names[u] for u in spec.dag.upstream[code]]
+        if ups:
+            item["upstream"] = ups
+        item.update(
+            retries=t.retries,
+            retry_interval=t.retry_interval,
+            timeout=t.timeout,
+            priority=_PRIORITY_NAMES.get(t.priority, "MEDIUM"),
+            worker_group=t.worker_group,
+            delay_time=t.delay_time,
+        )
+        if t.timeout and t.timeout_strategy is not None:
+            item["timeout_strategy"] = _STRATEGY_NAMES[t.timeout_strategy]
+        tasks.append(item)
+    doc: dict[str, Any] = {"name": spec.name, "project": project}
+    if description:
+        doc["description"] = description
+    doc.update(
+        timeout=spec.timeout,
+        tenant=spec.tenant,
+        params=[{k: p[k] for k in ("prop", "value", "direct", "type") if k in p} for p in spec.global_params],
+        tasks=tasks,
+    )
+    return doc
