@@ -12,7 +12,7 @@ from pathlib import Path
 from bench.common import exit_on_sigterm, machine
 from engine import logs
 
-BENCHMARKS = ["registry", "engine"]
+BENCHMARKS = ["registry", "engine", "failover"]
 DOC = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
 
 
@@ -33,9 +33,10 @@ def main(argv: list[str]) -> int:
     logs.configure("console", "warning")
     exit_on_sigterm()
     size = argv[0] if argv else "full"
+    names = argv[1:] or BENCHMARKS  # python -m bench full failover: just that one
     facts = machine()
     text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    for name in BENCHMARKS:
+    for name in names:
         result = importlib.import_module(f"bench.{name}").run(size)
         print(json.dumps(result), flush=True)
         block = section(name, result, facts)

@@ -99,6 +99,7 @@ class MasterConfig:
     reserved_memory_gb: float = field(metadata=_bounded(0, None))
     host_selector: str = field(metadata=_choice("lower_weight", "random", "round_robin"))
     shutdown_grace: float = field(metadata=_bounded(0, 3600))
+    failover_sweep_interval: float = field(metadata=_bounded(0.5, 3600))
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,9 @@ class Heartbeat:
     running_tasks: int = 0
     waiting_tasks: int = 0
     exec_slots: int = 0
+    #: masters: every instance this incarnation owns has a fencing epoch above this (0 = not known yet);
+    #: an unfinished instance of this host with a lower epoch belongs to a previous incarnation
+    epoch_floor: int = 0
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -147,6 +150,7 @@ class HeartbeatSource:
         self.disk_path = disk_path
         self.startup_time = int(time.time() * 1000)
         self.last_sample: HostSample | None = None
+        self.epoch_floor = 0
 
     async def __call__(self) -> Heartbeat:
         sample = await sample_host(self.disk_path)
@@ -171,6 +175,7 @@ class HeartbeatSource:
             running_tasks=counts.running,
             waiting_tasks=counts.waiting,
             exec_slots=counts.slots,
+            epoch_floor=self.epoch_floor,
         )
 
 

@@ -36,6 +36,8 @@ class TaskDispatch:
     first_submit_time: int = 0
     #: connection parameters of the data sources the task names (SQL), resolved by the master
     datasources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the owner's fencing epoch: a worker refuses a dispatch older than an owner it already knows
+    epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -61,9 +63,18 @@ class KillReply:
 
 @dataclass(frozen=True)
 class HostUpdate:
+    """New owner -> worker after a failover: send this instance's reports to ``master`` from now on."""
+
     METHOD: ClassVar[str] = "task.host_update"
     workflow_instance_id: int
     master: str
+    epoch: int = 0
+
+
+@dataclass(frozen=True)
+class HostUpdateReply:
+    #: [task instance id, attempt] of the instance's attempts this worker runs or still has to report
+    known: list[list[int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -141,10 +141,18 @@ def node_factory(workdir: Path, pg_server: PostgresServer) -> Iterator[Callable[
     database unless the test passes PORPOISE_DATABASE_DSN."""
     nodes: list[NodeProc] = []
 
-    def make(role: str, endpoint: str, root: str, ttl: float = 2, overrides: list[str] | None = None, **env: str):
+    def make(
+        role: str,
+        endpoint: str,
+        root: str,
+        ttl: float = 2,
+        overrides: list[str] | None = None,
+        port: int = 0,
+        **env: str,
+    ):
         env.setdefault("PORPOISE_DATABASE_DSN", pg_server.dsn)
         name = f"{role}-{uuid.uuid4().hex[:6]}"
-        node = NodeProc(role, node_env(endpoint, root, ttl, **env), workdir / "logs", name, overrides or [])
+        node = NodeProc(role, node_env(endpoint, root, ttl, **env), workdir / "logs", name, overrides or [], port)
         nodes.append(node)
         return node.start()
 

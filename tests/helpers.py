@@ -57,9 +57,11 @@ def http_json(url: str, timeout: float = 2.0) -> tuple[int, Any]:
 class NodeProc:
     """A real ``python -m engine.<role>`` process for tests."""
 
-    def __init__(self, role: str, env: dict[str, str], log_dir: Path, name: str, overrides: list[str]) -> None:
+    def __init__(
+        self, role: str, env: dict[str, str], log_dir: Path, name: str, overrides: list[str], port: int = 0
+    ) -> None:
         self.role = role
-        self.port = free_port()
+        self.port = port or free_port()
         argv = [sys.executable, "-m", f"engine.{role}", "--set", f"{role}.listen_port={self.port}"]
         for item in overrides:
             argv += ["--set", item]

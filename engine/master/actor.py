@@ -297,6 +297,7 @@ class WorkflowActor:
             timeout_seconds=timeout,
             dry_run=bool(self.info.dry_run),
             datasources=datasources,
+            epoch=self.info.epoch,
         )
         self._dispatch(
             DispatchRequest((self.info.priority, self.info.id, t.priority, a.id), message, t.worker_group, self)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 from typing import Any
 
 import asyncpg
@@ -20,6 +21,7 @@ from engine import logs
 from engine.master.actor import DispatchRequest, InstanceInfo, WorkflowActor
 from engine.master.commands import Claimed, CommandPoller, DefinitionCache
 from engine.master.dispatcher import Dispatcher
+from engine.master.failover import FailoverService
 from engine.master.metrics import Metrics
 from engine.master.states import TaskState, WorkflowState
 from engine.master.store import MasterStore
@@ -59,6 +61,7 @@ class Master(Node):
         self.pool: asyncpg.Pool | None = None
         self.store: MasterStore | None = None
         self.cache: DefinitionCache | None = None
+        self.failover: FailoverService | None = None
         self.poller: CommandPoller | None = None
         self.dispatcher = Dispatcher(self.rpc, self._workers, m.host_selector, metrics=self.metrics)
         self.finished_states: collections.Counter[str] = collections.Counter()
@@ -104,6 +107,20 @@ class Master(Node):
             interval=self.cfg.master.command_poll_interval,
             metrics=self.metrics,
         )
+        # every instance this incarnation will own gets an epoch above this floor; peers see it in our
+        # heartbeat and fail over the instances of an earlier incarnation at this address
+        self.source.epoch_floor = await self.store.epoch_floor()
+        self.failover = FailoverService(
+            self.address,
+            self.store,
+            self.cache,
+            self.rpc,
+            lambda: self.registry,
+            self.actors,
+            self.start_actor,
+            self.cfg.master.failover_sweep_interval,
+            self.metrics,
+        )
         self.wheel.start(self._deliver_timer)
         self.dispatcher.start()
         self.metrics.start_lag_probe()
@@ -114,6 +131,9 @@ class Master(Node):
             self.slots.close()
         self.slots = SlotTracker(self.registry.membership, self.address)
         self.registry.membership.subscribe(self._on_membership)
+        if self.failover is not None:
+            self.registry.membership.subscribe(self.failover.on_membership)
+            self.failover.start()
         self.dispatcher.paused = False
         self.dispatcher.membership_changed()
         assert self.poller is not None
@@ -125,8 +145,14 @@ class Master(Node):
         # instances are failed over by a live master; our fenced writes could not land anyway.
         if self.poller is not None:
             await self.poller.close()
+        if self.failover is not None:
+            await self.failover.close()
         self.dispatcher.paused = True
         await self._stop_actors()
+        # a re-registration is a new incarnation: what we owned until now is failed over (by a peer or us)
+        if self.store is not None:
+            with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+                self.source.epoch_floor = await self.store.epoch_floor()
         if self.slots is not None:
             self.slots.close()
             self.slots = None
@@ -134,6 +160,8 @@ class Master(Node):
     async def on_shutdown(self) -> None:
         if self.poller is not None:
             await self.poller.close()
+        if self.failover is not None:
+            await self.failover.close()
         await self._stop_actors()
         await self.dispatcher.close()
         await self.wheel.close()

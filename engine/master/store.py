@@ -87,6 +87,11 @@ _RESUME = (
     " WHERE id = $1 AND state IN (3, 5) RETURNING *"
 )
 
+#: instance states a failover takes over (DolphinScheduler's NEED_FAILOVER_STATES)
+_FAILOVER_STATES = [0, 1, 2, 4, 12]
+#: task states that may still be running somewhere (SUBMITTED, RUNNING, DELAY, DISPATCH)
+_ACTIVE_STATES = [0, 1, 12, 17]
+
 _TASK_FIELDS = {"host", "pid", "log_path", "execute_path", "start_time", "end_time", "exit_code", "var_pool"}
 
 
@@ -236,6 +241,66 @@ class MasterStore:
                     instance_id,
                 )
             return ids
+
+    # -- failover ---------------------------------------------------------------------------------
+
+    async def epoch_floor(self) -> int:
+        """A fencing epoch below every epoch this master will give an instance (taken at start-up)."""
+        return int(await self.pool.fetchval("SELECT nextval('workflow_epoch_seq')"))
+
+    async def orphans(self, floors: dict[str, int]) -> list[asyncpg.Record]:
+        """Unfinished instances whose owner is not a live master (``floors``: live master address -> its
+        epoch floor), or is a later incarnation at the same address (epoch below its floor)."""
+        return await self.pool.fetch(
+            "SELECT w.id, w.host, w.epoch FROM workflow_instance w"
+            " LEFT JOIN unnest($2::text[], $3::bigint[]) AS l(host, floor) ON l.host = w.host"
+            " WHERE w.state = ANY($1::smallint[]) AND w.host IS NOT NULL AND (l.host IS NULL OR w.epoch < l.floor)"
+            " ORDER BY w.id",
+            _FAILOVER_STATES,
+            list(floors),
+            list(floors.values()),
+        )
+
+    async def take_over(
+        self, instance_id: int, old_host: str, old_epoch: int, live_workers: set[str]
+    ) -> tuple[asyncpg.Record, list[asyncpg.Record]] | None:
+        """One transaction: make the instance ours with a fresh epoch (if it is still where we found it),
+        and mark its active attempts on workers that are gone NEED_FAULT_TOLERANCE. Returns the instance
+        row and its current attempts, or None if someone else moved it first."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                "UPDATE workflow_instance SET host = $2, epoch = nextval('workflow_epoch_seq'), recovery = 1,"
+                " restart_time = now(), history_cmd = concat_ws(',', history_cmd, 'RECOVER_TOLERANCE_FAULT_PROCESS'),"
+                " update_time = now() WHERE id = $1 AND host = $3 AND epoch = $4 AND state = ANY($5::smallint[])"
+                " RETURNING *",
+                instance_id,
+                self.me,
+                old_host,
+                old_epoch,
+                _FAILOVER_STATES,
+            )
+            if row is None:
+                return None
+            await conn.execute(
+                "UPDATE task_instance SET state = 8, update_time = now() WHERE workflow_instance_id = $1 AND flag = 1"
+                " AND state = ANY($2::smallint[]) AND (host IS NULL OR NOT (host = ANY($3::text[])))",
+                instance_id,
+                _ACTIVE_STATES,
+                list(live_workers),
+            )
+            await conn.execute(
+                "INSERT INTO alert (title, content, alert_type, workflow_instance_id, sign)"
+                " VALUES ($1, $2, 4, $3, encode(sha256(convert_to($2, 'UTF8')), 'hex'))",
+                f"master {old_host} failed over"[:255],
+                f"workflow instance {instance_id} moved from {old_host} to {self.me}",
+                instance_id,
+            )
+            attempts = await conn.fetch(
+                "SELECT id, task_code, attempt, retry_times, state, host, var_pool, start_time, end_time"
+                " FROM task_instance WHERE workflow_instance_id = $1 AND flag = 1",
+                instance_id,
+            )
+            return row, attempts
 
     # -- reads ------------------------------------------------------------------------------------
 

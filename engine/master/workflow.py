@@ -151,6 +151,14 @@ class PauseRequested:
     cause_id: str = ""
 
 
+@dataclass(frozen=True)
+class WorkerLost:
+    """The worker at ``host`` lost its registry lease: its attempts are dead (it kills them itself)."""
+
+    host: str
+    cause_id: str = ""
+
+
 Event = (
     TaskRunningEvent
     | TaskResultEvent
@@ -160,6 +168,7 @@ Event = (
     | WorkflowTimedOut
     | StopRequested
     | PauseRequested
+    | WorkerLost
 )
 
 
@@ -214,6 +223,7 @@ Action = CreateAttempts | PersistTask | KillTask | ArmTimer | CancelTimer | SetW
 
 # alert types (DolphinScheduler's AlertType codes)
 ALERT_WORKFLOW_TIMEOUT = 3
+ALERT_FAULT_TOLERANCE = 4
 ALERT_TASK_TIMEOUT = 7
 
 
@@ -299,6 +309,10 @@ class WorkflowRun:
         actions: list[Action] = []
         if self.spec.timeout > 0:
             actions.append(ArmTimer(("workflow-timeout",), self.spec.timeout * 60.0, WorkflowTimedOut()))
+        # taken over from a dead master: attempts lost with their worker run again as the next attempt
+        lost = [a for a in self.current.values() if a.state is TaskState.NEED_FAULT_TOLERANCE]
+        for a in lost:
+            actions += self._after_failure(a)
         actions += self._submit_ready()
         actions += self._maybe_finish()
         return actions
@@ -449,6 +463,25 @@ class WorkflowRun:
         actions += [KillTask(a) for a in self.active()]
         return actions + self._maybe_finish()
 
+    def _on_worker_lost(self, ev: WorkerLost) -> list[Action]:
+        actions: list[Action] = []
+        for a in self.active():
+            if a.host != ev.host or a.state is TaskState.SUBMITTED_SUCCESS:
+                continue  # not there (a SUBMITTED attempt is still in our dispatch queue)
+            self._task_to(a, TaskState.NEED_FAULT_TOLERANCE, ev.cause_id or f"worker {ev.host} lost")
+            actions += [PersistTask(a, a.state), CancelTimer(("task-timeout", a.id))]
+            actions += self._after_failure(a)
+        if actions:
+            actions.append(
+                RaiseAlert(
+                    ALERT_FAULT_TOLERANCE,
+                    f"worker {ev.host} lost",
+                    f"worker {ev.host} lost its registry lease; its tasks of workflow instance {self.instance_id} "
+                    "run again elsewhere",
+                )
+            )
+        return actions + self._maybe_finish()
+
     def _on_pause(self, ev: PauseRequested) -> list[Action]:
         if self.state is not WorkflowState.RUNNING_EXECUTION:
             return []
@@ -541,4 +574,5 @@ _HANDLERS: dict[type, Any] = {
     WorkflowTimedOut: WorkflowRun._on_workflow_timeout,
     StopRequested: WorkflowRun._on_stop,
     PauseRequested: WorkflowRun._on_pause,
+    WorkerLost: WorkflowRun._on_worker_lost,
 }

@@ -97,7 +97,8 @@ class Executor:
         reason = self.overloaded()
         if reason:
             return DispatchReply(False, reason)
-        self.reporter.note_owner(d.workflow_instance_id, d.master)
+        if not self.reporter.note_owner(d.workflow_instance_id, d.master, d.epoch):
+            return DispatchReply(False, "stale owner: the workflow instance has moved to another master")
         run = TaskRun(
             dispatch=d,
             log_path=log_path(

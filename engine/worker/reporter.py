@@ -9,6 +9,7 @@ report of the instance and sends them at once. A RESULT acknowledged supersedes 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import time
 from collections.abc import Callable
@@ -22,6 +23,9 @@ from rpc.errors import BadRequest, RpcError
 from rpc.messages import TaskResult, TaskRunning
 
 log = logs.get(__name__)
+
+#: owner epochs remembered (instances); older ones are forgotten first
+EPOCHS_KEPT = 100_000
 
 
 @dataclass
@@ -47,6 +51,8 @@ class Reporter:
         self.retry_max = retry_max
         #: workflow instance id -> address of the master that owns it now
         self.masters: dict[int, str] = {}
+        #: workflow instance id -> highest owner epoch seen (kept after the instance is forgotten)
+        self.epochs: collections.OrderedDict[int, int] = collections.OrderedDict()
         #: (task instance id, attempt, kind) -> pending report, in send order
         self.pending: dict[tuple[int, int, str], Pending] = {}
         self._wake = asyncio.Event()
@@ -65,9 +71,17 @@ class Reporter:
         task, self._task = self._task, None
         await cancel_and_wait(task, *self._sends)
 
-    def note_owner(self, workflow_instance_id: int, master: str) -> None:
-        """A dispatch names the instance's current owner: newer than anything we knew."""
+    def note_owner(self, workflow_instance_id: int, master: str, epoch: int = 0) -> bool:
+        """A dispatch or host update names the instance's owner at ``epoch``. False (and nothing changes)
+        when a newer owner is already known: a master that lost the instance must not start work."""
+        if epoch < self.epochs.get(workflow_instance_id, 0):
+            return False
+        self.epochs[workflow_instance_id] = epoch
+        self.epochs.move_to_end(workflow_instance_id)
+        while len(self.epochs) > EPOCHS_KEPT:
+            self.epochs.popitem(last=False)
         self.masters[workflow_instance_id] = master
+        return True
 
     def report(self, msg: TaskRunning | TaskResult, master: str) -> None:
         self.masters.setdefault(msg.workflow_instance_id, master)
@@ -76,9 +90,12 @@ class Reporter:
         self._idle.clear()
         self._wake.set()
 
-    def host_update(self, workflow_instance_id: int, master: str) -> None:
+    def host_update(self, workflow_instance_id: int, master: str, epoch: int = 0) -> list[list[int]]:
+        """Re-target the instance's reports; returns [task instance id, attempt] of its pending reports."""
         previous = self.masters.get(workflow_instance_id)
-        self.masters[workflow_instance_id] = master
+        if not self.note_owner(workflow_instance_id, master, epoch):
+            log.warning("stale host update ignored", workflow_instance_id=workflow_instance_id, master=master)
+            return []
         now = time.monotonic()
         for p in self.pending.values():
             if p.msg.workflow_instance_id == workflow_instance_id:
@@ -86,6 +103,8 @@ class Reporter:
                 p.attempts = 0
         log.info("reports re-targeted", workflow_instance_id=workflow_instance_id, old=previous, new=master)
         self._wake.set()
+        return [[p.msg.task_instance_id, p.msg.attempt] for p in self.pending.values()
+                if p.msg.workflow_instance_id == workflow_instance_id]  # fmt: skip
 
     def forget_instance(self, workflow_instance_id: int) -> None:
         """Drop the owner entry once nothing of the instance is pending or running here."""

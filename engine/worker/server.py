@@ -17,6 +17,7 @@ from registry import WORKER, HeartbeatSource, LoadLimits, NodeId, TaskCounts
 from rpc.messages import (
     DispatchReply,
     HostUpdate,
+    HostUpdateReply,
     KillReply,
     LogDownload,
     LogLines,
@@ -125,9 +126,11 @@ class Worker(Node):
     async def on_kill(self, msg: TaskKill) -> KillReply:
         return await self.executor.kill(msg.task_instance_id, msg.attempt)
 
-    async def on_host_update(self, msg: HostUpdate) -> dict[str, bool]:
-        self.reporter.host_update(msg.workflow_instance_id, msg.master)
-        return {"ok": True}
+    async def on_host_update(self, msg: HostUpdate) -> HostUpdateReply:
+        known = self.reporter.host_update(msg.workflow_instance_id, msg.master, msg.epoch)
+        running = [[r.dispatch.task_instance_id, r.dispatch.attempt] for r in self.executor.runs.values()
+                   if r.dispatch.workflow_instance_id == msg.workflow_instance_id]  # fmt: skip
+        return HostUpdateReply(known=[*running, *(k for k in known if k not in running)])
 
     def _writing(self, path: str) -> bool:
         target = self.log_files.checked(path)

@@ -1,0 +1,165 @@
+"""Failover benchmarks: 2 masters + 2 workers + etcd + PostgreSQL on this machine, default lease TTL.
+
+- master failover: N instances, each a gated task followed by a quick one, all owned by one master
+  (the other starts afterwards); that master is killed with SIGKILL and the gate opens at the same
+  moment. Measured: kill -> every instance owned by the live master, and kill -> every follow-up task
+  started (the instances make progress). The gated tasks must not run twice.
+- worker failover: M tasks running on one worker, which is killed with SIGKILL; kill -> every task has
+  a new attempt running on the other worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from bench.common import exit_on_sigterm, workdir
+from engine import config as config_mod
+from engine import logs
+from engine.infra.process import ManagedProcess
+from engine.infra.stack import Stack
+from engine.storage.definitions import save_workflow
+from engine.workflows.model import TaskDef, WorkflowDef
+
+SIZES = {"tiny": {"instances": 3, "tasks": 3}, "full": {"instances": 100, "tasks": 50}}
+
+
+async def _save(conn: asyncpg.Connection, name: str, tasks: list[TaskDef]) -> int:
+    code, _ = await save_workflow(conn, WorkflowDef(name=name, project="bench", tasks=tuple(tasks)), release=True)
+    return code
+
+
+async def _until(check: Any, timeout: float, what: str) -> float:
+    """Poll ``check`` (async -> bool) until true; returns the monotonic time it became true."""
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not reached after {timeout}s")
+        await asyncio.sleep(0.02)
+    return time.monotonic()
+
+
+async def _master_failover(stack: Stack, dsn: str, n: int, gate: Path, ledger: Path) -> dict[str, float]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        script = f"echo $$ >> {ledger}; while [ ! -f {gate} ]; do sleep 0.2; done"  # 100 pollers: keep forks cheap
+        code = await _save(conn, "failover_master", [
+            TaskDef("gated", "SHELL", {"rawScript": script}),
+            TaskDef("next", "SHELL", {"rawScript": "true"}, upstream=("gated",)),
+        ])  # fmt: skip
+        await conn.execute(
+            "INSERT INTO command (command_type, workflow_definition_code) SELECT 0, $1 FROM generate_series(1, $2)",
+            code,
+            n,
+        )
+
+        async def all_running() -> bool:
+            got = await conn.fetchval("SELECT count(*) FROM task_instance WHERE name = 'gated' AND state = 1")
+            return int(got) == n
+
+        await _until(all_running, 120, "all gated tasks running")
+        owner = stack.nodes[0]
+        survivor = await asyncio.to_thread(stack.start_node, "master", "master-2", ["logging.level=warning"])
+        dead = await conn.fetchval("SELECT DISTINCT host FROM workflow_instance")
+        assert owner.record is not None
+        killed = time.monotonic()
+        owner.record.signal(9)
+        await asyncio.to_thread(gate.touch)
+
+        async def owned() -> bool:
+            return not await conn.fetchval("SELECT 1 FROM workflow_instance WHERE host = $1 LIMIT 1", dead)
+
+        async def progressed() -> bool:
+            got = await conn.fetchval(
+                "SELECT count(*) FROM task_instance WHERE name = 'next' AND start_time IS NOT NULL"
+            )
+            return int(got) == n
+
+        t_owned = await _until(owned, 60, "instances owned by the live master")
+        t_progress = await _until(progressed, 60, "follow-up tasks started")
+        reruns = len((await asyncio.to_thread(ledger.read_text)).split()) - n
+        assert survivor.exited() is None
+        return {
+            "master_failover_instances": float(n),
+            "master_failover_owned_s": t_owned - killed,
+            "master_failover_progress_s": t_progress - killed,
+            "master_failover_gated_reruns": float(reruns),
+        }
+    finally:
+        await conn.close()
+
+
+async def _worker_failover(stack: Stack, dsn: str, m: int, victim: ManagedProcess, join: Any) -> dict[str, float]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        tasks = [TaskDef(f"t{i}", "SHELL", {"rawScript": "sleep 300"}) for i in range(m)]
+        code = await _save(conn, "failover_worker", tasks)
+        port = victim.record.extra["port"] if victim.record and victim.record.extra else 0
+        await conn.execute("INSERT INTO command (command_type, workflow_definition_code) VALUES (0, $1)", code)
+
+        async def placed() -> bool:
+            got = await conn.fetchval(
+                "SELECT count(*) FROM task_instance t JOIN workflow_instance w ON w.id = t.workflow_instance_id"
+                " WHERE w.workflow_definition_code = $1 AND t.state = 1 AND t.flag = 1",
+                code,
+            )
+            return int(got) == m
+
+        await _until(placed, 120, "all tasks running")
+        await asyncio.to_thread(join)  # the worker the tasks move to
+        on_victim = await conn.fetchval(
+            "SELECT count(*) FROM task_instance WHERE host = $1 AND state = 1", f"127.0.0.1:{port}"
+        )
+        assert victim.record is not None
+        killed = time.monotonic()
+        victim.record.signal(9)
+
+        async def elsewhere() -> bool:
+            got = await conn.fetchval(
+                "SELECT count(*) FROM task_instance t JOIN workflow_instance w ON w.id = t.workflow_instance_id"
+                " WHERE w.workflow_definition_code = $1 AND t.flag = 1 AND t.state = 1 AND t.host <> $2",
+                code,
+                f"127.0.0.1:{port}",
+            )
+            return int(got) == m
+
+        t_moved = await _until(elsewhere, 60, "tasks running on the other worker")
+        return {"worker_failover_tasks_moved": float(on_victim), "worker_failover_s": t_moved - killed}
+    finally:
+        await conn.close()
+
+
+def run(size: str = "full") -> dict[str, Any]:
+    params = SIZES[size]
+    cfg = config_mod.load(environ={})
+    with workdir() as base:
+        stack = Stack(Path(base) / "stack", cfg)
+        try:
+            stack.start_infra()
+            assert stack.postgres is not None
+            dsn = stack.postgres.dsn
+            stack.start_node("master", "master-1", ["logging.level=warning"])
+            slots = ["worker.exec_slots=400", "logging.level=warning"]
+            stack.start_node("worker", "worker-1", slots)
+            result: dict[str, Any] = {"benchmark": "failover", "size": size, "lease_ttl_s": cfg.registry.lease_ttl}
+            here = Path(base)
+            result |= asyncio.run(_master_failover(stack, dsn, params["instances"], here / "gate", here / "ledger"))
+            # worker failover: every task runs on worker-1; worker-2 joins; worker-1 is killed
+            victim = stack.nodes[1]
+            join = lambda: stack.start_node("worker", "worker-2", slots)  # noqa: E731
+            result |= asyncio.run(_worker_failover(stack, dsn, params["tasks"], victim, join))
+        finally:
+            stack.stop_all()
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}
+
+
+if __name__ == "__main__":
+    logs.configure("console", "warning")
+    exit_on_sigterm()
+    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "full")))

@@ -1,0 +1,191 @@
+"""Master and worker failover, driven by registry watches and a periodic sweep.
+
+Masters: an unfinished instance whose owner is not a live master — or is a later incarnation at the
+same address (the instance's epoch is below the epoch floor that incarnation publishes in its
+heartbeat) — is orphaned. A live master holding the dead host's failover lock takes each orphan over in
+one transaction (fresh epoch; attempts on workers that are gone become NEED_FAULT_TOLERANCE; an alert),
+tells every live worker still running one of its attempts to report here (host update; an attempt the
+worker does not know was lost with the dead master and runs again), and starts an actor from the
+database state. A worker's REMOVED event, or the sweep finding attempts on a worker that is gone, posts
+WorkerLost to the owning actors: those attempts become NEED_FAULT_TOLERANCE and run again elsewhere —
+once, because each instance has exactly one owner.
+
+The sweep also runs right after registration and whenever a master disappears, so a cluster that lost
+every master recovers as soon as one is back, and an event lost during an etcd outage is not fatal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+
+from engine import logs
+from engine.aio import cancel_and_wait
+from engine.master.actor import InstanceInfo
+from engine.master.commands import DefinitionCache
+from engine.master.states import TaskState, WorkflowState
+from engine.master.store import MasterStore, TaskUpdate, WriteBatch
+from engine.master.workflow import Attempt, WorkerLost
+from engine.workflows.model import DefinitionError
+from registry import MASTER, ChangeKind, NodeChange, NodeId, RegistryNode, RegistryUnavailable
+from rpc import RpcClient
+from rpc.errors import RpcError
+from rpc.messages import HostUpdate, HostUpdateReply
+
+log = logs.get(__name__)
+
+#: attempts a live worker may be running (SUBMITTED ones were only in the dead master's dispatch queue)
+_RUNNING_SOMEWHERE = frozenset({TaskState.DISPATCH, TaskState.RUNNING_EXECUTION, TaskState.DELAY_EXECUTION})
+
+
+class FailoverService:
+    def __init__(
+        self,
+        me: str,
+        store: MasterStore,
+        cache: DefinitionCache,
+        rpc: RpcClient,
+        registry: Callable[[], RegistryNode | None],
+        actors: dict[int, Any],
+        start_actor: Callable[[InstanceInfo, Any, WorkflowState, list[Attempt]], Any],
+        interval: float,
+        metrics: Any = None,
+    ) -> None:
+        self.me = me
+        self.store = store
+        self.cache = cache
+        self.rpc = rpc
+        self.registry = registry
+        self.actors = actors
+        self.start_actor = start_actor
+        self.interval = interval
+        self.metrics = metrics
+        self._kick = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="failover")
+        self._kick.set()
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
+
+    def on_membership(self, change: NodeChange) -> None:
+        if change.kind is not ChangeKind.REMOVED:
+            return
+        if change.info.node.role == MASTER:
+            if change.info.address != self.me:
+                self._kick.set()
+            return
+        self.worker_lost(change.info.address)
+
+    def worker_lost(self, host: str) -> None:
+        for actor in list(self.actors.values()):
+            if any(a.host == host for a in actor.run.active()):
+                actor.post(WorkerLost(host))
+
+    async def _loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), self.interval)
+            self._kick.clear()
+            try:
+                await self.sweep()
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError, RegistryUnavailable) as exc:
+                log.warning("failover sweep failed; retrying on the next one", error=str(exc))
+
+    async def sweep(self) -> int:
+        """Take over orphaned instances and re-run attempts of workers that are gone; returns how many
+        instances this master took over."""
+        node = self.registry()
+        if node is None or not node.session.alive:
+            return 0
+        view = node.membership
+        floors = {m.address: m.heartbeat.epoch_floor for m in view.masters()}
+        if self.me not in floors:
+            return 0  # not (yet) visible as a live master ourselves: take nothing
+        live_workers = {w.address for w in view.workers()}
+        lost_hosts = {
+            a.host
+            for actor in self.actors.values()
+            for a in actor.run.active()
+            if a.host and a.host not in live_workers and a.state is not TaskState.SUBMITTED_SUCCESS
+        }
+        for host in lost_hosts:
+            self.worker_lost(host)
+        by_host: dict[str, list[asyncpg.Record]] = collections.defaultdict(list)
+        for row in await self.store.orphans(floors):
+            by_host[row["host"]].append(row)
+        taken = 0
+        for host, rows in by_host.items():
+            taken += await self._fail_over(node, host, rows, live_workers)
+        return taken
+
+    async def _fail_over(self, node: RegistryNode, host: str, rows: list[asyncpg.Record], workers: set[str]) -> int:
+        lock = node.failover_lock(NodeId(MASTER, host))
+        if not await lock.try_acquire():
+            return 0  # another master is failing this host over; the next sweep re-checks
+        taken = 0
+        try:
+            with logs.bound(dead_master=host):
+                log.info("failing over master", instances=len(rows))
+                for row in rows:
+                    if await self._take(row["id"], host, row["epoch"], workers):
+                        taken += 1
+                log.info("master failed over", taken=taken)
+        finally:
+            await lock.release()
+        if self.metrics is not None and taken:
+            self.metrics.inc("instances_failed_over", taken)
+        return taken
+
+    async def _take(self, instance_id: int, host: str, epoch: int, workers: set[str]) -> bool:
+        result = await self.store.take_over(instance_id, host, epoch, workers)
+        if result is None:
+            return False  # moved by someone else meanwhile
+        row, attempt_rows = result
+        info = InstanceInfo.from_row(row)
+        attempts = [Attempt.from_row(r) for r in attempt_rows]
+        lost = await self._adopt(info, [a for a in attempts if a.state in _RUNNING_SOMEWHERE and a.host])
+        if lost:
+            batch = WriteBatch(updates=[TaskUpdate(a.id, int(TaskState.NEED_FAULT_TOLERANCE)) for a in lost])
+            await self.store.write(info.id, info.epoch, batch)
+            for a in lost:
+                a.state = TaskState.NEED_FAULT_TOLERANCE
+        try:
+            spec = await self.cache.spec(int(row["workflow_definition_code"]), int(row["workflow_definition_version"]))
+        except DefinitionError as exc:
+            log.error("cannot fail over an instance whose definition is gone", workflow_instance_id=info.id,
+                      error=str(exc))  # fmt: skip
+            return True
+        self.start_actor(info, spec, WorkflowState(row["state"]), attempts)
+        log.info("instance taken over", workflow_instance_id=info.id, epoch=info.epoch, lost_attempts=len(lost))
+        return True
+
+    async def _adopt(self, info: InstanceInfo, attempts: list[Attempt]) -> list[Attempt]:
+        """Point each live worker running one of these attempts at us; returns the attempts no worker
+        knows (they were lost with the dead master: dispatched but never started)."""
+        by_worker: dict[str, list[Attempt]] = collections.defaultdict(list)
+        for a in attempts:
+            by_worker[a.host].append(a)
+        lost: list[Attempt] = []
+        for worker, mine in by_worker.items():
+            msg = HostUpdate(info.id, self.me, info.epoch)
+            try:
+                reply = await self.rpc.call(worker, msg, HostUpdateReply, timeout=3.0)
+            except RpcError as exc:
+                # alive in the registry but not answering: keep the attempts; if the worker is really
+                # gone its lease expires and WorkerLost re-runs them
+                log.warning("host update failed", worker=worker, workflow_instance_id=info.id, error=str(exc))
+                continue
+            assert isinstance(reply, HostUpdateReply)
+            known = {(int(k[0]), int(k[1])) for k in reply.known}
+            lost += [a for a in mine if (a.id, a.attempt) not in known]
+        return lost

@@ -1,0 +1,155 @@
+"""Master and worker failover with real processes killed by SIGKILL: nothing lost, nothing run twice.
+
+Each task appends "<task> <attempt pid> start|end" to a ledger file, so the tests see every process a
+task really ran in, not just what the database says.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from engine.infra.etcd import EtcdServer
+from rpc import RpcClient
+from rpc.messages import HostUpdate, HostUpdateReply, TaskDispatch
+from tests.cluster_harness import command, instance_for, query, save, shell, started, tasks_of
+from tests.helpers import TEST_SECRET, NodeProc, eventually
+
+pytestmark = pytest.mark.slow
+
+SUCCESS, NEED_FAULT_TOLERANCE, RUNNING = 7, 8, 1
+TTL = 2.0
+
+
+def ledgered(name: str, ledger: Path, body: str, upstream: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
+    return shell(name, f"echo {name} $$ start >> {ledger}; {body}; echo {name} $$ end >> {ledger}", upstream)
+
+
+def runs(ledger: Path, task: str) -> list[str]:
+    if not ledger.exists():
+        return []
+    return [line for line in ledger.read_text().splitlines() if line.startswith(f"{task} ") and line.endswith("start")]
+
+
+async def running_task(dsn: str, instance_id: int, name: str) -> dict:  # type: ignore[type-arg]
+    async def get():  # type: ignore[no-untyped-def]
+        rows = await tasks_of(dsn, instance_id)
+        hit = [r for r in rows if r["name"] == name and r["state"] == RUNNING and r["flag"] == 1]
+        return dict(hit[0]) if hit else None
+
+    return await eventually(get, 30, f"{name} running")  # type: ignore[no-any-return]
+
+
+def kill(node: NodeProc) -> None:
+    assert node.proc.record is not None
+    node.proc.record.signal(signal.SIGKILL)
+
+
+async def test_a_killed_master_is_failed_over_and_its_running_task_is_adopted_not_rerun(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
+    masters, _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=2, workers=1, ttl=TTL)
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    code = await save(fresh_db, "adopt", [
+        ledgered("long", ledger, f"while [ ! -f {gate} ]; do sleep 0.05; done"),
+        ledgered("after", ledger, "true", ("long",)),
+    ])  # fmt: skip
+    (cmd,) = await command(fresh_db, code)
+    wi = await instance_for(fresh_db, cmd, final=False)
+    await running_task(fresh_db, wi["id"], "long")
+    owner = next(m for m in masters if m.address == wi["host"])
+    survivor = next(m for m in masters if m is not owner)
+    kill(owner)
+
+    async def moved() -> bool:
+        row = (await query(fresh_db, "SELECT host, epoch FROM workflow_instance WHERE id = $1", wi["id"]))[0]
+        return row["host"] == survivor.address and row["epoch"] > wi["epoch"]
+
+    await eventually(moved, TTL + 10, "instance owned by the surviving master")
+    gate.touch()  # the adopted task finishes now and reports to its new owner
+    final = await instance_for(fresh_db, cmd)
+    assert final["state"] == SUCCESS and final["host"] == survivor.address and final["recovery"] == 1
+    rows = await tasks_of(fresh_db, wi["id"])
+    assert sorted((r["name"], r["attempt"], r["state"]) for r in rows) == [("after", 1, SUCCESS), ("long", 1, SUCCESS)]
+    assert len(runs(ledger, "long")) == 1, "the task on the live worker must not run again"
+    alerts = await query(
+        fresh_db, "SELECT content FROM alert WHERE alert_type = 4 AND workflow_instance_id = $1", wi["id"]
+    )
+    assert alerts and owner.address in alerts[0]["content"]
+
+
+async def test_a_killed_worker_s_task_runs_again_on_another_worker_once(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
+    _, workers = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=2, workers=2, ttl=TTL)
+    ledger, marker = tmp_path / "ledger", tmp_path / "first-started"
+    # the first attempt blocks; any later attempt finishes at once
+    body = f"if [ -f {marker} ]; then exit 0; fi; touch {marker}; sleep 120"
+    code = await save(
+        fresh_db, "rerun", [ledgered("victim", ledger, body), ledgered("next", ledger, "true", ("victim",))]
+    )
+    (cmd,) = await command(fresh_db, code)
+    wi = await instance_for(fresh_db, cmd, final=False)
+    first = await running_task(fresh_db, wi["id"], "victim")
+    dead = next(w for w in workers if w.address == first["host"])
+    kill(dead)
+    killed_at = (await query(fresh_db, "SELECT now() AS t"))[0]["t"]
+    final = await instance_for(fresh_db, cmd, timeout=TTL + 30)
+    assert final["state"] == SUCCESS
+    rows = [r for r in await tasks_of(fresh_db, wi["id"]) if r["name"] == "victim"]
+    assert [(r["attempt"], r["state"], r["flag"]) for r in rows] == [(1, NEED_FAULT_TOLERANCE, 0), (2, SUCCESS, 1)]
+    second = rows[1]
+    assert second["host"] != dead.address
+    # invariant 3: the new attempt started only after the dead worker's lease could have expired
+    assert second["start_time"] > killed_at
+    assert len(runs(ledger, "victim")) == 2 and len(runs(ledger, "next")) == 1
+
+
+async def test_a_master_restarted_at_the_same_address_takes_back_its_earlier_instances(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
+    """The only master dies and comes back on the same host:port before anyone else is alive: its new
+    incarnation's epoch floor marks the old instances as orphans, and its own sweep takes them back."""
+    (master,), _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=1, workers=1, ttl=TTL)
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    code = await save(fresh_db, "comeback", [ledgered("long", ledger, f"while [ ! -f {gate} ]; do sleep 0.05; done")])
+    (cmd,) = await command(fresh_db, code)
+    wi = await instance_for(fresh_db, cmd, final=False)
+    await running_task(fresh_db, wi["id"], "long")
+    kill(master)
+    master.proc.popen.wait()  # type: ignore[union-attr]
+    again = node_factory(
+        "master", etcd_server.endpoint, etcd_root, TTL, port=master.port, PORPOISE_DATABASE_DSN=fresh_db
+    )
+    assert again.address == master.address
+
+    async def retaken() -> bool:
+        row = (await query(fresh_db, "SELECT epoch FROM workflow_instance WHERE id = $1", wi["id"]))[0]
+        return row["epoch"] > wi["epoch"]
+
+    await eventually(retaken, TTL + 15, "instance taken back by the new incarnation")
+    gate.touch()
+    final = await instance_for(fresh_db, cmd)
+    assert final["state"] == SUCCESS
+    assert len(runs(ledger, "long")) == 1
+
+
+async def test_a_worker_refuses_dispatches_from_an_owner_older_than_one_it_knows(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str
+) -> None:
+    worker = node_factory("worker", etcd_server.endpoint, etcd_root, 3, PORPOISE_DATABASE_DSN=fresh_db)
+    client = RpcClient(TEST_SECRET)
+    try:
+        reply = await client.call(worker.address, HostUpdate(424242, "127.0.0.1:1", epoch=10), HostUpdateReply)
+        assert isinstance(reply, HostUpdateReply) and reply.known == []
+        stale = TaskDispatch(
+            task_instance_id=1, attempt=1, workflow_instance_id=424242, workflow_definition_code=1, task_code=1,
+            task_name="t", task_type="SHELL", task_params={"rawScript": "true"}, master="127.0.0.1:2", epoch=9,
+        )  # fmt: skip
+        answer = await client.call(worker.address, stale)
+        assert answer["accepted"] is False and "stale owner" in answer["reason"]
+    finally:
+        await client.close()
