@@ -78,6 +78,9 @@ class Session:
         self._listeners: list[Listener] = []
         #: send time of the last keep-alive etcd answered with a live lease (written by the thread)
         self._last_ok = 0.0
+        #: called from the keep-alive thread after each renewal with the seconds the lease has left
+        #: (must be thread-safe and quick: the worker's task reaper uses it)
+        self.renewed: list[Callable[[float], None]] = []
         self._main_loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._thread_loop: asyncio.AbstractEventLoop | None = None
@@ -226,6 +229,8 @@ class Session:
                 log.error("lease no longer exists", lease=f"{self.lease_id:x}")
                 return True
             self._last_ok = sent
+            for hook in self.renewed:
+                hook(self.remaining())
             if suspended:
                 suspended = False
                 self._post(SessionState.CONNECTED)

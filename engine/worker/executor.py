@@ -28,6 +28,7 @@ from engine.params import builtins, out_params, parse_set_values, parse_time, pr
 from engine.tasks import registry
 from engine.tasks.base import Launch, ParamError, TaskContext
 from engine.worker.logfiles import log_path
+from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
 from rpc.messages import DispatchReply, KillReply, TaskDispatch, TaskResult, TaskRunning
 
@@ -69,8 +70,10 @@ class Executor:
         reporter: Reporter,
         overloaded: Callable[[], str] = lambda: "",
         kill_grace: float = 3.0,
+        reaper: Reaper | None = None,
     ) -> None:
         self.slots = slots
+        self.reaper = reaper
         self.log_dir = log_dir
         self.exec_root = exec_dir
         self.address = address
@@ -236,6 +239,8 @@ class Executor:
             start_new_session=True,
         )
         run.proc = proc
+        if self.reaper is not None:
+            self.reaper.add(proc.pid)
         self.reporter.report(
             TaskRunning(
                 task_instance_id=d.task_instance_id,
@@ -270,6 +275,8 @@ class Executor:
         # The main process is gone: end stragglers of its group (they would hold the pipe open),
         # then read the pipe to its end so no output is lost.
         await self._kill_group(proc.pid, signal.SIGKILL)
+        if self.reaper is not None:
+            self.reaper.remove(proc.pid)
         try:
             await asyncio.wait_for(asyncio.shield(pump), DRAIN_TIMEOUT)
         except TimeoutError:  # a process that left the group still holds the pipe

@@ -12,6 +12,7 @@ from engine import logs
 from engine.node import Node
 from engine.worker.executor import Executor
 from engine.worker.logfiles import LogFiles
+from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
 from registry import WORKER, HeartbeatSource, LoadLimits, NodeId, TaskCounts
 from rpc.messages import (
@@ -41,6 +42,7 @@ class Worker(Node):
         self.source = HeartbeatSource(self.limits, host_weight=w.host_weight, counts=self.counts)
         self.log_files = LogFiles(Path(w.log_dir))
         self.reporter = Reporter(self.rpc, busy=self._busy_with)
+        self.reaper = Reaper(self.cfg.registry.lease_ttl)
         self.executor = Executor(
             slots=w.exec_slots,
             log_dir=Path(w.log_dir).resolve(),
@@ -48,6 +50,7 @@ class Worker(Node):
             address="",  # known once the listener is bound
             reporter=self.reporter,
             overloaded=self.overload_reason,
+            reaper=self.reaper,
         )
         for msg_cls, handler in (
             (TaskDispatch, self.on_dispatch),
@@ -84,6 +87,7 @@ class Worker(Node):
 
     async def on_started(self) -> None:
         self.executor.address = self.address
+        await self.reaper.start()
         self.reporter.start()
 
     async def on_fenced(self) -> None:
@@ -92,6 +96,9 @@ class Worker(Node):
         await self.executor.kill_all()
 
     async def on_registered(self) -> None:
+        assert self.registry is not None
+        # tasks die with the lease: the reaper kills them when renewals stop (paused or dead worker)
+        self.registry.session.renewed.append(self.reaper.renewed)
         self.executor.accepting = True
 
     async def on_shutdown(self) -> None:
@@ -99,6 +106,7 @@ class Worker(Node):
         if not await self.reporter.flush(self.cfg.rpc.timeout * 2):
             log.warning("shutting down with unacknowledged reports", pending=len(self.reporter.pending))
         await self.reporter.close()
+        await self.reaper.close()
 
     def health(self) -> dict[str, Any]:
         return {

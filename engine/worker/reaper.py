@@ -1,0 +1,96 @@
+"""The task reaper: a tiny sidecar that kills this worker's task process groups when the worker can no
+longer vouch for them.
+
+Tasks run in sessions of their own, so a worker killed with SIGKILL would leave them running beside the
+attempts a master starts elsewhere once the worker's lease expires (invariant 3). The reaper is a bash
+loop in its own session reading a pipe from the worker:
+
+- ``add PGID`` / ``del PGID``: a task's process group started / ended;
+- ``alive SECONDS``: sent from the registry keep-alive thread after each lease renewal; if no line comes
+  for that long (the lease is about to expire: the worker is paused, hung, or cut off from etcd), every
+  group is killed — before any master can start a replacement attempt;
+- end of file (the worker died, however): every group is killed and the reaper exits.
+
+A few kilobytes of bash, no Python start-up, no polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+
+from engine import logs
+
+log = logs.get(__name__)
+
+SCRIPT = r"""
+declare -A groups
+timeout="$1"
+kill_all() {
+    for g in "${!groups[@]}"; do kill -KILL -- "-$g" 2>/dev/null; done
+    groups=()
+}
+while true; do
+    if read -r -t "$timeout" cmd arg; then
+        case "$cmd" in
+            add) groups[$arg]=1 ;;
+            del) unset "groups[$arg]" ;;
+            alive) timeout="$arg" ;;
+        esac
+    else
+        rc=$?
+        kill_all
+        [ "$rc" -gt 128 ] || exit 0
+    fi
+done
+"""
+
+#: the reaper kills a little before the lease can expire
+MARGIN = 0.5
+
+
+class Reaper:
+    def __init__(self, lease_ttl: float) -> None:
+        self.lease_ttl = lease_ttl
+        self.proc: asyncio.subprocess.Process | None = None
+        self._fd = -1
+
+    async def start(self) -> None:
+        read_end, self._fd = os.pipe()
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                "bash", "-c", SCRIPT, "porpoise-reaper", f"{self.lease_ttl:.3f}",
+                stdin=read_end, start_new_session=True,
+            )  # fmt: skip
+        finally:
+            os.close(read_end)
+        log.info("task reaper started", pid=self.proc.pid)
+
+    def _send(self, line: str) -> None:
+        if self._fd < 0:
+            return
+        with contextlib.suppress(OSError):  # the reaper is gone: nothing to tell it
+            os.write(self._fd, line.encode())  # < PIPE_BUF: atomic, also from the keep-alive thread
+
+    def add(self, pgid: int) -> None:
+        self._send(f"add {pgid}\n")
+
+    def remove(self, pgid: int) -> None:
+        self._send(f"del {pgid}\n")
+
+    def renewed(self, remaining: float) -> None:
+        """Lease renewed with ``remaining`` seconds left (called from the keep-alive thread)."""
+        self._send(f"alive {max(remaining - MARGIN, 0.1):.3f}\n")
+
+    async def close(self) -> None:
+        """Closing the pipe is the reaper's end of file: it kills what is left and exits."""
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+        if self.proc is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.proc.wait(), 5)
+            if self.proc.returncode is None:
+                self.proc.kill()
+                await self.proc.wait()

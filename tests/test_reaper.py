@@ -1,0 +1,105 @@
+"""Tasks die with their worker's lease (invariant 3): a worker killed with SIGKILL, or paused long
+enough for its lease to expire, leaves no task running beside the replacement attempt."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from engine.infra.etcd import EtcdServer
+from engine.worker.reaper import Reaper
+from registry import EtcdClient
+from rpc import RpcClient
+from tests.helpers import TEST_SECRET, NodeProc, eventually
+from tests.worker_harness import ReportSink, dispatch, task
+
+pytestmark = pytest.mark.slow
+
+TTL = 3.0
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[RpcClient]:
+    c = RpcClient(TEST_SECRET, timeout=10)
+    yield c
+    await c.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _start(node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, tmp: Path) -> NodeProc:
+    return node_factory(
+        "worker", etcd.endpoint, root, TTL,
+        overrides=[f"worker.log_dir={tmp / 'logs'}", f"worker.exec_dir={tmp / 'exec'}"],
+    )  # fmt: skip
+
+
+async def _running_tree(client: RpcClient, worker: NodeProc, sink: ReportSink) -> list[int]:
+    msg = task("SHELL", {"rawScript": "sleep 1000 & sleep 1000 & echo started; wait"}, sink.address)
+    await dispatch(client, worker.address, msg)
+    running = await sink.running(msg.task_instance_id)
+    root = psutil.Process(running["pid"])
+    children = await eventually(lambda: len(root.children()) >= 2 and root.children(), 10, "task children")
+    return [root.pid, *(c.pid for c in children)]
+
+
+async def test_a_killed_worker_s_tasks_die_with_it(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, tmp_path: Path,
+    sink: ReportSink, client: RpcClient,
+) -> None:  # fmt: skip
+    worker = await asyncio.to_thread(_start, node_factory, etcd_server, etcd_root, tmp_path)
+    pids = await _running_tree(client, worker, sink)
+    assert worker.proc.record is not None
+    worker.proc.record.signal(signal.SIGKILL)
+    await eventually(lambda: not any(_alive(p) for p in pids), 10, "the task tree killed by the reaper")
+
+
+async def test_a_paused_worker_s_tasks_die_before_its_lease_expires(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, tmp_path: Path,
+    sink: ReportSink, client: RpcClient, etcd: EtcdClient,
+) -> None:  # fmt: skip
+    worker = await asyncio.to_thread(_start, node_factory, etcd_server, etcd_root, tmp_path)
+    pids = await _running_tree(client, worker, sink)
+    key = f"{etcd_root}/nodes/worker/default/{worker.address}"
+    assert await etcd.get(key) is not None
+    os.kill(worker.pid, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + TTL + 5
+        while any(_alive(p) for p in pids):
+            assert time.monotonic() < deadline, "the paused worker's tasks are still running"
+            # the order is what matters: no replacement can start while the key (lease) exists
+            assert await etcd.get(key) is not None, "the lease expired while the old attempt still ran"
+            await asyncio.sleep(0.02)
+    finally:
+        os.kill(worker.pid, signal.SIGCONT)
+
+
+async def test_closing_the_reaper_kills_what_it_knows(tmp_path: Path) -> None:
+    reaper = Reaper(lease_ttl=60)
+    await reaper.start()
+    sleeper = await asyncio.create_subprocess_exec("sleep", "1000", start_new_session=True)
+    other = await asyncio.create_subprocess_exec("sleep", "1000", start_new_session=True)
+    try:
+        reaper.add(sleeper.pid)
+        reaper.add(other.pid)
+        reaper.remove(other.pid)
+        await reaper.close()
+        assert await asyncio.wait_for(sleeper.wait(), 5) == -signal.SIGKILL
+        assert other.returncode is None  # removed: not the reaper's business any more
+    finally:
+        for p in (sleeper, other):
+            if p.returncode is None:
+                p.kill()
+                await p.wait()
