@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
 import jsonschema
 from aiohttp import web
 
@@ -225,6 +226,10 @@ async def errors_middleware(
         return await handler(request)
     except ApiError as exc:
         return error_response(exc.status, exc.message, exc.field)
+    except (OSError, TimeoutError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
+            asyncpg.CannotConnectNowError) as exc:  # fmt: skip
+        log.warning("database unavailable", path=request.path, error=str(exc))
+        return error_response(503, "the metadata database is not reachable right now; retry shortly")
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

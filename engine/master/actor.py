@@ -117,6 +117,8 @@ class WorkflowActor:
         self.queue: asyncio.Queue[_Posted] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
         self.fenced = False
+        #: ended by an unexpected error (not fenced, not stopped): to be recovered
+        self.crashed = False
         self._timers: set[tuple[Any, ...]] = set()
         self._kills: set[asyncio.Task[Any]] = set()
 
@@ -175,7 +177,10 @@ class WorkflowActor:
                 self._fail_waiters()
                 raise
             except Exception:
-                log.exception("workflow actor failed; failover will recover the instance")
+                # typically the database went away mid-write: the master takes the instance back from
+                # the database state (what committed is the truth; unacknowledged reports are resent)
+                log.exception("workflow actor failed; the instance will be recovered from the database")
+                self.crashed = True
                 self._fail_waiters()
             finally:
                 self._cancel_timers()

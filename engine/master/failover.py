@@ -67,6 +67,8 @@ class FailoverService:
         self.metrics = metrics
         self._kick = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: instances of ours whose actor crashed: instance id -> the epoch it held
+        self._retake: dict[int, int] = {}
 
     def start(self) -> None:
         if self._task is None:
@@ -86,6 +88,12 @@ class FailoverService:
             return
         self.worker_lost(change.info.address)
 
+    def retake(self, instance_id: int, epoch: int) -> None:
+        """Our actor of this instance failed (e.g. the database went away mid-write): take the instance
+        back from the database state as soon as the database answers."""
+        self._retake[instance_id] = epoch
+        self._kick.set()
+
     def worker_lost(self, host: str) -> None:
         for actor in list(self.actors.values()):
             if any(a.host == host for a in actor.run.active()):
@@ -99,7 +107,10 @@ class FailoverService:
             try:
                 await self.sweep()
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError, RegistryUnavailable) as exc:
-                log.warning("failover sweep failed; retrying on the next one", error=str(exc))
+                log.warning("failover sweep failed; retrying", error=str(exc))
+                if self._retake:
+                    await asyncio.sleep(min(self.interval, 1.0))
+                    self._kick.set()  # our own instances wait for the database: retry soon
 
     async def sweep(self) -> int:
         """Take over orphaned instances and re-run attempts of workers that are gone; returns how many
@@ -120,6 +131,9 @@ class FailoverService:
         }
         for host in lost_hosts:
             self.worker_lost(host)
+        for instance_id, epoch in list(self._retake.items()):
+            await self._take(instance_id, self.me, epoch, live_workers)  # raises while the DB is down
+            del self._retake[instance_id]
         by_host: dict[str, list[asyncpg.Record]] = collections.defaultdict(list)
         for row in await self.store.orphans(floors):
             by_host[row["host"]].append(row)

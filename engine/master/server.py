@@ -224,6 +224,8 @@ class Master(Node):
             del self.actors[actor.id]
         if final is not None:
             self.finished_states[final.name] += 1
+        if actor.crashed and self.failover is not None:
+            self.failover.retake(actor.id, actor.info.epoch)
 
     async def _stop_actors(self) -> None:
         actors = list(self.actors.values())
