@@ -8,7 +8,7 @@ MASTERS ?= 3
 WORKERS ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: install test run cluster stop clean lint bench
+.PHONY: install test run cluster stop clean lint bench chaos
 
 # Idempotent: re-installs only when pyproject.toml changed since the last install.
 install: $(STAMP)
@@ -42,3 +42,9 @@ lint: install
 
 bench: install
 	$(BIN)/python -m bench
+
+# Long chaos soak (make test runs a short round): SEED=n WORKFLOWS=n, minutes to hours.
+WORKFLOWS ?= 2000
+SEED ?= $(shell date +%s)
+chaos: install
+	$(BIN)/python -m tests.chaos --workflows $(WORKFLOWS) --seed $(SEED)

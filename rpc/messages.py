@@ -38,6 +38,9 @@ class TaskDispatch:
     datasources: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: the owner's fencing epoch: a worker refuses a dispatch older than an owner it already knows
     epoch: int = 0
+    #: epoch ms until which the sending master's lease is certainly valid (0 = unchecked): a master that
+    #: was paused between deciding and sending cannot start work after someone else took the instance
+    valid_until_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,7 @@ class TaskResult:
     attempt: int
     workflow_instance_id: int
     host: str
-    #: SUCCESS, FAILURE or KILL
+    #: SUCCESS, FAILURE, KILL, or LOST (killed because the worker lost its registry lease)
     state: str
     exit_code: int
     start_time: int

@@ -6,6 +6,7 @@ task really ran in, not just what the database says.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.infra.etcd import EtcdServer
+from engine.node import EXIT_LEASE_LOST
 from rpc import RpcClient
 from rpc.messages import HostUpdate, HostUpdateReply, TaskDispatch
 from tests.cluster_harness import command, instance_for, query, save, shell, started, tasks_of
@@ -153,3 +155,41 @@ async def test_a_worker_refuses_dispatches_from_an_owner_older_than_one_it_knows
         assert answer["accepted"] is False and "stale owner" in answer["reason"]
     finally:
         await client.close()
+
+
+async def test_a_paused_master_wakes_after_failover_writes_nothing_and_exits(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
+    masters, _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=2, workers=1, ttl=TTL)
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    code = await save(fresh_db, "paused", [
+        ledgered("long", ledger, f"while [ ! -f {gate} ]; do sleep 0.05; done"),
+        ledgered("after", ledger, "true", ("long",)),
+    ])  # fmt: skip
+    (cmd,) = await command(fresh_db, code)
+    wi = await instance_for(fresh_db, cmd, final=False)
+    await running_task(fresh_db, wi["id"], "long")
+    owner = next(m for m in masters if m.address == wi["host"])
+    survivor = next(m for m in masters if m is not owner)
+    assert owner.proc.record is not None
+    owner.proc.record.signal(signal.SIGSTOP)
+    try:
+
+        async def moved() -> bool:
+            row = (await query(fresh_db, "SELECT host FROM workflow_instance WHERE id = $1", wi["id"]))[0]
+            return row["host"] == survivor.address
+
+        await eventually(moved, TTL + 10, "instance taken over from the paused master")
+        gate.touch()
+        final = await instance_for(fresh_db, cmd)
+    finally:
+        owner.proc.record.signal(signal.SIGCONT)
+    # the woken master finds its lease gone and exits (registry.on_lost = exit) without touching anything
+    assert owner.proc.popen is not None
+    assert await asyncio.to_thread(owner.proc.popen.wait, 30) == EXIT_LEASE_LOST
+    assert final["state"] == SUCCESS and final["host"] == survivor.address
+    after = (await query(fresh_db, "SELECT host, state, epoch FROM workflow_instance WHERE id = $1", wi["id"]))[0]
+    assert (after["host"], after["state"], after["epoch"]) == (survivor.address, SUCCESS, final["epoch"])
+    rows = await tasks_of(fresh_db, wi["id"])
+    assert sorted((r["name"], r["attempt"]) for r in rows) == [("after", 1), ("long", 1)]
+    assert len(runs(ledger, "long")) == 1 and len(runs(ledger, "after")) == 1

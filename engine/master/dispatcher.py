@@ -10,6 +10,7 @@ the owning actor (which records DISPATCH and the host).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import heapq
 import time
 from collections.abc import Callable
@@ -37,8 +38,11 @@ class Dispatcher:
         concurrency: int = 64,
         retry_delay: float = 0.5,
         metrics: Any = None,
+        lease_left: Callable[[], float] = lambda: float("inf"),
     ) -> None:
         self.rpc = rpc
+        #: seconds our registry lease is certainly still valid (judged locally, monotonic)
+        self.lease_left = lease_left
         self.workers = workers
         self.selector_kind = selector
         self.selectors: dict[str, Any] = {}
@@ -140,8 +144,14 @@ class Dispatcher:
                 break
             host = self._selector(request.worker_group).select(remaining).address
             tried.add(host)
+            lease_left = self.lease_left()
+            if lease_left <= 0:
+                # our lease may be running out (etcd unreachable?): wait; if it is lost, the actors stop
+                # and the instance's next owner dispatches the attempt anew (invariant 3)
+                break
+            message = dataclasses.replace(request.message, valid_until_ms=int((time.time() + lease_left) * 1000))
             try:
-                reply = await self.rpc.call(host, request.message, DispatchReply)
+                reply = await self.rpc.call(host, message, DispatchReply)
             except RpcError as exc:
                 log.warning(
                     "dispatch failed",

@@ -32,7 +32,9 @@ from engine.master.states import TaskState, WorkflowState
 from engine.master.store import MasterStore, TaskUpdate, WriteBatch
 from engine.master.workflow import Attempt, WorkerLost
 from engine.workflows.model import DefinitionError
-from registry import MASTER, ChangeKind, NodeChange, NodeId, RegistryNode, RegistryUnavailable
+from registry import MASTER, WORKER, ChangeKind, NodeChange, NodeId, RegistryNode, RegistryUnavailable
+from registry.heartbeat import Heartbeat
+from registry.keys import nodes_prefix, parse_node_key
 from rpc import RpcClient
 from rpc.errors import RpcError
 from rpc.messages import HostUpdate, HostUpdateReply
@@ -118,11 +120,9 @@ class FailoverService:
         node = self.registry()
         if node is None or not node.session.alive:
             return 0
-        view = node.membership
-        floors = {m.address: m.heartbeat.epoch_floor for m in view.masters()}
+        floors, live_workers = await self._live_nodes(node)
         if self.me not in floors:
             return 0  # not (yet) visible as a live master ourselves: take nothing
-        live_workers = {w.address for w in view.workers()}
         lost_hosts = {
             a.host
             for actor in self.actors.values()
@@ -141,6 +141,28 @@ class FailoverService:
         for host, rows in by_host.items():
             taken += await self._fail_over(node, host, rows, live_workers)
         return taken
+
+    @staticmethod
+    async def _live_nodes(node: RegistryNode) -> tuple[dict[str, int], set[str]]:
+        """(live master -> its epoch floor, live worker addresses), read from etcd itself: a view that is
+        re-reading after an etcd hiccup may miss live nodes, and calling a live worker's attempts lost
+        (or a live master's instances orphaned) would run work twice or take it needlessly."""
+        root = node.cfg.root
+        _, kvs = await node.client.get_prefix(nodes_prefix(root))
+        floors: dict[str, int] = {}
+        workers: set[str] = set()
+        for kv in kvs:
+            ident = parse_node_key(root, kv.key)
+            if ident is None:
+                continue
+            if ident.role == WORKER:
+                workers.add(ident.address)
+                continue
+            try:
+                floors[ident.address] = Heartbeat.from_json(kv.value).epoch_floor
+            except ValueError:
+                floors[ident.address] = 0  # unreadable heartbeat: alive, but take nothing from it
+        return floors, workers
 
     async def _fail_over(self, node: RegistryNode, host: str, rows: list[asyncpg.Record], workers: set[str]) -> int:
         lock = node.failover_lock(NodeId(MASTER, host))

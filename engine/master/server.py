@@ -43,7 +43,16 @@ from rpc.messages import CacheExpire, ReportReply, TaskKill, TaskResult, TaskRun
 
 log = logs.get(__name__)
 
-_RESULT_STATES = {"SUCCESS": TaskState.SUCCESS, "FAILURE": TaskState.FAILURE, "KILL": TaskState.KILL}
+#: seconds of a lease a dispatch does not count on (flight time, clock skew between master and worker)
+LEASE_MARGIN = 0.5
+
+_RESULT_STATES = {
+    "SUCCESS": TaskState.SUCCESS,
+    "FAILURE": TaskState.FAILURE,
+    "KILL": TaskState.KILL,
+    # killed by its worker on losing its lease: run it again elsewhere, as a worker failover would
+    "LOST": TaskState.NEED_FAULT_TOLERANCE,
+}
 
 
 class Master(Node):
@@ -63,7 +72,9 @@ class Master(Node):
         self.cache: DefinitionCache | None = None
         self.failover: FailoverService | None = None
         self.poller: CommandPoller | None = None
-        self.dispatcher = Dispatcher(self.rpc, self._workers, m.host_selector, metrics=self.metrics)
+        self.dispatcher = Dispatcher(
+            self.rpc, self._workers, m.host_selector, metrics=self.metrics, lease_left=self._lease_left
+        )
         self.finished_states: collections.Counter[str] = collections.Counter()
         self.app.router.add_get("/metrics", self._metrics)
         for msg_cls, handler in (
@@ -237,6 +248,12 @@ class Master(Node):
         return {k: float(v) for k, v in counts.items()}
 
     # -- collaborators ----------------------------------------------------------------------------
+
+    def _lease_left(self) -> float:
+        """Seconds until our lease could expire, minus a margin for the message's flight and clock skew."""
+        if self.registry is None or not self.registry.session.alive:
+            return 0.0
+        return self.registry.session.remaining() - LEASE_MARGIN
 
     def _workers(self, group: str) -> list[Any]:
         return self.registry.membership.workers(group) if self.registry else []

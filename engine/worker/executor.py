@@ -50,6 +50,8 @@ class TaskRun:
     proc: asyncio.subprocess.Process | None = None
     start_ms: int = 0
     killed: bool = False
+    #: killed because this worker lost its registry lease: the master runs the attempt again elsewhere
+    lost: bool = False
     timed_out: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
@@ -100,6 +102,8 @@ class Executor:
         reason = self.overloaded()
         if reason:
             return DispatchReply(False, reason)
+        if d.valid_until_ms and time.time() * 1000 > d.valid_until_ms:
+            return DispatchReply(False, "stale dispatch: the sending master's lease may have expired")
         if not self.reporter.note_owner(d.workflow_instance_id, d.master, d.epoch):
             return DispatchReply(False, "stale owner: the workflow instance has moved to another master")
         run = TaskRun(
@@ -208,7 +212,9 @@ class Executor:
             emitted: dict[str, str] = {}
             await self._wait_and_drain(run, proc, logfile, emitted)
             code = proc.returncode if proc.returncode is not None else -1
-            if run.killed:
+            if run.lost:
+                state, message = "LOST", "killed: the worker lost its registry lease"
+            elif run.killed:
                 state, message = "KILL", "killed on request"
             elif run.timed_out:
                 state, message = "FAILURE", f"timed out after {d.timeout_seconds}s"
@@ -326,10 +332,14 @@ class Executor:
                 await asyncio.wait_for(asyncio.gather(*(r.done.wait() for r in runs)), grace)
         await self.kill_all()
 
-    async def kill_all(self) -> None:
-        """Stop accepting and kill every running attempt, all at once (each kill may wait its grace)."""
+    async def kill_all(self, lost: bool = False) -> None:
+        """Stop accepting and kill every running attempt, all at once (each kill may wait its grace).
+        ``lost``: because the lease is gone; the attempts are reported LOST, to be run again elsewhere."""
         self.accepting = False
-        await asyncio.gather(*(self.kill(*run.key) for run in list(self.runs.values())))
+        runs = list(self.runs.values())
+        for run in runs:
+            run.lost = lost
+        await asyncio.gather(*(self.kill(*run.key) for run in runs))
 
 
 def _stamp() -> str:

@@ -93,7 +93,7 @@ class Worker(Node):
     async def on_fenced(self) -> None:
         # Our lease is gone: masters will fail our tasks over. Stop taking work and kill what runs,
         # so no attempt keeps running beside its replacement (invariant 3).
-        await self.executor.kill_all()
+        await self.executor.kill_all(lost=True)
 
     async def on_registered(self) -> None:
         assert self.registry is not None

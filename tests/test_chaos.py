@@ -1,0 +1,26 @@
+"""The chaos suite at test size (tests/chaos.py): about 200 random workflows on 3 masters and 2 workers
+while masters and workers are killed, paused and restarted, and etcd and PostgreSQL restarted once."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.chaos import run
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.timeout(900)
+async def test_chaos_nothing_lost_nothing_run_twice(workdir: Path) -> None:
+    seed = int(os.environ.get("PORPOISE_CHAOS_SEED", "20261121"))
+    workflows = int(os.environ.get("PORPOISE_CHAOS_WORKFLOWS", "200"))
+    base = workdir / "chaos"
+    base.mkdir()
+    summary = await run(workflows, seed, base, deadline=600)
+    print(summary.text())  # shown with -s, and in the failure report below
+    assert not summary.violations, summary.text()
+    assert sum(summary.faults.values()) >= 5, summary.text()
+    assert summary.faults["restart etcd"] == 1 and summary.faults["restart postgres"] == 1, summary.text()
