@@ -13,13 +13,13 @@ from tests.chaos import run
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1500)
 async def test_chaos_nothing_lost_nothing_run_twice(workdir: Path) -> None:
     seed = int(os.environ.get("PORPOISE_CHAOS_SEED", "20261121"))
     workflows = int(os.environ.get("PORPOISE_CHAOS_WORKFLOWS", "200"))
     base = workdir / "chaos"
     base.mkdir()
-    summary = await run(workflows, seed, base, deadline=600)
+    summary = await run(workflows, seed, base, deadline=1200)
     print(summary.text())  # shown with -s, and in the failure report below
     assert not summary.violations, summary.text()
     assert sum(summary.faults.values()) >= 5, summary.text()

@@ -103,3 +103,20 @@ async def test_closing_the_reaper_kills_what_it_knows(tmp_path: Path) -> None:
             if p.returncode is None:
                 p.kill()
                 await p.wait()
+
+
+async def test_the_reaper_kills_when_renewals_stop_and_says_whom(tmp_path: Path) -> None:
+    reaper = Reaper(lease_ttl=0.3)  # no renewal ever comes: it kills 0.3 s after the last line
+    await reaper.start()
+    sleeper = await asyncio.create_subprocess_exec("sleep", "1000", start_new_session=True)
+    try:
+        reaper.add(sleeper.pid)
+        assert await asyncio.wait_for(sleeper.wait(), 10) == -signal.SIGKILL
+        assert reaper.took(sleeper.pid)
+        assert not reaper.took(sleeper.pid)  # reported once
+        assert not reaper.took(123456789)
+    finally:
+        if sleeper.returncode is None:
+            sleeper.kill()
+            await sleeper.wait()
+        await reaper.close()

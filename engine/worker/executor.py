@@ -212,8 +212,9 @@ class Executor:
             emitted: dict[str, str] = {}
             await self._wait_and_drain(run, proc, logfile, emitted)
             code = proc.returncode if proc.returncode is not None else -1
-            if run.lost:
-                state, message = "LOST", "killed: the worker lost its registry lease"
+            reaped = code == -signal.SIGKILL and self.reaper is not None and self.reaper.took(proc.pid)
+            if run.lost or (reaped and not run.killed):
+                state, message = "LOST", "killed: the worker lost (or nearly lost) its registry lease"
             elif run.killed:
                 state, message = "KILL", "killed on request"
             elif run.timed_out:

@@ -11,6 +11,9 @@ loop in its own session reading a pipe from the worker:
   group is killed — before any master can start a replacement attempt;
 - end of file (the worker died, however): every group is killed and the reaper exits.
 
+It names each group on its output before killing it, so a worker that wakes from a pause can tell a task
+the reaper killed (report it LOST: run it again elsewhere) from one that failed on its own.
+
 A few kilobytes of bash, no Python start-up, no polling.
 """
 
@@ -25,10 +28,11 @@ from engine import logs
 log = logs.get(__name__)
 
 SCRIPT = r"""
+trap '' PIPE  # the worker (reader of our output) may be dead: keep going and kill
 declare -A groups
 timeout="$1"
 kill_all() {
-    for g in "${!groups[@]}"; do kill -KILL -- "-$g" 2>/dev/null; done
+    for g in "${!groups[@]}"; do echo "killed $g" 2>/dev/null; kill -KILL -- "-$g" 2>/dev/null; done
     groups=()
 }
 while true; do
@@ -55,16 +59,22 @@ class Reaper:
         self.lease_ttl = lease_ttl
         self.proc: asyncio.subprocess.Process | None = None
         self._fd = -1
+        self._out = -1
+        self._killed: set[int] = set()
+        self._partial = b""
 
     async def start(self) -> None:
         read_end, self._fd = os.pipe()
+        self._out, out_write = os.pipe()
+        os.set_blocking(self._out, False)
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 "bash", "-c", SCRIPT, "porpoise-reaper", f"{self.lease_ttl:.3f}",
-                stdin=read_end, start_new_session=True,
+                stdin=read_end, stdout=out_write, start_new_session=True,
             )  # fmt: skip
         finally:
             os.close(read_end)
+            os.close(out_write)
         log.info("task reaper started", pid=self.proc.pid)
 
     def _send(self, line: str) -> None:
@@ -79,6 +89,25 @@ class Reaper:
     def remove(self, pgid: int) -> None:
         self._send(f"del {pgid}\n")
 
+    def took(self, pgid: int) -> bool:
+        """Whether the reaper killed this group (it says so before it kills, so by the time the task's
+        exit is seen the line is readable)."""
+        with contextlib.suppress(BlockingIOError, OSError):
+            while self._out >= 0:
+                chunk = os.read(self._out, 65536)
+                if not chunk:
+                    break
+                data = self._partial + chunk
+                *lines, self._partial = data.split(b"\n")
+                for line in lines:
+                    word, _, value = line.decode(errors="replace").partition(" ")
+                    if word == "killed" and value.strip().isdigit():
+                        self._killed.add(int(value))
+        if pgid in self._killed:
+            self._killed.discard(pgid)
+            return True
+        return False
+
     def renewed(self, remaining: float) -> None:
         """Lease renewed with ``remaining`` seconds left (called from the keep-alive thread)."""
         self._send(f"alive {max(remaining - MARGIN, 0.1):.3f}\n")
@@ -88,6 +117,9 @@ class Reaper:
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             os.close(fd)
+        if self._out >= 0:
+            out, self._out = self._out, -1
+            os.close(out)
         if self.proc is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.proc.wait(), 5)
