@@ -193,3 +193,27 @@ async def test_a_paused_master_wakes_after_failover_writes_nothing_and_exits(
     rows = await tasks_of(fresh_db, wi["id"])
     assert sorted((r["name"], r["attempt"]) for r in rows) == [("after", 1), ("long", 1)]
     assert len(runs(ledger, "long")) == 1 and len(runs(ledger, "after")) == 1
+
+
+async def test_when_every_master_died_a_new_master_takes_their_instances_at_start(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
+    """No live master saw the others die (there was none): the newcomer's first sweep finds the orphans."""
+    masters, _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=2, workers=1, ttl=TTL)
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    code = await save(fresh_db, "all_down", [
+        ledgered("long", ledger, f"while [ ! -f {gate} ]; do sleep 0.05; done"),
+        ledgered("after", ledger, "true", ("long",)),
+    ])  # fmt: skip
+    commands = await command(fresh_db, code, 4)
+    for cmd in commands:
+        await instance_for(fresh_db, cmd, final=False)
+    for m in masters:
+        kill(m)
+    newcomer = await asyncio.to_thread(
+        node_factory, "master", etcd_server.endpoint, etcd_root, TTL, PORPOISE_DATABASE_DSN=fresh_db
+    )
+    gate.touch()
+    finals = [await instance_for(fresh_db, cmd, timeout=TTL + 30) for cmd in commands]
+    assert all(f["state"] == SUCCESS and f["host"] == newcomer.address for f in finals)
+    assert len(runs(ledger, "long")) == 4 and len(runs(ledger, "after")) == 4
