@@ -54,6 +54,9 @@ class TaskKill:
     METHOD: ClassVar[str] = "task.kill"
     task_instance_id: int
     attempt: int
+    #: fenced like a dispatch: refused from an owner older than one the worker knows, or sent too late
+    epoch: int = 0
+    valid_until_ms: int = 0
 
 
 @dataclass(frozen=True)

@@ -59,16 +59,21 @@ def wait_final(c: ApiCluster, instance_id: int, timeout: float = 60) -> dict[str
 
 
 def start(c: ApiCluster, code: int, body: dict[str, Any] | None = None) -> int:
+    cmd = c.client().post(f"/api/v1/workflows/{code}/start", body or {})
+    return claimed(c, cmd["command_id"])
+
+
+def claimed(c: ApiCluster, command_id: int) -> int:
+    """Wait until a master turned the command into (or back into) a running instance; its id."""
     client = c.client()
-    cmd = client.post(f"/api/v1/workflows/{code}/start", body or {})
     status: dict[str, Any] = {}
 
-    def claimed() -> bool:
+    def settled() -> bool:
         nonlocal status
-        status = client.get(f"/api/v1/commands/{cmd['command_id']}")
+        status = client.get(f"/api/v1/commands/{command_id}")
         return status["status"] != "QUEUED"
 
-    wait_sync(claimed, 30, what="command claimed")
+    wait_sync(settled, 30, what="command claimed")
     assert status["status"] == "STARTED", status
     return int(status["workflow_instance_id"])
 
@@ -395,6 +400,7 @@ def test_stop_pause_resume(api_cluster: ApiCluster) -> None:
     assert resumed["command_id"]
     err = error_of(lambda: client.post(f"/api/v1/instances/{instance_id}/resume"))
     assert err.status == 409  # already queued or already running again
+    assert claimed(api_cluster, resumed["command_id"]) == instance_id
     final = wait_final(api_cluster, instance_id)
     assert final["state"] == "SUCCESS" and final["run_times"] == 2
     everything = client.get(f"/api/v1/instances/{instance_id}", all_attempts=True)["tasks"]
@@ -421,7 +427,8 @@ def test_pause_lets_the_running_task_finish_then_resume_continues(api_cluster: A
     paused = wait_final(api_cluster, instance_id)
     assert paused["state"] == "PAUSE"
     assert [(t["name"], t["state"]) for t in paused["tasks"]] == [("first", "SUCCESS")]
-    client.post(f"/api/v1/instances/{instance_id}/resume")
+    resumed = client.post(f"/api/v1/instances/{instance_id}/resume")
+    assert claimed(api_cluster, resumed["command_id"]) == instance_id
     final = wait_final(api_cluster, instance_id)
     assert final["state"] == "SUCCESS"
     assert [(t["name"], t["attempt"]) for t in final["tasks"]] == [("first", 1), ("second", 1)]

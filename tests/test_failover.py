@@ -7,6 +7,7 @@ task really ran in, not just what the database says.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -16,9 +17,10 @@ import pytest
 from engine.infra.etcd import EtcdServer
 from engine.node import EXIT_LEASE_LOST
 from rpc import RpcClient
-from rpc.messages import HostUpdate, HostUpdateReply, TaskDispatch
+from rpc.messages import HostUpdate, HostUpdateReply, TaskDispatch, TaskKill
 from tests.cluster_harness import command, instance_for, query, save, shell, started, tasks_of
 from tests.helpers import TEST_SECRET, NodeProc, eventually
+from tests.worker_harness import ReportSink, dispatch, task
 
 pytestmark = pytest.mark.slow
 
@@ -217,3 +219,28 @@ async def test_when_every_master_died_a_new_master_takes_their_instances_at_star
     finals = [await instance_for(fresh_db, cmd, timeout=TTL + 30) for cmd in commands]
     assert all(f["state"] == SUCCESS and f["host"] == newcomer.address for f in finals)
     assert len(runs(ledger, "long")) == 4 and len(runs(ledger, "after")) == 4
+
+
+async def test_a_worker_refuses_kills_from_an_older_owner(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, sink: ReportSink, tmp_path: Path
+) -> None:
+    worker = node_factory(
+        "worker", etcd_server.endpoint, etcd_root, 3,
+        overrides=[f"worker.log_dir={tmp_path / 'logs'}", f"worker.exec_dir={tmp_path / 'exec'}"],
+    )  # fmt: skip
+    client = RpcClient(TEST_SECRET)
+    try:
+        msg = task("SHELL", {"rawScript": "sleep 1000"}, sink.address)
+        msg = dataclasses.replace(msg, epoch=5)
+        await dispatch(client, worker.address, msg)
+        await sink.running(msg.task_instance_id)
+        # the instance moved to a new owner (epoch 6); the old owner's kill must not land
+        await client.call(worker.address, HostUpdate(msg.workflow_instance_id, sink.address, epoch=6))
+        stale = await client.call(worker.address, TaskKill(msg.task_instance_id, 1, epoch=5))
+        assert stale == {"killed": False, "state": "STALE"}
+        late = await client.call(worker.address, TaskKill(msg.task_instance_id, 1, epoch=6, valid_until_ms=1))
+        assert late == {"killed": False, "state": "STALE"}
+        assert await client.call(worker.address, TaskKill(msg.task_instance_id, 1, epoch=6)) == {
+            "killed": True, "state": "KILL"}  # fmt: skip
+    finally:
+        await client.close()

@@ -172,7 +172,13 @@ async def test_claim_race_1000_commands_3_masters_exactly_1000_instances(
     ids: list[int] = []
     for i in range(10):
         ids += await command(fresh_db, code, 100)
-        if i == 5:  # a master dies mid-way; its slot moves to the others
+        if i == 5:  # a master dies mid-way, after it claimed part of the backlog; its slot moves on
+
+            async def claimed_some() -> bool:
+                rows = await query(fresh_db, "SELECT 1 FROM workflow_instance WHERE host = $1", masters[2].address)
+                return bool(rows)
+
+            await eventually(claimed_some, 20, "the third master claimed some commands")
             assert masters[2].proc.record is not None
             masters[2].proc.record.signal(signal.SIGKILL)
 

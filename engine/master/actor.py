@@ -102,7 +102,7 @@ class WorkflowActor:
         wheel: StateWheel,
         me: str,
         dispatch: Callable[[DispatchRequest], None],
-        kill: Callable[[Attempt], Any],
+        kill: Callable[[Attempt, int], Any],
         on_finished: Callable[[WorkflowActor, WorkflowState | None], None],
     ) -> None:
         self.info = info
@@ -234,7 +234,7 @@ class WorkflowActor:
                 self._timers.discard(action.key)
                 self.wheel.cancel((self.info.id, *action.key))
             elif isinstance(action, KillTask):
-                task = asyncio.create_task(self._kill(action.attempt))
+                task = asyncio.create_task(self._kill(action.attempt, self.info.epoch))
                 self._kills.add(task)
                 task.add_done_callback(self._kills.discard)
 

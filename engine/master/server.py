@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import time
 from typing import Any
 
 import asyncpg
@@ -266,11 +267,15 @@ class Master(Node):
         if isinstance(owner, WorkflowActor):
             owner.post(event)
 
-    async def _kill(self, a: Attempt) -> None:
+    async def _kill(self, a: Attempt, epoch: int) -> None:
         if not a.host or not a.id:
             return
+        left = self._lease_left()
+        if left <= 0:
+            return  # our lease may be gone: the instance is (being) failed over; its new owner decides
+        msg = TaskKill(a.id, a.attempt, epoch=epoch, valid_until_ms=int((time.time() + left) * 1000))
         try:
-            await self.rpc.call(a.host, TaskKill(a.id, a.attempt))
+            await self.rpc.call(a.host, msg)
         except RpcError as exc:
             log.warning("kill request failed", worker=a.host, task_instance_id=a.id, error=str(exc))
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,12 @@ class Worker(Node):
         return reply
 
     async def on_kill(self, msg: TaskKill) -> KillReply:
+        run = self.executor.runs.get(msg.task_instance_id)
+        if run is not None:
+            stale = msg.valid_until_ms and time.time() * 1000 > msg.valid_until_ms
+            if stale or msg.epoch < self.reporter.epochs.get(run.dispatch.workflow_instance_id, 0):
+                log.warning("stale kill refused", task_instance_id=msg.task_instance_id, epoch=msg.epoch)
+                return KillReply(False, "STALE")
         return await self.executor.kill(msg.task_instance_id, msg.attempt)
 
     async def on_host_update(self, msg: HostUpdate) -> HostUpdateReply:
