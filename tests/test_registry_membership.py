@@ -136,32 +136,34 @@ async def test_view_resyncs_across_an_etcd_restart(etcd_factory: Callable[[], Et
             "registry.lease_ttl=10",
             "registry.keepalive_interval=0.5",
             "registry.heartbeat_interval=0.5",
-            "registry.request_timeout=0.5",
+            "registry.request_timeout=2",  # a loaded CI machine answers slower than 0.5 s
         ],
         environ={},
     ).registry
     observer = RegistryNode(cfg, NodeId("master", "127.0.0.1:3001"), _source())
     leaver = RegistryNode(cfg, NodeId("worker", "127.0.0.1:3002", "default"), _source())
-    await observer.start()
-    await leaver.start()
-    view = observer.membership
-    await eventually(lambda: len(view.workers()) == 1, 5, "worker seen")
-    resyncs = view.resyncs
-
-    await asyncio.to_thread(server.stop)
-    await eventually(lambda: observer.session.state.value == "SUSPENDED", 5, "observer SUSPENDED")
-    await asyncio.to_thread(server.start)
-    await eventually(lambda: observer.session.state.value == "CONNECTED", 10, "observer CONNECTED")
-    await eventually(lambda: view.resyncs > resyncs, 5, "view re-read after reconnect")
-
     joiner = RegistryNode(cfg, NodeId("worker", "127.0.0.1:3003", "default"), _source())
-    await joiner.start()
-    await leaver.close()
-    await eventually(
-        lambda: [w.address for w in view.workers()] == ["127.0.0.1:3003"], 10, "join and leave after restart"
-    )
-    await joiner.close()
-    await observer.close()
+    try:
+        await observer.start()
+        await leaver.start()
+        view = observer.membership
+        await eventually(lambda: len(view.workers()) == 1, 5, "worker seen")
+        resyncs = view.resyncs
+
+        await asyncio.to_thread(server.stop)
+        await eventually(lambda: observer.session.state.value == "SUSPENDED", 5, "observer SUSPENDED")
+        await asyncio.to_thread(server.start)
+        await eventually(lambda: observer.session.state.value == "CONNECTED", 10, "observer CONNECTED")
+        await eventually(lambda: view.resyncs > resyncs, 5, "view re-read after reconnect")
+
+        await joiner.start()
+        await leaver.close()
+        await eventually(
+            lambda: [w.address for w in view.workers()] == ["127.0.0.1:3003"], 20, "join and leave after restart"
+        )
+    finally:  # close every session even when an assertion failed: a live keep-alive thread hangs the loop
+        for node in (joiner, leaver, observer):
+            await node.close()
 
 
 async def test_watch_from_a_compacted_revision_resyncs(registry_config: Config, etcd: EtcdClient) -> None:
