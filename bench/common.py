@@ -7,14 +7,17 @@ import platform
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
+from engine.storage.definitions import save_workflow
+from engine.workflows.model import TaskDef, WorkflowDef
 
 
 @contextmanager
@@ -43,6 +46,29 @@ def exit_on_sigterm() -> None:
     import sys
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
+async def save_released(conn: Any, name: str, tasks: list[TaskDef]) -> int:
+    """Save a workflow of ``tasks`` in the "bench" project, online; its code."""
+    wf = WorkflowDef(name=name, project="bench", tasks=tuple(tasks))
+    code, _ = await save_workflow(conn, wf, release=True)
+    return code
+
+
+def rounded(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}
+
+
+def main(run: Callable[[str], dict[str, Any]]) -> None:
+    """``python -m bench.<name> [tiny|full]``: run one benchmark and print its JSON object."""
+    import json
+    import sys
+
+    from engine import logs
+
+    logs.configure("console", "warning")
+    exit_on_sigterm()
+    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "full")))
 
 
 def percentile(values: list[float], q: float) -> float:

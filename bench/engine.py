@@ -10,8 +10,6 @@ this machine), measured from the database's own timestamps.
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,12 +17,10 @@ from typing import Any
 import asyncpg
 import psutil
 
-from bench.common import exit_on_sigterm, percentile, workdir
+from bench.common import main, percentile, rounded, save_released, workdir
 from engine import config as config_mod
-from engine import logs
 from engine.infra.stack import Stack
-from engine.storage.definitions import save_workflow
-from engine.workflows.model import TaskDef, WorkflowDef
+from engine.workflows.model import TaskDef
 
 SIZES = {
     "tiny": {"chain": 5, "workflows": 2, "tasks": 10, "triggers": 3},
@@ -35,8 +31,7 @@ SIZES = {
 async def _save(dsn: str, name: str, tasks: list[TaskDef]) -> int:
     conn = await asyncpg.connect(dsn)
     try:
-        code, _ = await save_workflow(conn, WorkflowDef(name=name, project="bench", tasks=tuple(tasks)), release=True)
-        return code
+        return await save_released(conn, name, tasks)
     finally:
         await conn.close()
 
@@ -152,10 +147,8 @@ def run(size: str = "full") -> dict[str, Any]:
             result |= asyncio.run(_throughput(dsn, params["workflows"], params["tasks"], procs))
         finally:
             stack.stop_all()
-    return {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}
+    return rounded(result)
 
 
 if __name__ == "__main__":
-    logs.configure("console", "warning")
-    exit_on_sigterm()
-    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "full")))
+    main(run)

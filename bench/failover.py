@@ -11,28 +11,19 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
-from bench.common import exit_on_sigterm, workdir
+from bench.common import main, rounded, save_released, workdir
 from engine import config as config_mod
-from engine import logs
 from engine.infra.process import ManagedProcess
 from engine.infra.stack import Stack
-from engine.storage.definitions import save_workflow
-from engine.workflows.model import TaskDef, WorkflowDef
+from engine.workflows.model import TaskDef
 
 SIZES = {"tiny": {"instances": 3, "tasks": 3}, "full": {"instances": 100, "tasks": 50}}
-
-
-async def _save(conn: asyncpg.Connection, name: str, tasks: list[TaskDef]) -> int:
-    code, _ = await save_workflow(conn, WorkflowDef(name=name, project="bench", tasks=tuple(tasks)), release=True)
-    return code
 
 
 async def _until(check: Any, timeout: float, what: str) -> float:
@@ -49,7 +40,7 @@ async def _master_failover(stack: Stack, dsn: str, n: int, gate: Path, ledger: P
     conn = await asyncpg.connect(dsn)
     try:
         script = f"echo $$ >> {ledger}; while [ ! -f {gate} ]; do sleep 0.2; done"  # 100 pollers: keep forks cheap
-        code = await _save(conn, "failover_master", [
+        code = await save_released(conn, "failover_master", [
             TaskDef("gated", "SHELL", {"rawScript": script}),
             TaskDef("next", "SHELL", {"rawScript": "true"}, upstream=("gated",)),
         ])  # fmt: skip
@@ -99,7 +90,7 @@ async def _worker_failover(stack: Stack, dsn: str, m: int, victim: ManagedProces
     conn = await asyncpg.connect(dsn)
     try:
         tasks = [TaskDef(f"t{i}", "SHELL", {"rawScript": "sleep 300"}) for i in range(m)]
-        code = await _save(conn, "failover_worker", tasks)
+        code = await save_released(conn, "failover_worker", tasks)
         port = victim.record.extra["port"] if victim.record and victim.record.extra else 0
         await conn.execute("INSERT INTO command (command_type, workflow_definition_code) VALUES (0, $1)", code)
 
@@ -156,10 +147,8 @@ def run(size: str = "full") -> dict[str, Any]:
             result |= asyncio.run(_worker_failover(stack, dsn, params["tasks"], victim, join))
         finally:
             stack.stop_all()
-    return {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}
+    return rounded(result)
 
 
 if __name__ == "__main__":
-    logs.configure("console", "warning")
-    exit_on_sigterm()
-    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "full")))
+    main(run)

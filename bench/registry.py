@@ -9,15 +9,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import sys
 import time
 from pathlib import Path
 
-from bench.common import exit_on_sigterm, percentile, private_etcd, workdir
+from bench.common import main, percentile, private_etcd, rounded, workdir
 from engine import config as config_mod
-from engine import logs
 from engine.infra.ports import free_port
 from engine.infra.process import ManagedProcess, wait_until
 from registry import ChangeKind, EtcdClient, Heartbeat, Lock, MembershipView, NodeChange, Session
@@ -131,10 +129,8 @@ def run(size: str = "full") -> dict[str, object]:
         result |= asyncio.run(_detection(etcd.endpoint, base, params["kills"]))
         result |= asyncio.run(_propagation(etcd.endpoint, params["updates"]))
         result |= asyncio.run(_handover(etcd.endpoint, params["handovers"]))
-    return {k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}
+    return rounded(result)
 
 
 if __name__ == "__main__":
-    logs.configure("console", "warning")
-    exit_on_sigterm()
-    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "full")))
+    main(run)

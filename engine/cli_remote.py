@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def _emit(args: argparse.Namespace, data: Any) -> None:
+def _emit(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
 
 
@@ -108,7 +108,7 @@ def cmd_apply(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
         saved = client.post("/api/v1/workflows", doc, release=not args.offline)
         results.append({"name": doc["name"], "project": doc["project"], **saved})
     if args.json:
-        _emit(args, results)
+        _emit(results)
         return 0
     for r in results:
         verb = "created" if r["created"] else "updated"
@@ -166,7 +166,7 @@ def cmd_start(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
             out.print(f"started workflow instance [bold]{instance_id}[/]")
         return _watch(client, instance_id, 0.5, args, out)
     if args.json:
-        _emit(args, status)
+        _emit(status)
     else:
         out.print(f"started workflow instance [bold]{instance_id}[/] (follow it: porpoise watch {instance_id})")
     return 0
@@ -197,7 +197,7 @@ def cmd_list(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
     if args.workflows:
         data = client.get("/api/v1/workflows", project=args.project, size=args.limit)
         if args.json:
-            _emit(args, data)
+            _emit(data)
             return 0
         table = Table("code", "project", "name", "version", "state", "updated")
         for w in data["items"]:
@@ -210,7 +210,7 @@ def cmd_list(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
         query["workflow"] = _workflow_code(client, args.workflow, args.project)
     data = client.get("/api/v1/instances", **query)
     if args.json:
-        _emit(args, data)
+        _emit(data)
         return 0
     table = Table("id", "name", "state", "started", "duration", "master")
     for i in data["items"]:
@@ -239,7 +239,7 @@ def _header(detail: dict[str, Any]) -> str:
 def cmd_status(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
     detail = client.get(f"/api/v1/instances/{args.id}")
     if args.json:
-        _emit(args, detail)
+        _emit(detail)
         return 0
     out.print(_header(detail))
     out.print(_task_table(detail))
@@ -290,7 +290,7 @@ def _watch(client: ApiClient, instance_id: int, interval: float, args: argparse.
             time.sleep(interval)
             detail = client.get(f"/api/v1/instances/{instance_id}")
     if args.json:
-        _emit(args, detail)
+        _emit(detail)
     else:
         done, total = _progress(detail)
         out.print(f"instance {instance_id} finished {_state(detail['state'])} in {_duration(detail['duration_ms'])}"
@@ -320,7 +320,7 @@ def cmd_logs(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
 def cmd_control(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
     reply = client.post(f"/api/v1/instances/{args.id}/{args.command}")
     if args.json:
-        _emit(args, reply)
+        _emit(reply)
     elif args.command == "resume":
         out.print(f"resume of instance {args.id} queued (command {reply['command_id']})")
     else:
@@ -331,7 +331,7 @@ def cmd_control(client: ApiClient, args: argparse.Namespace, out: Console) -> in
 def cmd_cluster(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
     data = client.get("/api/v1/cluster")
     if args.json:
-        _emit(args, data)
+        _emit(data)
         return 0
     table = Table("role", "address", "group", "status", "cpu", "memory", "load", "tasks", "up since")
     for role, nodes in (("master", data["masters"]), ("worker", data["workers"])):

@@ -131,16 +131,12 @@ def _start_example(stack: Stack, client_path: Path) -> subprocess.Popen[bytes]:
     data_root = stack.run_dir / "example-data"
     cli = [sys.executable, "-m", "engine"]
     script = (
-        f"{_quote(cli)} apply {EXAMPLE_DIR / 'taxi.yaml'} && "
-        f"{_quote(cli)} start taxi_daily --watch --param data_root={data_root} --param example_dir={EXAMPLE_DIR}"
+        f"{shlex.join(cli)} apply {EXAMPLE_DIR / 'taxi.yaml'} && "
+        f"{shlex.join(cli)} start taxi_daily --watch --param data_root={data_root} --param example_dir={EXAMPLE_DIR}"
     )
     print(f"\nRunning the example pipeline ({EXAMPLE_DIR / 'README.md'}):\n", flush=True)
     env = {**stack.node_env(), "PORPOISE_CLIENT_CONFIG": str(client_path)}
     return subprocess.Popen(["bash", "-c", script], env=env, start_new_session=True)
-
-
-def _quote(argv: list[str]) -> str:
-    return shlex.join(argv)
 
 
 def _try_text(client_path: Path) -> str:

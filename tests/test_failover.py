@@ -47,6 +47,22 @@ async def running_task(dsn: str, instance_id: int, name: str) -> dict:  # type: 
     return await eventually(get, 30, f"{name} running")  # type: ignore[no-any-return]
 
 
+def gated(ledger: Path, gate: Path, follow_up: bool = True) -> list:  # type: ignore[type-arg]
+    """``long`` runs until the gate file exists; ``after`` (optional) follows it."""
+    tasks = [ledgered("long", ledger, f"while [ ! -f {gate} ]; do sleep 0.05; done")]
+    if follow_up:
+        tasks.append(ledgered("after", ledger, "true", ("long",)))
+    return tasks
+
+
+async def start_gated(dsn: str, name: str, ledger: Path, gate: Path, follow_up: bool = True):  # type: ignore[no-untyped-def]
+    """Save and start a gated workflow; returns (command id, instance row) once ``long`` is running."""
+    (cmd,) = await command(dsn, await save(dsn, name, gated(ledger, gate, follow_up)))
+    wi = await instance_for(dsn, cmd, final=False)
+    await running_task(dsn, wi["id"], "long")
+    return cmd, wi
+
+
 def kill(node: NodeProc) -> None:
     assert node.proc.record is not None
     node.proc.record.signal(signal.SIGKILL)
@@ -57,13 +73,7 @@ async def test_a_killed_master_is_failed_over_and_its_running_task_is_adopted_no
 ) -> None:
     masters, _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=2, workers=1, ttl=TTL)
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
-    code = await save(fresh_db, "adopt", [
-        ledgered("long", ledger, f"while [ ! -f {gate} ]; do sleep 0.05; done"),
-        ledgered("after", ledger, "true", ("long",)),
-    ])  # fmt: skip
-    (cmd,) = await command(fresh_db, code)
-    wi = await instance_for(fresh_db, cmd, final=False)
-    await running_task(fresh_db, wi["id"], "long")
+    cmd, wi = await start_gated(fresh_db, "adopt", ledger, gate)
     owner = next(m for m in masters if m.address == wi["host"])
     survivor = next(m for m in masters if m is not owner)
     kill(owner)
@@ -119,10 +129,7 @@ async def test_a_master_restarted_at_the_same_address_takes_back_its_earlier_ins
     incarnation's epoch floor marks the old instances as orphans, and its own sweep takes them back."""
     (master,), _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=1, workers=1, ttl=TTL)
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
-    code = await save(fresh_db, "comeback", [ledgered("long", ledger, f"while [ ! -f {gate} ]; do sleep 0.05; done")])
-    (cmd,) = await command(fresh_db, code)
-    wi = await instance_for(fresh_db, cmd, final=False)
-    await running_task(fresh_db, wi["id"], "long")
+    cmd, wi = await start_gated(fresh_db, "comeback", ledger, gate, follow_up=False)
     kill(master)
     master.proc.popen.wait()  # type: ignore[union-attr]
     again = node_factory(
@@ -164,13 +171,7 @@ async def test_a_paused_master_wakes_after_failover_writes_nothing_and_exits(
 ) -> None:
     masters, _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=2, workers=1, ttl=TTL)
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
-    code = await save(fresh_db, "paused", [
-        ledgered("long", ledger, f"while [ ! -f {gate} ]; do sleep 0.05; done"),
-        ledgered("after", ledger, "true", ("long",)),
-    ])  # fmt: skip
-    (cmd,) = await command(fresh_db, code)
-    wi = await instance_for(fresh_db, cmd, final=False)
-    await running_task(fresh_db, wi["id"], "long")
+    cmd, wi = await start_gated(fresh_db, "paused", ledger, gate)
     owner = next(m for m in masters if m.address == wi["host"])
     survivor = next(m for m in masters if m is not owner)
     assert owner.proc.record is not None
@@ -203,11 +204,7 @@ async def test_when_every_master_died_a_new_master_takes_their_instances_at_star
     """No live master saw the others die (there was none): the newcomer's first sweep finds the orphans."""
     masters, _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=2, workers=1, ttl=TTL)
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
-    code = await save(fresh_db, "all_down", [
-        ledgered("long", ledger, f"while [ ! -f {gate} ]; do sleep 0.05; done"),
-        ledgered("after", ledger, "true", ("long",)),
-    ])  # fmt: skip
-    commands = await command(fresh_db, code, 4)
+    commands = await command(fresh_db, await save(fresh_db, "all_down", gated(ledger, gate)), 4)
     for cmd in commands:
         await instance_for(fresh_db, cmd, final=False)
     for m in masters:

@@ -83,8 +83,9 @@ class ApiServer:
     async def expire_caches(self, code: int) -> None:
         """Tell every live master that definition ``code`` changed (best effort: the cache also expires
         on its own after its TTL)."""
-        calls = [self.rpc.call(m, CacheExpire(code), timeout=2.0) for m in self.masters()]
-        for address, result in zip(self.masters(), await asyncio.gather(*calls, return_exceptions=True), strict=False):
+        masters = self.masters()
+        calls = [self.rpc.call(m, CacheExpire(code), timeout=2.0) for m in masters]
+        for address, result in zip(masters, await asyncio.gather(*calls, return_exceptions=True), strict=True):
             if isinstance(result, RpcError | OSError):
                 log.warning("cache expire failed", master=address, error=str(result))
 

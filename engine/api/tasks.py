@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from engine.api import rows
 from engine.api.routing import ApiError, Call, Param, Route, one
+from engine.master.states import TaskState
 from engine.storage import tables as t
 from rpc.errors import BadRequest, RpcError
 from rpc.messages import LogDownload, LogLines, LogRange
@@ -50,7 +51,7 @@ async def get_task(api: Any, call: Call) -> dict[str, Any]:
 
 def _log_source(row: Any) -> tuple[str, str]:
     if not row["host"] or not row["log_path"]:
-        raise ApiError(404, f"task instance {row['id']} has no log yet (state {rows.task(row)['state']})")
+        raise ApiError(404, f"task instance {row['id']} has no log yet (state {TaskState(row['state']).name})")
     return row["host"], row["log_path"]
 
 
@@ -68,7 +69,7 @@ async def get_log(api: Any, call: Call) -> dict[str, Any]:
     except RpcError as exc:
         raise _worker_error(host, exc) from exc
     # the worker answers complete=True for any file nobody writes; a task still active has more to come
-    complete = lines.complete and rows.task(row)["finished"]
+    complete = lines.complete and TaskState(row["state"]).finished
     return {"lines": lines.lines, "next": lines.next, "complete": complete}
 
 

@@ -38,11 +38,12 @@ class Dispatcher:
         concurrency: int = 64,
         retry_delay: float = 0.5,
         metrics: Any = None,
-        lease_left: Callable[[], float] = lambda: float("inf"),
+        *,
+        valid_until: Callable[[], int],
     ) -> None:
         self.rpc = rpc
-        #: seconds our registry lease is certainly still valid (judged locally, monotonic)
-        self.lease_left = lease_left
+        #: epoch ms until which our lease is certainly valid, 0 when it may be gone (Master._valid_until_ms)
+        self.valid_until = valid_until
         self.workers = workers
         self.selector_kind = selector
         self.selectors: dict[str, Any] = {}
@@ -144,12 +145,12 @@ class Dispatcher:
                 break
             host = self._selector(request.worker_group).select(remaining).address
             tried.add(host)
-            lease_left = self.lease_left()
-            if lease_left <= 0:
+            valid_until = self.valid_until()
+            if not valid_until:
                 # our lease may be running out (etcd unreachable?): wait; if it is lost, the actors stop
                 # and the instance's next owner dispatches the attempt anew (invariant 3)
                 break
-            message = dataclasses.replace(request.message, valid_until_ms=int((time.time() + lease_left) * 1000))
+            message = dataclasses.replace(request.message, valid_until_ms=valid_until)
             try:
                 reply = await self.rpc.call(host, message, DispatchReply)
             except RpcError as exc:

@@ -74,7 +74,7 @@ class Master(Node):
         self.failover: FailoverService | None = None
         self.poller: CommandPoller | None = None
         self.dispatcher = Dispatcher(
-            self.rpc, self._workers, m.host_selector, metrics=self.metrics, lease_left=self._lease_left
+            self.rpc, self._workers, m.host_selector, metrics=self.metrics, valid_until=self._valid_until_ms
         )
         self.finished_states: collections.Counter[str] = collections.Counter()
         self.app.router.add_get("/metrics", self._metrics)
@@ -250,11 +250,13 @@ class Master(Node):
 
     # -- collaborators ----------------------------------------------------------------------------
 
-    def _lease_left(self) -> float:
-        """Seconds until our lease could expire, minus a margin for the message's flight and clock skew."""
+    def _valid_until_ms(self) -> int:
+        """Epoch ms until which our lease is certainly valid, less a margin for a message's flight and clock
+        skew; 0 when it may already be gone (then we send no dispatch or kill: the next owner decides)."""
         if self.registry is None or not self.registry.session.alive:
-            return 0.0
-        return self.registry.session.remaining() - LEASE_MARGIN
+            return 0
+        left = self.registry.session.remaining() - LEASE_MARGIN
+        return int((time.time() + left) * 1000) if left > 0 else 0
 
     def _workers(self, group: str) -> list[Any]:
         return self.registry.membership.workers(group) if self.registry else []
@@ -270,10 +272,10 @@ class Master(Node):
     async def _kill(self, a: Attempt, epoch: int) -> None:
         if not a.host or not a.id:
             return
-        left = self._lease_left()
-        if left <= 0:
+        valid_until = self._valid_until_ms()
+        if not valid_until:
             return  # our lease may be gone: the instance is (being) failed over; its new owner decides
-        msg = TaskKill(a.id, a.attempt, epoch=epoch, valid_until_ms=int((time.time() + left) * 1000))
+        msg = TaskKill(a.id, a.attempt, epoch=epoch, valid_until_ms=valid_until)
         try:
             await self.rpc.call(a.host, msg)
         except RpcError as exc:

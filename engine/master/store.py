@@ -20,6 +20,7 @@ from typing import Any
 import asyncpg
 
 from engine.errors import StorageError
+from engine.master.workflow import ALERT_FAULT_TOLERANCE
 
 
 class FencedOut(StorageError):
@@ -87,6 +88,11 @@ _RESUME = (
     " WHERE id = $1 AND state IN (3, 5) RETURNING *"
 )
 
+#: the current attempt (flag = 1) of every task an instance has started, as Attempt.from_row reads it
+_CURRENT_ATTEMPTS = (
+    "SELECT id, task_code, attempt, retry_times, state, host, var_pool, start_time, end_time"
+    " FROM task_instance WHERE workflow_instance_id = $1 AND flag = 1"
+)
 #: instance states a failover takes over (DolphinScheduler's NEED_FAILOVER_STATES)
 _FAILOVER_STATES = [0, 1, 2, 4, 12]
 #: task states that may still be running somewhere (SUBMITTED, RUNNING, DELAY, DISPATCH)
@@ -232,14 +238,7 @@ class MasterStore:
                     sets.append(f"{name} = ${len(args)}{cast}")
                 await conn.execute(f"UPDATE task_instance SET {', '.join(sets)} WHERE id = $1", *args)
             for alert_type, title, content in batch.alerts:
-                await conn.execute(
-                    "INSERT INTO alert (title, content, alert_type, workflow_instance_id, sign)"
-                    " VALUES ($1, $2, $3, $4, encode(sha256(convert_to($2, 'UTF8')), 'hex'))",
-                    title[:255],
-                    content,
-                    alert_type,
-                    instance_id,
-                )
+                await _insert_alert(conn, instance_id, alert_type, title, content)
             return ids
 
     # -- failover ---------------------------------------------------------------------------------
@@ -288,29 +287,21 @@ class MasterStore:
                 _ACTIVE_STATES,
                 list(live_workers),
             )
-            await conn.execute(
-                "INSERT INTO alert (title, content, alert_type, workflow_instance_id, sign)"
-                " VALUES ($1, $2, 4, $3, encode(sha256(convert_to($2, 'UTF8')), 'hex'))",
-                f"master {old_host} failed over"[:255],
+            await _insert_alert(
+                conn,
+                instance_id,
+                ALERT_FAULT_TOLERANCE,
+                f"master {old_host} failed over",
                 f"workflow instance {instance_id} moved from {old_host} to {self.me}",
-                instance_id,
             )
-            attempts = await conn.fetch(
-                "SELECT id, task_code, attempt, retry_times, state, host, var_pool, start_time, end_time"
-                " FROM task_instance WHERE workflow_instance_id = $1 AND flag = 1",
-                instance_id,
-            )
+            attempts = await conn.fetch(_CURRENT_ATTEMPTS, instance_id)
             return row, attempts
 
     # -- reads ------------------------------------------------------------------------------------
 
     async def current_attempts(self, instance_id: int) -> list[asyncpg.Record]:
         """The current attempt (flag = 1) of every task an instance has started."""
-        return await self.pool.fetch(
-            "SELECT id, task_code, attempt, retry_times, state, host, var_pool, start_time, end_time"
-            " FROM task_instance WHERE workflow_instance_id = $1 AND flag = 1",
-            instance_id,
-        )
+        return await self.pool.fetch(_CURRENT_ATTEMPTS, instance_id)
 
     async def owner(self, instance_id: int) -> asyncpg.Record | None:
         return await self.pool.fetchrow("SELECT host, epoch, state FROM workflow_instance WHERE id = $1", instance_id)
@@ -328,3 +319,14 @@ class MasterStore:
             params = r["connection_params"]
             out[r["name"]] = json.loads(params) if isinstance(params, str) else dict(params)
         return out
+
+
+async def _insert_alert(conn: asyncpg.Connection, instance_id: int, alert_type: int, title: str, content: str) -> None:
+    await conn.execute(
+        "INSERT INTO alert (title, content, alert_type, workflow_instance_id, sign)"
+        " VALUES ($1, $2, $3, $4, encode(sha256(convert_to($2, 'UTF8')), 'hex'))",
+        title[:255],
+        content,
+        alert_type,
+        instance_id,
+    )

@@ -102,10 +102,10 @@ class Executor:
         reason = self.overloaded()
         if reason:
             return DispatchReply(False, reason)
-        if d.valid_until_ms and time.time() * 1000 > d.valid_until_ms:
-            return DispatchReply(False, "stale dispatch: the sending master's lease may have expired")
-        if not self.reporter.note_owner(d.workflow_instance_id, d.master, d.epoch):
-            return DispatchReply(False, "stale owner: the workflow instance has moved to another master")
+        stale = self.reporter.stale(d.workflow_instance_id, d.epoch, d.valid_until_ms)
+        if stale:
+            return DispatchReply(False, stale)
+        self.reporter.note_owner(d.workflow_instance_id, d.master, d.epoch)
         run = TaskRun(
             dispatch=d,
             log_path=log_path(

@@ -71,10 +71,19 @@ class Reporter:
         task, self._task = self._task, None
         await cancel_and_wait(task, *self._sends)
 
+    def stale(self, workflow_instance_id: int, epoch: int, valid_until_ms: int = 0) -> str:
+        """Why an order (dispatch, kill) from the owner at ``epoch`` must be refused, or "": it comes from
+        an owner older than one we know, or after the sender's lease may have expired."""
+        if valid_until_ms and time.time() * 1000 > valid_until_ms:
+            return "stale order: the sending master's lease may have expired"
+        if epoch < self.epochs.get(workflow_instance_id, 0):
+            return "stale owner: the workflow instance has moved to another master"
+        return ""
+
     def note_owner(self, workflow_instance_id: int, master: str, epoch: int = 0) -> bool:
         """A dispatch or host update names the instance's owner at ``epoch``. False (and nothing changes)
         when a newer owner is already known: a master that lost the instance must not start work."""
-        if epoch < self.epochs.get(workflow_instance_id, 0):
+        if self.stale(workflow_instance_id, epoch):
             return False
         self.epochs[workflow_instance_id] = epoch
         self.epochs.move_to_end(workflow_instance_id)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -135,9 +134,9 @@ class Worker(Node):
     async def on_kill(self, msg: TaskKill) -> KillReply:
         run = self.executor.runs.get(msg.task_instance_id)
         if run is not None:
-            stale = msg.valid_until_ms and time.time() * 1000 > msg.valid_until_ms
-            if stale or msg.epoch < self.reporter.epochs.get(run.dispatch.workflow_instance_id, 0):
-                log.warning("stale kill refused", task_instance_id=msg.task_instance_id, epoch=msg.epoch)
+            stale = self.reporter.stale(run.dispatch.workflow_instance_id, msg.epoch, msg.valid_until_ms)
+            if stale:
+                log.warning("kill refused", task_instance_id=msg.task_instance_id, epoch=msg.epoch, reason=stale)
                 return KillReply(False, "STALE")
         return await self.executor.kill(msg.task_instance_id, msg.attempt)
 
