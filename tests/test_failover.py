@@ -241,3 +241,32 @@ async def test_a_worker_refuses_kills_from_an_older_owner(
             "killed": True, "state": "KILL"}  # fmt: skip
     finally:
         await client.close()
+
+
+async def test_an_attempt_dispatched_but_not_yet_recorded_is_adopted_not_rerun(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
+    """The dead master sent the dispatch and died before it recorded where: the row says SUBMITTED with no
+    host, yet the task runs on a live worker. The new owner asks the live workers instead of re-running."""
+    (master,), _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=1, workers=1, ttl=TTL)
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    cmd, wi = await start_gated(fresh_db, "unrecorded", ledger, gate)
+    kill(master)
+    await query(
+        fresh_db,
+        "UPDATE task_instance SET state = 0, host = NULL WHERE workflow_instance_id = $1 AND name = 'long'",
+        wi["id"],
+    )
+    newcomer = await asyncio.to_thread(
+        node_factory, "master", etcd_server.endpoint, etcd_root, TTL, PORPOISE_DATABASE_DSN=fresh_db
+    )
+    await eventually(
+        lambda: query(fresh_db, "SELECT 1 FROM workflow_instance WHERE id = $1 AND host = $2", wi["id"],
+                      newcomer.address),
+        TTL + 15, "instance taken over",
+    )  # fmt: skip
+    gate.touch()
+    final = await instance_for(fresh_db, cmd, timeout=30)
+    assert final["state"] == SUCCESS
+    assert len(runs(ledger, "long")) == 1, "the unrecorded attempt must be adopted, not run again"
+    assert len(runs(ledger, "after")) == 1

@@ -189,12 +189,14 @@ class FailoverService:
         row, attempt_rows = result
         info = InstanceInfo.from_row(row)
         attempts = [Attempt.from_row(r) for r in attempt_rows]
-        lost = await self._adopt(info, [a for a in attempts if a.state in _RUNNING_SOMEWHERE and a.host])
+        lost, unsure = await self._adopt(info, attempts, workers)
         if lost:
             batch = WriteBatch(updates=[TaskUpdate(a.id, int(TaskState.NEED_FAULT_TOLERANCE)) for a in lost])
             await self.store.write(info.id, info.epoch, batch)
             for a in lost:
                 a.state = TaskState.NEED_FAULT_TOLERANCE
+        if unsure:
+            self.retake(info.id, info.epoch)  # ask again on the next sweep, under a fresh epoch
         try:
             spec = await self.cache.spec(int(row["workflow_definition_code"]), int(row["workflow_definition_version"]))
         except DefinitionError as exc:
@@ -205,23 +207,35 @@ class FailoverService:
         log.info("instance taken over", workflow_instance_id=info.id, epoch=info.epoch, lost_attempts=len(lost))
         return True
 
-    async def _adopt(self, info: InstanceInfo, attempts: list[Attempt]) -> list[Attempt]:
-        """Point each live worker running one of these attempts at us; returns the attempts no worker
-        knows (they were lost with the dead master: dispatched but never started)."""
-        by_worker: dict[str, list[Attempt]] = collections.defaultdict(list)
-        for a in attempts:
-            by_worker[a.host].append(a)
-        lost: list[Attempt] = []
-        for worker, mine in by_worker.items():
+    async def _adopt(
+        self, info: InstanceInfo, attempts: list[Attempt], workers: set[str]
+    ) -> tuple[list[Attempt], bool]:
+        """Point the live workers that may run the instance's attempts at us (host update with the new
+        epoch: from then on they refuse the dead owner's late orders) and ask which attempts they know.
+
+        An attempt on a worker that answered without knowing it, or a SUBMITTED one (its dispatch may
+        have reached a worker before the dead master recorded where) that no live worker knows, was
+        lost with the dead master: returned, to run again. ``unsure`` when a worker that might hold one
+        did not answer: those attempts are kept and the instance is asked about again."""
+        running = [a for a in attempts if a.state in _RUNNING_SOMEWHERE and a.host]
+        submitted = [a for a in attempts if a.state is TaskState.SUBMITTED_SUCCESS]
+        ask = {a.host for a in running} | (workers if submitted else set())
+        known: set[tuple[int, int]] = set()
+        silent: set[str] = set()
+        for worker in sorted(ask):
             msg = HostUpdate(info.id, self.me, info.epoch)
             try:
                 reply = await self.rpc.call(worker, msg, HostUpdateReply, timeout=3.0)
             except RpcError as exc:
-                # alive in the registry but not answering: keep the attempts; if the worker is really
-                # gone its lease expires and WorkerLost re-runs them
                 log.warning("host update failed", worker=worker, workflow_instance_id=info.id, error=str(exc))
+                silent.add(worker)
                 continue
             assert isinstance(reply, HostUpdateReply)
-            known = {(int(k[0]), int(k[1])) for k in reply.known}
-            lost += [a for a in mine if (a.id, a.attempt) not in known]
-        return lost
+            known |= {(int(k[0]), int(k[1])) for k in reply.known}
+        lost = [a for a in running if a.host not in silent and (a.id, a.attempt) not in known]
+        unsure = any(a.host in silent for a in running)
+        if submitted and silent:
+            unsure = True
+        else:
+            lost += [a for a in submitted if (a.id, a.attempt) not in known]
+        return lost, unsure

@@ -264,7 +264,8 @@ class MasterStore:
         self, instance_id: int, old_host: str, old_epoch: int, live_workers: set[str]
     ) -> tuple[asyncpg.Record, list[asyncpg.Record]] | None:
         """One transaction: make the instance ours with a fresh epoch (if it is still where we found it),
-        and mark its active attempts on workers that are gone NEED_FAULT_TOLERANCE. Returns the instance
+        and mark its active attempts on workers that are gone NEED_FAULT_TOLERANCE (attempts without a
+        host are left to the caller, who asks the live workers about them). Returns the instance
         row and its current attempts, or None if someone else moved it first."""
         async with self.pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(
@@ -282,7 +283,7 @@ class MasterStore:
                 return None
             await conn.execute(
                 "UPDATE task_instance SET state = 8, update_time = now() WHERE workflow_instance_id = $1 AND flag = 1"
-                " AND state = ANY($2::smallint[]) AND (host IS NULL OR NOT (host = ANY($3::text[])))",
+                " AND state = ANY($2::smallint[]) AND host IS NOT NULL AND NOT (host = ANY($3::text[]))",
                 instance_id,
                 _ACTIVE_STATES,
                 list(live_workers),
