@@ -262,8 +262,14 @@ CREATE TABLE IF NOT EXISTS schedule (
     release_state               smallint     NOT NULL DEFAULT 0,
     user_id                     bigint,
     create_time                 timestamptz  NOT NULL DEFAULT now(),
-    update_time                 timestamptz  NOT NULL DEFAULT now()
+    update_time                 timestamptz  NOT NULL DEFAULT now(),
+    -- Fire times up to here are done (fired, or skipped by the misfire policy); set to now() when the
+    -- schedule goes online, so it never fires for the time it was offline.
+    fired_until                 timestamptz
 );
+-- Added after version 1: keep existing databases in step.
+ALTER TABLE schedule ADD COLUMN IF NOT EXISTS fired_until timestamptz;
+CREATE INDEX IF NOT EXISTS schedule_online_idx ON schedule (id) WHERE release_state = 1;
 
 -- Invariant 5: each (schedule, fire time) yields exactly one command, whichever masters fire it.
 -- The fire row is inserted in the same transaction as its SCHEDULER command.

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from engine import config as config_mod
 from engine import logs
-from engine.api import cluster, datasources, instances, openapi, projects, tasks, tokens, workflows
+from engine.api import cluster, datasources, instances, openapi, projects, schedules, tasks, tokens, workflows
 from engine.api.routing import ApiError, Route, bind, error_response, errors_middleware, json_response
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError
@@ -38,6 +38,7 @@ ROUTES: list[Route] = [
     *projects.ROUTES,
     *workflows.ROUTES,
     *instances.ROUTES,
+    *schedules.ROUTES,
     *tasks.ROUTES,
     *cluster.ROUTES,
     *datasources.ROUTES,

@@ -36,6 +36,7 @@ from engine.master.workflow import (
     WorkflowRun,
 )
 from engine.node import Node
+from engine.scheduling.scheduler import Scheduler
 from engine.storage.definitions import WorkflowSpec
 from engine.storage.pool import connect_pool
 from registry import MASTER, ChangeKind, HeartbeatSource, LoadLimits, NodeChange, NodeId, SessionState, SlotTracker
@@ -73,6 +74,7 @@ class Master(Node):
         self.cache: DefinitionCache | None = None
         self.failover: FailoverService | None = None
         self.poller: CommandPoller | None = None
+        self.scheduler: Scheduler | None = None
         self.dispatcher = Dispatcher(
             self.rpc, self._workers, m.host_selector, metrics=self.metrics, valid_until=self._valid_until_ms
         )
@@ -133,6 +135,14 @@ class Master(Node):
             self.cfg.master.failover_sweep_interval,
             self.metrics,
         )
+        self.scheduler = Scheduler(
+            self.pool,
+            self._slot,
+            self.cfg.master.schedule_poll_interval,
+            self.cfg.master.misfire_threshold,
+            self.cfg.master.misfire_max_fires,
+            self.metrics,
+        )
         self.wheel.start(self._deliver_timer)
         self.dispatcher.start()
         self.metrics.start_lag_probe()
@@ -151,12 +161,16 @@ class Master(Node):
         assert self.poller is not None
         self.poller.start()
         self.poller.wake.set()
+        if self.scheduler is not None:
+            self.scheduler.start()
 
     async def on_fenced(self) -> None:
         # Lease lost: stop claiming, dispatching and driving instances at once (invariant 6). The
         # instances are failed over by a live master; our fenced writes could not land anyway.
         if self.poller is not None:
             await self.poller.close()
+        if self.scheduler is not None:
+            await self.scheduler.close()
         if self.failover is not None:
             await self.failover.close()
         self.dispatcher.paused = True
@@ -172,6 +186,8 @@ class Master(Node):
     async def on_shutdown(self) -> None:
         if self.poller is not None:
             await self.poller.close()
+        if self.scheduler is not None:
+            await self.scheduler.close()
         if self.failover is not None:
             await self.failover.close()
         await self._stop_actors()

@@ -317,6 +317,8 @@ schedule = Table(
     Column("user_id", BigInteger),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("fired_until", TIMESTAMP(timezone=True)),
+    Index("schedule_online_idx", "id", postgresql_where=text("release_state = 1")),
 )
 
 

@@ -1,0 +1,1 @@
+"""Cron schedules, backfill date lists and dependent-task date cycles."""

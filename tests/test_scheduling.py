@@ -1,0 +1,199 @@
+"""Cron schedules: Quartz translation, misfire policies, and one command per fire time (invariant 5)
+with real masters, one of them killed with SIGKILL while the schedules fire."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import itertools
+import signal
+from collections.abc import Callable
+
+import asyncpg
+import pytest
+
+from engine.infra.etcd import EtcdServer
+from engine.scheduling.cron import CronError, next_times, parse
+from engine.scheduling.scheduler import FIRE_ALL, SKIP, Scheduler, due_times, set_online
+from engine.storage.schema import apply_schema
+from tests.cluster_harness import query, save, shell, started
+from tests.helpers import NodeProc, eventually
+
+UTC = dt.UTC
+BASE = dt.datetime(2026, 7, 1, tzinfo=UTC)  # a Wednesday
+
+# (expression, zone, first fire times after BASE) — Quartz day-of-week counts 1 = SUN .. 7 = SAT
+QUARTZ_CASES = [
+    ("0 0 12 ? * MON-FRI", "UTC", ["2026-07-01T12:00", "2026-07-02T12:00", "2026-07-03T12:00", "2026-07-06T12:00"]),
+    ("0 0 12 ? * 2-6", "UTC", ["2026-07-01T12:00", "2026-07-02T12:00", "2026-07-03T12:00", "2026-07-06T12:00"]),
+    ("0 0 0 ? * 1", "UTC", ["2026-07-05T00:00", "2026-07-12T00:00"]),  # 1 = Sunday
+    ("0 0 0 ? * 6#3", "UTC", ["2026-07-17T00:00", "2026-08-21T00:00"]),  # third Friday
+    ("0 0 0 ? * 5L", "UTC", ["2026-07-30T00:00", "2026-08-27T00:00"]),  # last Thursday
+    ("0 0 0 L * ?", "UTC", ["2026-07-31T00:00", "2026-08-31T00:00", "2026-09-30T00:00"]),
+    ("0 0 0 15W * ?", "UTC", ["2026-07-15T00:00", "2026-08-14T00:00"]),  # Aug 15 is a Saturday
+    ("0 0 0 * * ? *", "UTC", ["2026-07-02T00:00", "2026-07-03T00:00"]),  # DolphinScheduler's default
+    ("0 0 0 1 1 ? 2028", "UTC", ["2028-01-01T00:00"]),
+    ("30 15 10 * * ?", "Europe/Paris", ["2026-07-01T08:15:30", "2026-07-02T08:15:30"]),
+    ("*/20 * * * * ?", "UTC", ["2026-07-01T00:00:20", "2026-07-01T00:00:40", "2026-07-01T00:01"]),
+    ("15 2 * * 0", "UTC", ["2026-07-05T02:15", "2026-07-12T02:15"]),  # 5 fields: cron's 0 = Sunday
+    ("0 9 1 * *", "America/New_York", ["2026-07-01T13:00", "2026-08-01T13:00"]),
+]
+BAD_CASES = [
+    ("0 0 0 LW * ?", "LW"),
+    ("0 0 0 L-3 * ?", "L-n"),
+    ("0 0 0 1 * 2", "'?'"),
+    ("0 61 0 * * ?", "minute '61'"),
+    ("0 0 0 ? * 9", "day-of-week"),
+    ("0 0 0 * * ? 20x6", "year"),
+    ("* * *", "expected 5 fields"),
+    ("", "expected 5 fields"),
+]
+
+
+@pytest.mark.parametrize(("expr", "tz", "expected"), QUARTZ_CASES)
+def test_quartz_and_cron_expressions_fire_when_quartz_would(expr: str, tz: str, expected: list[str]) -> None:
+    times = next_times(parse(expr), tz, BASE, len(expected) + (1 if expr.endswith("2028") else 0))
+    assert [t.strftime("%Y-%m-%dT%H:%M:%S").removesuffix(":00") for t in times] == expected
+
+
+@pytest.mark.parametrize(("expr", "part"), BAD_CASES)
+def test_an_unsupported_expression_is_refused_naming_the_part(expr: str, part: str) -> None:
+    with pytest.raises(CronError, match=part.replace("'", "'").replace("?", r"\?").replace("-", r"\-")):
+        parse(expr)
+
+
+def _minutes(n: int) -> dt.timedelta:
+    return dt.timedelta(minutes=n)
+
+
+def test_misfire_fire_all_fires_every_missed_time_up_to_the_bound() -> None:
+    now = dt.datetime(2026, 7, 1, 12, 0, 30, tzinfo=UTC)
+    far = dt.datetime(9999, 1, 1, tzinfo=UTC)
+    times, dropped = due_times("0 * * * * ?", "UTC", now - _minutes(60), far, now, FIRE_ALL, 60, 100)
+    assert len(times) == 60 and dropped == 0 and times[-1] == now.replace(second=0)
+    assert times == sorted(times) and len(set(times)) == 60
+    times, dropped = due_times("0 * * * * ?", "UTC", now - _minutes(60), far, now, FIRE_ALL, 60, 10)
+    assert len(times) == 10 and dropped == 50 and times[0] == now.replace(second=0) - _minutes(9)
+
+
+def test_misfire_skip_drops_times_older_than_the_threshold() -> None:
+    now = dt.datetime(2026, 7, 1, 12, 0, 30, tzinfo=UTC)
+    far = dt.datetime(9999, 1, 1, tzinfo=UTC)
+    times, dropped = due_times("0 * * * * ?", "UTC", now - _minutes(60), far, now, SKIP, 90, 100)
+    assert times == [now.replace(second=0) - _minutes(1), now.replace(second=0)] and dropped == 58
+    # on time (nothing missed): skip changes nothing
+    times, dropped = due_times("0 * * * * ?", "UTC", now - dt.timedelta(seconds=31), far, now, SKIP, 60, 100)
+    assert times == [now.replace(second=0)] and dropped == 0
+
+
+def test_fire_times_respect_the_end_time() -> None:
+    now = dt.datetime(2026, 7, 1, 12, 0, 30, tzinfo=UTC)
+    end = now - _minutes(30)
+    times, _ = due_times("0 * * * * ?", "UTC", now - _minutes(60), end, now, FIRE_ALL, 60, 100)
+    assert times[-1] <= end and len(times) == 30
+
+
+async def _schedule(dsn: str, code: int, crontab: str, policy: str = FIRE_ALL, online: bool = True) -> int:
+    conn = await asyncpg.connect(dsn)
+    try:
+        sid = await conn.fetchval(
+            "INSERT INTO schedule (workflow_definition_code, start_time, end_time, crontab, misfire_policy)"
+            " VALUES ($1, now() - interval '1 day', 'infinity', $2, $3) RETURNING id",
+            code,
+            crontab,
+            policy,
+        )
+        await set_online(conn, sid, online)
+        return int(sid)
+    finally:
+        await conn.close()
+
+
+async def test_two_schedulers_firing_the_same_times_make_one_command_each(fresh_db: str) -> None:
+    await apply_schema(fresh_db)
+    code = await save(fresh_db, "cron-race", [shell("a", "true")])
+    sid = await _schedule(fresh_db, code, "* * * * * ?")
+    pool = await asyncpg.create_pool(fresh_db, min_size=2, max_size=8)
+    try:
+        clock = dt.datetime.now(UTC) + dt.timedelta(seconds=20)
+        a, b = (Scheduler(pool, lambda: (0, 1), 1, 60, 1000, clock=lambda: clock) for _ in range(2))
+        times = [clock.replace(microsecond=0) - dt.timedelta(seconds=s) for s in range(10)]
+        results = await asyncio.gather(*(s.fire(sid, times, BASE) for s in (a, b, a, b)))
+        assert sum(len(r) for r in results) == 10
+        await asyncio.gather(a.tick(), b.tick())
+        rows = await query(
+            fresh_db, "SELECT schedule_time, count(*) AS n FROM command WHERE schedule_id = $1 GROUP BY 1", sid
+        )
+        assert rows and all(r["n"] == 1 for r in rows)
+        fires = await query(fresh_db, "SELECT count(*) AS n FROM schedule_fire WHERE schedule_id = $1", sid)
+        assert fires[0]["n"] == len(rows) >= 20
+    finally:
+        await pool.close()
+
+
+async def test_after_downtime_skip_drops_old_times_and_fire_all_fires_them(fresh_db: str) -> None:
+    await apply_schema(fresh_db)
+    code = await save(fresh_db, "cron-misfire", [shell("a", "true")])
+    skip = await _schedule(fresh_db, code, "0 * * * * ?", SKIP)
+    fire_all = await _schedule(fresh_db, code, "0 * * * * ?", FIRE_ALL)
+    offline = await _schedule(fresh_db, code, "0 * * * * ?", FIRE_ALL, online=False)
+    now = dt.datetime.now(UTC)
+    await query(fresh_db, "UPDATE schedule SET fired_until = $1", now - _minutes(30))  # down for 30 minutes
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    try:
+        await Scheduler(pool, lambda: (0, 1), 1, 90, 1000, clock=lambda: now).tick()
+    finally:
+        await pool.close()
+    counts = {
+        r["schedule_id"]: r["n"]
+        for r in await query(fresh_db, "SELECT schedule_id, count(*) AS n FROM command GROUP BY 1")
+    }
+    assert counts[fire_all] == 30
+    assert counts[skip] in (1, 2)  # only the times within the 90 s threshold
+    assert offline not in counts
+    types = await query(fresh_db, "SELECT DISTINCT command_type FROM command")
+    assert [r["command_type"] for r in types] == [6]
+
+
+@pytest.mark.slow
+async def test_each_fire_time_yields_one_instance_while_a_master_is_killed(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str
+) -> None:
+    masters, _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=3, workers=1, ttl=2)
+    code = await save(fresh_db, "cron-ha", [shell("a", "true")])
+    sids = [await _schedule(fresh_db, code, "* * * * * ?") for _ in range(6)]
+
+    async def fired(n: int) -> bool:
+        rows = await query(fresh_db, "SELECT count(*) AS n FROM schedule_fire")
+        return rows[0]["n"] >= n
+
+    await eventually(lambda: fired(12), 30, "schedules firing")
+    assert masters[0].proc.record is not None
+    masters[0].proc.record.signal(signal.SIGKILL)
+    before = (await query(fresh_db, "SELECT count(*) AS n FROM schedule_fire"))[0]["n"]
+    await eventually(lambda: fired(before + 6 * 8), 60, "schedules firing after the kill")
+    await query(fresh_db, "UPDATE schedule SET release_state = 0")
+
+    async def settled() -> bool:
+        rows = await query(fresh_db, "SELECT count(*) AS n FROM command")
+        running = await query(fresh_db, "SELECT count(*) AS n FROM workflow_instance WHERE state NOT IN (5, 6, 7)")
+        return rows[0]["n"] == 0 and running[0]["n"] == 0
+
+    await eventually(settled, 60, "every fired command claimed and finished")
+    for sid in sids:
+        fires = [r["fire_time"] for r in await query(
+            fresh_db, "SELECT fire_time FROM schedule_fire WHERE schedule_id = $1 ORDER BY 1", sid
+        )]  # fmt: skip
+        assert len(fires) >= 10
+        # no fire time was missed while the killed master's schedules moved to the survivors
+        assert all((b - a) == dt.timedelta(seconds=1) for a, b in itertools.pairwise(fires)), sid
+        per_time = await query(
+            fresh_db,
+            "SELECT schedule_time, count(*) AS n, min(state) AS state FROM workflow_instance"
+            " WHERE command_id IN (SELECT command_id FROM schedule_fire WHERE schedule_id = $1) GROUP BY 1",
+            sid,
+        )
+        assert sorted(r["schedule_time"] for r in per_time) == fires
+        assert all(r["n"] == 1 and r["state"] == 7 for r in per_time)
+    errors = await query(fresh_db, "SELECT count(*) AS n FROM error_command")
+    assert errors[0]["n"] == 0
