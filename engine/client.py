@@ -114,6 +114,12 @@ class ApiClient:
     def post(self, path: str, body: Any = None, **query: Any) -> Any:
         return self.request("POST", path, body=body, query=query)
 
+    def put(self, path: str, body: Any = None, **query: Any) -> Any:
+        return self.request("PUT", path, body=body, query=query)
+
+    def delete(self, path: str, **query: Any) -> Any:
+        return self.request("DELETE", path, query=query)
+
 
 def _error(exc: urllib.error.HTTPError) -> ApiClientError:
     try:

@@ -10,13 +10,13 @@ from sqlalchemy import func, select
 
 from engine.api import rows
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
-from engine.master.states import WorkflowState
+from engine.master.states import TaskState, WorkflowState
 from engine.storage import sql
 from engine.storage import tables as t
 from rpc.errors import RpcError
 from rpc.messages import WorkflowControl
 
-RECOVER_SUSPENDED_PROCESS = 3
+RECOVER_SUSPENDED_PROCESS, START_FAILURE_TASK_PROCESS, REPEAT_RUNNING = 3, 4, 7
 
 wi = t.workflow_instance
 ti = t.task_instance
@@ -47,7 +47,7 @@ _CONTROL = {
     "type": "object",
     "properties": {
         "id": {"type": "integer"},
-        "action": {"enum": ["stop", "pause", "resume"]},
+        "action": {"enum": ["stop", "pause", "resume", "recover-failed", "rerun"]},
         "accepted": {"type": "boolean"},
         "command_id": {"type": ["integer", "null"]},
     },
@@ -128,30 +128,42 @@ async def pause(api: Any, call: Call) -> dict[str, Any]:
     return await _control(api, call, "pause", {WorkflowState.RUNNING_EXECUTION})
 
 
-async def resume(api: Any, call: Call) -> dict[str, Any]:
-    """Queue RECOVER_SUSPENDED_PROCESS for a paused or stopped instance (once: a second resume while
-    the first is queued is refused)."""
+# Commands that act on an existing instance: type, the states it applies to (DolphinScheduler's API rules).
+_FINISHED = {WorkflowState.PAUSE, WorkflowState.STOP, WorkflowState.FAILURE, WorkflowState.SUCCESS}
+_ON_INSTANCE = {
+    "resume": (RECOVER_SUSPENDED_PROCESS, {WorkflowState.PAUSE, WorkflowState.STOP}),
+    "recover-failed": (START_FAILURE_TASK_PROCESS, {WorkflowState.FAILURE}),
+    "rerun": (REPEAT_RUNNING, _FINISHED),
+}
+
+
+async def _queue(api: Any, call: Call, action: str) -> dict[str, Any]:
+    """Queue a command on an instance whose state allows it; a second one while the first is still
+    queued is refused (DolphinScheduler's verifyIsNeedCreateCommand)."""
+    command_type, allowed = _ON_INSTANCE[action]
     instance_id = call.path_int("id")
     async with api.db.acquire() as conn, conn.transaction():
         row = await conn.fetchrow(
             "SELECT id, state, workflow_definition_code, workflow_definition_version, workflow_instance_priority,"
-            " worker_group, failure_strategy FROM workflow_instance WHERE id = $1 FOR UPDATE",
+            " worker_group, failure_strategy, warning_type, warning_group_id FROM workflow_instance WHERE id = $1"
+            " FOR UPDATE",
             instance_id,
         )
         if row is None:
             raise not_found(f"workflow instance {instance_id}")
         state = WorkflowState(row["state"])
-        if state not in (WorkflowState.PAUSE, WorkflowState.STOP):
+        if state not in allowed:
+            names = " or ".join(sorted(s.name for s in allowed))
             raise ApiError(
-                409, f"cannot resume workflow instance {instance_id} in state {state.name} (needs PAUSE or STOP)"
+                409, f"cannot {action} workflow instance {instance_id} in state {state.name} (needs {names})"
             )
         if await conn.fetchval("SELECT 1 FROM command WHERE workflow_instance_id = $1", instance_id):
             raise ApiError(409, f"a command for workflow instance {instance_id} is already queued")
         command_id = await conn.fetchval(
             "INSERT INTO command (command_type, workflow_definition_code, workflow_definition_version,"
-            " workflow_instance_id, failure_strategy, workflow_instance_priority, worker_group, executor_id)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
-            RECOVER_SUSPENDED_PROCESS,
+            " workflow_instance_id, failure_strategy, workflow_instance_priority, worker_group, executor_id,"
+            " warning_type, warning_group_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+            command_type,
             row["workflow_definition_code"],
             row["workflow_definition_version"],
             instance_id,
@@ -159,8 +171,61 @@ async def resume(api: Any, call: Call) -> dict[str, Any]:
             row["workflow_instance_priority"],
             row["worker_group"],
             call.user_id,
+            row["warning_type"],
+            row["warning_group_id"],
         )
-    return {"id": instance_id, "action": "resume", "accepted": True, "command_id": command_id}
+    return {"id": instance_id, "action": action, "accepted": True, "command_id": command_id}
+
+
+async def resume(api: Any, call: Call) -> dict[str, Any]:
+    return await _queue(api, call, "resume")
+
+
+async def recover_failed(api: Any, call: Call) -> dict[str, Any]:
+    return await _queue(api, call, "recover-failed")
+
+
+async def rerun(api: Any, call: Call) -> dict[str, Any]:
+    return await _queue(api, call, "rerun")
+
+
+#: task states a user may force to success, and the instance states that allows (no actor drives it)
+_FORCEABLE = {TaskState.FAILURE, TaskState.KILL, TaskState.NEED_FAULT_TOLERANCE}
+_FORCE_IN = {WorkflowState.FAILURE, WorkflowState.STOP, WorkflowState.PAUSE}
+
+
+async def force_success(api: Any, call: Call) -> dict[str, Any]:
+    """Mark a failed task instance FORCED_SUCCESS; recover-failed (or resume) then runs what follows it."""
+    task_id = call.path_int("id")
+    async with api.db.acquire() as conn, conn.transaction():
+        task = await conn.fetchrow(
+            "SELECT id, workflow_instance_id, state, flag, name FROM task_instance WHERE id = $1", task_id
+        )
+        if task is None:
+            raise not_found(f"task instance {task_id}")
+        state = await conn.fetchval(
+            "SELECT state FROM workflow_instance WHERE id = $1 FOR UPDATE", task["workflow_instance_id"]
+        )
+        if WorkflowState(state) not in _FORCE_IN:
+            raise ApiError(
+                409,
+                f"workflow instance {task['workflow_instance_id']} is {WorkflowState(state).name}; force success"
+                " needs it FAILURE, STOP or PAUSE",
+            )
+        if task["flag"] != 1:
+            raise ApiError(409, f"task instance {task_id} is a superseded attempt; force its latest attempt")
+        if TaskState(task["state"]) not in _FORCEABLE:
+            raise ApiError(
+                409,
+                f"task instance {task_id} is {TaskState(task['state']).name}; only a failed or killed task"
+                " can be forced to success",
+            )
+        await conn.execute(
+            "UPDATE task_instance SET state = $2, update_time = now() WHERE id = $1",
+            task_id,
+            int(TaskState.FORCED_SUCCESS),
+        )
+    return {"id": task_id, "state": TaskState.FORCED_SUCCESS.name}
 
 
 ROUTES = [
@@ -180,4 +245,13 @@ ROUTES = [
           "instances", response=_CONTROL),
     Route("POST", "/api/v1/instances/{id}/resume", resume, "Resume a paused or stopped instance", "instances",
           response=_CONTROL, status=202),
+    Route("POST", "/api/v1/instances/{id}/recover-failed", recover_failed,
+          "Run a failed instance again from its failed tasks (START_FAILURE_TASK_PROCESS)", "instances",
+          response=_CONTROL, status=202),
+    Route("POST", "/api/v1/instances/{id}/rerun", rerun,
+          "Run a finished instance again from scratch, same instance (REPEAT_RUNNING)", "instances",
+          response=_CONTROL, status=202),
+    Route("POST", "/api/v1/tasks/{id}/force-success", force_success,
+          "Force a failed task instance of a finished workflow instance to success", "instances",
+          response={"type": "object", "properties": {"id": {"type": "integer"}, "state": {"type": "string"}}}),
 ]  # fmt: skip

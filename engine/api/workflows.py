@@ -3,6 +3,7 @@ one (= inserting a START_PROCESS command the masters claim)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -12,13 +13,14 @@ from sqlalchemy import func, select
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
 from engine.master.states import WorkflowState
+from engine.scheduling.backfill import BackfillError, chunks, list_dates, range_dates
 from engine.storage import sql
 from engine.storage import tables as t
 from engine.storage.definitions import delete_workflow, load_spec, save_workflow, set_release, switch_version
 from engine.workflows import document
 from engine.workflows.model import DefinitionError
 
-START_PROCESS = 0
+START_PROCESS, START_CURRENT_TASK_PROCESS, COMPLEMENT_DATA = 0, 1, 5
 _UNFINISHED = [int(s) for s in WorkflowState if not s.finished]
 
 wd = t.workflow_definition
@@ -53,8 +55,44 @@ _START = {
         "failure_strategy": {"enum": list(FAILURE_STRATEGY_NAMES)},
         "version": {"type": "integer", "minimum": 1, "description": "definition version (default: current)"},
         "dry_run": {"type": "boolean"},
+        "warning_type": {"enum": ["NONE", "SUCCESS", "FAILURE", "ALL"]},
+        "warning_group_id": {"type": "integer"},
+        "start_tasks": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "minItems": 1,
+            "description": "run only from these tasks (START_CURRENT_TASK_PROCESS)",
+        },
+        "scope": {
+            "enum": ["TASK_ONLY", "TASK_PRE", "TASK_POST"],
+            "description": "with start_tasks: just them, with everything upstream, or downstream (default)",
+        },
     },
 }
+_BACKFILL = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        **{k: v for k, v in _START["properties"].items() if k not in ("start_tasks", "scope")},
+        "start": {"type": "string", "format": "date-time", "description": "range start (inclusive)"},
+        "end": {"type": "string", "format": "date-time", "description": "range end (inclusive)"},
+        "dates": {"type": "array", "items": {"type": "string", "format": "date-time"}, "minItems": 1},
+        "run_mode": {"enum": ["SERIAL", "PARALLEL"]},
+        "parallelism": {"type": "integer", "minimum": 1, "description": "PARALLEL: chains running at once"},
+        "reverse": {"type": "boolean", "description": "newest date first"},
+        "on_failure": {"enum": ["STOP", "CONTINUE"], "description": "a chain's next date after a failed one"},
+    },
+}
+_BACKFILLED = {
+    "type": "object",
+    "properties": {
+        "command_ids": {"type": "array", "items": {"type": "integer"}},
+        "dates": {"type": "integer"},
+        "chains": {"type": "integer"},
+    },
+}
+WARNING_TYPES = ("NONE", "SUCCESS", "FAILURE", "ALL")
+SCOPES = ("TASK_ONLY", "TASK_PRE", "TASK_POST")
 _COMMAND = {
     "type": "object",
     "properties": {
@@ -240,11 +278,11 @@ async def offline(api: Any, call: Call) -> dict[str, Any]:
     return await _release(api, call, False)
 
 
-async def start(api: Any, call: Call) -> dict[str, Any]:
-    row = await _row(api.db, call.path_int("code"))
+async def _startable(api: Any, code: int, body: dict[str, Any]) -> tuple[Any, int]:
+    """The workflow row and the version a start or backfill runs (refusing offline / unknown versions)."""
+    row = await _row(api.db, code)
     if row["release_state"] != 1:
         raise ApiError(409, f"workflow {row['name']!r} is offline; put it online first")
-    body = call.body or {}
     version = body.get("version", 0)
     if version:
         exists = await api.db.fetchval(
@@ -252,22 +290,114 @@ async def start(api: Any, call: Call) -> dict[str, Any]:
         )
         if not exists:
             raise ApiError(400, f"workflow {row['code']} has no version {version}", "version")
-    params = {k: str(v) for k, v in (body.get("params") or {}).items()}
-    command_id = await api.db.fetchval(
-        "INSERT INTO command (command_type, workflow_definition_code, workflow_definition_version, command_param,"
-        " failure_strategy, workflow_instance_priority, worker_group, executor_id, dry_run)"
-        " VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9) RETURNING id",
-        START_PROCESS,
+    return row, version
+
+
+_INSERT_COMMAND = (
+    "INSERT INTO command (command_type, workflow_definition_code, workflow_definition_version, command_param,"
+    " failure_strategy, workflow_instance_priority, worker_group, executor_id, dry_run, task_depend_type,"
+    " warning_type, warning_group_id, schedule_time)"
+    " VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id"
+)
+
+
+def _command_args(row: Any, version: int, body: dict[str, Any], user_id: int | None) -> list[Any]:
+    """Arguments 2..12 of _INSERT_COMMAND (type, param and schedule time are the caller's)."""
+    return [
         row["code"],
         version,
-        json.dumps({"StartParams": params}),
         FAILURE_STRATEGY_NAMES.index(body.get("failure_strategy", "END")),
         PRIORITY_NAMES.index(body.get("priority", "MEDIUM")),
         body.get("worker_group", "default"),
-        call.user_id,
+        user_id,
         1 if body.get("dry_run") else 0,
+        SCOPES.index(body.get("scope", "TASK_POST")),
+        WARNING_TYPES.index(body.get("warning_type", "NONE")),
+        body.get("warning_group_id"),
+    ]
+
+
+async def _task_codes(api: Any, code: int, version: int, names: list[str]) -> list[int]:
+    async with api.db.acquire() as conn:
+        if not version:
+            version = int(await conn.fetchval("SELECT version FROM workflow_definition WHERE code = $1", code))
+        spec = await load_spec(conn, code, version)
+    by_name = {t.name: t.code for t in spec.tasks.values()}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise ApiError(400, f"unknown task {unknown[0]!r} (tasks: {', '.join(sorted(by_name))})", "start_tasks")
+    return [by_name[n] for n in names]
+
+
+async def start(api: Any, call: Call) -> dict[str, Any]:
+    body = call.body or {}
+    row, version = await _startable(api, call.path_int("code"), body)
+    params: dict[str, Any] = {"StartParams": {k: str(v) for k, v in (body.get("params") or {}).items()}}
+    command_type = START_PROCESS
+    if body.get("start_tasks"):
+        params["StartNodeList"] = await _task_codes(api, row["code"], version, body["start_tasks"])
+        command_type = START_CURRENT_TASK_PROCESS
+    elif "scope" in body:
+        raise ApiError(400, "scope needs start_tasks", "scope")
+    args = _command_args(row, version, body, call.user_id)
+    command_id = await api.db.fetchval(
+        _INSERT_COMMAND, command_type, args[0], args[1], json.dumps(params), *args[2:], None
     )
     return {"command_id": command_id, "status": "QUEUED", "workflow_instance_id": None, "message": None}
+
+
+def _when(value: str, name: str) -> dt.datetime:
+    try:
+        when = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise ApiError(400, f"must be an ISO 8601 time, got {value!r}", name) from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+async def backfill(api: Any, call: Call) -> dict[str, Any]:
+    """COMPLEMENT_DATA: one command per chain; each chain runs its dates one after another."""
+    body = call.body or {}
+    row, version = await _startable(api, call.path_int("code"), body)
+    has_range, has_list = "start" in body or "end" in body, "dates" in body
+    if has_range == has_list:
+        raise ApiError(400, "give either start and end, or dates", "dates" if has_list else "start")
+    try:
+        if has_list:
+            dates = list_dates([_when(v, "dates") for v in body["dates"]])
+        else:
+            if "start" not in body or "end" not in body:
+                raise ApiError(400, "a range needs both start and end", "end" if "start" in body else "start")
+            crons = await api.db.fetch(
+                "SELECT crontab, timezone_id FROM schedule WHERE workflow_definition_code = $1 AND release_state = 1",
+                row["code"],
+            )
+            dates = range_dates(_when(body["start"], "start"), _when(body["end"], "end"), [(c[0], c[1]) for c in crons])
+    except BackfillError as exc:
+        raise ApiError(400, exc.reason, exc.field) from None
+    if not dates:
+        raise ApiError(400, "no fire time of the workflow's schedules falls in the range", "start")
+    if body.get("reverse"):
+        dates.reverse()
+    parallel = body.get("run_mode", "SERIAL") == "PARALLEL"
+    if not parallel and "parallelism" in body:
+        raise ApiError(400, "parallelism needs run_mode PARALLEL", "parallelism")
+    chains = chunks(dates, body.get("parallelism")) if parallel else [dates]
+    base = _command_args(row, version, body, call.user_id)
+    start_params = {k: str(v) for k, v in (body.get("params") or {}).items()}
+    ids = []
+    async with api.db.acquire() as conn, conn.transaction():
+        for chain in chains:
+            param = {
+                "StartParams": start_params,
+                "complementScheduleDateList": [d.isoformat() for d in chain],
+                "complementOnFailure": body.get("on_failure", "STOP"),
+            }
+            ids.append(
+                await conn.fetchval(
+                    _INSERT_COMMAND, COMPLEMENT_DATA, base[0], base[1], json.dumps(param), *base[2:], chain[0]
+                )
+            )
+    return {"command_ids": ids, "dates": len(dates), "chains": len(chains)}
 
 
 async def command_status(api: Any, call: Call) -> dict[str, Any]:
@@ -325,6 +455,9 @@ ROUTES = [
           response=_SUMMARY),
     Route("POST", f"/api/v1/workflows/{_WF}/start", start, "Start a workflow: queue a START_PROCESS command",
           "workflows", body=_START, body_required=False, response=_COMMAND, status=201),
+    Route("POST", f"/api/v1/workflows/{_WF}/backfill", backfill,
+          "Backfill (COMPLEMENT_DATA) over a date range or list, serially or in parallel chains", "workflows",
+          body=_BACKFILL, response=_BACKFILLED, status=201),
     Route("GET", "/api/v1/commands/{id}", command_status, "Where a command is: queued, started or refused",
           "workflows", response=_COMMAND),
 ]  # fmt: skip

@@ -42,6 +42,8 @@ from rpc.messages import TaskDispatch
 
 log = logs.get(__name__)
 
+REPEAT_RUNNING = 7
+
 
 @dataclass
 class InstanceInfo:
@@ -57,10 +59,23 @@ class InstanceInfo:
     dry_run: int
     worker_group: str
     failure_strategy: int
+    command_type: int = 0
+    command_param: dict[str, Any] = field(default_factory=dict)
+    task_depend_type: int = 2
+    #: > 1 or recovered: the instance has attempts from earlier runs (numbering continues after them)
+    run_times: int = 1
+    recovery: int = 0
+    #: the parent's (workflow instance, task instance) when this is a sub-workflow
+    parent: tuple[int, int] | None = None
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> InstanceInfo:
         gp = row["global_params"]
+        cp = row["command_param"]
+        param = json.loads(cp) if isinstance(cp, str) else dict(cp or {})
+        parent = None
+        if param.get("parentWorkflowInstanceId"):
+            parent = (int(param["parentWorkflowInstanceId"]), int(param.get("parentTaskInstanceId", 0)))
         return cls(
             id=int(row["id"]),
             epoch=int(row["epoch"]),
@@ -72,6 +87,12 @@ class InstanceInfo:
             dry_run=int(row["dry_run"]),
             worker_group=row["worker_group"],
             failure_strategy=int(row["failure_strategy"]),
+            command_type=int(row["command_type"]),
+            command_param=param,
+            task_depend_type=int(row["task_depend_type"]),
+            run_times=int(row["run_times"]),
+            recovery=int(row["recovery"]),
+            parent=parent,
         )
 
 
@@ -158,6 +179,10 @@ class WorkflowActor:
         final: WorkflowState | None = None
         with logs.bound(workflow_instance_id=self.info.id):
             try:
+                if self.info.run_times > 1 or self.info.recovery:
+                    # attempts of earlier runs keep their numbers: new ones continue after them
+                    for code, top in (await self.store.attempt_floors(self.info.id)).items():
+                        self.run.floors[code] = max(self.run.floors.get(code, 0), top)
                 await self._perform(self.run.start(), [])
                 while not self.run.finished:
                     batch = [await self.queue.get()]
@@ -211,6 +236,8 @@ class WorkflowActor:
                 write.alerts.append((action.alert_type, action.title, action.content))
             else:
                 after.append(action)
+        if write.workflow_finished:
+            write.next_backfill = self._next_backfill(write.workflow_state)
         if not write.empty():
             try:
                 ids = await self._write(write)
@@ -237,6 +264,19 @@ class WorkflowActor:
                 task = asyncio.create_task(self._kill(action.attempt, self.info.epoch))
                 self._kills.add(task)
                 task.add_done_callback(self._kills.discard)
+
+    def _next_backfill(self, final: int | None) -> tuple[str, dt.datetime] | None:
+        """A serial backfill runs its dates one after another: on SUCCESS (or any end with
+        complementOnFailure = CONTINUE) the next date becomes a new COMPLEMENT_DATA command."""
+        param = self.info.command_param
+        dates = param.get("complementScheduleDateList") or []
+        if self.info.command_type == REPEAT_RUNNING or len(dates) < 2:
+            return None
+        if final != int(WorkflowState.SUCCESS) and param.get("complementOnFailure") != "CONTINUE":
+            log.info("backfill stops at a failed date", remaining=len(dates) - 1)
+            return None
+        rest = dates[1:]
+        return json.dumps({**param, "complementScheduleDateList": rest}), dt.datetime.fromisoformat(rest[0])
 
     async def _write(self, write: WriteBatch) -> list[int]:
         """Persist, riding through short database outages; fencing errors propagate."""

@@ -34,14 +34,19 @@ log = logs.get(__name__)
 #: a claimed command: the instance row, its definition, and the attempts it takes back (resume)
 Claimed = tuple[asyncpg.Record, WorkflowSpec, list[Attempt]]
 
-START_PROCESS, RECOVER_SUSPENDED_PROCESS, SCHEDULER = 0, 3, 6
+START_PROCESS, START_CURRENT_TASK_PROCESS, RECOVER_SUSPENDED_PROCESS = 0, 1, 3
+START_FAILURE_TASK_PROCESS, COMPLEMENT_DATA, SCHEDULER, REPEAT_RUNNING = 4, 5, 6, 7
 SUPPORTED = {
     START_PROCESS: "START_PROCESS",
+    START_CURRENT_TASK_PROCESS: "START_CURRENT_TASK_PROCESS",
     RECOVER_SUSPENDED_PROCESS: "RECOVER_SUSPENDED_PROCESS",
+    START_FAILURE_TASK_PROCESS: "START_FAILURE_TASK_PROCESS",
+    COMPLEMENT_DATA: "COMPLEMENT_DATA",
     SCHEDULER: "SCHEDULER",
+    REPEAT_RUNNING: "REPEAT_RUNNING",
 }
 #: command types that act on an existing instance (workflow_instance_id set)
-ON_INSTANCE = {RECOVER_SUSPENDED_PROCESS}
+ON_INSTANCE = {RECOVER_SUSPENDED_PROCESS, START_FAILURE_TASK_PROCESS, REPEAT_RUNNING}
 
 
 class DefinitionCache:
@@ -124,6 +129,7 @@ def instance_values(cmd: asyncpg.Record, spec: WorkflowSpec, now: dt.datetime) -
         "command_type": cmd["command_type"],
         "command_param": json.dumps(params),
         "history_cmd": SUPPORTED.get(cmd["command_type"], str(cmd["command_type"])),
+        "is_sub_workflow": 1 if params.get("parentWorkflowInstanceId") else 0,
         "task_depend_type": cmd["task_depend_type"],
         "failure_strategy": cmd["failure_strategy"],
         "warning_type": cmd["warning_type"],
@@ -257,6 +263,25 @@ class CommandPoller:
         return out
 
     async def _spec_for(self, cmd: asyncpg.Record) -> WorkflowSpec:
+        spec = await self._definition(cmd)
+        raw = cmd["command_param"]
+        params = json.loads(raw) if isinstance(raw, str) else dict(raw or {})
+        start = params.get("StartNodeList")
+        if cmd["command_type"] == START_CURRENT_TASK_PROCESS and not start:
+            raise ValueError("START_CURRENT_TASK_PROCESS needs command_param.StartNodeList (task codes)")
+        if start is not None:
+            if not isinstance(start, list) or not all(isinstance(c, int) for c in start):
+                raise ValueError("command_param.StartNodeList must be a list of task codes")
+            unknown = [c for c in start if c not in spec.tasks]
+            if unknown:
+                raise ValueError(f"command_param.StartNodeList: no task {unknown[0]} in {spec.name} v{spec.version}")
+        if cmd["command_type"] == COMPLEMENT_DATA:
+            dates = params.get("complementScheduleDateList")
+            if not dates or not isinstance(dates, list) or cmd["schedule_time"] is None:
+                raise ValueError("COMPLEMENT_DATA needs command_param.complementScheduleDateList and a schedule_time")
+        return spec
+
+    async def _definition(self, cmd: asyncpg.Record) -> WorkflowSpec:
         ctype = cmd["command_type"]
         if ctype not in SUPPORTED:
             raise ValueError(f"command type {ctype} is not supported by this master")

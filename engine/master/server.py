@@ -28,12 +28,14 @@ from engine.master.states import TaskState, WorkflowState
 from engine.master.store import MasterStore
 from engine.master.wheel import StateWheel
 from engine.master.workflow import (
+    RERUN_ON_RESUME,
     Attempt,
     PauseRequested,
     StopRequested,
     TaskResultEvent,
     TaskRunningEvent,
     WorkflowRun,
+    scope_for,
 )
 from engine.node import Node
 from engine.scheduling.scheduler import Scheduler
@@ -54,6 +56,14 @@ _RESULT_STATES = {
     "KILL": TaskState.KILL,
     # killed by its worker on losing its lease: run it again elsewhere, as a worker failover would
     "LOST": TaskState.NEED_FAULT_TOLERANCE,
+}
+
+
+#: taken-back attempts that run again, per command type: a resume re-runs the killed / paused tasks,
+#: a recovery (START_FAILURE_TASK_PROCESS) also the failed and lost ones
+RERUN_BY_COMMAND = {
+    3: RERUN_ON_RESUME,
+    4: RERUN_ON_RESUME | {TaskState.FAILURE, TaskState.NEED_FAULT_TOLERANCE},
 }
 
 
@@ -222,13 +232,23 @@ class Master(Node):
 
     def _on_claimed(self, created: list[Claimed]) -> None:
         for row, spec, attempts in created:
-            self.start_actor(InstanceInfo.from_row(row), spec, WorkflowState(row["state"]), attempts)
+            rerun = RERUN_BY_COMMAND.get(int(row["command_type"]), frozenset())
+            self.start_actor(InstanceInfo.from_row(row), spec, WorkflowState(row["state"]), attempts, rerun)
 
     def start_actor(
-        self, info: InstanceInfo, spec: WorkflowSpec, state: WorkflowState, attempts: list[Attempt]
+        self,
+        info: InstanceInfo,
+        spec: WorkflowSpec,
+        state: WorkflowState,
+        attempts: list[Attempt],
+        rerun: frozenset[TaskState] = frozenset(),
     ) -> WorkflowActor:
+        """Drive an instance. ``rerun``: states of taken-back attempts that run again (only when a
+        command asks for it; a failover adopts attempts as they are)."""
         assert self.store is not None
-        run = WorkflowRun(info.id, spec, info.failure_strategy, state, attempts)
+        start = info.command_param.get("StartNodeList") or []
+        scope = scope_for(spec.dag, [int(c) for c in start], info.task_depend_type) if start else None
+        run = WorkflowRun(info.id, spec, info.failure_strategy, state, attempts, rerun=rerun, scope=scope)
         actor = WorkflowActor(
             info,
             spec,

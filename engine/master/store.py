@@ -67,6 +67,8 @@ class WriteBatch:
     new_attempts: list[NewAttempt] = field(default_factory=list)
     updates: list[TaskUpdate] = field(default_factory=list)
     alerts: list[tuple[int, str, str]] = field(default_factory=list)
+    #: the next COMPLEMENT_DATA command of a serial backfill: (command_param JSON, schedule time)
+    next_backfill: tuple[str, dt.datetime] | None = None
 
     def empty(self) -> bool:
         return (
@@ -81,12 +83,21 @@ class WriteBatch:
 # RECOVER_SUSPENDED_PROCESS: take a paused / stopped instance back with a fresh epoch; its KILL
 # attempts are re-run by the actor (DolphinScheduler re-inits the KILL tasks). The instance records
 # the command that last (re)started it.
-_RESUME = (
+_RESTART = (
     "UPDATE workflow_instance SET host = $2, epoch = nextval('workflow_epoch_seq'), state = 1, end_time = NULL,"
-    " restart_time = now(), run_times = run_times + 1, command_id = $3, command_type = 3,"
-    " history_cmd = concat_ws(',', history_cmd, 'RECOVER_SUSPENDED_PROCESS'), update_time = now()"
-    " WHERE id = $1 AND state IN (3, 5) RETURNING *"
+    " restart_time = now(), run_times = run_times + 1, command_id = $3, command_type = $4,"
+    " history_cmd = concat_ws(',', history_cmd, $5::text), update_time = now(){extra}"
+    " WHERE id = $1 AND state = ANY($6::smallint[]) RETURNING *"
 )
+#: command type -> (name, instance states it applies to, extra SET clauses)
+_ON_INSTANCE = {
+    # RECOVER_SUSPENDED_PROCESS: a paused or stopped instance
+    3: ("RECOVER_SUSPENDED_PROCESS", [3, 5], ""),
+    # START_FAILURE_TASK_PROCESS: a failed instance, from its failed tasks
+    4: ("START_FAILURE_TASK_PROCESS", [6], ""),
+    # REPEAT_RUNNING: any finished instance, from scratch (same instance, same schedule time)
+    7: ("REPEAT_RUNNING", [3, 5, 6, 7], ", start_time = now(), var_pool = '[]'"),
+}
 
 #: the current attempt (flag = 1) of every task an instance has started, as Attempt.from_row reads it
 _CURRENT_ATTEMPTS = (
@@ -97,6 +108,17 @@ _CURRENT_ATTEMPTS = (
 _FAILOVER_STATES = [0, 1, 2, 4, 12]
 #: task states that may still be running somewhere (SUBMITTED, RUNNING, DELAY, DISPATCH)
 _ACTIVE_STATES = [0, 1, 12, 17]
+
+# A serial backfill goes on with the next date: a new COMPLEMENT_DATA command like this instance's,
+# in the same transaction as the instance's final state (so exactly once, and fenced).
+_NEXT_BACKFILL = (
+    "INSERT INTO command (command_type, workflow_definition_code, workflow_definition_version, command_param,"
+    " task_depend_type, failure_strategy, warning_type, warning_group_id, schedule_time, executor_id,"
+    " workflow_instance_priority, worker_group, environment_code, dry_run)"
+    " SELECT 5, workflow_definition_code, workflow_definition_version, $2::jsonb, task_depend_type, failure_strategy,"
+    " warning_type, warning_group_id, $3, executor_id, workflow_instance_priority, worker_group, environment_code,"
+    " dry_run FROM workflow_instance WHERE id = $1"
+)
 
 _TASK_FIELDS = {"host", "pid", "log_path", "execute_path", "start_time", "end_time", "exit_code", "var_pool"}
 
@@ -134,11 +156,19 @@ class MasterStore:
                 reason = errors.get(cmd["id"])
                 values: dict[str, Any] | None = None
                 if reason is None and cmd["workflow_instance_id"]:
-                    row = await conn.fetchrow(_RESUME, cmd["workflow_instance_id"], self.me, cmd["id"])
+                    name, states, extra = _ON_INSTANCE[cmd["command_type"]]
+                    wid = cmd["workflow_instance_id"]
+                    row = await conn.fetchrow(
+                        _RESTART.format(extra=extra), wid, self.me, cmd["id"], cmd["command_type"], name, states
+                    )
                     if row is not None:
+                        if cmd["command_type"] == 7:
+                            await conn.execute(
+                                "UPDATE task_instance SET flag = 0 WHERE workflow_instance_id = $1 AND flag = 1", wid
+                            )
                         created.append((cmd, row))
                         continue
-                    reason = f"workflow instance {cmd['workflow_instance_id']} is not paused or stopped (any more)"
+                    reason = f"workflow instance {wid} is not in a state {name} applies to (any more)"
                 if reason is None:
                     try:
                         values = build(cmd)
@@ -239,6 +269,8 @@ class MasterStore:
                 await conn.execute(f"UPDATE task_instance SET {', '.join(sets)} WHERE id = $1", *args)
             for alert_type, title, content in batch.alerts:
                 await _insert_alert(conn, instance_id, alert_type, title, content)
+            if batch.next_backfill is not None:
+                await conn.execute(_NEXT_BACKFILL, instance_id, *batch.next_backfill)
             return ids
 
     # -- failover ---------------------------------------------------------------------------------
@@ -303,6 +335,14 @@ class MasterStore:
     async def current_attempts(self, instance_id: int) -> list[asyncpg.Record]:
         """The current attempt (flag = 1) of every task an instance has started."""
         return await self.pool.fetch(_CURRENT_ATTEMPTS, instance_id)
+
+    async def attempt_floors(self, instance_id: int) -> dict[int, int]:
+        """Highest attempt number per task over every run of an instance (superseded rows included)."""
+        rows = await self.pool.fetch(
+            "SELECT task_code, max(attempt) AS top FROM task_instance WHERE workflow_instance_id = $1 GROUP BY 1",
+            instance_id,
+        )
+        return {int(r["task_code"]): int(r["top"]) for r in rows}
 
     async def owner(self, instance_id: int) -> asyncpg.Record | None:
         return await self.pool.fetchrow("SELECT host, epoch, state FROM workflow_instance WHERE id = $1", instance_id)

@@ -236,6 +236,9 @@ class WorkflowRun:
         state: WorkflowState = WorkflowState.RUNNING_EXECUTION,
         attempts: list[Attempt] | None = None,
         story_size: int = 500,
+        rerun: frozenset[TaskState] = frozenset(),
+        scope: frozenset[int] | None = None,
+        floors: dict[int, int] | None = None,
     ) -> None:
         self.instance_id = instance_id
         self.spec = spec
@@ -256,8 +259,14 @@ class WorkflowRun:
         self.finished = False
         #: events refused because they asked for an illegal transition
         self.refused = 0
+        #: the tasks this run drives (START_CURRENT_TASK_PROCESS runs a part of the DAG); others are ignored
+        self.scope = frozenset(spec.dag.nodes) if scope is None else scope
+        #: highest attempt number each task already used in this instance (a rerun numbers on from it)
+        self.floors = dict(floors or {})
+        #: taken-back tasks whose attempt runs again (a resume's KILL tasks, a recovery's failed ones)
+        self.to_rerun: set[int] = set()
         for a in attempts or []:
-            self._adopt(a)
+            self._adopt(a, a.state in rerun)
 
     # -- queries ----------------------------------------------------------------------------------
 
@@ -265,10 +274,15 @@ class WorkflowRun:
         return [a for a in self.current.values() if a.state in TASK_ACTIVE]
 
     def _ready(self, code: int) -> bool:
-        cur = self.current.get(code)
-        if (cur is not None and cur.state not in RERUN_ON_RESUME) or code in self.retry_pending or code in self.failed:
+        if code not in self.scope or code in self.retry_pending or code in self.failed:
             return False
-        return all(up in self.current and self.current[up].state.succeeded for up in self.spec.dag.upstream[code])
+        if code in self.current and code not in self.to_rerun:
+            return False
+        return all(up not in self.scope or self._done_ok(up) for up in self.spec.dag.upstream[code])
+
+    def _done_ok(self, code: int) -> bool:
+        cur = self.current.get(code)
+        return cur is not None and cur.state.succeeded and code not in self.to_rerun
 
     def _submitting(self) -> bool:
         if self.state is not WorkflowState.RUNNING_EXECUTION:
@@ -277,15 +291,19 @@ class WorkflowRun:
 
     # -- transitions ------------------------------------------------------------------------------
 
-    def _adopt(self, a: Attempt) -> None:
+    def _adopt(self, a: Attempt, rerun: bool = False) -> None:
         prev = self.current.get(a.code)
         if prev is None or a.attempt >= prev.attempt:
             self.current[a.code] = a
         if a.id:
             self.by_id[a.id] = a
+        self.floors[a.code] = max(self.floors.get(a.code, 0), a.attempt)
+        if rerun:
+            self.to_rerun.add(a.code)
+            return
         if a.state.succeeded and a.code not in self.succeeded_order:
             self.succeeded_order.append(a.code)
-        if a.state is TaskState.FAILURE:
+        if a.state in (TaskState.FAILURE, TaskState.KILL):
             self.failed.add(a.code)  # taken back failed: it stays failed (no retry on resume)
 
     def _task_to(self, a: Attempt, new: TaskState, cause: str) -> None:
@@ -496,14 +514,20 @@ class WorkflowRun:
 
     def _next_attempt(self, code: int) -> Attempt:
         prev = self.current.get(code)
-        if prev is None:
-            a = Attempt(code=code, attempt=1, retry_times=0)
-        else:
-            rerun = prev.state is TaskState.NEED_FAULT_TOLERANCE or prev.state in RERUN_ON_RESUME
-            retry = prev.retry_times + (0 if rerun else 1)
-            a = Attempt(code=code, attempt=prev.attempt + 1, retry_times=retry, var_in=prev.var_in)
-        if prev is None:
+        number = max(self.floors.get(code, 0), prev.attempt if prev else 0) + 1
+        self.floors[code] = number
+        if code in self.to_rerun and prev is not None:
+            # run again from scratch (new upstream values); a killed / lost attempt keeps its retry count
+            self.to_rerun.discard(code)
+            keep = prev.state in RERUN_ON_RESUME or prev.state is TaskState.NEED_FAULT_TOLERANCE
+            a = Attempt(code=code, attempt=number, retry_times=prev.retry_times if keep else 0)
             a.var_in = self._var_in(code)
+        elif prev is None:
+            a = Attempt(code=code, attempt=number, retry_times=0)
+            a.var_in = self._var_in(code)
+        else:
+            retry = prev.retry_times + (0 if prev.state is TaskState.NEED_FAULT_TOLERANCE else 1)
+            a = Attempt(code=code, attempt=number, retry_times=retry, var_in=prev.var_in)
         self.current[code] = a
         self.story.append((time.time(), "task", 0, "", f"attempt {a.attempt} of {code}", "submit"))
         return a
@@ -532,9 +556,12 @@ class WorkflowRun:
     def _maybe_finish(self) -> list[Action]:
         if self.finished or self.active() or self.retry_pending:
             return []
-        if self._submitting() and any(self._ready(code) for code in self.spec.dag.nodes):
+        if self._submitting() and any(self._ready(code) for code in self.scope):
             return []  # more to submit (the caller's _submit_ready does it)
-        all_done = all(code in self.current and self.current[code].state.succeeded for code in self.spec.dag.nodes)
+        all_done = all(
+            code in self.current and self.current[code].state.succeeded and code not in self.to_rerun
+            for code in self.scope
+        )
         if self.state is WorkflowState.READY_STOP:
             final = WorkflowState.SUCCESS if all_done else WorkflowState.STOP
         elif self.state is WorkflowState.READY_PAUSE:
@@ -546,6 +573,24 @@ class WorkflowRun:
         self._workflow_to(final, "no task left to run")
         self.finished = True
         return [SetWorkflowState(final, finished=True)]
+
+
+TASK_ONLY, TASK_PRE, TASK_POST = 0, 1, 2
+
+
+def scope_for(dag: Any, start: list[int], depend_type: int) -> frozenset[int]:
+    """The tasks a run started from ``start`` drives: those tasks (TASK_ONLY), with everything upstream
+    of them (TASK_PRE) or everything downstream of them (TASK_POST), as DolphinScheduler's sub-DAG."""
+    out = set(start)
+    if depend_type in (TASK_PRE, TASK_POST):
+        edges = dag.upstream if depend_type == TASK_PRE else dag.downstream
+        todo = list(start)
+        while todo:
+            for nxt in edges[todo.pop()]:
+                if nxt not in out:
+                    out.add(nxt)
+                    todo.append(nxt)
+    return frozenset(out)
 
 
 def dispatch_timeout(task: TaskSpec) -> int:
