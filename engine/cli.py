@@ -30,7 +30,10 @@ from engine import __version__, logs
 from engine import config as config_mod
 from engine.errors import PorpoiseError
 
-REMOTE = {"apply", "start", "list", "status", "watch", "logs", "stop", "pause", "resume"}
+REMOTE = {
+    "apply", "start", "list", "status", "watch", "logs", "stop", "pause", "resume", "recover-failed", "rerun",
+    "schedule", "backfill", "force-success",
+}  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:

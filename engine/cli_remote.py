@@ -1,5 +1,6 @@
 """The ``porpoise`` commands that talk to the API: apply, start, list, status, watch, logs, stop, pause,
-resume, cluster. Human output by default (tables via rich), ``--json`` for scripts."""
+resume, recover-failed, rerun, cluster (and, from cli_schedule, schedule, backfill, force-success).
+Human output by default (tables via rich), ``--json`` for scripts."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
+from engine import cli_schedule
 from engine.client import ApiClient, ApiClientError, discover
 from engine.workflows import document
 from engine.workflows.model import DefinitionError
@@ -53,6 +55,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--worker-group")
     p.add_argument("--failure-strategy", choices=["END", "CONTINUE"])
     p.add_argument("--watch", action="store_true", help="follow the run to its end (exit code = result)")
+    p.add_argument("--from-task", action="append", default=[], metavar="TASK", help="start from this task (repeatable)")
+    p.add_argument(
+        "--scope",
+        choices=["TASK_ONLY", "TASK_PRE", "TASK_POST"],
+        help="with --from-task: just those tasks, with their upstream, or with their downstream (default)",
+    )
 
     p = sub.add_parser("list", parents=[conn], help="list workflow instances (or --workflows)")
     p.add_argument("--workflows", action="store_true", help="list workflow definitions instead")
@@ -71,9 +79,16 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("task_id", type=int)
     p.add_argument("--follow", "-f", action="store_true", help="keep printing until the task ends")
 
-    for action in ("stop", "pause", "resume"):
-        p = sub.add_parser(action, parents=[conn], help=f"{action} a workflow instance")
+    for action, text in (
+        ("stop", "stop a workflow instance (kill its running tasks)"),
+        ("pause", "pause a workflow instance (running tasks finish)"),
+        ("resume", "resume a paused or stopped workflow instance"),
+        ("recover-failed", "run a failed workflow instance again from its failed tasks"),
+        ("rerun", "run a finished workflow instance again from scratch"),
+    ):
+        p = sub.add_parser(action, parents=[conn], help=text)
         p.add_argument("id", type=int)
+    cli_schedule.add_parsers(sub, conn)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -144,9 +159,11 @@ def _params(items: list[str]) -> dict[str, str]:
 def cmd_start(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
     code = _workflow_code(client, args.name, args.project)
     body: dict[str, Any] = {"params": _params(args.param)}
-    for key in ("priority", "worker_group", "failure_strategy"):
+    for key in ("priority", "worker_group", "failure_strategy", "scope"):
         if getattr(args, key):
             body[key] = getattr(args, key)
+    if args.from_task:
+        body["start_tasks"] = args.from_task
     command = client.post(f"/api/v1/workflows/{code}/start", body)
     deadline = time.monotonic() + CLAIM_WAIT_SECONDS
     status = command
@@ -321,8 +338,8 @@ def cmd_control(client: ApiClient, args: argparse.Namespace, out: Console) -> in
     reply = client.post(f"/api/v1/instances/{args.id}/{args.command}")
     if args.json:
         _emit(reply)
-    elif args.command == "resume":
-        out.print(f"resume of instance {args.id} queued (command {reply['command_id']})")
+    elif args.command in ("resume", "recover-failed", "rerun"):
+        out.print(f"{args.command} of instance {args.id} queued (command {reply['command_id']})")
     else:
         out.print(f"{args.command} of instance {args.id} accepted")
     return 0
@@ -355,5 +372,10 @@ _COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, Console], int]] = 
     "stop": cmd_control,
     "pause": cmd_control,
     "resume": cmd_control,
+    "recover-failed": cmd_control,
+    "rerun": cmd_control,
     "cluster": cmd_cluster,
+    "schedule": lambda c, a, o: cli_schedule.cmd_schedule(c, a, o, _workflow_code),
+    "backfill": lambda c, a, o: cli_schedule.cmd_backfill(c, a, o, _workflow_code, _params),
+    "force-success": cli_schedule.cmd_force_success,
 }

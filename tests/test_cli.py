@@ -183,3 +183,45 @@ def test_client_file_is_found(api_cluster: ApiCluster, tmp_path: Path) -> None:
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     out = porpoise(None, "list", "--json", env={"PORPOISE_CLIENT_CONFIG": str(path)})
     assert out.returncode == 0 and "items" in json.loads(out.stdout)
+
+
+def test_scheduling_and_control_commands(api_cluster: ApiCluster, tmp_path: Path) -> None:
+    name = f"cli_{uuid.uuid4().hex[:8]}"
+    ledger = tmp_path / "ledger"
+    path = workflow_file(tmp_path, name, f"""\
+        tasks:
+          - name: a
+            type: SHELL
+            params: {{rawScript: "echo a >> {ledger}"}}
+          - name: b
+            type: SHELL
+            upstream: [a]
+            params: {{rawScript: "echo b >> {ledger}; exit 1"}}
+        """)  # fmt: skip
+    assert porpoise(api_cluster, "apply", str(path)).returncode == 0
+    bad = porpoise(api_cluster, "schedule", "create", name, "--cron", "0 0 0 LW * ?")
+    assert bad.returncode == 1 and "LW" in bad.stderr and "Traceback" not in bad.stderr
+    made = json.loads(porpoise(api_cluster, "schedule", "create", name, "--cron", "0 0 3 * * ?", "--json").stdout)
+    shown = porpoise(api_cluster, "schedule", "show", str(made["id"]), "--count", "3")
+    assert shown.returncode == 0 and shown.stdout.count("next:") == 3 and "03:00:00" in shown.stdout
+    listed = porpoise(api_cluster, "schedule", "list", name)
+    assert listed.returncode == 0 and "0 0 3 * * ?" in listed.stdout
+    assert porpoise(api_cluster, "schedule", "delete", str(made["id"])).returncode == 0
+    preview = json.loads(porpoise(api_cluster, "schedule", "preview", "--cron", "*/5 * * * *", "--json").stdout)
+    assert len(preview["next_fire_times"]) == 5
+
+    only_a = porpoise(api_cluster, "start", name, "--from-task", "a", "--scope", "TASK_ONLY", "--watch")
+    assert only_a.returncode == 0, only_a.stdout + only_a.stderr
+    failed = porpoise(api_cluster, "start", name, "--watch", "--json")
+    assert failed.returncode != 0
+    instance_id = json.loads(porpoise(api_cluster, "list", "--workflow", name, "--json").stdout)["items"][0]["id"]
+    detail = api_cluster.client().get(f"/api/v1/instances/{instance_id}")
+    b_id = next(t["id"] for t in detail["tasks"] if t["name"] == "b")
+    assert porpoise(api_cluster, "force-success", str(b_id)).returncode == 0
+    assert porpoise(api_cluster, "recover-failed", str(instance_id)).returncode == 0
+    wait_sync(lambda: api_cluster.client().get(f"/api/v1/instances/{instance_id}")["state"] == "SUCCESS", 60)
+    assert porpoise(api_cluster, "rerun", str(instance_id)).returncode == 0
+    filled = porpoise(api_cluster, "backfill", name, "--date", "2026-01-01T00:00:00Z", "--date", "2026-01-02T00:00:00Z",
+                      "--parallel", "2")  # fmt: skip
+    assert filled.returncode == 0 and "2 date(s) queued as 2 chain(s)" in filled.stdout
+    assert ledger.read_text().split()[:3] == ["a", "a", "b"]
