@@ -448,9 +448,13 @@ CREATE TABLE IF NOT EXISTS sub_workflow_relation (
     parent_workflow_instance_id bigint NOT NULL REFERENCES workflow_instance (id) ON DELETE CASCADE,
     parent_task_instance_id     bigint NOT NULL,
     workflow_instance_id        bigint NOT NULL DEFAULT 0,  -- child; 0 until the child exists
-    UNIQUE (parent_workflow_instance_id, parent_task_instance_id)
+    UNIQUE (parent_workflow_instance_id, parent_task_instance_id),
+    command_id                  bigint  -- the command that starts (or resumes) the child
 );
+ALTER TABLE sub_workflow_relation ADD COLUMN IF NOT EXISTS command_id bigint;
 CREATE INDEX IF NOT EXISTS sub_workflow_relation_child_idx ON sub_workflow_relation (workflow_instance_id);
+CREATE INDEX IF NOT EXISTS sub_workflow_relation_command_idx ON sub_workflow_relation (command_id);
+CREATE INDEX IF NOT EXISTS sub_workflow_relation_task_idx ON sub_workflow_relation (parent_task_instance_id);
 
 -- Alerts ---------------------------------------------------------------------------------------
 

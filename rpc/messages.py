@@ -173,6 +173,15 @@ class WorkflowControl:
 
 
 @dataclass(frozen=True)
+class SubWorkflowDone:
+    """Child's master -> parent's master: the sub-workflow started by that task instance has ended."""
+
+    METHOD: ClassVar[str] = "workflow.sub_done"
+    workflow_instance_id: int
+    task_instance_id: int
+
+
+@dataclass(frozen=True)
 class CacheExpire:
     """API -> masters: a workflow definition changed; drop cached heads for it."""
 

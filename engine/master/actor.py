@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,7 @@ import asyncpg
 
 from engine import logs
 from engine.errors import StorageError
+from engine.master.logic_runner import LogicRunner
 from engine.master.states import WorkflowState
 from engine.master.store import FencedOut, MasterStore, NewAttempt, TaskUpdate, WriteBatch
 from engine.master.wheel import StateWheel
@@ -29,10 +30,12 @@ from engine.master.workflow import (
     ArmTimer,
     Attempt,
     CancelTimer,
+    ControlChild,
     CreateAttempts,
     KillTask,
     PersistTask,
     RaiseAlert,
+    RunLogic,
     SetWorkflowState,
     WorkflowRun,
     dispatch_timeout,
@@ -125,6 +128,8 @@ class WorkflowActor:
         dispatch: Callable[[DispatchRequest], None],
         kill: Callable[[Attempt, int], Any],
         on_finished: Callable[[WorkflowActor, WorkflowState | None], None],
+        logic_interval: float = 5.0,
+        control: Callable[[int, str], Awaitable[None]] | None = None,
     ) -> None:
         self.info = info
         self.spec = spec
@@ -142,6 +147,7 @@ class WorkflowActor:
         self.crashed = False
         self._timers: set[tuple[Any, ...]] = set()
         self._kills: set[asyncio.Task[Any]] = set()
+        self.logic = LogicRunner(self, logic_interval, control)
 
     @property
     def id(self) -> int:
@@ -172,6 +178,7 @@ class WorkflowActor:
         self._cancel_timers()
         for t in list(self._kills):
             t.cancel()
+        self.logic.close()
 
     # -- main loop --------------------------------------------------------------------------------
 
@@ -260,10 +267,16 @@ class WorkflowActor:
             elif isinstance(action, CancelTimer):
                 self._timers.discard(action.key)
                 self.wheel.cancel((self.info.id, *action.key))
+            elif isinstance(action, KillTask) and action.attempt.code in self.run.logic:
+                self.logic.spawn(self.logic.stop(action.attempt, "stop"))
             elif isinstance(action, KillTask):
                 task = asyncio.create_task(self._kill(action.attempt, self.info.epoch))
                 self._kills.add(task)
                 task.add_done_callback(self._kills.discard)
+            elif isinstance(action, RunLogic):
+                self.logic.spawn(self.logic.run(action.attempt))
+            elif isinstance(action, ControlChild):
+                self.logic.spawn(self.logic.stop(action.attempt, action.action))
 
     def _next_backfill(self, final: int | None) -> tuple[str, dt.datetime] | None:
         """A serial backfill runs its dates one after another: on SUCCESS (or any end with
@@ -290,6 +303,13 @@ class WorkflowActor:
                 log.warning("database write failed; retrying", error=str(exc), retry_in=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
+
+    def arm(self, key: tuple[Any, ...], delay: float, event: Any) -> None:
+        """Deliver ``event`` to this actor after ``delay`` seconds (re-arming the same key replaces it)."""
+        if self.task is None:
+            return
+        self._timers.add(key)
+        self.wheel.arm((self.info.id, *key), delay, self, event)
 
     def _cancel_timers(self) -> None:
         for key in self._timers:
@@ -319,6 +339,9 @@ class WorkflowActor:
         )
 
     async def _send(self, a: Attempt) -> None:
+        if a.code in self.run.logic:
+            self.logic.spawn(self.logic.run(a))  # run by this master, not a worker
+            return
         t = self.spec.tasks[a.code]
         timeout = dispatch_timeout(t)
         datasources: dict[str, dict[str, Any]] = {}

@@ -31,6 +31,7 @@ from engine.master.commands import DefinitionCache
 from engine.master.states import TaskState, WorkflowState
 from engine.master.store import MasterStore, TaskUpdate, WriteBatch
 from engine.master.workflow import Attempt, WorkerLost
+from engine.tasks.registry import LOGIC_TYPES
 from engine.workflows.model import DefinitionError
 from registry import MASTER, WORKER, ChangeKind, NodeChange, NodeId, RegistryNode, RegistryUnavailable
 from registry.heartbeat import Heartbeat
@@ -127,7 +128,10 @@ class FailoverService:
             a.host
             for actor in self.actors.values()
             for a in actor.run.active()
-            if a.host and a.host not in live_workers and a.state is not TaskState.SUBMITTED_SUCCESS
+            if a.host
+            and a.host not in live_workers
+            and a.state is not TaskState.SUBMITTED_SUCCESS
+            and a.code not in actor.run.logic  # run by the master itself, not on a worker
         }
         for host in lost_hosts:
             self.worker_lost(host)
@@ -189,7 +193,15 @@ class FailoverService:
         row, attempt_rows = result
         info = InstanceInfo.from_row(row)
         attempts = [Attempt.from_row(r) for r in attempt_rows]
-        lost, unsure = await self._adopt(info, attempts, workers)
+        try:
+            spec = await self.cache.spec(int(row["workflow_definition_code"]), int(row["workflow_definition_version"]))
+        except DefinitionError as exc:
+            log.error("cannot fail over an instance whose definition is gone", workflow_instance_id=info.id,
+                      error=str(exc))  # fmt: skip
+            return True
+        # logic tasks (sub-workflows, dependents ...) ran on the dead master: the new actor takes them up
+        on_workers = [a for a in attempts if spec.tasks[a.code].task_type not in LOGIC_TYPES]
+        lost, unsure = await self._adopt(info, on_workers, workers)
         if lost:
             batch = WriteBatch(updates=[TaskUpdate(a.id, int(TaskState.NEED_FAULT_TOLERANCE)) for a in lost])
             await self.store.write(info.id, info.epoch, batch)
@@ -197,12 +209,6 @@ class FailoverService:
                 a.state = TaskState.NEED_FAULT_TOLERANCE
         if unsure:
             self.retake(info.id, info.epoch)  # ask again on the next sweep, under a fresh epoch
-        try:
-            spec = await self.cache.spec(int(row["workflow_definition_code"]), int(row["workflow_definition_version"]))
-        except DefinitionError as exc:
-            log.error("cannot fail over an instance whose definition is gone", workflow_instance_id=info.id,
-                      error=str(exc))  # fmt: skip
-            return True
         self.start_actor(info, spec, WorkflowState(row["state"]), attempts)
         log.info("instance taken over", workflow_instance_id=info.id, epoch=info.epoch, lost_attempts=len(lost))
         return True

@@ -19,6 +19,7 @@ import asyncpg
 from aiohttp import web
 
 from engine import logs
+from engine.aio import cancel_and_wait
 from engine.master.actor import DispatchRequest, InstanceInfo, WorkflowActor
 from engine.master.commands import Claimed, CommandPoller, DefinitionCache
 from engine.master.dispatcher import Dispatcher
@@ -30,6 +31,7 @@ from engine.master.wheel import StateWheel
 from engine.master.workflow import (
     RERUN_ON_RESUME,
     Attempt,
+    LogicCheck,
     PauseRequested,
     StopRequested,
     TaskResultEvent,
@@ -43,7 +45,15 @@ from engine.storage.definitions import WorkflowSpec
 from engine.storage.pool import connect_pool
 from registry import MASTER, ChangeKind, HeartbeatSource, LoadLimits, NodeChange, NodeId, SessionState, SlotTracker
 from rpc.errors import BadRequest, RpcError
-from rpc.messages import CacheExpire, ReportReply, TaskKill, TaskResult, TaskRunning, WorkflowControl
+from rpc.messages import (
+    CacheExpire,
+    ReportReply,
+    SubWorkflowDone,
+    TaskKill,
+    TaskResult,
+    TaskRunning,
+    WorkflowControl,
+)
 
 log = logs.get(__name__)
 
@@ -89,12 +99,15 @@ class Master(Node):
             self.rpc, self._workers, m.host_selector, metrics=self.metrics, valid_until=self._valid_until_ms
         )
         self.finished_states: collections.Counter[str] = collections.Counter()
+        #: short-lived RPCs the master starts on its own (a child's end reported to its parent's master)
+        self._background: set[asyncio.Task[Any]] = set()
         self.app.router.add_get("/metrics", self._metrics)
         for msg_cls, handler in (
             (TaskRunning, self.on_task_running),
             (TaskResult, self.on_task_result),
             (WorkflowControl, self.on_workflow_control),
             (CacheExpire, self.on_cache_expire),
+            (SubWorkflowDone, self.on_sub_workflow_done),
         ):
             self.rpc_server.register(msg_cls, handler)
         self.metrics.gauge("actors", lambda: len(self.actors))
@@ -194,6 +207,7 @@ class Master(Node):
             self.slots = None
 
     async def on_shutdown(self) -> None:
+        await cancel_and_wait(*self._background)
         if self.poller is not None:
             await self.poller.close()
         if self.scheduler is not None:
@@ -259,6 +273,8 @@ class Master(Node):
             self._dispatch,
             self._kill,
             self._actor_done,
+            logic_interval=self.cfg.master.logic_check_interval,
+            control=self._control_instance,
         )
         self.actors[info.id] = actor
         actor.start()
@@ -274,6 +290,43 @@ class Master(Node):
             self.finished_states[final.name] += 1
         if actor.crashed and self.failover is not None:
             self.failover.retake(actor.id, actor.info.epoch)
+        if final is not None and actor.info.parent is not None:
+            self._spawn(self._notify_parent(*actor.info.parent))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _notify_parent(self, parent_id: int, task_instance_id: int) -> None:
+        """A sub-workflow ended: wake its parent's SUB_PROCESS task now (its wheel check is the fallback)."""
+        msg = SubWorkflowDone(parent_id, task_instance_id)
+        if parent_id in self.actors:
+            await self.on_sub_workflow_done(msg)
+            return
+        assert self.store is not None
+        try:
+            row = await self.store.owner(parent_id)
+            if row is not None and row["host"] and row["host"] != self.address:
+                await self.rpc.call(row["host"], msg, timeout=5.0)
+        except (RpcError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+            log.info("parent not told of its sub-workflow's end; its check will see it", error=str(exc))
+
+    async def _control_instance(self, instance_id: int, action: str) -> None:
+        """Stop or pause an instance wherever it runs (a parent's stop / pause reaching its child)."""
+        actor = self.actors.get(instance_id)
+        if actor is not None:
+            actor.post(StopRequested("parent stopped") if action == "stop" else PauseRequested("parent paused"))
+            return
+        assert self.store is not None
+        row = await self.store.owner(instance_id)
+        if row is None or not row["host"]:
+            return
+        try:
+            await self.rpc.call(row["host"], WorkflowControl(instance_id, action), timeout=5.0)
+        except RpcError as exc:
+            log.warning("could not pass the request to the sub-workflow", action=action, child=instance_id,
+                        error=str(exc))  # fmt: skip
 
     async def _stop_actors(self) -> None:
         actors = list(self.actors.values())
@@ -382,6 +435,14 @@ class Master(Node):
         fut = actor.post(event, wait=True)
         assert fut is not None
         return {"accepted": await fut}
+
+    async def on_sub_workflow_done(self, msg: SubWorkflowDone) -> dict[str, bool]:
+        actor = self.actors.get(msg.workflow_instance_id)
+        a = actor.run.by_id.get(msg.task_instance_id) if actor is not None else None
+        if actor is None or a is None:
+            return {"ok": False}
+        actor.post(LogicCheck(a.id, a.attempt, "sub-workflow ended"))
+        return {"ok": True}
 
     async def on_cache_expire(self, msg: CacheExpire) -> dict[str, bool]:
         if self.cache is not None:

@@ -113,11 +113,12 @@ _TASK: dict[TaskState, frozenset[TaskState]] = {
             T.FAILURE,
             T.KILL,
             T.NEED_FAULT_TOLERANCE,
+            T.PAUSE,  # a logic task (sub-workflow, dependent) paused with its workflow
         }
     ),
     T.DISPATCH: frozenset({T.RUNNING_EXECUTION, T.SUCCESS, T.FAILURE, T.KILL, T.NEED_FAULT_TOLERANCE}),
     T.DELAY_EXECUTION: frozenset({T.RUNNING_EXECUTION, T.SUCCESS, T.FAILURE, T.KILL, T.NEED_FAULT_TOLERANCE}),
-    T.RUNNING_EXECUTION: frozenset({T.SUCCESS, T.FAILURE, T.KILL, T.NEED_FAULT_TOLERANCE}),
+    T.RUNNING_EXECUTION: frozenset({T.SUCCESS, T.FAILURE, T.KILL, T.NEED_FAULT_TOLERANCE, T.PAUSE}),
     T.FAILURE: frozenset({T.FORCED_SUCCESS}),
     T.KILL: frozenset({T.FORCED_SUCCESS}),
     T.NEED_FAULT_TOLERANCE: frozenset(),

@@ -21,6 +21,7 @@ import asyncpg
 
 from engine.errors import StorageError
 from engine.master.workflow import ALERT_FAULT_TOLERANCE
+from engine.tasks.registry import LOGIC_TYPES
 
 
 class FencedOut(StorageError):
@@ -190,6 +191,11 @@ class MasterStore:
                     " nextval('workflow_epoch_seq')) RETURNING *",
                     *values.values(),
                 )
+                if values.get("is_sub_workflow"):
+                    await conn.execute(
+                        "UPDATE sub_workflow_relation SET workflow_instance_id = $2 WHERE command_id = $1", cmd["id"],
+                        row["id"],
+                    )  # fmt: skip
                 created.append((cmd, row))
         return created, failed
 
@@ -315,10 +321,12 @@ class MasterStore:
                 return None
             await conn.execute(
                 "UPDATE task_instance SET state = 8, update_time = now() WHERE workflow_instance_id = $1 AND flag = 1"
-                " AND state = ANY($2::smallint[]) AND host IS NOT NULL AND NOT (host = ANY($3::text[]))",
+                " AND state = ANY($2::smallint[]) AND host IS NOT NULL AND NOT (host = ANY($3::text[]))"
+                " AND NOT (task_type = ANY($4::text[]))",
                 instance_id,
                 _ACTIVE_STATES,
                 list(live_workers),
+                sorted(LOGIC_TYPES),  # run by the master: the new owner takes them up
             )
             await _insert_alert(
                 conn,
@@ -335,6 +343,122 @@ class MasterStore:
     async def current_attempts(self, instance_id: int) -> list[asyncpg.Record]:
         """The current attempt (flag = 1) of every task an instance has started."""
         return await self.pool.fetch(_CURRENT_ATTEMPTS, instance_id)
+
+    # -- logic tasks ------------------------------------------------------------------------------
+
+    async def resolve_workflow(self, project_code: int, name: str, project: str | None) -> int | None:
+        """The code of workflow ``name`` in ``project`` (a name) or else in project ``project_code``."""
+        value = await self.pool.fetchval(
+            "SELECT d.code FROM workflow_definition d JOIN project p ON p.code = d.project_code"
+            " WHERE d.name = $1 AND (CASE WHEN $2::text IS NULL THEN p.code = $3 ELSE p.name = $2 END)",
+            name,
+            project,
+            project_code,
+        )
+        return None if value is None else int(value)
+
+    async def ensure_sub_workflow(
+        self, instance_id: int, epoch: int, task_instance_id: int, task_code: int, child_code: int, params: str
+    ) -> None:
+        """Fenced and idempotent: link a SUB_PROCESS attempt to its child instance. The first call queues the
+        child's command (START_PROCESS; or RECOVER_SUSPENDED_PROCESS of the paused / stopped child an earlier
+        attempt of the task left, so a resumed parent resumes its child)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            parent = await conn.fetchrow(
+                "SELECT * FROM workflow_instance WHERE id = $1 AND host = $2 AND epoch = $3 FOR NO KEY UPDATE",
+                instance_id,
+                self.me,
+                epoch,
+            )
+            if parent is None:
+                raise FencedOut(f"workflow instance {instance_id} is no longer owned by {self.me} at epoch {epoch}")
+            inserted = await conn.fetchval(
+                "INSERT INTO sub_workflow_relation (parent_workflow_instance_id, parent_task_instance_id)"
+                " VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING id",
+                instance_id,
+                task_instance_id,
+            )
+            if inserted is None:
+                return
+            earlier = await conn.fetchrow(
+                "SELECT w.id, w.state, w.workflow_definition_code, w.workflow_definition_version"
+                " FROM sub_workflow_relation r JOIN task_instance t ON t.id = r.parent_task_instance_id"
+                " JOIN workflow_instance w ON w.id = r.workflow_instance_id"
+                " WHERE r.parent_workflow_instance_id = $1 AND t.task_code = $2 AND t.id <> $3"
+                " ORDER BY t.attempt DESC LIMIT 1",
+                instance_id,
+                task_code,
+                task_instance_id,
+            )
+            if earlier is not None and earlier["state"] in (3, 5):
+                command_id = await conn.fetchval(
+                    "INSERT INTO command (command_type, workflow_definition_code, workflow_definition_version,"
+                    " workflow_instance_id, failure_strategy, workflow_instance_priority, worker_group)"
+                    " SELECT 3, $1, $2, $3, failure_strategy, workflow_instance_priority, worker_group"
+                    " FROM workflow_instance WHERE id = $3 RETURNING id",
+                    earlier["workflow_definition_code"],
+                    earlier["workflow_definition_version"],
+                    earlier["id"],
+                )
+                await conn.execute(
+                    "UPDATE sub_workflow_relation SET workflow_instance_id = $2, command_id = $3 WHERE id = $1",
+                    inserted,
+                    earlier["id"],
+                    command_id,
+                )
+                return
+            command_id = await conn.fetchval(
+                "INSERT INTO command (command_type, workflow_definition_code, command_param, failure_strategy,"
+                " warning_type, warning_group_id, schedule_time, executor_id, workflow_instance_priority,"
+                " worker_group, environment_code, dry_run) SELECT 0, $2, $3::jsonb, failure_strategy, warning_type,"
+                " warning_group_id, schedule_time, executor_id, workflow_instance_priority, worker_group,"
+                " environment_code, dry_run FROM workflow_instance WHERE id = $1 RETURNING id",
+                instance_id,
+                child_code,
+                params,
+            )
+            await conn.execute("UPDATE sub_workflow_relation SET command_id = $2 WHERE id = $1", inserted, command_id)
+
+    async def sub_workflow_state(self, task_instance_id: int) -> tuple[int, int | None, str]:
+        """(child instance id or 0, its state or None, why it could not start or '')."""
+        row = await self.pool.fetchrow(
+            "SELECT r.workflow_instance_id AS child, w.state, e.message,"
+            " EXISTS (SELECT 1 FROM command c WHERE c.id = r.command_id) AS queued FROM sub_workflow_relation r"
+            " LEFT JOIN workflow_instance w ON w.id = r.workflow_instance_id"
+            " LEFT JOIN error_command e ON e.id = r.command_id WHERE r.parent_task_instance_id = $1",
+            task_instance_id,
+        )
+        if row is None:
+            return 0, None, ""
+        # a resumed child keeps its old (finished) state until its command is claimed: not an answer yet
+        return int(row["child"]), None if row["queued"] else row["state"], row["message"] or ""
+
+    async def dependent_state(self, code: int, task: str | None, start: dt.datetime, end: dt.datetime) -> str:
+        """SUCCESS / FAILED / WAITING of the newest run of workflow ``code`` (or of its task ``task``) for the
+        interval: scheduled in it, or unscheduled and started in it (DolphinScheduler's rule)."""
+        row = await self.pool.fetchrow(
+            "SELECT id, state FROM workflow_instance WHERE workflow_definition_code = $1 AND"
+            " ((schedule_time >= $2 AND schedule_time < $3) OR (schedule_time IS NULL AND start_time >= $2"
+            " AND start_time < $3)) ORDER BY id DESC LIMIT 1",
+            code,
+            start,
+            end,
+        )
+        if row is None:
+            return "WAITING"
+        finished = row["state"] in (3, 5, 6, 7, 16)
+        if task is None:
+            return "WAITING" if not finished else "SUCCESS" if row["state"] == 7 else "FAILED"
+        state = await self.pool.fetchval(
+            "SELECT state FROM task_instance WHERE workflow_instance_id = $1 AND name = $2 AND flag = 1",
+            row["id"],
+            task,
+        )
+        if state is None:
+            return "FAILED" if finished else "WAITING"
+        if state in (7, 13):
+            return "SUCCESS"
+        return "FAILED" if state in (3, 5, 6, 8, 9) and (finished or state != 6) else "WAITING"
 
     async def attempt_floors(self, instance_id: int) -> dict[int, int]:
         """Highest attempt number per task over every run of an instance (superseded rows included)."""

@@ -32,6 +32,7 @@ from engine.master.states import (
     check_workflow,
 )
 from engine.storage.definitions import TaskSpec, WorkflowSpec
+from engine.tasks.registry import LOGIC_TYPES
 
 log = logs.get(__name__)
 
@@ -113,6 +114,17 @@ class TaskResultEvent:
     var_pool: tuple[dict[str, Any], ...] = ()
     message: str = ""
     cause_id: str = ""
+    #: CONDITIONS / SWITCH: the downstream tasks of the branch not taken
+    skip: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class LogicCheck:
+    """Time to look again at a waiting logic task (a sub-workflow's state, a dependency)."""
+
+    task_instance_id: int
+    attempt: int
+    cause_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -169,6 +181,7 @@ Event = (
     | StopRequested
     | PauseRequested
     | WorkerLost
+    | LogicCheck
 )
 
 
@@ -213,13 +226,38 @@ class SetWorkflowState:
 
 
 @dataclass(frozen=True)
+class RunLogic:
+    """Start (idempotently) or look again at a logic task the master runs itself."""
+
+    attempt: Attempt
+
+
+@dataclass(frozen=True)
+class ControlChild:
+    """Pass a pause on to a running sub-workflow (or end a waiting dependent as paused)."""
+
+    attempt: Attempt
+    action: str
+
+
+@dataclass(frozen=True)
 class RaiseAlert:
     alert_type: int
     title: str
     content: str
 
 
-Action = CreateAttempts | PersistTask | KillTask | ArmTimer | CancelTimer | SetWorkflowState | RaiseAlert
+Action = (
+    CreateAttempts
+    | PersistTask
+    | KillTask
+    | ArmTimer
+    | CancelTimer
+    | SetWorkflowState
+    | RaiseAlert
+    | RunLogic
+    | ControlChild
+)
 
 # alert types (DolphinScheduler's AlertType codes)
 ALERT_WORKFLOW_TIMEOUT = 3
@@ -265,6 +303,13 @@ class WorkflowRun:
         self.floors = dict(floors or {})
         #: taken-back tasks whose attempt runs again (a resume's KILL tasks, a recovery's failed ones)
         self.to_rerun: set[int] = set()
+        #: tasks on a branch a CONDITIONS or SWITCH task did not take (and what only they lead to)
+        self.skipped: set[int] = set()
+        #: tasks that failed for good into a CONDITIONS task: it decides, the workflow does not fail for them
+        self.handled: set[int] = set()
+        types = {code: t.task_type for code, t in spec.tasks.items()}
+        self.logic = frozenset(code for code, kind in types.items() if kind in LOGIC_TYPES)
+        self.conditions = frozenset(code for code, kind in types.items() if kind == "CONDITIONS")
         for a in attempts or []:
             self._adopt(a, a.state in rerun)
 
@@ -274,11 +319,14 @@ class WorkflowRun:
         return [a for a in self.current.values() if a.state in TASK_ACTIVE]
 
     def _ready(self, code: int) -> bool:
-        if code not in self.scope or code in self.retry_pending or code in self.failed:
+        if code not in self.scope or code in self.retry_pending or code in self.failed or code in self.skipped:
             return False
         if code in self.current and code not in self.to_rerun:
             return False
-        return all(up not in self.scope or self._done_ok(up) for up in self.spec.dag.upstream[code])
+        ups = [up for up in self.spec.dag.upstream[code] if up in self.scope]
+        if code in self.conditions:  # decides on its upstream results, whatever they are
+            return all(self._done_ok(up) or up in self.skipped or up in self.failed or up in self.handled for up in ups)
+        return all(self._done_ok(up) or up in self.skipped for up in ups)
 
     def _done_ok(self, code: int) -> bool:
         cur = self.current.get(code)
@@ -324,7 +372,7 @@ class WorkflowRun:
     # -- entry points -----------------------------------------------------------------------------
 
     def start(self) -> list[Action]:
-        actions: list[Action] = []
+        actions: list[Action] = [RunLogic(a) for a in self.active() if a.code in self.logic]
         if self.spec.timeout > 0:
             actions.append(ArmTimer(("workflow-timeout",), self.spec.timeout * 60.0, WorkflowTimedOut()))
         # taken over from a dead master: attempts lost with their worker run again as the next attempt
@@ -410,6 +458,7 @@ class WorkflowRun:
         actions: list[Action] = [PersistTask(a, a.state, tuple(fields)), CancelTimer(("task-timeout", a.id))]
         if a.state.succeeded:
             self.succeeded_order.append(a.code)
+            self._skip(ev.skip)
             actions += self._submit_ready()
         else:
             actions += self._after_failure(a)
@@ -427,6 +476,9 @@ class WorkflowRun:
                 return [CreateAttempts((self._next_attempt(a.code),))]
             self.retry_pending.add(a.code)
             return [ArmTimer(("retry", a.code), delay, RetryDue(a.code))]
+        if any(d in self.conditions and d in self.scope for d in self.spec.dag.downstream[a.code]):
+            self.handled.add(a.code)  # a CONDITIONS task downstream decides what follows
+            return self._submit_ready()
         self.failed.add(a.code)
         if self.failure_strategy == END:
             return [KillTask(x) for x in self.active()]
@@ -484,8 +536,8 @@ class WorkflowRun:
     def _on_worker_lost(self, ev: WorkerLost) -> list[Action]:
         actions: list[Action] = []
         for a in self.active():
-            if a.host != ev.host or a.state is TaskState.SUBMITTED_SUCCESS:
-                continue  # not there (a SUBMITTED attempt is still in our dispatch queue)
+            if a.host != ev.host or a.state is TaskState.SUBMITTED_SUCCESS or a.code in self.logic:
+                continue  # not there (a SUBMITTED attempt is still in our dispatch queue; logic runs here)
             self._task_to(a, TaskState.NEED_FAULT_TOLERANCE, ev.cause_id or f"worker {ev.host} lost")
             actions += [PersistTask(a, a.state), CancelTimer(("task-timeout", a.id))]
             actions += self._after_failure(a)
@@ -500,17 +552,38 @@ class WorkflowRun:
             )
         return actions + self._maybe_finish()
 
+    def _on_logic_check(self, ev: LogicCheck) -> list[Action]:
+        a = self._current_attempt(ev.task_instance_id, ev.attempt)
+        if a is None or a.state.finished:
+            return []
+        return [RunLogic(a)]
+
     def _on_pause(self, ev: PauseRequested) -> list[Action]:
         if self.state is not WorkflowState.RUNNING_EXECUTION:
             return []
         self._workflow_to(WorkflowState.READY_PAUSE, ev.cause_id or "pause requested")
         actions: list[Action] = [SetWorkflowState(self.state)]
+        actions += [ControlChild(a, "pause") for a in self.active() if a.code in self.logic]
         for code in sorted(self.retry_pending):
             actions.append(CancelTimer(("retry", code)))
         self.retry_pending.clear()
         return actions + self._maybe_finish()
 
     # -- helpers ----------------------------------------------------------------------------------
+
+    def _skip(self, codes: tuple[int, ...]) -> None:
+        """Skip a branch, and downstream whatever only skipped tasks lead to."""
+        todo = [c for c in codes if c in self.scope and c not in self.current]
+        while todo:
+            code = todo.pop()
+            if code in self.skipped:
+                continue
+            self.skipped.add(code)
+            self.story.append((time.time(), "task", 0, "", f"skip {code}", "branch not taken"))
+            for down in self.spec.dag.downstream[code]:
+                ups = [u for u in self.spec.dag.upstream[down] if u in self.scope]
+                if down in self.scope and all(u in self.skipped for u in ups):
+                    todo.append(down)
 
     def _next_attempt(self, code: int) -> Attempt:
         prev = self.current.get(code)
@@ -558,10 +631,7 @@ class WorkflowRun:
             return []
         if self._submitting() and any(self._ready(code) for code in self.scope):
             return []  # more to submit (the caller's _submit_ready does it)
-        all_done = all(
-            code in self.current and self.current[code].state.succeeded and code not in self.to_rerun
-            for code in self.scope
-        )
+        all_done = all(self._done_ok(code) or code in self.skipped or code in self.handled for code in self.scope)
         if self.state is WorkflowState.READY_STOP:
             final = WorkflowState.SUCCESS if all_done else WorkflowState.STOP
         elif self.state is WorkflowState.READY_PAUSE:
@@ -620,4 +690,5 @@ _HANDLERS: dict[type, Any] = {
     StopRequested: WorkflowRun._on_stop,
     PauseRequested: WorkflowRun._on_pause,
     WorkerLost: WorkflowRun._on_worker_lost,
+    LogicCheck: WorkflowRun._on_logic_check,
 }

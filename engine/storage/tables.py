@@ -489,6 +489,7 @@ sub_workflow_relation = Table(
     Column("parent_task_instance_id", BigInteger, nullable=False),
     Column("workflow_instance_id", BigInteger, nullable=False, server_default=text("0")),
     UniqueConstraint("parent_workflow_instance_id", "parent_task_instance_id"),
+    Column("command_id", BigInteger),
 )
 
 
@@ -571,4 +572,6 @@ Index(
     postgresql_where=text("state IN (0, 1, 12, 17)"),
 )
 Index("sub_workflow_relation_child_idx", sub_workflow_relation.c.workflow_instance_id)
+Index("sub_workflow_relation_command_idx", sub_workflow_relation.c.command_id)
+Index("sub_workflow_relation_task_idx", sub_workflow_relation.c.parent_task_instance_id)
 Index("alert_pending_idx", alert.c.id, postgresql_where=text("alert_status = 0"))

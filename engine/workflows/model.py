@@ -16,6 +16,7 @@ from typing import Any
 from engine.params import builtins, properties, substitute
 from engine.tasks import registry
 from engine.tasks.base import ParamError
+from engine.workflows import logic
 
 PRIORITIES = {"HIGHEST": 0, "HIGH": 1, "MEDIUM": 2, "LOW": 3, "LOWEST": 4}
 TIMEOUT_STRATEGIES = {"WARN": 0, "FAILED": 1, "WARNFAILED": 2}
@@ -109,6 +110,12 @@ class WorkflowDef:
                 if up == t.name:
                     raise DefinitionError(f"tasks[{i}].upstream", "a task cannot depend on itself")
         dag = Dag.build([t.name for t in self.tasks], [(up, t.name) for t in self.tasks for up in t.upstream])
+        for i, t in enumerate(self.tasks):
+            if t.task_type in registry.LOGIC_TYPES:
+                try:
+                    logic.validate(t.task_type, t.params, set(dag.upstream[t.name]), set(dag.downstream[t.name]))
+                except ParamError as exc:
+                    raise DefinitionError(f"tasks[{i}].params.{exc.field}", exc.reason) from exc
         return dag
 
 

@@ -1,0 +1,137 @@
+"""Logic tasks the master runs itself: their parameters, checked when a definition is saved, and the
+pure decisions of CONDITIONS and SWITCH.
+
+- ``CONDITIONS``: ``{"relation": "AND"|"OR", "conditions": [{"task": <upstream>, "status":
+  "SUCCESS"|"FAILURE"}], "success": [<downstream>...], "failure": [<downstream>...]}``. It runs once
+  its upstream tasks are finished, failed or not (a failure it follows does not fail the workflow);
+  when the conditions hold the ``failure`` branch is skipped, else the ``success`` branch.
+- ``SWITCH``: ``{"cases": [{"condition": "<expression>", "next": <downstream>}], "default":
+  <downstream>}``. ``${name}`` in a condition is replaced by the parameter's value (globals and
+  upstream OUT values) as text, as DolphinScheduler does (quote it for a string: ``'${env}' ==
+  'prod'``); the expression is then evaluated by simpleeval — literals, comparisons, boolean and
+  arithmetic operators; no names, calls, attributes or imports, so a value can change the decision but
+  never run code. The first true case wins, else the default; every other branch is skipped. No match
+  and no default fails the task.
+- ``SUB_PROCESS``: ``{"workflow": <name>, "project": <name, default: this one>}`` or
+  ``{"workflow_code": <code>}``: a child workflow instance.
+- ``DEPENDENT``: see engine/scheduling/dependent.py.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from simpleeval import EvalWithCompoundTypes, InvalidExpression
+
+from engine.scheduling.dependent import check_params as check_dependent
+from engine.tasks.base import ParamError
+
+CONDITIONS, SWITCH, SUB_PROCESS, DEPENDENT = "CONDITIONS", "SWITCH", "SUB_PROCESS", "DEPENDENT"
+#: decided at once by the master (no waiting)
+INSTANT = frozenset({CONDITIONS, SWITCH})
+_VAR = re.compile(r"\$\{([^}]+)\}")
+
+
+def validate(task_type: str, params: Mapping[str, Any], upstream: set[str], downstream: set[str]) -> None:
+    """Check a logic task's params against its place in the DAG; ParamError names the field."""
+    if task_type == CONDITIONS:
+        _conditions(params, upstream, downstream)
+    elif task_type == SWITCH:
+        _switch(params, downstream)
+    elif task_type == SUB_PROCESS:
+        if not isinstance(params.get("workflow"), str) and not isinstance(params.get("workflow_code"), int):
+            raise ParamError("workflow", "SUB_PROCESS needs workflow (a name) or workflow_code")
+    elif task_type == DEPENDENT:
+        check_dependent(params)
+
+
+def _names(params: Mapping[str, Any], key: str, allowed: set[str], where: str) -> list[str]:
+    value = params.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ParamError(key, "must be a list of task names")
+    for name in value:
+        if name not in allowed:
+            raise ParamError(key, f"{name!r} is not {where} of this task")
+    return value
+
+
+def _conditions(params: Mapping[str, Any], upstream: set[str], downstream: set[str]) -> None:
+    if params.get("relation", "AND") not in ("AND", "OR"):
+        raise ParamError("relation", "must be AND or OR")
+    conds = params.get("conditions")
+    if not isinstance(conds, list) or not conds:
+        raise ParamError("conditions", "needs at least one {task, status}")
+    for i, c in enumerate(conds):
+        if not isinstance(c, Mapping) or c.get("task") not in upstream:
+            raise ParamError(f"conditions[{i}].task", "must name an upstream task of this task")
+        if c.get("status", "SUCCESS") not in ("SUCCESS", "FAILURE"):
+            raise ParamError(f"conditions[{i}].status", "must be SUCCESS or FAILURE")
+    ok = _names(params, "success", downstream, "downstream")
+    bad = _names(params, "failure", downstream, "downstream")
+    if set(ok) & set(bad):
+        raise ParamError("failure", "a task cannot be on both branches")
+
+
+def _switch(params: Mapping[str, Any], downstream: set[str]) -> None:
+    cases = params.get("cases")
+    if not isinstance(cases, list) or not cases:
+        raise ParamError("cases", "needs at least one {condition, next}")
+    for i, case in enumerate(cases):
+        if not isinstance(case, Mapping) or not isinstance(case.get("condition"), str) or not case["condition"]:
+            raise ParamError(f"cases[{i}].condition", "is required")
+        if case.get("next") not in downstream:
+            raise ParamError(f"cases[{i}].next", "must name a downstream task of this task")
+        problem = expression_problem(case["condition"])
+        if problem:
+            raise ParamError(f"cases[{i}].condition", problem)
+    default = params.get("default")
+    if default is not None and default not in downstream:
+        raise ParamError("default", "must name a downstream task of this task")
+
+
+# -- decisions --------------------------------------------------------------------------------------
+
+
+def conditions_hold(params: Mapping[str, Any], outcome: Mapping[str, str]) -> bool:
+    """``outcome``: upstream task name -> SUCCESS / FAILURE (skipped tasks are absent)."""
+    checks = [outcome.get(c["task"]) == c.get("status", "SUCCESS") for c in params["conditions"]]
+    return all(checks) if params.get("relation", "AND") == "AND" else any(checks)
+
+
+def conditions_skip(params: Mapping[str, Any], outcome: Mapping[str, str]) -> list[str]:
+    """The branch not taken (task names)."""
+    return list(params.get("failure", []) if conditions_hold(params, outcome) else params.get("success", []))
+
+
+def evaluate(expression: str, values: Mapping[str, str]) -> bool:
+    """Evaluate a SWITCH condition; ValueError explains an expression that cannot be evaluated."""
+    missing = [m.group(1) for m in _VAR.finditer(expression) if m.group(1) not in values]
+    if missing:
+        raise ValueError(f"unknown parameter ${{{missing[0]}}}")
+    text = _VAR.sub(lambda m: values[m.group(1)], expression)
+    try:
+        return bool(EvalWithCompoundTypes(names={}, functions={}).eval(text))
+    except (InvalidExpression, SyntaxError, TypeError, ZeroDivisionError, ValueError, KeyError) as exc:
+        raise ValueError(f"cannot evaluate {expression!r}: {exc}") from None
+
+
+def expression_problem(expression: str) -> str:
+    """Why an expression can never be evaluated (syntax, names, calls), or ''."""
+    sample = {m.group(1): "0" for m in _VAR.finditer(expression)}
+    try:
+        evaluate(expression, sample)
+    except ValueError as exc:
+        text = str(exc)
+        return "" if "TypeError" in text or "division" in text else text
+    return ""
+
+
+def switch_choice(params: Mapping[str, Any], values: Mapping[str, str]) -> tuple[str | None, list[str]]:
+    """(chosen task or None, branch tasks to skip). ValueError if a condition cannot be evaluated."""
+    targets = [c["next"] for c in params["cases"]]
+    if params.get("default"):
+        targets.append(params["default"])
+    chosen = next((c["next"] for c in params["cases"] if evaluate(c["condition"], values)), params.get("default"))
+    return chosen, [t for t in dict.fromkeys(targets) if t != chosen]

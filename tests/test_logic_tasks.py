@@ -1,0 +1,214 @@
+"""Logic tasks run by the master, end to end with real api + master + worker processes: CONDITIONS,
+SWITCH, SUB_PROCESS (nesting, stop / pause / resume propagation) and DEPENDENT."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ApiCluster
+from tests.helpers import wait_sync
+from tests.test_api import error_of, start, wait_final
+
+pytestmark = pytest.mark.slow
+PROJECT = "logic-tests"
+
+
+def sh(name: str, script: str, upstream: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"name": name, "type": "SHELL", "params": {"rawScript": script}, "upstream": list(upstream)}
+
+
+def create(c: ApiCluster, tasks: list[dict[str, Any]], name: str | None = None, **extra: Any) -> tuple[int, str]:
+    name = name or f"wf_{uuid.uuid4().hex[:8]}"
+    doc = {"name": name, "project": PROJECT, "tasks": tasks, **extra}
+    return int(c.client().post("/api/v1/workflows", doc, release="true")["code"]), name
+
+
+def states(detail: dict[str, Any]) -> dict[str, str]:
+    return {t["name"]: t["state"] for t in detail["tasks"]}
+
+
+def test_conditions_take_the_branch_the_upstream_result_selects(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    tasks = [
+        sh("load", "exit ${code}"),
+        {"name": "check", "type": "CONDITIONS", "upstream": ["load"],
+         "params": {"conditions": [{"task": "load", "status": "SUCCESS"}], "success": ["publish"],
+                    "failure": ["repair"]}},
+        sh("publish", "true", ("check",)),
+        sh("announce", "true", ("publish",)),
+        sh("repair", "true", ("check",)),
+    ]  # fmt: skip
+    code, _ = create(c, tasks, params={"code": "0"})
+    ok = wait_final(c, start(c, code))
+    assert ok["state"] == "SUCCESS"
+    assert states(ok) == {"load": "SUCCESS", "check": "SUCCESS", "publish": "SUCCESS", "announce": "SUCCESS"}
+    # the failure is handled by the CONDITIONS task: the repair branch runs and the workflow succeeds
+    bad = wait_final(c, start(c, code, {"params": {"code": "4"}}))
+    assert bad["state"] == "SUCCESS"
+    assert states(bad) == {"load": "FAILURE", "check": "SUCCESS", "repair": "SUCCESS"}
+
+
+def test_switch_picks_the_first_true_case_or_the_default(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    tasks = [
+        sh("prepare", "echo '${setValue(rows=7)}'"),
+        {"name": "route", "type": "SWITCH", "upstream": ["prepare"],
+         "params": {"cases": [{"condition": "'${env}' == 'prod'", "next": "prod"},
+                              {"condition": "${rows} > 5 and '${env}' != 'skip'", "next": "big"}],
+                    "default": "other"}},
+        sh("prod", "true", ("route",)), sh("big", "true", ("route",)), sh("other", "true", ("route",)),
+        sh("after_big", "true", ("big",)),
+    ]  # fmt: skip
+    tasks[0]["params"]["localParams"] = [{"prop": "rows", "direct": "OUT", "type": "VARCHAR", "value": ""}]
+    code, _ = create(c, tasks, params={"env": "dev"})
+    runs = {env: wait_final(c, start(c, code, {"params": {"env": env}})) for env in ("prod", "dev", "skip")}
+    assert all(d["state"] == "SUCCESS" for d in runs.values())
+    ran = {env: sorted(n for n in states(d) if n not in ("prepare", "route")) for env, d in runs.items()}
+    assert ran == {"prod": ["prod"], "dev": ["after_big", "big"], "skip": ["other"]}
+
+
+def test_a_switch_with_an_unsafe_or_broken_expression_is_refused(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    for condition in ("__import__('os').system('true')", "open('/etc/passwd')", "1 +"):
+        tasks = [sh("a", "true"), {"name": "s", "type": "SWITCH", "upstream": ["a"],
+                                   "params": {"cases": [{"condition": condition, "next": "b"}]}},
+                 sh("b", "true", ("s",))]  # fmt: skip
+        err = error_of(lambda tasks=tasks: create(c, tasks))
+        assert err.status == 400 and err.field == "tasks[1].params.cases[0].condition", (condition, err)
+    tasks = [sh("a", "true"), {"name": "s", "type": "SWITCH", "upstream": ["a"],
+                               "params": {"cases": [{"condition": "1 == 1", "next": "a"}]}}]  # fmt: skip
+    err = error_of(lambda: create(c, tasks))
+    assert err.status == 400 and "downstream" in str(err)
+
+
+def test_sub_workflows_nest_five_deep_with_fan_out(api_cluster: ApiCluster, tmp_path: Path) -> None:
+    c = api_cluster
+    ledger = tmp_path / "ledger"
+    prefix = f"nest_{uuid.uuid4().hex[:6]}"
+    create(c, [sh("leaf", f"echo leaf >> {ledger}")], name=f"{prefix}_5")
+    for level in range(4, 0, -1):
+        child = f"{prefix}_{level + 1}"
+        create(c, [{"name": f"sub{i}", "type": "SUB_PROCESS", "params": {"workflow": child}} for i in (1, 2)]
+               + [sh("after", "true", ("sub1", "sub2"))], name=f"{prefix}_{level}")  # fmt: skip
+    top = c.client().get("/api/v1/workflows", name=f"{prefix}_1")["items"][0]["code"]
+    detail = wait_final(c, start(c, top), timeout=120)
+    assert detail["state"] == "SUCCESS"
+    assert ledger.read_text().split() == ["leaf"] * 16
+    rows = c.query(
+        "SELECT w.state, w.is_sub_workflow, d.name FROM workflow_instance w JOIN workflow_definition d"
+        " ON d.code = w.workflow_definition_code WHERE d.name LIKE $1",
+        f"{prefix}_%",
+    )
+    assert len(rows) == 1 + 2 + 4 + 8 + 16 and all(r["state"] == 7 for r in rows)
+    assert sum(r["is_sub_workflow"] for r in rows) == 30
+    links = c.query(
+        "SELECT count(*) AS n FROM sub_workflow_relation r JOIN workflow_instance w ON w.id = r.workflow_instance_id"
+        " JOIN workflow_definition d ON d.code = w.workflow_definition_code WHERE d.name LIKE $1",
+        f"{prefix}_%",
+    )
+    assert links[0]["n"] == 30
+
+
+def _child_of(c: ApiCluster, parent_id: int) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+
+    def running() -> bool:
+        rows = c.query(
+            "SELECT w.id, w.state FROM sub_workflow_relation r JOIN workflow_instance w"
+            " ON w.id = r.workflow_instance_id WHERE r.parent_workflow_instance_id = $1 ORDER BY r.id DESC",
+            parent_id,
+        )
+        if rows and rows[0]["state"] == 1:
+            tasks = c.query("SELECT state FROM task_instance WHERE workflow_instance_id = $1", rows[0]["id"])
+            if tasks and tasks[0]["state"] == 1:
+                found.update(rows[0])
+                return True
+        return False
+
+    wait_sync(running, 30, what="child running its task")
+    return found
+
+
+def test_stopping_a_parent_stops_its_sub_workflow(api_cluster: ApiCluster, tmp_path: Path) -> None:
+    c = api_cluster
+    gate = tmp_path / "gate"
+    _, child = create(c, [sh("wait", f"while [ ! -f {gate} ]; do sleep 0.05; done")])
+    code, _ = create(
+        c, [{"name": "sub", "type": "SUB_PROCESS", "params": {"workflow": child}}, sh("x", "true", ("sub",))]
+    )
+    parent = start(c, code)
+    kid = _child_of(c, parent)
+    c.client().post(f"/api/v1/instances/{parent}/stop")
+    detail = wait_final(c, parent)
+    assert detail["state"] == "STOP" and states(detail) == {"sub": "KILL"}
+    assert c.client().get(f"/api/v1/instances/{kid['id']}")["state"] == "STOP"
+
+
+def test_pausing_a_parent_pauses_its_sub_workflow_and_resume_resumes_the_same_child(
+    api_cluster: ApiCluster, tmp_path: Path
+) -> None:
+    c = api_cluster
+    gate, ledger = tmp_path / "gate", tmp_path / "ledger"
+    _, child = create(c, [sh("first", f"while [ ! -f {gate} ]; do sleep 0.05; done"),
+                          sh("second", f"echo second >> {ledger}", ("first",))])  # fmt: skip
+    code, _ = create(c, [{"name": "sub", "type": "SUB_PROCESS", "params": {"workflow": child}},
+                         sh("x", f"echo x >> {ledger}", ("sub",))])  # fmt: skip
+    parent = start(c, code)
+    kid = _child_of(c, parent)
+    c.client().post(f"/api/v1/instances/{parent}/pause")
+    gate.touch()  # the running task finishes; nothing after it starts
+    assert wait_final(c, parent)["state"] == "PAUSE"
+    assert wait_final(c, kid["id"])["state"] == "PAUSE"
+    assert not ledger.exists()
+    c.client().post(f"/api/v1/instances/{parent}/resume")
+    wait_sync(lambda: c.client().get(f"/api/v1/instances/{parent}")["state"] == "SUCCESS", 60, what="parent done")
+    assert c.client().get(f"/api/v1/instances/{kid['id']}")["state"] == "SUCCESS"
+    assert ledger.read_text().split() == ["second", "x"]
+    children = c.query(
+        "SELECT DISTINCT workflow_instance_id FROM sub_workflow_relation WHERE parent_workflow_instance_id = $1", parent
+    )
+    assert [r["workflow_instance_id"] for r in children] == [kid["id"]]  # resumed, not started anew
+
+
+def test_dependent_waits_for_the_other_workflow_then_follows_its_result(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    up_code, up_name = create(c, [sh("make", "exit ${code}")], params={"code": "0"})
+    dep = {"name": "wait_for", "type": "DEPENDENT",
+           "params": {"items": [{"workflow": up_name, "task": "make", "cycle": "day", "date_value": "today"}],
+                      "check_interval": 0.2}}  # fmt: skip
+    code, _ = create(c, [dep, sh("after", "true", ("wait_for",))])
+    waiting = start(c, code)
+
+    def task_state() -> str | None:
+        tasks = states(c.client().get(f"/api/v1/instances/{waiting}"))
+        return tasks.get("wait_for")
+
+    wait_sync(lambda: task_state() == "RUNNING_EXECUTION", 30, what="dependent waiting")
+    assert c.client().get(f"/api/v1/instances/{waiting}")["state"] == "RUNNING_EXECUTION"
+    assert wait_final(c, start(c, up_code))["state"] == "SUCCESS"
+    detail = wait_final(c, waiting)
+    assert detail["state"] == "SUCCESS" and states(detail) == {"wait_for": "SUCCESS", "after": "SUCCESS"}
+    # today's newest run of the dependency failed: the dependent fails (failure_policy FAIL)
+    assert wait_final(c, start(c, up_code, {"params": {"code": "1"}}))["state"] == "FAILURE"
+    failed = wait_final(c, start(c, code))
+    assert failed["state"] == "FAILURE" and states(failed) == {"wait_for": "FAILURE"}
+
+
+def test_dependent_on_a_missing_yesterday_keeps_waiting_until_stopped(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    _, up_name = create(c, [sh("make", "true")])
+    dep = {"name": "wait_for", "type": "DEPENDENT",
+           "params": {"relation": "OR", "groups": [{"relation": "AND", "items": [
+               {"workflow": up_name, "cycle": "day", "date_value": "last1Days"}]}], "check_interval": 0.1}}  # fmt: skip
+    code, _ = create(c, [dep])
+    wid = start(c, code)
+    wait_sync(lambda: states(c.client().get(f"/api/v1/instances/{wid}")).get("wait_for") == "RUNNING_EXECUTION", 30)
+    checks_before = c.query("SELECT update_time FROM task_instance WHERE workflow_instance_id = $1", wid)
+    assert checks_before
+    c.client().post(f"/api/v1/instances/{wid}/stop")
+    detail = wait_final(c, wid)
+    assert detail["state"] == "STOP" and states(detail) == {"wait_for": "KILL"}
