@@ -16,6 +16,7 @@ import pytest
 
 from engine.infra.etcd import EtcdServer
 from engine.node import EXIT_LEASE_LOST
+from engine.workflows.model import TaskDef
 from rpc import RpcClient
 from rpc.messages import HostUpdate, HostUpdateReply, TaskDispatch, TaskKill
 from tests.cluster_harness import command, instance_for, query, save, shell, started, tasks_of
@@ -270,3 +271,47 @@ async def test_an_attempt_dispatched_but_not_yet_recorded_is_adopted_not_rerun(
     assert final["state"] == SUCCESS
     assert len(runs(ledger, "long")) == 1, "the unrecorded attempt must be adopted, not run again"
     assert len(runs(ledger, "after")) == 1
+
+
+async def test_a_sub_workflow_parent_survives_its_master_without_a_second_child(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
+    masters, _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=2, workers=1, ttl=TTL)
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    await save(fresh_db, "child", gated(ledger, gate, follow_up=False))
+    parent = await save(
+        fresh_db,
+        "parent",
+        [TaskDef("sub", "SUB_PROCESS", {"workflow": "child"}), ledgered("after", ledger, "true", ("sub",))],
+    )
+    (cmd,) = await command(fresh_db, parent)
+    wi = await instance_for(fresh_db, cmd, final=False)
+
+    async def child_running() -> int | None:
+        rows = await query(
+            fresh_db,
+            "SELECT workflow_instance_id FROM sub_workflow_relation WHERE parent_workflow_instance_id = $1",
+            wi["id"],
+        )
+        if rows and rows[0]["workflow_instance_id"]:
+            await running_task(fresh_db, rows[0]["workflow_instance_id"], "long")
+            return int(rows[0]["workflow_instance_id"])
+        return None
+
+    child = await eventually(child_running, 30, "child running")
+    owner = next(m for m in masters if m.address == wi["host"])
+    kill(owner)
+
+    async def moved() -> bool:
+        row = (await query(fresh_db, "SELECT host FROM workflow_instance WHERE id = $1", wi["id"]))[0]
+        return row["host"] != owner.address
+
+    await eventually(moved, TTL + 10, "parent owned by the surviving master")
+    gate.touch()
+    final = await instance_for(fresh_db, cmd, timeout=60)
+    assert final["state"] == SUCCESS
+    subs = [r for r in await tasks_of(fresh_db, wi["id"]) if r["name"] == "sub"]
+    assert [(r["attempt"], r["state"]) for r in subs] == [(1, SUCCESS)], "the sub-workflow task must not run again"
+    links = await query(fresh_db, "SELECT workflow_instance_id FROM sub_workflow_relation")
+    assert [r["workflow_instance_id"] for r in links] == [child]
+    assert len(runs(ledger, "long")) == 1 and len(runs(ledger, "after")) == 1
