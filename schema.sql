@@ -493,8 +493,11 @@ CREATE TABLE IF NOT EXISTS alert (
     workflow_instance_id      bigint,
     attempts                  integer      NOT NULL DEFAULT 0,
     create_time               timestamptz  NOT NULL DEFAULT now(),
-    update_time               timestamptz  NOT NULL DEFAULT now()
+    update_time               timestamptz  NOT NULL DEFAULT now(),
+    -- not before: the retry delay, or the lease of the sender working on it
+    next_attempt_time         timestamptz  NOT NULL DEFAULT now()
 );
+ALTER TABLE alert ADD COLUMN IF NOT EXISTS next_attempt_time timestamptz NOT NULL DEFAULT now();
 CREATE INDEX IF NOT EXISTS alert_pending_idx ON alert (id) WHERE alert_status = 0;
 
 INSERT INTO schema_version (version) VALUES (1) ON CONFLICT DO NOTHING;

@@ -131,6 +131,11 @@ class ApiConfig:
     listen_port: int = field(metadata=_bounded(0, 65535))
     max_body_bytes: int = field(metadata=_bounded(1024, 1 << 30))
     token_cache_seconds: float = field(metadata=_bounded(0, 3600))
+    alerts_enabled: bool
+    alert_poll_interval: float = field(metadata=_bounded(0.05, 3600))
+    alert_max_attempts: int = field(metadata=_bounded(1, 100))
+    alert_retry_seconds: float = field(metadata=_bounded(0, 86400))
+    alert_timeout: float = field(metadata=_bounded(0.1, 600))
 
 
 @dataclass(frozen=True)

@@ -222,7 +222,11 @@ def api_cluster(workdir: Path, pg_server: PostgresServer, etcd_server: EtcdServe
     try:
         master = start("master", [])
         worker = start("worker", [f"worker.log_dir={work / 'logs'}", f"worker.exec_dir={work / 'exec'}"])
-        api = start("api", ["api.token_cache_seconds=0"])
+        api = start(
+            "api",
+            ["api.token_cache_seconds=0", "api.alert_retry_seconds=0.2", "api.alert_poll_interval=0.1",
+             "api.alert_timeout=2"],
+        )  # fmt: skip
         wait_sync(lambda: _cluster_seen(api, token), 30, what="api sees the cluster")
         yield ApiCluster(dsn, f"http://{api.address}", token, root, api, master, worker, work)
     finally:

@@ -21,7 +21,8 @@ from aiohttp import web
 
 from engine import config as config_mod
 from engine import logs
-from engine.api import cluster, datasources, instances, openapi, projects, schedules, tasks, tokens, workflows
+from engine.alerts.service import AlertService
+from engine.api import alerts, cluster, datasources, instances, openapi, projects, schedules, tasks, tokens, workflows
 from engine.api.routing import ApiError, Route, bind, error_response, errors_middleware, json_response
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError
@@ -43,6 +44,7 @@ ROUTES: list[Route] = [
     *cluster.ROUTES,
     *datasources.ROUTES,
     *tokens.ROUTES,
+    *alerts.ROUTES,
 ]
 
 
@@ -56,6 +58,7 @@ class ApiServer:
         self.etcd = EtcdClient(cfg.registry.endpoints, cfg.registry.request_timeout)
         self.membership = MembershipView(self.etcd, cfg.registry.root)
         self._membership_task: asyncio.Task[None] | None = None
+        self.alerts: AlertService | None = None
         self._tokens: dict[str, tuple[float, int]] = {}
         self._stop = asyncio.Event()
         self.runner: web.AppRunner | None = None
@@ -157,6 +160,11 @@ class ApiServer:
         self.pool = await connect_pool(self.cfg.database, self._stop)
         self._membership_task = asyncio.create_task(self._watch_cluster(), name="api-membership")
         api = self.cfg.api
+        if api.alerts_enabled:
+            self.alerts = AlertService(
+                self.pool, api.alert_poll_interval, api.alert_max_attempts, api.alert_retry_seconds, api.alert_timeout
+            )
+            self.alerts.start()
         self.runner = web.AppRunner(self.app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, api.listen_host, api.listen_port)
@@ -166,6 +174,8 @@ class ApiServer:
         log.info("api started", address=self.address)
 
     async def close(self) -> None:
+        if self.alerts is not None:
+            await self.alerts.close()
         if self.runner is not None:
             runner, self.runner = self.runner, None
             await runner.cleanup()

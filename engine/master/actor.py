@@ -22,7 +22,7 @@ import asyncpg
 from engine import logs
 from engine.errors import StorageError
 from engine.master.logic_runner import LogicRunner
-from engine.master.states import WorkflowState
+from engine.master.states import TaskState, WorkflowState
 from engine.master.store import FencedOut, MasterStore, NewAttempt, TaskUpdate, WriteBatch
 from engine.master.wheel import StateWheel
 from engine.master.workflow import (
@@ -46,6 +46,8 @@ from rpc.messages import TaskDispatch
 log = logs.get(__name__)
 
 REPEAT_RUNNING = 7
+WARN_SUCCESS, WARN_FAILURE, WARN_ALL = 1, 2, 3
+ALERT_FAILURE, ALERT_SUCCESS = 0, 1
 
 
 @dataclass
@@ -63,6 +65,8 @@ class InstanceInfo:
     worker_group: str
     failure_strategy: int
     command_type: int = 0
+    #: alerts on the end of the run: 0 NONE, 1 SUCCESS, 2 FAILURE, 3 ALL
+    warning_type: int = 0
     command_param: dict[str, Any] = field(default_factory=dict)
     task_depend_type: int = 2
     #: > 1 or recovered: the instance has attempts from earlier runs (numbering continues after them)
@@ -91,6 +95,7 @@ class InstanceInfo:
             worker_group=row["worker_group"],
             failure_strategy=int(row["failure_strategy"]),
             command_type=int(row["command_type"]),
+            warning_type=int(row["warning_type"]),
             command_param=param,
             task_depend_type=int(row["task_depend_type"]),
             run_times=int(row["run_times"]),
@@ -245,6 +250,7 @@ class WorkflowActor:
                 after.append(action)
         if write.workflow_finished:
             write.next_backfill = self._next_backfill(write.workflow_state)
+            write.alerts += self._end_alerts(write.workflow_state)
         if not write.empty():
             try:
                 ids = await self._write(write)
@@ -277,6 +283,20 @@ class WorkflowActor:
                 self.logic.spawn(self.logic.run(action.attempt))
             elif isinstance(action, ControlChild):
                 self.logic.spawn(self.logic.stop(action.attempt, action.action))
+
+    def _end_alerts(self, final: int | None) -> list[tuple[int, str, str]]:
+        """The instance's end as an alert when its warning type asks for it (DolphinScheduler's rule)."""
+        wanted = self.info.warning_type
+        if final == int(WorkflowState.SUCCESS) and wanted in (WARN_SUCCESS, WARN_ALL):
+            kind, word = ALERT_SUCCESS, "succeeded"
+        elif final == int(WorkflowState.FAILURE) and wanted in (WARN_FAILURE, WARN_ALL):
+            kind, word = ALERT_FAILURE, "failed"
+        else:
+            return []
+        failed = sorted(self.spec.tasks[a.code].name for a in self.run.current.values() if a.state is TaskState.FAILURE)
+        detail = f"; failed tasks: {', '.join(failed)}" if failed else ""
+        content = f"workflow instance {self.info.id} ({self.info.name}) of {self.spec.name} {word}{detail}"
+        return [(kind, f"workflow {self.spec.name} {word}", content)]
 
     def _next_backfill(self, final: int | None) -> tuple[str, dt.datetime] | None:
         """A serial backfill runs its dates one after another: on SUCCESS (or any end with

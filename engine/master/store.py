@@ -488,8 +488,10 @@ class MasterStore:
 
 async def _insert_alert(conn: asyncpg.Connection, instance_id: int, alert_type: int, title: str, content: str) -> None:
     await conn.execute(
-        "INSERT INTO alert (title, content, alert_type, workflow_instance_id, sign)"
-        " VALUES ($1, $2, $3, $4, encode(sha256(convert_to($2, 'UTF8')), 'hex'))",
+        "INSERT INTO alert (title, content, alert_type, workflow_instance_id, sign, alert_group_id, project_code,"
+        " workflow_definition_code, warning_type) SELECT $1, $2, $3, $4, encode(sha256(convert_to($2, 'UTF8')), 'hex'),"
+        " w.warning_group_id, w.project_code, w.workflow_definition_code, w.warning_type"
+        " FROM workflow_instance w WHERE w.id = $4",
         title[:255],
         content,
         alert_type,

@@ -536,6 +536,7 @@ alert = Table(
     Column("attempts", Integer, nullable=False, server_default=text("0")),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("next_attempt_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
 )
 
 

@@ -1,0 +1,160 @@
+"""Alert sender plugins, discovered through the ``porpoise.alerts`` entry-point group.
+
+A sender gets the alert (title, content, type, instance ...) and its configured params; it raises
+:class:`SendError` when delivery failed. Params may hold secrets (an SMTP password, a webhook token in
+a header or the URL): :func:`redact` removes their values from any text that is logged or stored.
+"""
+
+from __future__ import annotations
+
+import email.message
+import json
+from collections.abc import Mapping
+from functools import cache
+from importlib.metadata import entry_points
+from typing import Any, ClassVar
+
+import aiohttp
+import aiosmtplib
+
+from engine.tasks.base import ParamError
+
+GROUP = "porpoise.alerts"
+#: params whose values are secrets wherever they appear
+SECRET_KEYS = frozenset({"password", "headers", "url", "token"})
+
+
+class SendError(Exception):
+    pass
+
+
+class AlertSender:
+    plugin_type: ClassVar[str] = ""
+
+    @classmethod
+    def validate(cls, params: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    async def send(self, alert: Mapping[str, Any], params: Mapping[str, Any], timeout: float) -> None:
+        raise NotImplementedError
+
+
+def _require(params: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    value = params.get(key)
+    if not isinstance(value, kind) or value in ("", []):
+        raise ParamError(key, "is required")
+    return value
+
+
+class WebhookSender(AlertSender):
+    """POST the alert as JSON. Params: ``url``, optional ``headers`` (name -> value)."""
+
+    plugin_type = "WEBHOOK"
+
+    @classmethod
+    def validate(cls, params: Mapping[str, Any]) -> None:
+        url = _require(params, "url", str)
+        if not url.startswith(("http://", "https://")):
+            raise ParamError("url", "must be an http:// or https:// URL")
+        headers = params.get("headers", {})
+        if not isinstance(headers, Mapping) or not all(isinstance(v, str) for v in headers.values()):
+            raise ParamError("headers", "must map header names to strings")
+
+    async def send(self, alert: Mapping[str, Any], params: Mapping[str, Any], timeout: float) -> None:
+        body = json.dumps(alert, default=str)
+        headers = {"Content-Type": "application/json", **dict(params.get("headers", {}))}
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+                session.post(params["url"], data=body, headers=headers) as resp,
+            ):
+                if resp.status >= 300:
+                    raise SendError(f"webhook answered HTTP {resp.status}")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise SendError(f"webhook unreachable: {type(exc).__name__}: {exc}") from None
+
+
+class EmailSender(AlertSender):
+    """Mail the alert. Params: ``host``, ``port`` (25), ``sender``, ``receivers`` (list), optional
+    ``user`` / ``password``, ``tls`` (none | starttls | ssl)."""
+
+    plugin_type = "EMAIL"
+
+    @classmethod
+    def validate(cls, params: Mapping[str, Any]) -> None:
+        _require(params, "host", str)
+        _require(params, "sender", str)
+        receivers = _require(params, "receivers", list)
+        if not all(isinstance(r, str) and "@" in r for r in receivers):
+            raise ParamError("receivers", "must be a list of e-mail addresses")
+        if not isinstance(params.get("port", 25), int):
+            raise ParamError("port", "must be an integer")
+        if params.get("tls", "none") not in ("none", "starttls", "ssl"):
+            raise ParamError("tls", "must be none, starttls or ssl")
+
+    async def send(self, alert: Mapping[str, Any], params: Mapping[str, Any], timeout: float) -> None:
+        msg = email.message.EmailMessage()
+        msg["From"] = params["sender"]
+        msg["To"] = ", ".join(params["receivers"])
+        msg["Subject"] = f"[Porpoise] {alert['title']}"
+        msg.set_content(f"{alert['content']}\n\nalert {alert['id']}, type {alert['alert_type_name']}")
+        tls = params.get("tls", "none")
+        try:
+            await aiosmtplib.send(
+                msg,
+                hostname=params["host"],
+                port=int(params.get("port", 25)),
+                username=params.get("user") or None,
+                password=params.get("password") or None,
+                use_tls=tls == "ssl",
+                start_tls=tls == "starttls",
+                timeout=timeout,
+            )
+        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
+            raise SendError(f"smtp: {type(exc).__name__}: {exc}") from None
+
+
+@cache
+def plugins() -> Mapping[str, type[AlertSender]]:
+    found: dict[str, type[AlertSender]] = {}
+    for ep in entry_points(group=GROUP):
+        cls = ep.load()
+        if not (isinstance(cls, type) and issubclass(cls, AlertSender)) or cls.plugin_type != ep.name:
+            raise ValueError(f"entry point {ep.name} = {ep.value} is not an AlertSender of that type")
+        found[ep.name] = cls
+    return found
+
+
+def validate(plugin_type: str, params: Mapping[str, Any]) -> None:
+    cls = plugins().get(plugin_type)
+    if cls is None:
+        raise ParamError("type", f"unknown alert sender {plugin_type!r} (known: {', '.join(sorted(plugins()))})")
+    cls.validate(params)
+
+
+def _secrets(params: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    for key, value in params.items():
+        if key in SECRET_KEYS:
+            if isinstance(value, Mapping):
+                out += [str(v) for v in value.values()]
+            elif value:
+                out.append(str(value))
+    return [s for s in out if len(s) >= 4]
+
+
+def redact(text: str, params: Mapping[str, Any]) -> str:
+    for secret in sorted(_secrets(params), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def masked(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Params as the API shows them: secrets replaced."""
+    out = {}
+    for key, value in params.items():
+        if key in SECRET_KEYS and value:
+            out[key] = {k: "***" for k in value} if isinstance(value, Mapping) else "***"
+        else:
+            out[key] = value
+    return out
