@@ -212,3 +212,16 @@ def test_dependent_on_a_missing_yesterday_keeps_waiting_until_stopped(api_cluste
     c.client().post(f"/api/v1/instances/{wid}/stop")
     detail = wait_final(c, wid)
     assert detail["state"] == "STOP" and states(detail) == {"wait_for": "KILL"}
+
+
+def test_dependent_gives_up_after_its_timeout(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    _, up_name = create(c, [sh("make", "true")])
+    dep = {"name": "wait_for", "type": "DEPENDENT",
+           "params": {"items": [{"workflow": up_name, "cycle": "day", "date_value": "last2Days"}],
+                      "check_interval": 0.1, "timeout_seconds": 1}}  # fmt: skip
+    code, _ = create(c, [dep, sh("after", "true", ("wait_for",))])
+    detail = wait_final(c, start(c, code))
+    assert detail["state"] == "FAILURE" and states(detail) == {"wait_for": "FAILURE"}
+    task = detail["tasks"][0]
+    assert task["duration_ms"] >= 1000  # waited its timeout, then gave up

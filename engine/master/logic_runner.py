@@ -183,8 +183,11 @@ class LogicRunner:
         started = (a.start_time or _now_ms()) / 1000
         elapsed = time.time() - started
         timed = task.timeout_flag and task.timeout > 0 and task.timeout_strategy in (FAILED, WARNFAILED)
-        if timed and elapsed > task.timeout * 60:
-            return TaskState.FAILURE, (), f"dependencies not met within {task.timeout} minute(s)"
+        limits = [task.timeout * 60.0] if timed else []
+        if params.get("timeout_seconds"):
+            limits.append(float(params["timeout_seconds"]))
+        if limits and elapsed > min(limits):
+            return TaskState.FAILURE, (), f"dependencies not met within {min(limits):g} s"
         results = []
         for relation, items in dependent.groups(params):
             found = []

@@ -6,7 +6,9 @@ models, ``{"relation": ..., "groups": [{"relation": ..., "items": [...]}, ...]}`
 ``{"workflow": <name> | "workflow_code": <code>, "project": <name>, "task": <name, optional>,
 "cycle": "hour"|"day"|"week"|"month", "date_value": <below>}``. Also ``check_interval`` (seconds
 between checks, default 10), ``failure_policy`` (FAIL: a failed dependency fails the task; WAIT: keep
-waiting ``failure_waiting_time`` minutes for a rerun to succeed, then fail).
+waiting ``failure_waiting_time`` minutes for a rerun to succeed, then fail) and ``timeout_seconds``
+(give up waiting: the task fails; the task's own timeout with the FAILED strategy does the same in
+minutes).
 
 Intervals are half-open ``[start, end)`` in the base date's zone (DolphinScheduler's day ends at
 23:59:59.999; the same set of instants). For each interval the newest matching run decides: none ->
@@ -141,6 +143,9 @@ def check_params(params: Mapping[str, Any]) -> None:
         raise ParamError("check_interval", "must be a number of seconds >= 0.05")
     if params.get("failure_policy", "FAIL") not in ("FAIL", "WAIT"):
         raise ParamError("failure_policy", "must be FAIL or WAIT")
+    limit = params.get("timeout_seconds", 0)
+    if not isinstance(limit, int | float) or limit < 0:
+        raise ParamError("timeout_seconds", "must be seconds >= 0 (0 = wait without limit)")
     waiting = params.get("failure_waiting_time", 0)
     if not isinstance(waiting, int | float) or waiting < 0:
         raise ParamError("failure_waiting_time", "must be minutes >= 0")
