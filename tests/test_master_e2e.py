@@ -87,18 +87,20 @@ async def test_bad_commands_go_to_error_command_with_the_reason(cluster, fresh_d
     ids = (
         await command(fresh_db, offline)
         + await command(fresh_db, 987654321)
+        + await command(fresh_db, offline, command_type=11)
         + await command(fresh_db, offline, command_type=7)
     )
 
     async def moved() -> list:
         rows = await query(fresh_db, "SELECT id, message FROM error_command ORDER BY id")
-        return rows if len(rows) == 3 else []
+        return rows if len(rows) == 4 else []
 
-    rows = await eventually(moved, 20, "three refused commands")
+    rows = await eventually(moved, 20, "four refused commands")
     assert [r["id"] for r in rows] == ids
     assert "is offline" in rows[0]["message"]
     assert "does not exist" in rows[1]["message"]
     assert "not supported" in rows[2]["message"]
+    assert "REPEAT_RUNNING needs a workflow instance" in rows[3]["message"]
     assert await query(fresh_db, "SELECT 1 FROM command") == []
     assert await query(fresh_db, "SELECT 1 FROM workflow_instance") == []
 
