@@ -4,7 +4,8 @@ this machine), measured from the database's own timestamps.
 - chain latency: a chain of SHELL ``true`` tasks; gap between one task's end and the next one's start.
 - throughput: W workflows of T independent SHELL ``true`` tasks started at once; tasks per second from
   the first task start to the last task end, and master + worker CPU seconds per task.
-- trigger latency: a command inserted (what the API's start call does) -> its first task started.
+- trigger latency: a command inserted (what the API's start call does) -> its first task started; and
+  the API's start call itself -> the first task started (what a user sees).
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import asyncpg
 import psutil
 
 from bench.common import main, percentile, rounded, save_released, workdir
 from engine import config as config_mod
+from engine.api.tokens import create_token, ensure_user
 from engine.infra.stack import Stack
 from engine.workflows.model import TaskDef
 
@@ -129,6 +132,33 @@ async def _trigger(dsn: str, count: int) -> dict[str, float]:
     return {"trigger_p50_ms": percentile(lat, 50), "trigger_p99_ms": percentile(lat, 99)}
 
 
+async def _api_trigger(dsn: str, api_url: str, count: int) -> dict[str, float]:
+    """The API's start call -> the first task's start (same machine, so one wall clock)."""
+    code = await _save(dsn, "api_single", [TaskDef("t", "SHELL", {"rawScript": "true"})])
+    conn = await asyncpg.connect(dsn)
+    try:
+        _, token = await create_token(conn, await ensure_user(conn), "bench")
+        lat, call = [], []
+        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as session:
+            for _ in range(count):
+                sent = time.time()
+                async with session.post(f"{api_url}/api/v1/workflows/{code}/start", json={}) as resp:
+                    body = await resp.json()
+                    call.append((time.time() - sent) * 1000)
+                (wi,) = await _wait_done(conn, [body["command_id"]], 60)
+                start = await conn.fetchval(
+                    "SELECT start_time FROM task_instance WHERE workflow_instance_id = $1", wi["id"]
+                )
+                lat.append((start.timestamp() - sent) * 1000)
+    finally:
+        await conn.close()
+    return {
+        "api_trigger_p50_ms": percentile(lat, 50),
+        "api_trigger_p99_ms": percentile(lat, 99),
+        "api_start_call_p50_ms": percentile(call, 50),
+    }
+
+
 def run(size: str = "full") -> dict[str, Any]:
     params = SIZES[size]
     cfg = config_mod.load(environ={})
@@ -138,12 +168,16 @@ def run(size: str = "full") -> dict[str, Any]:
             stack.start_infra()
             master = stack.start_node("master", "master", ["logging.level=warning"])
             worker = stack.start_node("worker", "worker", ["worker.exec_slots=400", "logging.level=warning"])
+            api = stack.start_node("api", "api", ["logging.level=warning"])
+            assert api.record is not None
+            api_url = f"http://127.0.0.1:{api.record.extra['port']}"
             assert stack.postgres is not None
             dsn = stack.postgres.dsn
             procs = [psutil.Process(p.record.pid) for p in (master, worker) if p.record]
             result: dict[str, Any] = {"benchmark": "engine", "size": size}
             result |= asyncio.run(_chain(dsn, params["chain"]))
             result |= asyncio.run(_trigger(dsn, params["triggers"]))
+            result |= asyncio.run(_api_trigger(dsn, api_url, params["triggers"]))
             result |= asyncio.run(_throughput(dsn, params["workflows"], params["tasks"], procs))
         finally:
             stack.stop_all()

@@ -1,0 +1,224 @@
+"""Scale benchmarks on private etcd + PostgreSQL, real master / worker / api processes:
+
+- footprint: idle RSS and CPU of each node process after start-up (and of etcd and PostgreSQL).
+- claims: commands claimed per second by 1, 2 and 3 masters from a backlog inserted at once; each
+  command becomes an instance that waits in a DEPENDENT task (no worker involved), so the figure is
+  the claim path: command -> instance -> actor -> first (logic) attempt.
+- concurrency: N instances live at once on ONE master, each waiting in a DEPENDENT task; the master's
+  RSS and its event-loop lag p99 (its own probe, over the last 60 s while they all wait).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import psutil
+
+from bench.common import main, rounded, save_released, workdir
+from engine import config as config_mod
+from engine.infra.stack import Stack
+from engine.storage.schema import apply_schema
+from engine.workflows.model import TaskDef
+
+SIZES = {
+    "tiny": {"idle": 2.0, "claims": 200, "masters": (1, 2), "concurrency": 200, "hold": 2.0},
+    "full": {"idle": 10.0, "claims": 20_000, "masters": (1, 2, 3), "concurrency": 10_000, "hold": 30.0},
+}
+
+
+def _cpu(p: psutil.Process) -> float:
+    t = p.cpu_times()
+    return float(t.user + t.system)
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    root = psutil.Process(pid)
+    return [root, *root.children(recursive=True)]
+
+
+def footprint(stack: Stack, idle: float) -> dict[str, float]:
+    master = stack.start_node("master", "master", ["logging.level=warning"])
+    worker = stack.start_node("worker", "worker", ["logging.level=warning"])
+    api = stack.start_node("api", "api", ["logging.level=warning"])
+    time.sleep(2.0)  # let start-up work (schema check, first heartbeats) settle before sampling idle state
+    procs: dict[str, list[psutil.Process]] = {}
+    for name, proc in (("master", master), ("worker", worker), ("api", api)):
+        assert proc.record is not None
+        procs[name] = _tree(proc.record.pid)
+    for name, server in (("etcd", stack.etcd), ("postgres", stack.postgres)):
+        if server is not None and server.proc.record is not None:
+            procs[name] = _tree(server.proc.record.pid)
+    before = {k: sum(_cpu(p) for p in v) for k, v in procs.items()}
+    t0 = time.monotonic()
+    time.sleep(idle)
+    elapsed = time.monotonic() - t0
+    out: dict[str, float] = {}
+    for name, group in procs.items():
+        rss = sum(p.memory_info().rss for p in group if p.is_running())
+        out[f"{name}_rss_mb"] = rss / 2**20
+        out[f"{name}_cpu_pct"] = (sum(_cpu(p) for p in group if p.is_running()) - before[name]) * 100 / elapsed
+    for proc in (api, worker, master):
+        proc.stop(15)
+    return out
+
+
+async def _waiting_workflow(dsn: str) -> int:
+    conn = await asyncpg.connect(dsn)
+    try:
+        shell = [TaskDef("t", "SHELL", {"rawScript": "true"})]
+        never = await save_released(conn, f"never_{uuid.uuid4().hex[:6]}", shell)
+        item = {"workflow_code": never, "cycle": "day", "date_value": "today"}
+        params = {"items": [item], "check_interval": 3600}
+        return await save_released(conn, f"waits_{uuid.uuid4().hex[:6]}", [TaskDef("wait", "DEPENDENT", params)])
+    finally:
+        await conn.close()
+
+
+async def _fresh_db(stack: Stack) -> str:
+    assert stack.postgres is not None
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(stack.postgres.admin_dsn())
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    dsn = stack.postgres.dsn.rsplit("/", 1)[0] + "/" + name
+    await apply_schema(dsn)
+    return dsn
+
+
+async def _claim_round(dsn: str, code: int, n: int, timeout: float) -> tuple[float, list[int]]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        t0 = time.monotonic()
+        await conn.execute(
+            "INSERT INTO command (command_type, workflow_definition_code) SELECT 0, $1 FROM generate_series(1, $2)",
+            code,
+            n,
+        )
+        while await conn.fetchval("SELECT count(*) FROM command") > 0:
+            if time.monotonic() - t0 > timeout:
+                raise TimeoutError("backlog not claimed in time")
+            await asyncio.sleep(0.05)
+        seconds = time.monotonic() - t0
+        per_host = await conn.fetch("SELECT host, count(*) AS n FROM workflow_instance GROUP BY host ORDER BY host")
+        created = await conn.fetchval("SELECT count(*) FROM workflow_instance")
+        if created != n:
+            raise RuntimeError(f"{created} instances for {n} commands")
+        return seconds, [int(r["n"]) for r in per_host]
+    finally:
+        await conn.close()
+
+
+def claims(stack: Stack, n: int, counts: tuple[int, ...]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for masters in counts:
+        dsn = asyncio.run(_fresh_db(stack))
+        code = asyncio.run(_waiting_workflow(dsn))
+        procs = [
+            stack.start_node("master", f"claims-{masters}-{i}", ["logging.level=warning", f"database.dsn={dsn}"])
+            for i in range(masters)
+        ]
+        try:
+            _wait_slots(stack, procs, masters)
+            seconds, spread = asyncio.run(_claim_round(dsn, code, n, 900))
+        finally:
+            for p in procs:
+                p.stop(15)
+        out[f"claims_{masters}_masters_per_s"] = n / seconds
+        out[f"claims_{masters}_masters_max_share"] = max(spread) / n
+    out["claims_backlog"] = n
+    return out
+
+
+def _wait_slots(stack: Stack, procs: list[Any], count: int) -> None:
+    """Every master sees all ``count`` masters (its slot covers 1/count of the ids)."""
+    import json
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        seen = []
+        for p in procs:
+            port = p.record.extra["port"]
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+                seen.append(json.loads(resp.read()).get("slot") or {})
+        if all(s.get("count") == count for s in seen):
+            return
+        time.sleep(0.1)
+    raise TimeoutError("masters did not settle their slots")
+
+
+def _metric(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith(name):
+                return float(line.rsplit(" ", 1)[1])
+    raise KeyError(name)
+
+
+def concurrency(stack: Stack, n: int, hold: float) -> dict[str, float]:
+    dsn = asyncio.run(_fresh_db(stack))
+    code = asyncio.run(_waiting_workflow(dsn))
+    master = stack.start_node("master", "concurrency", ["logging.level=warning", f"database.dsn={dsn}"])
+    assert master.record is not None
+    port = master.record.extra["port"]
+    proc = psutil.Process(master.record.pid)
+    try:
+        rss0 = proc.memory_info().rss
+        claim_s, _ = asyncio.run(_claim_round(dsn, code, n, 1200))
+
+        async def waiting() -> int:
+            conn = await asyncpg.connect(dsn)
+            try:
+                return int(await conn.fetchval("SELECT count(*) FROM task_instance WHERE state = 1"))
+            finally:
+                await conn.close()
+
+        deadline = time.monotonic() + 600
+        while asyncio.run(waiting()) < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError("instances did not all reach their waiting task")
+            time.sleep(0.5)
+        time.sleep(hold)  # steady state: every instance waiting; the lag probe keeps the last 60 s
+        actors = _metric(port, "porpoise_master_actors")
+        lag_p99 = _metric(port, 'porpoise_master_event_loop_lag_seconds{quantile="0.99"}')
+        rss = proc.memory_info().rss
+    finally:
+        master.stop(15)
+    return {
+        "concurrency_instances": n,
+        "concurrency_live_actors": actors,
+        "concurrency_master_rss_mb": rss / 2**20,
+        "concurrency_rss_kb_per_instance": (rss - rss0) / 1024 / n,
+        "concurrency_loop_lag_p99_ms": lag_p99 * 1000,
+        "concurrency_claim_s": claim_s,
+    }
+
+
+def run(size: str = "full", parts: tuple[str, ...] = ("footprint", "claims", "concurrency")) -> dict[str, Any]:
+    params = SIZES[size]
+    cfg = config_mod.load(environ={})
+    result: dict[str, Any] = {"benchmark": "scale", "size": size}
+    with workdir() as base:
+        stack = Stack(Path(base) / "stack", cfg)
+        try:
+            stack.start_infra()
+            if "footprint" in parts:
+                result |= footprint(stack, params["idle"])
+            if "claims" in parts:
+                result |= claims(stack, params["claims"], params["masters"])
+            if "concurrency" in parts:
+                result |= concurrency(stack, params["concurrency"], params["hold"])
+        finally:
+            stack.stop_all()
+    return rounded(result)
+
+
+if __name__ == "__main__":
+    main(run)
