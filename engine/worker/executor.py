@@ -30,6 +30,7 @@ from engine.tasks.base import Launch, ParamError, TaskContext
 from engine.worker.logfiles import log_path
 from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
+from engine.worker.spawn import Child, spawn
 from rpc.messages import DispatchReply, KillReply, TaskDispatch, TaskResult, TaskRunning
 
 log = logs.get(__name__)
@@ -47,7 +48,7 @@ class TaskRun:
     dispatch: TaskDispatch
     log_path: Path
     exec_dir: Path
-    proc: asyncio.subprocess.Process | None = None
+    proc: Child | None = None
     start_ms: int = 0
     killed: bool = False
     #: killed because this worker lost its registry lease: the master runs the attempt again elsewhere
@@ -143,7 +144,7 @@ class Executor:
             self.reporter.report(result, d.master)
             log.info("task finished", state=result.state, exit_code=result.exit_code)
             run.done.set()
-            await asyncio.to_thread(shutil.rmtree, run.exec_dir, True)
+            await asyncio.to_thread(_remove_dir, run.exec_dir)
 
     def _result(
         self, run: TaskRun, state: str, code: int, message: str = "", var_pool: list | None = None
@@ -193,18 +194,18 @@ class Executor:
 
     async def _run(self, run: TaskRun) -> TaskResult:
         d = run.dispatch
-        logfile = await asyncio.to_thread(_open_log, run.log_path)
+        run.start_ms = now_ms()
+        header = f"[porpoise] {_stamp()} {d.task_type} task {d.task_name!r} attempt {d.attempt} on {self.address}\n"
         try:
-            run.start_ms = now_ms()
-            header = f"{d.task_type} task {d.task_name!r} attempt {d.attempt} on {self.address}"
-            await _write(logfile, f"[porpoise] {_stamp()} {header}\n")
-            try:
-                launch, local = self._prepare(run)
-                user = _tenant(d.tenant)
-            except ValueError as exc:  # ParamError, bad placeholder, unknown task type
-                await _write(logfile, f"[porpoise] refused: {exc}\n")
-                return self._result(run, "FAILURE", -1, str(exc))
-            await asyncio.to_thread(_prepare_dir, run.exec_dir, launch.files, user)
+            launch, local = self._prepare(run)
+            user = _tenant(d.tenant)
+        except ValueError as exc:  # ParamError, bad placeholder, unknown task type
+            logfile = await asyncio.to_thread(_open_log, run.log_path, header + f"[porpoise] refused: {exc}\n")
+            await asyncio.to_thread(logfile.close)
+            return self._result(run, "FAILURE", -1, str(exc))
+        # one trip to a thread for the file system work before the start: log file, exec dir, files
+        logfile = await asyncio.to_thread(_set_up, run.log_path, header, run.exec_dir, launch.files, user)
+        try:
             if d.dry_run:
                 await _write(logfile, "[porpoise] dry run: not executed\n")
                 return self._result(run, "SUCCESS", 0, "dry run")
@@ -227,7 +228,7 @@ class Executor:
         finally:
             await asyncio.to_thread(logfile.close)
 
-    async def _spawn(self, run: TaskRun, launch: Launch, user: pwd.struct_passwd | None) -> asyncio.subprocess.Process:
+    async def _spawn(self, run: TaskRun, launch: Launch, user: pwd.struct_passwd | None) -> Child:
         """Start the task in a new session (its own process group) and report RUNNING."""
         d = run.dispatch
         env = {**os.environ, **launch.env, **launch.secret_env, "PORPOISE_TASK_INSTANCE_ID": str(d.task_instance_id)}
@@ -236,15 +237,7 @@ class Executor:
             # setpriv execs in place (no extra parent), so the task stays the group leader we kill
             argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--", *argv]
             env |= {"HOME": user.pw_dir, "USER": user.pw_name, "LOGNAME": user.pw_name}
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=run.exec_dir,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
+        proc = await spawn(argv, run.exec_dir, env)
         run.proc = proc
         if self.reaper is not None:
             self.reaper.add(proc.pid)
@@ -264,9 +257,7 @@ class Executor:
         log.info("task started", pid=proc.pid, argv0=launch.argv[0])
         return proc
 
-    async def _wait_and_drain(
-        self, run: TaskRun, proc: asyncio.subprocess.Process, logfile: IO[bytes], emitted: dict[str, str]
-    ) -> None:
+    async def _wait_and_drain(self, run: TaskRun, proc: Child, logfile: IO[bytes], emitted: dict[str, str]) -> None:
         """Wait for the task (enforcing its timeout) while its output streams into the log."""
         d = run.dispatch
         pump = asyncio.create_task(_pump(proc, logfile, emitted))
@@ -291,6 +282,7 @@ class Executor:
             pump.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await pump
+            proc.close_stdout()
 
     # -- kill -------------------------------------------------------------------------------------
 
@@ -347,16 +339,46 @@ def _stamp() -> str:
     return dt.datetime.now().astimezone().isoformat(timespec="milliseconds")
 
 
-def _open_log(path: Path) -> IO[bytes]:
+def _open_log(path: Path, first: str = "") -> IO[bytes]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "ab", buffering=0)
+    fh = open(path, "ab", buffering=0)  # noqa: SIM115 - closed by the caller when the task ends
+    if first:
+        fh.write(first.encode())
+    return fh
+
+
+def _set_up(log: Path, header: str, exec_dir: Path, files: dict[str, str], user: pwd.struct_passwd | None) -> IO[bytes]:
+    fh = _open_log(log, header)
+    try:
+        _prepare_dir(exec_dir, files, user)
+    except BaseException:
+        fh.close()
+        raise
+    return fh
+
+
+def _remove_dir(path: Path) -> None:
+    """Remove an attempt's exec dir: the common case (only files) without shutil.rmtree's per-entry
+    safety dance; anything else (sub-directories a task made) through rmtree."""
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(path, ignore_errors=True)
+                    return
+                os.unlink(entry.path)
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 async def _write(fh: IO[bytes], text: str) -> None:
     await asyncio.to_thread(fh.write, text.encode())
 
 
-async def _pump(proc: asyncio.subprocess.Process, logfile: IO[bytes], emitted: dict[str, str]) -> None:
+async def _pump(proc: Child, logfile: IO[bytes], emitted: dict[str, str]) -> None:
     """Copy the task's output into its log as it arrives; collect ${setValue(k=v)} lines."""
     assert proc.stdout is not None
     partial = b""

@@ -1,0 +1,113 @@
+"""Starting a task process cheaply from the event loop.
+
+uvloop's ``create_subprocess_exec`` forks the whole worker (page tables of every mapping copied while
+the loop waits): about 4.8 ms per task measured here with a 60 MB worker, a quarter of the worker's
+time at 100 tasks/s. ``subprocess.Popen`` uses vfork when it can (no preexec function, no uid / gid
+change; ``start_new_session`` is fine): about 0.2 ms, run in a thread so the loop never waits on it.
+The child's exit is watched through a pidfd on the loop (Linux >= 5.3) and its output through
+``connect_read_pipe``, so no child watcher is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+
+class Child:
+    """The subset of ``asyncio.subprocess.Process`` the executor uses."""
+
+    def __init__(
+        self, popen: subprocess.Popen[bytes], stdout: asyncio.StreamReader, close_stdout: Callable[[], None]
+    ) -> None:
+        self._popen = popen
+        self.pid = popen.pid
+        self.stdout = stdout
+        #: stop reading the output (a process that left the task's group may hold the pipe open forever)
+        self.close_stdout = close_stdout
+        self._exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.returncode
+
+    def _watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        pidfd = os.pidfd_open(self.pid)
+
+        def exited() -> None:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+            code = self._popen.wait()  # the pidfd is readable: the child is a zombie, this reaps it at once
+            if not self._exited.done():
+                self._exited.set_result(code)
+
+        loop.add_reader(pidfd, exited)
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._exited)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self._popen.kill()
+
+
+async def spawn(argv: list[str], cwd: Path, env: dict[str, str]) -> Child:
+    """Start ``argv`` in a new session (its own process group), stdin from /dev/null, stdout and stderr
+    into one pipe read by the loop."""
+    popen = await asyncio.to_thread(
+        subprocess.Popen,
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        close_fds=True,
+    )
+    assert popen.stdout is not None
+    # Our own descriptor for the pipe, closed exactly once by us: handing the file object to the loop
+    # (uvloop closes the descriptor, the file object closes it again later) closed a reused number.
+    fd = os.dup(popen.stdout.fileno())
+    popen.stdout.close()
+    popen.stdout = None
+    reader = _PipeReader(fd)
+    child = Child(popen, reader.stream, reader.close)
+    child._watch()
+    return child
+
+
+class _PipeReader:
+    """Feeds a non-blocking pipe into a StreamReader from the loop; closes the descriptor once."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.loop = asyncio.get_running_loop()
+        self.stream = asyncio.StreamReader(limit=2**20, loop=self.loop)
+        os.set_blocking(fd, False)
+        self.loop.add_reader(fd, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self.fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if chunk:
+            self.stream.feed_data(chunk)
+        else:
+            self.close()
+
+    def close(self) -> None:
+        if self.fd < 0:
+            return
+        self.loop.remove_reader(self.fd)
+        os.close(self.fd)
+        self.fd = -1
+        self.stream.feed_eof()
