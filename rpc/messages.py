@@ -147,6 +147,9 @@ class TaskResult:
     log_path: str = ""
     var_pool: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
+    #: the task's process and exec dir (0 / "" if it never started): a quick task reports no RUNNING
+    pid: int = 0
+    execute_path: str = ""
 
 
 @dataclass(frozen=True)

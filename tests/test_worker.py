@@ -54,7 +54,8 @@ SHELL_OUT = {
 async def test_shell_success_reports_running_then_result_with_out_params(
     worker: NodeProc, sink: ReportSink, client: RpcClient
 ) -> None:
-    msg = task("SHELL", SHELL_OUT, sink.address)
+    slow = {**SHELL_OUT, "rawScript": "sleep 0.5; " + SHELL_OUT["rawScript"]}
+    msg = task("SHELL", slow, sink.address)
     assert (await dispatch(client, worker.address, msg))["accepted"] is True
     running = await sink.running(msg.task_instance_id)
     result = await sink.result(msg.task_instance_id)
@@ -64,6 +65,17 @@ async def test_shell_success_reports_running_then_result_with_out_params(
     text = await log_text(result["log_path"])
     assert "hello from porpoise" in text and "done" in text
     assert result["log_path"].endswith(f"/77/{msg.workflow_instance_id}/{msg.task_instance_id}-1.log")
+
+
+async def test_a_task_that_ends_at_once_sends_only_its_result(
+    worker: NodeProc, sink: ReportSink, client: RpcClient
+) -> None:
+    msg = task("SHELL", {"rawScript": "true"}, sink.address)
+    await dispatch(client, worker.address, msg)
+    result = await sink.result(msg.task_instance_id)
+    assert result["state"] == "SUCCESS" and result["host"] == worker.address and result["start_time"] > 0
+    # the RUNNING report waits a moment (RUNNING_DELAY); the result superseded it: one RPC, not two
+    assert "running" not in await sink.rows(msg.task_instance_id)
 
 
 async def test_shell_failure(worker: NodeProc, sink: ReportSink, client: RpcClient) -> None:

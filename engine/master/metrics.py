@@ -15,7 +15,8 @@ class Metrics:
         self.prefix = prefix
         self.counters: collections.Counter[str] = collections.Counter()
         self.gauges: dict[str, Callable[[], float | dict[str, float]]] = {}
-        self.lag_samples: collections.deque[float] = collections.deque(maxlen=600)
+        #: (monotonic time, lag seconds) of the last 600 probes (60 s at the default interval)
+        self.lag_samples: collections.deque[tuple[float, float]] = collections.deque(maxlen=600)
         self._task: asyncio.Task[None] | None = None
 
     def inc(self, name: str, n: int = 1) -> None:
@@ -35,12 +36,14 @@ class Metrics:
         while True:
             start = time.perf_counter()
             await asyncio.sleep(interval)
-            self.lag_samples.append(max(0.0, time.perf_counter() - start - interval))
+            self.lag_samples.append((time.monotonic(), max(0.0, time.perf_counter() - start - interval)))
 
-    def lag_quantile(self, q: float) -> float:
-        if not self.lag_samples:
+    def lag_quantile(self, q: float, window: float | None = None) -> float:
+        """Quantile of the event-loop lag over the kept samples, or over the last ``window`` seconds."""
+        since = time.monotonic() - window if window is not None else float("-inf")
+        ordered = sorted(lag for t, lag in self.lag_samples if t >= since)
+        if not ordered:
             return 0.0
-        ordered = sorted(self.lag_samples)
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
     def render(self) -> str:
@@ -57,4 +60,8 @@ class Metrics:
         lines.append(f"# TYPE {self.prefix}_event_loop_lag_seconds summary")
         for q in (0.5, 0.99):
             lines.append(f'{self.prefix}_event_loop_lag_seconds{{quantile="{q}"}} {self.lag_quantile(q):.6f}')
+        lines.append(f"# TYPE {self.prefix}_event_loop_lag_10s_seconds summary")
+        for q in (0.5, 0.99):
+            value = self.lag_quantile(q, 10.0)
+            lines.append(f'{self.prefix}_event_loop_lag_10s_seconds{{quantile="{q}"}} {value:.6f}')
         return "\n".join(lines) + "\n"

@@ -421,6 +421,8 @@ class Master(Node):
             msg.log_path,
             tuple(msg.var_pool),
             msg.message,
+            pid=msg.pid,
+            execute_path=msg.execute_path,
         )
         self.metrics.inc("task_results")
         return await self._deliver_report(msg.workflow_instance_id, event)

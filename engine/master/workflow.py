@@ -116,6 +116,8 @@ class TaskResultEvent:
     cause_id: str = ""
     #: CONDITIONS / SWITCH: the downstream tasks of the branch not taken
     skip: tuple[int, ...] = ()
+    pid: int = 0
+    execute_path: str = ""
 
 
 @dataclass(frozen=True)
@@ -455,6 +457,8 @@ class WorkflowRun:
             fields.append(("host", ev.host))
         if ev.log_path:
             fields.append(("log_path", ev.log_path))
+        if ev.pid:  # the RUNNING report may have been skipped (a quick task): the result carries these
+            fields += [("pid", ev.pid), ("execute_path", ev.execute_path)]
         actions: list[Action] = [PersistTask(a, a.state, tuple(fields)), CancelTimer(("task-timeout", a.id))]
         if a.state.succeeded:
             self.succeeded_order.append(a.code)

@@ -162,6 +162,8 @@ class Executor:
             log_path=str(run.log_path),
             var_pool=var_pool or [],
             message=message,
+            pid=run.proc.pid if run.proc is not None else 0,
+            execute_path=str(run.exec_dir) if run.proc is not None else "",
         )
 
     def _prepare(self, run: TaskRun) -> tuple[Launch, list]:
