@@ -342,8 +342,12 @@ def _stamp() -> str:
 
 
 def _open_log(path: Path, first: str = "") -> IO[bytes]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fh = open(path, "ab", buffering=0)  # noqa: SIM115 - closed by the caller when the task ends
+    # the directory usually exists (one per workflow instance): try first, create on demand
+    try:
+        fh = open(path, "ab", buffering=0)  # noqa: SIM115 - closed by the caller when the task ends
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "ab", buffering=0)  # noqa: SIM115
     if first:
         fh.write(first.encode())
     return fh
@@ -413,11 +417,18 @@ def _tenant(name: str) -> pwd.struct_passwd | None:
 
 
 def _prepare_dir(path: Path, files: dict[str, str], user: pwd.struct_passwd | None) -> None:
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path)
+    except FileNotFoundError:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        pass
     for name, content in files.items():
-        target = path / name
-        target.write_text(content)
-        os.chmod(target, 0o600)
+        fd = os.open(path / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, content.encode())
+        finally:
+            os.close(fd)
     if user is not None:
         for item in [path, *path.iterdir()]:
             os.chown(item, user.pw_uid, user.pw_gid)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import heapq
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,6 +62,11 @@ class Reporter:
         self.epochs: collections.OrderedDict[int, int] = collections.OrderedDict()
         #: (task instance id, attempt, kind) -> pending report, in send order
         self.pending: dict[tuple[int, int, str], Pending] = {}
+        #: workflow instance id -> how many of its reports are pending (forget_instance in O(1))
+        self._per_instance: collections.Counter[int] = collections.Counter()
+        #: (due, seq, key, report) of reports waiting to be sent
+        self._due: list[tuple[float, int, tuple[int, int, str], Pending]] = []
+        self._seq = itertools.count()
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -103,12 +110,25 @@ class Reporter:
         if isinstance(msg, TaskResult):
             running = self.pending.get((msg.task_instance_id, msg.attempt, "running"))
             if running is not None and not running.in_flight:
-                del self.pending[(msg.task_instance_id, msg.attempt, "running")]  # the result says it all
-            self.pending[(msg.task_instance_id, msg.attempt, "result")] = Pending(msg, due=now)
+                self._drop((msg.task_instance_id, msg.attempt, "running"))  # the result says it all
+            self._add((msg.task_instance_id, msg.attempt, "result"), Pending(msg, due=now))
         else:
-            self.pending[(msg.task_instance_id, msg.attempt, "running")] = Pending(msg, due=now + self.running_delay)
+            self._add((msg.task_instance_id, msg.attempt, "running"), Pending(msg, due=now + self.running_delay))
         self._idle.clear()
-        self._wake.set()
+
+    def _add(self, key: tuple[int, int, str], p: Pending) -> None:
+        if key not in self.pending:
+            self._per_instance[p.msg.workflow_instance_id] += 1
+        self.pending[key] = p
+        self._schedule(key, p)
+
+    def _drop(self, key: tuple[int, int, str]) -> None:
+        p = self.pending.pop(key, None)
+        if p is not None:
+            wf = p.msg.workflow_instance_id
+            self._per_instance[wf] -= 1
+            if self._per_instance[wf] <= 0:
+                del self._per_instance[wf]
 
     def host_update(self, workflow_instance_id: int, master: str, epoch: int = 0) -> list[list[int]]:
         """Re-target the instance's reports; returns [task instance id, attempt] of its pending reports."""
@@ -117,10 +137,12 @@ class Reporter:
             log.warning("stale host update ignored", workflow_instance_id=workflow_instance_id, master=master)
             return []
         now = time.monotonic()
-        for p in self.pending.values():
+        for key, p in self.pending.items():
             if p.msg.workflow_instance_id == workflow_instance_id:
                 p.due = now
                 p.attempts = 0
+                if not p.in_flight:
+                    self._schedule(key, p)
         log.info("reports re-targeted", workflow_instance_id=workflow_instance_id, old=previous, new=master)
         self._wake.set()
         return [[p.msg.task_instance_id, p.msg.attempt] for p in self.pending.values()
@@ -130,7 +152,7 @@ class Reporter:
         """Drop the owner entry once nothing of the instance is pending or running here."""
         if self.busy(workflow_instance_id):
             return
-        if not any(p.msg.workflow_instance_id == workflow_instance_id for p in self.pending.values()):
+        if not self._per_instance.get(workflow_instance_id):
             self.masters.pop(workflow_instance_id, None)
 
     async def flush(self, timeout: float) -> bool:
@@ -141,22 +163,25 @@ class Reporter:
             return False
         return True
 
+    def _schedule(self, key: tuple[int, int, str], p: Pending) -> None:
+        heapq.heappush(self._due, (p.due, next(self._seq), key, p))
+        self._wake.set()
+
     async def _loop(self) -> None:
+        """Send each pending report when it is due. The heap may hold outdated entries (a report replaced,
+        re-timed or acknowledged): they are skipped when popped, so a wake costs O(log n), not a scan."""
         while True:
-            now = time.monotonic()
-            next_due = None
-            for key, p in list(self.pending.items()):
-                if p.in_flight:
-                    continue
-                if p.due <= now:
-                    p.in_flight = True
-                    task = asyncio.create_task(self._send(key, p))
-                    self._sends.add(task)
-                    task.add_done_callback(self._sends.discard)
-                else:
-                    next_due = p.due if next_due is None else min(next_due, p.due)
             self._wake.clear()
-            timeout = None if next_due is None else max(0.0, next_due - time.monotonic())
+            now = time.monotonic()
+            while self._due and self._due[0][0] <= now:
+                due, _, key, p = heapq.heappop(self._due)
+                if self.pending.get(key) is not p or p.in_flight or p.due != due:
+                    continue
+                p.in_flight = True
+                task = asyncio.create_task(self._send(key, p))
+                self._sends.add(task)
+                task.add_done_callback(self._sends.discard)
+            timeout = max(0.0, self._due[0][0] - time.monotonic()) if self._due else None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
 
@@ -179,14 +204,14 @@ class Reporter:
         if self.pending.get(key) is not p:
             return  # replaced meanwhile (a newer report of the same kind)
         if acked:
-            del self.pending[key]
+            self._drop(key)
             self.acked += 1
             if key[2] == "result":
-                self.pending.pop((key[0], key[1], "running"), None)
+                self._drop((key[0], key[1], "running"))
             if not self.pending:
                 self._idle.set()
             self.forget_instance(p.msg.workflow_instance_id)
         else:
             p.attempts += 1
             p.due = time.monotonic() + min(self.retry_max, self.retry_initial * 2 ** (p.attempts - 1))
-        self._wake.set()
+            self._schedule(key, p)
