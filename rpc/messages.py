@@ -153,6 +153,15 @@ class TaskResult:
 
 
 @dataclass(frozen=True)
+class TaskReports:
+    """Worker -> master: several reports in one call (what was due at once for the same master)."""
+
+    METHOD: ClassVar[str] = "task.reports"
+    running: list[TaskRunning] = field(default_factory=list)
+    results: list[TaskResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class Ack:
     ack: bool = True
 
@@ -164,6 +173,13 @@ class ReportReply:
 
     ack: bool
     owner: str = ""
+
+
+@dataclass(frozen=True)
+class TaskReportsReply:
+    """One reply per report, running ones first, in the order they were sent."""
+
+    replies: list[ReportReply] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

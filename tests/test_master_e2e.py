@@ -140,6 +140,26 @@ async def test_metrics_endpoint(cluster, fresh_db: str) -> None:  # type: ignore
     assert "porpoise_master_event_loop_lag_seconds" in text and "porpoise_master_actors 0" in text
 
 
+async def test_reports_due_together_reach_the_master_in_one_call(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
+    import re
+    import urllib.request
+
+    masters, _ = cluster
+    code = await save(fresh_db, "wide", [shell(f"t{i}", "true") for i in range(60)])
+    (cid,) = await command(fresh_db, code)
+    wi = await instance_for(fresh_db, cid, timeout=60)
+    assert wi["state"] == 7
+    rows = await tasks_of(fresh_db, wi["id"])
+    assert len(rows) == 60 and all(r["state"] == 7 and r["pid"] and r["host"] for r in rows)
+    text = await asyncio.to_thread(
+        lambda: urllib.request.urlopen(f"http://{masters[0].address}/metrics").read().decode()
+    )
+    batches = re.search(r"porpoise_master_report_batches_total (\d+)", text)
+    results = re.search(r"porpoise_master_task_results_total (\d+)", text)
+    assert batches and results and int(results.group(1)) == 60
+    assert 0 < int(batches.group(1)) < 60  # 60 results arrived in fewer calls than results
+
+
 async def test_fencing_an_actor_whose_epoch_was_bumped_writes_nothing(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
     masters, workers = cluster
     code = await save(fresh_db, "fenced", [shell("a", "sleep 1.5"), shell("b", "true", ("a",))])

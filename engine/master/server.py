@@ -50,6 +50,8 @@ from rpc.messages import (
     ReportReply,
     SubWorkflowDone,
     TaskKill,
+    TaskReports,
+    TaskReportsReply,
     TaskResult,
     TaskRunning,
     WorkflowControl,
@@ -105,6 +107,7 @@ class Master(Node):
         for msg_cls, handler in (
             (TaskRunning, self.on_task_running),
             (TaskResult, self.on_task_result),
+            (TaskReports, self.on_task_reports),
             (WorkflowControl, self.on_workflow_control),
             (CacheExpire, self.on_cache_expire),
             (SubWorkflowDone, self.on_sub_workflow_done),
@@ -426,6 +429,21 @@ class Master(Node):
         )
         self.metrics.inc("task_results")
         return await self._deliver_report(msg.workflow_instance_id, event)
+
+    async def on_task_reports(self, msg: TaskReports) -> TaskReportsReply:
+        """A batch of reports: each is handled (and acknowledged or not) on its own."""
+
+        async def one(call: Any) -> ReportReply:
+            try:
+                reply: ReportReply = await call
+                return reply
+            except BadRequest as exc:
+                log.error("report refused", error=str(exc))
+                return ReportReply(ack=False)
+
+        self.metrics.inc("report_batches")
+        calls = [self.on_task_running(r) for r in msg.running] + [self.on_task_result(r) for r in msg.results]
+        return TaskReportsReply(list(await asyncio.gather(*(one(c) for c in calls))))
 
     async def on_workflow_control(self, msg: WorkflowControl) -> dict[str, Any]:
         if msg.action not in ("stop", "pause"):

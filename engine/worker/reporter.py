@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import heapq
 import itertools
 import time
@@ -22,7 +23,7 @@ from engine import logs
 from engine.aio import cancel_and_wait
 from rpc import RpcClient
 from rpc.errors import BadRequest, RpcError
-from rpc.messages import TaskResult, TaskRunning
+from rpc.messages import TaskReports, TaskReportsReply, TaskResult, TaskRunning
 
 log = logs.get(__name__)
 
@@ -31,6 +32,8 @@ EPOCHS_KEPT = 100_000
 #: seconds a RUNNING report waits before it is sent: a task that ends sooner sends only its RESULT (which
 #: carries the start time, host and log path), one RPC and one master transaction instead of two
 RUNNING_DELAY = 0.02
+#: most reports in one call
+BATCH = 100
 
 
 @dataclass
@@ -173,33 +176,67 @@ class Reporter:
         while True:
             self._wake.clear()
             now = time.monotonic()
+            batches: dict[str, list[tuple[tuple[int, int, str], Pending]]] = collections.defaultdict(list)
             while self._due and self._due[0][0] <= now:
                 due, _, key, p = heapq.heappop(self._due)
                 if self.pending.get(key) is not p or p.in_flight or p.due != due:
                     continue
                 p.in_flight = True
-                task = asyncio.create_task(self._send(key, p))
-                self._sends.add(task)
-                task.add_done_callback(self._sends.discard)
+                batches[self.masters.get(p.msg.workflow_instance_id, "")].append((key, p))
+            for master, items in batches.items():
+                for i in range(0, len(items), BATCH):
+                    chunk = items[i : i + BATCH]
+                    coro = self._send(*chunk[0]) if len(chunk) == 1 else self._send_batch(master, chunk)
+                    task = asyncio.create_task(coro)
+                    self._sends.add(task)
+                    task.add_done_callback(self._sends.discard)
             timeout = max(0.0, self._due[0][0] - time.monotonic()) if self._due else None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
 
+    async def _send_batch(self, master: str, items: list[tuple[tuple[int, int, str], Pending]]) -> None:
+        """Several reports for one master in one call; a master without the batch call gets them one by one."""
+        running = [(k, p) for k, p in items if k[2] == "running"]
+        results = [(k, p) for k, p in items if k[2] == "result"]
+        msg = TaskReports([p.msg for _, p in running], [p.msg for _, p in results])  # type: ignore[misc]
+        try:
+            reply = await self.rpc.call(master, msg, TaskReportsReply)
+            assert isinstance(reply, TaskReportsReply)
+            replies: list[dict[str, Any] | None] = [dataclasses.asdict(r) for r in reply.replies]
+        except BadRequest as exc:
+            if exc.status == 404:  # an older master: one call per report
+                await asyncio.gather(*(self._send(k, p) for k, p in items))
+                return
+            log.error("master refused a batch of reports; will retry", error=str(exc))
+            replies = [None] * len(items)
+        except RpcError as exc:
+            log.debug("reports not delivered", error=str(exc), master=master)
+            replies = [None] * len(items)
+        if len(replies) != len(items):
+            replies = [None] * len(items)
+        for (key, p), one in zip([*running, *results], replies, strict=True):
+            self._settle(key, p, master, one)
+
     async def _send(self, key: tuple[int, int, str], p: Pending) -> None:
         master = self.masters.get(p.msg.workflow_instance_id, "")
+        reply: dict[str, Any] | None
         try:
-            reply: Any = await self.rpc.call(master, p.msg)
-            acked = bool(reply.get("ack"))
-            owner = str(reply.get("owner") or "")
-            if not acked and owner and owner != master:
-                # the instance moved to another master: send everything of it there
-                self.host_update(p.msg.workflow_instance_id, owner)
+            reply = await self.rpc.call(master, p.msg)  # type: ignore[assignment]
         except BadRequest as exc:
             log.error("master refused a report; will retry", error=str(exc), task_instance_id=p.msg.task_instance_id)
-            acked = False
+            reply = None
         except RpcError as exc:
             log.debug("report not delivered", error=str(exc), task_instance_id=p.msg.task_instance_id)
-            acked = False
+            reply = None
+        self._settle(key, p, master, reply)
+
+    def _settle(self, key: tuple[int, int, str], p: Pending, master: str, reply: dict[str, Any] | None) -> None:
+        """Apply a master's answer to one report (None: no answer)."""
+        acked = bool(reply and reply.get("ack"))
+        owner = str((reply or {}).get("owner") or "")
+        if reply is not None and not acked and owner and owner != master:
+            # the instance moved to another master: send everything of it there
+            self.host_update(p.msg.workflow_instance_id, owner)
         p.in_flight = False
         if self.pending.get(key) is not p:
             return  # replaced meanwhile (a newer report of the same kind)
