@@ -50,6 +50,21 @@ class DispatchReply:
 
 
 @dataclass(frozen=True)
+class TaskDispatchBatch:
+    """Master -> worker: several attempts for one worker in one call (what was queued at once)."""
+
+    METHOD: ClassVar[str] = "task.dispatch_batch"
+    tasks: list[TaskDispatch] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DispatchBatchReply:
+    """One reply per attempt, in the order sent."""
+
+    replies: list[DispatchReply] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class TaskKill:
     METHOD: ClassVar[str] = "task.kill"
     task_instance_id: int

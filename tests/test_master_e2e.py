@@ -140,7 +140,7 @@ async def test_metrics_endpoint(cluster, fresh_db: str) -> None:  # type: ignore
     assert "porpoise_master_event_loop_lag_seconds" in text and "porpoise_master_actors 0" in text
 
 
-async def test_reports_due_together_reach_the_master_in_one_call(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
+async def test_dispatches_and_reports_due_together_travel_in_one_call(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
     import re
     import urllib.request
 
@@ -158,6 +158,10 @@ async def test_reports_due_together_reach_the_master_in_one_call(cluster, fresh_
     results = re.search(r"porpoise_master_task_results_total (\d+)", text)
     assert batches and results and int(results.group(1)) == 60
     assert 0 < int(batches.group(1)) < 60  # 60 results arrived in fewer calls than results
+    dispatched = re.search(r"porpoise_master_tasks_dispatched_total (\d+)", text)
+    dispatch_batches = re.search(r"porpoise_master_dispatch_batches_total (\d+)", text)
+    assert dispatched and int(dispatched.group(1)) == 60
+    assert dispatch_batches and 0 < int(dispatch_batches.group(1)) < 60
 
 
 async def test_fencing_an_actor_whose_epoch_was_bumped_writes_nothing(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]

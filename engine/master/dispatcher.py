@@ -4,7 +4,9 @@ Order is DolphinScheduler's (workflow priority, workflow instance id, task prior
 For each attempt the worker group's live workers are ranked by the configured host selector; a
 refusal or an RPC failure moves on to the next worker; when every worker refused, the attempt waits
 and is retried when membership changes or after a short backoff. An accepted dispatch is reported to
-the owning actor (which records DISPATCH and the host).
+the owning actor (which records DISPATCH and the host). Attempts queued at the same moment that go
+to the same worker travel in one ``task.dispatch_batch`` call; each is admitted or refused on its own
+and a refused one tries the other workers alone.
 """
 
 from __future__ import annotations
@@ -23,10 +25,13 @@ from engine.master.selectors import SELECTORS, Candidate
 from engine.master.workflow import TaskDispatched
 from registry import NodeInfo, ServerStatus
 from rpc import RpcClient
-from rpc.errors import RpcError
-from rpc.messages import DispatchReply
+from rpc.errors import BadRequest, RpcError
+from rpc.messages import DispatchBatchReply, DispatchReply, TaskDispatchBatch
 
 log = logs.get(__name__)
+
+#: most attempts taken from the queue at once (and sent to one worker in one call)
+BATCH = 50
 
 
 class Dispatcher:
@@ -96,13 +101,70 @@ class Dispatcher:
             while not self._heap or self.paused:
                 self._wake.clear()
                 await self._wake.wait()
-            request = heapq.heappop(self._heap)
-            if request.actor.task is None:  # the actor ended (fenced, finished): drop
+            batch = []
+            while self._heap and len(batch) < BATCH:  # what is queued now, in priority order
+                request = heapq.heappop(self._heap)
+                if request.actor.task is not None:  # else the actor ended (fenced, finished): drop
+                    batch.append(request)
+            for coro in self._plan(batch):
+                await self._slots.acquire()
+                task = asyncio.create_task(coro)
+                self._sends.add(task)
+                task.add_done_callback(self._sent)
+
+    def _plan(self, batch: list[DispatchRequest]) -> list[Any]:
+        """Pick a worker for each attempt; attempts for the same worker travel in one call."""
+        if len(batch) == 1:
+            return [self._send(batch[0])]
+        by_host: dict[str, list[DispatchRequest]] = {}
+        singles = []
+        by_group: dict[str, list[Candidate]] = {}
+        for request in batch:
+            group = request.worker_group
+            if group not in by_group:
+                by_group[group] = self.candidates(group)
+            if not by_group[group]:
+                singles.append(request)  # no worker: the single path parks it
                 continue
-            await self._slots.acquire()
-            task = asyncio.create_task(self._send(request))
-            self._sends.add(task)
-            task.add_done_callback(self._sent)
+            host = self._selector(group).select(by_group[group]).address
+            by_host.setdefault(host, []).append(request)
+        coros = [self._send(r) for r in singles]
+        for host, requests in by_host.items():
+            coros.append(self._send(requests[0], host) if len(requests) == 1 else self._send_batch(host, requests))
+        return coros
+
+    async def _send_batch(self, host: str, requests: list[DispatchRequest]) -> None:
+        valid_until = self.valid_until()
+        if not valid_until:
+            self._waiting.extend(requests)  # as in _send: no order may leave while our lease is in doubt
+            return
+        messages = [dataclasses.replace(r.message, valid_until_ms=valid_until) for r in requests]
+        self._count("dispatch_batches")
+        try:
+            reply = await self.rpc.call(host, TaskDispatchBatch(messages), DispatchBatchReply)
+            assert isinstance(reply, DispatchBatchReply)
+            replies: list[DispatchReply | None] = list(reply.replies)
+        except BadRequest as exc:
+            if exc.status != 404:
+                raise
+            await asyncio.gather(*(self._send(r, host) for r in requests))  # an older worker: one by one
+            return
+        except RpcError as exc:
+            log.warning("dispatch failed", worker=host, error=str(exc), tasks=len(requests))
+            self._count("dispatch_errors")
+            replies = [None] * len(requests)
+        if len(replies) != len(requests):
+            replies = [None] * len(requests)
+        again = []
+        for request, one in zip(requests, replies, strict=True):
+            if one is not None and one.accepted:
+                self._accepted(request, host)
+            else:
+                if one is not None:
+                    self._count("dispatch_refusals")
+                again.append(request)
+        # refused or not delivered: each tries the other workers on its own
+        await asyncio.gather(*(self._send(r, tried={host}) for r in again))
 
     def _sent(self, task: asyncio.Task[None]) -> None:
         self._sends.discard(task)
@@ -136,14 +198,24 @@ class Dispatcher:
             sel = self.selectors[group] = SELECTORS[self.selector_kind]()
         return sel
 
-    async def _send(self, request: DispatchRequest) -> None:
-        tried: set[str] = set()
+    def _accepted(self, request: DispatchRequest, host: str) -> None:
+        self._count("tasks_dispatched")
+        request.actor.post(
+            TaskDispatched(request.message.task_instance_id, request.message.attempt, host, "dispatch accepted")
+        )
+
+    async def _send(self, request: DispatchRequest, first: str = "", tried: set[str] | None = None) -> None:
+        """Send one attempt: to ``first`` if given, else to the selector's pick; on refusal to the others."""
+        tried = set(tried or ())
         candidates = self.candidates(request.worker_group)
         while True:
             remaining = [c for c in candidates if c.address not in tried]
             if not remaining:
                 break
-            host = self._selector(request.worker_group).select(remaining).address
+            if first and first not in tried:
+                host = first
+            else:
+                host = self._selector(request.worker_group).select(remaining).address
             tried.add(host)
             valid_until = self.valid_until()
             if not valid_until:
@@ -164,10 +236,7 @@ class Dispatcher:
                 continue
             assert isinstance(reply, DispatchReply)
             if reply.accepted:
-                self._count("tasks_dispatched")
-                request.actor.post(
-                    TaskDispatched(request.message.task_instance_id, request.message.attempt, host, "dispatch accepted")
-                )
+                self._accepted(request, host)
                 return
             self._count("dispatch_refusals")
             log.debug(

@@ -16,6 +16,7 @@ from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
 from registry import WORKER, HeartbeatSource, LoadLimits, NodeId, TaskCounts
 from rpc.messages import (
+    DispatchBatchReply,
     DispatchReply,
     HostUpdate,
     HostUpdateReply,
@@ -26,6 +27,7 @@ from rpc.messages import (
     LogRemove,
     LogView,
     TaskDispatch,
+    TaskDispatchBatch,
     TaskKill,
 )
 
@@ -54,6 +56,7 @@ class Worker(Node):
         )
         for msg_cls, handler in (
             (TaskDispatch, self.on_dispatch),
+            (TaskDispatchBatch, self.on_dispatch_batch),
             (TaskKill, self.on_kill),
             (HostUpdate, self.on_host_update),
             (LogView, self.on_log_view),
@@ -130,6 +133,10 @@ class Worker(Node):
             reason=reply.reason,
         )
         return reply
+
+    async def on_dispatch_batch(self, msg: TaskDispatchBatch) -> DispatchBatchReply:
+        """Each attempt is admitted (or refused) on its own, in order, as if sent one by one."""
+        return DispatchBatchReply([await self.on_dispatch(d) for d in msg.tasks])
 
     async def on_kill(self, msg: TaskKill) -> KillReply:
         run = self.executor.runs.get(msg.task_instance_id)
