@@ -74,7 +74,11 @@ class Executor:
         overloaded: Callable[[], str] = lambda: "",
         kill_grace: float = 3.0,
         reaper: Reaper | None = None,
+        may_start: Callable[[], str] = lambda: "",
     ) -> None:
+        #: checked right before and right after a task process starts: a worker paused between admitting
+        #: an attempt and starting it must not start it once its lease may be gone (invariant 3)
+        self.may_start = may_start
         self.slots = slots
         self.reaper = reaper
         self.log_dir = log_dir
@@ -211,7 +215,16 @@ class Executor:
             if d.dry_run:
                 await _write(logfile, "[porpoise] dry run: not executed\n")
                 return self._result(run, "SUCCESS", 0, "dry run")
+            refused = self.may_start()
+            if refused:
+                await _write(logfile, f"[porpoise] not started: {refused}\n")
+                run.lost = True
+                return self._result(run, "LOST", -1, f"not started: {refused}")
             proc = await self._spawn(run, launch, user)
+            refused = self.may_start()
+            if refused:  # paused while the process was being created: it must not run on
+                await self._kill_group(proc.pid, signal.SIGKILL)
+                run.lost = True
             emitted: dict[str, str] = {}
             await self._wait_and_drain(run, proc, logfile, emitted)
             code = proc.returncode if proc.returncode is not None else -1

@@ -33,6 +33,9 @@ from rpc.messages import (
 
 log = logs.get(__name__)
 
+#: seconds of our lease a task start must still have (a start this close to expiry is not made)
+START_MARGIN = 0.5
+
 
 class Worker(Node):
     role = "worker"
@@ -53,6 +56,7 @@ class Worker(Node):
             reporter=self.reporter,
             overloaded=self.overload_reason,
             reaper=self.reaper,
+            may_start=self._may_start,
         )
         for msg_cls, handler in (
             (TaskDispatch, self.on_dispatch),
@@ -133,6 +137,14 @@ class Worker(Node):
             reason=reply.reason,
         )
         return reply
+
+    def _may_start(self) -> str:
+        """Why no task process may start now, or "": our lease may be gone (we were paused, etcd is far),
+        so the master may already have given the attempt to another worker (invariant 3)."""
+        session = self.registry.session if self.registry is not None else None
+        if session is None or not session.alive or session.remaining() < START_MARGIN:
+            return "the worker's registry lease may have expired"
+        return ""
 
     async def on_dispatch_batch(self, msg: TaskDispatchBatch) -> DispatchBatchReply:
         """Each attempt is admitted (or refused) on its own, in order, as if sent one by one."""
