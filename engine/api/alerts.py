@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.alerts.senders import masked, validate
 from engine.alerts.service import ALERT_TYPES
-from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page
+from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page, select_page
 from engine.tasks.base import ParamError
 
 STATUS = ("WAIT_EXECUTION", "EXECUTION_SUCCESS", "EXECUTION_FAILURE", "EXECUTION_PARTIAL_SUCCESS")
@@ -108,17 +108,9 @@ async def delete_group(api: Any, call: Call) -> dict[str, Any]:
 
 async def list_alerts(api: Any, call: Call) -> dict[str, Any]:
     q = call.query
-    where, args = [], []
-    if q["instance"]:
-        args.append(q["instance"])
-        where.append(f"workflow_instance_id = ${len(args)}")
-    if q["status"]:
-        args.append(STATUS.index(q["status"]))
-        where.append(f"alert_status = ${len(args)}")
-    cond = (" WHERE " + " AND ".join(where)) if where else ""
-    total = await api.db.fetchval(f"SELECT count(*) FROM alert{cond}", *args)
-    rows = await api.db.fetch(
-        f"SELECT * FROM alert{cond} ORDER BY id DESC LIMIT {int(q['size'])} OFFSET {call.offset}", *args
+    status = STATUS.index(q["status"]) if q["status"] else None
+    rows, total = await select_page(
+        api.db, call, "alert", {"workflow_instance_id": q["instance"] or None, "alert_status": status}, "id DESC"
     )
     items = [
         {"id": r["id"], "title": r["title"], "content": r["content"],

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from engine.api import rows
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
-from engine.master.states import TaskState, WorkflowState
+from engine.master.states import RESTART_FROM, TaskState, WorkflowState
 from engine.storage import sql
 from engine.storage import tables as t
 from rpc.errors import RpcError
@@ -129,18 +129,18 @@ async def pause(api: Any, call: Call) -> dict[str, Any]:
 
 
 # Commands that act on an existing instance: type, the states it applies to (DolphinScheduler's API rules).
-_FINISHED = {WorkflowState.PAUSE, WorkflowState.STOP, WorkflowState.FAILURE, WorkflowState.SUCCESS}
 _ON_INSTANCE = {
-    "resume": (RECOVER_SUSPENDED_PROCESS, {WorkflowState.PAUSE, WorkflowState.STOP}),
-    "recover-failed": (START_FAILURE_TASK_PROCESS, {WorkflowState.FAILURE}),
-    "rerun": (REPEAT_RUNNING, _FINISHED),
+    "resume": RECOVER_SUSPENDED_PROCESS,
+    "recover-failed": START_FAILURE_TASK_PROCESS,
+    "rerun": REPEAT_RUNNING,
 }
 
 
 async def _queue(api: Any, call: Call, action: str) -> dict[str, Any]:
     """Queue a command on an instance whose state allows it; a second one while the first is still
     queued is refused (DolphinScheduler's verifyIsNeedCreateCommand)."""
-    command_type, allowed = _ON_INSTANCE[action]
+    command_type = _ON_INSTANCE[action]
+    allowed = RESTART_FROM[command_type]
     instance_id = call.path_int("id")
     async with api.db.acquire() as conn, conn.transaction():
         row = await conn.fetchrow(

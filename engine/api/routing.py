@@ -180,6 +180,24 @@ def error_response(status: int, message: str, field: str | None = None) -> web.R
     return json_response({"error": body}, status)
 
 
+async def select_page(
+    db: Any, call: Call, table: str, equal: dict[str, Any], order: str
+) -> tuple[list[asyncpg.Record], int]:
+    """One page of ``table``'s rows whose columns equal the given values (None: no filter), and the total.
+    Table, column and order names come from the code, never from the request."""
+    where, args = [], []
+    for column, value in equal.items():
+        if value is not None:
+            args.append(value)
+            where.append(f"{column} = ${len(args)}")
+    cond = (" WHERE " + " AND ".join(where)) if where else ""
+    total = await db.fetchval(f"SELECT count(*) FROM {table}{cond}", *args)
+    rows = await db.fetch(
+        f"SELECT * FROM {table}{cond} ORDER BY {order} LIMIT {int(call.query['size'])} OFFSET {call.offset}", *args
+    )
+    return rows, int(total)
+
+
 def page(items: list[Any], total: int, call: Call) -> dict[str, Any]:
     return {"items": items, "total": total, "page": call.query["page"], "size": call.query["size"]}
 

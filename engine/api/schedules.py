@@ -12,7 +12,7 @@ from typing import Any
 
 import asyncpg
 
-from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page
+from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page, select_page
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
 from engine.scheduling.cron import CronError, next_times, parse, zone
 from engine.scheduling.scheduler import FIRE_ALL, SKIP, set_online
@@ -208,17 +208,9 @@ async def get(api: Any, call: Call) -> dict[str, Any]:
 
 async def list_schedules(api: Any, call: Call) -> dict[str, Any]:
     q = call.query
-    where, args = [], []
-    if q["workflow"]:
-        args.append(q["workflow"])
-        where.append(f"workflow_definition_code = ${len(args)}")
-    if q["release_state"]:
-        args.append(RELEASE_NAMES.index(q["release_state"]))
-        where.append(f"release_state = ${len(args)}")
-    cond = (" WHERE " + " AND ".join(where)) if where else ""
-    total = await api.db.fetchval(f"SELECT count(*) FROM schedule{cond}", *args)
-    rows = await api.db.fetch(
-        f"SELECT * FROM schedule{cond} ORDER BY id LIMIT {int(q['size'])} OFFSET {call.offset}", *args
+    release = RELEASE_NAMES.index(q["release_state"]) if q["release_state"] else None
+    rows, total = await select_page(
+        api.db, call, "schedule", {"workflow_definition_code": q["workflow"] or None, "release_state": release}, "id"
     )
     return page([_out(r, 1) for r in rows], total, call)
 

@@ -87,6 +87,15 @@ TASK_ACTIVE = frozenset(
 
 W, T = WorkflowState, TaskState
 
+#: commands that act on an existing instance -> the instance states they apply to (DolphinScheduler's
+#: API rules): RECOVER_SUSPENDED_PROCESS 3, START_FAILURE_TASK_PROCESS 4, REPEAT_RUNNING 7. The API
+#: refuses other states with a 409; the claiming master checks again in its UPDATE.
+RESTART_FROM: dict[int, frozenset[WorkflowState]] = {
+    3: frozenset({W.PAUSE, W.STOP}),
+    4: frozenset({W.FAILURE}),
+    7: frozenset({W.PAUSE, W.STOP, W.FAILURE, W.SUCCESS}),
+}
+
 _WORKFLOW: dict[WorkflowState, frozenset[WorkflowState]] = {
     W.SUBMITTED_SUCCESS: frozenset({W.RUNNING_EXECUTION, W.READY_STOP, W.READY_PAUSE, W.FAILURE, W.SERIAL_WAIT}),
     W.SERIAL_WAIT: frozenset({W.RUNNING_EXECUTION, W.STOP, W.READY_STOP}),

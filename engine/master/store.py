@@ -20,6 +20,7 @@ from typing import Any
 import asyncpg
 
 from engine.errors import StorageError
+from engine.master.states import RESTART_FROM
 from engine.master.workflow import ALERT_FAULT_TOLERANCE
 from engine.tasks.registry import LOGIC_TYPES
 
@@ -90,14 +91,12 @@ _RESTART = (
     " history_cmd = concat_ws(',', history_cmd, $5::text), update_time = now(){extra}"
     " WHERE id = $1 AND state = ANY($6::smallint[]) RETURNING *"
 )
-#: command type -> (name, instance states it applies to, extra SET clauses)
+#: command type -> (name, extra SET clauses); the states each applies to are states.RESTART_FROM
 _ON_INSTANCE = {
-    # RECOVER_SUSPENDED_PROCESS: a paused or stopped instance
-    3: ("RECOVER_SUSPENDED_PROCESS", [3, 5], ""),
-    # START_FAILURE_TASK_PROCESS: a failed instance, from its failed tasks
-    4: ("START_FAILURE_TASK_PROCESS", [6], ""),
-    # REPEAT_RUNNING: any finished instance, from scratch (same instance, same schedule time)
-    7: ("REPEAT_RUNNING", [3, 5, 6, 7], ", start_time = now(), var_pool = '[]'"),
+    3: ("RECOVER_SUSPENDED_PROCESS", ""),  # a paused or stopped instance
+    4: ("START_FAILURE_TASK_PROCESS", ""),  # a failed instance, from its failed tasks
+    # any finished instance, from scratch (same instance, same schedule time)
+    7: ("REPEAT_RUNNING", ", start_time = now(), var_pool = '[]'"),
 }
 
 #: the current attempt (flag = 1) of every task an instance has started, as Attempt.from_row reads it
@@ -157,7 +156,8 @@ class MasterStore:
                 reason = errors.get(cmd["id"])
                 values: dict[str, Any] | None = None
                 if reason is None and cmd["workflow_instance_id"]:
-                    name, states, extra = _ON_INSTANCE[cmd["command_type"]]
+                    name, extra = _ON_INSTANCE[cmd["command_type"]]
+                    states = sorted(int(s) for s in RESTART_FROM[cmd["command_type"]])
                     wid = cmd["workflow_instance_id"]
                     row = await conn.fetchrow(
                         _RESTART.format(extra=extra), wid, self.me, cmd["id"], cmd["command_type"], name, states
@@ -201,17 +201,21 @@ class MasterStore:
 
     # -- fenced actor writes ----------------------------------------------------------------------
 
+    async def _lock_owned(self, conn: asyncpg.Connection, instance_id: int, epoch: int) -> None:
+        """Inside a transaction: lock the instance row if it is still ours at ``epoch``, else FencedOut."""
+        owned = await conn.fetchval(
+            "SELECT 1 FROM workflow_instance WHERE id = $1 AND host = $2 AND epoch = $3 FOR NO KEY UPDATE",
+            instance_id,
+            self.me,
+            epoch,
+        )
+        if not owned:
+            raise FencedOut(f"workflow instance {instance_id} is no longer owned by {self.me} at epoch {epoch}")
+
     async def write(self, instance_id: int, epoch: int, batch: WriteBatch) -> list[int]:
         """Apply ``batch`` if the instance is still ours; returns the ids of the new attempts."""
         async with self.pool.acquire() as conn, conn.transaction():
-            owned = await conn.fetchval(
-                "SELECT 1 FROM workflow_instance WHERE id = $1 AND host = $2 AND epoch = $3 FOR NO KEY UPDATE",
-                instance_id,
-                self.me,
-                epoch,
-            )
-            if not owned:
-                raise FencedOut(f"workflow instance {instance_id} is no longer owned by {self.me} at epoch {epoch}")
+            await self._lock_owned(conn, instance_id, epoch)
             if batch.workflow_state is not None or batch.workflow_var_pool is not None:
                 await conn.execute(
                     "UPDATE workflow_instance SET state = coalesce($2, state),"
@@ -364,14 +368,7 @@ class MasterStore:
         child's command (START_PROCESS; or RECOVER_SUSPENDED_PROCESS of the paused / stopped child an earlier
         attempt of the task left, so a resumed parent resumes its child)."""
         async with self.pool.acquire() as conn, conn.transaction():
-            parent = await conn.fetchrow(
-                "SELECT * FROM workflow_instance WHERE id = $1 AND host = $2 AND epoch = $3 FOR NO KEY UPDATE",
-                instance_id,
-                self.me,
-                epoch,
-            )
-            if parent is None:
-                raise FencedOut(f"workflow instance {instance_id} is no longer owned by {self.me} at epoch {epoch}")
+            await self._lock_owned(conn, instance_id, epoch)
             inserted = await conn.fetchval(
                 "INSERT INTO sub_workflow_relation (parent_workflow_instance_id, parent_task_instance_id)"
                 " VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING id",

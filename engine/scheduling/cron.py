@@ -11,6 +11,7 @@ with a :class:`CronError` naming the field and the part.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,7 +61,9 @@ class Cron:
             yield when
 
 
+@functools.lru_cache(maxsize=4096)
 def parse(expression: str) -> Cron:
+    """Parse (and check) an expression; cached: the scheduler reads every online crontab each tick."""
     text = " ".join(expression.split())
     fields = text.split(" ") if text else []
     if len(fields) == 5:
