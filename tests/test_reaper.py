@@ -4,6 +4,7 @@ enough for its lease to expire, leaves no task running beside the replacement at
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -103,6 +104,33 @@ async def test_closing_the_reaper_kills_what_it_knows(tmp_path: Path) -> None:
             if p.returncode is None:
                 p.kill()
                 await p.wait()
+
+
+async def test_lines_other_than_renewals_do_not_move_the_deadline(tmp_path: Path) -> None:
+    # a task started just before a pause must not extend the time the reaper gives the worker: only a
+    # renewal does. Here groups keep being added and removed; the one renewal allows 0.2 s (0.7 - margin).
+    reaper = Reaper(lease_ttl=60)
+    await reaper.start()
+    sleeper = await asyncio.create_subprocess_exec("sleep", "1000", start_new_session=True)
+    try:
+        reaper.add(sleeper.pid)
+        reaper.renewed(0.7)
+        deadline = time.monotonic() + 10
+        n = 10**6
+        while sleeper.returncode is None:
+            assert time.monotonic() < deadline, "other lines kept pushing the reaper's deadline out"
+            n += 1
+            reaper.add(n)
+            reaper.remove(n)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(sleeper.wait(), 0.05)
+        assert sleeper.returncode == -signal.SIGKILL
+        assert reaper.took(sleeper.pid)
+    finally:
+        if sleeper.returncode is None:
+            sleeper.kill()
+            await sleeper.wait()
+        await reaper.close()
 
 
 async def test_the_reaper_kills_when_renewals_stop_and_says_whom(tmp_path: Path) -> None:

@@ -6,9 +6,11 @@ attempts a master starts elsewhere once the worker's lease expires (invariant 3)
 loop in its own session reading a pipe from the worker:
 
 - ``add PGID`` / ``del PGID``: a task's process group started / ended;
-- ``alive SECONDS``: sent from the registry keep-alive thread after each lease renewal; if no line comes
-  for that long (the lease is about to expire: the worker is paused, hung, or cut off from etcd), every
-  group is killed — before any master can start a replacement attempt;
+- ``alive MICROSECONDS``: sent from the registry keep-alive thread after each lease renewal: the time
+  left before the lease may expire, less a margin. It sets a deadline (bash's ``EPOCHREALTIME``); if no
+  renewal comes before it (the worker is paused, hung, or cut off from etcd), every group is killed —
+  before any master can start a replacement attempt. Other lines never move the deadline: a task added
+  just before a pause does not buy the worker time its lease does not have;
 - end of file (the worker died, however): every group is killed and the reaper exits.
 
 It names each group on its output before killing it, so a worker that wakes from a pause can tell a task
@@ -29,29 +31,42 @@ log = logs.get(__name__)
 
 SCRIPT = r"""
 trap '' PIPE  # the worker (reader of our output) may be dead: keep going and kill
+[[ -n $EPOCHREALTIME ]] || { echo "porpoise-reaper needs bash 5 (EPOCHREALTIME)" >&2; exit 2; }
 declare -A groups
-timeout="$1"
+deadline=$(( ${EPOCHREALTIME/[.,]/} + $1 ))  # microseconds
 kill_all() {
     for g in "${!groups[@]}"; do echo "killed $g" 2>/dev/null; kill -KILL -- "-$g" 2>/dev/null; done
     groups=()
 }
 while true; do
-    if read -r -t "$timeout" cmd arg; then
+    left=$(( deadline - ${EPOCHREALTIME/[.,]/} ))
+    if (( left > 0 )); then
+        printf -v wait '%d.%06d' $(( left / 1000000 )) $(( left % 1000000 ))
+        read -r -t "$wait" cmd arg
+    else
+        kill_all  # past the deadline: whatever was added since dies too, until a renewal comes
+        read -r cmd arg
+    fi
+    rc=$?
+    if (( rc == 0 )); then
         case "$cmd" in
             add) groups[$arg]=1 ;;
             del) unset "groups[$arg]" ;;
-            alive) timeout="$arg" ;;
+            alive) deadline=$(( ${EPOCHREALTIME/[.,]/} + arg )) ;;
         esac
     else
-        rc=$?
         kill_all
-        [ "$rc" -gt 128 ] || exit 0
+        (( rc > 128 )) || exit 0  # end of file: the worker is gone
     fi
 done
 """
 
 #: the reaper kills a little before the lease can expire
 MARGIN = 0.5
+
+
+def _micros(seconds: float) -> int:
+    return max(int(seconds * 1_000_000), 0)
 
 
 class Reaper:
@@ -69,7 +84,7 @@ class Reaper:
         os.set_blocking(self._out, False)
         try:
             self.proc = await asyncio.create_subprocess_exec(
-                "bash", "-c", SCRIPT, "porpoise-reaper", f"{self.lease_ttl:.3f}",
+                "bash", "-c", SCRIPT, "porpoise-reaper", str(_micros(self.lease_ttl - MARGIN)),
                 stdin=read_end, stdout=out_write, start_new_session=True,
             )  # fmt: skip
         finally:
@@ -110,7 +125,7 @@ class Reaper:
 
     def renewed(self, remaining: float) -> None:
         """Lease renewed with ``remaining`` seconds left (called from the keep-alive thread)."""
-        self._send(f"alive {max(remaining - MARGIN, 0.1):.3f}\n")
+        self._send(f"alive {_micros(remaining - MARGIN)}\n")
 
     async def close(self) -> None:
         """Closing the pipe is the reaper's end of file: it kills what is left and exits."""
