@@ -20,6 +20,7 @@ from engine import logs
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError
 from registry import HeartbeatSource, LoadLimits, NodeId, RegistryNode, RegistryUnavailable, TaskCounts
+from registry.load import CpuMeter
 from rpc import RpcClient, RpcServer
 
 log = logs.get(__name__)
@@ -49,6 +50,8 @@ class Node:
         #: registered and role services started (health answers 200 only then)
         self._ready = False
         self.exit_code = 0
+        #: how busy the CPUs are now: the overload guard and the heartbeat read it
+        self.cpu = CpuMeter()
 
     # -- role hooks -------------------------------------------------------------------------------
 
@@ -60,7 +63,7 @@ class Node:
         raise NotImplementedError
 
     def heartbeat_source(self) -> HeartbeatSource:
-        return HeartbeatSource(LoadLimits(), counts=TaskCounts)
+        return HeartbeatSource(LoadLimits(), counts=TaskCounts, busy=lambda: self.cpu.busy)
 
     async def on_registered(self) -> None:
         """Called after each (re-)registration."""
@@ -122,6 +125,7 @@ class Node:
             loop.add_signal_handler(sig, self.request_stop)
         await self._start_http()
         logs.configure(self.cfg.logging.format, self.cfg.logging.level, node=f"{self.role}@{self.address}")
+        self.cpu.start()
         try:
             await self.on_started()
             while not self._stop.is_set():
@@ -166,6 +170,7 @@ class Node:
             runner, self.runner = self.runner, None
             await runner.cleanup()
         await self.rpc.close()
+        await self.cpu.close()
         log.info("node stopped", role=self.role, address=self.address)
 
 

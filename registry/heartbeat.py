@@ -18,6 +18,7 @@ import psutil
 from engine import logs
 from engine.aio import cancel_and_wait
 from registry.errors import RegistryUnavailable
+from registry.load import BUSY
 from registry.session import Session
 
 log = logs.get(__name__)
@@ -25,8 +26,8 @@ log = logs.get(__name__)
 
 class ServerStatus(enum.IntEnum):
     NORMAL = 0
-    ABNORMAL = 1  # overloaded: cpu load or memory past the configured limits
-    BUSY = 2  # more tasks waiting than exec slots
+    ABNORMAL = 1  # overloaded: less free memory than reserved (masters send it nothing)
+    BUSY = 2  # saturated: more tasks waiting than exec slots, or cpus busy with the load over its limit
 
 
 @dataclass(frozen=True)
@@ -74,13 +75,22 @@ class Heartbeat:
 
 @dataclass(frozen=True)
 class LoadLimits:
-    """Overload thresholds: 1-minute load average (-1 = 2 x cpu count) and minimum free memory (GB)."""
+    """Overload thresholds: 1-minute load average (-1 = 2 x cpu count), counted only while the CPUs are
+    busy now (registry.load), and minimum free memory (GB)."""
 
     max_cpu_load_avg: float = -1
     reserved_memory_gb: float = 0.3
 
     def effective_max_load(self) -> float:
         return self.max_cpu_load_avg if self.max_cpu_load_avg > 0 else 2.0 * (os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Overload:
+    reason: str
+    #: True: the cpus are saturated — a worker holds its concurrency where it is (a finishing task's
+    #: slot may be refilled, none is added); False: memory is short — take nothing more
+    hold: bool
 
 
 @dataclass(frozen=True)
@@ -91,17 +101,31 @@ class HostSample:
     available_memory_gb: float
     disk_available_gb: float
 
-    def overloaded(self, limits: LoadLimits) -> bool:
-        return self.load_average > limits.effective_max_load() or self.available_memory_gb < limits.reserved_memory_gb
+    def overload(self, limits: LoadLimits, busy: float | None = None) -> Overload | None:
+        """How this host is over its limits, or None. ``busy`` is the CPUs' busy share now
+        (registry.load.CpuMeter; this sample's cpu usage when not known): a load average over the
+        limit counts only while the CPUs are busy, for it lags the machine by a minute or more."""
+        if self.available_memory_gb < limits.reserved_memory_gb:
+            return Overload(
+                f"overloaded: free memory {self.available_memory_gb:.2f} GB (reserved {limits.reserved_memory_gb} GB)",
+                hold=False,
+            )
+        busy = self.cpu_usage if busy is None else busy
+        if self.load_average > limits.effective_max_load() and busy >= BUSY:
+            return Overload(
+                f"overloaded: load average {self.load_average:.2f} (max {limits.effective_max_load():.2f}) "
+                f"with the cpus {busy:.0%} busy",
+                hold=True,
+            )
+        return None
 
-    def overload_reason(self, limits: LoadLimits) -> str:
+    def overloaded(self, limits: LoadLimits, busy: float | None = None) -> bool:
+        return self.overload(limits, busy) is not None
+
+    def overload_reason(self, limits: LoadLimits, busy: float | None = None) -> str:
         """Why this host is over its limits, or "" when it is not."""
-        if not self.overloaded(limits):
-            return ""
-        return (
-            f"overloaded: load {self.load_average:.2f} (max {limits.effective_max_load():.2f}), "
-            f"free memory {self.available_memory_gb:.2f} GB (reserved {limits.reserved_memory_gb} GB)"
-        )
+        over = self.overload(limits, busy)
+        return over.reason if over is not None else ""
 
 
 _GB = 1024**3
@@ -143,7 +167,10 @@ class HeartbeatSource:
         host_weight: int = 100,
         counts: Callable[[], TaskCounts] = TaskCounts,
         disk_path: str = ".",
+        busy: Callable[[], float | None] = lambda: None,
     ) -> None:
+        #: the CPUs' busy share now (CpuMeter.busy), None when not known
+        self.busy = busy
         self.limits = limits
         self.host_weight = host_weight
         self.counts = counts
@@ -152,14 +179,25 @@ class HeartbeatSource:
         self.last_sample: HostSample | None = None
         self.epoch_floor = 0
 
+    def overload(self) -> Overload | None:
+        """Whether this node should take no more work now: the last host sample with the CPUs' busy
+        share now against the limits."""
+        sample = self.last_sample
+        return sample.overload(self.limits, self.busy()) if sample is not None else None
+
+    def overload_reason(self) -> str:
+        over = self.overload()
+        return over.reason if over is not None else ""
+
     async def __call__(self) -> Heartbeat:
         sample = await sample_host(self.disk_path)
         self.last_sample = sample
         counts = self.counts()
         status = ServerStatus.NORMAL
-        if sample.overloaded(self.limits):
+        over = sample.overload(self.limits, self.busy())
+        if over is not None and not over.hold:
             status = ServerStatus.ABNORMAL
-        elif counts.slots and counts.waiting > counts.slots:
+        elif over is not None or (counts.slots and counts.waiting > counts.slots):
             status = ServerStatus.BUSY
         return Heartbeat(
             startup_time=self.startup_time,

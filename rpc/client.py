@@ -70,7 +70,7 @@ class RpcClient:
 
 
 def _body(msg: Any) -> bytes:
-    return json.dumps(codec.encode(msg), separators=(",", ":")).encode()
+    return codec.dumps(msg)
 
 
 def _status_error(method: str, address: str, status: int, payload: bytes) -> RpcError:

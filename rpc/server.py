@@ -9,7 +9,6 @@ handler runs.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -79,8 +78,4 @@ class RpcServer:
             return _error(500, f"{method} failed on the server; see its log")
         if isinstance(reply, web.StreamResponse):
             return reply
-        if reply is None:
-            return web.json_response({})
-        if dataclasses.is_dataclass(reply):
-            return web.json_response(dataclasses.asdict(reply))  # type: ignore[arg-type]
-        return web.json_response(reply)
+        return web.Response(body=codec.dumps_reply({} if reply is None else reply), content_type="application/json")

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from registry import Heartbeat, NodeId, compute_slot, node_key
 from registry.heartbeat import HostSample, LoadLimits
 from registry.keys import failover_lock_key, parse_node_key
+from registry.load import CpuMeter
+from tests.helpers import eventually
 
 ROOT = "/porpoise"
 
@@ -87,6 +89,46 @@ def test_heartbeat_round_trip_and_rejections() -> None:
 
 def test_overload_limits() -> None:
     sample = HostSample(0.5, 0.5, load_average=3.0, available_memory_gb=1.0, disk_available_gb=10)
-    assert sample.overloaded(LoadLimits(max_cpu_load_avg=2.0, reserved_memory_gb=0.3))
+    assert sample.overloaded(LoadLimits(max_cpu_load_avg=2.0, reserved_memory_gb=0.3), busy=1.0)
     assert not sample.overloaded(LoadLimits(max_cpu_load_avg=4.0, reserved_memory_gb=0.3))
     assert sample.overloaded(LoadLimits(max_cpu_load_avg=4.0, reserved_memory_gb=2.0))
+
+
+def test_a_load_average_over_the_limit_holds_work_back_only_while_the_cpus_are_busy() -> None:
+    limits = LoadLimits(max_cpu_load_avg=4.0, reserved_memory_gb=0.3)
+    loaded = HostSample(0.2, 0.5, load_average=9.0, available_memory_gb=1.0, disk_available_gb=10)
+    assert not loaded.overloaded(limits, busy=0.5)  # the average lags: the cpus have room now
+    assert loaded.overloaded(limits, busy=0.95)
+    assert "load average 9.00" in loaded.overload_reason(limits, busy=0.95)
+    assert loaded.overload(limits, busy=0.95).hold  # type: ignore[union-attr]  # saturated: hold, not stop
+    assert not loaded.overloaded(limits)  # no live figure: this sample's own cpu usage (0.2)
+    light = HostSample(1.0, 0.5, load_average=1.0, available_memory_gb=1.0, disk_available_gb=10)
+    assert not light.overloaded(limits, busy=1.0)  # busy but under the load limit: a burst
+    short = HostSample(0.0, 0.9, load_average=0.0, available_memory_gb=0.1, disk_available_gb=10)
+    assert "free memory 0.10 GB" in short.overload_reason(limits, busy=0.0)
+    assert not short.overload(limits).hold  # type: ignore[union-attr]  # short of memory: take nothing
+
+
+def test_the_cpu_meter_reports_the_busy_share_of_the_last_period() -> None:
+    meter = CpuMeter(period=0.5, read=lambda: (0.0, 0.0))
+    assert meter.busy is None
+    meter.add(100.0, 40.0)
+    assert meter.busy is None  # one sample is no interval
+    meter.add(110.0, 41.0)  # 10 cpu-seconds passed, 1 of them idle
+    assert meter.busy == pytest.approx(0.9)
+    meter.add(120.0, 51.0)
+    assert meter.busy == 0.0
+    meter.add(120.0, 51.0)  # no time passed: keep the last figure
+    assert meter.busy == 0.0
+    with pytest.raises(ValueError):
+        CpuMeter(period=0)
+
+
+async def test_the_cpu_meter_samples_the_machine() -> None:
+    meter = CpuMeter(period=0.05)
+    meter.start()
+    try:
+        await eventually(lambda: meter.busy is not None, 5, "a busy share")
+        assert 0.0 <= (meter.busy or 0.0) <= 1.0
+    finally:
+        await meter.close()

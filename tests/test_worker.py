@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 
 from engine.infra.etcd import EtcdServer
 from rpc import RpcClient
-from rpc.messages import HostUpdate, LogDownload, LogRange, LogRemove, LogView, TaskKill
+from rpc.messages import HostUpdate, LogDownload, LogRange, LogRemove, LogView, TaskDispatch, TaskKill
 from tests.helpers import TEST_SECRET, NodeProc, eventually
 from tests.worker_harness import ReportSink, dispatch, log_text, task
 
@@ -26,7 +28,9 @@ async def client() -> AsyncIterator[RpcClient]:
     await c.close()
 
 
-def _start_worker(node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, tmp: Path, slots: int = 10):
+def _start_worker(
+    node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, tmp: Path, slots: int = 10, *extra: str
+):  # fmt: skip
     return node_factory(
         "worker",
         etcd.endpoint,
@@ -36,6 +40,7 @@ def _start_worker(node_factory: Callable[..., NodeProc], etcd: EtcdServer, root:
             f"worker.log_dir={tmp / 'logs'}",
             f"worker.exec_dir={tmp / 'exec'}",
             f"worker.exec_slots={slots}",
+            *extra,
         ],
     )
 
@@ -230,6 +235,50 @@ async def test_dispatch_is_rejected_when_all_slots_are_busy(
     await sink.result(first.task_instance_id)
     assert (await dispatch(client, w.address, second))["accepted"] is True
     assert (await sink.result(second.task_instance_id))["state"] == "SUCCESS"
+
+
+async def test_a_saturated_worker_holds_its_concurrency_and_takes_work_once_the_cpus_have_room(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, tmp_path: Path,
+    sink: ReportSink, client: RpcClient,
+) -> None:  # fmt: skip
+    # a load limit any loaded machine passes; the 1-minute average then stays over it for minutes
+    # after the load is gone, and the worker must not go on refusing with idle cpus
+    w = await asyncio.to_thread(
+        _start_worker, node_factory, etcd_server, etcd_root, tmp_path, 10, "worker.max_cpu_load_avg=0.01"
+    )
+
+    async def accepted(msg: TaskDispatch) -> bool:
+        return bool((await dispatch(client, w.address, msg))["accepted"])
+
+    async def refused() -> str | None:
+        reply = await dispatch(client, w.address, task("SHELL", {"rawScript": "true"}, sink.address))
+        return None if reply["accepted"] else reply["reason"]
+
+    longs = [task("SHELL", {"rawScript": "sleep 600"}, sink.address) for _ in range(3)]
+    for msg in longs[:2]:
+        await eventually(lambda m=msg: accepted(m), 10, "a task accepted on a calm machine")
+    hogs = [
+        await asyncio.create_subprocess_exec(sys.executable, "-c", "while True: pass")
+        for _ in range((os.cpu_count() or 1) + 1)
+    ]
+    try:
+        reason = await eventually(refused, 30, "a refusal while the cpus are saturated")
+        assert "load average" in reason and "busy" in reason and "holding at 2 running tasks" in reason
+        # a finishing task's slot is refilled (the cpus it frees are not left idle), no slot is added
+        await client.call(w.address, TaskKill(longs[0].task_instance_id, 1))
+        await sink.result(longs[0].task_instance_id)
+        await eventually(lambda: accepted(longs[2]), 10, "the freed slot refilled")
+        assert "holding at 2 running tasks" in (await refused() or "")
+    finally:
+        for hog in hogs:
+            hog.kill()
+            await hog.wait()
+    assert os.getloadavg()[0] > 0.01  # the average still says loaded ...
+    msg = task("SHELL", {"rawScript": "true"}, sink.address)
+    await eventually(lambda: accepted(msg), 10, "the worker taking work again")  # ... the cpus have room
+    assert (await sink.result(msg.task_instance_id))["state"] == "SUCCESS"
+    for long in longs[1:]:
+        await client.call(w.address, TaskKill(long.task_instance_id, 1))
 
 
 async def test_log_paging_returns_exactly_the_requested_lines_while_the_task_writes(

@@ -86,7 +86,7 @@ class Master(Node):
         super().__init__(*args, **kwargs)
         m = self.cfg.master
         self.limits = LoadLimits(m.max_cpu_load_avg, m.reserved_memory_gb)
-        self.source = HeartbeatSource(self.limits)
+        self.source = HeartbeatSource(self.limits, busy=lambda: self.cpu.busy)
         self.slots: SlotTracker | None = None
         self.metrics = Metrics()
         self.wheel = StateWheel()
@@ -244,8 +244,7 @@ class Master(Node):
     def _may_claim(self) -> str:
         if self.registry is None or self.registry.session.state is not SessionState.CONNECTED:
             return "registry session not connected"
-        sample = self.source.last_sample
-        return sample.overload_reason(self.limits) if sample is not None else ""
+        return self.source.overload_reason()
 
     def _on_claimed(self, created: list[Claimed]) -> None:
         for row, spec, attempts in created:

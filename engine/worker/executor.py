@@ -13,7 +13,6 @@ import contextlib
 import datetime as dt
 import os
 import pwd
-import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -27,10 +26,12 @@ from engine import logs
 from engine.params import builtins, out_params, parse_set_values, parse_time, properties, resolve
 from engine.tasks import registry
 from engine.tasks.base import Launch, ParamError, TaskContext
+from engine.worker.execdirs import ExecDirs
 from engine.worker.logfiles import log_path
 from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
 from engine.worker.spawn import Child, spawn
+from registry.heartbeat import Overload
 from rpc.messages import DispatchReply, KillReply, TaskDispatch, TaskResult, TaskRunning
 
 log = logs.get(__name__)
@@ -54,6 +55,8 @@ class TaskRun:
     #: killed because this worker lost its registry lease: the master runs the attempt again elsewhere
     lost: bool = False
     timed_out: bool = False
+    #: the names of the files the plugin wrote into the exec dir
+    files: frozenset[str] = frozenset()
     done: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -71,7 +74,7 @@ class Executor:
         exec_dir: Path,
         address: str,
         reporter: Reporter,
-        overloaded: Callable[[], str] = lambda: "",
+        overloaded: Callable[[], Overload | None] = lambda: None,
         kill_grace: float = 3.0,
         reaper: Reaper | None = None,
         may_start: Callable[[], str] = lambda: "",
@@ -83,12 +86,16 @@ class Executor:
         self.reaper = reaper
         self.log_dir = log_dir
         self.exec_root = exec_dir
+        #: fresh exec dirs for attempts, recycled (at most one spare per slot)
+        self.dirs = ExecDirs(exec_dir, spares=slots)
         self.address = address
         self.reporter = reporter
         self.overloaded = overloaded
         self.kill_grace = kill_grace
         #: task instance id -> the attempt running here
         self.runs: dict[int, TaskRun] = {}
+        #: while the cpus are saturated: the concurrency held (the number running when it began)
+        self._held: int | None = None
         self.accepting = True
 
     # -- admission --------------------------------------------------------------------------------
@@ -104,9 +111,18 @@ class Executor:
             return DispatchReply(False, "worker is shutting down")
         if len(self.runs) >= self.slots:
             return DispatchReply(False, f"all {self.slots} exec slots are busy")
-        reason = self.overloaded()
-        if reason:
-            return DispatchReply(False, reason)
+        over = self.overloaded()
+        if over is None:
+            self._held = None
+        elif not over.hold:
+            return DispatchReply(False, over.reason)
+        else:
+            # saturated: keep the concurrency where it was when saturation began — a slot freed by a
+            # finishing task is refilled (refusing it would idle the cpus it frees), none is added
+            if self._held is None:
+                self._held = len(self.runs)
+            if len(self.runs) >= self._held:
+                return DispatchReply(False, f"{over.reason}; holding at {self._held} running tasks")
         stale = self.reporter.stale(d.workflow_instance_id, d.epoch, d.valid_until_ms)
         if stale:
             return DispatchReply(False, stale)
@@ -148,7 +164,7 @@ class Executor:
             self.reporter.report(result, d.master)
             log.info("task finished", state=result.state, exit_code=result.exit_code)
             run.done.set()
-            await asyncio.to_thread(_remove_dir, run.exec_dir)
+            await asyncio.to_thread(self.dirs.release, run.exec_dir, run.files)
 
     def _result(
         self, run: TaskRun, state: str, code: int, message: str = "", var_pool: list | None = None
@@ -210,7 +226,8 @@ class Executor:
             await asyncio.to_thread(logfile.close)
             return self._result(run, "FAILURE", -1, str(exc))
         # one trip to a thread for the file system work before the start: log file, exec dir, files
-        logfile = await asyncio.to_thread(_set_up, run.log_path, header, run.exec_dir, launch.files, user)
+        run.files = frozenset(launch.files)
+        logfile = await asyncio.to_thread(_set_up, run.log_path, header, self.dirs, run.exec_dir, launch.files, user)
         try:
             if d.dry_run:
                 await _write(logfile, "[porpoise] dry run: not executed\n")
@@ -366,31 +383,16 @@ def _open_log(path: Path, first: str = "") -> IO[bytes]:
     return fh
 
 
-def _set_up(log: Path, header: str, exec_dir: Path, files: dict[str, str], user: pwd.struct_passwd | None) -> IO[bytes]:
+def _set_up(
+    log: Path, header: str, dirs: ExecDirs, exec_dir: Path, files: dict[str, str], user: pwd.struct_passwd | None
+) -> IO[bytes]:
     fh = _open_log(log, header)
     try:
-        _prepare_dir(exec_dir, files, user)
+        dirs.prepare(exec_dir, files, user)
     except BaseException:
         fh.close()
         raise
     return fh
-
-
-def _remove_dir(path: Path) -> None:
-    """Remove an attempt's exec dir: the common case (only files) without shutil.rmtree's per-entry
-    safety dance; anything else (sub-directories a task made) through rmtree."""
-    try:
-        with os.scandir(path) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(path, ignore_errors=True)
-                    return
-                os.unlink(entry.path)
-        os.rmdir(path)
-    except FileNotFoundError:
-        pass
-    except OSError:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 async def _write(fh: IO[bytes], text: str) -> None:
@@ -427,24 +429,6 @@ def _tenant(name: str) -> pwd.struct_passwd | None:
     if os.geteuid() != 0:
         raise ParamError("tenant", f"running as {name!r} needs a worker running as root")
     return user
-
-
-def _prepare_dir(path: Path, files: dict[str, str], user: pwd.struct_passwd | None) -> None:
-    try:
-        os.mkdir(path)
-    except FileNotFoundError:
-        path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        pass
-    for name, content in files.items():
-        fd = os.open(path / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, content.encode())
-        finally:
-            os.close(fd)
-    if user is not None:
-        for item in [path, *path.iterdir()]:
-            os.chown(item, user.pw_uid, user.pw_gid)
 
 
 def _descendants(pid: int) -> list[psutil.Process]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,9 @@ class Worker(Node):
         super().__init__(*args, **kwargs)
         w = self.cfg.worker
         self.limits = LoadLimits(w.max_cpu_load_avg, w.reserved_memory_gb)
-        self.source = HeartbeatSource(self.limits, host_weight=w.host_weight, counts=self.counts)
+        self.source = HeartbeatSource(
+            self.limits, host_weight=w.host_weight, counts=self.counts, busy=lambda: self.cpu.busy
+        )
         self.log_files = LogFiles(Path(w.log_dir))
         self.reporter = Reporter(self.rpc, busy=self._busy_with)
         self.reaper = Reaper(self.cfg.registry.lease_ttl)
@@ -54,7 +57,7 @@ class Worker(Node):
             exec_dir=Path(w.exec_dir).resolve(),
             address="",  # known once the listener is bound
             reporter=self.reporter,
-            overloaded=self.overload_reason,
+            overloaded=self.source.overload,
             reaper=self.reaper,
             may_start=self._may_start,
         )
@@ -88,12 +91,9 @@ class Worker(Node):
     def heartbeat_source(self) -> HeartbeatSource:
         return self.source
 
-    def overload_reason(self) -> str:
-        sample = self.source.last_sample
-        return sample.overload_reason(self.limits) if sample is not None else ""
-
     async def on_started(self) -> None:
         self.executor.address = self.address
+        await asyncio.to_thread(self.executor.dirs.reset)
         await self.reaper.start()
         self.reporter.start()
 
