@@ -55,6 +55,9 @@ class TaskDispatchBatch:
 
     METHOD: ClassVar[str] = "task.dispatch_batch"
     tasks: list[TaskDispatch] = field(default_factory=list)
+    #: the sending master's lease validity (as TaskDispatch.valid_until_ms) for every task of the batch;
+    #: when set, it replaces the tasks' own
+    valid_until_ms: int = 0
 
 
 @dataclass(frozen=True)

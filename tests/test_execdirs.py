@@ -48,7 +48,7 @@ def test_dirs_or_files_a_task_changed_are_not_kept(tmp_path: Path) -> None:
     dirs.reset()
     a = tmp_path / "1" / "1-1"
     dirs.prepare(a, {"script.sh": "true\n"}, None)
-    (a / "script.sh").chmod(0o755)  # a file whose mode changed is not truncated and kept ...
+    (a / "script.sh").chmod(0o755)  # a file whose mode changed is not kept ...
     dirs.release(a, frozenset({"script.sh"}))
     b = tmp_path / "1" / "2-1"
     dirs.prepare(b, {"script.sh": "false\n"}, None)

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -16,7 +17,16 @@ import pytest
 
 from engine.infra.etcd import EtcdServer
 from rpc import RpcClient
-from rpc.messages import HostUpdate, LogDownload, LogRange, LogRemove, LogView, TaskDispatch, TaskKill
+from rpc.messages import (
+    HostUpdate,
+    LogDownload,
+    LogRange,
+    LogRemove,
+    LogView,
+    TaskDispatch,
+    TaskDispatchBatch,
+    TaskKill,
+)
 from tests.helpers import TEST_SECRET, NodeProc, eventually
 from tests.worker_harness import ReportSink, dispatch, log_text, task
 
@@ -279,6 +289,21 @@ async def test_a_saturated_worker_holds_its_concurrency_and_takes_work_once_the_
     assert (await sink.result(msg.task_instance_id))["state"] == "SUCCESS"
     for long in longs[1:]:
         await client.call(w.address, TaskKill(long.task_instance_id, 1))
+
+
+async def test_a_batch_sent_after_the_master_s_lease_may_have_expired_starts_nothing(
+    worker: NodeProc, sink: ReportSink, client: RpcClient
+) -> None:
+    late = [task("SHELL", {"rawScript": "true"}, sink.address, valid_until_ms=int(time.time() * 1000) + 60_000)]
+    late.append(task("SHELL", {"rawScript": "true"}, sink.address))
+    # the batch's validity replaces the tasks' own: both are refused, although one says it is valid
+    reply = await client.call(worker.address, TaskDispatchBatch(late, valid_until_ms=1))
+    assert [r["accepted"] for r in reply["replies"]] == [False, False]
+    assert all("lease may have expired" in r["reason"] for r in reply["replies"])
+    fresh = TaskDispatchBatch(late, valid_until_ms=int(time.time() * 1000) + 60_000)
+    assert [r["accepted"] for r in (await client.call(worker.address, fresh))["replies"]] == [True, True]
+    for msg in late:
+        assert (await sink.result(msg.task_instance_id))["state"] == "SUCCESS"
 
 
 async def test_log_paging_returns_exactly_the_requested_lines_while_the_task_writes(

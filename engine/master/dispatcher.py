@@ -138,10 +138,10 @@ class Dispatcher:
         if not valid_until:
             self._waiting.extend(requests)  # as in _send: no order may leave while our lease is in doubt
             return
-        messages = [dataclasses.replace(r.message, valid_until_ms=valid_until) for r in requests]
         self._count("dispatch_batches")
+        batch = TaskDispatchBatch([r.message for r in requests], valid_until_ms=valid_until)
         try:
-            reply = await self.rpc.call(host, TaskDispatchBatch(messages), DispatchBatchReply)
+            reply = await self.rpc.call(host, batch, DispatchBatchReply)
             assert isinstance(reply, DispatchBatchReply)
             replies: list[DispatchReply | None] = list(reply.replies)
         except BadRequest as exc:

@@ -262,21 +262,11 @@ class MasterStore:
                 )
                 by_code = {int(r["task_code"]): int(r["id"]) for r in rows}
                 ids = [by_code[c] for c in codes]
-            for update in batch.updates:
-                sets = ["state = $2", "update_time = now()"]
-                args: list[Any] = [update.task_instance_id, update.state]
-                for name, raw in update.fields.items():
-                    if name not in _TASK_FIELDS:
-                        raise ValueError(f"unknown task field {name}")
-                    value = raw
-                    if name in ("start_time", "end_time"):
-                        value = ms_to_dt(raw)
-                    elif name == "var_pool":
-                        value = json.dumps(raw)
-                    args.append(value)
-                    cast = "::jsonb" if name == "var_pool" else ""
-                    sets.append(f"{name} = ${len(args)}{cast}")
-                await conn.execute(f"UPDATE task_instance SET {', '.join(sets)} WHERE id = $1", *args)
+            for sql, rows in _task_updates(batch.updates).items():
+                if len(rows) == 1:
+                    await conn.execute(sql, *rows[0])
+                else:
+                    await conn.executemany(sql, rows)  # one pipelined round trip
             for alert_type, title, content in batch.alerts:
                 await _insert_alert(conn, instance_id, alert_type, title, content)
             if batch.next_backfill is not None:
@@ -481,6 +471,34 @@ class MasterStore:
             params = r["connection_params"]
             out[r["name"]] = json.loads(params) if isinstance(params, str) else dict(params)
         return out
+
+
+def _task_updates(updates: Sequence[TaskUpdate]) -> dict[str, list[list[Any]]]:
+    """The batch's task updates as few statements: one update per attempt (later states and fields
+    win, as if applied in order), attempts setting the same columns grouped under one statement."""
+    merged: dict[int, tuple[int, dict[str, Any]]] = {}
+    for update in updates:
+        earlier = merged.get(update.task_instance_id)
+        fields = {**earlier[1], **update.fields} if earlier is not None else dict(update.fields)
+        merged[update.task_instance_id] = (update.state, fields)
+    groups: dict[str, list[list[Any]]] = {}
+    for task_instance_id, (state, fields) in merged.items():
+        names = sorted(fields)
+        sets = ["state = $2", "update_time = now()"]
+        args: list[Any] = [task_instance_id, state]
+        for name in names:
+            if name not in _TASK_FIELDS:
+                raise ValueError(f"unknown task field {name}")
+            value = fields[name]
+            if name in ("start_time", "end_time"):
+                value = ms_to_dt(value)
+            elif name == "var_pool":
+                value = json.dumps(value)
+            args.append(value)
+            cast = "::jsonb" if name == "var_pool" else ""
+            sets.append(f"{name} = ${len(args)}{cast}")
+        groups.setdefault(f"UPDATE task_instance SET {', '.join(sets)} WHERE id = $1", []).append(args)
+    return groups
 
 
 async def _insert_alert(conn: asyncpg.Connection, instance_id: int, alert_type: int, title: str, content: str) -> None:

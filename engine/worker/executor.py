@@ -103,7 +103,9 @@ class Executor:
     def busy_with(self, workflow_instance_id: int) -> bool:
         return any(r.dispatch.workflow_instance_id == workflow_instance_id for r in self.runs.values())
 
-    def dispatch(self, d: TaskDispatch) -> DispatchReply:
+    def dispatch(self, d: TaskDispatch, valid_until_ms: int = 0) -> DispatchReply:
+        """Admit or refuse an attempt; ``valid_until_ms``: the sender's lease validity (the dispatch's own
+        when 0)."""
         existing = self.runs.get(d.task_instance_id)
         if existing is not None and existing.dispatch.attempt == d.attempt:
             return DispatchReply(True, "already running")  # a retried dispatch: idempotent
@@ -123,7 +125,7 @@ class Executor:
                 self._held = len(self.runs)
             if len(self.runs) >= self._held:
                 return DispatchReply(False, f"{over.reason}; holding at {self._held} running tasks")
-        stale = self.reporter.stale(d.workflow_instance_id, d.epoch, d.valid_until_ms)
+        stale = self.reporter.stale(d.workflow_instance_id, d.epoch, valid_until_ms or d.valid_until_ms)
         if stale:
             return DispatchReply(False, stale)
         self.reporter.note_owner(d.workflow_instance_id, d.master, d.epoch)

@@ -125,10 +125,10 @@ class Worker(Node):
 
     # -- RPC handlers -----------------------------------------------------------------------------
 
-    async def on_dispatch(self, msg: TaskDispatch) -> DispatchReply:
+    async def on_dispatch(self, msg: TaskDispatch, valid_until_ms: int = 0) -> DispatchReply:
         if self.registry is None or not self.registry.session.alive:
             return DispatchReply(False, "worker is not registered")
-        reply = self.executor.dispatch(msg)
+        reply = self.executor.dispatch(msg, valid_until_ms or msg.valid_until_ms)
         log.info(
             "dispatch",
             task_instance_id=msg.task_instance_id,
@@ -148,7 +148,7 @@ class Worker(Node):
 
     async def on_dispatch_batch(self, msg: TaskDispatchBatch) -> DispatchBatchReply:
         """Each attempt is admitted (or refused) on its own, in order, as if sent one by one."""
-        return DispatchBatchReply([await self.on_dispatch(d) for d in msg.tasks])
+        return DispatchBatchReply([await self.on_dispatch(d, msg.valid_until_ms) for d in msg.tasks])
 
     async def on_kill(self, msg: TaskKill) -> KillReply:
         run = self.executor.runs.get(msg.task_instance_id)

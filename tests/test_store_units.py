@@ -1,0 +1,30 @@
+"""The master's write batch: task updates folded into few statements with the same end result."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.master.store import TaskUpdate, _task_updates
+
+
+def test_updates_of_one_attempt_fold_into_one_and_same_columns_share_a_statement() -> None:
+    groups = _task_updates(
+        [
+            TaskUpdate(1, 1, {"host": "w:1"}),  # DISPATCH
+            TaskUpdate(2, 1, {"host": "w:2"}),
+            TaskUpdate(1, 7, {"end_time": 1_000, "exit_code": 0}),  # then its result, in the same batch
+            TaskUpdate(3, 1, {"host": "w:1"}),
+        ]
+    )
+    assert len(groups) == 2
+    (dispatched,) = [rows for sql, rows in groups.items() if "end_time" not in sql]
+    assert dispatched == [[2, 1, "w:2"], [3, 1, "w:1"]]
+    ((sql, (row,)),) = [(sql, rows) for sql, rows in groups.items() if "end_time" in sql]
+    # the last state wins and the fields of both updates are set, as applying them in order would
+    assert row[:2] == [1, 7] and "w:1" in row and 0 in row
+    assert sql.startswith("UPDATE task_instance SET state = $2") and "host = $" in sql
+
+
+def test_an_unknown_column_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown task field"):
+        _task_updates([TaskUpdate(1, 1, {"state; DROP TABLE x": 1})])
