@@ -47,6 +47,8 @@ class TaskDispatch:
 class DispatchReply:
     accepted: bool
     reason: str = ""
+    #: how many more attempts the worker would take now (-1: not said); the master's credit with it
+    free_slots: int = -1
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class DispatchBatchReply:
     """One reply per attempt, in the order sent."""
 
     replies: list[DispatchReply] = field(default_factory=list)
+    #: as DispatchReply.free_slots, after the whole batch
+    free_slots: int = -1
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,36 @@ async def test_dispatches_and_reports_due_together_travel_in_one_call(cluster, f
     assert dispatch_batches and 0 < int(dispatch_batches.group(1)) < 60
 
 
+async def test_a_full_worker_is_not_sent_what_it_would_refuse(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
+    import re
+    import urllib.request
+
+    # 40 tasks for 2 slots: the worker's replies say how many more it takes, its results free slots,
+    # so the master holds the rest instead of sending them to be refused (each retry used to send all)
+    overrides = [f"worker.log_dir={tmp_path / 'logs'}", f"worker.exec_dir={tmp_path / 'exec'}", "worker.exec_slots=2"]
+    masters, _ = await started(node_factory, etcd_server, etcd_root, fresh_db, worker_overrides=overrides)
+    code = await save(fresh_db, "narrow", [shell(f"t{i}", "sleep 0.1") for i in range(40)])
+    (cid,) = await command(fresh_db, code)
+    wi = await instance_for(fresh_db, cid, timeout=90)
+    assert wi["state"] == SUCCESS
+    rows = await tasks_of(fresh_db, wi["id"])
+    assert len(rows) == 40 and all(r["state"] == SUCCESS for r in rows)
+    starts = sorted((r["start_time"], 1) for r in rows) + sorted((r["end_time"], -1) for r in rows)
+    running = peak = 0
+    for _, step in sorted(starts, key=lambda x: (x[0], x[1])):
+        running += step
+        peak = max(peak, running)
+    assert peak <= 2
+    text = await asyncio.to_thread(
+        lambda: urllib.request.urlopen(f"http://{masters[0].address}/metrics").read().decode()
+    )
+    refusals = re.search(r"porpoise_master_dispatch_refusals_total (\d+)", text)
+    # only the probes of a worker thought full may be refused (one per retry period at most)
+    assert refusals is None or int(refusals.group(1)) <= 5
+
+
 async def test_fencing_an_actor_whose_epoch_was_bumped_writes_nothing(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
     masters, workers = cluster
     code = await save(fresh_db, "fenced", [shell("a", "sleep 1.5"), shell("b", "true", ("a",))])

@@ -240,10 +240,10 @@ async def test_dispatch_is_rejected_when_all_slots_are_busy(
     assert (await dispatch(client, w.address, first))["accepted"] is True  # same attempt again: idempotent
     second = task("SHELL", {"rawScript": "true"}, sink.address)
     reply = await dispatch(client, w.address, second)
-    assert reply == {"accepted": False, "reason": "all 1 exec slots are busy"}
+    assert reply == {"accepted": False, "reason": "all 1 exec slots are busy", "free_slots": 0}
     await client.call(w.address, TaskKill(first.task_instance_id, 1))
     await sink.result(first.task_instance_id)
-    assert (await dispatch(client, w.address, second))["accepted"] is True
+    assert await dispatch(client, w.address, second) == {"accepted": True, "reason": "", "free_slots": 0}
     assert (await sink.result(second.task_instance_id))["state"] == "SUCCESS"
 
 

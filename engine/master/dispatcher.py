@@ -7,6 +7,15 @@ and is retried when membership changes or after a short backoff. An accepted dis
 the owning actor (which records DISPATCH and the host). Attempts queued at the same moment that go
 to the same worker travel in one ``task.dispatch_batch`` call; each is admitted or refused on its own
 and a refused one tries the other workers alone.
+
+Flow control: every dispatch reply says how many more attempts the worker would take now
+(``free_slots``: exec slots left, or none while it holds its concurrency on saturated cpus). That is
+this master's credit with the worker: sends spend it, replies restate it, and a worker with none is
+not sent to until one of our attempts on it ends (then it is sent one attempt, whose reply says how
+many more). Attempts wait here instead of being refused over the wire: a 5,000-task burst on one
+400-slot worker used to cost ~45,000 refused dispatch messages. Until a worker has said, its credit
+is the free slots of its heartbeat; a full worker none of whose results we await (its slots are
+other masters') is probed with one attempt every ``retry_delay``.
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ log = logs.get(__name__)
 
 #: most attempts taken from the queue at once (and sent to one worker in one call)
 BATCH = 50
+#: retry periods without a result from a full worker after which it is probed all the same
+QUIET = 10
 
 
 class Dispatcher:
@@ -55,7 +66,20 @@ class Dispatcher:
         self.retry_delay = retry_delay
         self.metrics = metrics
         self._heap: list[DispatchRequest] = []
-        self._waiting: list[DispatchRequest] = []
+        #: worker group -> its attempts no worker has room for (a heap: best first)
+        self._waiting: dict[str, list[DispatchRequest]] = {}
+        #: worker address -> the groups we sent it attempts of (whose waiting attempts its freed slots serve)
+        self._host_groups: dict[str, set[str]] = {}
+        #: worker address -> attempts it would still take from us (absent: never said)
+        self._credit: dict[str, int] = {}
+        #: worker address -> free slots by its last heartbeat: the credit until it says otherwise
+        self._hint: dict[str, int] = {}
+        #: worker address -> our attempts running there (their results will give credit back)
+        self._ours: dict[str, int] = {}
+        #: worker address -> when it last gave credit back (monotonic)
+        self._heard: dict[str, float] = {}
+        #: worker address -> attempts sent to it whose reply has not come
+        self._inflight: dict[str, int] = {}
         self._wake = asyncio.Event()
         self._slots = asyncio.Semaphore(concurrency)
         self._task: asyncio.Task[None] | None = None
@@ -64,22 +88,68 @@ class Dispatcher:
         self.paused = False
 
     def __len__(self) -> int:
-        return len(self._heap) + len(self._waiting)
+        return len(self._heap) + sum(len(w) for w in self._waiting.values())
 
     def submit(self, request: DispatchRequest) -> None:
         heapq.heappush(self._heap, request)
         self._wake.set()
 
     def membership_changed(self) -> None:
-        """Workers came or went: give waiting attempts another chance now."""
-        self._requeue_waiting()
+        """Workers came or went: forget what they said and give waiting attempts another chance now."""
+        self._credit.clear()
+        for group in list(self._waiting):
+            self._requeue_waiting(group)
 
-    def _requeue_waiting(self) -> None:
-        waiting, self._waiting = self._waiting, []
-        for r in waiting:
+    def freed(self, host: str) -> None:
+        """An attempt on ``host`` ended (its result came): it has a slot free again. How many it has
+        in all only its next reply says (others may have ended too, or been taken by other masters),
+        so a worker thought full gets one attempt, whose reply tells the rest."""
+        self._ours[host] = max(self._ours.get(host, 0) - 1, 0)
+        self._heard[host] = time.monotonic()
+        if self._room(host) <= 0:
+            self._credit[host] = 1
+        self._refill(host)
+
+    def _refill(self, host: str) -> None:
+        """``host`` has room: give it waiting attempts of its groups."""
+        room = self._room(host)
+        if room > 0:
+            for group in self._host_groups.get(host, ()):
+                self._requeue_waiting(group, min(room, BATCH))
+
+    def _room(self, host: str) -> int:
+        credit = self._credit.get(host)
+        return credit if credit is not None else self._hint.get(host, BATCH)
+
+    def _spend(self, host: str, n: int) -> None:
+        self._credit[host] = self._room(host) - n
+        self._inflight[host] = self._inflight.get(host, 0) + n
+
+    def _said(self, host: str, n: int, free_slots: int | None) -> None:
+        """A reply to ``n`` attempts came (None: no reply) with the worker's own count of attempts it
+        would take now (-1: it does not say: an older worker) — less what is on its way to it still."""
+        inflight = self._inflight[host] = max(self._inflight.get(host, 0) - n, 0)
+        if free_slots is not None:
+            self._credit[host] = free_slots - inflight if free_slots >= 0 else BATCH
+            self._refill(host)
+
+    def _requeue_waiting(self, group: str, limit: int | None = None) -> None:
+        """Move the group's best ``limit`` waiting attempts (all by default) back to the queue."""
+        waiting = self._waiting.get(group)
+        if not waiting:
+            return
+        if limit is None or limit >= len(waiting):
+            moved = waiting
+            del self._waiting[group]
+        else:
+            moved = [heapq.heappop(waiting) for _ in range(limit)]
+        for r in moved:
             heapq.heappush(self._heap, r)
-        if waiting:
+        if moved:
             self._wake.set()
+
+    def _wait(self, request: DispatchRequest) -> None:
+        heapq.heappush(self._waiting.setdefault(request.worker_group, []), request)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="dispatcher")
@@ -93,8 +163,18 @@ class Dispatcher:
     async def _retry_loop(self) -> None:
         while True:
             await asyncio.sleep(self.retry_delay)
-            if self._waiting:
-                self._requeue_waiting()
+            if not self._waiting:
+                continue
+            now = time.monotonic()
+            for host, credit in self._credit.items():
+                # a full worker is asked again with one attempt when no result of ours is coming that
+                # would free a slot (the slots are other masters', or we have not heard for a while)
+                quiet = now - self._heard.get(host, 0.0) > QUIET * self.retry_delay
+                if credit <= 0 and (not self._ours.get(host) or quiet):
+                    self._credit[host] = 1
+            for group in list(self._waiting):
+                room = sum(max(self._room(c.address), 0) for c in self.candidates(group))
+                self._requeue_waiting(group, room)  # a group without workers stays parked
 
     async def _run(self) -> None:
         while True:
@@ -113,9 +193,8 @@ class Dispatcher:
                 task.add_done_callback(self._sent)
 
     def _plan(self, batch: list[DispatchRequest]) -> list[Any]:
-        """Pick a worker for each attempt; attempts for the same worker travel in one call."""
-        if len(batch) == 1:
-            return [self._send(batch[0])]
+        """Pick a worker with room for each attempt; attempts for the same worker travel in one call;
+        attempts no worker has room for wait here."""
         by_host: dict[str, list[DispatchRequest]] = {}
         singles = []
         by_group: dict[str, list[Candidate]] = {}
@@ -126,17 +205,29 @@ class Dispatcher:
             if not by_group[group]:
                 singles.append(request)  # no worker: the single path parks it
                 continue
-            host = self._selector(group).select(by_group[group]).address
+            open_ = [c for c in by_group[group] if self._room(c.address) > len(by_host.get(c.address, ()))]
+            if not open_:
+                self._wait(request)
+                continue
+            host = self._selector(group).select(open_).address
             by_host.setdefault(host, []).append(request)
+            self._host_groups.setdefault(host, set()).add(group)
         coros = [self._send(r) for r in singles]
         for host, requests in by_host.items():
-            coros.append(self._send(requests[0], host) if len(requests) == 1 else self._send_batch(host, requests))
+            self._spend(host, len(requests))  # now, not when the send runs: the next plan must see it
+            if len(requests) == 1:
+                coros.append(self._send(requests[0], host, spent=True))
+            else:
+                coros.append(self._send_batch(host, requests))
         return coros
 
     async def _send_batch(self, host: str, requests: list[DispatchRequest]) -> None:
+        """Send attempts planned (and their credit spent) for ``host`` in one call."""
         valid_until = self.valid_until()
         if not valid_until:
-            self._waiting.extend(requests)  # as in _send: no order may leave while our lease is in doubt
+            self._said(host, len(requests), None)
+            for r in requests:  # as in _send: no order may leave while our lease is in doubt
+                self._wait(r)
             return
         self._count("dispatch_batches")
         batch = TaskDispatchBatch([r.message for r in requests], valid_until_ms=valid_until)
@@ -144,12 +235,15 @@ class Dispatcher:
             reply = await self.rpc.call(host, batch, DispatchBatchReply)
             assert isinstance(reply, DispatchBatchReply)
             replies: list[DispatchReply | None] = list(reply.replies)
+            self._said(host, len(requests), reply.free_slots)
         except BadRequest as exc:
+            self._said(host, len(requests), None)
             if exc.status != 404:
                 raise
             await asyncio.gather(*(self._send(r, host) for r in requests))  # an older worker: one by one
             return
         except RpcError as exc:
+            self._said(host, len(requests), None)
             log.warning("dispatch failed", worker=host, error=str(exc), tasks=len(requests))
             self._count("dispatch_errors")
             replies = [None] * len(requests)
@@ -177,6 +271,8 @@ class Dispatcher:
             hb = w.heartbeat
             if hb.status == ServerStatus.ABNORMAL:
                 continue
+            if hb.exec_slots > 0:
+                self._hint[w.address] = max(hb.exec_slots - hb.running_tasks, 1)
             out.append(
                 Candidate(
                     address=w.address,
@@ -200,16 +296,23 @@ class Dispatcher:
 
     def _accepted(self, request: DispatchRequest, host: str) -> None:
         self._count("tasks_dispatched")
+        self._ours[host] = self._ours.get(host, 0) + 1
         request.actor.post(
             TaskDispatched(request.message.task_instance_id, request.message.attempt, host, "dispatch accepted")
         )
 
-    async def _send(self, request: DispatchRequest, first: str = "", tried: set[str] | None = None) -> None:
-        """Send one attempt: to ``first`` if given, else to the selector's pick; on refusal to the others."""
+    async def _send(
+        self, request: DispatchRequest, first: str = "", tried: set[str] | None = None, spent: bool = False
+    ) -> None:
+        """Send one attempt: to ``first`` if given (its credit already spent when ``spent``), else to the
+        selector's pick; on refusal to the others."""
         tried = set(tried or ())
         candidates = self.candidates(request.worker_group)
         while True:
-            remaining = [c for c in candidates if c.address not in tried]
+            remaining = [
+                c for c in candidates
+                if c.address not in tried and (self._room(c.address) > 0 or (spent and c.address == first))
+            ]  # fmt: skip
             if not remaining:
                 break
             if first and first not in tried:
@@ -217,15 +320,20 @@ class Dispatcher:
             else:
                 host = self._selector(request.worker_group).select(remaining).address
             tried.add(host)
+            if not (spent and host == first):
+                self._spend(host, 1)
             valid_until = self.valid_until()
             if not valid_until:
                 # our lease may be running out (etcd unreachable?): wait; if it is lost, the actors stop
                 # and the instance's next owner dispatches the attempt anew (invariant 3)
+                self._said(host, 1, None)
                 break
             message = dataclasses.replace(request.message, valid_until_ms=valid_until)
+            self._host_groups.setdefault(host, set()).add(request.worker_group)
             try:
                 reply = await self.rpc.call(host, message, DispatchReply)
             except RpcError as exc:
+                self._said(host, 1, None)
                 log.warning(
                     "dispatch failed",
                     worker=host,
@@ -235,6 +343,7 @@ class Dispatcher:
                 self._count("dispatch_errors")
                 continue
             assert isinstance(reply, DispatchReply)
+            self._said(host, 1, reply.free_slots)
             if reply.accepted:
                 self._accepted(request, host)
                 return
@@ -251,7 +360,7 @@ class Dispatcher:
                 group=request.worker_group,
                 task_instance_id=request.message.task_instance_id,
             )
-        self._waiting.append(request)
+        self._wait(request)
 
     def _count(self, name: str) -> None:
         if self.metrics is not None:

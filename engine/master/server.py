@@ -427,6 +427,7 @@ class Master(Node):
             execute_path=msg.execute_path,
         )
         self.metrics.inc("task_results")
+        self.dispatcher.freed(msg.host)  # the attempt's slot on that worker is free again
         return await self._deliver_report(msg.workflow_instance_id, event)
 
     async def on_task_reports(self, msg: TaskReports) -> TaskReportsReply:

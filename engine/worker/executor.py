@@ -144,6 +144,19 @@ class Executor:
         run.task = asyncio.create_task(self._execute(run), name=f"task-{d.task_instance_id}-{d.attempt}")
         return DispatchReply(True)
 
+    def free_slots(self) -> int:
+        """How many more attempts this worker would admit now."""
+        if not self.accepting:
+            return 0
+        free = self.slots - len(self.runs)
+        over = self.overloaded()
+        if over is not None and not over.hold:
+            return 0
+        if over is not None:
+            held = self._held if self._held is not None else len(self.runs)
+            free = min(free, held - len(self.runs))
+        return max(free, 0)
+
     # -- execution --------------------------------------------------------------------------------
 
     async def _execute(self, run: TaskRun) -> None:

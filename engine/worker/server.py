@@ -129,6 +129,7 @@ class Worker(Node):
         if self.registry is None or not self.registry.session.alive:
             return DispatchReply(False, "worker is not registered")
         reply = self.executor.dispatch(msg, valid_until_ms or msg.valid_until_ms)
+        reply = DispatchReply(reply.accepted, reply.reason, self.executor.free_slots())
         log.info(
             "dispatch",
             task_instance_id=msg.task_instance_id,
@@ -148,7 +149,8 @@ class Worker(Node):
 
     async def on_dispatch_batch(self, msg: TaskDispatchBatch) -> DispatchBatchReply:
         """Each attempt is admitted (or refused) on its own, in order, as if sent one by one."""
-        return DispatchBatchReply([await self.on_dispatch(d, msg.valid_until_ms) for d in msg.tasks])
+        replies = [await self.on_dispatch(d, msg.valid_until_ms) for d in msg.tasks]
+        return DispatchBatchReply(replies, self.executor.free_slots())
 
     async def on_kill(self, msg: TaskKill) -> KillReply:
         run = self.executor.runs.get(msg.task_instance_id)
