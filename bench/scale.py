@@ -190,6 +190,7 @@ def concurrency(stack: Stack, n: int, hold: float) -> dict[str, float]:
         actors = _metric(port, "porpoise_master_actors")
         lag_p99 = _metric(port, 'porpoise_master_event_loop_lag_10s_seconds{quantile="0.99"}')
         lag_p99_60 = _metric(port, 'porpoise_master_event_loop_lag_seconds{quantile="0.99"}')
+        gc_max_60 = _metric(port, 'porpoise_master_gc_pause_max_60s_seconds{generation="2"}')
         rss = proc.memory_info().rss
     finally:
         master.stop(15)
@@ -200,6 +201,7 @@ def concurrency(stack: Stack, n: int, hold: float) -> dict[str, float]:
         "concurrency_rss_kb_per_instance": (rss - rss0) / 1024 / n,
         "concurrency_loop_lag_p99_ms": lag_p99 * 1000,
         "concurrency_loop_lag_p99_60s_ms": lag_p99_60 * 1000,
+        "concurrency_gc_full_pause_max_60s_ms": gc_max_60 * 1000,
         "concurrency_claim_s": claim_s,
     }
 
