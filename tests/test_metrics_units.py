@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 
+from engine.master.gcpolicy import GcPolicy
 from engine.master.metrics import Metrics
 
 
@@ -21,3 +22,22 @@ async def test_full_collections_are_timed_and_rendered() -> None:
     finally:
         await metrics.close()
     assert metrics._on_gc not in gc.callbacks  # closed: no callback left behind
+
+
+def test_the_gc_policy_freezes_after_claims_and_unfreezes_after_a_generation_of_actors_ended() -> None:
+    policy = GcPolicy(min_ended=3)
+    try:
+        live = [[i] for i in range(1000)]
+        policy.claimed(live_actors=5)
+        assert gc.get_freeze_count() >= 1000  # what existed is out of the collector's sight
+        for _ in range(4):
+            policy.ended()
+        assert policy.frozen  # 4 of the 5 that were live: not yet a generation
+        policy.ended()
+        assert not policy.frozen and gc.get_freeze_count() == 0
+        policy.ended()  # nothing frozen: nothing to count
+        assert not policy.frozen
+        del live
+    finally:
+        policy.release()
+    assert gc.get_freeze_count() == 0

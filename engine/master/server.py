@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import gc
 import time
 from typing import Any
 
@@ -24,6 +25,7 @@ from engine.master.actor import DispatchRequest, InstanceInfo, WorkflowActor
 from engine.master.commands import Claimed, CommandPoller, DefinitionCache
 from engine.master.dispatcher import Dispatcher
 from engine.master.failover import FailoverService
+from engine.master.gcpolicy import GcPolicy
 from engine.master.metrics import Metrics
 from engine.master.states import TaskState, WorkflowState
 from engine.master.store import MasterStore
@@ -89,6 +91,7 @@ class Master(Node):
         self.source = HeartbeatSource(self.limits, busy=lambda: self.cpu.busy)
         self.slots: SlotTracker | None = None
         self.metrics = Metrics()
+        self.gc = GcPolicy()
         self.wheel = StateWheel()
         self.actors: dict[int, WorkflowActor] = {}
         self.pool: asyncpg.Pool | None = None
@@ -116,6 +119,7 @@ class Master(Node):
         self.metrics.gauge("actors", lambda: len(self.actors))
         self.metrics.gauge("dispatch_queue", lambda: len(self.dispatcher))
         self.metrics.gauge("timers", lambda: len(self.wheel))
+        self.metrics.gauge("gc_frozen_objects", gc.get_freeze_count)
         self.metrics.gauge("instances_finished", lambda: dict(self.finished_states))
         self.metrics.gauge("instances_running", self._running_by_state)
 
@@ -221,6 +225,7 @@ class Master(Node):
         await self.dispatcher.close()
         await self.wheel.close()
         await self.metrics.close()
+        self.gc.release()
         if self.pool is not None:
             await self.pool.close()
 
@@ -250,6 +255,8 @@ class Master(Node):
         for row, spec, attempts in created:
             rerun = RERUN_BY_COMMAND.get(int(row["command_type"]), frozenset())
             self.start_actor(InstanceInfo.from_row(row), spec, WorkflowState(row["state"]), attempts, rerun)
+        if created:
+            self.gc.claimed(len(self.actors))
 
     def start_actor(
         self,
@@ -288,6 +295,7 @@ class Master(Node):
     def _actor_done(self, actor: WorkflowActor, final: WorkflowState | None) -> None:
         if self.actors.get(actor.id) is actor:
             del self.actors[actor.id]
+        self.gc.ended()
         if final is not None:
             self.finished_states[final.name] += 1
         if actor.crashed and self.failover is not None:
