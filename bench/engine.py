@@ -11,6 +11,7 @@ this machine), measured from the database's own timestamps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -86,14 +87,33 @@ async def _chain(dsn: str, n: int) -> dict[str, float]:
     }
 
 
+def _cpu(proc: psutil.Process) -> tuple[float, float]:
+    """(own, reaped children's) CPU seconds of a process."""
+    t = proc.cpu_times()
+    return t.user + t.system, t.children_user + t.children_system
+
+
+def _postgres_cpu() -> float:
+    total = 0.0
+    for p in psutil.process_iter(["name"]):
+        if (p.info["name"] or "").startswith("postgres"):
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system
+    return total
+
+
 async def _throughput(dsn: str, workflows: int, tasks: int, procs: list[psutil.Process]) -> dict[str, float]:
+    """``procs``: master, worker. CPU per task in all (master + worker, as the target table has it) and
+    per part: master, worker, the task processes (the worker's reaped children), PostgreSQL; and how
+    idle the machine was."""
     code = await _save(dsn, "wide", [TaskDef(f"t{i}", "SHELL", {"rawScript": "true"}) for i in range(tasks)])
     conn = await asyncpg.connect(dsn)
     try:
-        cpu0 = sum(p.cpu_times().user + p.cpu_times().system for p in procs)
+        before = [_cpu(p) for p in procs], _postgres_cpu(), psutil.cpu_times()
         cids = await _start(conn, code, workflows)
         done = await _wait_done(conn, cids, 900)
-        cpu1 = sum(p.cpu_times().user + p.cpu_times().system for p in procs)
+        after = [_cpu(p) for p in procs], _postgres_cpu(), psutil.cpu_times()
         span = await conn.fetchrow(
             "SELECT min(start_time) AS first, max(end_time) AS last, count(*) AS n FROM task_instance"
             " WHERE workflow_instance_id = ANY($1)",
@@ -103,10 +123,20 @@ async def _throughput(dsn: str, workflows: int, tasks: int, procs: list[psutil.P
         await conn.close()
     seconds = (span["last"] - span["first"]).total_seconds()
     total = int(span["n"])
+    own = [a[0] - b[0] for a, b in zip(after[0], before[0], strict=True)]
+    children = after[0][-1][1] - before[0][-1][1]
+    machine = [a - b for a, b in zip(after[2], before[2], strict=True)]
+    idle = (after[2].idle - before[2].idle) + (getattr(after[2], "iowait", 0) - getattr(before[2], "iowait", 0))
+    per_task = 1000 / total
     return {
         "throughput_tasks": total,
         "throughput_tasks_per_s": total / seconds,
-        "throughput_cpu_ms_per_task": (cpu1 - cpu0) * 1000 / total,
+        "throughput_cpu_ms_per_task": sum(own) * per_task,
+        "throughput_master_cpu_ms_per_task": own[0] * per_task,
+        "throughput_worker_cpu_ms_per_task": own[-1] * per_task,
+        "throughput_task_processes_cpu_ms_per_task": children * per_task,
+        "throughput_postgres_cpu_ms_per_task": (after[1] - before[1]) * per_task,
+        "throughput_machine_idle_pct": 100 * idle / max(sum(machine), 1e-9),
         "throughput_all_success": float(all(r["state"] == 7 for r in done)),
     }
 
