@@ -79,6 +79,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
+def cpu_seconds(proc: psutil.Process) -> float:
+    """CPU seconds a process has used itself (user + system)."""
+    t = proc.cpu_times()
+    return float(t.user + t.system)
+
+
 def machine() -> dict[str, object]:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
     return {

@@ -20,7 +20,7 @@ import aiohttp
 import asyncpg
 import psutil
 
-from bench.common import main, percentile, rounded, save_released, workdir
+from bench.common import cpu_seconds, main, percentile, rounded, save_released, workdir
 from engine import config as config_mod
 from engine.api.tokens import create_token, ensure_user
 from engine.infra.stack import Stack
@@ -98,8 +98,7 @@ def _postgres_cpu() -> float:
     for p in psutil.process_iter(["name"]):
         if (p.info["name"] or "").startswith("postgres"):
             with contextlib.suppress(psutil.Error):
-                t = p.cpu_times()
-                total += t.user + t.system
+                total += cpu_seconds(p)
     return total
 
 

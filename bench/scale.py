@@ -21,7 +21,7 @@ from typing import Any
 import asyncpg
 import psutil
 
-from bench.common import main, rounded, save_released, workdir
+from bench.common import cpu_seconds, main, rounded, save_released, workdir
 from engine import config as config_mod
 from engine.infra.stack import Stack
 from engine.storage.schema import apply_schema
@@ -31,11 +31,6 @@ SIZES = {
     "tiny": {"idle": 2.0, "claims": 200, "masters": (1, 2), "concurrency": 200, "hold": 2.0},
     "full": {"idle": 10.0, "claims": 20_000, "masters": (1, 2, 3), "concurrency": 10_000, "hold": 30.0},
 }
-
-
-def _cpu(p: psutil.Process) -> float:
-    t = p.cpu_times()
-    return float(t.user + t.system)
 
 
 def _tree(pid: int) -> list[psutil.Process]:
@@ -55,7 +50,7 @@ def footprint(stack: Stack, idle: float) -> dict[str, float]:
     for name, server in (("etcd", stack.etcd), ("postgres", stack.postgres)):
         if server is not None and server.proc.record is not None:
             procs[name] = _tree(server.proc.record.pid)
-    before = {k: sum(_cpu(p) for p in v) for k, v in procs.items()}
+    before = {k: sum(cpu_seconds(p) for p in v) for k, v in procs.items()}
     t0 = time.monotonic()
     time.sleep(idle)
     elapsed = time.monotonic() - t0
@@ -63,7 +58,7 @@ def footprint(stack: Stack, idle: float) -> dict[str, float]:
     for name, group in procs.items():
         rss = sum(p.memory_info().rss for p in group if p.is_running())
         out[f"{name}_rss_mb"] = rss / 2**20
-        out[f"{name}_cpu_pct"] = (sum(_cpu(p) for p in group if p.is_running()) - before[name]) * 100 / elapsed
+        out[f"{name}_cpu_pct"] = (sum(cpu_seconds(p) for p in group if p.is_running()) - before[name]) * 100 / elapsed
     for proc in (api, worker, master):
         proc.stop(15)
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import ClassVar
 
 
 async def cancel_and_wait(*tasks: asyncio.Task[object] | None) -> None:
@@ -14,3 +15,21 @@ async def cancel_and_wait(*tasks: asyncio.Task[object] | None) -> None:
     for task in live:
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+class BackgroundService:
+    """Owns one background task running ``_run``: started once, cancelled and awaited on close."""
+
+    task_name: ClassVar[str] = "background"
+    _task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=self.task_name)
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
+
+    async def _run(self) -> None:
+        raise NotImplementedError

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import psutil
 
-from engine.aio import cancel_and_wait
+from engine.aio import BackgroundService
 
 #: the share of CPU time over the last period above which the CPUs count as busy
 BUSY = 0.9
@@ -33,8 +33,10 @@ def cpu_times() -> tuple[float, float]:
     return sum(t), idle
 
 
-class CpuMeter:
+class CpuMeter(BackgroundService):
     """The busy share of all CPUs over the last ``period`` seconds, sampled off the event loop."""
+
+    task_name = "cpu-meter"
 
     def __init__(self, period: float = 0.5, read: Callable[[], tuple[float, float]] = cpu_times) -> None:
         if period <= 0:
@@ -44,7 +46,6 @@ class CpuMeter:
         self._last: tuple[float, float] | None = None
         #: None until two samples exist
         self.busy: float | None = None
-        self._task: asyncio.Task[None] | None = None
 
     def add(self, total: float, idle: float) -> None:
         if self._last is not None:
@@ -56,15 +57,7 @@ class CpuMeter:
     async def sample(self) -> None:
         self.add(*await asyncio.to_thread(self._read))
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._loop(), name="cpu-meter")
-
-    async def close(self) -> None:
-        task, self._task = self._task, None
-        await cancel_and_wait(task)
-
-    async def _loop(self) -> None:
+    async def _run(self) -> None:
         while True:
             with contextlib.suppress(OSError, RuntimeError):
                 await self.sample()

@@ -17,7 +17,7 @@ from typing import Any
 import asyncpg
 
 from engine import logs
-from engine.aio import cancel_and_wait
+from engine.aio import BackgroundService
 from engine.alerts.senders import SendError, plugins, redact
 
 log = logs.get(__name__)
@@ -37,7 +37,9 @@ _CLAIM = (
 )
 
 
-class AlertService:
+class AlertService(BackgroundService):
+    task_name = "alert-sender"
+
     def __init__(
         self, pool: asyncpg.Pool, interval: float, max_attempts: int, retry_seconds: float, timeout: float
     ) -> None:
@@ -46,15 +48,6 @@ class AlertService:
         self.max_attempts = max_attempts
         self.retry_seconds = retry_seconds
         self.timeout = timeout
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="alert-sender")
-
-    async def close(self) -> None:
-        task, self._task = self._task, None
-        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         while True:

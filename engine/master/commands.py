@@ -21,7 +21,7 @@ from typing import Any
 import asyncpg
 
 from engine import logs
-from engine.aio import cancel_and_wait
+from engine.aio import BackgroundService
 from engine.master.states import WorkflowState
 from engine.master.store import MasterStore
 from engine.master.workflow import Attempt
@@ -149,7 +149,9 @@ def instance_values(cmd: asyncpg.Record, spec: WorkflowSpec, now: dt.datetime) -
     }
 
 
-class CommandPoller:
+class CommandPoller(BackgroundService):
+    task_name = "command-poller"
+
     def __init__(
         self,
         store: MasterStore,
@@ -172,17 +174,11 @@ class CommandPoller:
         self.interval = interval
         self.metrics = metrics
         self.wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._listener: asyncpg.Connection | None = None
         self._refusing = ""
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="command-poller")
-
     async def close(self) -> None:
-        task, self._task = self._task, None
-        await cancel_and_wait(task)
+        await super().close()
         await self._close_listener()
 
     async def _close_listener(self) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 import asyncpg
 
 from engine import logs
-from engine.aio import cancel_and_wait
+from engine.aio import BackgroundService
 from engine.master.actor import InstanceInfo
 from engine.master.commands import DefinitionCache
 from engine.master.states import TaskState, WorkflowState
@@ -46,7 +46,9 @@ log = logs.get(__name__)
 _RUNNING_SOMEWHERE = frozenset({TaskState.DISPATCH, TaskState.RUNNING_EXECUTION, TaskState.DELAY_EXECUTION})
 
 
-class FailoverService:
+class FailoverService(BackgroundService):
+    task_name = "failover"
+
     def __init__(
         self,
         me: str,
@@ -69,18 +71,12 @@ class FailoverService:
         self.interval = interval
         self.metrics = metrics
         self._kick = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         #: instances of ours whose actor crashed: instance id -> the epoch it held
         self._retake: dict[int, int] = {}
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._loop(), name="failover")
+        super().start()
         self._kick.set()
-
-    async def close(self) -> None:
-        task, self._task = self._task, None
-        await cancel_and_wait(task)
 
     def on_membership(self, change: NodeChange) -> None:
         if change.kind is not ChangeKind.REMOVED:
@@ -102,7 +98,7 @@ class FailoverService:
             if any(a.host == host for a in actor.run.active()):
                 actor.post(WorkerLost(host))
 
-    async def _loop(self) -> None:
+    async def _run(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._kick.wait(), self.interval)

@@ -22,7 +22,7 @@ from typing import Any
 import asyncpg
 
 from engine import logs
-from engine.aio import cancel_and_wait
+from engine.aio import BackgroundService
 from engine.scheduling.cron import CronError, between, parse
 
 log = logs.get(__name__)
@@ -95,7 +95,9 @@ def due_times(
     return times, dropped
 
 
-class Scheduler:
+class Scheduler(BackgroundService):
+    task_name = "cron-scheduler"
+
     def __init__(
         self,
         pool: asyncpg.Pool,
@@ -113,16 +115,7 @@ class Scheduler:
         self.max_fires = misfire_max_fires
         self.metrics = metrics
         self.clock = clock
-        self._task: asyncio.Task[None] | None = None
         self._bad: dict[int, str] = {}
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="cron-scheduler")
-
-    async def close(self) -> None:
-        task, self._task = self._task, None
-        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         while True:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import logs
-from engine.aio import cancel_and_wait
+from engine.aio import BackgroundService, cancel_and_wait
 from rpc import RpcClient
 from rpc.errors import BadRequest, RpcError
 from rpc.messages import TaskReports, TaskReportsReply, TaskResult, TaskRunning
@@ -44,7 +44,9 @@ class Pending:
     in_flight: bool = False
 
 
-class Reporter:
+class Reporter(BackgroundService):
+    task_name = "reporter"
+
     def __init__(
         self,
         rpc: RpcClient,
@@ -73,18 +75,13 @@ class Reporter:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._task: asyncio.Task[None] | None = None
         self._sends: set[asyncio.Task[None]] = set()
         #: reports acknowledged (observability, tests)
         self.acked = 0
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._loop(), name="reporter")
-
     async def close(self) -> None:
         task, self._task = self._task, None
-        await cancel_and_wait(task, *self._sends)
+        await cancel_and_wait(task, *self._sends)  # the reports in flight too, not only the loop
 
     def stale(self, workflow_instance_id: int, epoch: int, valid_until_ms: int = 0) -> str:
         """Why an order (dispatch, kill) from the owner at ``epoch`` must be refused, or "": it comes from
@@ -170,7 +167,7 @@ class Reporter:
         heapq.heappush(self._due, (p.due, next(self._seq), key, p))
         self._wake.set()
 
-    async def _loop(self) -> None:
+    async def _run(self) -> None:
         """Send each pending report when it is due. The heap may hold outdated entries (a report replaced,
         re-timed or acknowledged): they are skipped when popped, so a wake costs O(log n), not a scan."""
         while True:
