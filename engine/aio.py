@@ -6,6 +6,10 @@ import asyncio
 import contextlib
 from typing import ClassVar
 
+from engine import logs
+
+log = logs.get(__name__)
+
 
 async def cancel_and_wait(*tasks: asyncio.Task[object] | None) -> None:
     """Cancel the given tasks (None entries are skipped) and wait until each has finished."""
@@ -18,14 +22,34 @@ async def cancel_and_wait(*tasks: asyncio.Task[object] | None) -> None:
 
 
 class BackgroundService:
-    """Owns one background task running ``_run``: started once, cancelled and awaited on close."""
+    """Owns one background task running ``_run``: started once, cancelled and awaited on close.
+
+    ``_run`` is supervised: an exception it did not expect is logged with its traceback and the loop
+    starts again after a backoff (``restart_delays``), so a surprise from a library (say an asyncpg
+    error class a loop's ``except`` did not name) cannot leave a master silently without its command
+    poller or failover sweep.
+    """
 
     task_name: ClassVar[str] = "background"
+    restart_delays: ClassVar[tuple[float, float]] = (0.5, 30.0)  # first, cap (doubling)
     _task: asyncio.Task[None] | None = None
+    restarts: int = 0
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=self.task_name)
+            self._task = asyncio.create_task(self._supervise(), name=self.task_name)
+
+    async def _supervise(self) -> None:
+        delay, cap = self.restart_delays
+        while True:
+            try:
+                await self._run()
+                return
+            except Exception:
+                self.restarts += 1
+                log.exception("background loop failed; restarting it", service=self.task_name, restart_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, cap)
 
     async def close(self) -> None:
         task, self._task = self._task, None

@@ -39,6 +39,7 @@ from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer, pg_bindir
 from engine.storage.definitions import save_workflow
+from engine.storage.failures import DB_FAILURES
 from engine.storage.schema import apply_schema
 from engine.workflows.model import TaskDef, WorkflowDef
 from tests.helpers import NodeProc, node_env
@@ -256,7 +257,7 @@ async def _submit(dsn: str, codes: list[tuple[int, int]], workflows: int, rng: r
                 finally:
                     await conn.close()
                 break
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+            except DB_FAILURES:
                 await asyncio.sleep(0.3)  # PostgreSQL is being restarted by the driver
         else:
             raise RuntimeError("could not submit commands")
@@ -281,7 +282,7 @@ async def _wait_all(dsn: str, command_ids: list[int], deadline: float) -> None:
                 await conn.close()
             if finished == len(command_ids):
                 return
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+        except DB_FAILURES:
             pass
         await asyncio.sleep(0.5)
 

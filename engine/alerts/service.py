@@ -19,6 +19,7 @@ import asyncpg
 from engine import logs
 from engine.aio import BackgroundService
 from engine.alerts.senders import SendError, plugins, redact
+from engine.storage.failures import DB_FAILURES
 
 log = logs.get(__name__)
 
@@ -54,7 +55,7 @@ class AlertService(BackgroundService):
             try:
                 while await self.deliver_once() > 0:
                     pass
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+            except DB_FAILURES as exc:
                 log.warning("alert delivery pass failed", error=str(exc))
             await asyncio.sleep(self.interval)
 

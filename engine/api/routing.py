@@ -22,6 +22,7 @@ from aiohttp import web
 
 from engine import logs
 from engine.storage import sql
+from engine.storage.failures import CONNECTION_LOST
 from engine.workflows.document import schema_problem
 
 log = logs.get(__name__)
@@ -244,8 +245,7 @@ async def errors_middleware(
         return await handler(request)
     except ApiError as exc:
         return error_response(exc.status, exc.message, exc.field)
-    except (OSError, TimeoutError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
-            asyncpg.CannotConnectNowError) as exc:  # fmt: skip
+    except CONNECTION_LOST as exc:
         log.warning("database unavailable", path=request.path, error=str(exc))
         return error_response(503, "the metadata database is not reachable right now; retry shortly")
     except web.HTTPException as exc:

@@ -27,6 +27,7 @@ from engine.api.routing import ApiError, Route, bind, error_response, errors_mid
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError
 from engine.node import parse_args
+from engine.storage.failures import DB_FAILURES
 from engine.storage.pool import connect_pool
 from registry import EtcdClient, MembershipView, RegistryUnavailable
 from rpc import RpcClient
@@ -131,7 +132,7 @@ class ApiServer:
     async def _health(self, _: web.Request) -> web.Response:
         db_ok = False
         if self.pool is not None:
-            with contextlib.suppress(OSError, asyncpg.PostgresError, TimeoutError):
+            with contextlib.suppress(*DB_FAILURES):
                 db_ok = await asyncio.wait_for(self.pool.fetchval("SELECT true"), 2.0) is True
         registry_ok = self.membership.ready.is_set()
         body = {"role": "api", "address": self.address, "database": db_ok, "registry": registry_ok}

@@ -41,6 +41,7 @@ from engine.master.workflow import (
     dispatch_timeout,
 )
 from engine.storage.definitions import WorkflowSpec
+from engine.storage.failures import CONNECTION_LOST
 from rpc.messages import TaskDispatch
 
 log = logs.get(__name__)
@@ -319,7 +320,7 @@ class WorkflowActor:
                 return await self.store.write(self.info.id, self.info.epoch, write)
             except FencedOut:
                 raise
-            except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError, StorageError) as exc:
+            except (*CONNECTION_LOST, StorageError) as exc:
                 log.warning("database write failed; retrying", error=str(exc), retry_in=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)

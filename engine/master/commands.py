@@ -27,6 +27,7 @@ from engine.master.store import MasterStore
 from engine.master.workflow import Attempt
 from engine.params import builtins, properties, substitute
 from engine.storage.definitions import ONLINE, WorkflowSpec, load_spec
+from engine.storage.failures import DB_FAILURES
 from engine.workflows.model import DefinitionError
 
 log = logs.get(__name__)
@@ -194,7 +195,7 @@ class CommandPoller(BackgroundService):
             conn = await asyncpg.connect(self.dsn, timeout=5)
             await conn.add_listener("porpoise_command", lambda *_: self.wake.set())
             self._listener = conn
-        except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        except DB_FAILURES as exc:
             log.warning("cannot LISTEN for commands; polling only", error=str(exc))
 
     async def _run(self) -> None:
@@ -206,7 +207,7 @@ class CommandPoller(BackgroundService):
             try:
                 while await self.poll_once() >= self.page:
                     pass  # a full page: there may be more right away
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+            except DB_FAILURES as exc:
                 log.warning("command poll failed", error=str(exc))
                 await self._close_listener()
                 await asyncio.sleep(min(self.interval, 1.0))

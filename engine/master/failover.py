@@ -31,6 +31,7 @@ from engine.master.commands import DefinitionCache
 from engine.master.states import TaskState, WorkflowState
 from engine.master.store import MasterStore, TaskUpdate, WriteBatch
 from engine.master.workflow import Attempt, WorkerLost
+from engine.storage.failures import DB_FAILURES
 from engine.tasks.registry import LOGIC_TYPES
 from engine.workflows.model import DefinitionError
 from registry import MASTER, WORKER, ChangeKind, NodeChange, NodeId, RegistryNode, RegistryUnavailable
@@ -105,7 +106,7 @@ class FailoverService(BackgroundService):
             self._kick.clear()
             try:
                 await self.sweep()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError, RegistryUnavailable) as exc:
+            except (*DB_FAILURES, RegistryUnavailable) as exc:
                 log.warning("failover sweep failed; retrying", error=str(exc))
                 if self._retake:
                     await asyncio.sleep(min(self.interval, 1.0))

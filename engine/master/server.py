@@ -44,6 +44,7 @@ from engine.master.workflow import (
 from engine.node import Node
 from engine.scheduling.scheduler import Scheduler
 from engine.storage.definitions import WorkflowSpec
+from engine.storage.failures import DB_FAILURES
 from engine.storage.pool import connect_pool
 from registry import MASTER, ChangeKind, HeartbeatSource, LoadLimits, NodeChange, NodeId, SessionState, SlotTracker
 from rpc.errors import BadRequest, RpcError
@@ -207,7 +208,7 @@ class Master(Node):
         await self._stop_actors()
         # a re-registration is a new incarnation: what we owned until now is failed over (by a peer or us)
         if self.store is not None:
-            with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError):
+            with contextlib.suppress(*DB_FAILURES):
                 self.source.epoch_floor = await self.store.epoch_floor()
         if self.slots is not None:
             self.slots.close()
@@ -319,7 +320,7 @@ class Master(Node):
             row = await self.store.owner(parent_id)
             if row is not None and row["host"] and row["host"] != self.address:
                 await self.rpc.call(row["host"], msg, timeout=5.0)
-        except (RpcError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+        except (RpcError, *DB_FAILURES) as exc:
             log.info("parent not told of its sub-workflow's end; its check will see it", error=str(exc))
 
     async def _control_instance(self, instance_id: int, action: str) -> None:

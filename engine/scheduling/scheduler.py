@@ -24,6 +24,7 @@ import asyncpg
 from engine import logs
 from engine.aio import BackgroundService
 from engine.scheduling.cron import CronError, between, parse
+from engine.storage.failures import DB_FAILURES
 
 log = logs.get(__name__)
 
@@ -124,7 +125,7 @@ class Scheduler(BackgroundService):
                 nxt = await self.tick()
                 if nxt is not None:
                     wait = min(wait, max(0.0, (nxt - self.clock()).total_seconds()))
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
+            except DB_FAILURES as exc:
                 log.warning("schedule tick failed", error=str(exc))
             await asyncio.sleep(wait)
 

@@ -1,0 +1,71 @@
+"""engine.aio: the supervised background loop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from engine.aio import BackgroundService
+from engine.storage.failures import CONNECTION_LOST, DB_FAILURES
+
+
+class Flaky(BackgroundService):
+    task_name = "flaky"
+    restart_delays = (0.01, 0.02)
+
+    def __init__(self, failures: list[BaseException]) -> None:
+        self.failures = failures
+        self.calls = 0
+        self.running = asyncio.Event()
+        self.raised = asyncio.Event()
+
+    async def _run(self) -> None:
+        self.calls += 1
+        if self.failures:
+            self.raised.set()
+            raise self.failures.pop(0)
+        self.running.set()
+        await asyncio.Event().wait()
+
+
+async def test_an_unexpected_error_restarts_the_loop_instead_of_ending_it() -> None:
+    svc = Flaky([asyncpg.InternalClientError("cannot switch to state 12"), RuntimeError("surprise")])
+    svc.start()
+    await asyncio.wait_for(svc.running.wait(), 5)
+    assert (svc.calls, svc.restarts) == (3, 2)
+    await svc.close()
+    assert svc._task is None
+
+
+async def test_close_cancels_a_loop_waiting_to_restart() -> None:
+    svc = Flaky([RuntimeError("boom")])
+    svc.restart_delays = (60.0, 60.0)
+    svc.start()
+    await asyncio.wait_for(svc.raised.wait(), 5)  # set in the step that raises: the supervisor is in its backoff now
+    await asyncio.wait_for(svc.close(), 5)  # not the 60 s backoff
+    assert (svc.calls, svc.restarts) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        asyncpg.InternalClientError("cannot switch to state 12; another operation (2) is in progress"),
+        asyncpg.AdminShutdownError("terminating connection due to administrator command"),
+        asyncpg.CannotConnectNowError("the database system is shutting down"),
+        asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation"),
+        asyncpg.InterfaceError("connection is closed"),
+        ConnectionResetError(),
+        TimeoutError(),
+    ],
+)
+def test_what_postgresql_going_away_raises_counts_as_a_lost_connection(exc: Exception) -> None:
+    assert isinstance(exc, CONNECTION_LOST)
+    assert isinstance(exc, DB_FAILURES)
+
+
+def test_a_server_side_error_is_a_failure_but_not_a_lost_connection() -> None:
+    exc = asyncpg.UniqueViolationError("duplicate key")
+    assert not isinstance(exc, CONNECTION_LOST)  # an actor write must not retry what would fail again
+    assert isinstance(exc, DB_FAILURES)
