@@ -82,6 +82,8 @@ class Summary:
     reruns_after_worker_loss: int = 0
     retries_after_failure: int = 0
     seconds: float = 0.0
+    #: lines of the nodes' logs that show a safety net caught something (counted, not violations)
+    safety_nets: collections.Counter[str] = field(default_factory=collections.Counter)
     violations: list[str] = field(default_factory=list)
 
     def text(self) -> str:
@@ -91,6 +93,7 @@ class Summary:
                 "node_restarts": self.restarts, "fault_tolerance_alerts": self.failovers_alerts,
                 "reruns_after_worker_loss": self.reruns_after_worker_loss,
                 "retries_after_failure": self.retries_after_failure, "seconds": round(self.seconds, 1),
+                "safety_nets": dict(self.safety_nets),
                 "violations": self.violations[:20],
             }
         )  # fmt: skip
@@ -235,6 +238,7 @@ async def run(workflows: int, seed: int, base: Path, deadline: float = 600.0, sl
     finally:
         await asyncio.to_thread(cluster.stop)
     _check_no_process_left(base, summary)
+    _count_safety_nets(base / "logs", summary)
     return summary
 
 
@@ -347,6 +351,21 @@ async def _check(dsn: str, command_ids: list[int], cluster: Cluster, summary: Su
                 )
             if prev["end_time"] is None and before["state"] != NEED_FAULT_TOLERANCE:
                 v.append(f"task {key}: attempt {prev['task_instance_id']} never finished but was not failed over")
+
+
+SAFETY_NETS = {
+    "background loop failed": "loop_restarts",  # engine.aio.BackgroundService restarted a loop
+    "workflow actor failed": "actor_recoveries",  # an actor ended on an error; recovered from the database
+}
+
+
+def _count_safety_nets(log_dir: Path, summary: Summary) -> None:
+    for path in log_dir.glob("*.log"):
+        with path.open(errors="replace") as f:
+            for line in f:
+                for needle, name in SAFETY_NETS.items():
+                    if needle in line:
+                        summary.safety_nets[name] += 1
 
 
 def _check_no_process_left(base: Path, summary: Summary) -> None:

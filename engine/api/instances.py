@@ -10,13 +10,11 @@ from sqlalchemy import func, select
 
 from engine.api import rows
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
-from engine.master.states import RESTART_FROM, TaskState, WorkflowState
+from engine.master.states import RESTART_FROM, CommandType, TaskState, WorkflowState
 from engine.storage import sql
 from engine.storage import tables as t
 from rpc.errors import RpcError
 from rpc.messages import WorkflowControl
-
-RECOVER_SUSPENDED_PROCESS, START_FAILURE_TASK_PROCESS, REPEAT_RUNNING = 3, 4, 7
 
 wi = t.workflow_instance
 ti = t.task_instance
@@ -130,9 +128,9 @@ async def pause(api: Any, call: Call) -> dict[str, Any]:
 
 # Commands that act on an existing instance: type, the states it applies to (DolphinScheduler's API rules).
 _ON_INSTANCE = {
-    "resume": RECOVER_SUSPENDED_PROCESS,
-    "recover-failed": START_FAILURE_TASK_PROCESS,
-    "rerun": REPEAT_RUNNING,
+    "resume": CommandType.RECOVER_SUSPENDED_PROCESS,
+    "recover-failed": CommandType.START_FAILURE_TASK_PROCESS,
+    "rerun": CommandType.REPEAT_RUNNING,
 }
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
-from engine.master.states import WorkflowState
+from engine.master.states import CommandType, WorkflowState
 from engine.scheduling.backfill import BackfillError, chunks, list_dates, range_dates
 from engine.storage import sql
 from engine.storage import tables as t
@@ -20,7 +20,6 @@ from engine.storage.definitions import delete_workflow, load_spec, save_workflow
 from engine.workflows import document
 from engine.workflows.model import DefinitionError
 
-START_PROCESS, START_CURRENT_TASK_PROCESS, COMPLEMENT_DATA = 0, 1, 5
 _UNFINISHED = [int(s) for s in WorkflowState if not s.finished]
 
 wd = t.workflow_definition
@@ -333,10 +332,10 @@ async def start(api: Any, call: Call) -> dict[str, Any]:
     body = call.body or {}
     row, version = await _startable(api, call.path_int("code"), body)
     params: dict[str, Any] = {"StartParams": {k: str(v) for k, v in (body.get("params") or {}).items()}}
-    command_type = START_PROCESS
+    command_type = CommandType.START_PROCESS
     if body.get("start_tasks"):
         params["StartNodeList"] = await _task_codes(api, row["code"], version, body["start_tasks"])
-        command_type = START_CURRENT_TASK_PROCESS
+        command_type = CommandType.START_CURRENT_TASK_PROCESS
     elif "scope" in body:
         raise ApiError(400, "scope needs start_tasks", "scope")
     args = _command_args(row, version, body, call.user_id)
@@ -394,7 +393,13 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
             }
             ids.append(
                 await conn.fetchval(
-                    _INSERT_COMMAND, COMPLEMENT_DATA, base[0], base[1], json.dumps(param), *base[2:], chain[0]
+                    _INSERT_COMMAND,
+                    CommandType.COMPLEMENT_DATA,
+                    base[0],
+                    base[1],
+                    json.dumps(param),
+                    *base[2:],
+                    chain[0],
                 )
             )
     return {"command_ids": ids, "dates": len(dates), "chains": len(chains)}

@@ -22,7 +22,7 @@ import asyncpg
 from engine import logs
 from engine.errors import StorageError
 from engine.master.logic_runner import LogicRunner
-from engine.master.states import TaskState, WorkflowState
+from engine.master.states import CommandType, TaskState, WorkflowState
 from engine.master.store import FencedOut, MasterStore, NewAttempt, TaskUpdate, WriteBatch
 from engine.master.wheel import StateWheel
 from engine.master.workflow import (
@@ -46,7 +46,6 @@ from rpc.messages import TaskDispatch
 
 log = logs.get(__name__)
 
-REPEAT_RUNNING = 7
 WARN_SUCCESS, WARN_FAILURE, WARN_ALL = 1, 2, 3
 ALERT_FAILURE, ALERT_SUCCESS = 0, 1
 
@@ -304,7 +303,7 @@ class WorkflowActor:
         complementOnFailure = CONTINUE) the next date becomes a new COMPLEMENT_DATA command."""
         param = self.info.command_param
         dates = param.get("complementScheduleDateList") or []
-        if self.info.command_type == REPEAT_RUNNING or len(dates) < 2:
+        if self.info.command_type == CommandType.REPEAT_RUNNING or len(dates) < 2:
             return None
         if final != int(WorkflowState.SUCCESS) and param.get("complementOnFailure") != "CONTINUE":
             log.info("backfill stops at a failed date", remaining=len(dates) - 1)

@@ -22,7 +22,7 @@ import asyncpg
 
 from engine import logs
 from engine.aio import BackgroundService
-from engine.master.states import WorkflowState
+from engine.master.states import CLAIMABLE, RESTART_FROM, CommandType, WorkflowState
 from engine.master.store import MasterStore
 from engine.master.workflow import Attempt
 from engine.params import builtins, properties, substitute
@@ -35,19 +35,8 @@ log = logs.get(__name__)
 #: a claimed command: the instance row, its definition, and the attempts it takes back (resume)
 Claimed = tuple[asyncpg.Record, WorkflowSpec, list[Attempt]]
 
-START_PROCESS, START_CURRENT_TASK_PROCESS, RECOVER_SUSPENDED_PROCESS = 0, 1, 3
-START_FAILURE_TASK_PROCESS, COMPLEMENT_DATA, SCHEDULER, REPEAT_RUNNING = 4, 5, 6, 7
-SUPPORTED = {
-    START_PROCESS: "START_PROCESS",
-    START_CURRENT_TASK_PROCESS: "START_CURRENT_TASK_PROCESS",
-    RECOVER_SUSPENDED_PROCESS: "RECOVER_SUSPENDED_PROCESS",
-    START_FAILURE_TASK_PROCESS: "START_FAILURE_TASK_PROCESS",
-    COMPLEMENT_DATA: "COMPLEMENT_DATA",
-    SCHEDULER: "SCHEDULER",
-    REPEAT_RUNNING: "REPEAT_RUNNING",
-}
 #: command types that act on an existing instance (workflow_instance_id set)
-ON_INSTANCE = {RECOVER_SUSPENDED_PROCESS, START_FAILURE_TASK_PROCESS, REPEAT_RUNNING}
+ON_INSTANCE = frozenset(RESTART_FROM)
 
 
 class DefinitionCache:
@@ -129,7 +118,7 @@ def instance_values(cmd: asyncpg.Record, spec: WorkflowSpec, now: dt.datetime) -
         "command_id": cmd["id"],
         "command_type": cmd["command_type"],
         "command_param": json.dumps(params),
-        "history_cmd": SUPPORTED.get(cmd["command_type"], str(cmd["command_type"])),
+        "history_cmd": CommandType(cmd["command_type"]).name,
         "is_sub_workflow": 1 if params.get("parentWorkflowInstanceId") else 0,
         "task_depend_type": cmd["task_depend_type"],
         "failure_strategy": cmd["failure_strategy"],
@@ -264,7 +253,7 @@ class CommandPoller(BackgroundService):
         raw = cmd["command_param"]
         params = json.loads(raw) if isinstance(raw, str) else dict(raw or {})
         start = params.get("StartNodeList")
-        if cmd["command_type"] == START_CURRENT_TASK_PROCESS and not start:
+        if cmd["command_type"] == CommandType.START_CURRENT_TASK_PROCESS and not start:
             raise ValueError("START_CURRENT_TASK_PROCESS needs command_param.StartNodeList (task codes)")
         if start is not None:
             if not isinstance(start, list) or not all(isinstance(c, int) for c in start):
@@ -272,7 +261,7 @@ class CommandPoller(BackgroundService):
             unknown = [c for c in start if c not in spec.tasks]
             if unknown:
                 raise ValueError(f"command_param.StartNodeList: no task {unknown[0]} in {spec.name} v{spec.version}")
-        if cmd["command_type"] == COMPLEMENT_DATA:
+        if cmd["command_type"] == CommandType.COMPLEMENT_DATA:
             dates = params.get("complementScheduleDateList")
             if not dates or not isinstance(dates, list) or cmd["schedule_time"] is None:
                 raise ValueError("COMPLEMENT_DATA needs command_param.complementScheduleDateList and a schedule_time")
@@ -280,11 +269,12 @@ class CommandPoller(BackgroundService):
 
     async def _definition(self, cmd: asyncpg.Record) -> WorkflowSpec:
         ctype = cmd["command_type"]
-        if ctype not in SUPPORTED:
+        if ctype not in CLAIMABLE:
             raise ValueError(f"command type {ctype} is not supported by this master")
+        ctype = CommandType(ctype)
         if (ctype in ON_INSTANCE) != bool(cmd["workflow_instance_id"]):
             need = "needs" if ctype in ON_INSTANCE else "must not name"
-            raise ValueError(f"command type {SUPPORTED[ctype]} {need} a workflow instance")
+            raise ValueError(f"command type {ctype.name} {need} a workflow instance")
         code = cmd["workflow_definition_code"]
         if ctype in ON_INSTANCE:
             # the instance keeps the definition version it was created with

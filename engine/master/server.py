@@ -27,7 +27,7 @@ from engine.master.dispatcher import Dispatcher
 from engine.master.failover import FailoverService
 from engine.master.gcpolicy import GcPolicy
 from engine.master.metrics import Metrics
-from engine.master.states import TaskState, WorkflowState
+from engine.master.states import CommandType, TaskState, WorkflowState
 from engine.master.store import MasterStore
 from engine.master.wheel import StateWheel
 from engine.master.workflow import (
@@ -77,8 +77,8 @@ _RESULT_STATES = {
 #: taken-back attempts that run again, per command type: a resume re-runs the killed / paused tasks,
 #: a recovery (START_FAILURE_TASK_PROCESS) also the failed and lost ones
 RERUN_BY_COMMAND = {
-    3: RERUN_ON_RESUME,
-    4: RERUN_ON_RESUME | {TaskState.FAILURE, TaskState.NEED_FAULT_TOLERANCE},
+    CommandType.RECOVER_SUSPENDED_PROCESS: RERUN_ON_RESUME,
+    CommandType.START_FAILURE_TASK_PROCESS: RERUN_ON_RESUME | {TaskState.FAILURE, TaskState.NEED_FAULT_TOLERANCE},
 }
 
 

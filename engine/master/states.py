@@ -9,6 +9,22 @@ from __future__ import annotations
 import enum
 
 
+class CommandType(enum.IntEnum):
+    """``command.command_type`` (DolphinScheduler's codes; PAUSE and STOP are never queued as commands,
+    they go to the owning master by RPC; the serial-wait and 3.2 types are not built)."""
+
+    START_PROCESS = 0
+    START_CURRENT_TASK_PROCESS = 1
+    RECOVER_TOLERANCE_FAULT_PROCESS = 2
+    RECOVER_SUSPENDED_PROCESS = 3
+    START_FAILURE_TASK_PROCESS = 4
+    COMPLEMENT_DATA = 5
+    SCHEDULER = 6
+    REPEAT_RUNNING = 7
+    PAUSE = 8
+    STOP = 9
+
+
 class WorkflowState(enum.IntEnum):
     SUBMITTED_SUCCESS = 0
     RUNNING_EXECUTION = 1
@@ -85,15 +101,27 @@ TASK_ACTIVE = frozenset(
     {TaskState.SUBMITTED_SUCCESS, TaskState.DISPATCH, TaskState.RUNNING_EXECUTION, TaskState.DELAY_EXECUTION}
 )
 
-W, T = WorkflowState, TaskState
+W, T, C = WorkflowState, TaskState, CommandType
+
+#: the command types a master claims and runs
+CLAIMABLE = frozenset(
+    {
+        C.START_PROCESS,
+        C.START_CURRENT_TASK_PROCESS,
+        C.RECOVER_SUSPENDED_PROCESS,
+        C.START_FAILURE_TASK_PROCESS,
+        C.COMPLEMENT_DATA,
+        C.SCHEDULER,
+        C.REPEAT_RUNNING,
+    }
+)
 
 #: commands that act on an existing instance -> the instance states they apply to (DolphinScheduler's
-#: API rules): RECOVER_SUSPENDED_PROCESS 3, START_FAILURE_TASK_PROCESS 4, REPEAT_RUNNING 7. The API
-#: refuses other states with a 409; the claiming master checks again in its UPDATE.
-RESTART_FROM: dict[int, frozenset[WorkflowState]] = {
-    3: frozenset({W.PAUSE, W.STOP}),
-    4: frozenset({W.FAILURE}),
-    7: frozenset({W.PAUSE, W.STOP, W.FAILURE, W.SUCCESS}),
+#: API rules). The API refuses other states with a 409; the claiming master checks again in its UPDATE.
+RESTART_FROM: dict[CommandType, frozenset[WorkflowState]] = {
+    C.RECOVER_SUSPENDED_PROCESS: frozenset({W.PAUSE, W.STOP}),
+    C.START_FAILURE_TASK_PROCESS: frozenset({W.FAILURE}),
+    C.REPEAT_RUNNING: frozenset({W.PAUSE, W.STOP, W.FAILURE, W.SUCCESS}),
 }
 
 _WORKFLOW: dict[WorkflowState, frozenset[WorkflowState]] = {

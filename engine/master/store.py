@@ -20,7 +20,7 @@ from typing import Any
 import asyncpg
 
 from engine.errors import StorageError
-from engine.master.states import RESTART_FROM
+from engine.master.states import RESTART_FROM, CommandType
 from engine.master.workflow import ALERT_FAULT_TOLERANCE
 from engine.tasks.registry import LOGIC_TYPES
 
@@ -91,12 +91,12 @@ _RESTART = (
     " history_cmd = concat_ws(',', history_cmd, $5::text), update_time = now(){extra}"
     " WHERE id = $1 AND state = ANY($6::smallint[]) RETURNING *"
 )
-#: command type -> (name, extra SET clauses); the states each applies to are states.RESTART_FROM
+#: command type -> extra SET clauses; the states each applies to are states.RESTART_FROM
 _ON_INSTANCE = {
-    3: ("RECOVER_SUSPENDED_PROCESS", ""),  # a paused or stopped instance
-    4: ("START_FAILURE_TASK_PROCESS", ""),  # a failed instance, from its failed tasks
+    CommandType.RECOVER_SUSPENDED_PROCESS: "",  # a paused or stopped instance
+    CommandType.START_FAILURE_TASK_PROCESS: "",  # a failed instance, from its failed tasks
     # any finished instance, from scratch (same instance, same schedule time)
-    7: ("REPEAT_RUNNING", ", start_time = now(), var_pool = '[]'"),
+    CommandType.REPEAT_RUNNING: ", start_time = now(), var_pool = '[]'",
 }
 
 #: the current attempt (flag = 1) of every task an instance has started, as Attempt.from_row reads it
@@ -156,20 +156,21 @@ class MasterStore:
                 reason = errors.get(cmd["id"])
                 values: dict[str, Any] | None = None
                 if reason is None and cmd["workflow_instance_id"]:
-                    name, extra = _ON_INSTANCE[cmd["command_type"]]
-                    states = sorted(int(s) for s in RESTART_FROM[cmd["command_type"]])
+                    ctype = CommandType(cmd["command_type"])
+                    extra = _ON_INSTANCE[ctype]
+                    states = sorted(int(s) for s in RESTART_FROM[ctype])
                     wid = cmd["workflow_instance_id"]
                     row = await conn.fetchrow(
-                        _RESTART.format(extra=extra), wid, self.me, cmd["id"], cmd["command_type"], name, states
+                        _RESTART.format(extra=extra), wid, self.me, cmd["id"], int(ctype), ctype.name, states
                     )
                     if row is not None:
-                        if cmd["command_type"] == 7:
+                        if ctype == CommandType.REPEAT_RUNNING:
                             await conn.execute(
                                 "UPDATE task_instance SET flag = 0 WHERE workflow_instance_id = $1 AND flag = 1", wid
                             )
                         created.append((cmd, row))
                         continue
-                    reason = f"workflow instance {wid} is not in a state {name} applies to (any more)"
+                    reason = f"workflow instance {wid} is not in a state {ctype.name} applies to (any more)"
                 if reason is None:
                     try:
                         values = build(cmd)

@@ -23,12 +23,12 @@ import asyncpg
 
 from engine import logs
 from engine.aio import BackgroundService
+from engine.master.states import CommandType
 from engine.scheduling.cron import CronError, between, parse
 from engine.storage.failures import DB_FAILURES
 
 log = logs.get(__name__)
 
-SCHEDULER = 6
 FIRE_ALL, SKIP = "fire_all", "skip"
 
 _ONLINE = (
@@ -38,7 +38,7 @@ _ONLINE = (
 )
 
 # One statement: the fire rows that did not exist yet become commands (same ids), nothing else.
-_FIRE = """
+_FIRE = f"""
 WITH fired AS (
     INSERT INTO schedule_fire (schedule_id, fire_time, command_id)
     SELECT $1, t, nextval(pg_get_serial_sequence('command', 'id')) FROM unnest($2::timestamptz[]) AS t
@@ -48,9 +48,10 @@ WITH fired AS (
 INSERT INTO command (id, command_type, workflow_definition_code, command_param, failure_strategy, warning_type,
                      warning_group_id, schedule_id, schedule_time, executor_id, workflow_instance_priority,
                      worker_group, environment_code)
-SELECT f.command_id, 6, s.workflow_definition_code, jsonb_build_object('schedule_timezone', s.timezone_id),
-       s.failure_strategy, s.warning_type, s.warning_group_id, s.id, f.fire_time, s.user_id,
-       s.workflow_instance_priority, s.worker_group, s.environment_code
+SELECT f.command_id, {int(CommandType.SCHEDULER)}, s.workflow_definition_code,
+       jsonb_build_object('schedule_timezone', s.timezone_id), s.failure_strategy, s.warning_type,
+       s.warning_group_id, s.id, f.fire_time, s.user_id, s.workflow_instance_priority, s.worker_group,
+       s.environment_code
 FROM fired f JOIN schedule s ON s.id = $1
 JOIN workflow_definition d ON d.code = s.workflow_definition_code AND d.release_state = 1
 RETURNING id
