@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import ClassVar
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, TypeVar
 
 from engine import logs
 
 log = logs.get(__name__)
+
+T = TypeVar("T")
 
 
 async def cancel_and_wait(*tasks: asyncio.Task[object] | None) -> None:
@@ -19,6 +23,25 @@ async def cancel_and_wait(*tasks: asyncio.Task[object] | None) -> None:
     for task in live:
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def acquire_in_thread(
+    release: Callable[[T], Awaitable[None] | None], fn: Callable[..., T], *args: Any, **kwargs: Any
+) -> T:
+    """``asyncio.to_thread(fn, ...)`` for a call that acquires something (opens a file, starts a process).
+
+    Cancelling the wait does not stop the thread: what it acquires after the caller gave up would be
+    leaked (a file left open, a task process running unowned). So on cancellation this waits for the
+    thread, hands its result to ``release`` and re-raises."""
+    call = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+    try:
+        return await asyncio.shield(call)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            released = release(await call)
+            if inspect.isawaitable(released):
+                await released
+        raise
 
 
 class BackgroundService:

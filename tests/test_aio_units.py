@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import asyncpg
 import pytest
 
-from engine.aio import BackgroundService
+from engine.aio import BackgroundService, acquire_in_thread
 from engine.storage.failures import CONNECTION_LOST, DB_FAILURES
 
 
@@ -69,3 +70,27 @@ def test_a_server_side_error_is_a_failure_but_not_a_lost_connection() -> None:
     exc = asyncpg.UniqueViolationError("duplicate key")
     assert not isinstance(exc, CONNECTION_LOST)  # an actor write must not retry what would fail again
     assert isinstance(exc, DB_FAILURES)
+
+
+async def test_what_a_thread_acquires_after_its_caller_gave_up_is_released() -> None:
+    started, proceed = threading.Event(), threading.Event()
+    released: list[str] = []
+
+    def acquire() -> str:
+        started.set()
+        proceed.wait(10)
+        return "the resource"
+
+    call = asyncio.create_task(acquire_in_thread(released.append, acquire))
+    await asyncio.to_thread(started.wait, 10)  # the thread is inside acquire()
+    call.cancel()
+    proceed.set()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert released == ["the resource"]
+
+
+async def test_what_a_thread_acquires_is_returned_when_nobody_cancels() -> None:
+    released: list[str] = []
+    assert await acquire_in_thread(released.append, lambda: "the resource") == "the resource"
+    assert released == []

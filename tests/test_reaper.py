@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -18,7 +19,7 @@ from engine.infra.etcd import EtcdServer
 from engine.worker.reaper import Reaper
 from registry import EtcdClient
 from rpc import RpcClient
-from tests.helpers import TEST_SECRET, NodeProc, eventually
+from tests.helpers import ROOT, TEST_SECRET, NodeProc, eventually
 from tests.worker_harness import ReportSink, dispatch, task
 
 pytestmark = pytest.mark.slow
@@ -148,3 +149,59 @@ async def test_the_reaper_kills_when_renewals_stop_and_says_whom(tmp_path: Path)
             sleeper.kill()
             await sleeper.wait()
         await reaper.close()
+
+
+# A stand-in worker: it has a task process it never announced (as when the worker is stopped between
+# creating the process and saying `add`) and a reaper (its child, as in the worker), sends no renewal,
+# and reports how the task ended, whether the reaper owned up to it, and how the reaper ended.
+UNANNOUNCED = """
+import asyncio, os, sys
+from engine.worker.reaper import Reaper
+
+async def main():
+    task = await asyncio.create_subprocess_exec(
+        "sleep", "1000", start_new_session=True, stdout=asyncio.subprocess.DEVNULL
+    )
+    # the lease (0.3 s, less the margin) is past at once: the reaper kills what runs when it looks
+    reaper = Reaper(lease_ttl=0.3, children_of=os.getpid())
+    await reaper.start()
+    print("task", task.pid, flush=True)
+    code = await task.wait()
+    took = reaper.took(task.pid)
+    await reaper.close()  # end of file: a live reaper exits 0
+    print("ended", code, took, reaper.proc.returncode, flush=True)
+
+asyncio.run(main())
+"""
+
+
+async def test_at_the_deadline_the_workers_children_it_never_added_die_too(tmp_path: Path) -> None:
+    bystander = await asyncio.create_subprocess_exec("sleep", "1000", start_new_session=True)  # not its child
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", UNANNOUNCED, stdout=asyncio.subprocess.PIPE, cwd=ROOT, start_new_session=True
+    )
+    assert worker.stdout is not None
+    stdout = worker.stdout
+
+    async def said(word: str) -> list[str]:  # its log lines come on stdout too
+        while True:
+            line = (await asyncio.wait_for(stdout.readline(), 15)).decode()
+            assert line, f"the stand-in worker ended before saying {word!r}"
+            if line.startswith(word + " "):
+                return line.split()[1:]
+
+    task_pid = 0
+    try:
+        task_pid = int((await said("task"))[0])
+        ending = await said("ended")
+        # killed, named as killed, and the reaper (a child of the worker too) spared itself
+        assert ending == [str(-signal.SIGKILL), "True", "0"]
+        assert bystander.returncode is None and _alive(bystander.pid)
+    finally:
+        if task_pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(task_pid, signal.SIGKILL)
+        for p in (worker, bystander):
+            if p.returncode is None:
+                p.kill()
+                await p.wait()

@@ -20,7 +20,6 @@ from typing import Any
 import asyncpg
 
 from engine import logs
-from engine.errors import StorageError
 from engine.master.logic_runner import LogicRunner
 from engine.master.states import CommandType, TaskState, WorkflowState
 from engine.master.store import FencedOut, MasterStore, NewAttempt, TaskUpdate, WriteBatch
@@ -41,7 +40,6 @@ from engine.master.workflow import (
     dispatch_timeout,
 )
 from engine.storage.definitions import WorkflowSpec
-from engine.storage.failures import CONNECTION_LOST
 from rpc.messages import TaskDispatch
 
 log = logs.get(__name__)
@@ -253,7 +251,7 @@ class WorkflowActor:
             write.alerts += self._end_alerts(write.workflow_state)
         if not write.empty():
             try:
-                ids = await self._write(write)
+                ids = await self.store.write_retrying(self.info.id, self.info.epoch, write)
             except FencedOut:
                 for posted in batch:
                     if posted.done is not None and not posted.done.done():
@@ -310,19 +308,6 @@ class WorkflowActor:
             return None
         rest = dates[1:]
         return json.dumps({**param, "complementScheduleDateList": rest}), dt.datetime.fromisoformat(rest[0])
-
-    async def _write(self, write: WriteBatch) -> list[int]:
-        """Persist, riding through short database outages; fencing errors propagate."""
-        delay = 0.1
-        while True:
-            try:
-                return await self.store.write(self.info.id, self.info.epoch, write)
-            except FencedOut:
-                raise
-            except (*CONNECTION_LOST, StorageError) as exc:
-                log.warning("database write failed; retrying", error=str(exc), retry_in=delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
 
     def arm(self, key: tuple[Any, ...], delay: float, event: Any) -> None:
         """Deliver ``event`` to this actor after ``delay`` seconds (re-arming the same key replaces it)."""

@@ -7,10 +7,16 @@ Fencing (invariant 2): every write an actor makes goes through :meth:`MasterStor
 transaction that first locks the instance row ``WHERE id = $1 AND host = $me AND epoch = $epoch``.
 If the row is no longer ours (failover bumped the epoch, or moved the host), nothing is written and
 :class:`FencedOut` is raised; the lock also makes a concurrent takeover wait for our commit.
+
+Outages: a write whose connection is lost before COMMIT wrote nothing and is sent again
+(:meth:`MasterStore.write_retrying`); one lost while committing may have applied, so it raises
+:class:`CommitUnknown` instead and the instance is recovered from what the database holds (a batch
+sent twice could insert a second alert or a second backfill command).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 from collections.abc import Sequence
@@ -19,14 +25,23 @@ from typing import Any
 
 import asyncpg
 
+from engine import logs
 from engine.errors import StorageError
 from engine.master.states import RESTART_FROM, CommandType
 from engine.master.workflow import ALERT_FAULT_TOLERANCE
+from engine.storage.failures import CONNECTION_LOST
 from engine.tasks.registry import LOGIC_TYPES
+
+log = logs.get(__name__)
 
 
 class FencedOut(StorageError):
     """The workflow instance is no longer owned by this master at this epoch."""
+
+
+class CommitUnknown(StorageError):
+    """The connection was lost once COMMIT was under way: the write may or may not have applied, so it
+    must not simply be sent again (a second alert, a second backfill command); the database decides."""
 
 
 def ms_to_dt(ms: int | None) -> dt.datetime | None:
@@ -214,65 +229,95 @@ class MasterStore:
             raise FencedOut(f"workflow instance {instance_id} is no longer owned by {self.me} at epoch {epoch}")
 
     async def write(self, instance_id: int, epoch: int, batch: WriteBatch) -> list[int]:
-        """Apply ``batch`` if the instance is still ours; returns the ids of the new attempts."""
-        async with self.pool.acquire() as conn, conn.transaction():
-            await self._lock_owned(conn, instance_id, epoch)
-            if batch.workflow_state is not None or batch.workflow_var_pool is not None:
-                await conn.execute(
-                    "UPDATE workflow_instance SET state = coalesce($2, state),"
-                    " end_time = CASE WHEN $3 THEN now() ELSE end_time END,"
-                    " var_pool = coalesce($4::jsonb, var_pool), update_time = now() WHERE id = $1",
-                    instance_id,
-                    batch.workflow_state,
-                    batch.workflow_finished,
-                    None if batch.workflow_var_pool is None else json.dumps(batch.workflow_var_pool),
-                )
-            ids: list[int] = []
-            if batch.new_attempts:
-                codes = [a.task_code for a in batch.new_attempts]
-                await conn.execute(
-                    "UPDATE task_instance SET flag = 0 WHERE workflow_instance_id = $1 AND task_code = ANY($2)"
-                    " AND flag = 1",
-                    instance_id,
-                    codes,
-                )
-                rows = await conn.fetch(
-                    "INSERT INTO task_instance (workflow_instance_id, task_code, task_definition_version, name,"
-                    " task_type, attempt, retry_times, max_retry_times, retry_interval, task_instance_priority,"
-                    " worker_group, environment_code, delay_time, task_params, var_pool, dry_run, state,"
-                    " submit_time, first_submit_time)"
-                    " SELECT $1, u.* , 0, now(), now() FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[],"
-                    " $6::int[], $7::int[], $8::int[], $9::int[], $10::smallint[], $11::text[], $12::bigint[],"
-                    " $13::int[], $14::jsonb[], $15::jsonb[], $16::smallint[]) AS u RETURNING id, task_code",
-                    instance_id,
-                    codes,
-                    [a.task_version for a in batch.new_attempts],
-                    [a.name for a in batch.new_attempts],
-                    [a.task_type for a in batch.new_attempts],
-                    [a.attempt for a in batch.new_attempts],
-                    [a.retry_times for a in batch.new_attempts],
-                    [a.max_retry_times for a in batch.new_attempts],
-                    [a.retry_interval for a in batch.new_attempts],
-                    [a.priority for a in batch.new_attempts],
-                    [a.worker_group for a in batch.new_attempts],
-                    [a.environment_code for a in batch.new_attempts],
-                    [a.delay_time for a in batch.new_attempts],
-                    [json.dumps(a.task_params) for a in batch.new_attempts],
-                    [json.dumps(a.var_pool) for a in batch.new_attempts],
-                    [a.dry_run for a in batch.new_attempts],
-                )
-                by_code = {int(r["task_code"]): int(r["id"]) for r in rows}
-                ids = [by_code[c] for c in codes]
-            for sql, rows in _task_updates(batch.updates).items():
-                if len(rows) == 1:
-                    await conn.execute(sql, *rows[0])
-                else:
-                    await conn.executemany(sql, rows)  # one pipelined round trip
-            for alert_type, title, content in batch.alerts:
-                await _insert_alert(conn, instance_id, alert_type, title, content)
-            if batch.next_backfill is not None:
-                await conn.execute(_NEXT_BACKFILL, instance_id, *batch.next_backfill)
-            return ids
+        """Apply ``batch`` if the instance is still ours; returns the ids of the new attempts.
+
+        A lost connection before COMMIT leaves nothing written (the caller may send the batch again);
+        one while committing or releasing the connection raises :class:`CommitUnknown`."""
+        applied = False
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                ids = await self._apply(conn, instance_id, epoch, batch)
+                applied = True
+        except CONNECTION_LOST as exc:
+            if applied:
+                raise CommitUnknown(f"instance {instance_id}: connection lost while committing: {exc}") from exc
+            raise
+        return ids
+
+    async def write_retrying(
+        self, instance_id: int, epoch: int, batch: WriteBatch, max_delay: float = 5.0
+    ) -> list[int]:
+        """:meth:`write`, sent again (with doubling backoff) while the connection is lost before COMMIT,
+        as when PostgreSQL restarts. :class:`FencedOut`, :class:`CommitUnknown` and server-side errors
+        propagate: the actor then ends and the master recovers the instance from what committed."""
+        delay = 0.1
+        while True:
+            try:
+                return await self.write(instance_id, epoch, batch)
+            except CONNECTION_LOST as exc:
+                log.warning("database write failed; retrying", error=str(exc), retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, max_delay)
+
+    async def _apply(self, conn: asyncpg.Connection, instance_id: int, epoch: int, batch: WriteBatch) -> list[int]:
+        """Inside the write's transaction: the ownership lock, then the batch's statements."""
+        await self._lock_owned(conn, instance_id, epoch)
+        if batch.workflow_state is not None or batch.workflow_var_pool is not None:
+            await conn.execute(
+                "UPDATE workflow_instance SET state = coalesce($2, state),"
+                " end_time = CASE WHEN $3 THEN now() ELSE end_time END,"
+                " var_pool = coalesce($4::jsonb, var_pool), update_time = now() WHERE id = $1",
+                instance_id,
+                batch.workflow_state,
+                batch.workflow_finished,
+                None if batch.workflow_var_pool is None else json.dumps(batch.workflow_var_pool),
+            )
+        ids: list[int] = []
+        if batch.new_attempts:
+            codes = [a.task_code for a in batch.new_attempts]
+            await conn.execute(
+                "UPDATE task_instance SET flag = 0 WHERE workflow_instance_id = $1 AND task_code = ANY($2)"
+                " AND flag = 1",
+                instance_id,
+                codes,
+            )
+            rows = await conn.fetch(
+                "INSERT INTO task_instance (workflow_instance_id, task_code, task_definition_version, name,"
+                " task_type, attempt, retry_times, max_retry_times, retry_interval, task_instance_priority,"
+                " worker_group, environment_code, delay_time, task_params, var_pool, dry_run, state,"
+                " submit_time, first_submit_time)"
+                " SELECT $1, u.* , 0, now(), now() FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[],"
+                " $6::int[], $7::int[], $8::int[], $9::int[], $10::smallint[], $11::text[], $12::bigint[],"
+                " $13::int[], $14::jsonb[], $15::jsonb[], $16::smallint[]) AS u RETURNING id, task_code",
+                instance_id,
+                codes,
+                [a.task_version for a in batch.new_attempts],
+                [a.name for a in batch.new_attempts],
+                [a.task_type for a in batch.new_attempts],
+                [a.attempt for a in batch.new_attempts],
+                [a.retry_times for a in batch.new_attempts],
+                [a.max_retry_times for a in batch.new_attempts],
+                [a.retry_interval for a in batch.new_attempts],
+                [a.priority for a in batch.new_attempts],
+                [a.worker_group for a in batch.new_attempts],
+                [a.environment_code for a in batch.new_attempts],
+                [a.delay_time for a in batch.new_attempts],
+                [json.dumps(a.task_params) for a in batch.new_attempts],
+                [json.dumps(a.var_pool) for a in batch.new_attempts],
+                [a.dry_run for a in batch.new_attempts],
+            )
+            by_code = {int(r["task_code"]): int(r["id"]) for r in rows}
+            ids = [by_code[c] for c in codes]
+        for sql, rows in _task_updates(batch.updates).items():
+            if len(rows) == 1:
+                await conn.execute(sql, *rows[0])
+            else:
+                await conn.executemany(sql, rows)  # one pipelined round trip
+        for alert_type, title, content in batch.alerts:
+            await _insert_alert(conn, instance_id, alert_type, title, content)
+        if batch.next_backfill is not None:
+            await conn.execute(_NEXT_BACKFILL, instance_id, *batch.next_backfill)
+        return ids
 
     # -- failover ---------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from typing import IO
 import psutil
 
 from engine import logs
+from engine.aio import acquire_in_thread
 from engine.params import builtins, out_params, parse_set_values, parse_time, properties, resolve
 from engine.tasks import registry
 from engine.tasks.base import Launch, ParamError, TaskContext
@@ -169,7 +170,10 @@ class Executor:
             try:
                 result = await self._run(run)
             except asyncio.CancelledError:
-                result = self._result(run, "KILL", -1, "cancelled before it started")
+                if run.lost:  # the lease is gone: to be run again elsewhere, not a user's kill
+                    result = self._result(run, "LOST", -1, "not started: the worker lost its registry lease")
+                else:
+                    result = self._result(run, "KILL", -1, "cancelled before it started")
             except Exception as exc:
                 log.exception("task failed on the worker")
                 result = self._result(run, "FAILURE", -1, f"worker error: {type(exc).__name__}: {exc}")
@@ -242,7 +246,9 @@ class Executor:
             return self._result(run, "FAILURE", -1, str(exc))
         # one trip to a thread for the file system work before the start: log file, exec dir, files
         run.files = frozenset(launch.files)
-        logfile = await asyncio.to_thread(_set_up, run.log_path, header, self.dirs, run.exec_dir, launch.files, user)
+        logfile = await acquire_in_thread(
+            _close, _set_up, run.log_path, header, self.dirs, run.exec_dir, launch.files, user
+        )
         try:
             if d.dry_run:
                 await _write(logfile, "[porpoise] dry run: not executed\n")
@@ -380,6 +386,10 @@ class Executor:
         for run in runs:
             run.lost = lost
         await asyncio.gather(*(self.kill(*run.key) for run in runs))
+
+
+async def _close(fh: IO[bytes]) -> None:
+    await asyncio.to_thread(fh.close)
 
 
 def _stamp() -> str:

@@ -13,6 +13,11 @@ loop in its own session reading a pipe from the worker:
   just before a pause does not buy the worker time its lease does not have;
 - end of file (the worker died, however): every group is killed and the reaper exits.
 
+With ``children_of`` (the worker passes its own pid) the deadline also kills every other child of that
+process, each with its group: a task whose process the spawn thread created while the worker was
+stopped runs although the worker never got to say ``add`` (a SIGSTOP stops the worker, not a child it
+is creating).
+
 It names each group on its output before killing it, so a worker that wakes from a pause can tell a task
 the reaper killed (report it LOST: run it again elsewhere) from one that failed on its own.
 
@@ -34,9 +39,21 @@ trap '' PIPE  # the worker (reader of our output) may be dead: keep going and ki
 [[ -n $EPOCHREALTIME ]] || { echo "porpoise-reaper needs bash 5 (EPOCHREALTIME)" >&2; exit 2; }
 declare -A groups
 deadline=$(( ${EPOCHREALTIME/[.,]/} + $1 ))  # microseconds
+parent=$2  # whose other children are tasks too (0: none)
 kill_all() {
     for g in "${!groups[@]}"; do echo "killed $g" 2>/dev/null; kill -KILL -- "-$g" 2>/dev/null; done
     groups=()
+    (( parent > 0 )) || return 0
+    # a task started but not added yet (the worker was paused between the two; a new process runs even
+    # while its parent is stopped): every child of the worker but us, its group and itself (no group yet)
+    local f c
+    for f in /proc/"$parent"/task/*/children; do
+        [[ -r $f ]] || continue
+        for c in $(< "$f"); do
+            (( c == $$ )) && continue
+            echo "killed $c" 2>/dev/null; kill -KILL -- "-$c" "$c" 2>/dev/null
+        done
+    done
 }
 while true; do
     left=$(( deadline - ${EPOCHREALTIME/[.,]/} ))
@@ -70,8 +87,10 @@ def _micros(seconds: float) -> int:
 
 
 class Reaper:
-    def __init__(self, lease_ttl: float) -> None:
+    def __init__(self, lease_ttl: float, children_of: int = 0) -> None:
         self.lease_ttl = lease_ttl
+        #: a pid whose children are all task processes (the worker's own): they die with the groups
+        self.children_of = children_of
         self.proc: asyncio.subprocess.Process | None = None
         self._fd = -1
         self._out = -1
@@ -84,7 +103,7 @@ class Reaper:
         os.set_blocking(self._out, False)
         try:
             self.proc = await asyncio.create_subprocess_exec(
-                "bash", "-c", SCRIPT, "porpoise-reaper", str(_micros(self.lease_ttl - MARGIN)),
+                "bash", "-c", SCRIPT, "porpoise-reaper", str(_micros(self.lease_ttl - MARGIN)), str(self.children_of),
                 stdin=read_end, stdout=out_write, start_new_session=True,
             )  # fmt: skip
         finally:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ class Worker(Node):
         )
         self.log_files = LogFiles(Path(w.log_dir))
         self.reporter = Reporter(self.rpc, busy=self._busy_with)
-        self.reaper = Reaper(self.cfg.registry.lease_ttl)
+        self.reaper = Reaper(self.cfg.registry.lease_ttl, children_of=os.getpid())
         self.executor = Executor(
             slots=w.exec_slots,
             log_dir=Path(w.log_dir).resolve(),

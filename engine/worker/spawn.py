@@ -13,9 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+
+from engine.aio import acquire_in_thread
 
 
 class Child:
@@ -59,7 +62,9 @@ class Child:
 async def spawn(argv: list[str], cwd: Path, env: dict[str, str]) -> Child:
     """Start ``argv`` in a new session (its own process group), stdin from /dev/null, stdout and stderr
     into one pipe read by the loop."""
-    popen = await asyncio.to_thread(
+    # a start cancelled while the thread creates the process must not leave it running, unowned
+    popen = await acquire_in_thread(
+        _discard,
         subprocess.Popen,
         argv,
         cwd=cwd,
@@ -80,6 +85,14 @@ async def spawn(argv: list[str], cwd: Path, env: dict[str, str]) -> Child:
     child = Child(popen, reader.stream, reader.close)
     child._watch()
     return child
+
+
+async def _discard(popen: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(popen.pid, signal.SIGKILL)
+    await asyncio.to_thread(popen.wait)
+    if popen.stdout is not None:
+        popen.stdout.close()
 
 
 class _PipeReader:

@@ -1,0 +1,115 @@
+"""The actor's fenced write when PostgreSQL drops the connection (real PostgreSQL, real backends
+terminated with pg_terminate_backend): lost before COMMIT -> sent again, applied once; lost while
+committing -> CommitUnknown, never sent again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from engine.master.states import WorkflowState
+from engine.master.store import CommitUnknown, MasterStore, WriteBatch
+from engine.storage.failures import CONNECTION_LOST
+from engine.storage.schema import apply_schema
+
+ME, EPOCH = "127.0.0.1:5678", 5
+
+# COMMIT runs deferred constraint triggers: this one makes committing a 'slow-commit' alert take 60 s,
+# long enough to terminate the backend while its COMMIT is under way.
+SLOW_COMMIT = """
+CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.title = 'slow-commit' THEN PERFORM pg_sleep(60); END IF;
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON alert DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION slow_commit();
+"""
+
+
+@pytest.fixture
+async def db(fresh_db: str) -> AsyncIterator[tuple[asyncpg.Pool, int]]:
+    await apply_schema(fresh_db)
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    await pool.execute(SLOW_COMMIT)
+    wid = await pool.fetchval(
+        "INSERT INTO workflow_instance (name, workflow_definition_code, workflow_definition_version, project_code,"
+        " state, command_type, host, epoch) VALUES ('w', 1, 1, 1, 1, 0, $1, $2) RETURNING id",
+        ME,
+        EPOCH,
+    )
+    yield pool, wid
+    await pool.close()
+
+
+def final_batch(title: str) -> WriteBatch:
+    return WriteBatch(
+        workflow_state=int(WorkflowState.SUCCESS), workflow_finished=True, alerts=[(1, title, "the instance ended")]
+    )
+
+
+async def backend_waiting(admin: asyncpg.Connection, wait_event: str, deadline: float = 10.0) -> int:
+    """The pid of the backend of this database waiting on ``wait_event`` (or any event of that type)."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        pid = await admin.fetchval(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND $1 IN (wait_event, wait_event_type)",
+            wait_event,
+        )
+        if pid is not None:
+            return int(pid)
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"no backend reached wait event {wait_event}")
+
+
+async def test_a_connection_lost_while_committing_is_not_written_again(db: tuple[asyncpg.Pool, int]) -> None:
+    pool, wid = db
+    store = MasterStore(pool, ME)
+    write = asyncio.create_task(store.write_retrying(wid, EPOCH, final_batch("slow-commit"), max_delay=0.05))
+    async with pool.acquire() as admin:
+        pid = await backend_waiting(admin, "PgSleep")  # inside COMMIT, in the deferred trigger
+        assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+    with pytest.raises(CommitUnknown, match="connection lost while committing"):
+        await asyncio.wait_for(write, 10)
+    # the terminated COMMIT did not apply here; what matters is that nothing was sent a second time
+    assert await pool.fetchval("SELECT count(*) FROM alert") == 0
+    assert await pool.fetchval("SELECT state FROM workflow_instance WHERE id = $1", wid) == 1
+
+
+async def test_a_connection_lost_before_commit_is_sent_again_and_applied_once(db: tuple[asyncpg.Pool, int]) -> None:
+    pool, wid = db
+    store = MasterStore(pool, ME)
+    async with pool.acquire() as blocker, pool.acquire() as admin:
+        # hold the instance row so the write's ownership lock waits, then kill the waiting backend
+        tx = blocker.transaction()
+        await tx.start()
+        await blocker.execute("SELECT 1 FROM workflow_instance WHERE id = $1 FOR UPDATE", wid)
+        write = asyncio.create_task(store.write_retrying(wid, EPOCH, final_batch("ended"), max_delay=0.05))
+        first = await backend_waiting(admin, "Lock")
+        assert await admin.fetchval("SELECT pg_terminate_backend($1)", first)
+        second = await backend_waiting(admin, "Lock")  # sent again on a new connection, waiting again
+        assert second != first
+        await tx.rollback()
+    await asyncio.wait_for(write, 10)
+    assert await pool.fetchval("SELECT count(*) FROM alert WHERE title = 'ended'") == 1
+    assert await pool.fetchval("SELECT state FROM workflow_instance WHERE id = $1", wid) == WorkflowState.SUCCESS
+
+
+async def test_a_terminated_backend_raises_what_counts_as_a_lost_connection(fresh_db: str) -> None:
+    conn = await asyncpg.connect(fresh_db)
+    admin = await asyncpg.connect(fresh_db)
+    try:
+        pid = conn.get_server_pid()
+        query = asyncio.create_task(conn.execute("SELECT pg_sleep(60)"))
+        await backend_waiting(admin, "PgSleep")
+        await admin.execute("SELECT pg_terminate_backend($1)", pid)
+        with pytest.raises(CONNECTION_LOST):
+            await asyncio.wait_for(query, 10)
+    finally:
+        conn.terminate()
+        await admin.close()
