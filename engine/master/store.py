@@ -232,13 +232,20 @@ class MasterStore:
         """Apply ``batch`` if the instance is still ours; returns the ids of the new attempts.
 
         A lost connection before COMMIT leaves nothing written (the caller may send the batch again);
-        one while committing or releasing the connection raises :class:`CommitUnknown`."""
-        applied = False
+        one while committing raises :class:`CommitUnknown`; one while the pool takes the connection back
+        after the commit does not matter."""
+        applied = committed = False
+        ids: list[int] = []
         try:
-            async with self.pool.acquire() as conn, conn.transaction():
-                ids = await self._apply(conn, instance_id, epoch, batch)
-                applied = True
+            async with self.pool.acquire() as conn:
+                async with conn.transaction():
+                    ids = await self._apply(conn, instance_id, epoch, batch)
+                    applied = True
+                committed = True
         except CONNECTION_LOST as exc:
+            if committed:
+                log.info("connection lost after a commit", error=str(exc))
+                return ids
             if applied:
                 raise CommitUnknown(f"instance {instance_id}: connection lost while committing: {exc}") from exc
             raise

@@ -241,8 +241,7 @@ class Executor:
             launch, local = self._prepare(run)
             user = _tenant(d.tenant)
         except ValueError as exc:  # ParamError, bad placeholder, unknown task type
-            logfile = await asyncio.to_thread(_open_log, run.log_path, header + f"[porpoise] refused: {exc}\n")
-            await asyncio.to_thread(logfile.close)
+            await asyncio.to_thread(_write_log, run.log_path, header + f"[porpoise] refused: {exc}\n")
             return self._result(run, "FAILURE", -1, str(exc))
         # one trip to a thread for the file system work before the start: log file, exec dir, files
         run.files = frozenset(launch.files)
@@ -406,6 +405,10 @@ def _open_log(path: Path, first: str = "") -> IO[bytes]:
     if first:
         fh.write(first.encode())
     return fh
+
+
+def _write_log(path: Path, text: str) -> None:
+    _open_log(path, text).close()
 
 
 def _set_up(
