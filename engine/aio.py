@@ -32,15 +32,19 @@ async def acquire_in_thread(
 
     Cancelling the wait does not stop the thread: what it acquires after the caller gave up would be
     leaked (a file left open, a task process running unowned). So on cancellation this waits for the
-    thread, hands its result to ``release`` and re-raises."""
+    thread (further cancellations meanwhile included), hands its result to ``release`` and re-raises."""
     call = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
     try:
         return await asyncio.shield(call)
     except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            released = release(await call)
-            if inspect.isawaitable(released):
-                await released
+        while not call.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([call])
+        if call.exception() is None:
+            with contextlib.suppress(Exception):
+                released = release(call.result())
+                if inspect.isawaitable(released):
+                    await released
         raise
 
 

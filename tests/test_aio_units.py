@@ -90,6 +90,27 @@ async def test_what_a_thread_acquires_after_its_caller_gave_up_is_released() -> 
     assert released == ["the resource"]
 
 
+async def test_a_second_cancellation_while_the_thread_works_does_not_skip_the_release() -> None:
+    started, proceed = threading.Event(), threading.Event()
+    released: list[str] = []
+
+    def acquire() -> str:
+        started.set()
+        proceed.wait(10)
+        return "the resource"
+
+    call = asyncio.create_task(acquire_in_thread(released.append, acquire))
+    await asyncio.to_thread(started.wait, 10)
+    call.cancel()
+    await asyncio.sleep(0)  # the first cancellation is delivered; it now waits for the thread
+    call.cancel()
+    await asyncio.sleep(0)
+    proceed.set()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert released == ["the resource"]
+
+
 async def test_what_a_thread_acquires_is_returned_when_nobody_cancels() -> None:
     released: list[str] = []
     assert await acquire_in_thread(released.append, lambda: "the resource") == "the resource"
