@@ -119,14 +119,6 @@ class HostSample:
             )
         return None
 
-    def overloaded(self, limits: LoadLimits, busy: float | None = None) -> bool:
-        return self.overload(limits, busy) is not None
-
-    def overload_reason(self, limits: LoadLimits, busy: float | None = None) -> str:
-        """Why this host is over its limits, or "" when it is not."""
-        over = self.overload(limits, busy)
-        return over.reason if over is not None else ""
-
 
 _GB = 1024**3
 

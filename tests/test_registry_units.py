@@ -89,23 +89,23 @@ def test_heartbeat_round_trip_and_rejections() -> None:
 
 def test_overload_limits() -> None:
     sample = HostSample(0.5, 0.5, load_average=3.0, available_memory_gb=1.0, disk_available_gb=10)
-    assert sample.overloaded(LoadLimits(max_cpu_load_avg=2.0, reserved_memory_gb=0.3), busy=1.0)
-    assert not sample.overloaded(LoadLimits(max_cpu_load_avg=4.0, reserved_memory_gb=0.3))
-    assert sample.overloaded(LoadLimits(max_cpu_load_avg=4.0, reserved_memory_gb=2.0))
+    assert sample.overload(LoadLimits(max_cpu_load_avg=2.0, reserved_memory_gb=0.3), busy=1.0) is not None
+    assert sample.overload(LoadLimits(max_cpu_load_avg=4.0, reserved_memory_gb=0.3)) is None
+    assert sample.overload(LoadLimits(max_cpu_load_avg=4.0, reserved_memory_gb=2.0)) is not None
 
 
 def test_a_load_average_over_the_limit_holds_work_back_only_while_the_cpus_are_busy() -> None:
     limits = LoadLimits(max_cpu_load_avg=4.0, reserved_memory_gb=0.3)
     loaded = HostSample(0.2, 0.5, load_average=9.0, available_memory_gb=1.0, disk_available_gb=10)
-    assert not loaded.overloaded(limits, busy=0.5)  # the average lags: the cpus have room now
-    assert loaded.overloaded(limits, busy=0.95)
-    assert "load average 9.00" in loaded.overload_reason(limits, busy=0.95)
+    assert loaded.overload(limits, busy=0.5) is None  # the average lags: the cpus have room now
+    assert loaded.overload(limits, busy=0.95) is not None
+    assert "load average 9.00" in loaded.overload(limits, busy=0.95).reason  # type: ignore[union-attr]
     assert loaded.overload(limits, busy=0.95).hold  # type: ignore[union-attr]  # saturated: hold, not stop
-    assert not loaded.overloaded(limits)  # no live figure: this sample's own cpu usage (0.2)
+    assert loaded.overload(limits) is None  # no live figure: this sample's own cpu usage (0.2)
     light = HostSample(1.0, 0.5, load_average=1.0, available_memory_gb=1.0, disk_available_gb=10)
-    assert not light.overloaded(limits, busy=1.0)  # busy but under the load limit: a burst
+    assert light.overload(limits, busy=1.0) is None  # busy but under the load limit: a burst
     short = HostSample(0.0, 0.9, load_average=0.0, available_memory_gb=0.1, disk_available_gb=10)
-    assert "free memory 0.10 GB" in short.overload_reason(limits, busy=0.0)
+    assert "free memory 0.10 GB" in short.overload(limits, busy=0.0).reason  # type: ignore[union-attr]
     assert not short.overload(limits).hold  # type: ignore[union-attr]  # short of memory: take nothing
 
 

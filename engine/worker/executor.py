@@ -110,22 +110,9 @@ class Executor:
         existing = self.runs.get(d.task_instance_id)
         if existing is not None and existing.dispatch.attempt == d.attempt:
             return DispatchReply(True, "already running")  # a retried dispatch: idempotent
-        if not self.accepting:
-            return DispatchReply(False, "worker is shutting down")
-        if len(self.runs) >= self.slots:
-            return DispatchReply(False, f"all {self.slots} exec slots are busy")
-        over = self.overloaded()
-        if over is None:
-            self._held = None
-        elif not over.hold:
-            return DispatchReply(False, over.reason)
-        else:
-            # saturated: keep the concurrency where it was when saturation began — a slot freed by a
-            # finishing task is refilled (refusing it would idle the cpus it frees), none is added
-            if self._held is None:
-                self._held = len(self.runs)
-            if len(self.runs) >= self._held:
-                return DispatchReply(False, f"{over.reason}; holding at {self._held} running tasks")
+        free, why = self._room()
+        if free <= 0:
+            return DispatchReply(False, why)
         stale = self.reporter.stale(d.workflow_instance_id, d.epoch, valid_until_ms or d.valid_until_ms)
         if stale:
             return DispatchReply(False, stale)
@@ -147,16 +134,27 @@ class Executor:
 
     def free_slots(self) -> int:
         """How many more attempts this worker would admit now."""
+        return self._room()[0]
+
+    def _room(self) -> tuple[int, str]:
+        """How many more attempts this worker admits now, and why none when it is 0."""
         if not self.accepting:
-            return 0
-        free = self.slots - len(self.runs)
+            return 0, "worker is shutting down"
+        if len(self.runs) >= self.slots:
+            return 0, f"all {self.slots} exec slots are busy"
         over = self.overloaded()
-        if over is not None and not over.hold:
-            return 0
-        if over is not None:
-            held = self._held if self._held is not None else len(self.runs)
-            free = min(free, held - len(self.runs))
-        return max(free, 0)
+        if over is None:
+            self._held = None
+            return self.slots - len(self.runs), ""
+        if not over.hold:
+            return 0, over.reason
+        # saturated: keep the concurrency where it was when saturation began — a slot freed by a
+        # finishing task is refilled (refusing it would idle the cpus it frees), none is added
+        if self._held is None:
+            self._held = len(self.runs)
+        if len(self.runs) >= self._held:
+            return 0, f"{over.reason}; holding at {self._held} running tasks"
+        return self._held - len(self.runs), ""
 
     # -- execution --------------------------------------------------------------------------------
 
