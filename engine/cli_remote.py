@@ -43,7 +43,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     conn.add_argument("--token", help="API token (default: PORPOISE_TOKEN or the client file)")
     conn.add_argument("--json", action="store_true", help="machine-readable output")
 
-    p = sub.add_parser("apply", parents=[conn], help="create or update workflows from a YAML file")
+    p = sub.add_parser(
+        "apply", parents=[conn], help="create or update workflows from a YAML file or a Python file (SDK)"
+    )
     p.add_argument("file")
     p.add_argument("--offline", action="store_true", help="save without putting the workflows online")
 
@@ -111,6 +113,8 @@ def _emit(data: Any) -> None:
 
 
 def cmd_apply(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
+    if args.file.endswith(".py"):
+        return _apply_python(client, args, out)
     docs = document.read_documents(args.file)
     for i, doc in enumerate(docs):  # the same checks the API runs, before anything is sent
         try:
@@ -122,6 +126,28 @@ def cmd_apply(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
     for doc in docs:
         saved = client.post("/api/v1/workflows", doc, release=not args.offline)
         results.append({"name": doc["name"], "project": doc["project"], **saved})
+    return _report_applied(results, args, out)
+
+
+def _apply_python(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
+    """Apply every Workflow a Python file defines (the SDK's own apply: schedules included)."""
+    from porpoise import Client, WorkflowError, load_workflows
+
+    try:
+        workflows = load_workflows(args.file)
+        for wf in workflows:  # every check before anything is sent
+            wf.validate()
+    except WorkflowError as exc:
+        raise DefinitionError(f"{args.file}: {exc.field}", exc.reason) from exc
+    sdk = Client(api=client)
+    results = []
+    for wf in workflows:
+        wf.apply(sdk, online=not args.offline)
+        results.append({"name": wf.name, "project": wf.project, **wf.saved})
+    return _report_applied(results, args, out)
+
+
+def _report_applied(results: list[dict[str, Any]], args: argparse.Namespace, out: Console) -> int:
     if args.json:
         _emit(results)
         return 0

@@ -1,0 +1,208 @@
+"""Reading and controlling runs over the REST API: :class:`Client`, :class:`Instance`, :class:`TaskRun`.
+
+The client finds the API as the ``porpoise`` command does (arguments, then ``PORPOISE_URL`` /
+``PORPOISE_TOKEN``, then a client file such as ``.run/standalone/client.json``) and speaks plain HTTP:
+no gateway process. Errors from the API raise :class:`ApiError` with its status and field.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine.client import ApiClient, ApiClientError, discover
+
+ApiError = ApiClientError
+
+#: workflow states after which nothing more happens to a run (unless it is resumed or rerun)
+FINISHED = frozenset({"SUCCESS", "FAILURE", "STOP", "PAUSE", "BLOCK"})
+#: seconds the API may take to claim a start command before start() gives up
+CLAIM_WAIT_SECONDS = 30.0
+
+
+class Client:
+    """A connection to one Porpoise API (``url`` and ``token``, or found as the CLI finds them)."""
+
+    def __init__(
+        self, url: str | None = None, token: str | None = None, timeout: float = 30.0, api: ApiClient | None = None
+    ) -> None:
+        self.api = api or ApiClient(discover(url, token), timeout=timeout)
+
+    # -- definitions -------------------------------------------------------------------------------
+
+    def workflow_code(self, name: str, project: str | None = None) -> int:
+        found = self.api.get("/api/v1/workflows", name=name, project=project)["items"]
+        if not found:
+            raise ApiError(f"no workflow named {name!r}" + (f" in project {project!r}" if project else ""), 404)
+        if len(found) > 1:
+            raise ApiError(f"workflow {name!r} exists in several projects; pass project=", 409)
+        return int(found[0]["code"])
+
+    def workflow(self, name_or_code: str | int, project: str | None = None) -> dict[str, Any]:
+        """A workflow with its current document."""
+        code = name_or_code if isinstance(name_or_code, int) else self.workflow_code(name_or_code, project)
+        return dict(self.api.get(f"/api/v1/workflows/{code}"))
+
+    def set_schedule(self, code: int, crontab: str, timezone: str = "UTC", online: bool = True) -> dict[str, Any]:
+        """Create the workflow's schedule, or change its first one; online or offline as asked."""
+        existing = self.api.get("/api/v1/schedules", workflow=code, size=1)["items"]
+        body = {"crontab": crontab, "timezone": timezone, "online": online}
+        if existing:
+            return dict(self.api.put(f"/api/v1/schedules/{existing[0]['id']}", body))
+        return dict(self.api.post("/api/v1/schedules", {"workflow_code": code, **body}))
+
+    # -- runs --------------------------------------------------------------------------------------
+
+    def start(
+        self, workflow: str | int, params: Mapping[str, Any] | None = None, project: str | None = None, **options: Any
+    ) -> Instance:
+        """Start a workflow (name or code); returns its instance once a master has claimed the command."""
+        code = workflow if isinstance(workflow, int) else self.workflow_code(workflow, project)
+        body: dict[str, Any] = {"params": {k: str(v) for k, v in (params or {}).items()}, **options}
+        command = self.api.post(f"/api/v1/workflows/{code}/start", body)
+        return self.instance(self._claimed(command))
+
+    def _claimed(self, command: Mapping[str, Any]) -> int:
+        """The instance a queued command became, once a master has claimed it."""
+        deadline = time.monotonic() + CLAIM_WAIT_SECONDS
+        status = command if "status" in command else self.api.get(f"/api/v1/commands/{command['command_id']}")
+        while status["status"] == "QUEUED":
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"command {command['command_id']} still queued: is a master running?")
+            time.sleep(0.05)
+            status = self.api.get(f"/api/v1/commands/{command['command_id']}")
+        if status["status"] == "ERROR":
+            raise ApiError(f"command {command['command_id']} was refused: {status['message']}", 400)
+        return int(status["workflow_instance_id"])
+
+    def instance(self, instance_id: int) -> Instance:
+        return Instance(self, instance_id)
+
+    def instances(
+        self, workflow: str | int | None = None, state: str | None = None, project: str | None = None, size: int = 50
+    ) -> list[Instance]:
+        """The newest runs, optionally of one workflow and / or in given states (comma list)."""
+        code = None
+        if workflow is not None:
+            code = workflow if isinstance(workflow, int) else self.workflow_code(workflow, project)
+        items = self.api.get("/api/v1/instances", workflow=code, state=state, project=project, size=size)["items"]
+        return [Instance(self, int(i["id"]), i) for i in items]
+
+
+class Instance:
+    """One workflow run. Attributes read the last fetched state; :meth:`refresh` fetches again."""
+
+    def __init__(self, client: Client, instance_id: int, data: Mapping[str, Any] | None = None) -> None:
+        self.client = client
+        self.id = instance_id
+        self.data: dict[str, Any] = dict(data) if data is not None else {}
+        if data is None:
+            self.refresh()
+
+    def __repr__(self) -> str:
+        return f"Instance({self.id}, {self.state})"
+
+    def refresh(self) -> Instance:
+        self.data = dict(self.client.api.get(f"/api/v1/instances/{self.id}"))
+        return self
+
+    @property
+    def state(self) -> str:
+        return str(self.data.get("state", ""))
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state == "SUCCESS"
+
+    @property
+    def tasks(self) -> list[TaskRun]:
+        """The current attempt of each task that has started (fetched with the instance)."""
+        if "tasks" not in self.data:
+            self.refresh()
+        return [TaskRun(self.client, t) for t in self.data.get("tasks", [])]
+
+    def task(self, name: str) -> TaskRun:
+        for t in self.tasks:
+            if t.name == name:
+                return t
+        raise KeyError(f"instance {self.id} has no task {name!r} (yet)")
+
+    def wait(self, timeout: float | None = None, interval: float = 0.3) -> Instance:
+        """Block until the run has finished; raises TimeoutError after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.refresh().finished:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"instance {self.id} still {self.state} after {timeout}s")
+            time.sleep(interval)
+        return self
+
+    def _control(self, action: str) -> dict[str, Any]:
+        """Stop and pause are sent to the owning master; resume, recover-failed and rerun queue a command,
+        and return once a master has taken it (so a following :meth:`wait` sees the new run)."""
+        reply = dict(self.client.api.post(f"/api/v1/instances/{self.id}/{action}"))
+        if reply.get("command_id") is not None:
+            self.client._claimed(reply)
+            self.refresh()
+        return reply
+
+    def stop(self) -> dict[str, Any]:
+        return self._control("stop")
+
+    def pause(self) -> dict[str, Any]:
+        return self._control("pause")
+
+    def resume(self) -> dict[str, Any]:
+        return self._control("resume")
+
+    def recover_failed(self) -> dict[str, Any]:
+        return self._control("recover-failed")
+
+    def rerun(self) -> dict[str, Any]:
+        return self._control("rerun")
+
+
+@dataclass
+class TaskRun:
+    """One attempt of a task, as the API reports it."""
+
+    client: Client
+    data: dict[str, Any]
+
+    @property
+    def id(self) -> int:
+        return int(self.data["id"])
+
+    @property
+    def name(self) -> str:
+        return str(self.data["name"])
+
+    @property
+    def state(self) -> str:
+        return str(self.data["state"])
+
+    def log_lines(self, follow: bool = False, interval: float = 0.3) -> Iterator[str]:
+        """The task's log, line by line, paged from the worker that ran it; ``follow`` waits for more
+        until the task has finished writing."""
+        skip = 0
+        while True:
+            page = self.client.api.get(f"/api/v1/tasks/{self.id}/log", skip=skip, limit=1000)
+            yield from page["lines"]
+            skip = page["next"]
+            if page["lines"]:
+                continue
+            if page["complete"] or not follow:
+                return
+            time.sleep(interval)
+
+    def log(self) -> str:
+        """The whole log as it is now."""
+        return "\n".join(self.log_lines())
+
+    def force_success(self) -> dict[str, Any]:
+        return dict(self.client.api.post(f"/api/v1/tasks/{self.id}/force-success"))
