@@ -16,7 +16,7 @@ docs/SDK.md has the whole surface.
 
 from porpoise.client import ApiError, Client, Instance, TaskRun
 from porpoise.loader import load_workflows
-from porpoise.tasks import Conditions, Dep, Dependent, Python, Shell, Spark, Sql, SubWorkflow, Switch
+from porpoise.tasks import Conditions, Dep, Dependent, Http, Python, Shell, Spark, Sql, SubWorkflow, Switch
 from porpoise.workflow import Task, Workflow, WorkflowError
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "Conditions",
     "Dep",
     "Dependent",
+    "Http",
     "Instance",
     "Python",
     "Shell",

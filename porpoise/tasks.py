@@ -1,7 +1,7 @@
 """Task types as Python classes. Each builds the plugin parameters a workflow file would hold
 (README.md lists them); every class takes the common options of :class:`porpoise.workflow.Task`.
 
-Worker tasks: :class:`Shell`, :class:`Python`, :class:`Sql`, :class:`Spark`. Logic tasks run by the
+Worker tasks: :class:`Shell`, :class:`Python`, :class:`Sql`, :class:`Spark`, :class:`Http`. Logic tasks run by the
 master: :class:`SubWorkflow`, :class:`Dependent` (with :class:`Dep` items), :class:`Switch`,
 :class:`Conditions`. Branch targets of a Switch or Conditions may be given as tasks or names; a task
 given as a branch waits for the switch automatically (as a branch must).
@@ -118,6 +118,46 @@ class Spark(Task):
             others=others,
         )
         super().__init__(name, params=params, **options)
+
+
+class Http(Task):
+    """One HTTP request (engine/tasks/http.py): checked status and answer, values taken into OUT params
+    with ``extract={name: "$.json.path"}`` (each also declared as an output)."""
+
+    task_type = "HTTP"
+
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        *,
+        method: str = "GET",
+        headers: Mapping[str, str] | None = None,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        body_type: Literal["json", "form", "raw"] | None = None,
+        timeout_seconds: float | None = None,
+        expected_status: Sequence[int] | None = None,
+        check: Mapping[str, Any] | None = None,
+        extract: Mapping[str, str] | None = None,
+        max_log_bytes: int | None = None,
+        **options: Any,
+    ) -> None:
+        params = _set(
+            {"url": url, "httpMethod": method},
+            headers=dict(headers) if headers else None,
+            query=dict(query) if query else None,
+            body=body,
+            bodyType=body_type,
+            timeoutSeconds=timeout_seconds,
+            expectedStatus=list(expected_status) if expected_status else None,
+            check=dict(check) if check else None,
+            extract=dict(extract) if extract else None,
+            maxLogBytes=max_log_bytes,
+        )
+        declared = list(options.pop("outputs", ()))
+        outputs = declared + [k for k in extract or {} if k not in declared]
+        super().__init__(name, params=params, outputs=outputs, **options)
 
 
 class SubWorkflow(Task):
