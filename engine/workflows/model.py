@@ -49,6 +49,9 @@ class TaskDef:
     timeout_strategy: int | None = None
     delay_time: int = 0
     environment_code: int = -1
+    #: switched off without being deleted (DolphinScheduler's flag = NO): it never runs, and what
+    #: depends on it runs as though it had succeeded once its own upstream tasks have
+    disabled: bool = False
 
 
 @dataclass(frozen=True)
