@@ -316,6 +316,8 @@ class WorkflowRun:
         self.conditions = frozenset(code for code, kind in types.items() if kind == "CONDITIONS")
         #: switched-off tasks: never attempted, looked through by what depends on them
         self.disabled = frozenset(code for code, t in spec.tasks.items() if t.disabled)
+        #: task -> what it waits for, disabled tasks looked through (the graph never changes: computed once)
+        self.waits_for: dict[int, tuple[int, ...]] = {}
         for a in attempts or []:
             self._adopt(a, a.state in rerun)
 
@@ -324,15 +326,17 @@ class WorkflowRun:
     def active(self) -> list[Attempt]:
         return [a for a in self.current.values() if a.state in TASK_ACTIVE]
 
-    def _upstream(self, code: int) -> list[int]:
+    def _upstream(self, code: int) -> tuple[int, ...]:
         """The tasks ``code`` waits for: its upstream tasks, a disabled one replaced by its own upstream."""
-        out: list[int] = []
-        for up in self.spec.dag.upstream[code]:
-            if up in self.disabled:
-                out += [u for u in self._upstream(up) if u not in out]
-            elif up not in out:
-                out.append(up)
-        return out
+        found = self.waits_for.get(code)
+        if found is None:
+            out: list[int] = []
+            for up in self.spec.dag.upstream[code]:
+                for u in self._upstream(up) if up in self.disabled else (up,):
+                    if u not in out:
+                        out.append(u)
+            found = self.waits_for[code] = tuple(out)
+        return found
 
     def _ready(self, code: int) -> bool:
         if code not in self.scope or code in self.retry_pending or code in self.failed or code in self.skipped:
