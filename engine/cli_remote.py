@@ -32,7 +32,12 @@ _STYLE = {
     "NEED_FAULT_TOLERANCE": "magenta",
     "RUNNING_EXECUTION": "cyan",
     "DISPATCH": "blue",
+    "DISABLED": "dim",
 }
+#: how a state reads in a table where its name is not the clearest word
+_LABEL = {"DISABLED": "disabled"}
+#: task states that count as done in the progress line (a disabled task is passed through as a success)
+_DONE = ("SUCCESS", "FORCED_SUCCESS", "DISABLED")
 #: how long ``start`` waits for a master to turn the command into an instance
 CLAIM_WAIT_SECONDS = 30.0
 
@@ -232,8 +237,8 @@ def _duration(ms: int | None) -> str:
 
 
 def _state(name: str) -> str:
-    style = _STYLE.get(name)
-    return f"[{style}]{name}[/]" if style else name
+    style, label = _STYLE.get(name), _LABEL.get(name, name)
+    return f"[{style}]{label}[/]" if style else label
 
 
 def cmd_list(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
@@ -267,7 +272,7 @@ def cmd_list(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
 def _task_table(detail: dict[str, Any]) -> Table:
     table = Table("task", "id", "type", "state", "attempt", "worker", "queued", "ran")
     for t in detail["tasks"]:
-        table.add_row(t["name"], str(t["id"]), t["type"], _state(t["state"]), str(t["attempt"]), t["host"] or "",
+        table.add_row(t["name"], str(t["id"] or "-"), t["type"], _state(t["state"]), str(t["attempt"]), t["host"] or "",
                       _duration(t["queued_ms"]), _duration(t["duration_ms"]))  # fmt: skip
     return table
 
@@ -290,7 +295,7 @@ def cmd_status(client: ApiClient, args: argparse.Namespace, out: Console) -> int
 
 
 def _progress(detail: dict[str, Any]) -> tuple[int, int]:
-    done = sum(1 for t in detail["tasks"] if t["state"] in ("SUCCESS", "FORCED_SUCCESS"))
+    done = sum(1 for t in detail["tasks"] if t["state"] in _DONE)
     return done, max(int(detail["tasks_total"]), 1)
 
 

@@ -82,6 +82,39 @@ def test_apply_start_watch_list_status_logs(api_cluster: ApiCluster, tmp_path: P
     assert followed.returncode == 0 and followed.stdout == logs.stdout
 
 
+def test_a_disabled_task_is_passed_through_and_shown_disabled(api_cluster: ApiCluster, tmp_path: Path) -> None:
+    # DolphinScheduler's flag = NO: the task stays in the graph, never runs, and what follows it runs
+    name = f"cli_{uuid.uuid4().hex[:8]}"
+    path = workflow_file(tmp_path, name, """\
+        tasks:
+          - name: a
+            type: SHELL
+            params: {rawScript: "echo a ran"}
+          - name: b
+            type: SHELL
+            upstream: [a]
+            disabled: true
+            params: {rawScript: "echo b must not run; exit 1"}
+          - name: c
+            type: SHELL
+            upstream: [b]
+            params: {rawScript: "echo c ran"}
+        """)  # fmt: skip
+    assert porpoise(api_cluster, "apply", str(path)).returncode == 0
+    run = porpoise(api_cluster, "start", name, "--watch")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "finished SUCCESS" in run.stdout and "(3/3 tasks succeeded)" in run.stdout
+    instance_id = int(run.stdout.split("started workflow instance ")[1].split()[0])
+    detail = json.loads(porpoise(api_cluster, "status", str(instance_id), "--json").stdout)
+    states = {t["name"]: (t["state"], t["id"]) for t in detail["tasks"]}
+    assert states["a"][0] == "SUCCESS" and states["c"][0] == "SUCCESS" and states["b"] == ("DISABLED", None)
+    logs = porpoise(api_cluster, "logs", str(states["c"][1]))
+    assert "c ran" in logs.stdout
+    status = porpoise(api_cluster, "status", str(instance_id)).stdout.splitlines()
+    cells = [[c for c in line.split() if c.isascii() and c != "|"] for line in status]
+    assert ["b", "-", "SHELL", "disabled", "0"] in [row[:5] for row in cells], status
+
+
 def test_watch_exit_code_reflects_failure(api_cluster: ApiCluster, tmp_path: Path) -> None:
     name = f"cli_{uuid.uuid4().hex[:8]}"
     path = workflow_file(tmp_path, name, """\

@@ -73,3 +73,13 @@ def test_warm_up_makes_a_new_worker_look_heavier() -> None:
     assert load_weight(new) == 10 * load_weight(old)
     counts = _picks(LowerWeightSelector(), [old, new], 1100)
     assert counts["old:1"] == 1000 and counts["new:1"] == 100
+
+
+def test_lower_weight_running_totals_start_at_the_hosts_weight() -> None:
+    # DolphinScheduler 3.1.9 dispatch/host/assign/HostWeight.java (constructor: currentWeight = weight)
+    # and LowerWeightRoundRobin.doSelect (current += weight; lowest wins; winner += total).
+    # a (weight 1) and b (weight 2): totals a=1, b=2 -> picks a a b a a b. Starting from 0 gives a b a ...
+    a, b = Candidate("a:1", cpu_usage=0.1), Candidate("b:1", cpu_usage=0.2)
+    assert (load_weight(a), load_weight(b)) == (1.0, 2.0)
+    sel = LowerWeightSelector()
+    assert [sel.select([a, b]).address for _ in range(6)] == ["a:1", "a:1", "b:1", "a:1", "a:1", "b:1"]

@@ -45,12 +45,33 @@ def test_date_cycle_intervals_are_whole_ordered_contiguous_units(base: dt.dateti
     hour, today = base.replace(minute=0, second=0, microsecond=0), _midnight(base)
     if value in ("currentHour", "today", "thisWeek", "thisMonth"):
         assert ivs[-1][0] <= base < ivs[-1][1]  # ends with the base's own hour / day
+    elif value == "last24Hours":
+        assert ivs[-1][1] == today + HOUR and len(ivs) == 24  # yesterday 01:00 .. today 01:00
     elif dependent.DATE_VALUES[value] == "hour":
         assert ivs[-1][1] == hour  # the last N whole hours before the base's hour
     elif value.endswith("Days"):
         assert ivs[-1][1] == today and len(ivs) == int(value[4:-4])
     elif value not in ("thisMonthBegin", "thisMonthEnd"):
         assert ivs[-1][1] <= today  # entirely in the past
+
+
+def _utc(*parts: int) -> dt.datetime:
+    return dt.datetime(*parts, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("base", "first", "last"),
+    [
+        # DolphinScheduler 3.1.9 task-api utils/DependentDateUtils.getSpecialLastDayInterval: the hour index
+        # runs from hour+23 down to hour, each set as HOUR_OF_DAY = hour - index: yesterday 01:00 .. today 00:00
+        (_utc(2019, 2, 5, 11, 20), _utc(2019, 2, 4, 1), _utc(2019, 2, 5, 0)),
+        (_utc(2019, 2, 5, 0, 5), _utc(2019, 2, 4, 1), _utc(2019, 2, 5, 0)),
+        (_utc(2019, 3, 1, 23, 59), _utc(2019, 2, 28, 1), _utc(2019, 3, 1, 0)),
+    ],
+)
+def test_last24hours_is_yesterday_one_to_today_one(base: dt.datetime, first: dt.datetime, last: dt.datetime) -> None:
+    ivs = dependent.intervals("last24Hours", base)
+    assert len(ivs) == 24 and ivs[0] == (first, first + HOUR) and ivs[-1] == (last, last + HOUR)
 
 
 @given(bases)

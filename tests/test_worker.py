@@ -370,6 +370,29 @@ async def test_placeholders_resolve_against_the_schedule_time(
     assert "biz=20260228 cur=2026-03-01 prev=20260228 month=202602 g=20260301 v=from-upstream" in text
 
 
+async def test_bash_arithmetic_runs_and_a_bad_time_placeholder_refuses_the_attempt(
+    worker: NodeProc, sink: ReportSink, client: RpcClient
+) -> None:
+    ok = task(
+        "SHELL", {"rawScript": "echo sum=$[3+4] day=$[yyyyMMdd]"}, sink.address, schedule_time="2026-03-01T10:00:00"
+    )
+    # an upstream value brings a bad expression into the script: the attempt is refused, nothing runs
+    bad = task(
+        "SHELL",
+        {"rawScript": "echo ran ${v}"},
+        sink.address,
+        var_pool=[{"prop": "v", "direct": "IN", "value": "$[i+1]"}],
+    )
+    await dispatch(client, worker.address, ok)
+    await dispatch(client, worker.address, bad)
+    text = await log_text((await sink.result(ok.task_instance_id))["log_path"])
+    assert "sum=7 day=20260301" in text  # bash computed $[3+4]: Porpoise left it alone
+    result = await sink.result(bad.task_instance_id)
+    assert result["state"] == "FAILURE" and "bad time placeholder $[i+1]" in result["message"]
+    text = await log_text(result["log_path"])
+    assert "refused: bad time placeholder $[i+1]: pattern letter 'i' is not supported" in text and "ran" not in text
+
+
 async def test_unknown_task_type_and_bad_params_fail_the_attempt_cleanly(
     worker: NodeProc, sink: ReportSink, client: RpcClient
 ) -> None:

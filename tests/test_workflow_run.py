@@ -41,6 +41,7 @@ from engine.master.workflow import (
     WorkflowTimedOut,
 )
 from engine.storage.definitions import TaskSpec, WorkflowSpec
+from engine.workflows import document
 from engine.workflows.model import Dag
 
 S, F, K = TaskState.SUCCESS, TaskState.FAILURE, TaskState.KILL
@@ -356,3 +357,48 @@ def test_an_event_needing_an_illegal_transition_is_refused_not_applied(monkeypat
     monkeypatch.setitem(workflow_mod._HANDLERS, PauseRequested, illegal)
     assert sim.run.handle(PauseRequested()) == []
     assert a.state is TaskState.SUCCESS and sim.run.refused == 1 and not sim.run.finished
+
+
+# -- disabled (DolphinScheduler's flag = NO, "forbidden") tasks ---------------------------------------
+# WorkflowExecuteRunnable.isTaskDepsComplete / setIndirectDepList (3.1.9, 3.2.2): a forbidden upstream is
+# replaced by its own upstream tasks; the forbidden task itself gets no task instance.
+
+
+def test_a_disabled_task_is_never_attempted_and_its_downstream_waits_for_its_upstream() -> None:
+    sim = Sim(spec({"a": [], "b": ["a"], "c": ["b"]}, b={"disabled": True}))
+    assert sim.created(sim.actions) == ["a"]
+    out = sim.finish("a", var_pool=({"prop": "x", "direct": "OUT", "value": "1"},))
+    assert sim.created(out) == ["c"]  # straight through b
+    assert sim.attempt("c").var_in == [{"prop": "x", "direct": "IN", "value": "1"}]  # a's values reach c
+    assert final_state(sim.finish("c")) is WorkflowState.SUCCESS
+    assert sorted(sim.name[c] for c in sim.run.current) == ["a", "c"]
+
+
+def test_disabled_roots_and_chains_are_looked_through() -> None:
+    sim = Sim(spec({"a": [], "b": ["a"], "c": ["b"], "d": ["c"], "e": []}, a={"disabled": True}, c={"disabled": True}))
+    assert sorted(sim.created(sim.actions)) == ["b", "e"]  # a disabled root: b starts at once
+    assert sim.created(sim.finish("b")) == ["d"]
+    sim.finish("e")
+    assert final_state(sim.finish("d")) is WorkflowState.SUCCESS
+
+
+def test_a_failure_upstream_of_a_disabled_task_still_holds_its_downstream() -> None:
+    sim = Sim(spec({"a": [], "b": ["a"], "c": ["b"], "x": []}, b={"disabled": True}))
+    sim.finish("x")
+    out = sim.finish("a", F)
+    assert sim.created(out) == [] and final_state(out) is WorkflowState.FAILURE
+    assert "c" not in {sim.name[c] for c in sim.run.current}
+
+
+def test_only_disabled_tasks_succeed_at_once() -> None:
+    sim = Sim(spec({"a": [], "b": ["a"]}, a={"disabled": True}, b={"disabled": True}))
+    assert sim.created(sim.actions) == [] and final_state(sim.actions) is WorkflowState.SUCCESS
+
+
+def test_the_workflow_document_carries_disabled_both_ways() -> None:
+    doc = document.to_document(spec({"a": [], "b": ["a"]}, b={"disabled": True}), "p")
+    assert [t.get("disabled", False) for t in doc["tasks"]] == [False, True]
+    assert [t.disabled for t in document.parse(doc).tasks] == [False, True]
+    doc["tasks"][1]["disabled"] = "yes"
+    with pytest.raises(ValueError, match=r"tasks\[1\]\.disabled"):
+        document.parse(doc)

@@ -96,7 +96,16 @@ async def get_instance(api: Any, call: Call) -> dict[str, Any]:
         row["workflow_definition_code"],
         row["workflow_definition_version"],
     )
-    return {**rows.instance_detail(row), "tasks_total": total, "tasks": [rows.task(r) for r in tasks]}
+    disabled = await api.db.fetch(
+        "SELECT t.code, t.name, t.task_type FROM task_definition_log t JOIN workflow_task_relation_log r"
+        " ON r.post_task_code = t.code AND r.post_task_version = t.version"
+        " WHERE r.workflow_definition_code = $1 AND r.workflow_definition_version = $2 AND t.flag = 0"
+        " ORDER BY t.name",
+        row["workflow_definition_code"],
+        row["workflow_definition_version"],
+    )
+    listed = [rows.task(r) for r in tasks] + [rows.disabled_task(d, row["id"]) for d in disabled]
+    return {**rows.instance_detail(row), "tasks_total": total, "tasks": listed}
 
 
 async def _control(api: Any, call: Call, action: str, allowed: set[WorkflowState]) -> dict[str, Any]:

@@ -12,6 +12,8 @@ from engine.master.states import TaskState, WorkflowState
 PRIORITY_NAMES = ("HIGHEST", "HIGH", "MEDIUM", "LOW", "LOWEST")
 FAILURE_STRATEGY_NAMES = ("END", "CONTINUE")
 RELEASE_NAMES = ("OFFLINE", "ONLINE")
+#: the state listed for a disabled task (it has no task instance, so no TaskState)
+DISABLED = "DISABLED"
 
 
 def _json(value: Any) -> Any:
@@ -88,6 +90,29 @@ def task(row: Mapping[str, Any]) -> dict[str, Any]:
         "queued_ms": _ms(row["submit_time"], start),
         "duration_ms": _ms(start, end or (dt.datetime.now(dt.UTC) if start else None)),
         "exit_code": row["exit_code"],
+    }
+
+
+def disabled_task(definition: Mapping[str, Any], workflow_instance_id: int) -> dict[str, Any]:
+    """A disabled task of the instance's definition: it has no task instance, only this listing."""
+    return {
+        "id": None,
+        "name": definition["name"],
+        "type": definition["task_type"],
+        "task_code": definition["code"],
+        "workflow_instance_id": workflow_instance_id,
+        "state": DISABLED,
+        "finished": True,
+        "attempt": 0,
+        "current": True,
+        "retry_times": 0,
+        "host": None,
+        "submit_time": None,
+        "start_time": None,
+        "end_time": None,
+        "queued_ms": None,
+        "duration_ms": None,
+        "exit_code": None,
     }
 
 

@@ -41,7 +41,10 @@ def load_weight(c: Candidate) -> float:
 
 class LowerWeightSelector:
     """Smooth lowest-weight round robin: each candidate's current weight grows by its load weight,
-    the smallest wins and is charged the total. Hosts with waiting tasks are avoided when possible."""
+    the smallest wins and is charged the total. Hosts with waiting tasks are avoided when possible.
+
+    A host's running total starts at its own weight, as DolphinScheduler's HostWeight (currentWeight =
+    weight when built), so its first pick adds the weight a second time."""
 
     def __init__(self) -> None:
         self.current: dict[str, float] = {}
@@ -51,7 +54,8 @@ class LowerWeightSelector:
         pool = [c for c in candidates if c.waiting_tasks == least_waiting]
         weights = {c.address: load_weight(c) for c in pool}
         for c in pool:
-            self.current[c.address] = self.current.get(c.address, 0.0) + weights[c.address]
+            start = self.current.get(c.address, weights[c.address])
+            self.current[c.address] = start + weights[c.address]
         chosen = min(pool, key=lambda c: (self.current[c.address], c.address))
         self.current[chosen.address] += sum(weights.values())
         for gone in set(self.current) - {c.address for c in candidates}:

@@ -11,7 +11,9 @@ Semantics follow DolphinScheduler 3.1: a task runs when all its upstream tasks s
 task is retried ``retries`` times after ``retry_interval`` minutes as a new attempt; when retries are
 exhausted, END kills the running tasks and submits nothing more, CONTINUE lets independent branches
 finish while the failed task's descendants never run; the instance ends FAILURE if any task failed,
-STOP after a stop, PAUSE after a pause with work left, else SUCCESS.
+STOP after a stop, PAUSE after a pause with work left, else SUCCESS. A disabled task (DolphinScheduler's
+flag = NO, "forbidden") gets no attempt: a task downstream of it waits for the disabled task's own
+upstream tasks instead (WorkflowExecuteRunnable.setIndirectDepList), and it counts as done.
 """
 
 from __future__ import annotations
@@ -312,6 +314,10 @@ class WorkflowRun:
         types = {code: t.task_type for code, t in spec.tasks.items()}
         self.logic = frozenset(code for code, kind in types.items() if kind in LOGIC_TYPES)
         self.conditions = frozenset(code for code, kind in types.items() if kind == "CONDITIONS")
+        #: switched-off tasks: never attempted, looked through by what depends on them
+        self.disabled = frozenset(code for code, t in spec.tasks.items() if t.disabled)
+        #: task -> what it waits for, disabled tasks looked through (the graph never changes: computed once)
+        self.waits_for: dict[int, tuple[int, ...]] = {}
         for a in attempts or []:
             self._adopt(a, a.state in rerun)
 
@@ -320,12 +326,24 @@ class WorkflowRun:
     def active(self) -> list[Attempt]:
         return [a for a in self.current.values() if a.state in TASK_ACTIVE]
 
+    def _upstream(self, code: int) -> tuple[int, ...]:
+        """The tasks ``code`` waits for: its upstream tasks, a disabled one replaced by its own upstream."""
+        found = self.waits_for.get(code)
+        if found is None:
+            out: list[int] = []
+            for up in self.spec.dag.upstream[code]:
+                for u in self._upstream(up) if up in self.disabled else (up,):
+                    if u not in out:
+                        out.append(u)
+            found = self.waits_for[code] = tuple(out)
+        return found
+
     def _ready(self, code: int) -> bool:
         if code not in self.scope or code in self.retry_pending or code in self.failed or code in self.skipped:
             return False
-        if code in self.current and code not in self.to_rerun:
+        if code in self.disabled or (code in self.current and code not in self.to_rerun):
             return False
-        ups = [up for up in self.spec.dag.upstream[code] if up in self.scope]
+        ups = [up for up in self._upstream(code) if up in self.scope]
         if code in self.conditions:  # decides on its upstream results, whatever they are
             return all(self._done_ok(up) or up in self.skipped or up in self.failed or up in self.handled for up in ups)
         return all(self._done_ok(up) or up in self.skipped for up in ups)
@@ -613,7 +631,7 @@ class WorkflowRun:
         """Upstream OUT values: on a name clash a non-empty value beats an empty one, and between
         two non-empty values the earliest-finished upstream wins (DolphinScheduler's rule)."""
         merged: dict[str, dict[str, Any]] = {}
-        ups = set(self.spec.dag.upstream[code])
+        ups = set(self._upstream(code))
         for up in self.succeeded_order:
             if up not in ups:
                 continue
@@ -635,7 +653,10 @@ class WorkflowRun:
             return []
         if self._submitting() and any(self._ready(code) for code in self.scope):
             return []  # more to submit (the caller's _submit_ready does it)
-        all_done = all(self._done_ok(code) or code in self.skipped or code in self.handled for code in self.scope)
+        all_done = all(
+            self._done_ok(code) or code in self.skipped or code in self.handled or code in self.disabled
+            for code in self.scope
+        )
         if self.state is WorkflowState.READY_STOP:
             final = WorkflowState.SUCCESS if all_done else WorkflowState.STOP
         elif self.state is WorkflowState.READY_PAUSE:

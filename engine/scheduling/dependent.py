@@ -10,6 +10,10 @@ waiting ``failure_waiting_time`` minutes for a rerun to succeed, then fail) and 
 (give up waiting: the task fails; the task's own timeout with the FAILED strategy does the same in
 minutes).
 
+``last24Hours`` is not the 24 hours before the base: as DolphinScheduler's
+DependentDateUtils.getSpecialLastDayInterval it is the 24 whole hours from yesterday 01:00 to today
+01:00, whatever the base's hour.
+
 Intervals are half-open ``[start, end)`` in the base date's zone (DolphinScheduler's day ends at
 23:59:59.999; the same set of instants). For each interval the newest matching run decides: none ->
 WAITING, unfinished -> WAITING, SUCCESS -> SUCCESS, else FAILED; an item is the first non-SUCCESS
@@ -72,6 +76,9 @@ def intervals(date_value: str, base: dt.datetime) -> list[Interval]:
     hour = base.replace(minute=0, second=0, microsecond=0)
     if date_value == "currentHour":
         return [(hour, hour + HOUR)]
+    if date_value == "last24Hours":  # DolphinScheduler: yesterday 01:00 to today 01:00, whatever the hour
+        one = _day(base) + HOUR
+        return [(one - i * HOUR, one - (i - 1) * HOUR) for i in range(24, 0, -1)]
     if date_value.endswith(("Hour", "Hours")):
         n = int(date_value.removeprefix("last").removesuffix("Hours").removesuffix("Hour"))
         return [(hour - i * HOUR, hour - (i - 1) * HOUR) for i in range(n, 0, -1)]

@@ -37,6 +37,8 @@ class TaskSpec:
     timeout: int
     delay_time: int
     environment_code: int
+    #: flag = 0 (DolphinScheduler's Flag.NO): the task is skipped and its downstream connects through it
+    disabled: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,11 +113,12 @@ async def save_workflow(
                 codes[t.name], t.name, version, t.description, project_code, user_id, t.task_type,
                 json.dumps(dict(t.params)), t.priority, t.worker_group, t.environment_code, t.retries,
                 t.retry_interval, 1 if t.timeout else 0, t.timeout_strategy, t.timeout, t.delay_time,
+                0 if t.disabled else 1,
             )  # fmt: skip
             cols = (
                 "code, name, version, description, project_code, user_id, task_type, task_params, task_priority,"
                 " worker_group, environment_code, fail_retry_times, fail_retry_interval, timeout_flag,"
-                " timeout_notify_strategy, timeout, delay_time"
+                " timeout_notify_strategy, timeout, delay_time, flag"
             )
             await _write_versioned(conn, "task_definition", cols, values)
         relations = []
@@ -188,7 +191,7 @@ async def switch_version(conn: asyncpg.Connection, code: int, version: int) -> N
         cols = (
             "name, version, description, project_code, user_id, task_type, task_params, task_priority, worker_group,"
             " environment_code, fail_retry_times, fail_retry_interval, timeout_flag, timeout_notify_strategy,"
-            " timeout, delay_time"
+            " timeout, delay_time, flag"
         )
         names = [c.strip() for c in cols.split(",")]
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in names)
@@ -262,6 +265,7 @@ async def load_spec(conn: asyncpg.Connection, code: int, version: int) -> Workfl
             timeout=int(r["timeout"]),
             delay_time=int(r["delay_time"]),
             environment_code=int(r["environment_code"]),
+            disabled=int(r["flag"]) == 0,
         )
         for r in rows
     }

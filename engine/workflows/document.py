@@ -21,7 +21,12 @@ mistakes with the same field names.
         priority: MEDIUM                  # HIGHEST | HIGH | MEDIUM | LOW | LOWEST
         worker_group: default
         delay_time: 0                     # minutes to wait before the task starts
+        disabled: false                   # true: switched off, kept in the graph (see below)
         description: ...
+
+A task with ``disabled: true`` stays in the workflow but never runs (DolphinScheduler's ``flag: NO``,
+"forbidden"): the graph connects through it, so its downstream tasks run as though it had succeeded
+once its own upstream tasks have; ``porpoise status`` lists it as disabled.
 
 :data:`SCHEMA` (JSON Schema 2020-12) checks the shape and is published in the API's OpenAPI
 document; :meth:`WorkflowDef.validate` checks the meaning (cycles, unknown upstream names, task types,
@@ -76,6 +81,10 @@ TASK_SCHEMA: dict[str, Any] = {
         "priority": {"enum": list(PRIORITIES)},
         "worker_group": {"type": "string", "minLength": 1, "maxLength": 64},
         "delay_time": {**_MINUTES, "description": "minutes to wait before the task starts"},
+        "disabled": {
+            "type": "boolean",
+            "description": "switched off: never runs; its downstream runs as though it had succeeded",
+        },
     },
 }
 
@@ -176,6 +185,7 @@ def parse(doc: Any) -> WorkflowDef:
                 timeout=timeout,
                 timeout_strategy=TIMEOUT_STRATEGIES[strategy or "WARN"] if timeout else None,
                 delay_time=t.get("delay_time", 0),
+                disabled=t.get("disabled", False),
             )
         )
     wf = WorkflowDef(
@@ -250,6 +260,8 @@ def to_document(spec: WorkflowSpec, project: str, description: str = "") -> dict
         )
         if t.timeout and t.timeout_strategy is not None:
             item["timeout_strategy"] = _STRATEGY_NAMES[t.timeout_strategy]
+        if t.disabled:
+            item["disabled"] = True
         tasks.append(item)
     doc: dict[str, Any] = {"name": spec.name, "project": project}
     if description:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.params import builtins, properties, substitute
+from engine.params import builtins, check_placeholders, properties, substitute
 from engine.tasks import registry
 from engine.tasks.base import ParamError
 from engine.workflows import logic
@@ -49,6 +49,9 @@ class TaskDef:
     timeout_strategy: int | None = None
     delay_time: int = 0
     environment_code: int = -1
+    #: switched off without being deleted (DolphinScheduler's flag = NO): it never runs, and what
+    #: depends on it runs as though it had succeeded once its own upstream tasks have
+    disabled: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class WorkflowDef:
                 except ParamError as exc:
                     field_name = "task_type" if exc.field == "task_type" else f"params.{exc.field}"
                     raise DefinitionError(f"{where}.{field_name}", exc.reason) from exc
+            _check_time_placeholders(t.params, f"{where}.params")
             if t.priority not in PRIORITIES.values():
                 raise DefinitionError(f"{where}.priority", "must be 0 (HIGHEST) .. 4 (LOWEST)")
             if t.retries < 0 or t.retry_interval < 0:
@@ -117,6 +121,22 @@ class WorkflowDef:
                 except ParamError as exc:
                     raise DefinitionError(f"tasks[{i}].params.{exc.field}", exc.reason) from exc
         return dag
+
+
+def _check_time_placeholders(value: Any, where: str) -> None:
+    """Refuse a ``$[...]`` that cannot be evaluated in any text of a task's parameters (the run
+    would fail on it; DolphinScheduler fails the task at run time)."""
+    if isinstance(value, str):
+        try:
+            check_placeholders(value)
+        except ValueError as exc:
+            raise DefinitionError(where, str(exc)) from exc
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_time_placeholders(item, f"{where}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _check_time_placeholders(item, f"{where}[{i}]")
 
 
 @dataclass
