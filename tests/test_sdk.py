@@ -105,6 +105,8 @@ def test_every_task_type_maps_to_the_plugin_parameters() -> None:
             {"workflow": "up", "task": "t", "cycle": "hour", "date_value": "last24Hours"}]}],
         "check_interval": 5, "failure_policy": "WAIT", "failure_waiting_time": 2, "timeout_seconds": 60}  # fmt: skip
     assert t["custom"]["disabled"] is True and t["custom"]["timeout_strategy"] == "FAILED"
+    parsed = {task.name: task for task in document.parse(wf.to_document()).tasks}  # the server accepts all of it
+    assert parsed["custom"].disabled and not parsed["py"].disabled
 
 
 def test_mistakes_are_refused_locally_naming_the_field() -> None:
