@@ -198,7 +198,7 @@ class _Workflow:
         tasks = [self.task(t, upstream[t["code"]]) for t in self.tasks]
         doc: dict[str, Any] = {"name": self.name, "project": self.tr.project}
         description = d.get("description") or ""
-        skipped = [f"{t['name']} ({t['params'][ORIGINAL]['taskType']})" for t in tasks if ORIGINAL in t["params"]]
+        skipped = sorted(f"{t['name']} ({t['params'][ORIGINAL]['taskType']})" for t in tasks if ORIGINAL in t["params"])
         if skipped:
             description = mark(
                 description, "imported with unsupported tasks as failing placeholders: " + ", ".join(skipped)

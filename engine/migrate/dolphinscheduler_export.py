@@ -18,7 +18,7 @@ from typing import Any
 from engine.migrate.ds_common import ORIGINAL, expression_to_js, format_time
 
 _FAILURE_POLICY = {"FAIL": "DEPENDENT_FAILURE_FAILURE", "WAIT": "DEPENDENT_FAILURE_WAITING"}
-_SPARK_KEYS = ("master", "deployMode", "sql", "mainFile")
+_DEPENDENT_KEYS = ("relation", "groups", "items", "check_interval", "failure_policy", "failure_waiting_time")
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def _ref(refs: Mapping[tuple[str, str], Codes], by_code: Mapping[int, Codes], it
 
 def _params(
     task: Mapping[str, Any], codes: Codes, refs: Mapping[tuple[str, str], Codes], project: str
-) -> tuple[str, dict[str, Any]]:  # noqa: E501
+) -> tuple[str, dict[str, Any]]:
     """(DolphinScheduler task type, taskParams) of a document task."""
     p = dict(task.get("params") or {})
     kind = task["type"]
@@ -102,8 +102,7 @@ def _dependent(p: dict[str, Any], refs: Mapping[tuple[str, str], Codes], by_code
                project: str) -> dict[str, Any]:  # fmt: skip
     from engine.scheduling.dependent import DATE_VALUES, groups
 
-    out = {k: v for k, v in p.items()
-           if k not in ("relation", "groups", "items", "check_interval", "failure_policy", "failure_waiting_time")}  # fmt: skip
+    out = {k: v for k, v in p.items() if k not in _DEPENDENT_KEYS}
     task_list = []
     for relation, items in groups(p):
         dep_items = []
@@ -128,7 +127,7 @@ def _dependent(p: dict[str, Any], refs: Mapping[tuple[str, str], Codes], by_code
     return out
 
 
-def _task(task: Mapping[str, Any], codes: Codes, refs: Mapping[tuple[str, str], Codes], project: str) -> dict[str, Any]:  # noqa: E501
+def _task(task: Mapping[str, Any], codes: Codes, refs: Mapping[tuple[str, str], Codes], project: str) -> dict[str, Any]:
     kind, params = _params(task, codes, refs, project)
     timeout = int(task.get("timeout") or 0)
     return {
