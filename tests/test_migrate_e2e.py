@@ -204,3 +204,36 @@ def test_export_of_an_unknown_workflow_is_a_404(api_cluster: ApiCluster) -> None
     err = error_of(lambda: client.post("/api/v1/import/dolphinscheduler", {"export": [{"nothing": 1}]}))
     assert err.status == 400 and err.field == "export: [0].processDefinition"
     assert isinstance(err, ApiClientError)
+
+
+def test_spark_sql_export_runs_locally(api_cluster: ApiCluster) -> None:
+    c, project = api_cluster, _project()
+    data = load("ds31_dependent-spark.json")
+    # the sample's DEPENDENT tasks name workflows of another DolphinScheduler project: refused, then kept
+    # (they would wait, as in DolphinScheduler) and reported
+    err = error_of(lambda: _import(c, data, project))
+    assert err.status == 400 and {d["kind"] for d in err.details} == {"unresolved_reference"}
+    spark = data[0]["taskDefinitionList"][2]
+    spark["taskParams"]["rawScript"] = "select 40 + 2 as answer"  # the sample's tables do not exist here
+    answer = _import(c, data, project, skip_unsupported=True, release=True)
+    assert sorted(g["task"] for g in answer["gaps"] if g["kind"] == "unresolved_reference") == [
+        "星空roi计算依赖", "茄子roi计算依赖",
+    ]  # fmt: skip
+    detail = _run(c, project, "跨项目依赖任务", start_tasks=["各项目计算结果汇总"], scope="TASK_ONLY")
+    assert detail["state"] == "SUCCESS", detail
+    log = c.client().get(f"/api/v1/tasks/{detail['tasks'][0]['id']}/log", limit=5000)
+    assert "42" in "\n".join(log["lines"])
+
+
+def test_a_sub_process_naming_a_workflow_outside_the_file_resolves_by_code(api_cluster: ApiCluster) -> None:
+    c, first, second = api_cluster, _project(), _project()
+    data = _scripts(load("ds320_subprocess-shell_schedules.json"), {n: "echo x" for n in ("innershell1", "innerShell2",
+                    "pre_shell", "post_shell")})  # fmt: skip
+    _import(c, data, first, release=True)
+    exported = c.client().post("/api/v1/export/dolphinscheduler", {"project": first, "workflows": ["内部子流程测试"]})
+    assert len(exported) == 1  # the child is not exported along (as in DolphinScheduler)
+    _import(c, exported, second, release=True)
+    code = c.client().get("/api/v1/workflows", project=second, name="内部子流程测试")["items"][0]["code"]
+    task = next(t for t in c.client().get(f"/api/v1/workflows/{code}")["document"]["tasks"] if t["name"] == "subNode")
+    assert (task["params"]["workflow"], task["params"]["project"]) == ("sub_process", first)
+    assert _run(c, second, "内部子流程测试")["state"] == "SUCCESS"
