@@ -8,6 +8,7 @@ creates every workflow and schedule of the file, or nothing.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import asyncpg
@@ -104,8 +105,9 @@ async def import_dolphinscheduler(api: Any, call: Call) -> dict[str, Any]:
     async with api.db.acquire() as conn:
         try:
             known = await _known(conn, ds.referenced_codes(data))
-            tr = ds.translate(
-                data, project, skip_unsupported=body.get("skip_unsupported", False),
+            # pure but CPU-bound for a large export (every document is checked): off the event loop
+            tr = await asyncio.to_thread(
+                ds.translate, data, project, skip_unsupported=body.get("skip_unsupported", False),
                 datasources=body.get("datasources") or {}, known=known,
             )  # fmt: skip
         except DefinitionError as exc:
