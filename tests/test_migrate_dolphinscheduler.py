@@ -206,12 +206,28 @@ def test_switch_conditions_translate_both_ways(js: str, ours: str) -> None:
 def test_malformed_files_name_the_field() -> None:
     for data, field in (
         ({}, "[0].processDefinition"),
+        (_typed("DEPENDENT", "{not json"), "task 't'.taskParams"),
         ([{"processDefinition": {"code": 1, "name": "x"}, "taskDefinitionList": []}], "[0].taskDefinitionList"),
         ("text", "file"),
     ):
         with pytest.raises(DefinitionError) as exc:
             ds.translate(data, "p")
         assert exc.value.field == field
+
+
+def test_unexpected_content_names_the_workflow() -> None:
+    odd = _typed("DEPENDENT", {"dependence": {"dependTaskList": ["x", {"dependItemList": [7]}]}})
+    assert ds.referenced_codes(odd) == set()
+    bad_timeout = _one_task(timeoutFlag="OPEN", timeout="soon")
+    bad_params = _one_task()
+    bad_params[0]["processDefinition"]["globalParams"] = '[{"value": "no prop"}]'
+    bad_schedule = _one_task()
+    bad_schedule[0]["schedule"] = {"crontab": "0 0 2 * * ? *", "timezoneId": "UTC", "startTime": "yesterday"}
+    for data, part in ((bad_timeout, "processDefinition"), (bad_params, "processDefinition"),
+                       (bad_schedule, "schedule")):  # fmt: skip
+        with pytest.raises(DefinitionError) as exc:
+            ds.translate(data, "p")
+        assert exc.value.field == "workflow 'wf'" and exc.value.reason.startswith(f"unexpected {part} content")
 
 
 def _codes(tr: ds.Translation, project: str) -> dict[tuple[str, str], Codes]:

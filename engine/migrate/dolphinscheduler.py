@@ -138,18 +138,26 @@ def _load(data: Any) -> list[Mapping[str, Any]]:
 
 def _params(task: Mapping[str, Any]) -> dict[str, Any]:
     raw = task.get("taskParams") or {}
-    return dict(json.loads(raw) if isinstance(raw, str) else raw)
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        value = None
+    if not isinstance(value, Mapping):
+        raise DefinitionError(f"task {task['name']!r}.taskParams", "must be a JSON object")
+    return dict(value)
 
 
 def _task_refs(params: Mapping[str, Any], task_type: str) -> Iterable[tuple[int, int]]:
     """(workflow code, task code or 0) that a SUB_PROCESS / DEPENDENT task names."""
     if task_type == "SUB_PROCESS" and isinstance(params.get("processDefinitionCode"), int):
         yield params["processDefinitionCode"], 0
-    if task_type == "DEPENDENT":
-        for group in (params.get("dependence") or {}).get("dependTaskList") or []:
-            for item in group.get("dependItemList") or []:
-                if isinstance(item.get("definitionCode"), int):
-                    yield item["definitionCode"], int(item.get("depTaskCode") or 0)
+    dependence = params.get("dependence") if task_type == "DEPENDENT" else None
+    groups = dependence.get("dependTaskList") if isinstance(dependence, Mapping) else None
+    for group in groups if isinstance(groups, list) else []:
+        items = group.get("dependItemList") if isinstance(group, Mapping) else None
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, Mapping) and isinstance(item.get("definitionCode"), int):
+                yield item["definitionCode"], int(item.get("depTaskCode") or 0)
 
 
 def referenced_codes(data: Any) -> set[int]:
@@ -477,8 +485,20 @@ def translate(
             raise DefinitionError(f"workflow {wf.name!r}", "appears twice in the file")
         seen.add(wf.name)
         tr.in_file[wf.definition["code"]] = WorkflowRef(project, wf.name, wf.names)
-    docs = [wf.document() for wf in workflows]
-    schedules = {wf.name: body for wf in workflows if (body := wf.schedule_body()) is not None}
+    docs, schedules = [], {}
+    for wf in workflows:
+        part = "processDefinition"
+        try:
+            docs.append(wf.document())
+            part = "schedule"
+            body = wf.schedule_body()
+        except DefinitionError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # a field of an unexpected type or shape: name the workflow, never a traceback
+            raise DefinitionError(f"workflow {wf.name!r}", f"unexpected {part} content: {exc!r}") from exc
+        if body is not None:
+            schedules[wf.name] = body
     fatal = [g for g in tr.gaps if g.fatal]
     if fatal and not skip_unsupported:
         raise Unsupported(fatal)
