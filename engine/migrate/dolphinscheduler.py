@@ -307,6 +307,8 @@ class _Workflow:
         out["sqlType"] = "non_query" if str(p.get("sqlType", "0")) == "1" else "query"
         if p.get("displayRows") is not None:
             out["maxRows"] = int(p["displayRows"])
+        if p.get("segmentSeparator"):
+            self.gap(task, NOTE, f"segmentSeparator {p['segmentSeparator']!r}: the sql runs as one script here")
         if p.get("type") not in (None, "POSTGRESQL"):
             self.gap(task, NOTE, f"written for {p['type']}; it runs on the PostgreSQL data source {name!r}")
         return out
@@ -359,7 +361,8 @@ class _Workflow:
                         ref["task_code"] = task_code  # kept for export; not a task name here
                 if it.get("state") not in (None, "", "SUCCESS"):
                     self.gap(task, NOTE, f"dependItem state {it['state']!r} not kept (success is required)")
-                items.append({**ref, "cycle": it.get("cycle"), "date_value": it.get("dateValue")})
+                item = {**ref, "cycle": it["cycle"]} if it.get("cycle") else dict(ref)
+                items.append({**item, "date_value": it.get("dateValue")})
             groups.append({"relation": group.get("relation") or "AND", "items": items})
         out.update(relation=dep.get("relation") or "AND", groups=groups)
         out["check_interval"] = dep.get("checkInterval") or 10
