@@ -240,3 +240,14 @@ def test_a_sub_process_naming_a_workflow_outside_the_file_resolves_by_code(api_c
     task = next(t for t in c.client().get(f"/api/v1/workflows/{code}")["document"]["tasks"] if t["name"] == "subNode")
     assert (task["params"]["workflow"], task["params"]["project"]) == ("sub_process", first)
     assert _run(c, second, "内部子流程测试")["state"] == "SUCCESS"
+
+
+def test_a_failure_midway_imports_nothing(api_cluster: ApiCluster) -> None:
+    c, project = api_cluster, _project()
+    data = load("ds320_subprocess-shell_schedules.json")
+    data[1]["schedule"]["crontab"] = "0 0 0 LW * ?"  # the second workflow's schedule is refused at save time
+    err = error_of(lambda: _import(c, data, project))
+    assert err.status == 400 and err.field == "export: workflow '内部子流程测试': schedule.crontab", err
+    assert c.client().get("/api/v1/workflows", project=project)["total"] == 0
+    assert c.query("SELECT count(*) FROM schedule s JOIN workflow_definition d ON d.code = s.workflow_definition_code"
+                   " JOIN project p ON p.code = d.project_code WHERE p.name = $1", project)[0][0] == 0  # fmt: skip
