@@ -32,7 +32,7 @@ from engine.errors import PorpoiseError
 
 REMOTE = {
     "apply", "start", "list", "status", "watch", "logs", "stop", "pause", "resume", "recover-failed", "rerun",
-    "schedule", "backfill", "force-success",
+    "schedule", "backfill", "force-success", "import", "export",
 }  # fmt: skip
 
 

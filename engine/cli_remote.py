@@ -16,7 +16,7 @@ from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
-from engine import cli_schedule
+from engine import cli_migrate, cli_schedule
 from engine.client import ApiClient, ApiClientError, discover
 from engine.workflows import document
 from engine.workflows.model import DefinitionError
@@ -96,6 +96,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         p = sub.add_parser(action, parents=[conn], help=text)
         p.add_argument("id", type=int)
     cli_schedule.add_parsers(sub, conn)
+    cli_migrate.add_parsers(sub, conn)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -409,4 +410,6 @@ _COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, Console], int]] = 
     "schedule": lambda c, a, o: cli_schedule.cmd_schedule(c, a, o, _workflow_code),
     "backfill": lambda c, a, o: cli_schedule.cmd_backfill(c, a, o, _workflow_code, _params),
     "force-success": cli_schedule.cmd_force_success,
+    "import": cli_migrate.cmd_import,
+    "export": cli_migrate.cmd_export,
 }

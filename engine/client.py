@@ -27,10 +27,14 @@ DEFAULT_FILES = (Path(".run/standalone") / CLIENT_FILE, Path.home() / ".config" 
 
 
 class ApiClientError(PorpoiseError):
-    def __init__(self, message: str, status: int = 0, field: str | None = None) -> None:
+    def __init__(
+        self, message: str, status: int = 0, field: str | None = None, details: list[Any] | None = None
+    ) -> None:
         super().__init__(f"{message} ({field})" if field else message)
         self.status = status
         self.field = field
+        #: the API's list of individual problems, when it sent one
+        self.details = details or []
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,6 @@ class ApiClient:
 def _error(exc: urllib.error.HTTPError) -> ApiClientError:
     try:
         err = json.loads(exc.read()).get("error", {})
-        return ApiClientError(err.get("message", exc.reason), exc.code, err.get("field"))
+        return ApiClientError(err.get("message", exc.reason), exc.code, err.get("field"), err.get("details"))
     except (ValueError, AttributeError, OSError):
         return ApiClientError(f"HTTP {exc.code}: {exc.reason}", exc.code)

@@ -41,6 +41,7 @@ ERROR_SCHEMA = {
                 "status": {"type": "integer"},
                 "message": {"type": "string"},
                 "field": {"type": "string", "description": "the offending field, e.g. tasks[2].upstream"},
+                "details": {"type": "array", "items": {"type": "object"}, "description": "the items at fault"},
             },
         }
     },
@@ -48,11 +49,13 @@ ERROR_SCHEMA = {
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+    def __init__(self, status: int, message: str, field: str | None = None, details: list[Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.field = field
+        #: the individual problems, when there are several (e.g. each unsupported task of an import)
+        self.details = details
 
 
 def not_found(what: str) -> ApiError:
@@ -174,10 +177,14 @@ def json_response(data: Any, status: int = 200) -> web.Response:
     )
 
 
-def error_response(status: int, message: str, field: str | None = None) -> web.Response:
+def error_response(
+    status: int, message: str, field: str | None = None, details: list[Any] | None = None
+) -> web.Response:
     body: dict[str, Any] = {"status": status, "message": message}
     if field:
         body["field"] = field
+    if details:
+        body["details"] = details
     return json_response({"error": body}, status)
 
 
@@ -244,7 +251,7 @@ async def errors_middleware(
     try:
         return await handler(request)
     except ApiError as exc:
-        return error_response(exc.status, exc.message, exc.field)
+        return error_response(exc.status, exc.message, exc.field, exc.details)
     except CONNECTION_LOST as exc:
         log.warning("database unavailable", path=request.path, error=str(exc))
         return error_response(503, "the metadata database is not reachable right now; retry shortly")

@@ -11,11 +11,13 @@ import datetime as dt
 from typing import Any
 
 import asyncpg
+import jsonschema
 
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page, select_page
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
 from engine.scheduling.cron import CronError, next_times, parse, zone
 from engine.scheduling.scheduler import FIRE_ALL, SKIP, set_online
+from engine.workflows.document import schema_problem
 
 WARNING_TYPES = ("NONE", "SUCCESS", "FAILURE", "ALL")
 _FAR = dt.datetime(9999, 12, 31, tzinfo=dt.UTC)
@@ -41,6 +43,7 @@ _CREATE = {
     "required": ["workflow_code", "crontab"],
     "properties": {"workflow_code": {"type": "integer"}, **_FIELDS},
 }
+_CREATE_VALIDATOR = jsonschema.Draft202012Validator(_CREATE)
 _UPDATE = {"type": "object", "additionalProperties": False, "properties": _FIELDS}
 _PREVIEW = {
     "type": "object",
@@ -168,6 +171,26 @@ def _values(body: dict[str, Any], current: Any = None) -> dict[str, Any]:
     return values
 
 
+async def insert(conn: asyncpg.Connection, code: int, values: dict[str, Any], user_id: int | None) -> int:
+    """Insert an offline schedule of workflow ``code`` from checked ``values`` (:func:`checked`); its id."""
+    cols = ["workflow_definition_code", "user_id", *values]
+    args = [code, user_id, *values.values()]
+    marks = ", ".join(f"${i}" for i in range(1, len(args) + 1))
+    return int(await conn.fetchval(f"INSERT INTO schedule ({', '.join(cols)}) VALUES ({marks}) RETURNING id", *args))
+
+
+def checked(body: dict[str, Any]) -> dict[str, Any]:
+    """The column values of a new schedule's body (the fields of POST /schedules); ApiError names a bad one."""
+    problem = schema_problem(_CREATE_VALIDATOR, {**body, "workflow_code": 0})
+    if problem is not None:
+        raise ApiError(400, problem[1], problem[0])
+    return _values(body)
+
+
+def out(row: Any) -> dict[str, Any]:
+    return _out(row)
+
+
 async def create(api: Any, call: Call) -> dict[str, Any]:
     body = call.body
     values = _values(body)
@@ -177,10 +200,7 @@ async def create(api: Any, call: Call) -> dict[str, Any]:
             await _workflow_online(conn, code)
         elif not await conn.fetchval("SELECT 1 FROM workflow_definition WHERE code = $1", code):
             raise ApiError(404, f"workflow {code} does not exist", "workflow_code")
-        cols = ["workflow_definition_code", "user_id", *values]
-        args = [code, call.user_id, *values.values()]
-        marks = ", ".join(f"${i}" for i in range(1, len(args) + 1))
-        sid = await conn.fetchval(f"INSERT INTO schedule ({', '.join(cols)}) VALUES ({marks}) RETURNING id", *args)
+        sid = await insert(conn, code, values, call.user_id)
         if body.get("online"):
             await set_online(conn, sid, True)
         row = await _row(conn, sid)

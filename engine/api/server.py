@@ -22,7 +22,19 @@ from aiohttp import web
 from engine import config as config_mod
 from engine import logs
 from engine.alerts.service import AlertService
-from engine.api import alerts, cluster, datasources, instances, openapi, projects, schedules, tasks, tokens, workflows
+from engine.api import (
+    alerts,
+    cluster,
+    datasources,
+    instances,
+    migrate,
+    openapi,
+    projects,
+    schedules,
+    tasks,
+    tokens,
+    workflows,
+)
 from engine.api.routing import ApiError, Route, bind, error_response, errors_middleware, json_response
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError
@@ -46,6 +58,7 @@ ROUTES: list[Route] = [
     *datasources.ROUTES,
     *tokens.ROUTES,
     *alerts.ROUTES,
+    *migrate.ROUTES,
 ]
 
 

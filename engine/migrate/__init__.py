@@ -1,0 +1,1 @@
+"""Translations between Porpoise workflow documents and other schedulers' export formats (pure code)."""
