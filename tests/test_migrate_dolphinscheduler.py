@@ -171,22 +171,11 @@ def test_task_fields(fields: dict[str, Any], expected: dict[str, Any]) -> None:
     assert doc["tenant"] == "etl"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the task field `disabled` (other branch); coordinator: remove this mark after merging it",
-)
-def test_a_disabled_task_imports_disabled() -> None:
-    doc = ds.translate(_one_task(flag="NO"), "p").documents[0]
-    assert doc["tasks"][0]["disabled"] is True
-
-
-def test_a_disabled_task_is_a_gap_while_the_document_cannot_say_so() -> None:
-    if ds.disabled_supported():  # after the merge the test above covers it
-        assert ds.disabled_field("NO") == {"disabled": True}
-        return
-    with pytest.raises(ds.Unsupported, match="disabled task"):
-        ds.translate(_one_task(flag="NO"), "p")
-    assert ds.disabled_field("NO") == {"disabled": True} and ds.disabled_field("YES") == {}
+def test_a_disabled_task_imports_disabled_and_exports_back() -> None:
+    docs = ds.translate(_one_task(flag="NO"), "p").documents
+    assert docs[0]["tasks"][0]["disabled"] is True
+    assert "disabled" not in ds.translate(_one_task(flag="YES"), "p").documents[0]["tasks"][0]
+    document.parse(docs[0])  # the server's checks accept it
 
 
 @pytest.mark.parametrize(

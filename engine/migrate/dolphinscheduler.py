@@ -100,18 +100,6 @@ class Unsupported(ValueError):
         super().__init__(("unsupported: " + ", ".join(kinds) + ". " if kinds else "") + text)
 
 
-def disabled_field(flag: Any) -> dict[str, Any]:
-    """The document field of DolphinScheduler's ``flag`` (NO = the task is disabled), or {} while the
-    document has no ``disabled`` field yet (the caller then reports the gap)."""
-    if flag != "NO":
-        return {}
-    return {"disabled": True}
-
-
-def disabled_supported() -> bool:
-    return "disabled" in document.TASK_SCHEMA["properties"]
-
-
 def _load(data: Any) -> list[Mapping[str, Any]]:
     items = [data] if isinstance(data, Mapping) else data
     if not isinstance(items, list) or not items:
@@ -264,11 +252,8 @@ class _Workflow:
             item["timeout_strategy"] = t.get("timeoutNotifyStrategy") or "WARN"
         if description:
             item["description"] = description
-        if t.get("flag") == "NO":
-            if disabled_supported():
-                item.update(disabled_field(t["flag"]))
-            else:
-                self.gap(name, NOT_REPRESENTABLE, "disabled task (flag NO): this Porpoise has no disabled tasks")
+        if t.get("flag") == "NO":  # switched off but kept in the graph
+            item["disabled"] = True
         self.notes(t)
         return item
 
