@@ -72,7 +72,10 @@ class LogicRunner:
         task = actor.spec.tasks[a.code]
         try:
             if task.task_type in logic.INSTANT:
-                self._finish(a, *self._decide(a))
+                state, skip, message = self._decide(a)
+                if not state.succeeded:
+                    log.warning("logic task failed", task_instance_id=a.id, task=task.name, reason=message)
+                self._finish(a, state, skip, message)
                 return
             if a.state is TaskState.SUBMITTED_SUCCESS:
                 actor.post(TaskRunningEvent(a.id, a.attempt, actor.me, 0, "", "", _now_ms(), "logic task started"))
