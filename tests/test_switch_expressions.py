@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.tasks.base import ParamError
 from engine.workflows import expressions, logic
 from engine.workflows.expressions import LIMIT, MAX_INT_BITS, MAX_STRING, MAX_WORK, REFUSED, SYNTAX, VALUE
 
@@ -202,3 +203,13 @@ def test_growing_operator_chains_stay_within_bounded_work(text: str) -> None:
 @given(st.text(alphabet="()[]-+!*'\"a19 &|<>=,.", max_size=300))
 def test_arbitrary_text_is_refused_or_evaluated_never_crashes(text: str) -> None:
     _bounded_run(text)
+
+
+def test_a_switch_has_at_most_max_cases_conditions() -> None:
+    def params(n: int) -> dict[str, Any]:
+        return {"cases": [{"condition": f"${{x}} == {i}", "next": "b"} for i in range(n)]}
+
+    logic.validate(logic.SWITCH, params(logic.MAX_CASES), {"a"}, {"b"})
+    with pytest.raises(ParamError) as info:
+        logic.validate(logic.SWITCH, params(logic.MAX_CASES + 1), {"a"}, {"b"})
+    assert (info.value.field, info.value.reason) == ("cases", f"at most {logic.MAX_CASES} cases")

@@ -34,6 +34,8 @@ CONDITIONS, SWITCH, SUB_PROCESS, DEPENDENT = "CONDITIONS", "SWITCH", "SUB_PROCES
 #: decided at once by the master (no waiting)
 INSTANT = frozenset({CONDITIONS, SWITCH})
 _VAR = re.compile(r"\$\{([^}]+)\}")
+#: conditions of one SWITCH task: each is evaluated with bounded work, so this bounds the decision
+MAX_CASES = 100
 
 
 def validate(task_type: str, params: Mapping[str, Any], upstream: set[str], downstream: set[str]) -> None:
@@ -80,6 +82,8 @@ def _switch(params: Mapping[str, Any], downstream: set[str]) -> None:
     cases = params.get("cases")
     if not isinstance(cases, list) or not cases:
         raise ParamError("cases", "needs at least one {condition, next}")
+    if len(cases) > MAX_CASES:
+        raise ParamError("cases", f"at most {MAX_CASES} cases")
     for i, case in enumerate(cases):
         if not isinstance(case, Mapping) or not isinstance(case.get("condition"), str) or not case["condition"]:
             raise ParamError(f"cases[{i}].condition", "is required")
