@@ -144,7 +144,7 @@ class LogicRunner:
         values.update({p.get("prop", ""): str(p.get("value", "")) for p in a.var_in})
         try:
             # bounded work per condition (engine/workflows/expressions.py), but up to MAX_CASES of them:
-            # in a thread, the loop runs between its bytecodes (no single step takes over milliseconds)
+            # in a thread, the loop runs between its steps (none takes more than a few milliseconds)
             chosen, skip = await asyncio.to_thread(logic.switch_choice, task.params, values)
         except ValueError as exc:
             return TaskState.FAILURE, (), str(exc)

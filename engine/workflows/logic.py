@@ -11,7 +11,8 @@ pure decisions of CONDITIONS and SWITCH.
   'prod'``); the expression is then evaluated by engine/workflows/expressions.py — literals,
   comparisons, ``in``, ``and or not`` (or ``&& || !``), arithmetic and string operations, all with
   size limits; no names, calls, attributes or imports, so a value can change the decision but never
-  run code, and no value can make the evaluation expensive (the master evaluates on its event loop).
+  run code, and no value can make the evaluation expensive (at most ``MAX_CASES`` conditions, each
+  with bounded work; the master evaluates them in a thread beside its event loop).
   The first true case wins, else the default; every other branch is skipped. No match and no
   default, or a condition that cannot be evaluated, fails the task with the reason.
 - ``SUB_PROCESS``: ``{"workflow": <name>, "project": <name, default: this one>}`` or
