@@ -3,14 +3,21 @@ SWITCH, SUB_PROCESS (nesting, stop / pause / resume propagation) and DEPENDENT."
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from engine.infra.etcd import EtcdServer
+from engine.workflows.model import TaskDef
+from registry import EtcdClient, MembershipView
+from tests.cluster_harness import command, instance_for, save, shell, started, tasks_of
 from tests.conftest import ApiCluster
-from tests.helpers import wait_sync
+from tests.helpers import NodeProc, wait_sync
 from tests.test_api import error_of, start, wait_final
 
 pytestmark = pytest.mark.slow
@@ -83,6 +90,84 @@ def test_a_switch_with_an_unsafe_or_broken_expression_is_refused(api_cluster: Ap
                                "params": {"cases": [{"condition": "1 == 1", "next": "a"}]}}]  # fmt: skip
     err = error_of(lambda: create(c, tasks))
     assert err.status == 400 and "downstream" in str(err)
+
+
+def test_a_switch_condition_that_can_never_be_evaluated_is_refused_naming_the_field(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    hostile = {
+        "1000000**1000000 > 0": "'**' result over 1024 bits",
+        "'a'*10**9 == 'b'": "a string over 4096 characters",
+        "(" * 40 + "1" + ")" * 40: "brackets nested more than 32 deep",
+        "9" * 5000 + " > 0": "over the limit of 4096",
+    }
+    for condition, reason in hostile.items():
+        tasks = [sh("a", "true"), {"name": "s", "type": "SWITCH", "upstream": ["a"],
+                                   "params": {"cases": [{"condition": condition, "next": "b"}]}},
+                 sh("b", "true", ("s",))]  # fmt: skip
+        err = error_of(lambda tasks=tasks: create(c, tasks))
+        assert err.status == 400 and err.field == "tasks[1].params.cases[0].condition", (condition[:40], err)
+        assert reason in str(err), (condition[:40], err)
+
+
+#: start-time values of ${n} in the condition "${n} > 0": each makes the substituted condition one that
+#: would freeze (or exhaust) the master, and each must fail the SWITCH task with this reason instead
+HOSTILE_VALUES = {
+    "2000000**2000000": "'**' result over 1024 bits",
+    "1000000**1000000": "'**' result over 1024 bits",
+    "'a'*10**9": "a string over 4096 characters",
+    "(" * 40 + "1" + ")" * 40: "brackets nested more than 32 deep",
+    "9" * 5000: "over the limit of 4096",
+}
+FAILURE, SUCCESS = 6, 7
+
+
+async def _master_registration(endpoint: str, root: str) -> int:
+    client = EtcdClient([endpoint])
+    try:
+        view = MembershipView(client, root)
+        await view.start()
+        await view.close()
+        (master,) = view.masters()
+        return master.create_revision
+    finally:
+        await client.close()
+
+
+async def test_an_expensive_switch_condition_fails_the_task_and_the_master_keeps_its_lease(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
+    """A value substituted into a condition at run time (start params, upstream OUT values) is not
+    checked when the definition is saved. Before the bounded evaluator, ``1000000**1000000`` held the
+    master's GIL for seconds: the lease expired, the master exited, the instances never finished."""
+    overrides = [f"worker.log_dir={tmp_path / 'logs'}", f"worker.exec_dir={tmp_path / 'exec'}"]
+    (master,), _ = await started(node_factory, etcd_server, etcd_root, fresh_db, worker_overrides=overrides)
+    registration = await _master_registration(etcd_server.endpoint, etcd_root)
+    route = TaskDef("route", "SWITCH", {"cases": [{"condition": "${n} > 0", "next": "big"}], "default": "small"},
+                    upstream=("a",))  # fmt: skip
+    n = {"prop": "n", "direct": "IN", "type": "VARCHAR", "value": "1"}
+    code = await save(fresh_db, "hostile_switch", [shell("a", "true"), route, shell("big", "true", ("route",)),
+                      shell("small", "true", ("route",))], global_params=(n,))  # fmt: skip
+    plain = await save(fresh_db, "plain", [shell("p", "true")])
+    hostile = [(await command(fresh_db, code, command_param={"StartParams": {"n": v}}))[0] for v in HOSTILE_VALUES]
+    (fine,) = await command(fresh_db, code, command_param={"StartParams": {"n": "5"}})
+    (other,) = await command(fresh_db, plain)
+    for cid, reason in zip(hostile, HOSTILE_VALUES.values(), strict=True):
+        wi = await instance_for(fresh_db, cid, timeout=60)
+        rows = {r["name"]: r for r in await tasks_of(fresh_db, wi["id"])}
+        assert wi["state"] == FAILURE and {k: r["state"] for k, r in rows.items()} == {"a": SUCCESS, "route": FAILURE}
+        failed = [json.loads(line) for line in (await asyncio.to_thread(master.proc.tail, 100_000)).splitlines()
+                  if line.startswith("{") and '"logic task failed"' in line]  # fmt: skip
+        (entry,) = [e for e in failed if e.get("task_instance_id") == rows["route"]["id"]]
+        assert reason in entry["reason"] and entry["reason"].startswith("cannot evaluate '${n} > 0'"), entry
+        assert entry["workflow_instance_id"] == wi["id"]
+    # the master kept running workflows: the same condition with a sane value, another workflow
+    ok = await instance_for(fresh_db, fine, timeout=60)
+    assert ok["state"] == SUCCESS and {r["name"] for r in await tasks_of(fresh_db, ok["id"])} == {"a", "route", "big"}
+    assert (await instance_for(fresh_db, other, timeout=60))["state"] == SUCCESS
+    # ... and never lost its lease: still alive, the same registration, never a session LOST
+    assert master.proc.exited() is None
+    assert await _master_registration(etcd_server.endpoint, etcd_root) == registration
+    assert '"new": "LOST"' not in await asyncio.to_thread(master.proc.tail, 100_000)
 
 
 def test_sub_workflows_nest_five_deep_with_fan_out(api_cluster: ApiCluster, tmp_path: Path) -> None:

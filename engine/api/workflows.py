@@ -3,6 +3,7 @@ one (= inserting a START_PROCESS command the masters claim)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 from typing import Any
@@ -149,7 +150,9 @@ async def list_workflows(api: Any, call: Call) -> dict[str, Any]:
 
 async def _save(api: Any, doc: Any, release: bool, user_id: int | None, code: int | None = None) -> dict[str, Any]:
     try:
-        wf = document.parse(doc)
+        # CPU work in proportion to the body (up to api.max_body_bytes): in a thread, so the loop
+        # keeps serving meanwhile (no single step of it takes more than milliseconds)
+        wf = await asyncio.to_thread(document.parse, doc)
     except DefinitionError as exc:
         raise _definition_error(exc) from exc
     async with api.db.acquire() as conn:

@@ -72,7 +72,10 @@ class LogicRunner:
         task = actor.spec.tasks[a.code]
         try:
             if task.task_type in logic.INSTANT:
-                self._finish(a, *self._decide(a))
+                state, skip, message = await self._decide(a)
+                if not state.succeeded:
+                    log.warning("logic task failed", task_instance_id=a.id, task=task.name, reason=message)
+                self._finish(a, state, skip, message)
                 return
             if a.state is TaskState.SUBMITTED_SUCCESS:
                 actor.post(TaskRunningEvent(a.id, a.attempt, actor.me, 0, "", "", _now_ms(), "logic task started"))
@@ -123,7 +126,7 @@ class LogicRunner:
             )
         )  # fmt: skip
 
-    def _decide(self, a: Attempt) -> tuple[TaskState, tuple[int, ...], str]:
+    async def _decide(self, a: Attempt) -> tuple[TaskState, tuple[int, ...], str]:
         run, spec = self.actor.run, self.actor.spec
         task = spec.tasks[a.code]
         by_name = {t.name: code for code, t in spec.tasks.items()}
@@ -140,7 +143,9 @@ class LogicRunner:
         values = {p.get("prop", ""): str(p.get("value", "")) for p in self.actor.info.global_params}
         values.update({p.get("prop", ""): str(p.get("value", "")) for p in a.var_in})
         try:
-            chosen, skip = logic.switch_choice(task.params, values)
+            # bounded work per condition (engine/workflows/expressions.py), but up to MAX_CASES of them:
+            # in a thread, the loop runs between its steps (none takes more than a few milliseconds)
+            chosen, skip = await asyncio.to_thread(logic.switch_choice, task.params, values)
         except ValueError as exc:
             return TaskState.FAILURE, (), str(exc)
         if chosen is None:

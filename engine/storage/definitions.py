@@ -7,6 +7,7 @@ The master only ever reads the log tables, pinned to the version an instance was
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -78,7 +79,7 @@ async def save_workflow(
     conn: asyncpg.Connection, wf: WorkflowDef, release: bool = False, user_id: int | None = None
 ) -> tuple[int, int]:
     """Create or update (= new version) a workflow definition. Returns (code, version)."""
-    wf.validate()
+    await asyncio.to_thread(wf.validate)  # CPU work in proportion to the definition: off the loop
     async with conn.transaction():
         project_code = await ensure_project(conn, wf.project)
         row = await conn.fetchrow(

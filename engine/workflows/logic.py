@@ -8,10 +8,13 @@ pure decisions of CONDITIONS and SWITCH.
 - ``SWITCH``: ``{"cases": [{"condition": "<expression>", "next": <downstream>}], "default":
   <downstream>}``. ``${name}`` in a condition is replaced by the parameter's value (globals and
   upstream OUT values) as text, as DolphinScheduler does (quote it for a string: ``'${env}' ==
-  'prod'``); the expression is then evaluated by simpleeval — literals, comparisons, boolean and
-  arithmetic operators; no names, calls, attributes or imports, so a value can change the decision but
-  never run code. The first true case wins, else the default; every other branch is skipped. No match
-  and no default fails the task.
+  'prod'``); the expression is then evaluated by engine/workflows/expressions.py — literals,
+  comparisons, ``in``, ``and or not`` (or ``&& || !``), arithmetic and string operations, all with
+  size limits; no names, calls, attributes or imports, so a value can change the decision but never
+  run code, and no value can make the evaluation expensive (at most ``MAX_CASES`` conditions, each
+  with bounded work; the master evaluates them in a thread beside its event loop).
+  The first true case wins, else the default; every other branch is skipped. No match and no
+  default, or a condition that cannot be evaluated, fails the task with the reason.
 - ``SUB_PROCESS``: ``{"workflow": <name>, "project": <name, default: this one>}`` or
   ``{"workflow_code": <code>}``: a child workflow instance.
 - ``DEPENDENT``: see engine/scheduling/dependent.py.
@@ -23,15 +26,17 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from simpleeval import EvalWithCompoundTypes, InvalidExpression
-
 from engine.scheduling.dependent import check_params as check_dependent
 from engine.tasks.base import ParamError
+from engine.workflows import expressions
+from engine.workflows.expressions import ExpressionError
 
 CONDITIONS, SWITCH, SUB_PROCESS, DEPENDENT = "CONDITIONS", "SWITCH", "SUB_PROCESS", "DEPENDENT"
 #: decided at once by the master (no waiting)
 INSTANT = frozenset({CONDITIONS, SWITCH})
 _VAR = re.compile(r"\$\{([^}]+)\}")
+#: conditions of one SWITCH task: each is evaluated with bounded work, so this bounds the decision
+MAX_CASES = 100
 
 
 def validate(task_type: str, params: Mapping[str, Any], upstream: set[str], downstream: set[str]) -> None:
@@ -78,6 +83,8 @@ def _switch(params: Mapping[str, Any], downstream: set[str]) -> None:
     cases = params.get("cases")
     if not isinstance(cases, list) or not cases:
         raise ParamError("cases", "needs at least one {condition, next}")
+    if len(cases) > MAX_CASES:
+        raise ParamError("cases", f"at most {MAX_CASES} cases")
     for i, case in enumerate(cases):
         if not isinstance(case, Mapping) or not isinstance(case.get("condition"), str) or not case["condition"]:
             raise ParamError(f"cases[{i}].condition", "is required")
@@ -105,26 +112,45 @@ def conditions_skip(params: Mapping[str, Any], outcome: Mapping[str, str]) -> li
     return list(params.get("failure", []) if conditions_hold(params, outcome) else params.get("success", []))
 
 
-def evaluate(expression: str, values: Mapping[str, str]) -> bool:
-    """Evaluate a SWITCH condition; ValueError explains an expression that cannot be evaluated."""
-    missing = [m.group(1) for m in _VAR.finditer(expression) if m.group(1) not in values]
+def substitute(expression: str, values: Mapping[str, str]) -> str:
+    """``expression`` with each ``${name}`` replaced by its value; ExpressionError for an unknown
+    name or a result over the length limit (measured before the text is built)."""
+    names = [m.group(1) for m in _VAR.finditer(expression)]
+    missing = [n for n in names if n not in values]
     if missing:
-        raise ValueError(f"unknown parameter ${{{missing[0]}}}")
-    text = _VAR.sub(lambda m: values[m.group(1)], expression)
+        raise ExpressionError(expressions.SYNTAX, f"unknown parameter ${{{missing[0]}}}")
+    length = len(expression) + sum(len(values[n]) - len(n) - 3 for n in names)
+    if length > expressions.MAX_LENGTH:
+        raise ExpressionError(
+            expressions.LIMIT,
+            f"{length} characters once its parameters are substituted, over the limit of {expressions.MAX_LENGTH}",
+        )
+    return _VAR.sub(lambda m: values[m.group(1)], expression)
+
+
+def _shown(text: str, limit: int = 120) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def evaluate(expression: str, values: Mapping[str, str]) -> bool:
+    """Evaluate a SWITCH condition; ExpressionError (a ValueError) says why it cannot be evaluated."""
+    text = expression
     try:
-        return bool(EvalWithCompoundTypes(names={}, functions={}).eval(text))
-    except (InvalidExpression, SyntaxError, TypeError, ZeroDivisionError, ValueError, KeyError) as exc:
-        raise ValueError(f"cannot evaluate {expression!r}: {exc}") from None
+        text = substitute(expression, values)
+        return bool(expressions.evaluate(text))
+    except ExpressionError as exc:
+        shown = _shown(expression) if text == expression else f"{_shown(expression)} (as {_shown(text)})"
+        raise ExpressionError(exc.kind, f"cannot evaluate {shown}: {exc.reason}") from None
 
 
 def expression_problem(expression: str) -> str:
-    """Why an expression can never be evaluated (syntax, names, calls), or ''."""
+    """Why a condition can never be evaluated (syntax, refused constructs, limits), or ''. Its
+    parameters are tried as 0: a type error or a division by zero may depend on the real values."""
     sample = {m.group(1): "0" for m in _VAR.finditer(expression)}
     try:
         evaluate(expression, sample)
-    except ValueError as exc:
-        text = str(exc)
-        return "" if "TypeError" in text or "division" in text else text
+    except ExpressionError as exc:
+        return "" if exc.kind == expressions.VALUE else exc.reason
     return ""
 
 
