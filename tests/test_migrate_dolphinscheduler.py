@@ -51,9 +51,9 @@ EXPECTED: dict[str, tuple[list[str], set[tuple[str, str, str]]]] = {
     "ds320_sql-python-spark_schedule.json": ([], {("spark节点", ds.UNSUPPORTED_TYPE, "SPARK (programType SCALA)")}),
     "ds31_ui-export_switch.json": ([], {
         ("switch_task1", ds.NOT_REPRESENTABLE, "SWITCH condition 'if $test==1': cannot evaluate 'if $test==1':"
-         " invalid syntax (<unknown>, line 1)"),
+         " syntax error: invalid syntax"),
         ("switch_task1", ds.NOT_REPRESENTABLE, "SWITCH condition 'if $test==2': cannot evaluate 'if $test==2':"
-         " invalid syntax (<unknown>, line 1)"),
+         " syntax error: invalid syntax"),
     }),
     "ds31_dependent-spark.json": ([], {
         ("茄子roi计算依赖", ds.UNRESOLVED, "DEPENDENT workflow code 13524225520672 task code 0"),
