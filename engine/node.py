@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,8 @@ from engine import logs
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError
 from registry import HeartbeatSource, LoadLimits, NodeId, RegistryNode, RegistryUnavailable, TaskCounts
+from registry.errors import DuplicateNode
+from registry.identity import advertise_host
 from registry.load import CpuMeter
 from rpc import RpcClient, RpcServer
 
@@ -27,6 +30,9 @@ log = logs.get(__name__)
 
 #: exit code of a node that stopped because its registry session was LOST
 EXIT_LEASE_LOST = 75
+#: exit code of a node whose registry key another live node holds (same advertised address): a
+#: configuration error, restarting will not help (EX_CONFIG)
+EXIT_DUPLICATE = 78
 
 
 class Node:
@@ -95,6 +101,7 @@ class Node:
 
     async def _start_http(self) -> None:
         host, port, advertise = self.listen()
+        advertise = await asyncio.to_thread(advertise_host, self.role, host, advertise, self.cfg.registry.endpoints)
         self.runner = web.AppRunner(self.app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, host, port)
@@ -119,10 +126,17 @@ class Node:
     def request_stop(self) -> None:
         self._stop.set()
 
+    def _wedge(self) -> None:
+        """Test-only (debug.wedge_hook, SIGUSR2): block the event loop for good, as a deadlock would."""
+        log.error("debug.wedge_hook: wedging the event loop for good")
+        threading.Event().wait()
+
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
+        if self.cfg.debug.wedge_hook:
+            loop.add_signal_handler(signal.SIGUSR2, self._wedge)
         await self._start_http()
         logs.configure(self.cfg.logging.format, self.cfg.logging.level, node=f"{self.role}@{self.address}")
         self.cpu.start()
@@ -204,4 +218,5 @@ def main(node_cls: type[Node], argv: Sequence[str] | None = None) -> int:
         return uvloop.run(run())
     except PorpoiseError as exc:
         log.error("node failed", error=str(exc))
-        return 1
+        print(f"porpoise {node_cls.role}: {exc}", file=sys.stderr)
+        return EXIT_DUPLICATE if isinstance(exc, DuplicateNode) else 1

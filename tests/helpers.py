@@ -63,6 +63,8 @@ class NodeProc:
         self.role = role
         self.port = port or free_port()
         argv = [sys.executable, "-m", f"engine.{role}", "--set", f"{role}.listen_port={self.port}"]
+        if role in ("master", "worker"):
+            argv += ["--set", f"{role}.advertise_host=127.0.0.1"]
         for item in overrides:
             argv += ["--set", item]
         self.proc = ManagedProcess(name, argv, log_dir / f"{name}.log", env=env, cwd=ROOT)
