@@ -10,7 +10,7 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import uvloop
@@ -18,10 +18,18 @@ from aiohttp import web
 
 from engine import config as config_mod
 from engine import logs
+from engine.aio import cancel_and_wait
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError
-from registry import HeartbeatSource, LoadLimits, NodeId, RegistryNode, RegistryUnavailable, TaskCounts
-from registry.errors import DuplicateNode
+from registry import (
+    DuplicateNode,
+    HeartbeatSource,
+    LoadLimits,
+    NodeId,
+    RegistryNode,
+    RegistryUnavailable,
+    TaskCounts,
+)
 from registry.identity import advertise_host
 from registry.load import CpuMeter
 from rpc import RpcClient, RpcServer
@@ -114,7 +122,8 @@ class Node:
         while not self._stop.is_set():
             self.registry = RegistryNode(self.cfg.registry, self.node_id(), self.heartbeat_source())
             try:
-                await self.registry.start()
+                # a stop request ends it too: registering may wait for another node's key to expire
+                await self._unless_stopped(self.registry.start())
                 return
             except RegistryUnavailable as exc:
                 await self.registry.close(revoke=False)
@@ -122,6 +131,19 @@ class Node:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), delay)
                 delay = min(delay * 2, 5.0)
+
+    async def _unless_stopped(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` until it ends (its error propagates) or a stop is requested (it is cancelled)."""
+        task = asyncio.ensure_future(work)
+        stop = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await cancel_and_wait(stop)
+            if not task.done():
+                await cancel_and_wait(task)
+        if not task.cancelled():
+            task.result()
 
     def request_stop(self) -> None:
         self._stop.set()

@@ -109,10 +109,12 @@ class Incarnation:
 
 
 def process_alive(pid: int, start: float) -> bool:
-    """Whether ``pid`` runs here and is the process that started at ``start`` (not a recycled pid)."""
+    """Whether ``pid`` runs here and is the process that started at ``start`` (not a recycled pid, not
+    a killed process its parent has not reaped yet)."""
     try:
-        return abs(psutil.Process(pid).create_time() - start) < 0.01
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        proc = psutil.Process(pid)
+        return abs(proc.create_time() - start) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # includes ZombieProcess
         return False
     except psutil.AccessDenied:
         return True

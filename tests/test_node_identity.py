@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 from engine.errors import ConfigError
@@ -18,8 +20,8 @@ from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer
 from engine.node import EXIT_DUPLICATE
 from registry import EtcdClient, Heartbeat, Session
-from registry.identity import Incarnation, Verdict, advertise_host, judge_holder
-from tests.helpers import NodeProc, node_env
+from registry.identity import Incarnation, Verdict, advertise_host, judge_holder, process_alive
+from tests.helpers import NodeProc, node_env, wait_sync
 
 TTL = 2.0
 
@@ -164,3 +166,20 @@ def test_only_a_gone_incarnation_of_this_machine_is_replaced() -> None:
 
     a, b = Incarnation.current(), Incarnation.current()  # a new process = a new node id, same machine
     assert a.node_id != b.node_id and a.machine == b.machine and a.machine
+
+
+def test_a_process_counts_as_alive_only_while_it_runs_with_its_start_time() -> None:
+    live = subprocess.Popen(["sleep", "60"])
+    dead = subprocess.Popen(["true"])
+    try:
+        start = psutil.Process(live.pid).create_time()
+        assert process_alive(live.pid, start)
+        assert not process_alive(live.pid, start - 5)  # a recycled pid: another process
+        dead_start = psutil.Process(dead.pid).create_time()
+        wait_sync(lambda: psutil.Process(dead.pid).status() == psutil.STATUS_ZOMBIE, 10, "a zombie")
+        assert not process_alive(dead.pid, dead_start)  # killed, not reaped yet: gone all the same
+    finally:
+        live.kill()
+        live.wait()
+        dead.wait()
+    assert not process_alive(dead.pid, dead_start)
