@@ -14,12 +14,23 @@ from pathlib import Path
 import psutil
 import pytest
 
+from engine.config import Config
 from engine.errors import ConfigError
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer
 from engine.node import EXIT_DUPLICATE
-from registry import EtcdClient, Heartbeat, Session
+from registry import (
+    EtcdClient,
+    Heartbeat,
+    HeartbeatSource,
+    LoadLimits,
+    NodeId,
+    RegistryNode,
+    Session,
+    SessionState,
+    TaskCounts,
+)
 from registry.identity import Incarnation, Verdict, advertise_host, judge_holder, process_alive
 from tests.helpers import NodeProc, node_env, wait_sync
 
@@ -183,3 +194,22 @@ def test_a_process_counts_as_alive_only_while_it_runs_with_its_start_time() -> N
         live.wait()
         dead.wait()
     assert not process_alive(dead.pid, dead_start)
+
+
+async def test_a_node_whose_key_was_taken_away_fences_itself(registry_config: Config, etcd: EtcdClient) -> None:
+    """Peers saw the key go (an operator deleted it, or a node judged this one dead): the node's next
+    heartbeat refresh writes nothing (it writes only the key it created) and its session is LOST."""
+    node = RegistryNode(
+        registry_config.registry,
+        NodeId("worker", "127.0.0.1:4001", "default"),
+        HeartbeatSource(LoadLimits(), counts=TaskCounts),
+    )
+    await node.start()
+    try:
+        key = node.registration.key
+        await etcd.delete(key)
+        await asyncio.wait_for(node.session.lost.wait(), 10)
+        assert node.session.state is SessionState.LOST
+        assert await etcd.get(key) is None, "the fenced node must not write its key back"
+    finally:
+        await node.close(revoke=False)
