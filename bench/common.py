@@ -14,10 +14,21 @@ from typing import Any
 
 import psutil
 
+from engine import config as config_mod
+from engine.config import Config
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.storage.definitions import save_workflow
 from engine.workflows.model import TaskDef, WorkflowDef
+
+#: the lease TTL (s) the benchmarks run their nodes with: short, to measure failover on one machine
+#: (production defaults to a longer one, configs/registry.yaml; bench/failover.py measures both)
+BENCH_TTL = 3.0
+
+
+def bench_config(ttl: float = BENCH_TTL) -> Config:
+    """The defaults with the benchmarks' lease TTL (the launchers hand it to every node they start)."""
+    return config_mod.load(environ={}).replace(registry={"lease_ttl": ttl})
 
 
 @contextmanager

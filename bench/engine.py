@@ -20,8 +20,7 @@ import aiohttp
 import asyncpg
 import psutil
 
-from bench.common import cpu_seconds, main, percentile, rounded, save_released, workdir
-from engine import config as config_mod
+from bench.common import bench_config, cpu_seconds, main, percentile, rounded, save_released, workdir
 from engine.api.tokens import create_token, ensure_user
 from engine.infra.stack import Stack
 from engine.workflows.model import TaskDef
@@ -190,7 +189,7 @@ async def _api_trigger(dsn: str, api_url: str, count: int) -> dict[str, float]:
 
 def run(size: str = "full") -> dict[str, Any]:
     params = SIZES[size]
-    cfg = config_mod.load(environ={})
+    cfg = bench_config()
     with workdir() as base:
         stack = Stack(Path(base) / "stack", cfg)
         try:

@@ -1,6 +1,6 @@
 """Registry benchmark: how fast the cluster notices a node dying and a node changing.
 
-- detection: real worker processes registered with the default lease TTL; one is killed with
+- detection: real worker processes registered with the benchmarks' lease TTL (BENCH_TTL); one is killed with
   kill -9; time until an observer's membership view emits REMOVED (the first half of failover).
 - propagation: heartbeat writes of one node -> the observer's UPDATED event (p50/p99).
 - lock handover: release by one session -> acquisition by a waiting session (p50/p99).
@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import main, percentile, private_etcd, rounded, workdir
-from engine import config as config_mod
+from bench.common import BENCH_TTL, bench_config, main, percentile, private_etcd, rounded, workdir
 from engine.infra.ports import free_port
 from engine.infra.process import ManagedProcess, wait_until
+from engine.infra.stack import registry_timing_env
 from registry import ChangeKind, EtcdClient, Heartbeat, Lock, MembershipView, NodeChange, Session
 
 SIZES = {
@@ -34,16 +34,18 @@ def _spawn_worker(endpoint: str, root: str, base: Path, i: int) -> ManagedProces
         "PORPOISE_REGISTRY_ENDPOINTS": endpoint,
         "PORPOISE_REGISTRY_ROOT": root,
         "PORPOISE_RPC_SECRET": "bench",
+        **registry_timing_env(bench_config()),
     }
     port = free_port()
     argv = [sys.executable, "-m", "engine.worker", "--set", f"worker.listen_port={port}"]
+    argv += ["--set", "worker.advertise_host=127.0.0.1"]
     proc = ManagedProcess(f"worker-{i}", argv, base / "logs" / f"worker-{i}.log", env=env)
     proc.start()
     return proc
 
 
 async def _detection(endpoint: str, base: Path, kills: int) -> dict[str, float]:
-    ttl = config_mod.load(environ={}).registry.lease_ttl
+    ttl = BENCH_TTL
     client = EtcdClient([endpoint])
     times: list[float] = []
     for i in range(kills):

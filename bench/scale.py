@@ -21,8 +21,7 @@ from typing import Any
 import asyncpg
 import psutil
 
-from bench.common import cpu_seconds, main, rounded, save_released, workdir
-from engine import config as config_mod
+from bench.common import bench_config, cpu_seconds, main, rounded, save_released, workdir
 from engine.infra.stack import Stack
 from engine.storage.schema import apply_schema
 from engine.workflows.model import TaskDef
@@ -203,7 +202,7 @@ def concurrency(stack: Stack, n: int, hold: float) -> dict[str, float]:
 
 def run(size: str = "full", parts: tuple[str, ...] = ("footprint", "claims", "concurrency")) -> dict[str, Any]:
     params = SIZES[size]
-    cfg = config_mod.load(environ={})
+    cfg = bench_config()
     result: dict[str, Any] = {"benchmark": "scale", "size": size}
     with workdir() as base:
         stack = Stack(Path(base) / "stack", cfg)

@@ -46,7 +46,12 @@ class RegistryConfig:
     keepalive_interval: float = field(metadata=_bounded(0.1, 100))
     heartbeat_interval: float = field(metadata=_bounded(0.1, 600))
     request_timeout: float = field(metadata=_bounded(0.1, 120))
+    loop_stall_limit: float = field(metadata=_bounded(0, 300))
     on_lost: str = field(metadata=_choice("exit", "reregister"))
+
+    def stall_limit(self) -> float:
+        """Seconds the event loop may go without ticking before the lease is no longer renewed."""
+        return self.loop_stall_limit or self.lease_ttl / 3
 
     def check(self) -> None:
         if self.keepalive_interval >= self.lease_ttl:
@@ -164,6 +169,13 @@ class RpcConfig:
 
 
 @dataclass(frozen=True)
+class DebugConfig:
+    """Test-only hooks (configs/debug.yaml): never enabled in production."""
+
+    wedge_hook: bool
+
+
+@dataclass(frozen=True)
 class Config:
     registry: RegistryConfig
     database: DatabaseConfig
@@ -173,6 +185,7 @@ class Config:
     standalone: StandaloneConfig
     logging: LoggingConfig
     rpc: RpcConfig
+    debug: DebugConfig
 
     def replace(self, **sections: Mapping[str, Any]) -> Config:
         """A copy with some keys of some sections replaced (values converted and checked)."""

@@ -9,7 +9,8 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import uvloop
@@ -17,9 +18,19 @@ from aiohttp import web
 
 from engine import config as config_mod
 from engine import logs
+from engine.aio import cancel_and_wait
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError
-from registry import HeartbeatSource, LoadLimits, NodeId, RegistryNode, RegistryUnavailable, TaskCounts
+from registry import (
+    DuplicateNode,
+    HeartbeatSource,
+    LoadLimits,
+    NodeId,
+    RegistryNode,
+    RegistryUnavailable,
+    TaskCounts,
+)
+from registry.identity import advertise_host
 from registry.load import CpuMeter
 from rpc import RpcClient, RpcServer
 
@@ -27,6 +38,9 @@ log = logs.get(__name__)
 
 #: exit code of a node that stopped because its registry session was LOST
 EXIT_LEASE_LOST = 75
+#: exit code of a node whose registry key another live node holds (same advertised address): a
+#: configuration error, restarting will not help (EX_CONFIG)
+EXIT_DUPLICATE = 78
 
 
 class Node:
@@ -95,6 +109,7 @@ class Node:
 
     async def _start_http(self) -> None:
         host, port, advertise = self.listen()
+        advertise = await asyncio.to_thread(advertise_host, self.role, host, advertise, self.cfg.registry.endpoints)
         self.runner = web.AppRunner(self.app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, host, port)
@@ -107,7 +122,8 @@ class Node:
         while not self._stop.is_set():
             self.registry = RegistryNode(self.cfg.registry, self.node_id(), self.heartbeat_source())
             try:
-                await self.registry.start()
+                # a stop request ends it too: registering may wait for another node's key to expire
+                await self._unless_stopped(self.registry.start())
                 return
             except RegistryUnavailable as exc:
                 await self.registry.close(revoke=False)
@@ -116,13 +132,33 @@ class Node:
                     await asyncio.wait_for(self._stop.wait(), delay)
                 delay = min(delay * 2, 5.0)
 
+    async def _unless_stopped(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` until it ends (its error propagates) or a stop is requested (it is cancelled)."""
+        task = asyncio.ensure_future(work)
+        stop = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await cancel_and_wait(stop)
+            if not task.done():
+                await cancel_and_wait(task)
+        if not task.cancelled():
+            task.result()
+
     def request_stop(self) -> None:
         self._stop.set()
+
+    def _wedge(self) -> None:
+        """Test-only (debug.wedge_hook, SIGUSR2): block the event loop for good, as a deadlock would."""
+        log.error("debug.wedge_hook: wedging the event loop for good")
+        threading.Event().wait()
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
+        if self.cfg.debug.wedge_hook:
+            loop.add_signal_handler(signal.SIGUSR2, self._wedge)
         await self._start_http()
         logs.configure(self.cfg.logging.format, self.cfg.logging.level, node=f"{self.role}@{self.address}")
         self.cpu.start()
@@ -204,4 +240,5 @@ def main(node_cls: type[Node], argv: Sequence[str] | None = None) -> int:
         return uvloop.run(run())
     except PorpoiseError as exc:
         log.error("node failed", error=str(exc))
-        return 1
+        print(f"porpoise {node_cls.role}: {exc}", file=sys.stderr)
+        return EXIT_DUPLICATE if isinstance(exc, DuplicateNode) else 1

@@ -1,7 +1,7 @@
 """Registry on etcd: sessions, heartbeats, membership, command slots and the failover lock."""
 
 from registry.client import EtcdClient
-from registry.errors import LeaseLost, LockTimeout, NotLockOwner, RegistryUnavailable
+from registry.errors import DuplicateNode, LeaseLost, LockTimeout, NotLockOwner, RegistryUnavailable
 from registry.heartbeat import Heartbeat, HeartbeatSource, LoadLimits, Registration, ServerStatus, TaskCounts
 from registry.keys import MASTER, WORKER, NodeId, failover_lock_key, node_key
 from registry.lock import Lock
@@ -15,6 +15,7 @@ __all__ = [
     "NO_SLOT",
     "WORKER",
     "ChangeKind",
+    "DuplicateNode",
     "EtcdClient",
     "Heartbeat",
     "HeartbeatSource",

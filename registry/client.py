@@ -188,6 +188,34 @@ class EtcdClient:
         resp = await self._call("txn", txn)
         return bool(resp.succeeded)
 
+    async def put_if_created_at(self, key: str, value: bytes | str, lease: int, create_revision: int) -> bool:
+        """Write ``key`` only if it is still the version created at ``create_revision``."""
+
+        def txn(c: _Client) -> Awaitable[Any]:
+            return c.txn(
+                compare=[
+                    {"key": key.encode(), "target": "CREATE", "result": "EQUAL", "create_revision": create_revision}
+                ],
+                success=[c.put(key, value, lease=lease, txn_obj=True)],
+                failure=[],
+            )
+
+        resp = await self._call("txn", txn)
+        return bool(resp.succeeded)
+
+    async def wait_deleted(self, key: str, start_revision: int) -> None:
+        """Return once ``key`` is deleted at or after ``start_revision`` (or the watch was cancelled or
+        compacted: the caller re-reads). Raises RegistryUnavailable; no timeout of its own."""
+        watch = self.watch_prefix(key, start_revision, idle_timeout=5.0, key_only=True)
+        try:
+            async for batch in watch:
+                if batch.canceled or batch.compact_revision:
+                    return
+                if any(ev.kind == "DELETE" for ev in batch.events):
+                    return
+        finally:
+            await watch.aclose()
+
     async def compact(self, revision: int) -> None:
         await self._call("compact", lambda c: c.compact(revision, physical=True))
 

@@ -6,7 +6,8 @@
     ├── RegistryUnavailable   etcd could not be reached or did not answer in time
     ├── LeaseLost             the session's lease expired or was revoked
     ├── LockTimeout           a lock was not acquired within the caller's timeout
-    └── NotLockOwner          releasing a lock this session does not hold
+    ├── NotLockOwner          releasing a lock this session does not hold
+    └── DuplicateNode         another live node holds this node's key (same advertised address)
 """
 
 from __future__ import annotations
@@ -28,3 +29,7 @@ class LockTimeout(RegistryError):
 
 class NotLockOwner(RegistryError):
     """The lock is not held by this session."""
+
+
+class DuplicateNode(RegistryError):
+    """Another live node holds this node's registry key (two nodes advertise the same address)."""

@@ -17,7 +17,8 @@ import psutil
 
 from engine import logs
 from engine.aio import cancel_and_wait
-from registry.errors import RegistryUnavailable
+from registry.errors import DuplicateNode, RegistryUnavailable
+from registry.identity import Incarnation, Verdict, judge_holder
 from registry.load import BUSY
 from registry.session import Session
 
@@ -50,6 +51,16 @@ class Heartbeat:
     #: masters: every instance this incarnation owns has a fencing epoch above this (0 = not known yet);
     #: an unfinished instance of this host with a lower epoch belongs to a previous incarnation
     epoch_floor: int = 0
+    #: this process's incarnation (registry.identity): a fresh uuid per process, the host name, the
+    #: machine (boot id + pid namespace) and the process start time, so a node registering at the same
+    #: address can tell its own dead previous incarnation from another live node
+    node_id: str = ""
+    host_name: str = ""
+    machine: str = ""
+    process_start: float = 0.0
+
+    def incarnation(self) -> Incarnation:
+        return Incarnation(self.node_id, self.host_name, self.machine, self.pid, self.process_start)
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -67,6 +78,11 @@ class Heartbeat:
                     continue
                 raise ValueError(f"heartbeat lacks {f.name}")
             value = data[f.name]
+            if f.type in ("str", str):
+                if not isinstance(value, str):
+                    raise ValueError(f"heartbeat field {f.name} is not a string")
+                kwargs[f.name] = value
+                continue
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError(f"heartbeat field {f.name} is not a number")
             kwargs[f.name] = int(value) if f.type in ("int", int) else float(value)
@@ -168,6 +184,7 @@ class HeartbeatSource:
         self.counts = counts
         self.disk_path = disk_path
         self.startup_time = int(time.time() * 1000)
+        self.incarnation = Incarnation.current()
         self.last_sample: HostSample | None = None
         self.epoch_floor = 0
 
@@ -206,11 +223,31 @@ class HeartbeatSource:
             waiting_tasks=counts.waiting,
             exec_slots=counts.slots,
             epoch_floor=self.epoch_floor,
+            node_id=self.incarnation.node_id,
+            host_name=self.incarnation.host_name,
+            machine=self.incarnation.machine,
+            process_start=self.incarnation.process_start,
         )
 
 
+#: seconds past a foreign holder's lease expiry (as etcd stated it) before we give up on its key
+HOLDER_GRACE = 2.0
+
+
+def _holder(raw: bytes) -> Incarnation | None:
+    try:
+        return Heartbeat.from_json(raw).incarnation()
+    except ValueError:
+        return None
+
+
 class Registration:
-    """Keeps ``key`` = the node's heartbeat, bound to the session lease, refreshed every ``interval``."""
+    """Keeps ``key`` = the node's heartbeat, bound to the session lease, refreshed every ``interval``.
+
+    The key is created only if absent, and every later write and the final delete apply only to the
+    key we created (its create revision), so a node never overwrites or removes another node's key
+    (``registry.identity`` says why and how a held key is judged).
+    """
 
     def __init__(
         self,
@@ -225,23 +262,69 @@ class Registration:
         self.interval = interval
         self._task: asyncio.Task[None] | None = None
         self.last: Heartbeat | None = None
+        #: create revision of our key (0 until registered)
+        self.revision = 0
 
     async def start(self) -> None:
-        """Write the key once (raises if etcd refuses), then refresh it in the background.
+        """Create the key (raises DuplicateNode if another live node holds it, RegistryUnavailable if
+        etcd refuses), then refresh it in the background.
 
-        A key left by an earlier incarnation of this node (its lease not yet expired) is deleted
-        first, as DolphinScheduler does, so observers see it leave and come back (REMOVED, ADDED)
-        instead of a silent rebinding to the new lease.
+        A key left by a previous incarnation of this node (same machine, its process gone, its lease
+        not yet expired) is deleted first, as DolphinScheduler does, so observers see it leave and
+        come back (REMOVED, ADDED) instead of a silent rebinding to the new lease. A key held by a
+        node we cannot judge (another machine) is waited for until its lease has run out.
         """
-        self.session.require_alive()
-        await self.session.client.delete(self.key)
-        await self._write()
+        client = self.session.client
+        self.last = await self.source()
+        me = self.last.incarnation()
+        deadline: float | None = None
+        while True:
+            self.session.require_alive()
+            created, holder, revision = await client.put_if_absent(
+                self.key, self.last.to_json(), lease=self.session.lease_id
+            )
+            if created:
+                self.revision = revision
+                break
+            if holder is None:
+                continue  # deleted between the compare and the read
+            other = _holder(holder.value)
+            verdict = judge_holder(other, me)
+            if verdict is Verdict.REPLACE:
+                assert other is not None
+                log.info("replacing the key of a previous incarnation", key=self.key, pid=other.pid,
+                         previous_node_id=other.node_id)  # fmt: skip
+                await client.delete_if_created_at(self.key, holder.create_revision)
+                continue
+            if verdict is Verdict.LIVE_HERE:
+                raise DuplicateNode(self._duplicate(other, "is running on this machine"))
+            if deadline is None:
+                left = await client.time_to_live(holder.lease) if holder.lease else 0
+                deadline = time.monotonic() + max(left, 0) + HOLDER_GRACE
+                log.warning("registry key held by another node: waiting for its lease to run out", key=self.key,
+                            holder=_describe(other), lease_left_s=left)  # fmt: skip
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DuplicateNode(self._duplicate(other, "kept it past its lease's expiry"))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(client.wait_deleted(self.key, revision + 1), remaining)
         self._task = asyncio.create_task(self._refresh_loop(), name=f"heartbeat {self.key}")
-        log.info("registered", key=self.key)
+        log.info("registered", key=self.key, node_id=me.node_id)
+
+    def _duplicate(self, holder: Incarnation | None, how: str) -> str:
+        return (
+            f"{self.key} is held by another live node ({_describe(holder)}), which {how}: two nodes advertise "
+            f"the same address; give each its own advertise_host or listen_port"
+        )
 
     async def _write(self) -> None:
         self.last = await self.source()
-        await self.session.client.put(self.key, self.last.to_json(), lease=self.session.lease_id)
+        ours = await self.session.client.put_if_created_at(
+            self.key, self.last.to_json(), self.session.lease_id, self.revision
+        )
+        if not ours and self.session.alive:
+            # deleted (by an operator, or a node that judged us dead): peers saw us leave; stop acting
+            self.session.fence(f"registry key {self.key} is no longer ours")
 
     async def refresh_now(self) -> None:
         with contextlib.suppress(RegistryUnavailable):
@@ -262,6 +345,12 @@ class Registration:
     async def stop(self, delete: bool = True) -> None:
         task, self._task = self._task, None
         await cancel_and_wait(task)
-        if delete and self.session.alive:
+        if delete and self.revision and self.session.alive:
             with contextlib.suppress(RegistryUnavailable):
-                await self.session.client.delete(self.key)
+                await self.session.client.delete_if_created_at(self.key, self.revision)
+
+
+def _describe(holder: Incarnation | None) -> str:
+    if holder is None:
+        return "its value is not a heartbeat"
+    return f"host {holder.host_name or '?'}, pid {holder.pid}, node id {holder.node_id or '?'}"

@@ -65,22 +65,11 @@ class Lock:
             if holder is None:
                 continue  # released between our compare and our read
             try:
-                await asyncio.wait_for(self._wait_deleted(revision + 1), remaining)
+                await asyncio.wait_for(client.wait_deleted(self.key, revision + 1), remaining)
             except TimeoutError:
                 raise LockTimeout(f"lock {self.key} not acquired within {timeout:.1f}s") from None
             except RegistryUnavailable:
                 await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
-
-    async def _wait_deleted(self, start_revision: int) -> None:
-        watch = self.session.client.watch_prefix(self.key, start_revision, idle_timeout=5.0, key_only=True)
-        try:
-            async for batch in watch:
-                if batch.canceled or batch.compact_revision:
-                    return  # retry the transaction; it tells us the truth
-                if any(ev.kind == "DELETE" for ev in batch.events):
-                    return
-        finally:
-            await watch.aclose()
 
     async def release(self) -> None:
         """Delete the key if it is still ours; raises NotLockOwner otherwise."""

@@ -30,7 +30,7 @@ class RegistryNode:
         self.node = node
         self.client = client or EtcdClient(cfg.endpoints, cfg.request_timeout)
         self._own_client = client is None
-        self.session = Session(self.client, cfg.lease_ttl, cfg.keepalive_interval)
+        self.session = Session(self.client, cfg.lease_ttl, cfg.keepalive_interval, loop_stall_limit=cfg.stall_limit())
         self.registration = Registration(self.session, node_key(cfg.root, node), heartbeat, cfg.heartbeat_interval)
         self.membership = MembershipView(self.client, cfg.root)
         self._was_suspended = False

@@ -16,6 +16,13 @@ The keep-alive runs in a thread of its own, with its own event loop and etcd con
 whose main loop is saturated with work (hundreds of task processes starting) still renews its lease
 on time instead of losing it and fencing itself — DolphinScheduler's "fake death" (#8110). State
 changes are handed to the main loop with ``call_soon_threadsafe``.
+
+The thread also watches the main loop's liveness: a timer callback on the main loop stamps
+``_last_tick`` a few times a second, and the thread renews only while that stamp is younger than
+``loop_stall_limit``. A loop that is busy still ticks between its callbacks; a loop wedged for good (a
+blocking call, a deadlock) stops ticking, its lease expires, and its peers fail it over (a worker's
+reaper, told nothing more, kills its tasks). A loop that recovers before the lease runs out is renewed
+again and loses nothing.
 """
 
 from __future__ import annotations
@@ -54,6 +61,10 @@ _ALLOWED: dict[SessionState, set[SessionState]] = {
 Listener = Callable[[SessionState], Any]
 
 
+#: longest pause between two ticks of the main loop's liveness stamp
+TICK_INTERVAL = 0.25
+
+
 class Session:
     """A lease and its keep-alive task."""
 
@@ -63,13 +74,20 @@ class Session:
         ttl: float,
         keepalive_interval: float,
         clock: Callable[[], float] = time.monotonic,
+        loop_stall_limit: float = 0,
     ) -> None:
         if keepalive_interval >= ttl:
             raise ValueError("keepalive_interval must be below ttl")
         self.client = client
         self.ttl = ttl
         self.keepalive_interval = keepalive_interval
+        #: renew only while the main loop ticked within this many seconds (0 = a third of the TTL)
+        self.loop_stall_limit = loop_stall_limit or ttl / 3
         self._clock = clock
+        #: when the main loop last ran the tick callback (written on the loop, read by the thread)
+        self._last_tick = 0.0
+        self._tick_every = min(TICK_INTERVAL, self.loop_stall_limit / 4)
+        self._tick_handle: asyncio.TimerHandle | None = None
         self.state = SessionState.CONNECTING
         #: lease id granted by etcd (0 before start)
         self.lease_id = 0
@@ -97,6 +115,7 @@ class Session:
         self.ttl = float(granted)
         self._last_ok = sent
         self._main_loop = asyncio.get_running_loop()
+        self._tick()
         self._set(SessionState.CONNECTED)
         self._thread = threading.Thread(target=self._thread_main, name=f"keepalive-{self.lease_id:x}", daemon=True)
         self._thread.start()
@@ -107,6 +126,9 @@ class Session:
         """Stop keeping the lease alive and (by default) revoke it. Idempotent."""
         if self.state is SessionState.CLOSED:
             return
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
+            self._tick_handle = None
         await self._stop_thread()
         if revoke and self.lease_id and self.state in (SessionState.CONNECTED, SessionState.SUSPENDED):
             with contextlib.suppress(RegistryUnavailable):
@@ -131,6 +153,12 @@ class Session:
     def require_alive(self) -> None:
         if not self.alive:
             raise LeaseLost(f"session lease {self.lease_id:x} is {self.state.value}")
+
+    def fence(self, reason: str) -> None:
+        """Judge the session LOST now (on the main loop): something showed its work is no longer ours."""
+        if self.alive:
+            log.error("session fenced", lease=f"{self.lease_id:x}", reason=reason)
+            self._set(SessionState.LOST)
 
     def remaining(self) -> float:
         """Seconds until the lease may expire, judged locally."""
@@ -157,6 +185,16 @@ class Session:
                 listener(new)
             except Exception:
                 log.exception("session listener failed", state=new.value)
+
+    def _tick(self) -> None:
+        """On the main loop: stamp its liveness and come back in a moment."""
+        self._last_tick = self._clock()
+        assert self._main_loop is not None
+        self._tick_handle = self._main_loop.call_later(self._tick_every, self._tick)
+
+    def loop_stalled_for(self) -> float:
+        """Seconds since the main loop last ticked (thread-safe: one float read)."""
+        return self._clock() - self._last_tick
 
     # -- the keep-alive thread ---------------------------------------------------------------------
 
@@ -203,15 +241,28 @@ class Session:
         """Renew until stopped (returns False) or until the lease is judged lost (returns True)."""
         assert self._thread_stop is not None
         retry = min(self.keepalive_interval, 0.5)
-        suspended = False
+        suspended = stalled = False
         while True:
-            wait = retry if suspended else self.keepalive_interval
+            wait = retry if suspended or stalled else self.keepalive_interval
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._thread_stop.wait(), max(0.0, min(wait, self.remaining())))
             if self._thread_stop.is_set():
                 return False
             if self.remaining() <= 0:
                 return True
+            if self.loop_stalled_for() > self.loop_stall_limit:
+                if not stalled:
+                    stalled = True
+                    log.error(
+                        "event loop stalled: no longer renewing the lease",
+                        lease=f"{self.lease_id:x}",
+                        stalled_s=round(self.loop_stalled_for(), 2),
+                        expires_in_s=round(self.remaining(), 2),
+                    )
+                continue
+            if stalled:
+                stalled = False
+                log.warning("event loop ticking again: renewing the lease", lease=f"{self.lease_id:x}")
             sent = self._clock()
             try:
                 ttl = await client.keepalive_once(

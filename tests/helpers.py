@@ -63,6 +63,8 @@ class NodeProc:
         self.role = role
         self.port = port or free_port()
         argv = [sys.executable, "-m", f"engine.{role}", "--set", f"{role}.listen_port={self.port}"]
+        if role in ("master", "worker"):
+            argv += ["--set", f"{role}.advertise_host=127.0.0.1"]
         for item in overrides:
             argv += ["--set", item]
         self.proc = ManagedProcess(name, argv, log_dir / f"{name}.log", env=env, cwd=ROOT)
@@ -103,6 +105,9 @@ def node_env(endpoint: str, root: str, ttl: float = 2, **extra: str) -> dict[str
             "PORPOISE_REGISTRY_KEEPALIVE_INTERVAL": str(ttl / 4),
             "PORPOISE_REGISTRY_HEARTBEAT_INTERVAL": str(ttl / 4),
             "PORPOISE_REGISTRY_REQUEST_TIMEOUT": str(ttl / 2),
+            # a whole TTL, not the default third: on a test machine shared by many suites one loop step
+            # can take a second of wall time; a wedged node (debug.wedge_hook) still goes within 2 TTLs
+            "PORPOISE_REGISTRY_LOOP_STALL_LIMIT": str(ttl),
             "PORPOISE_LOGGING_LEVEL": "debug",
             "PORPOISE_RPC_SECRET": TEST_SECRET,
             "PYTHONUNBUFFERED": "1",

@@ -70,7 +70,7 @@ def test_unrelated_porpoise_variables_are_ignored() -> None:
         ({"environ": {"PORPOISE_MASTER_NO_SUCH_KEY": "1"}}, "unknown key master.no_such_key"),
         ({"overrides": ["nosection.key=1"]}, "unknown section 'nosection'"),
         ({"overrides": ["master.listen_port"]}, "expected section.key=value"),
-        ({"overrides": ["registry.keepalive_interval=10"]}, "must be below registry.lease_ttl"),
+        ({"overrides": ["registry.keepalive_interval=20"]}, "must be below registry.lease_ttl"),
         ({"overrides": ["registry.endpoints=etcd:2379"]}, "is not an http(s):// URL"),
         ({"overrides": ["database.pool_min=20", "database.pool_max=5"]}, "database.pool_min: 20 is above"),
         ({"overrides": ["worker.group=a/b"]}, "worker.group"),

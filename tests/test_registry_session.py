@@ -4,7 +4,9 @@ pauses (SIGSTOP) and restarts."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+import threading
 import time
 from collections.abc import Callable
 
@@ -120,12 +122,52 @@ async def test_start_fails_cleanly_when_etcd_is_unreachable() -> None:
 
 async def test_a_saturated_event_loop_does_not_lose_the_lease(etcd: EtcdClient, etcd_root: str) -> None:
     """A node busy starting hundreds of tasks must not fence itself (DolphinScheduler #8110): the
-    keep-alive runs on its own thread, so 1.5 TTLs of a blocked main loop keep the lease."""
+    keep-alive runs on its own thread, and a loop that is busy (one blocking step after another for
+    1.5 TTLs, each far longer than a normal callback) still ticks between its steps, so the loop
+    watchdog keeps renewing."""
     session = await Session(etcd, ttl=2, keepalive_interval=0.5).start()
     key = f"{etcd_root}/busy"
     await etcd.put(key, "x", lease=session.lease_id)
-    time.sleep(3)  # noqa: ASYNC251 - deliberately block the loop, as a saturated node would
-    await asyncio.sleep(0)  # let queued state changes (if any) apply
+    busy_until = time.monotonic() + 3
+    while time.monotonic() < busy_until:
+        time.sleep(0.1)  # noqa: ASYNC251 - deliberately block the loop, as a saturated node would
+        await asyncio.sleep(0)
     assert session.state is SessionState.CONNECTED
     assert await etcd.get(key) is not None
+    await session.close()
+
+
+async def test_a_wedged_event_loop_lets_the_lease_expire(etcd: EtcdClient, etcd_root: str) -> None:
+    """A loop blocked for good (a deadlock, a blocking call) stops the keep-alive thread's renewals
+    once it has not ticked for loop_stall_limit: the lease expires while the loop is still blocked (its
+    peers fail it over), no renewal reaches the worker's reaper after that, and the session is LOST
+    once the loop runs again."""
+    session = await Session(etcd, ttl=2, keepalive_interval=0.5, loop_stall_limit=0.5).start()
+    key = f"{etcd_root}/wedged"
+    await etcd.put(key, "x", lease=session.lease_id)
+    renewals: list[float] = []
+    session.renewed.append(renewals.append)
+    gone = threading.Event()
+
+    def watch_lease() -> None:  # its own loop and client: the test's loop is about to be blocked
+        async def poll() -> None:
+            client = EtcdClient(etcd.endpoints, request_timeout=1)
+            try:
+                await eventually(lambda: _missing(client, key), timeout=15, what="the lease's key to expire")
+                gone.set()
+            finally:
+                await client.close()
+
+        with contextlib.suppress(AssertionError):
+            asyncio.run(poll())
+
+    watcher = threading.Thread(target=watch_lease)
+    watcher.start()
+    gone.wait(20)  # the wedge: the loop blocks until the lease is gone (or the watcher gives up)
+    renewed_while_wedged = len(renewals)
+    watcher.join()
+    assert gone.is_set(), "the lease of a wedged loop was kept alive"
+    assert await _lease_gone(etcd, session.lease_id)
+    await eventually(lambda: session.state is SessionState.LOST, timeout=5, what="LOST after the wedge")
+    assert len(renewals) == renewed_while_wedged, "renewed after the lease expired"
     await session.close()

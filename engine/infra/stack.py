@@ -30,6 +30,15 @@ from engine.storage.schema import apply_schema
 log = logs.get(__name__)
 
 
+#: registry keys the launcher hands its nodes from its own configuration (which saw the user's file,
+#: environment and flags): the nodes then fence and fail over with the lease the launcher was given
+REGISTRY_TIMING = ("lease_ttl", "keepalive_interval", "heartbeat_interval", "request_timeout", "loop_stall_limit")
+
+
+def registry_timing_env(cfg: Config) -> dict[str, str]:
+    return {f"PORPOISE_REGISTRY_{key.upper()}": str(getattr(cfg.registry, key)) for key in REGISTRY_TIMING}
+
+
 class Stack:
     def __init__(self, run_dir: Path, cfg: Config, durable: bool = True) -> None:
         self.run_dir = run_dir.resolve()
@@ -130,6 +139,7 @@ class Stack:
                 "PORPOISE_LOGGING_FORMAT": "json",
                 "PORPOISE_LOGGING_LEVEL": self.cfg.logging.level,
                 "PYTHONUNBUFFERED": "1",
+                **registry_timing_env(self.cfg),
             }
         )
         return env
@@ -149,6 +159,8 @@ class Stack:
         answers 200."""
         port = port or free_port()
         argv = [sys.executable, "-m", f"engine.{role}", "--set", f"{role}.listen_port={port}"]
+        if role in ("master", "worker"):
+            argv += ["--set", f"{role}.advertise_host=127.0.0.1"]  # everything here is on loopback
         if role == "worker":
             argv += ["--set", f"worker.log_dir={self.run_dir / 'task-logs'}"]
             argv += ["--set", f"worker.exec_dir={self.run_dir / 'exec'}"]
