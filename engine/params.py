@@ -99,8 +99,18 @@ def _shift(when: dt.datetime, spec: str) -> tuple[dt.datetime, str]:
 
 
 def time_placeholder(expr: str, when: dt.datetime) -> str:
-    """Evaluate the inside of ``$[...]``."""
+    """Evaluate the inside of ``$[...]``; ValueError explains one that cannot be (a time past the
+    calendar's range, a division by zero, an unknown function)."""
     expr = expr.strip()
+    try:
+        return _time_placeholder(expr, when)
+    except OverflowError:
+        raise ValueError(f"$[{expr}] is out of the date range") from None
+    except ZeroDivisionError:
+        raise ValueError(f"$[{expr}] divides by zero") from None
+
+
+def _time_placeholder(expr: str, when: dt.datetime) -> str:
     fm = _FUNC.match(expr)
     if fm:
         name, args = fm.group("name"), [a.strip() for a in fm.group("args").split(",")]

@@ -28,7 +28,8 @@ from engine.master.workflow import Attempt
 from engine.params import builtins, properties, substitute
 from engine.storage.definitions import ONLINE, WorkflowSpec, load_spec
 from engine.storage.failures import DB_FAILURES
-from engine.workflows.model import DefinitionError
+from engine.tasks.base import ParamError
+from engine.workflows.model import DefinitionError, instance_name
 
 log = logs.get(__name__)
 
@@ -80,24 +81,26 @@ class DefinitionCache:
 
 
 def resolve_globals(spec: WorkflowSpec, start_params: dict[str, Any], when: dt.datetime) -> list[dict[str, Any]]:
-    """Global params at instance creation: start-time overrides, then placeholders against built-ins."""
+    """Global params at instance creation: start-time overrides, then placeholders against built-ins.
+    ParamError names the parameter that cannot be resolved (``StartParams.<name>`` when a start
+    parameter gave its value, else ``global_params.<name>``)."""
     system = builtins(when)
+
+    def resolved(name: str, value: str) -> str:
+        try:
+            return substitute(value, system, when)
+        except ValueError as exc:
+            field = f"StartParams.{name}" if name in start_params else f"global_params.{name}"
+            raise ParamError(field, f"{exc} (business time {when.isoformat()})") from None
+
     out = []
     seen = set()
     for p in properties(spec.global_params):
-        value = str(start_params.get(p.prop, p.value))
-        out.append({**p.to_dict(), "value": substitute(value, system, when)})
+        out.append({**p.to_dict(), "value": resolved(p.prop, str(start_params.get(p.prop, p.value)))})
         seen.add(p.prop)
     for name, value in start_params.items():
         if name not in seen:
-            out.append(
-                {
-                    "prop": name,
-                    "direct": "IN",
-                    "type": "VARCHAR",
-                    "value": substitute(str(value), system, when),
-                }
-            )
+            out.append({"prop": name, "direct": "IN", "type": "VARCHAR", "value": resolved(name, str(value))})
     return out
 
 
@@ -110,7 +113,7 @@ def instance_values(cmd: asyncpg.Record, spec: WorkflowSpec, now: dt.datetime) -
         raise ValueError("command_param.StartParams must be an object of name -> value")
     when = cmd["schedule_time"] or now
     return {
-        "name": f"{spec.name}-{spec.version}-{now.strftime('%Y%m%d%H%M%S%f')[:17]}",
+        "name": instance_name(spec.name, spec.version, now),
         "workflow_definition_code": spec.code,
         "workflow_definition_version": spec.version,
         "project_code": spec.project_code,
@@ -231,6 +234,10 @@ class CommandPoller(BackgroundService):
                 specs[cmd["id"]] = await self._spec_for(cmd)
             except (ValueError, DefinitionError) as exc:
                 errors[cmd["id"]] = str(exc)
+            except DB_FAILURES:
+                raise  # the database, not the command: the page is tried again
+            except Exception as exc:  # a malformed command: refused, never retried forever
+                errors[cmd["id"]] = f"{type(exc).__name__}: {exc}"
         now = dt.datetime.now(dt.UTC)
         created, failed = await self.store.claim(
             [c["id"] for c in rows], lambda cmd: instance_values(cmd, specs[cmd["id"]], now), errors

@@ -29,7 +29,7 @@ from engine import logs
 from engine.errors import StorageError
 from engine.master.states import RESTART_FROM, CommandType
 from engine.master.workflow import ALERT_FAULT_TOLERANCE
-from engine.storage.failures import CONNECTION_LOST
+from engine.storage.failures import CONNECTION_LOST, transient
 from engine.tasks.registry import LOGIC_TYPES
 
 log = logs.get(__name__)
@@ -42,6 +42,21 @@ class FencedOut(StorageError):
 class CommitUnknown(StorageError):
     """The connection was lost once COMMIT was under way: the write may or may not have applied, so it
     must not simply be sent again (a second alert, a second backfill command); the database decides."""
+
+
+class _PoisonCommand(Exception):
+    """A statement of one command failed during a claim without savepoints (the transaction is lost)."""
+
+    def __init__(self, command_id: int) -> None:
+        super().__init__(f"command {command_id}")
+        self.command_id = command_id
+
+
+def _describe(exc: BaseException) -> str:
+    """A refusal's reason: a ValueError's message is written for users; anything else names its type."""
+    if isinstance(exc, ValueError | asyncpg.PostgresError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 def ms_to_dt(ms: int | None) -> dt.datetime | None:
@@ -162,58 +177,90 @@ class MasterStore:
         ``build(command) -> dict`` gives the instance columns; ``errors`` maps command ids that cannot
         become instances to the reason. Returns the (command, instance row) pairs and how many
         commands went to error_command.
+
+        A command whose instance cannot be made (its build raises, or the database refuses its rows)
+        goes to error_command with the reason and the rest of the page is claimed: the page is first
+        tried without savepoints, and when a statement of one command fails it is claimed again with
+        a savepoint around each command. Only a lost connection or a failing server
+        (:func:`engine.storage.failures.transient`) fails the whole page, which the poller tries again.
         """
+        try:
+            return await self._claim(ids, build, errors, careful=False)
+        except _PoisonCommand as exc:
+            log.warning("a command failed while it was claimed; claiming its page one command at a time",
+                        command_id=exc.command_id, error=str(exc.__cause__))  # fmt: skip
+            return await self._claim(ids, build, errors, careful=True)
+
+    async def _claim(
+        self, ids: Sequence[int], build: Any, errors: dict[int, str], careful: bool
+    ) -> tuple[list[tuple[asyncpg.Record, asyncpg.Record]], int]:
         created: list[tuple[asyncpg.Record, asyncpg.Record]] = []
         failed = 0
         async with self.pool.acquire() as conn, conn.transaction():
             commands = await conn.fetch("DELETE FROM command WHERE id = ANY($1) RETURNING *", list(ids))
             for cmd in commands:
                 reason = errors.get(cmd["id"])
-                values: dict[str, Any] | None = None
-                if reason is None and cmd["workflow_instance_id"]:
-                    ctype = CommandType(cmd["command_type"])
-                    extra = _ON_INSTANCE[ctype]
-                    states = sorted(int(s) for s in RESTART_FROM[ctype])
-                    wid = cmd["workflow_instance_id"]
-                    row = await conn.fetchrow(
-                        _RESTART.format(extra=extra), wid, self.me, cmd["id"], int(ctype), ctype.name, states
-                    )
-                    if row is not None:
-                        if ctype == CommandType.REPEAT_RUNNING:
-                            await conn.execute(
-                                "UPDATE task_instance SET flag = 0 WHERE workflow_instance_id = $1 AND flag = 1", wid
-                            )
-                        created.append((cmd, row))
-                        continue
-                    reason = f"workflow instance {wid} is not in a state {ctype.name} applies to (any more)"
+                row: asyncpg.Record | None = None
                 if reason is None:
                     try:
-                        values = build(cmd)
-                    except ValueError as exc:
-                        reason = str(exc)
-                if reason is not None or values is None:
-                    await conn.execute(
-                        "INSERT INTO error_command SELECT (c).*, $2 FROM (SELECT $1::command AS c) s",
-                        tuple(cmd.values()),
-                        reason or "cannot be converted",
-                    )
-                    failed += 1
+                        if careful:
+                            async with conn.transaction():  # a savepoint: a failure undoes this command only
+                                row, reason = await self._instance(conn, cmd, build)
+                        else:
+                            row, reason = await self._instance(conn, cmd, build)
+                    except Exception as exc:
+                        if transient(exc):
+                            raise
+                        if not careful:
+                            raise _PoisonCommand(cmd["id"]) from exc
+                        reason = f"cannot create the workflow instance: {_describe(exc)}"
+                if row is not None:
+                    created.append((cmd, row))
                     continue
-                values["host"] = self.me
-                cols = list(values)
-                marks = ", ".join(f"${i}" for i in range(1, len(cols) + 1))
-                row = await conn.fetchrow(
-                    f"INSERT INTO workflow_instance ({', '.join(cols)}, epoch) VALUES ({marks},"
-                    " nextval('workflow_epoch_seq')) RETURNING *",
-                    *values.values(),
+                await conn.execute(
+                    "INSERT INTO error_command SELECT (c).*, $2 FROM (SELECT $1::command AS c) s",
+                    tuple(cmd.values()),
+                    reason or "cannot be converted",
                 )
-                if values.get("is_sub_workflow"):
-                    await conn.execute(
-                        "UPDATE sub_workflow_relation SET workflow_instance_id = $2 WHERE command_id = $1", cmd["id"],
-                        row["id"],
-                    )  # fmt: skip
-                created.append((cmd, row))
+                failed += 1
         return created, failed
+
+    async def _instance(
+        self, conn: asyncpg.Connection, cmd: asyncpg.Record, build: Any
+    ) -> tuple[asyncpg.Record | None, str | None]:
+        """Inside the claim's transaction: the instance a command creates (or takes back), or why not."""
+        if cmd["workflow_instance_id"]:
+            ctype = CommandType(cmd["command_type"])
+            extra = _ON_INSTANCE[ctype]
+            states = sorted(int(s) for s in RESTART_FROM[ctype])
+            wid = cmd["workflow_instance_id"]
+            row = await conn.fetchrow(
+                _RESTART.format(extra=extra), wid, self.me, cmd["id"], int(ctype), ctype.name, states
+            )
+            if row is None:
+                return None, f"workflow instance {wid} is not in a state {ctype.name} applies to (any more)"
+            if ctype == CommandType.REPEAT_RUNNING:
+                await conn.execute(
+                    "UPDATE task_instance SET flag = 0 WHERE workflow_instance_id = $1 AND flag = 1", wid
+                )
+            return row, None
+        try:
+            values: dict[str, Any] = build(cmd)
+        except Exception as exc:
+            return None, _describe(exc)
+        values["host"] = self.me
+        cols = list(values)
+        marks = ", ".join(f"${i}" for i in range(1, len(cols) + 1))
+        row = await conn.fetchrow(
+            f"INSERT INTO workflow_instance ({', '.join(cols)}, epoch) VALUES ({marks},"
+            " nextval('workflow_epoch_seq')) RETURNING *",
+            *values.values(),
+        )
+        if values.get("is_sub_workflow"):
+            await conn.execute(
+                "UPDATE sub_workflow_relation SET workflow_instance_id = $2 WHERE command_id = $1", cmd["id"], row["id"]
+            )
+        return row, None
 
     # -- fenced actor writes ----------------------------------------------------------------------
 

@@ -21,6 +21,21 @@ from engine.workflows import logic
 PRIORITIES = {"HIGHEST": 0, "HIGH": 1, "MEDIUM": 2, "LOW": 3, "LOWEST": 4}
 TIMEOUT_STRATEGIES = {"WARN": 0, "FAILED": 1, "WARNFAILED": 2}
 FAILURE_STRATEGIES = {"END": 0, "CONTINUE": 1}
+#: longest workflow name: an instance is named ``<workflow>-<version>-<yyyyMMddHHmmssSSS>`` in a
+#: varchar(255), which leaves the workflow 255 - 1 - 10 (an integer version) - 1 - 17 characters
+MAX_NAME = 226
+
+
+def instance_name(workflow: str, version: int, start: dt.datetime) -> str:
+    """The name of a workflow instance started at ``start`` (DolphinScheduler's shape)."""
+    return f"{workflow}-{version}-{start.strftime('%Y%m%d%H%M%S%f')[:17]}"
+
+
+def name_error(name: str) -> str | None:
+    """Why a workflow cannot have this name (an instance name could not hold it), or None."""
+    if len(name) > MAX_NAME:
+        return f"at most {MAX_NAME} characters (its instances are named after it), got {len(name)}"
+    return None
 
 
 class DefinitionError(ValueError):
@@ -67,6 +82,9 @@ class WorkflowDef:
         """Check everything; return the DAG. Raises DefinitionError naming the field."""
         if not self.name or not self.name.strip():
             raise DefinitionError("name", "is required")
+        too_long = name_error(self.name)
+        if too_long:
+            raise DefinitionError("name", too_long)
         if not self.project or not self.project.strip():
             raise DefinitionError("project", "is required")
         if not self.tasks:
