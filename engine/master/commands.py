@@ -15,7 +15,7 @@ import contextlib
 import datetime as dt
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import asyncpg
@@ -80,7 +80,9 @@ class DefinitionCache:
         return spec
 
 
-def resolve_globals(spec: WorkflowSpec, start_params: dict[str, Any], when: dt.datetime) -> list[dict[str, Any]]:
+def resolve_globals(
+    global_params: Iterable[Mapping[str, Any]], start_params: dict[str, Any], when: dt.datetime
+) -> list[dict[str, Any]]:
     """Global params at instance creation: start-time overrides, then placeholders against built-ins.
     ParamError names the parameter that cannot be resolved (``StartParams.<name>`` when a start
     parameter gave its value, else ``global_params.<name>``)."""
@@ -95,7 +97,7 @@ def resolve_globals(spec: WorkflowSpec, start_params: dict[str, Any], when: dt.d
 
     out = []
     seen = set()
-    for p in properties(spec.global_params):
+    for p in properties(global_params):
         out.append({**p.to_dict(), "value": resolved(p.prop, str(start_params.get(p.prop, p.value)))})
         seen.add(p.prop)
     for name, value in start_params.items():
@@ -129,7 +131,7 @@ def instance_values(cmd: asyncpg.Record, spec: WorkflowSpec, now: dt.datetime) -
         "warning_group_id": cmd["warning_group_id"],
         "schedule_time": cmd["schedule_time"],
         "command_start_time": cmd["start_time"],
-        "global_params": json.dumps(resolve_globals(spec, start_params, when)),
+        "global_params": json.dumps(resolve_globals(spec.global_params, start_params, when)),
         "executor_id": cmd["executor_id"],
         "workflow_instance_priority": cmd["workflow_instance_priority"],
         "worker_group": cmd["worker_group"],
