@@ -14,7 +14,7 @@ from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, on
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
 from engine.master.commands import resolve_globals
 from engine.master.states import CommandType, WorkflowState
-from engine.scheduling.backfill import BackfillError, chunks, list_dates, range_dates
+from engine.scheduling.backfill import BackfillError, backfill_param, chunks, list_dates, range_dates
 from engine.storage import sql
 from engine.storage import tables as t
 from engine.storage.definitions import delete_workflow, load_spec, save_workflow, set_release, switch_version
@@ -417,11 +417,16 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
     base = _command_args(row, version, body, call.user_id)
     ids = []
     async with api.db.acquire() as conn, conn.transaction():
+        # the dates are kept once; each chain's command names its first and last index into them
+        backfill_id = await conn.fetchval(
+            "INSERT INTO backfill (workflow_definition_code, dates) VALUES ($1, $2) RETURNING id", row["code"], dates
+        )
+        first = 0
         for chain in chains:
             param = {
                 "StartParams": start_params,
-                "complementScheduleDateList": [d.isoformat() for d in chain],
                 "complementOnFailure": body.get("on_failure", "STOP"),
+                **backfill_param(backfill_id, first, first + len(chain) - 1),
             }
             ids.append(
                 await conn.fetchval(
@@ -434,6 +439,7 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
                     chain[0],
                 )
             )
+            first += len(chain)
     return {"command_ids": ids, "dates": len(dates), "chains": len(chains)}
 
 

@@ -26,6 +26,7 @@ from engine.master.states import CLAIMABLE, RESTART_FROM, CommandType, WorkflowS
 from engine.master.store import MasterStore
 from engine.master.workflow import Attempt
 from engine.params import builtins, properties, substitute
+from engine.scheduling.backfill import position
 from engine.storage.definitions import ONLINE, WorkflowSpec, load_spec
 from engine.storage.failures import DB_FAILURES
 from engine.tasks.base import ParamError
@@ -271,9 +272,9 @@ class CommandPoller(BackgroundService):
             if unknown:
                 raise ValueError(f"command_param.StartNodeList: no task {unknown[0]} in {spec.name} v{spec.version}")
         if cmd["command_type"] == CommandType.COMPLEMENT_DATA:
-            dates = params.get("complementScheduleDateList")
-            if not dates or not isinstance(dates, list) or cmd["schedule_time"] is None:
-                raise ValueError("COMPLEMENT_DATA needs command_param.complementScheduleDateList and a schedule_time")
+            position(params)  # where it stands in its backfill chain; the date it runs is its schedule time
+            if cmd["schedule_time"] is None:
+                raise ValueError("COMPLEMENT_DATA needs a schedule_time (the date it runs)")
         return spec
 
     async def _definition(self, cmd: asyncpg.Record) -> WorkflowSpec:

@@ -29,6 +29,7 @@ from engine import logs
 from engine.errors import StorageError
 from engine.master.states import RESTART_FROM, CommandType
 from engine.master.workflow import ALERT_FAULT_TOLERANCE
+from engine.scheduling.backfill import BACKFILL_ID, INDEX
 from engine.storage.failures import CONNECTION_LOST, transient
 from engine.tasks.registry import LOGIC_TYPES
 
@@ -99,8 +100,9 @@ class WriteBatch:
     new_attempts: list[NewAttempt] = field(default_factory=list)
     updates: list[TaskUpdate] = field(default_factory=list)
     alerts: list[tuple[int, str, str]] = field(default_factory=list)
-    #: the next COMPLEMENT_DATA command of a serial backfill: (command_param JSON, schedule time)
-    next_backfill: tuple[str, dt.datetime] | None = None
+    #: the next COMPLEMENT_DATA command of a serial backfill: its command_param (which names the backfill
+    #: row and the index of its date) and, for a chain of the older format, the dates to keep in a new row
+    next_backfill: tuple[dict[str, Any], list[dt.datetime]] | None = None
 
     def empty(self) -> bool:
         return (
@@ -139,15 +141,22 @@ _FAILOVER_STATES = [0, 1, 2, 4, 12]
 #: task states that may still be running somewhere (SUBMITTED, RUNNING, DELAY, DISPATCH)
 _ACTIVE_STATES = [0, 1, 12, 17]
 
-# A serial backfill goes on with the next date: a new COMPLEMENT_DATA command like this instance's,
-# in the same transaction as the instance's final state (so exactly once, and fenced).
+# A serial backfill goes on with the next date: a new COMPLEMENT_DATA command like this instance's, whose
+# schedule time is date $4 (0-based) of backfill row $3, in the same transaction as the instance's final
+# state (so exactly once, and fenced).
 _NEXT_BACKFILL = (
     "INSERT INTO command (command_type, workflow_definition_code, workflow_definition_version, command_param,"
     " task_depend_type, failure_strategy, warning_type, warning_group_id, schedule_time, executor_id,"
     " workflow_instance_priority, worker_group, environment_code, dry_run)"
-    " SELECT 5, workflow_definition_code, workflow_definition_version, $2::jsonb, task_depend_type, failure_strategy,"
-    " warning_type, warning_group_id, $3, executor_id, workflow_instance_priority, worker_group, environment_code,"
-    " dry_run FROM workflow_instance WHERE id = $1"
+    " SELECT 5, w.workflow_definition_code, w.workflow_definition_version, $2::jsonb, w.task_depend_type,"
+    " w.failure_strategy, w.warning_type, w.warning_group_id, b.dates[$4::int + 1], w.executor_id,"
+    " w.workflow_instance_priority, w.worker_group, w.environment_code, w.dry_run"
+    " FROM workflow_instance w JOIN backfill b ON b.id = $3 WHERE w.id = $1"
+)
+# A chain of the older format (its dates in the command) keeps its remaining dates in a backfill row.
+_KEEP_BACKFILL = (
+    "INSERT INTO backfill (workflow_definition_code, dates)"
+    " SELECT workflow_definition_code, $2::timestamptz[] FROM workflow_instance WHERE id = $1 RETURNING id"
 )
 
 _TASK_FIELDS = {"host", "pid", "log_path", "execute_path", "start_time", "end_time", "exit_code", "var_pool"}
@@ -370,7 +379,7 @@ class MasterStore:
         for alert_type, title, content in batch.alerts:
             await _insert_alert(conn, instance_id, alert_type, title, content)
         if batch.next_backfill is not None:
-            await conn.execute(_NEXT_BACKFILL, instance_id, *batch.next_backfill)
+            await _insert_next_backfill(conn, instance_id, *batch.next_backfill)
         return ids
 
     # -- failover ---------------------------------------------------------------------------------
@@ -599,6 +608,16 @@ def _task_updates(updates: Sequence[TaskUpdate]) -> dict[str, list[list[Any]]]:
             sets.append(f"{name} = ${len(args)}{cast}")
         groups.setdefault(f"UPDATE task_instance SET {', '.join(sets)} WHERE id = $1", []).append(args)
     return groups
+
+
+async def _insert_next_backfill(
+    conn: asyncpg.Connection, instance_id: int, param: dict[str, Any], legacy_dates: list[dt.datetime]
+) -> None:
+    if legacy_dates:
+        param = {**param, BACKFILL_ID: await conn.fetchval(_KEEP_BACKFILL, instance_id, legacy_dates)}
+    status = await conn.execute(_NEXT_BACKFILL, instance_id, json.dumps(param), param[BACKFILL_ID], param[INDEX])
+    if status.split()[-1] == "0":
+        log.warning("backfill row missing: the chain ends here", backfill_id=param[BACKFILL_ID])
 
 
 async def _insert_alert(conn: asyncpg.Connection, instance_id: int, alert_type: int, title: str, content: str) -> None:
