@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import re
 
 import pytest
 from hypothesis import given
@@ -57,6 +58,21 @@ def test_time_placeholders(expr: str, expected: str) -> None:
 def test_unknown_function_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown time function 'tomorrow'"):
         time_placeholder("tomorrow(yyyyMMdd)", T)
+
+
+@pytest.mark.parametrize(
+    ("expr", "reason"),
+    [
+        ("yyyyMMdd+99999999", "is out of the date range"),
+        ("yyyyMMdd-99999999", "is out of the date range"),
+        ("week_begin(yyyyMMdd,999999999)", "is out of the date range"),
+        ("HHmmss+1/0", "divides by zero"),
+        ("timestamp(yyyyMMdd+1/0)", "divides by zero"),
+    ],
+)
+def test_arithmetic_that_cannot_be_done_is_a_value_error_naming_the_expression(expr: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"$[{expr}] {reason}")):
+        time_placeholder(expr, T)
 
 
 @given(times, st.integers(0, 4000))
