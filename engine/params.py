@@ -25,7 +25,9 @@ from engine.time_placeholders import evaluate, java_format, render
 
 
 def time_placeholder(expr: str, when: dt.datetime) -> str:
-    """Evaluate the inside of ``$[...]`` (see engine.time_placeholders)."""
+    """Evaluate the inside of ``$[...]`` (see engine.time_placeholders); a PlaceholderError (a
+    ValueError) names one that cannot be (a date past the calendar's range, a division by zero, an
+    unknown function)."""
     return evaluate(expr, when)
 
 

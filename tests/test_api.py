@@ -232,6 +232,12 @@ BAD_DOCUMENTS = [
     ("no tasks", {"tasks": []}, "tasks", "non-empty"),
     ("bad placeholder", {"params": {"d": "$[no_such_function(yyyyMMdd)]"}, "tasks": [
         {"name": "a", "type": "SHELL", "params": {"rawScript": "true"}}]}, "params", "unknown time function"),
+    ("placeholder past the date range", {"params": {"d": "$[yyyyMMdd+99999999]"}, "tasks": [
+        {"name": "a", "type": "SHELL", "params": {"rawScript": "true"}}]}, "params", "the date is out of range"),
+    ("placeholder dividing by zero", {"params": {"d": "$[HHmmss+1/0]"}, "tasks": [
+        {"name": "a", "type": "SHELL", "params": {"rawScript": "true"}}]}, "params", "division by zero"),
+    ("name too long for an instance name", {"name": "n" * 227, "tasks": [
+        {"name": "a", "type": "SHELL", "params": {"rawScript": "true"}}]}, "name", "too long"),
 ]  # fmt: skip
 
 
@@ -365,16 +371,55 @@ def test_start_run_detail_filters_and_logs(api_cluster: ApiCluster) -> None:
 def test_a_refused_command_reports_why(api_cluster: ApiCluster) -> None:
     client = api_cluster.client()
     code = client.post("/api/v1/workflows", shell_doc(_name()), release=True)["code"]
-    cmd = client.post(f"/api/v1/workflows/{code}/start", {"params": {"x": "$[no_such_function(1)]"}})
+    # the API refuses such a start parameter now; a command written by other means is refused by the master
+    (row,) = api_cluster.query(
+        "INSERT INTO command (command_type, workflow_definition_code, command_param) VALUES (0, $1, $2) RETURNING id",
+        code,
+        json.dumps({"StartParams": {"x": "$[no_such_function(1)]"}}),
+    )
     status: dict[str, Any] = {}
 
     def settled() -> bool:
         nonlocal status
-        status = client.get(f"/api/v1/commands/{cmd['command_id']}")
+        status = client.get(f"/api/v1/commands/{row['id']}")
         return status["status"] != "QUEUED"
 
     wait_sync(settled, 30, what="command settled")
-    assert status["status"] == "ERROR" and status["message"]
+    assert status["status"] == "ERROR" and "StartParams.x" in status["message"], status
+
+
+def test_starts_refuse_what_the_master_could_not_turn_into_an_instance(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    client = c.client()
+    # global parameters the definition check accepts today, but not at a backfill date in 2099
+    doc = shell_doc(_name(), params={"late": "$[yyyyMMdd+2900000]"})
+    code = client.post("/api/v1/workflows", doc, release=True)["code"]
+    cases = [
+        ("start", {"params": {"day": "$[yyyyMMdd+99999999]"}}, "params.day", "the date is out of range"),
+        ("start", {"params": {"x": "$[no_such_function(1)]"}}, "params.x", "unknown time function"),
+        ("start", {"params": {"h": "$[HHmmss-1/0]"}, "start_tasks": ["a"]}, "params.h", "division by zero"),
+        ("backfill", {"dates": ["2026-01-01T00:00:00Z"], "params": {"day": "$[yyyyMMdd-99999999]"}}, "params.day",
+         "the date is out of range"),
+        ("backfill", {"dates": ["2026-01-01T00:00:00Z", "2099-01-01T00:00:00Z"]}, "dates", "global parameter late"),
+        ("backfill", {"start": "2099-01-01T00:00:00Z", "end": "2099-01-03T00:00:00Z"}, "start",
+         "the date is out of range"),
+    ]  # fmt: skip
+    for action, body, field, reason in cases:
+        err = error_of(lambda action=action, body=body: client.post(f"/api/v1/workflows/{code}/{action}", body))
+        assert err.status == 400 and err.field == field and reason in str(err), (body, err.field, str(err))
+    # a name saved before names were bounded: no instance name can hold it
+    legacy = client.post("/api/v1/workflows", shell_doc(_name()), release=True)["code"]
+    for table in ("workflow_definition", "workflow_definition_log"):
+        c.query(f"UPDATE {table} SET name = $2 WHERE code = $1", legacy, "n" * 255)
+    for action, body in (("start", {}), ("backfill", {"dates": ["2026-01-01T00:00:00Z"]})):
+        err = error_of(lambda action=action, body=body: client.post(f"/api/v1/workflows/{legacy}/{action}", body))
+        assert err.status == 400 and err.field == "name" and "at most 226 characters" in str(err), str(err)
+    schedule = {"workflow_code": legacy, "crontab": "0 0 * * *", "online": True}
+    err = error_of(lambda: client.post("/api/v1/schedules", schedule))
+    assert err.status == 400 and err.field == "workflow_code" and "at most 226 characters" in str(err), str(err)
+    assert c.query("SELECT 1 FROM command WHERE workflow_definition_code = ANY($1)", [code, legacy]) == []
+    # what the checks let through still starts
+    assert wait_final(c, start(c, code, {"params": {"day": "$[yyyyMMdd-1]"}}))["state"] == "SUCCESS"
 
 
 def test_stop_pause_resume(api_cluster: ApiCluster) -> None:

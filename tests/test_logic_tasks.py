@@ -310,3 +310,24 @@ def test_dependent_gives_up_after_its_timeout(api_cluster: ApiCluster) -> None:
     assert detail["state"] == "FAILURE" and states(detail) == {"wait_for": "FAILURE"}
     task = detail["tasks"][0]
     assert task["duration_ms"] >= 1000  # waited its timeout, then gave up
+
+
+def test_a_sub_workflow_whose_child_cannot_be_made_fails_with_the_reason(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    _, child = create(c, [sh("t", "true")])
+    # an upstream OUT value the API cannot see in advance becomes the child's start parameter; its
+    # $[...] is past the date range (written so the worker does not resolve it in the script itself)
+    emit = sh("emit", "d='$'; echo \"\\${setValue(x=${d}[yyyyMMdd+99999999])}\"")
+    emit["params"]["localParams"] = [{"prop": "x", "direct": "OUT"}]
+    code, _ = create(c, [emit, {"name": "sub", "type": "SUB_PROCESS", "params": {"workflow": child},
+                                "upstream": ["emit"]}])  # fmt: skip
+    detail = wait_final(c, start(c, code))
+    assert detail["state"] == "FAILURE" and states(detail) == {"emit": "SUCCESS", "sub": "FAILURE"}
+    (row,) = c.query(
+        "SELECT e.message FROM sub_workflow_relation r JOIN error_command e ON e.id = r.command_id"
+        " WHERE r.parent_workflow_instance_id = $1",
+        detail["id"],
+    )
+    assert "StartParams.x: bad time placeholder $[yyyyMMdd+99999999]: the date is out of range" in row["message"], row[
+        "message"
+    ]

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from engine.master.states import TaskState, WorkflowState
 from engine.master.workflow import TASK_ONLY, TASK_POST, TASK_PRE, TaskResultEvent, WorkflowRun, scope_for
 from engine.scheduling import dependent
-from engine.scheduling.backfill import chunks, range_dates
+from engine.scheduling.backfill import backfill_param, chunks, next_param, position, range_dates
 from engine.storage.definitions import TaskSpec, WorkflowSpec
 from engine.workflows.model import Dag
 from tests.test_workflow_run import Sim, final_state
@@ -177,3 +177,39 @@ def test_backfill_range_uses_the_schedules_fire_times() -> None:
     hourly = range_dates(start, end, [("0 0 */12 * * ?", "UTC")])
     assert hourly[0] == start and hourly[-1] == end and len(hourly) == 5
     assert range_dates(start, start, [("0 0 */12 * * ?", "UTC")]) == [start]
+
+
+def test_a_backfill_chain_walks_its_indexes_with_a_param_of_constant_size() -> None:
+    param = {"StartParams": {"x": "1"}, "complementOnFailure": "STOP", **backfill_param(7, 0, 9_999)}
+    sizes, indexes = set(), []
+    at = position(param)
+    while True:
+        indexes.append(at.index)
+        sizes.add(len(str(sorted(param.items()))) - len(str(at.index)))
+        if not at.remaining:
+            break
+        param = next_param(param, at)
+        at = position(param)
+    assert indexes == list(range(10_000)) and len(sizes) == 1 and at.backfill_id == 7
+
+
+def test_a_backfill_command_of_the_older_format_moves_its_remaining_dates_out() -> None:
+    dates = ["2026-01-03T00:00:00+00:00", "2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00+00:00"]
+    param = {"StartParams": {}, "complementScheduleDateList": dates}
+    at = position(param)
+    assert (at.backfill_id, at.index, at.remaining, at.legacy_dates[1:]) == (None, 0, 2, tuple(dates[1:]))
+    following = next_param(param, at)  # the caller keeps dates[1:] in a row and sets its id
+    assert "complementScheduleDateList" not in following
+    assert (following["backfillIndex"], following["backfillLast"]) == (0, 1)
+    assert position({**following, "backfillId": 3}).remaining == 1
+
+
+@pytest.mark.parametrize(
+    "param",
+    [{}, {"complementScheduleDateList": []}, {"backfillId": 1, "backfillIndex": 2, "backfillLast": 1},
+     {"backfillId": 1, "backfillIndex": "0", "backfillLast": 1}, {"backfillId": True, "backfillIndex": 0,
+                                                                 "backfillLast": 0}],
+)  # fmt: skip
+def test_a_backfill_command_that_names_no_valid_position_is_refused(param: dict) -> None:
+    with pytest.raises(ValueError, match="COMPLEMENT_DATA needs"):
+        position(param)

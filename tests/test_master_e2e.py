@@ -326,3 +326,44 @@ async def test_graceful_master_shutdown_leaves_instances_for_failover(cluster, f
     assert masters[0].proc.exited() == 0
     row = (await query(fresh_db, "SELECT state, host, end_time FROM workflow_instance WHERE id = $1", wi["id"]))[0]
     assert row["state"] == 1 and row["host"] == masters[0].address and row["end_time"] is None
+
+
+async def test_poison_commands_go_to_error_command_and_the_rest_of_their_page_is_claimed(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str
+) -> None:
+    # commands the API now refuses, inserted directly: a start parameter whose time arithmetic
+    # overflows, one that divides by zero, and a workflow whose name makes the instance name longer
+    # than varchar(255) (the INSERT fails). Each used to roll back its whole page, which the poller
+    # then retried forever: every other command of that master's slot starved.
+    masters, _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=3, workers=0)
+    await eventually(lambda: all(m.health()[1]["slot"]["count"] == 3 for m in masters), 10, "3 slots")
+    code = await save(fresh_db, "good", [shell("t", "true")])
+    long_code = await save(fresh_db, "long", [shell("t", "true")])
+    long_name = "n" * 255  # saved before names were bounded: the instance name cannot fit
+    for table in ("workflow_definition", "workflow_definition_log"):
+        await query(fresh_db, f"UPDATE {table} SET name = $2 WHERE code = $1", long_code, long_name)
+    good: list[int] = []
+    poison: dict[int, str] = {}
+    good += await command(fresh_db, code, 10)
+    (cid,) = await command(fresh_db, code, command_param={"StartParams": {"day": "$[yyyyMMdd+99999999]"}})
+    poison[cid] = "StartParams.day: bad time placeholder $[yyyyMMdd+99999999]: the date is out of range"
+    good += await command(fresh_db, code, 40)
+    (cid,) = await command(fresh_db, long_code)
+    poison[cid] = "cannot create the workflow instance: value too long for type character varying(255)"
+    good += await command(fresh_db, code, 40)
+    (cid,) = await command(fresh_db, code, command_param={"StartParams": {"day": "$[yyyyMMdd+1/0]"}})
+    poison[cid] = "StartParams.day: bad time placeholder $[yyyyMMdd+1/0]: division by zero"
+    good += await command(fresh_db, code, 10)
+
+    async def all_taken() -> bool:
+        left = await query(fresh_db, "SELECT count(*) AS n FROM command")
+        return left[0]["n"] == 0
+
+    await eventually(all_taken, 60, "every command claimed or refused")
+    rows = await query(fresh_db, "SELECT command_id FROM workflow_instance")
+    assert sorted(r["command_id"] for r in rows) == sorted(good)
+    errors = {r["id"]: r["message"] for r in await query(fresh_db, "SELECT id, message FROM error_command")}
+    assert set(errors) == set(poison)
+    for cid, words in poison.items():
+        assert words in errors[cid], (cid, errors[cid])
+    assert all(m.proc.exited() is None for m in masters)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import re
 from typing import Any
 
 import pytest
@@ -208,6 +209,21 @@ def test_a_definition_with_a_bad_placeholder_is_refused_at_save_time() -> None:
 def test_unknown_function_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown time function 'tomorrow'"):
         time_placeholder("tomorrow(yyyyMMdd)", T)
+
+
+@pytest.mark.parametrize(
+    ("expr", "reason"),
+    [
+        ("yyyyMMdd+99999999", "the date is out of range"),
+        ("yyyyMMdd-99999999", "the date is out of range"),
+        ("week_begin(yyyyMMdd,999999999)", "the date is out of range"),
+        ("HHmmss+1/0", "division by zero"),
+        ("timestamp(yyyyMMdd+1/0)", "division by zero"),
+    ],
+)
+def test_arithmetic_that_cannot_be_done_is_a_value_error_naming_the_expression(expr: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"$[{expr}]: {reason}")):
+        time_placeholder(expr, T)
 
 
 @given(times, st.integers(0, 4000))

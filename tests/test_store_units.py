@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncpg
 import pytest
+from asyncpg.exceptions import _base
 
 from engine.master.store import TaskUpdate, _task_updates
+from engine.storage.failures import transient
 
 
 def test_updates_of_one_attempt_fold_into_one_and_same_columns_share_a_statement() -> None:
@@ -28,3 +31,24 @@ def test_updates_of_one_attempt_fold_into_one_and_same_columns_share_a_statement
 def test_an_unknown_column_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown task field"):
         _task_updates([TaskUpdate(1, 1, {"state; DROP TABLE x": 1})])
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (ConnectionResetError(), True),
+        (TimeoutError(), True),
+        (asyncpg.ConnectionDoesNotExistError("closed"), True),
+        (asyncpg.AdminShutdownError("shutdown"), True),
+        (asyncpg.SerializationError("retry"), True),
+        (asyncpg.DiskFullError("full"), True),
+        (asyncpg.QueryCanceledError("statement timeout"), True),
+        (asyncpg.StringDataRightTruncationError("value too long"), False),
+        (asyncpg.UniqueViolationError("duplicate"), False),
+        (_base.DataError("invalid input for query argument $1"), False),  # client-side: cannot encode it
+        (OverflowError("date value out of range"), False),
+    ],
+)
+def test_only_a_lost_connection_or_a_failing_server_is_transient(exc: BaseException, expected: bool) -> None:
+    # a claim retries its page for a transient error; anything else is the command's own fault
+    assert transient(exc) is expected

@@ -18,6 +18,7 @@ from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAME
 from engine.scheduling.cron import CronError, next_times, parse, zone
 from engine.scheduling.scheduler import FIRE_ALL, SKIP, set_online
 from engine.workflows.document import schema_problem
+from engine.workflows.model import name_error
 
 WARNING_TYPES = ("NONE", "SUCCESS", "FAILURE", "ALL")
 _FAR = dt.datetime(9999, 12, 31, tzinfo=dt.UTC)
@@ -131,6 +132,9 @@ async def _workflow_online(conn: asyncpg.Connection, code: int) -> None:
         raise ApiError(404, f"workflow {code} does not exist", "workflow_code")
     if row["release_state"] != 1:
         raise ApiError(409, f"workflow {row['name']!r} is offline; put it online before its schedule")
+    too_long = name_error(row["name"])
+    if too_long:  # saved before names were bounded: no instance name can hold it
+        raise ApiError(400, f"the workflow's name: {too_long}; save it under a shorter name", "workflow_code")
 
 
 def _values(body: dict[str, Any], current: Any = None) -> dict[str, Any]:

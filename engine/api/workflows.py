@@ -13,13 +13,15 @@ from sqlalchemy import func, select
 
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
+from engine.master.commands import resolve_globals
 from engine.master.states import CommandType, WorkflowState
-from engine.scheduling.backfill import BackfillError, chunks, list_dates, range_dates
+from engine.scheduling.backfill import BackfillError, backfill_param, chunks, list_dates, range_dates
 from engine.storage import sql
 from engine.storage import tables as t
 from engine.storage.definitions import delete_workflow, load_spec, save_workflow, set_release, switch_version
+from engine.tasks.base import ParamError
 from engine.workflows import document
-from engine.workflows.model import DefinitionError
+from engine.workflows.model import DefinitionError, name_error
 
 _UNFINISHED = [int(s) for s in WorkflowState if not s.finished]
 
@@ -281,10 +283,14 @@ async def offline(api: Any, call: Call) -> dict[str, Any]:
 
 
 async def _startable(api: Any, code: int, body: dict[str, Any]) -> tuple[Any, int]:
-    """The workflow row and the version a start or backfill runs (refusing offline / unknown versions)."""
+    """The workflow row and the version a start or backfill runs (refusing offline / unknown versions,
+    and a name saved before names were bounded, which no instance name can hold)."""
     row = await _row(api.db, code)
     if row["release_state"] != 1:
         raise ApiError(409, f"workflow {row['name']!r} is offline; put it online first")
+    too_long = name_error(row["name"])
+    if too_long:
+        raise ApiError(400, f"{too_long}: save the workflow under a shorter name to run it", "name")
     version = body.get("version", 0)
     if version:
         exists = await api.db.fetchval(
@@ -293,6 +299,28 @@ async def _startable(api: Any, code: int, body: dict[str, Any]) -> tuple[Any, in
         if not exists:
             raise ApiError(400, f"workflow {row['code']} has no version {version}", "version")
     return row, version
+
+
+async def _check_params(
+    api: Any, row: Any, version: int, start_params: dict[str, str], times: list[tuple[dt.datetime, str]]
+) -> None:
+    """Refuse up front the parameters the master could not resolve (a ``$[...]`` past the date range,
+    a division by zero, an unknown function) at each business time: a start parameter names its
+    ``params.<name>`` field; the definition's own global parameter names the time's field."""
+    raw = await api.db.fetchval(
+        "SELECT global_params FROM workflow_definition_log WHERE code = $1 AND version = $2",
+        row["code"],
+        version or row["version"],
+    )
+    global_params = json.loads(raw) if isinstance(raw, str) else list(raw or [])
+    for when, time_field in times:
+        try:
+            resolve_globals(global_params, start_params, when)
+        except ParamError as exc:
+            where, _, name = exc.field.partition(".")
+            if where == "StartParams":
+                raise ApiError(400, exc.reason, f"params.{name}") from None
+            raise ApiError(400, f"global parameter {name}: {exc.reason}", time_field) from None
 
 
 _INSERT_COMMAND = (
@@ -335,6 +363,7 @@ async def start(api: Any, call: Call) -> dict[str, Any]:
     body = call.body or {}
     row, version = await _startable(api, call.path_int("code"), body)
     params: dict[str, Any] = {"StartParams": {k: str(v) for k, v in (body.get("params") or {}).items()}}
+    await _check_params(api, row, version, params["StartParams"], [(dt.datetime.now(dt.UTC), "params")])
     command_type = CommandType.START_PROCESS
     if body.get("start_tasks"):
         params["StartNodeList"] = await _task_codes(api, row["code"], version, body["start_tasks"])
@@ -378,6 +407,10 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
         raise ApiError(400, exc.reason, exc.field) from None
     if not dates:
         raise ApiError(400, "no fire time of the workflow's schedules falls in the range", "start")
+    start_params = {k: str(v) for k, v in (body.get("params") or {}).items()}
+    # dates are sorted here; a placeholder's date arithmetic is monotonic, so the ends are the extremes
+    await _check_params(api, row, version, start_params, [(dates[0], "dates" if has_list else "start"),
+                                                          (dates[-1], "dates" if has_list else "end")])  # fmt: skip
     if body.get("reverse"):
         dates.reverse()
     parallel = body.get("run_mode", "SERIAL") == "PARALLEL"
@@ -385,14 +418,18 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
         raise ApiError(400, "parallelism needs run_mode PARALLEL", "parallelism")
     chains = chunks(dates, body.get("parallelism")) if parallel else [dates]
     base = _command_args(row, version, body, call.user_id)
-    start_params = {k: str(v) for k, v in (body.get("params") or {}).items()}
     ids = []
     async with api.db.acquire() as conn, conn.transaction():
+        # the dates are kept once; each chain's command names its first and last index into them
+        backfill_id = await conn.fetchval(
+            "INSERT INTO backfill (workflow_definition_code, dates) VALUES ($1, $2) RETURNING id", row["code"], dates
+        )
+        first = 0
         for chain in chains:
             param = {
                 "StartParams": start_params,
-                "complementScheduleDateList": [d.isoformat() for d in chain],
                 "complementOnFailure": body.get("on_failure", "STOP"),
+                **backfill_param(backfill_id, first, first + len(chain) - 1),
             }
             ids.append(
                 await conn.fetchval(
@@ -405,6 +442,7 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
                     chain[0],
                 )
             )
+            first += len(chain)
     return {"command_ids": ids, "dates": len(dates), "chains": len(chains)}
 
 

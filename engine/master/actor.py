@@ -39,6 +39,7 @@ from engine.master.workflow import (
     WorkflowRun,
     dispatch_timeout,
 )
+from engine.scheduling.backfill import BACKFILL_ID, LEGACY_DATES, next_param, position
 from engine.storage.definitions import WorkflowSpec
 from rpc.messages import TaskDispatch
 
@@ -296,18 +297,25 @@ class WorkflowActor:
         content = f"workflow instance {self.info.id} ({self.info.name}) of {self.spec.name} {word}{detail}"
         return [(kind, f"workflow {self.spec.name} {word}", content)]
 
-    def _next_backfill(self, final: int | None) -> tuple[str, dt.datetime] | None:
+    def _next_backfill(self, final: int | None) -> tuple[dict[str, Any], list[dt.datetime]] | None:
         """A serial backfill runs its dates one after another: on SUCCESS (or any end with
-        complementOnFailure = CONTINUE) the next date becomes a new COMPLEMENT_DATA command."""
+        complementOnFailure = CONTINUE) the chain's next date becomes a new COMPLEMENT_DATA command.
+        Returns its command_param and, for an instance of the older format, the dates to keep in a new
+        backfill row."""
         param = self.info.command_param
-        dates = param.get("complementScheduleDateList") or []
-        if self.info.command_type == CommandType.REPEAT_RUNNING or len(dates) < 2:
+        if self.info.command_type == CommandType.REPEAT_RUNNING or not (BACKFILL_ID in param or LEGACY_DATES in param):
+            return None
+        try:
+            at = position(param)
+        except ValueError as exc:  # the claim checked it; nothing to go on with
+            log.warning("backfill chain cannot go on", error=str(exc))
+            return None
+        if not at.remaining:
             return None
         if final != int(WorkflowState.SUCCESS) and param.get("complementOnFailure") != "CONTINUE":
-            log.info("backfill stops at a failed date", remaining=len(dates) - 1)
+            log.info("backfill stops at a failed date", remaining=at.remaining)
             return None
-        rest = dates[1:]
-        return json.dumps({**param, "complementScheduleDateList": rest}), dt.datetime.fromisoformat(rest[0])
+        return next_param(param, at), [dt.datetime.fromisoformat(d) for d in at.legacy_dates[1:]]
 
     def arm(self, key: tuple[Any, ...], delay: float, event: Any) -> None:
         """Deliver ``event`` to this actor after ``delay`` seconds (re-arming the same key replaces it)."""

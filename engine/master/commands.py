@@ -15,7 +15,7 @@ import contextlib
 import datetime as dt
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import asyncpg
@@ -26,9 +26,11 @@ from engine.master.states import CLAIMABLE, RESTART_FROM, CommandType, WorkflowS
 from engine.master.store import MasterStore
 from engine.master.workflow import Attempt
 from engine.params import builtins, properties, substitute
+from engine.scheduling.backfill import position
 from engine.storage.definitions import ONLINE, WorkflowSpec, load_spec
 from engine.storage.failures import DB_FAILURES
-from engine.workflows.model import DefinitionError
+from engine.tasks.base import ParamError
+from engine.workflows.model import DefinitionError, instance_name
 
 log = logs.get(__name__)
 
@@ -79,25 +81,29 @@ class DefinitionCache:
         return spec
 
 
-def resolve_globals(spec: WorkflowSpec, start_params: dict[str, Any], when: dt.datetime) -> list[dict[str, Any]]:
-    """Global params at instance creation: start-time overrides, then placeholders against built-ins."""
+def resolve_globals(
+    global_params: Iterable[Mapping[str, Any]], start_params: dict[str, Any], when: dt.datetime
+) -> list[dict[str, Any]]:
+    """Global params at instance creation: start-time overrides, then placeholders against built-ins.
+    ParamError names the parameter that cannot be resolved (``StartParams.<name>`` when a start
+    parameter gave its value, else ``global_params.<name>``)."""
     system = builtins(when)
+
+    def resolved(name: str, value: str) -> str:
+        try:
+            return substitute(value, system, when)
+        except ValueError as exc:
+            field = f"StartParams.{name}" if name in start_params else f"global_params.{name}"
+            raise ParamError(field, f"{exc} (business time {when.isoformat()})") from None
+
     out = []
     seen = set()
-    for p in properties(spec.global_params):
-        value = str(start_params.get(p.prop, p.value))
-        out.append({**p.to_dict(), "value": substitute(value, system, when)})
+    for p in properties(global_params):
+        out.append({**p.to_dict(), "value": resolved(p.prop, str(start_params.get(p.prop, p.value)))})
         seen.add(p.prop)
     for name, value in start_params.items():
         if name not in seen:
-            out.append(
-                {
-                    "prop": name,
-                    "direct": "IN",
-                    "type": "VARCHAR",
-                    "value": substitute(str(value), system, when),
-                }
-            )
+            out.append({"prop": name, "direct": "IN", "type": "VARCHAR", "value": resolved(name, str(value))})
     return out
 
 
@@ -110,7 +116,7 @@ def instance_values(cmd: asyncpg.Record, spec: WorkflowSpec, now: dt.datetime) -
         raise ValueError("command_param.StartParams must be an object of name -> value")
     when = cmd["schedule_time"] or now
     return {
-        "name": f"{spec.name}-{spec.version}-{now.strftime('%Y%m%d%H%M%S%f')[:17]}",
+        "name": instance_name(spec.name, spec.version, now),
         "workflow_definition_code": spec.code,
         "workflow_definition_version": spec.version,
         "project_code": spec.project_code,
@@ -126,7 +132,7 @@ def instance_values(cmd: asyncpg.Record, spec: WorkflowSpec, now: dt.datetime) -
         "warning_group_id": cmd["warning_group_id"],
         "schedule_time": cmd["schedule_time"],
         "command_start_time": cmd["start_time"],
-        "global_params": json.dumps(resolve_globals(spec, start_params, when)),
+        "global_params": json.dumps(resolve_globals(spec.global_params, start_params, when)),
         "executor_id": cmd["executor_id"],
         "workflow_instance_priority": cmd["workflow_instance_priority"],
         "worker_group": cmd["worker_group"],
@@ -231,6 +237,10 @@ class CommandPoller(BackgroundService):
                 specs[cmd["id"]] = await self._spec_for(cmd)
             except (ValueError, DefinitionError) as exc:
                 errors[cmd["id"]] = str(exc)
+            except DB_FAILURES:
+                raise  # the database, not the command: the page is tried again
+            except Exception as exc:  # a malformed command: refused, never retried forever
+                errors[cmd["id"]] = f"{type(exc).__name__}: {exc}"
         now = dt.datetime.now(dt.UTC)
         created, failed = await self.store.claim(
             [c["id"] for c in rows], lambda cmd: instance_values(cmd, specs[cmd["id"]], now), errors
@@ -262,9 +272,9 @@ class CommandPoller(BackgroundService):
             if unknown:
                 raise ValueError(f"command_param.StartNodeList: no task {unknown[0]} in {spec.name} v{spec.version}")
         if cmd["command_type"] == CommandType.COMPLEMENT_DATA:
-            dates = params.get("complementScheduleDateList")
-            if not dates or not isinstance(dates, list) or cmd["schedule_time"] is None:
-                raise ValueError("COMPLEMENT_DATA needs command_param.complementScheduleDateList and a schedule_time")
+            position(params)  # where it stands in its backfill chain; the date it runs is its schedule time
+            if cmd["schedule_time"] is None:
+                raise ValueError("COMPLEMENT_DATA needs a schedule_time (the date it runs)")
         return spec
 
     async def _definition(self, cmd: asyncpg.Record) -> WorkflowSpec:

@@ -1,4 +1,4 @@
-"""Every SQL statement the master runs, in one place.
+"""Every SQL statement the master runs, in one place (but the claim's: engine/master/claim.py).
 
 Hot paths use asyncpg directly with prepared statements (the SQLAlchemy tables in engine/storage
 describe the same schema, and tests keep them in step with schema.sql).
@@ -27,8 +27,9 @@ import asyncpg
 
 from engine import logs
 from engine.errors import StorageError
-from engine.master.states import RESTART_FROM, CommandType
+from engine.master.claim import claim
 from engine.master.workflow import ALERT_FAULT_TOLERANCE
+from engine.scheduling.backfill import BACKFILL_ID, INDEX
 from engine.storage.failures import CONNECTION_LOST
 from engine.tasks.registry import LOGIC_TYPES
 
@@ -84,8 +85,9 @@ class WriteBatch:
     new_attempts: list[NewAttempt] = field(default_factory=list)
     updates: list[TaskUpdate] = field(default_factory=list)
     alerts: list[tuple[int, str, str]] = field(default_factory=list)
-    #: the next COMPLEMENT_DATA command of a serial backfill: (command_param JSON, schedule time)
-    next_backfill: tuple[str, dt.datetime] | None = None
+    #: the next COMPLEMENT_DATA command of a serial backfill: its command_param (which names the backfill
+    #: row and the index of its date) and, for a chain of the older format, the dates to keep in a new row
+    next_backfill: tuple[dict[str, Any], list[dt.datetime]] | None = None
 
     def empty(self) -> bool:
         return (
@@ -97,23 +99,6 @@ class WriteBatch:
         )
 
 
-# RECOVER_SUSPENDED_PROCESS: take a paused / stopped instance back with a fresh epoch; its KILL
-# attempts are re-run by the actor (DolphinScheduler re-inits the KILL tasks). The instance records
-# the command that last (re)started it.
-_RESTART = (
-    "UPDATE workflow_instance SET host = $2, epoch = nextval('workflow_epoch_seq'), state = 1, end_time = NULL,"
-    " restart_time = now(), run_times = run_times + 1, command_id = $3, command_type = $4,"
-    " history_cmd = concat_ws(',', history_cmd, $5::text), update_time = now(){extra}"
-    " WHERE id = $1 AND state = ANY($6::smallint[]) RETURNING *"
-)
-#: command type -> extra SET clauses; the states each applies to are states.RESTART_FROM
-_ON_INSTANCE = {
-    CommandType.RECOVER_SUSPENDED_PROCESS: "",  # a paused or stopped instance
-    CommandType.START_FAILURE_TASK_PROCESS: "",  # a failed instance, from its failed tasks
-    # any finished instance, from scratch (same instance, same schedule time)
-    CommandType.REPEAT_RUNNING: ", start_time = now(), var_pool = '[]'",
-}
-
 #: the current attempt (flag = 1) of every task an instance has started, as Attempt.from_row reads it
 _CURRENT_ATTEMPTS = (
     "SELECT id, task_code, attempt, retry_times, state, host, var_pool, start_time, end_time"
@@ -124,15 +109,22 @@ _FAILOVER_STATES = [0, 1, 2, 4, 12]
 #: task states that may still be running somewhere (SUBMITTED, RUNNING, DELAY, DISPATCH)
 _ACTIVE_STATES = [0, 1, 12, 17]
 
-# A serial backfill goes on with the next date: a new COMPLEMENT_DATA command like this instance's,
-# in the same transaction as the instance's final state (so exactly once, and fenced).
+# A serial backfill goes on with the next date: a new COMPLEMENT_DATA command like this instance's, whose
+# schedule time is date $4 (0-based) of backfill row $3, in the same transaction as the instance's final
+# state (so exactly once, and fenced).
 _NEXT_BACKFILL = (
     "INSERT INTO command (command_type, workflow_definition_code, workflow_definition_version, command_param,"
     " task_depend_type, failure_strategy, warning_type, warning_group_id, schedule_time, executor_id,"
     " workflow_instance_priority, worker_group, environment_code, dry_run)"
-    " SELECT 5, workflow_definition_code, workflow_definition_version, $2::jsonb, task_depend_type, failure_strategy,"
-    " warning_type, warning_group_id, $3, executor_id, workflow_instance_priority, worker_group, environment_code,"
-    " dry_run FROM workflow_instance WHERE id = $1"
+    " SELECT 5, w.workflow_definition_code, w.workflow_definition_version, $2::jsonb, w.task_depend_type,"
+    " w.failure_strategy, w.warning_type, w.warning_group_id, b.dates[$4::int + 1], w.executor_id,"
+    " w.workflow_instance_priority, w.worker_group, w.environment_code, w.dry_run"
+    " FROM workflow_instance w JOIN backfill b ON b.id = $3 WHERE w.id = $1"
+)
+# A chain of the older format (its dates in the command) keeps its remaining dates in a backfill row.
+_KEEP_BACKFILL = (
+    "INSERT INTO backfill (workflow_definition_code, dates)"
+    " SELECT workflow_definition_code, $2::timestamptz[] FROM workflow_instance WHERE id = $1 RETURNING id"
 )
 
 _TASK_FIELDS = {"host", "pid", "log_path", "execute_path", "start_time", "end_time", "exit_code", "var_pool"}
@@ -156,64 +148,8 @@ class MasterStore:
     async def claim(
         self, ids: Sequence[int], build: Any, errors: dict[int, str]
     ) -> tuple[list[tuple[asyncpg.Record, asyncpg.Record]], int]:
-        """One transaction: delete the commands (a row another master took is simply not returned),
-        insert an instance for each with host = me and a fresh epoch, move failures to error_command.
-
-        ``build(command) -> dict`` gives the instance columns; ``errors`` maps command ids that cannot
-        become instances to the reason. Returns the (command, instance row) pairs and how many
-        commands went to error_command.
-        """
-        created: list[tuple[asyncpg.Record, asyncpg.Record]] = []
-        failed = 0
-        async with self.pool.acquire() as conn, conn.transaction():
-            commands = await conn.fetch("DELETE FROM command WHERE id = ANY($1) RETURNING *", list(ids))
-            for cmd in commands:
-                reason = errors.get(cmd["id"])
-                values: dict[str, Any] | None = None
-                if reason is None and cmd["workflow_instance_id"]:
-                    ctype = CommandType(cmd["command_type"])
-                    extra = _ON_INSTANCE[ctype]
-                    states = sorted(int(s) for s in RESTART_FROM[ctype])
-                    wid = cmd["workflow_instance_id"]
-                    row = await conn.fetchrow(
-                        _RESTART.format(extra=extra), wid, self.me, cmd["id"], int(ctype), ctype.name, states
-                    )
-                    if row is not None:
-                        if ctype == CommandType.REPEAT_RUNNING:
-                            await conn.execute(
-                                "UPDATE task_instance SET flag = 0 WHERE workflow_instance_id = $1 AND flag = 1", wid
-                            )
-                        created.append((cmd, row))
-                        continue
-                    reason = f"workflow instance {wid} is not in a state {ctype.name} applies to (any more)"
-                if reason is None:
-                    try:
-                        values = build(cmd)
-                    except ValueError as exc:
-                        reason = str(exc)
-                if reason is not None or values is None:
-                    await conn.execute(
-                        "INSERT INTO error_command SELECT (c).*, $2 FROM (SELECT $1::command AS c) s",
-                        tuple(cmd.values()),
-                        reason or "cannot be converted",
-                    )
-                    failed += 1
-                    continue
-                values["host"] = self.me
-                cols = list(values)
-                marks = ", ".join(f"${i}" for i in range(1, len(cols) + 1))
-                row = await conn.fetchrow(
-                    f"INSERT INTO workflow_instance ({', '.join(cols)}, epoch) VALUES ({marks},"
-                    " nextval('workflow_epoch_seq')) RETURNING *",
-                    *values.values(),
-                )
-                if values.get("is_sub_workflow"):
-                    await conn.execute(
-                        "UPDATE sub_workflow_relation SET workflow_instance_id = $2 WHERE command_id = $1", cmd["id"],
-                        row["id"],
-                    )  # fmt: skip
-                created.append((cmd, row))
-        return created, failed
+        """:func:`engine.master.claim.claim`: commands into instances owned by this master."""
+        return await claim(self.pool, self.me, ids, build, errors)
 
     # -- fenced actor writes ----------------------------------------------------------------------
 
@@ -323,7 +259,7 @@ class MasterStore:
         for alert_type, title, content in batch.alerts:
             await _insert_alert(conn, instance_id, alert_type, title, content)
         if batch.next_backfill is not None:
-            await conn.execute(_NEXT_BACKFILL, instance_id, *batch.next_backfill)
+            await _insert_next_backfill(conn, instance_id, *batch.next_backfill)
         return ids
 
     # -- failover ---------------------------------------------------------------------------------
@@ -552,6 +488,16 @@ def _task_updates(updates: Sequence[TaskUpdate]) -> dict[str, list[list[Any]]]:
             sets.append(f"{name} = ${len(args)}{cast}")
         groups.setdefault(f"UPDATE task_instance SET {', '.join(sets)} WHERE id = $1", []).append(args)
     return groups
+
+
+async def _insert_next_backfill(
+    conn: asyncpg.Connection, instance_id: int, param: dict[str, Any], legacy_dates: list[dt.datetime]
+) -> None:
+    if legacy_dates:
+        param = {**param, BACKFILL_ID: await conn.fetchval(_KEEP_BACKFILL, instance_id, legacy_dates)}
+    status = await conn.execute(_NEXT_BACKFILL, instance_id, json.dumps(param), param[BACKFILL_ID], param[INDEX])
+    if status.split()[-1] == "0":
+        log.warning("backfill row missing: the chain ends here", backfill_id=param[BACKFILL_ID])
 
 
 async def _insert_alert(conn: asyncpg.Connection, instance_id: int, alert_type: int, title: str, content: str) -> None:

@@ -25,3 +25,21 @@ CONNECTION_LOST: tuple[type[Exception], ...] = (
 
 #: any failure of a database call, server-side errors included: what a polling loop logs and retries
 DB_FAILURES: tuple[type[Exception], ...] = (*CONNECTION_LOST, asyncpg.PostgresError)
+
+
+#: SQLSTATE classes of server-side errors about the server's condition, not about what was sent:
+#: 40 transaction rollback (serialization failure, deadlock), 53 insufficient resources (disk full,
+#: out of memory, too many connections), 57 operator intervention (statement timeout, shutdown),
+#: 58 system error (I/O), XX internal error
+_SERVER_CONDITION = frozenset({"40", "53", "57", "58", "XX"})
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether the same statement may succeed later: the connection or the server went away, or the
+    server failed for a reason of its own (:data:`_SERVER_CONDITION`). Not transient: an error about
+    the data sent (a value too long, a constraint, a bad cast), and asyncpg's client-side
+    ``DataError`` (an argument it cannot encode), which is an ``InterfaceError`` but also a
+    ``ValueError``: sending the same again fails the same way."""
+    if isinstance(exc, asyncpg.PostgresError):
+        return str(getattr(exc, "sqlstate", "") or "")[:2] in _SERVER_CONDITION or isinstance(exc, CONNECTION_LOST)
+    return isinstance(exc, CONNECTION_LOST) and not isinstance(exc, ValueError)

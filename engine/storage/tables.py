@@ -23,7 +23,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 metadata = MetaData()
 
@@ -381,6 +381,16 @@ error_command = Table(
     Column("dry_run", SmallInteger, nullable=False, server_default=text("0")),
     Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("message", Text, nullable=False),
+)
+
+
+backfill = Table(
+    "backfill",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("workflow_definition_code", BigInteger, nullable=False),
+    Column("dates", ARRAY(TIMESTAMP(timezone=True)), nullable=False),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
 )
 
 

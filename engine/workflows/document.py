@@ -42,7 +42,7 @@ import jsonschema
 import yaml
 
 from engine.storage.definitions import WorkflowSpec
-from engine.workflows.model import PRIORITIES, TIMEOUT_STRATEGIES, DefinitionError, TaskDef, WorkflowDef
+from engine.workflows.model import MAX_NAME, PRIORITIES, TIMEOUT_STRATEGIES, DefinitionError, TaskDef, WorkflowDef
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 255}
 _MINUTES = {"type": "integer", "minimum": 0}
@@ -93,7 +93,7 @@ SCHEMA: dict[str, Any] = {
     "required": ["name", "project", "tasks"],
     "additionalProperties": False,
     "properties": {
-        "name": _NAME,
+        "name": {**_NAME, "maxLength": MAX_NAME},
         "project": _NAME,
         "description": {"type": "string"},
         "timeout": {**_MINUTES, "description": "minutes; 0 = none (alert only)"},

@@ -21,6 +21,21 @@ from engine.workflows import logic
 PRIORITIES = {"HIGHEST": 0, "HIGH": 1, "MEDIUM": 2, "LOW": 3, "LOWEST": 4}
 TIMEOUT_STRATEGIES = {"WARN": 0, "FAILED": 1, "WARNFAILED": 2}
 FAILURE_STRATEGIES = {"END": 0, "CONTINUE": 1}
+#: longest workflow name: an instance is named ``<workflow>-<version>-<yyyyMMddHHmmssSSS>`` in a
+#: varchar(255), which leaves the workflow 255 - 1 - 10 (an integer version) - 1 - 17 characters
+MAX_NAME = 226
+
+
+def instance_name(workflow: str, version: int, start: dt.datetime) -> str:
+    """The name of a workflow instance started at ``start`` (DolphinScheduler's shape)."""
+    return f"{workflow}-{version}-{start.strftime('%Y%m%d%H%M%S%f')[:17]}"
+
+
+def name_error(name: str) -> str | None:
+    """Why a workflow cannot have this name (an instance name could not hold it), or None."""
+    if len(name) > MAX_NAME:
+        return f"at most {MAX_NAME} characters (its instances are named after it), got {len(name)}"
+    return None
 
 
 class DefinitionError(ValueError):
@@ -70,6 +85,9 @@ class WorkflowDef:
         """Check everything; return the DAG. Raises DefinitionError naming the field."""
         if not self.name or not self.name.strip():
             raise DefinitionError("name", "is required")
+        too_long = name_error(self.name)
+        if too_long:
+            raise DefinitionError("name", too_long)
         if not self.project or not self.project.strip():
             raise DefinitionError("project", "is required")
         if not self.tasks:
@@ -84,29 +102,10 @@ class WorkflowDef:
             raise DefinitionError("timeout", "must be >= 0 minutes")
         seen: dict[str, int] = {}
         for i, t in enumerate(self.tasks):
-            where = f"tasks[{i}]"
-            if not t.name or not t.name.strip() or "/" in t.name:
-                raise DefinitionError(f"{where}.name", "must be a non-empty name without '/'")
             if t.name in seen:
-                raise DefinitionError(f"{where}.name", f"duplicate task name {t.name!r}")
+                raise DefinitionError(f"tasks[{i}].name", f"duplicate task name {t.name!r}")
             seen[t.name] = i
-            if t.task_type not in registry.LOGIC_TYPES:
-                try:
-                    registry.validate(t.task_type, t.params)
-                except ParamError as exc:
-                    field_name = "task_type" if exc.field == "task_type" else f"params.{exc.field}"
-                    raise DefinitionError(f"{where}.{field_name}", exc.reason) from exc
-            _check_time_placeholders(t.params, f"{where}.params")
-            if t.priority not in PRIORITIES.values():
-                raise DefinitionError(f"{where}.priority", "must be 0 (HIGHEST) .. 4 (LOWEST)")
-            if t.retries < 0 or t.retry_interval < 0:
-                raise DefinitionError(f"{where}.retries", "retries and retry_interval must be >= 0")
-            if t.timeout < 0:
-                raise DefinitionError(f"{where}.timeout", "must be >= 0 minutes")
-            if t.timeout and t.timeout_strategy not in TIMEOUT_STRATEGIES.values():
-                raise DefinitionError(f"{where}.timeout_strategy", "must be WARN, FAILED or WARNFAILED")
-            if not t.worker_group:
-                raise DefinitionError(f"{where}.worker_group", "is required")
+            _check_task(t, f"tasks[{i}]")
         for i, t in enumerate(self.tasks):
             for up in t.upstream:
                 if up not in seen:
@@ -121,6 +120,29 @@ class WorkflowDef:
                 except ParamError as exc:
                     raise DefinitionError(f"tasks[{i}].params.{exc.field}", exc.reason) from exc
         return dag
+
+
+def _check_task(t: TaskDef, where: str) -> None:
+    """The checks of one task that need no other task."""
+    if not t.name or not t.name.strip() or "/" in t.name:
+        raise DefinitionError(f"{where}.name", "must be a non-empty name without '/'")
+    if t.task_type not in registry.LOGIC_TYPES:
+        try:
+            registry.validate(t.task_type, t.params)
+        except ParamError as exc:
+            field_name = "task_type" if exc.field == "task_type" else f"params.{exc.field}"
+            raise DefinitionError(f"{where}.{field_name}", exc.reason) from exc
+    _check_time_placeholders(t.params, f"{where}.params")
+    if t.priority not in PRIORITIES.values():
+        raise DefinitionError(f"{where}.priority", "must be 0 (HIGHEST) .. 4 (LOWEST)")
+    if t.retries < 0 or t.retry_interval < 0:
+        raise DefinitionError(f"{where}.retries", "retries and retry_interval must be >= 0")
+    if t.timeout < 0:
+        raise DefinitionError(f"{where}.timeout", "must be >= 0 minutes")
+    if t.timeout and t.timeout_strategy not in TIMEOUT_STRATEGIES.values():
+        raise DefinitionError(f"{where}.timeout_strategy", "must be WARN, FAILED or WARNFAILED")
+    if not t.worker_group:
+        raise DefinitionError(f"{where}.worker_group", "is required")
 
 
 def _check_time_placeholders(value: Any, where: str) -> None:
