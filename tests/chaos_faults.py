@@ -1,0 +1,252 @@
+"""The chaos run's fault driver: a table of fault kinds with weights, and a seeded driver.
+
+Every 2-4 s (until the workload is done) the driver restarts what exited, then injects one fault: etcd
+and PostgreSQL are restarted once each (rounds 3 and 6, in a seeded order); every other round draws a
+kind from ``FAULT_KINDS`` by weight, after a first pass that injects each enabled kind once (in a seeded
+order) so that a short run sees them all.
+
+A new fault kind is one ``async def inject(chaos: Chaos) -> None`` and one ``FaultKind`` row below;
+``chaos.fault(label)`` counts it in the summary, ``chaos.summary.violations`` takes what it finds wrong,
+and ``chaos`` holds the cluster, the seeded rng and the run's database. Weights are overridden with
+``--fault name=weight`` (``make chaos FAULTS="poison=1"``) or ``PORPOISE_CHAOS_FAULTS`` in the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import signal
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import asyncpg
+
+from engine.storage.failures import DB_FAILURES
+from tests.helpers import NodeProc
+
+if TYPE_CHECKING:
+    from tests.chaos import Cluster, Summary
+
+TTL = 2.0
+#: a definition code no workflow has (poison commands for a definition that does not exist)
+MISSING_CODE = 987_654_321_000
+#: a start parameter whose placeholder cannot be resolved (the date is out of range)
+BAD_START_PARAM = "$[yyyyMMdd+99999999]"
+#: how long a node may take to stop after SIGTERM (the worker drains its short tasks first)
+TERM_EXIT_TIMEOUT = 60.0
+
+
+@dataclass
+class Chaos:
+    """What a fault may touch."""
+
+    cluster: Cluster
+    rng: random.Random
+    summary: Summary
+    dsn: str
+    #: the good commands' StartParams (a poison command looks like them but for its poison)
+    start_params: dict[str, str]
+    #: definition codes of the run's workflows
+    codes: list[int]
+    #: ids of the poison commands inserted: each must end in error_command
+    poison: list[int] = field(default_factory=list)
+
+    def fault(self, label: str) -> None:
+        self.summary.faults[label] += 1
+
+    def live_node(self) -> tuple[str, NodeProc] | None:
+        slot = self.rng.choice(sorted(self.cluster.nodes))
+        node = self.cluster.nodes[slot]
+        if node.proc.exited() is not None or node.proc.record is None:
+            return None
+        return slot, node
+
+
+Inject = Callable[[Chaos], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    name: str
+    inject: Inject
+    #: relative weight in the draw; 0 turns the kind off
+    weight: float
+    about: str
+
+
+async def _kill(chaos: Chaos) -> None:
+    picked = chaos.live_node()
+    if picked is None:
+        return
+    slot, node = picked
+    chaos.fault(f"kill -9 {slot.split('-')[0]}")
+    assert node.proc.record is not None
+    node.proc.record.signal(signal.SIGKILL)
+
+
+async def _pause(chaos: Chaos) -> None:
+    picked = chaos.live_node()
+    if picked is None:
+        return
+    slot, node = picked
+    record = node.proc.record
+    assert record is not None
+    chaos.fault(f"pause {slot.split('-')[0]}")
+    record.signal(signal.SIGSTOP)
+    try:
+        await asyncio.sleep(chaos.rng.uniform(0.5, TTL + 1.5))  # the fault itself: shorter or longer than the lease
+    finally:
+        record.signal(signal.SIGCONT)
+
+
+async def _term(chaos: Chaos) -> None:
+    """A graceful restart: SIGTERM, the node drains and exits, and comes back at once."""
+    picked = chaos.live_node()
+    if picked is None:
+        return
+    slot, node = picked
+    assert node.proc.record is not None and node.proc.popen is not None
+    chaos.fault(f"restart (SIGTERM) {slot.split('-')[0]}")
+    node.proc.record.signal(signal.SIGTERM)
+    try:
+        await asyncio.to_thread(node.proc.popen.wait, TERM_EXIT_TIMEOUT)
+    except Exception:  # subprocess.TimeoutExpired
+        chaos.summary.violations.append(f"{slot} did not exit within {TERM_EXIT_TIMEOUT} s of SIGTERM")
+        node.proc.record.signal(signal.SIGKILL)
+    await restart_exited(chaos)
+
+
+async def _poison(chaos: Chaos) -> None:
+    """Commands no master can turn into an instance, inserted straight into the command table among the
+    good ones: a start parameter that cannot be resolved, and a definition that does not exist."""
+    bad_param = {"StartParams": {**chaos.start_params, "poison": BAD_START_PARAM}}
+    rows = [
+        (chaos.rng.choice(chaos.codes), json.dumps(bad_param)),
+        (MISSING_CODE + len(chaos.poison), json.dumps({"StartParams": chaos.start_params})),
+    ]
+    ids = await insert_commands(chaos.dsn, rows)
+    if ids is None:
+        return  # PostgreSQL is down for long: no poison this round
+    chaos.fault("poison commands")
+    chaos.poison += ids
+
+
+FAULT_KINDS: dict[str, FaultKind] = {
+    k.name: k
+    for k in (
+        FaultKind("kill", _kill, 6, "SIGKILL a random master or worker (restarted next round)"),
+        FaultKind("pause", _pause, 4, "SIGSTOP a random node for 0.5 s .. TTL + 1.5 s, then SIGCONT"),
+        FaultKind("term", _term, 2, "graceful restart: SIGTERM, wait for the exit, start again"),
+        # off until MasterStore.claim refuses a command whose parameters raise (not only ValueError): today
+        # such a command fails the claim transaction every time and stalls its slot
+        FaultKind("poison", _poison, 0, "a START_PROCESS with an unresolvable start param + one for no definition"),
+    )
+}
+
+
+def weights(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+    out = {name: kind.weight for name, kind in FAULT_KINDS.items()}
+    for name, weight in (overrides or {}).items():
+        if name not in out:
+            raise ValueError(f"unknown fault kind {name!r} (known: {', '.join(out)})")
+        if weight < 0:
+            raise ValueError(f"fault {name}: weight must be >= 0, got {weight}")
+        out[name] = weight
+    return out
+
+
+def parse_weights(specs: list[str]) -> dict[str, float]:
+    """``["poison=1", "kill=0"]`` -> weights; ValueError naming the bad item."""
+    out = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"fault weight {spec!r}: expected NAME=NUMBER") from None
+        if not sep:
+            raise ValueError(f"fault weight {spec!r}: expected NAME=NUMBER")
+    return weights(out)
+
+
+def plan(rng: random.Random, table: Mapping[str, float]) -> Iterator[str]:
+    """Fault kinds to inject, forever: each enabled kind once (seeded order), then drawn by weight."""
+    enabled = sorted(k for k, w in table.items() if w > 0)
+    if not enabled:
+        return
+    first = list(enabled)
+    rng.shuffle(first)
+    yield from first
+    while True:
+        yield rng.choices(enabled, weights=[table[k] for k in enabled])[0]
+
+
+async def drive(chaos: Chaos, done: asyncio.Event, table: Mapping[str, float]) -> None:
+    """Inject a fault every 2-4 s until the workload is done; restart what died."""
+    rng = chaos.rng
+    infra = ["etcd", "postgres"]
+    rng.shuffle(infra)
+    kinds = plan(rng, table)
+    rounds = 0
+    while not done.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), rng.uniform(2.0, 4.0))
+        if done.is_set():
+            break
+        rounds += 1
+        await restart_exited(chaos)
+        if rounds in (3, 6) and infra:
+            await _restart_infra(chaos, infra.pop())
+            continue
+        kind = next(kinds, None)
+        if kind is not None:
+            await FAULT_KINDS[kind].inject(chaos)
+    await restart_exited(chaos)
+
+
+async def _restart_infra(chaos: Chaos, what: str) -> None:
+    chaos.fault(f"restart {what}")
+    server = chaos.cluster.etcd if what == "etcd" else chaos.cluster.pg
+    await asyncio.to_thread(server.stop)
+    await asyncio.sleep(chaos.rng.uniform(0.3, 1.0))  # the outage itself
+    await asyncio.to_thread(server.start)
+
+
+async def restart_exited(chaos: Chaos) -> None:
+    cluster = chaos.cluster
+    for slot, node in sorted(cluster.nodes.items()):
+        if node.proc.exited() is None:
+            continue
+        if node.proc.popen is not None:
+            await asyncio.to_thread(node.proc.popen.wait)
+        # masters sometimes come back on the same address (the epoch-floor path), workers on a new one
+        port = node.port if slot.startswith("master") and cluster.rng.random() < 0.5 else 0
+        try:
+            await asyncio.to_thread(cluster.start_node, slot, port)
+        except AssertionError:  # the port was taken meanwhile, or the start raced an outage: next round
+            continue
+        chaos.summary.restarts += 1
+
+
+async def insert_commands(dsn: str, rows: list[tuple[int, str]], attempts: int = 100) -> list[int] | None:
+    """START_PROCESS commands (definition code, command_param JSON); retried while PostgreSQL restarts.
+    Their ids, or None when the database did not answer."""
+    for _ in range(attempts):
+        try:
+            conn = await asyncpg.connect(dsn, timeout=5)
+            try:
+                got = await conn.fetch(
+                    "INSERT INTO command (command_type, workflow_definition_code, command_param)"
+                    " SELECT 0, c, p::jsonb FROM unnest($1::bigint[], $2::text[]) AS u(c, p) RETURNING id",
+                    [c for c, _ in rows],
+                    [p for _, p in rows],
+                )
+            finally:
+                await conn.close()
+            return [r["id"] for r in got]
+        except DB_FAILURES:
+            await asyncio.sleep(0.3)  # PostgreSQL is being restarted by the driver: try again shortly
+    return None
