@@ -197,7 +197,7 @@ async def run(
         for slot in ("master-a", "master-b", "master-c", "worker-a", "worker-b"):
             await asyncio.to_thread(cluster.start_node, slot)
         params = {"ledger_dsn": dsn, "watch_port": str(watcher.port)}
-        chaos = Chaos(cluster, rng, summary, dsn, params, [c for c, _ in codes])
+        chaos = Chaos(cluster, rng, summary, dsn, params, [c for c, _ in codes], watcher)
         done = asyncio.Event()
         driver = asyncio.create_task(drive(chaos, done, summary.fault_weights))
         try:

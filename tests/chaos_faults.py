@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import asyncpg
+import psutil
 
 from engine.storage.failures import DB_FAILURES
-from tests.helpers import NodeProc
+from tests.helpers import NodeProc, eventually
+from tests.task_watch import TaskWatcher
 
 if TYPE_CHECKING:
     from tests.chaos import Cluster, Summary
@@ -51,6 +53,8 @@ class Chaos:
     start_params: dict[str, str]
     #: definition codes of the run's workflows
     codes: list[int]
+    #: the task processes' lives, watched from outside (tests/task_watch.py)
+    watcher: TaskWatcher | None = None
     #: ids of the poison commands inserted: each must end in error_command
     poison: list[int] = field(default_factory=list)
 
@@ -77,11 +81,27 @@ class FaultKind:
     about: str
 
 
+def _running_tasks(chaos: Chaos, node: NodeProc) -> int:
+    """How many watched task processes are children of ``node`` right now."""
+    if chaos.watcher is None:
+        return 0
+    n = 0
+    for life in chaos.watcher.alive():
+        with contextlib.suppress(psutil.Error):
+            n += psutil.Process(life.pid).ppid() == node.pid
+    return n
+
+
 async def _kill(chaos: Chaos) -> None:
     picked = chaos.live_node()
     if picked is None:
         return
     slot, node = picked
+    if slot.startswith("worker"):
+        # a worker dies while it runs tasks (up to 3 s of waiting for one): the attempts killed with it
+        # write no end row, which is the overlap the watched deaths check
+        with contextlib.suppress(AssertionError):
+            await eventually(lambda: _running_tasks(chaos, node), 3.0, "a task running on the worker")
     chaos.fault(f"kill -9 {slot.split('-')[0]}")
     assert node.proc.record is not None
     node.proc.record.signal(signal.SIGKILL)
