@@ -18,6 +18,7 @@ import contextlib
 import json
 import random
 import signal
+import subprocess
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -62,11 +63,12 @@ class Chaos:
         self.summary.faults[label] += 1
 
     def live_node(self) -> tuple[str, NodeProc] | None:
-        slot = self.rng.choice(sorted(self.cluster.nodes))
-        node = self.cluster.nodes[slot]
-        if node.proc.exited() is not None or node.proc.record is None:
+        """A random running master or worker (None if none runs)."""
+        live = sorted(s for s, n in self.cluster.nodes.items() if n.proc.exited() is None and n.proc.record)
+        if not live:
             return None
-        return slot, node
+        slot = self.rng.choice(live)
+        return slot, self.cluster.nodes[slot]
 
 
 Inject = Callable[[Chaos], Awaitable[None]]
@@ -133,7 +135,7 @@ async def _term(chaos: Chaos) -> None:
     node.proc.record.signal(signal.SIGTERM)
     try:
         await asyncio.to_thread(node.proc.popen.wait, TERM_EXIT_TIMEOUT)
-    except Exception:  # subprocess.TimeoutExpired
+    except subprocess.TimeoutExpired:
         chaos.summary.violations.append(f"{slot} did not exit within {TERM_EXIT_TIMEOUT} s of SIGTERM")
         node.proc.record.signal(signal.SIGKILL)
     await restart_exited(chaos)
