@@ -5,21 +5,23 @@ and PostgreSQL are restarted once each (rounds 3 and 6, in a seeded order); ever
 kind from ``FAULT_KINDS`` by weight, after a first pass that injects each enabled kind once (in a seeded
 order) so that a short run sees them all.
 
-A new fault kind is one ``async def inject(chaos: Chaos) -> None`` and one ``FaultKind`` row below;
-``chaos.fault(label)`` counts it in the summary, ``chaos.summary.violations`` takes what it finds wrong,
-and ``chaos`` holds the cluster, the seeded rng and the run's database. Weights are overridden with
-``--fault name=weight`` (``make chaos FAULTS="poison=1"``) or ``PORPOISE_CHAOS_FAULTS`` in the test.
+A new fault kind is one ``async def inject(chaos: Chaos) -> bool`` (False: could not inject this time)
+and one ``FaultKind`` row below; the summary counts it under its name; it puts what it finds wrong in
+``chaos.summary.violations``; ``chaos`` holds the cluster, the seeded rng and the run's database.
+Weights are overridden with ``--fault name=weight`` (``make chaos FAULTS="poison=1"``), or with
+``PORPOISE_CHAOS_FAULTS="poison=1 kill-master=0"`` for tests/test_chaos.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import random
 import signal
 import subprocess
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -62,16 +64,18 @@ class Chaos:
     def fault(self, label: str) -> None:
         self.summary.faults[label] += 1
 
-    def live_node(self) -> tuple[str, NodeProc] | None:
-        """A random running master or worker (None if none runs)."""
-        live = sorted(s for s, n in self.cluster.nodes.items() if n.proc.exited() is None and n.proc.record)
+    def live_node(self, role: str) -> tuple[str, NodeProc] | None:
+        """A random running node of ``role`` (master, worker; None if none runs)."""
+        live = sorted(s for s, n in self.cluster.nodes.items()
+                      if s.startswith(role) and n.proc.exited() is None and n.proc.record)  # fmt: skip
         if not live:
             return None
         slot = self.rng.choice(live)
         return slot, self.cluster.nodes[slot]
 
 
-Inject = Callable[[Chaos], Awaitable[None]]
+#: inject one fault; False when it could not (no running node of the role, database down)
+Inject = Callable[[Chaos], Awaitable[bool]]
 
 
 @dataclass(frozen=True)
@@ -94,44 +98,43 @@ def _running_tasks(chaos: Chaos, node: NodeProc) -> int:
     return n
 
 
-async def _kill(chaos: Chaos) -> None:
-    picked = chaos.live_node()
+async def _kill(chaos: Chaos, role: str) -> bool:
+    picked = chaos.live_node(role)
     if picked is None:
-        return
-    slot, node = picked
-    if slot.startswith("worker"):
+        return False
+    _, node = picked
+    if role == "worker":
         # a worker dies while it runs tasks (up to 3 s of waiting for one): the attempts killed with it
         # write no end row, which is the overlap the watched deaths check
         with contextlib.suppress(AssertionError):
             await eventually(lambda: _running_tasks(chaos, node), 3.0, "a task running on the worker")
-    chaos.fault(f"kill -9 {slot.split('-')[0]}")
     assert node.proc.record is not None
     node.proc.record.signal(signal.SIGKILL)
+    return True
 
 
-async def _pause(chaos: Chaos) -> None:
-    picked = chaos.live_node()
+async def _pause(chaos: Chaos, role: str) -> bool:
+    picked = chaos.live_node(role)
     if picked is None:
-        return
-    slot, node = picked
+        return False
+    _, node = picked
     record = node.proc.record
     assert record is not None
-    chaos.fault(f"pause {slot.split('-')[0]}")
     record.signal(signal.SIGSTOP)
     try:
         await asyncio.sleep(chaos.rng.uniform(0.5, TTL + 1.5))  # the fault itself: shorter or longer than the lease
     finally:
         record.signal(signal.SIGCONT)
+    return True
 
 
-async def _term(chaos: Chaos) -> None:
+async def _term(chaos: Chaos, role: str) -> bool:
     """A graceful restart: SIGTERM, the node drains and exits, and comes back at once."""
-    picked = chaos.live_node()
+    picked = chaos.live_node(role)
     if picked is None:
-        return
+        return False
     slot, node = picked
     assert node.proc.record is not None and node.proc.popen is not None
-    chaos.fault(f"restart (SIGTERM) {slot.split('-')[0]}")
     node.proc.record.signal(signal.SIGTERM)
     try:
         await asyncio.to_thread(node.proc.popen.wait, TERM_EXIT_TIMEOUT)
@@ -139,9 +142,10 @@ async def _term(chaos: Chaos) -> None:
         chaos.summary.violations.append(f"{slot} did not exit within {TERM_EXIT_TIMEOUT} s of SIGTERM")
         node.proc.record.signal(signal.SIGKILL)
     await restart_exited(chaos)
+    return True
 
 
-async def _poison(chaos: Chaos) -> None:
+async def _poison(chaos: Chaos) -> bool:
     """Commands no master can turn into an instance, inserted straight into the command table among the
     good ones: a start parameter that cannot be resolved, and a definition that does not exist."""
     bad_param = {"StartParams": {**chaos.start_params, "poison": BAD_START_PARAM}}
@@ -151,17 +155,24 @@ async def _poison(chaos: Chaos) -> None:
     ]
     ids = await insert_commands(chaos.dsn, rows)
     if ids is None:
-        return  # PostgreSQL is down for long: no poison this round
-    chaos.fault("poison commands")
+        return False  # PostgreSQL is down for long: no poison this round
     chaos.poison += ids
+    return True
+
+
+def _on(role: str, inject: Callable[[Chaos, str], Awaitable[bool]]) -> Inject:
+    return functools.partial(inject, role=role)
 
 
 FAULT_KINDS: dict[str, FaultKind] = {
     k.name: k
     for k in (
-        FaultKind("kill", _kill, 6, "SIGKILL a random master or worker (restarted next round)"),
-        FaultKind("pause", _pause, 4, "SIGSTOP a random node for 0.5 s .. TTL + 1.5 s, then SIGCONT"),
-        FaultKind("term", _term, 2, "graceful restart: SIGTERM, wait for the exit, start again"),
+        FaultKind("kill-master", _on("master", _kill), 3, "SIGKILL a random master (restarted next round)"),
+        FaultKind("kill-worker", _on("worker", _kill), 3, "SIGKILL a random worker while it runs a task"),
+        FaultKind("pause-master", _on("master", _pause), 2, "SIGSTOP a master for 0.5 s .. TTL + 1.5 s"),
+        FaultKind("pause-worker", _on("worker", _pause), 2, "SIGSTOP a worker for 0.5 s .. TTL + 1.5 s"),
+        FaultKind("term-master", _on("master", _term), 1, "graceful restart: SIGTERM, wait for the exit, start"),
+        FaultKind("term-worker", _on("worker", _term), 1, "graceful restart: SIGTERM, drain, exit, start"),
         # off until MasterStore.claim refuses a command whose parameters raise (not only ValueError): today
         # such a command fails the claim transaction every time and stalls its slot
         FaultKind("poison", _poison, 0, "a START_PROCESS with an unresolvable start param + one for no definition"),
@@ -181,7 +192,7 @@ def weights(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
 
 
 def parse_weights(specs: list[str]) -> dict[str, float]:
-    """``["poison=1", "kill=0"]`` -> weights; ValueError naming the bad item."""
+    """``["poison=1", "kill-master=0"]`` -> weights; ValueError naming the bad item."""
     out = {}
     for spec in specs:
         name, sep, value = spec.partition("=")
@@ -194,16 +205,28 @@ def parse_weights(specs: list[str]) -> dict[str, float]:
     return weights(out)
 
 
-def plan(rng: random.Random, table: Mapping[str, float]) -> Iterator[str]:
-    """Fault kinds to inject, forever: each enabled kind once (seeded order), then drawn by weight."""
-    enabled = sorted(k for k, w in table.items() if w > 0)
-    if not enabled:
-        return
-    first = list(enabled)
-    rng.shuffle(first)
-    yield from first
-    while True:
-        yield rng.choices(enabled, weights=[table[k] for k in enabled])[0]
+class FaultPlan:
+    """Fault kinds to inject: each enabled kind once first (in a seeded order), then drawn by weight. A
+    kind that could not be injected before it ever was (no running node of its role) stays owed."""
+
+    def __init__(self, rng: random.Random, table: Mapping[str, float]) -> None:
+        self.rng = rng
+        self.enabled = sorted(k for k, w in table.items() if w > 0)
+        self.weights = [table[k] for k in self.enabled]
+        self.owed = list(self.enabled)
+        rng.shuffle(self.owed)
+        self.injected: set[str] = set()
+
+    def next(self) -> str | None:
+        if self.owed:
+            return self.owed.pop(0)
+        return self.rng.choices(self.enabled, weights=self.weights)[0] if self.enabled else None
+
+    def record(self, kind: str, injected: bool) -> None:
+        if injected:
+            self.injected.add(kind)
+        elif kind not in self.injected and kind not in self.owed:
+            self.owed.append(kind)
 
 
 async def drive(chaos: Chaos, done: asyncio.Event, table: Mapping[str, float]) -> None:
@@ -211,7 +234,7 @@ async def drive(chaos: Chaos, done: asyncio.Event, table: Mapping[str, float]) -
     rng = chaos.rng
     infra = ["etcd", "postgres"]
     rng.shuffle(infra)
-    kinds = plan(rng, table)
+    kinds = FaultPlan(rng, table)
     rounds = 0
     while not done.is_set():
         with contextlib.suppress(TimeoutError):
@@ -223,9 +246,13 @@ async def drive(chaos: Chaos, done: asyncio.Event, table: Mapping[str, float]) -
         if rounds in (3, 6) and infra:
             await _restart_infra(chaos, infra.pop())
             continue
-        kind = next(kinds, None)
-        if kind is not None:
-            await FAULT_KINDS[kind].inject(chaos)
+        kind = kinds.next()
+        if kind is None:
+            continue
+        injected = await FAULT_KINDS[kind].inject(chaos)
+        kinds.record(kind, injected)
+        if injected:
+            chaos.fault(kind)
     await restart_exited(chaos)
 
 

@@ -1,6 +1,6 @@
 """The chaos suite at test size (tests/chaos.py): about 200 random workflows on 3 masters and 2 workers
 while masters and workers are killed, paused and gracefully restarted, and etcd and PostgreSQL
-restarted once. ``PORPOISE_CHAOS_FAULTS="poison=1 kill=0"`` sets fault weights (tests/chaos_faults.py)."""
+restarted once. ``PORPOISE_CHAOS_FAULTS="poison=1 kill-master=0"`` sets fault weights (tests/chaos_faults.py)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,7 @@ async def test_chaos_nothing_lost_nothing_run_twice(workdir: Path) -> None:
     assert not summary.violations, summary.text()
     assert sum(summary.faults.values()) >= 5, summary.text()
     assert summary.faults["restart etcd"] == 1 and summary.faults["restart postgres"] == 1, summary.text()
-    # the driver injects every enabled kind once before drawing by weight: each was exercised
-    labels = " | ".join(summary.faults)
-    for kind, needle in (("kill", "kill -9"), ("pause", "pause"), ("term", "SIGTERM"), ("poison", "poison")):
-        assert (needle in labels) == (faults[kind] > 0), summary.text()
-    assert summary.poison_commands == 0 or faults["poison"] > 0
+    # the driver injects every enabled kind once before drawing by weight: each one was exercised
+    for kind, weight in faults.items():
+        assert (summary.faults[kind] > 0) == (weight > 0), (kind, summary.text())
+    assert (summary.poison_commands > 0) == (faults["poison"] > 0), summary.text()
