@@ -5,9 +5,10 @@ and PostgreSQL are restarted once each (rounds 3 and 6, in a seeded order); ever
 kind from ``FAULT_KINDS`` by weight, after a first pass that injects each enabled kind once (in a seeded
 order) so that a short run sees them all.
 
-A new fault kind is one ``async def inject(chaos: Chaos) -> bool`` (False: could not inject this time)
-and one ``FaultKind`` row below; the summary counts it under its name; it puts what it finds wrong in
-``chaos.summary.violations``; ``chaos`` holds the cluster, the seeded rng and the run's database.
+A new fault kind is one ``async def inject(chaos: Chaos) -> bool`` (False: could not inject this time;
+``_on(role, fault)`` makes one that hits a random running master or worker) and one ``FaultKind`` row.
+The summary counts it under its name; it puts what it finds wrong in ``chaos.summary.violations``;
+``chaos`` holds the cluster, the seeded rng, the run's database and the task watcher.
 Weights are overridden with ``--fault name=weight`` (``make chaos FAULTS="poison=1"``), or with
 ``PORPOISE_CHAOS_FAULTS="poison=1 kill-master=0"`` for tests/test_chaos.py.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import random
 import signal
@@ -98,26 +98,17 @@ def _running_tasks(chaos: Chaos, node: NodeProc) -> int:
     return n
 
 
-async def _kill(chaos: Chaos, role: str) -> bool:
-    picked = chaos.live_node(role)
-    if picked is None:
-        return False
-    _, node = picked
-    if role == "worker":
+async def _kill(chaos: Chaos, slot: str, node: NodeProc) -> None:
+    if slot.startswith("worker"):
         # a worker dies while it runs tasks (up to 3 s of waiting for one): the attempts killed with it
         # write no end row, which is the overlap the watched deaths check
         with contextlib.suppress(AssertionError):
             await eventually(lambda: _running_tasks(chaos, node), 3.0, "a task running on the worker")
     assert node.proc.record is not None
     node.proc.record.signal(signal.SIGKILL)
-    return True
 
 
-async def _pause(chaos: Chaos, role: str) -> bool:
-    picked = chaos.live_node(role)
-    if picked is None:
-        return False
-    _, node = picked
+async def _pause(chaos: Chaos, slot: str, node: NodeProc) -> None:
     record = node.proc.record
     assert record is not None
     record.signal(signal.SIGSTOP)
@@ -125,15 +116,10 @@ async def _pause(chaos: Chaos, role: str) -> bool:
         await asyncio.sleep(chaos.rng.uniform(0.5, TTL + 1.5))  # the fault itself: shorter or longer than the lease
     finally:
         record.signal(signal.SIGCONT)
-    return True
 
 
-async def _term(chaos: Chaos, role: str) -> bool:
+async def _term(chaos: Chaos, slot: str, node: NodeProc) -> None:
     """A graceful restart: SIGTERM, the node drains and exits, and comes back at once."""
-    picked = chaos.live_node(role)
-    if picked is None:
-        return False
-    slot, node = picked
     assert node.proc.record is not None and node.proc.popen is not None
     node.proc.record.signal(signal.SIGTERM)
     try:
@@ -142,7 +128,6 @@ async def _term(chaos: Chaos, role: str) -> bool:
         chaos.summary.violations.append(f"{slot} did not exit within {TERM_EXIT_TIMEOUT} s of SIGTERM")
         node.proc.record.signal(signal.SIGKILL)
     await restart_exited(chaos)
-    return True
 
 
 async def _poison(chaos: Chaos) -> bool:
@@ -160,8 +145,17 @@ async def _poison(chaos: Chaos) -> bool:
     return True
 
 
-def _on(role: str, inject: Callable[[Chaos, str], Awaitable[bool]]) -> Inject:
-    return functools.partial(inject, role=role)
+def _on(role: str, fault: Callable[[Chaos, str, NodeProc], Awaitable[None]]) -> Inject:
+    """``fault`` on a random running node of ``role`` (not injected when none runs)."""
+
+    async def inject(chaos: Chaos) -> bool:
+        picked = chaos.live_node(role)
+        if picked is None:
+            return False
+        await fault(chaos, *picked)
+        return True
+
+    return inject
 
 
 FAULT_KINDS: dict[str, FaultKind] = {

@@ -22,7 +22,7 @@ import selectors
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 #: bash: connect, name yourself (label, pid), keep the connection open as fd 9 for the process's life
 WATCH_PREAMBLE = 'exec 9<>/dev/tcp/127.0.0.1/%(port)s || exit 1; echo "%(label)s $$" >&9\n'
@@ -45,14 +45,12 @@ class _Conn:
     life: Life | None = None
 
 
-@dataclass
 class TaskWatcher:
     """A thread with a listening socket on loopback; ``lives`` maps (label, pid) to its Life."""
 
-    lives: dict[tuple[str, int], Life] = field(default_factory=dict)
-    port: int = 0
-
-    def __post_init__(self) -> None:
+    def __init__(self) -> None:
+        #: (label, pid) -> the process's Life; written by the watcher's thread under ``_lock``
+        self.lives: dict[tuple[str, int], Life] = {}
         self._lock = threading.Lock()
         self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
         self._listener.setblocking(False)
