@@ -45,7 +45,7 @@ from engine.storage.definitions import save_workflow
 from engine.storage.failures import DB_FAILURES
 from engine.storage.schema import apply_schema
 from engine.workflows.model import TaskDef, WorkflowDef
-from tests.chaos_faults import FAULT_KINDS, Chaos, drive, insert_commands, parse_weights, weights
+from tests.chaos_faults import Chaos, drive, insert_commands, parse_weights, weights
 from tests.chaos_ledger import check_ledger
 from tests.helpers import NodeProc, eventually, node_env
 from tests.task_watch import WATCH_PREAMBLE, TaskWatcher
@@ -89,7 +89,8 @@ class Summary:
     reruns_after_worker_loss: int = 0
     retries_after_failure: int = 0
     seconds: float = 0.0
-    #: fault kind -> weight of this run (0: off; "poison" is off by default, see tests/chaos_faults.py)
+    #: fault kind -> weight of this run (0: off; "poison" and "term-master" are off by default until the
+    #: defects they expose are fixed, see tests/chaos_faults.py)
     fault_weights: dict[str, float] = field(default_factory=dict)
     poison_commands: int = 0
     #: attempts killed before their end row whose successor was checked against their watched death
@@ -106,7 +107,7 @@ class Summary:
                 "reruns_after_worker_loss": self.reruns_after_worker_loss,
                 "retries_after_failure": self.retries_after_failure, "seconds": round(self.seconds, 1),
                 "fault_weights": self.fault_weights, "poison_commands": self.poison_commands,
-                "poison": "on" if self.fault_weights.get("poison") else "off",
+                "off": sorted(k for k, w in self.fault_weights.items() if not w),
                 "killed_attempts_checked": self.killed_attempts_checked,
                 "safety_nets": dict(self.safety_nets),
                 "violations": self.violations[:20],
@@ -338,9 +339,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     parser.add_argument("--deadline", type=float, default=3600)
     parser.add_argument("--keep", action="store_true", help="keep the run directory (logs) afterwards")
-    kinds = ", ".join(FAULT_KINDS)
+    kinds = ", ".join(f"{k}={w:g}" for k, w in weights().items())
     parser.add_argument("--fault", action="append", default=[], metavar="KIND=WEIGHT",
-                        help=f"weight of a fault kind, 0 = off (kinds: {kinds}; poison is off by default)")  # fmt: skip
+                        help=f"weight of a fault kind, 0 = off (default {kinds})")  # fmt: skip
     args = parser.parse_args()
     try:
         faults = parse_weights(args.fault)

@@ -111,17 +111,17 @@ async def test_the_watcher_sees_a_task_tree_die_when_its_last_process_exits() ->
 
 
 def test_every_enabled_fault_kind_comes_first_once_then_by_weight() -> None:
-    table = weights({"poison": 1})
+    table = weights({"poison": 1, "term-master": 1})
     assert set(table) == set(FAULT_KINDS) and all(w > 0 for w in table.values())
     plan = FaultPlan(random.Random(3), table)
     first = [plan.next() for _ in range(len(table))]
     assert sorted(first) == sorted(table)  # type: ignore[type-var]
-    off = FaultPlan(random.Random(3), weights({"kill-master": 0, "kill-worker": 0, "poison": 0}))
+    off = FaultPlan(random.Random(3), weights({"kill-master": 0, "kill-worker": 0, "term-master": 1}))
     assert {off.next() for _ in range(200)} == {"pause-master", "pause-worker", "term-master", "term-worker"}
 
 
 def test_a_kind_not_injected_before_it_ever_was_stays_owed() -> None:
-    plan = FaultPlan(random.Random(5), weights({"poison": 1}))
+    plan = FaultPlan(random.Random(5), weights({"poison": 1, "term-master": 1}))
     first = plan.next()
     assert first is not None
     plan.record(first, injected=False)  # e.g. no running worker this round
@@ -132,8 +132,8 @@ def test_a_kind_not_injected_before_it_ever_was_stays_owed() -> None:
     assert plan.owed == []
 
 
-def test_poison_is_off_unless_asked_for_and_bad_weights_are_refused() -> None:
-    assert weights()["poison"] == 0
+def test_poison_and_master_restarts_are_off_unless_asked_for_and_bad_weights_are_refused() -> None:
+    assert weights()["poison"] == 0 and weights()["term-master"] == 0
     assert parse_weights(["poison=2", "kill-master=0"]) == {**weights(), "poison": 2.0, "kill-master": 0.0}
     for bad, needle in (["nosuch=1"], "unknown fault kind 'nosuch'"), (["term-worker"], "expected NAME=NUMBER"), (
         ["pause-worker=x"], "expected NAME=NUMBER"), (["kill-worker=-1"], "weight must be >= 0"):  # fmt: skip
