@@ -89,8 +89,7 @@ class Summary:
     reruns_after_worker_loss: int = 0
     retries_after_failure: int = 0
     seconds: float = 0.0
-    #: fault kind -> weight of this run (0: off; "poison" and "term-master" are off by default until the
-    #: defects they expose are fixed, see tests/chaos_faults.py)
+    #: fault kind -> weight of this run (0: off; "poison" is off by default until the claim fix lands)
     fault_weights: dict[str, float] = field(default_factory=dict)
     poison_commands: int = 0
     #: attempts killed before their end row whose successor was checked against their watched death

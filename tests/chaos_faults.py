@@ -166,9 +166,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
         FaultKind("kill-worker", _on("worker", _kill), 3, "SIGKILL a random worker while it runs a task"),
         FaultKind("pause-master", _on("master", _pause), 2, "SIGSTOP a master for 0.5 s .. TTL + 1.5 s"),
         FaultKind("pause-worker", _on("worker", _pause), 2, "SIGSTOP a worker for 0.5 s .. TTL + 1.5 s"),
-        # off until a master's graceful stop cannot hang: today a report handler awaiting an event its actor
-        # had queued when _stop_actors cancelled it never returns, and runner.cleanup() waits 60 s for it
-        FaultKind("term-master", _on("master", _term), 0, "graceful restart: SIGTERM, wait for the exit, start"),
+        FaultKind("term-master", _on("master", _term), 1, "graceful restart: SIGTERM, wait for the exit, start"),
         FaultKind("term-worker", _on("worker", _term), 1, "graceful restart: SIGTERM, drain, exit, start"),
         # off until MasterStore.claim refuses a command whose parameters raise (not only ValueError): today
         # such a command fails the claim transaction every time and stalls its slot
