@@ -44,7 +44,7 @@ bench: install
 	$(BIN)/python -m bench
 
 # Long chaos soak (make test runs a short round): SEED=n WORKFLOWS=n, minutes to hours.
-# FAULTS="poison=1 kill-master=0" sets fault weights (tests/chaos_faults.py; poison is off by default).
+# FAULTS="poison=1 term-master=1" sets fault weights (tests/chaos_faults.py; those two are off by default).
 WORKFLOWS ?= 2000
 SEED ?= $(shell date +%s)
 FAULTS ?=
