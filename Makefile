@@ -44,7 +44,9 @@ bench: install
 	$(BIN)/python -m bench
 
 # Long chaos soak (make test runs a short round): SEED=n WORKFLOWS=n, minutes to hours.
+# FAULTS="poison=1 term-master=1" sets fault weights (tests/chaos_faults.py; those two are off by default).
 WORKFLOWS ?= 2000
 SEED ?= $(shell date +%s)
+FAULTS ?=
 chaos: install
-	$(BIN)/python -m tests.chaos --workflows $(WORKFLOWS) --seed $(SEED)
+	$(BIN)/python -m tests.chaos --workflows $(WORKFLOWS) --seed $(SEED) $(foreach f,$(FAULTS),--fault $(f))

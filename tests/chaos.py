@@ -1,15 +1,19 @@
 """The chaos run: a real cluster (3 masters, 2 workers, private etcd and PostgreSQL) runs random DAG
-workflows while a seeded driver kills (SIGKILL), pauses (SIGSTOP/SIGCONT) and restarts masters and
-workers, and restarts etcd and PostgreSQL once each. Afterwards it checks, from the database and a
-ledger every task writes from inside its own process:
+workflows while a seeded driver (tests/chaos_faults.py: a table of fault kinds with weights) kills
+(SIGKILL), pauses (SIGSTOP/SIGCONT) and gracefully restarts (SIGTERM) masters and workers, restarts etcd
+and PostgreSQL once each, and (when switched on) mixes poison commands into the stream. Afterwards it
+checks, from the database, a ledger every task writes from inside its own process, and each task
+process's life watched from outside (tests/task_watch.py; the checks are tests/chaos_ledger.py):
 
-- every command became exactly one instance, and every instance ended SUCCESS;
-- no two attempts of the same task of an instance ran at the same time;
+- every command became exactly one instance, and every instance ended SUCCESS; every poison command
+  ended in error_command; no command is left in the queue;
+- no two attempts of the same task of an instance ran at the same time, including an attempt killed
+  with its worker (no end row: its process's death is watched);
 - a task ran more than once only when an earlier attempt failed on purpose or lost its worker;
 - no attempt ran twice; no task process is left behind.
 
 ``make test`` runs a short round (tests/test_chaos.py); ``make chaos`` a long one:
-``python -m tests.chaos --workflows 2000 --seed 7``.
+``python -m tests.chaos --workflows 2000 --seed 7 [--fault poison=1]``.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ import argparse
 import asyncio
 import collections
 import contextlib
-import itertools
 import json
 import os
 import random
@@ -42,10 +45,13 @@ from engine.storage.definitions import save_workflow
 from engine.storage.failures import DB_FAILURES
 from engine.storage.schema import apply_schema
 from engine.workflows.model import TaskDef, WorkflowDef
-from tests.helpers import NodeProc, node_env
+from tests.chaos_faults import Chaos, drive, insert_commands, parse_weights, weights
+from tests.chaos_ledger import check_ledger
+from tests.helpers import NodeProc, eventually, node_env
+from tests.task_watch import WATCH_PREAMBLE, TaskWatcher
 
 TTL = 2.0
-SUCCESS, FAILURE, NEED_FAULT_TOLERANCE = 7, 6, 8
+SUCCESS = 7
 FINAL = (3, 5, 6, 7)
 
 LEDGER_DDL = """
@@ -54,14 +60,15 @@ CREATE TABLE IF NOT EXISTS chaos_ledger (
     pid integer NOT NULL, start_time timestamptz NOT NULL, end_time timestamptz)
 """
 
-# Every statement retries while PostgreSQL restarts. The first attempt of a "flaky" task fails on purpose.
+# The process names itself to the watcher first (tests/task_watch.py). Every statement retries while
+# PostgreSQL restarts. The first attempt of a "flaky" task fails on purpose.
 TASK = r"""
 q() {
   for i in $(seq 100); do "%(psql)s" "${ledger_dsn}" -qAt -v ON_ERROR_STOP=1 -c "$1" && return 0; sleep 0.1; done
   return 1
 }
 wi=${system.workflow.instance.id}; code=${system.task.definition.code}; ti=${system.task.instance.id}
-q "INSERT INTO chaos_ledger VALUES ($wi, $code, $ti, $$, clock_timestamp(), NULL)"
+%(watch)sq "INSERT INTO chaos_ledger VALUES ($wi, $code, $ti, $$, clock_timestamp(), NULL)"
 sleep %(sleep)s
 q "UPDATE chaos_ledger SET end_time = clock_timestamp() WHERE task_instance_id = $ti AND pid = $$"
 if [ "%(flaky)s" = yes ]; then
@@ -82,6 +89,12 @@ class Summary:
     reruns_after_worker_loss: int = 0
     retries_after_failure: int = 0
     seconds: float = 0.0
+    #: fault kind -> weight of this run (0: off; "poison" and "term-master" are off by default until the
+    #: defects they expose are fixed, see tests/chaos_faults.py)
+    fault_weights: dict[str, float] = field(default_factory=dict)
+    poison_commands: int = 0
+    #: attempts killed before their end row whose successor was checked against their watched death
+    killed_attempts_checked: int = 0
     #: lines of the nodes' logs that show a safety net caught something (counted, not violations)
     safety_nets: collections.Counter[str] = field(default_factory=collections.Counter)
     violations: list[str] = field(default_factory=list)
@@ -93,6 +106,9 @@ class Summary:
                 "node_restarts": self.restarts, "fault_tolerance_alerts": self.failovers_alerts,
                 "reruns_after_worker_loss": self.reruns_after_worker_loss,
                 "retries_after_failure": self.retries_after_failure, "seconds": round(self.seconds, 1),
+                "fault_weights": self.fault_weights, "poison_commands": self.poison_commands,
+                "off": sorted(k for k, w in self.fault_weights.items() if not w),
+                "killed_attempts_checked": self.killed_attempts_checked,
                 "safety_nets": dict(self.safety_nets),
                 "violations": self.violations[:20],
             }
@@ -106,7 +122,8 @@ def random_dag(rng: random.Random, name: str, flaky_rate: float, sleep: float) -
         ups = sorted({f"t{j}" for j in rng.sample(range(i), k=min(i, rng.randint(0, 3)))}) if i else []
         flaky = rng.random() < flaky_rate
         script = TASK % {"sleep": f"{sleep * rng.uniform(0.5, 1.5):.2f}", "flaky": "yes" if flaky else "no",
-                         "psql": pg_bindir() / "psql"}  # fmt: skip
+                         "psql": pg_bindir() / "psql",
+                         "watch": WATCH_PREAMBLE % {"port": "${watch_port}", "label": "$ti"}}  # fmt: skip
         tasks.append(TaskDef(f"t{i}", "SHELL", {"rawScript": script}, upstream=tuple(ups), retries=3, retry_interval=0))
     return WorkflowDef(name=name, project="chaos", tasks=tuple(tasks), global_params=())
 
@@ -131,11 +148,12 @@ class Cluster:
     def start_node(self, slot: str, port: int = 0) -> NodeProc:
         role = slot.split("-", maxsplit=1)[0]
         env = node_env(self.etcd.endpoint, self.root, TTL, PORPOISE_DATABASE_DSN=self.pg.dsn,
-                       PORPOISE_LOGGING_LEVEL="info", PORPOISE_MASTER_FAILOVER_SWEEP_INTERVAL="2")  # fmt: skip
+                       PORPOISE_LOGGING_LEVEL="info", PORPOISE_MASTER_FAILOVER_SWEEP_INTERVAL="2",
+                       PYTHONFAULTHANDLER="1")  # fmt: skip
         overrides = []
         if role == "worker":
             overrides = [f"worker.log_dir={self.base / 'task-logs'}", f"worker.exec_dir={self.base / 'exec'}",
-                         "worker.exec_slots=16"]  # fmt: skip
+                         "worker.exec_slots=16", "worker.shutdown_grace=10"]  # fmt: skip
         node = NodeProc(role, env, self.base / "logs", f"{slot}-{len(self.all)}", overrides, port)
         self.all.append(node)
         node.start(timeout=60)
@@ -154,60 +172,15 @@ class Cluster:
             self.etcd.stop()
 
 
-async def _driver(cluster: Cluster, rng: random.Random, done: asyncio.Event, summary: Summary) -> None:
-    """Inject a fault every 2-4 s until the workload is done; restart what died."""
-    infra = ["etcd", "postgres"]
-    rng.shuffle(infra)
-    rounds = 0
-    while not done.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(done.wait(), rng.uniform(2.0, 4.0))
-        if done.is_set():
-            break
-        rounds += 1
-        await _restart_exited(cluster, summary)
-        if rounds in (3, 6) and infra:
-            what = infra.pop()
-            summary.faults[f"restart {what}"] += 1
-            server = cluster.etcd if what == "etcd" else cluster.pg
-            await asyncio.to_thread(server.stop)
-            await asyncio.sleep(rng.uniform(0.3, 1.0))
-            await asyncio.to_thread(server.start)
-            continue
-        slot = rng.choice(sorted(cluster.nodes))
-        node = cluster.nodes[slot]
-        if node.proc.exited() is not None or node.proc.record is None:
-            continue
-        if rng.random() < 0.6:
-            summary.faults[f"kill -9 {slot.split('-')[0]}"] += 1
-            node.proc.record.signal(signal.SIGKILL)
-        else:
-            summary.faults[f"pause {slot.split('-')[0]}"] += 1
-            node.proc.record.signal(signal.SIGSTOP)
-            await asyncio.sleep(rng.uniform(0.5, TTL + 1.5))  # shorter or longer than the lease
-            node.proc.record.signal(signal.SIGCONT)
-    await _restart_exited(cluster, summary)
-
-
-async def _restart_exited(cluster: Cluster, summary: Summary) -> None:
-    for slot, node in sorted(cluster.nodes.items()):
-        if node.proc.exited() is None:
-            continue
-        if node.proc.popen is not None:
-            node.proc.popen.wait()
-        # masters sometimes come back on the same address (the epoch-floor path), workers on a new one
-        port = node.port if slot.startswith("master") and cluster.rng.random() < 0.5 else 0
-        try:
-            await asyncio.to_thread(cluster.start_node, slot, port)
-        except AssertionError:  # the port was taken meanwhile, or the start raced an outage: next round
-            continue
-        summary.restarts += 1
-
-
-async def run(workflows: int, seed: int, base: Path, deadline: float = 600.0, sleep: float = 0.1) -> Summary:
+async def run(
+    workflows: int, seed: int, base: Path, deadline: float = 600.0, sleep: float = 0.1,
+    faults: dict[str, float] | None = None,
+) -> Summary:  # fmt: skip
+    """``faults``: fault kind -> weight overrides (tests/chaos_faults.py, e.g. ``{"poison": 1}``)."""
     rng = random.Random(seed)
-    summary = Summary(seed, workflows)
+    summary = Summary(seed, workflows, fault_weights=weights(faults))
     cluster = Cluster(base, rng)
+    watcher = TaskWatcher().start()
     started = time.monotonic()
     try:
         await asyncio.to_thread(cluster.start_infra)
@@ -225,53 +198,47 @@ async def run(workflows: int, seed: int, base: Path, deadline: float = 600.0, sl
             await conn.close()
         for slot in ("master-a", "master-b", "master-c", "worker-a", "worker-b"):
             await asyncio.to_thread(cluster.start_node, slot)
+        params = {"ledger_dsn": dsn, "watch_port": str(watcher.port)}
+        chaos = Chaos(cluster, rng, summary, dsn, params, [c for c, _ in codes], watcher)
         done = asyncio.Event()
-        driver = asyncio.create_task(_driver(cluster, rng, done, summary))
+        driver = asyncio.create_task(drive(chaos, done, summary.fault_weights))
         try:
-            command_ids, summary.tasks = await _submit(dsn, codes, workflows, rng)
-            await _wait_all(dsn, command_ids, deadline)
+            command_ids, summary.tasks = await _submit(dsn, codes, workflows, rng, params)
+            await _wait_all(dsn, command_ids, chaos.poison, deadline)
         finally:
             done.set()
             await driver
         summary.seconds = time.monotonic() - started
-        await _check(dsn, command_ids, cluster, summary)
+        summary.poison_commands = len(chaos.poison)
+        await _check(dsn, command_ids, chaos.poison, watcher, summary)
     finally:
         await asyncio.to_thread(cluster.stop)
+        await asyncio.to_thread(watcher.close)
     _check_no_process_left(base, summary)
     _count_safety_nets(base / "logs", summary)
     return summary
 
 
-async def _submit(dsn: str, codes: list[tuple[int, int]], workflows: int, rng: random.Random) -> tuple[list[int], int]:
+async def _submit(
+    dsn: str, codes: list[tuple[int, int]], workflows: int, rng: random.Random, params: dict[str, str]
+) -> tuple[list[int], int]:
     """Commands arrive in batches over the first part of the run, while faults are injected."""
     ids: list[int] = []
     tasks = 0
+    param = json.dumps({"StartParams": params})
     for start in range(0, workflows, 20):
         batch = [codes[rng.randrange(len(codes))] for _ in range(min(20, workflows - start))]
-        for _ in range(100):
-            try:
-                conn = await asyncpg.connect(dsn, timeout=5)
-                try:
-                    rows = await conn.fetch(
-                        "INSERT INTO command (command_type, workflow_definition_code, command_param)"
-                        " SELECT 0, c, $2::jsonb FROM unnest($1::bigint[]) AS c RETURNING id",
-                        [c for c, _ in batch],
-                        json.dumps({"StartParams": {"ledger_dsn": dsn}}),
-                    )
-                finally:
-                    await conn.close()
-                break
-            except DB_FAILURES:
-                await asyncio.sleep(0.3)  # PostgreSQL is being restarted by the driver
-        else:
+        got = await insert_commands(dsn, [(c, param) for c, _ in batch])
+        if got is None:
             raise RuntimeError("could not submit commands")
-        ids += [r["id"] for r in rows]
+        ids += got
         tasks += sum(n for _, n in batch)
-        await asyncio.sleep(rng.uniform(0.2, 1.0))
+        await asyncio.sleep(rng.uniform(0.2, 1.0))  # the workload's pace: batches spread over the faults
     return ids, tasks
 
 
-async def _wait_all(dsn: str, command_ids: list[int], deadline: float) -> None:
+async def _wait_all(dsn: str, command_ids: list[int], poison: list[int], deadline: float) -> None:
+    """Until every good command's instance ended and every poison command left the queue."""
     end = time.monotonic() + deadline
     while time.monotonic() < end:
         try:
@@ -282,16 +249,17 @@ async def _wait_all(dsn: str, command_ids: list[int], deadline: float) -> None:
                     command_ids,
                     list(FINAL),
                 )
+                queued = await conn.fetchval("SELECT count(*) FROM command WHERE id = ANY($1)", poison)
             finally:
                 await conn.close()
-            if finished == len(command_ids):
+            if finished == len(command_ids) and queued == 0:
                 return
         except DB_FAILURES:
             pass
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5)  # polling interval of the wait (no notification to wait on)
 
 
-async def _check(dsn: str, command_ids: list[int], cluster: Cluster, summary: Summary) -> None:
+async def _check(dsn: str, command_ids: list[int], poison: list[int], watcher: TaskWatcher, summary: Summary) -> None:
     v = summary.violations
     conn = await asyncpg.connect(dsn)
     try:
@@ -303,6 +271,14 @@ async def _check(dsn: str, command_ids: list[int], cluster: Cluster, summary: Su
             errors = await conn.fetch("SELECT id, message FROM error_command LIMIT 5")
             v.append(f"{len(missing)} command(s) without an instance ({left} still queued, errors {errors})")
         v += [f"command {c} became {n} instances" for c, n in by_command.items() if n > 1]
+        v += [f"poison command {c} became an instance" for c in poison if by_command[c]]
+        refused = {r["id"] for r in await conn.fetch("SELECT id FROM error_command WHERE id = ANY($1)", poison)}
+        v += [f"poison command {c} did not end in error_command" for c in poison if c not in refused]
+        wrongly = await conn.fetch("SELECT id, message FROM error_command WHERE id = ANY($1) LIMIT 5", command_ids)
+        v += [f"good command {r['id']} refused: {r['message']}" for r in wrongly]
+        stuck = await conn.fetch("SELECT id, workflow_definition_code FROM command LIMIT 10")
+        if stuck:
+            v.append(f"commands still queued after the run: {[tuple(r) for r in stuck]}")
         not_ok = [(r["id"], r["state"]) for r in instances if r["state"] != SUCCESS]
         if not_ok:
             bad = await conn.fetch(
@@ -322,35 +298,14 @@ async def _check(dsn: str, command_ids: list[int], cluster: Cluster, summary: Su
         summary.failovers_alerts = int(await conn.fetchval("SELECT count(*) FROM alert WHERE alert_type = 4"))
     finally:
         await conn.close()
-    runs_of_attempt = collections.Counter(r["task_instance_id"] for r in ledger)
-    v += [f"attempt {t} ran {n} times" for t, n in runs_of_attempt.items() if n > 1]
-    by_task: dict[tuple[int, int], list[asyncpg.Record]] = collections.defaultdict(list)
-    for r in ledger:
-        by_task[(r["workflow_instance_id"], r["task_code"])].append(r)
-    for key, rows in by_task.items():
-        for prev, nxt in itertools.pairwise(rows):
-            before = attempts.get(prev["task_instance_id"])
-            if before is None:
-                v.append(f"ledger row of unknown attempt {prev['task_instance_id']}")
-                continue
-            if before["state"] == FAILURE:
-                summary.retries_after_failure += 1
-            elif before["state"] == NEED_FAULT_TOLERANCE:
-                summary.reruns_after_worker_loss += 1
-            else:
-                history = [(a["id"], a["attempt"], a["state"], a["host"]) for a in attempts.values()
-                           if (a["workflow_instance_id"], a["task_code"]) == key]  # fmt: skip
-                runs = [(r["task_instance_id"], r["pid"], str(r["start_time"]), str(r["end_time"])) for r in rows]
-                v.append(f"task {key} ran again although attempt {before['attempt']} ended in state {before['state']}:"
-                         f" attempts {sorted(history)}; ledger {runs}")  # fmt: skip
-            if prev["end_time"] is not None and nxt["start_time"] < prev["end_time"]:
-                after = attempts.get(nxt["task_instance_id"])
-                v.append(
-                    f"task {key}: attempts overlapped: {dict(before)} ran {prev['start_time']}..{prev['end_time']}"
-                    f" pid {prev['pid']}; {dict(after) if after else '?'} started {nxt['start_time']} pid {nxt['pid']}"
-                )
-            if prev["end_time"] is None and before["state"] != NEED_FAULT_TOLERANCE:
-                v.append(f"task {key}: attempt {prev['task_instance_id']} never finished but was not failed over")
+    # every instance ended, so every task process has exited or is about to (its last ledger write is done)
+    with contextlib.suppress(AssertionError):
+        await eventually(lambda: not watcher.alive(), 30, "every watched task process gone")
+    found = check_ledger(attempts, ledger, watcher.snapshot())
+    v += found.violations
+    summary.retries_after_failure = found.retries_after_failure
+    summary.reruns_after_worker_loss = found.reruns_after_worker_loss
+    summary.killed_attempts_checked = found.unfinished_checked
 
 
 SAFETY_NETS = {
@@ -385,12 +340,19 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     parser.add_argument("--deadline", type=float, default=3600)
     parser.add_argument("--keep", action="store_true", help="keep the run directory (logs) afterwards")
+    kinds = ", ".join(f"{k}={w:g}" for k, w in weights().items())
+    parser.add_argument("--fault", action="append", default=[], metavar="KIND=WEIGHT",
+                        help=f"weight of a fault kind, 0 = off (default {kinds})")  # fmt: skip
     args = parser.parse_args()
+    try:
+        faults = parse_weights(args.fault)
+    except ValueError as exc:
+        parser.error(str(exc))
     logs.configure("console", "warning")
     base = Path(tempfile.mkdtemp(prefix="porpoise-chaos-"))
     os.chmod(base, 0o755)
     try:
-        summary = asyncio.run(run(args.workflows, args.seed, base, args.deadline))
+        summary = asyncio.run(run(args.workflows, args.seed, base, args.deadline, faults=faults))
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -1,17 +1,53 @@
-"""Every benchmark runs once at a tiny size so the scripts cannot rot (timings are not asserted)."""
+"""Every benchmark runs once at a tiny size so the scripts cannot rot, and the correctness figures each
+one computes beside its timings must hold (timings themselves are not asserted)."""
 
 from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from bench.__main__ import BENCHMARKS
 
 
+def _engine(r: dict[str, Any], size: dict[str, Any]) -> None:
+    assert r["throughput_all_success"] == 1.0, "a throughput workflow did not end SUCCESS"
+    assert r["throughput_tasks"] == size["workflows"] * size["tasks"], "tasks lost or run twice"
+
+
+def _failover(r: dict[str, Any], size: dict[str, Any]) -> None:
+    assert r["master_failover_gated_reruns"] == 0.0, "an adopted task ran again after the master failover"
+    # every task ran on the killed worker (the other joined later), and every one moved
+    assert r["worker_failover_tasks_moved"] == size["tasks"]
+
+
+def _registry(r: dict[str, Any], size: dict[str, Any]) -> None:
+    """Only timings: each of its measurements raises when the event it waits for never comes."""
+
+
+def _scale(r: dict[str, Any], size: dict[str, Any]) -> None:
+    assert r["concurrency_live_actors"] == size["concurrency"], "not one live actor per waiting instance"
+    for masters in size["masters"][1:]:
+        # command slots shard the backlog: no master claimed it all
+        assert r[f"claims_{masters}_masters_max_share"] < 1.0, r
+
+
+CORRECT: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
+    "engine": _engine, "failover": _failover, "registry": _registry, "scale": _scale,
+}  # fmt: skip
+
+
+def test_every_benchmark_has_its_correctness_checks() -> None:
+    assert sorted(CORRECT) == sorted(BENCHMARKS)
+
+
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_benchmark_runs_at_tiny_size(name: str) -> None:
-    result = importlib.import_module(f"bench.{name}").run("tiny")
+    module = importlib.import_module(f"bench.{name}")
+    result = module.run("tiny")
     assert result["benchmark"] == name
     assert not any(math.isnan(v) for v in result.values() if isinstance(v, float)), result
+    CORRECT[name](result, module.SIZES["tiny"])

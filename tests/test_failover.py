@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,10 +18,12 @@ import pytest
 from engine.infra.etcd import EtcdServer
 from engine.node import EXIT_LEASE_LOST
 from engine.workflows.model import TaskDef
+from registry import EtcdClient
 from rpc import RpcClient
 from rpc.messages import HostUpdate, HostUpdateReply, TaskDispatch, TaskKill
 from tests.cluster_harness import command, instance_for, query, save, shell, started, tasks_of
 from tests.helpers import TEST_SECRET, NodeProc, eventually
+from tests.task_watch import WATCH_PREAMBLE, TaskWatcher
 from tests.worker_harness import ReportSink, dispatch, task
 
 pytestmark = pytest.mark.slow
@@ -97,30 +100,57 @@ async def test_a_killed_master_is_failed_over_and_its_running_task_is_adopted_no
 
 
 async def test_a_killed_worker_s_task_runs_again_on_another_worker_once(
-    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
-) -> None:
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path,
+    etcd: EtcdClient,
+) -> None:  # fmt: skip
     _, workers = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=2, workers=2, ttl=TTL)
     ledger, marker = tmp_path / "ledger", tmp_path / "first-started"
-    # the first attempt blocks; any later attempt finishes at once
-    body = f"if [ -f {marker} ]; then exit 0; fi; touch {marker}; sleep 120"
-    code = await save(
-        fresh_db, "rerun", [ledgered("victim", ledger, body), ledgered("next", ledger, "true", ("victim",))]
-    )
-    (cmd,) = await command(fresh_db, code)
-    wi = await instance_for(fresh_db, cmd, final=False)
-    first = await running_task(fresh_db, wi["id"], "victim")
-    dead = next(w for w in workers if w.address == first["host"])
-    kill(dead)
-    killed_at = (await query(fresh_db, "SELECT now() AS t"))[0]["t"]
-    final = await instance_for(fresh_db, cmd, timeout=TTL + 30)
-    assert final["state"] == SUCCESS
-    rows = [r for r in await tasks_of(fresh_db, wi["id"]) if r["name"] == "victim"]
-    assert [(r["attempt"], r["state"], r["flag"]) for r in rows] == [(1, NEED_FAULT_TOLERANCE, 0), (2, SUCCESS, 1)]
-    second = rows[1]
-    assert second["host"] != dead.address
-    # invariant 3: the new attempt started only after the dead worker's lease could have expired
-    assert second["start_time"] > killed_at
-    assert len(runs(ledger, "victim")) == 2 and len(runs(ledger, "next")) == 1
+    watcher = TaskWatcher().start()  # when each attempt's process really started and died, seen from outside
+    try:
+        # the first attempt blocks; any later attempt finishes at once
+        body = WATCH_PREAMBLE % {"port": watcher.port, "label": "victim"}
+        body += f"if [ -f {marker} ]; then exit 0; fi; touch {marker}; sleep 120"
+        code = await save(
+            fresh_db, "rerun", [ledgered("victim", ledger, body), ledgered("next", ledger, "true", ("victim",))]
+        )
+        (cmd,) = await command(fresh_db, code)
+        wi = await instance_for(fresh_db, cmd, final=False)
+        first = await running_task(fresh_db, wi["id"], "victim")
+        dead = next(w for w in workers if w.address == first["host"])
+        key = f"{etcd_root}/nodes/worker/default/{dead.address}"
+        registered = time.time()
+        assert await etcd.get(key) is not None
+        kill(dead)
+        lease_alive_at = await _last_seen(etcd, key, TTL + 10, registered)
+        final = await instance_for(fresh_db, cmd, timeout=TTL + 30)
+        assert final["state"] == SUCCESS
+        rows = [r for r in await tasks_of(fresh_db, wi["id"]) if r["name"] == "victim"]
+        assert [(r["attempt"], r["state"], r["flag"]) for r in rows] == [(1, NEED_FAULT_TOLERANCE, 0), (2, SUCCESS, 1)]
+        assert rows[1]["host"] != dead.address
+        assert len(runs(ledger, "victim")) == 2 and len(runs(ledger, "next")) == 1
+        # invariant 3: the new attempt's process started only once the old one was gone (watched), and not
+        # before the dead worker's lease could have expired (its key was still there at lease_alive_at)
+        old, new = watcher.life("victim")
+        assert old.died is not None and new.started > old.died, (old, new)
+        assert new.started > lease_alive_at, (new, lease_alive_at)
+    finally:
+        watcher.close()
+
+
+async def _last_seen(etcd: EtcdClient, key: str, timeout: float, seen: float) -> float:
+    """Wait for ``key`` to go (its lease expired); the last ``time.time()`` at which it certainly existed
+    (taken before a read that found it; ``seen`` at first), a lower bound of the lease's expiry."""
+
+    async def gone() -> bool:
+        nonlocal seen
+        before = time.time()
+        if await etcd.get(key) is not None:
+            seen = before
+            return False
+        return True
+
+    await eventually(gone, timeout, f"{key} gone with its lease")
+    return seen
 
 
 async def test_a_master_restarted_at_the_same_address_takes_back_its_earlier_instances(

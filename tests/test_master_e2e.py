@@ -194,9 +194,11 @@ async def test_a_full_worker_is_not_sent_what_it_would_refuse(
     assert refusals is None or int(refusals.group(1)) <= 5
 
 
-async def test_fencing_an_actor_whose_epoch_was_bumped_writes_nothing(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
+async def test_fencing_an_actor_whose_epoch_was_bumped_writes_nothing(cluster, fresh_db: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     masters, workers = cluster
-    code = await save(fresh_db, "fenced", [shell("a", "sleep 1.5"), shell("b", "true", ("a",))])
+    gate = tmp_path / "gate"
+    a = shell("a", f"while [ ! -f {gate} ]; do sleep 0.05; done")  # ends when the test says
+    code = await save(fresh_db, "fenced", [a, shell("b", "true", ("a",))])
     (cid,) = await command(fresh_db, code)
     wi = await instance_for(fresh_db, cid, final=False)
 
@@ -207,8 +209,15 @@ async def test_fencing_an_actor_whose_epoch_was_bumped_writes_nothing(cluster, f
     await eventually(running, 20, "task a running")
     # another master took the instance over (what failover does): same host here, fresh epoch
     await query(fresh_db, "UPDATE workflow_instance SET epoch = nextval('workflow_epoch_seq') WHERE id = $1", wi["id"])
+    await asyncio.to_thread(gate.touch)  # a ends now; persisting its result is what finds the actor fenced
     await eventually(lambda: masters[0].health()[1]["actors"] == 0, 20, "the fenced actor to stop")
-    await asyncio.sleep(1.0)  # give a (wrong) late write every chance to land
+
+    def result_answered() -> bool:  # a's result came again after the actor stopped: a late write had its chance
+        lines = masters[0].proc.log_path.read_text(errors="replace").splitlines()
+        return any("report for an owned instance without an actor" in line and f'"workflow_instance_id": {wi["id"]}'
+                   in line for line in lines)  # fmt: skip
+
+    await eventually(lambda: asyncio.to_thread(result_answered), 20, "a's result delivered to the fenced master")
     rows = await tasks_of(fresh_db, wi["id"])
     assert [(r["name"], r["state"]) for r in rows] == [("a", 1)], (
         "the fenced actor must not persist a's result or submit b"

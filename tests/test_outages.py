@@ -21,11 +21,13 @@ pytestmark = pytest.mark.slow
 SUCCESS = 7
 
 
-def chain(ledger: Path, n: int) -> list:  # type: ignore[type-arg]
+def chain(ledger: Path, n: int, gate: Path | None = None) -> list:  # type: ignore[type-arg]
+    """``n`` tasks one after another; with ``gate``, t1 ends only once that file exists."""
     tasks = []
     for i in range(n):
         up = (f"t{i - 1}",) if i else ()
-        tasks.append(shell(f"t{i}", f"echo t{i} $$ >> {ledger}; sleep 1", up))
+        wait = f"while [ ! -f {gate} ]; do sleep 0.05; done" if gate and i == 1 else "sleep 1"
+        tasks.append(shell(f"t{i}", f"echo t{i} $$ >> {ledger}; {wait}", up))
     return tasks
 
 
@@ -41,11 +43,12 @@ async def test_a_postgresql_restart_mid_workflow_loses_and_repeats_nothing(
     try:
         await apply_schema(pg.dsn)
         masters, workers = await started(node_factory, etcd_server, etcd_root, pg.dsn, masters=1, workers=1)
-        ledger = tmp_path / "ledger"
-        code = await save(pg.dsn, "outage", chain(ledger, 4))
+        ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+        code = await save(pg.dsn, "outage", chain(ledger, 4, gate))
         (cmd,) = await command(pg.dsn, code)
         await eventually(lambda: "t1" in ran(ledger), 30, "t1 running")
-        await asyncio.to_thread(pg.stop)  # t1's result and t2's creation happen while it is down
+        await asyncio.to_thread(pg.stop)
+        await asyncio.to_thread(gate.touch)  # t1's result and t2's creation happen while it is down
         await asyncio.sleep(2.5)  # an outage of a fixed length is the point of this test
         await asyncio.to_thread(pg.start)
         final = await instance_for(pg.dsn, cmd, timeout=60)

@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from engine.infra.etcd import EtcdServer
+from engine.worker.reporter import RUNNING_DELAY
 from rpc import RpcClient
 from rpc.messages import (
     HostUpdate,
@@ -66,13 +67,19 @@ SHELL_OUT = {
 }
 
 
+def gated(script: str, gate: Path) -> str:
+    """``script`` once the file ``gate`` exists (the test decides when the task may end)."""
+    return f"while [ ! -f {gate} ]; do sleep 0.02; done; {script}"
+
+
 async def test_shell_success_reports_running_then_result_with_out_params(
-    worker: NodeProc, sink: ReportSink, client: RpcClient
+    worker: NodeProc, sink: ReportSink, client: RpcClient, tmp_path: Path
 ) -> None:
-    slow = {**SHELL_OUT, "rawScript": "sleep 0.5; " + SHELL_OUT["rawScript"]}
-    msg = task("SHELL", slow, sink.address)
+    gate = tmp_path / "gate"
+    msg = task("SHELL", {**SHELL_OUT, "rawScript": gated(SHELL_OUT["rawScript"], gate)}, sink.address)
     assert (await dispatch(client, worker.address, msg))["accepted"] is True
     running = await sink.running(msg.task_instance_id)
+    await asyncio.to_thread(gate.touch)
     result = await sink.result(msg.task_instance_id)
     assert running["pid"] > 0 and running["host"] == worker.address
     assert result["state"] == "SUCCESS" and result["exit_code"] == 0
@@ -85,12 +92,16 @@ async def test_shell_success_reports_running_then_result_with_out_params(
 async def test_a_task_that_ends_at_once_sends_only_its_result(
     worker: NodeProc, sink: ReportSink, client: RpcClient
 ) -> None:
-    msg = task("SHELL", {"rawScript": "true"}, sink.address)
-    await dispatch(client, worker.address, msg)
-    result = await sink.result(msg.task_instance_id)
-    assert result["state"] == "SUCCESS" and result["host"] == worker.address and result["start_time"] > 0
-    # the RUNNING report waits a moment (RUNNING_DELAY); the result superseded it: one RPC, not two
-    assert "running" not in await sink.rows(msg.task_instance_id)
+    msgs = [task("SHELL", {"rawScript": "true"}, sink.address) for _ in range(5)]
+    for msg in msgs:
+        await dispatch(client, worker.address, msg)
+    for msg in msgs:
+        result = await sink.result(msg.task_instance_id)
+        assert result["state"] == "SUCCESS" and result["host"] == worker.address and result["start_time"] > 0
+        # the RUNNING report waits a moment (RUNNING_DELAY); a task that ended within it (by its own start
+        # and end times: a loaded machine may take longer) sent only its result: one RPC, not two
+        if result["end_time"] - result["start_time"] < RUNNING_DELAY * 1000:
+            assert "running" not in await sink.rows(msg.task_instance_id), result
 
 
 async def test_shell_failure(worker: NodeProc, sink: ReportSink, client: RpcClient) -> None:
@@ -407,17 +418,17 @@ async def test_unknown_task_type_and_bad_params_fail_the_attempt_cleanly(
 
 
 async def test_reports_are_retried_across_a_master_restart_and_delivered_once(
-    worker: NodeProc, fresh_db: str, client: RpcClient
+    worker: NodeProc, fresh_db: str, client: RpcClient, tmp_path: Path
 ) -> None:
     sink = await ReportSink(fresh_db).start()
+    gate = tmp_path / "gate"
     try:
-        msg = task("SHELL", {"rawScript": "sleep 1; echo finished"}, sink.address)
+        msg = task("SHELL", {"rawScript": gated("echo finished", gate)}, sink.address)
         await dispatch(client, worker.address, msg)
         await sink.running(msg.task_instance_id)
         await sink.stop()  # the master dies while the task runs
-        await asyncio.sleep(2)  # the task ends while no master listens: its result must wait
-        status = worker.health()[1]
-        assert status["pending_reports"] >= 1
+        await asyncio.to_thread(gate.touch)  # the task ends while no master listens: its result must wait
+        await eventually(lambda: worker.health()[1]["pending_reports"] >= 1, 15, "the result waiting for a master")
         sink.fail_next = 2  # the restarted master first fails to persist twice
         await sink.start()
         result = await sink.result(msg.task_instance_id)
@@ -437,14 +448,18 @@ async def test_reports_are_retried_across_a_master_restart_and_delivered_once(
         await sink.close()
 
 
-async def test_host_update_sends_reports_to_the_new_owner(worker: NodeProc, fresh_db: str, client: RpcClient) -> None:
+async def test_host_update_sends_reports_to_the_new_owner(
+    worker: NodeProc, fresh_db: str, client: RpcClient, tmp_path: Path
+) -> None:
     old, new = await ReportSink(fresh_db).start(), await ReportSink(fresh_db).start()
+    gate = tmp_path / "gate"
     try:
-        msg = task("SHELL", {"rawScript": "sleep 1.5; echo ok"}, old.address)
+        msg = task("SHELL", {"rawScript": gated("echo ok", gate)}, old.address)
         await dispatch(client, worker.address, msg)
         await old.running(msg.task_instance_id)
         await old.stop()  # the old owner is dead
         await client.call(worker.address, HostUpdate(msg.workflow_instance_id, new.address))
+        await asyncio.to_thread(gate.touch)  # the task ends after its instance moved
         result = await new.result(msg.task_instance_id)
         assert result["state"] == "SUCCESS"
     finally:
@@ -553,17 +568,20 @@ async def test_graceful_shutdown_lets_tasks_finish_then_kills_and_reports(
     def start() -> NodeProc:
         return node_factory(
             "worker", etcd_server.endpoint, etcd_root, 3,
-            [f"worker.log_dir={tmp_path / 'logs'}", f"worker.exec_dir={tmp_path / 'exec'}", "worker.shutdown_grace=2"],
+            [f"worker.log_dir={tmp_path / 'logs'}", f"worker.exec_dir={tmp_path / 'exec'}", "worker.shutdown_grace=5"],
         )  # fmt: skip
 
     w = await asyncio.to_thread(start)
-    quick = task("SHELL", {"rawScript": "sleep 0.5; echo finished"}, sink.address)
+    gate = tmp_path / "gate"
+    quick = task("SHELL", {"rawScript": gated("echo finished", gate)}, sink.address)
     slow = task("SHELL", {"rawScript": "sleep 600"}, sink.address)
     await dispatch(client, w.address, quick)
     await dispatch(client, w.address, slow)
+    await sink.running(quick.task_instance_id)
     await sink.running(slow.task_instance_id)
     assert w.proc.record is not None
-    w.proc.record.signal(15)  # SIGTERM
+    w.proc.record.signal(15)  # SIGTERM: both still run
+    await asyncio.to_thread(gate.touch)  # the quick one ends within the grace
     code = await asyncio.to_thread(lambda: wait_exit(w))
     assert code == 0
     assert (await sink.result(quick.task_instance_id, timeout=1))["state"] == "SUCCESS"  # finished within the grace

@@ -253,7 +253,7 @@ class WorkflowActor:
         if not write.empty():
             try:
                 ids = await self.store.write_retrying(self.info.id, self.info.epoch, write)
-            except FencedOut:
+            except BaseException:  # fenced out, failed, or cancelled (the master stops): not acknowledged
                 for posted in batch:
                     if posted.done is not None and not posted.done.done():
                         posted.done.set_result(False)
