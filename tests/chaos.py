@@ -149,7 +149,7 @@ class Cluster:
         role = slot.split("-", maxsplit=1)[0]
         env = node_env(self.etcd.endpoint, self.root, TTL, PORPOISE_DATABASE_DSN=self.pg.dsn,
                        PORPOISE_LOGGING_LEVEL="info", PORPOISE_MASTER_FAILOVER_SWEEP_INTERVAL="2",
-                       PYTHONFAULTHANDLER="1")  # fmt: skip
+                       PYTHONFAULTHANDLER="1", PORPOISE_DEBUG_WEDGE_HOOK="true")  # fmt: skip
         overrides = []
         if role == "worker":
             overrides = [f"worker.log_dir={self.base / 'task-logs'}", f"worker.exec_dir={self.base / 'exec'}",

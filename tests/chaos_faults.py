@@ -136,6 +136,20 @@ async def _term(chaos: Chaos, slot: str, node: NodeProc) -> None:
     await restart_exited(chaos)
 
 
+async def _wedge(chaos: Chaos, slot: str, node: NodeProc) -> None:
+    """The node's event loop blocks for good (debug.wedge_hook, SIGUSR2): its keep-alive thread stops
+    renewing (registry.loop_stall_limit), its lease expires and its work is taken over while the process
+    and its open sockets live on, answering nothing. Only SIGKILL ends it; it is restarted next round."""
+    record = node.proc.record
+    assert record is not None
+    record.signal(signal.SIGUSR2)
+    try:
+        # the fault itself: wedged for a while past the stall limit + lease, longer or shorter
+        await asyncio.sleep(chaos.rng.uniform(TTL, 3 * TTL + 2))
+    finally:
+        record.signal(signal.SIGKILL)
+
+
 async def _poison(chaos: Chaos) -> bool:
     """Commands no master can turn into an instance, inserted straight into the command table among the
     good ones: a start parameter that cannot be resolved, and a definition that does not exist."""
@@ -175,9 +189,8 @@ FAULT_KINDS: dict[str, FaultKind] = {
         # (stuck in its shutdown before the session closes; seen at test size, seed 20261121)
         FaultKind("term-master", _on("master", _term), 0, "graceful restart: SIGTERM, wait for the exit, start"),
         FaultKind("term-worker", _on("worker", _term), 1, "graceful restart: SIGTERM, drain, exit, start"),
-        # off until MasterStore.claim refuses a command whose parameters raise (not only ValueError): today
-        # such a command fails the claim transaction every time and stalls its slot
-        FaultKind("poison", _poison, 0, "a START_PROCESS with an unresolvable start param + one for no definition"),
+        FaultKind("wedge-master", _on("master", _wedge), 1, "a master's event loop blocks for good (SIGUSR2)"),
+        FaultKind("poison", _poison, 1, "a START_PROCESS with an unresolvable start param + one for no definition"),
     )
 }
 
