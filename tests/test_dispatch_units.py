@@ -9,7 +9,7 @@ import contextlib
 import heapq
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 from hypothesis import given
@@ -152,27 +152,26 @@ def _msg() -> TaskDispatch:
     return TaskDispatch(1, 1, 2, 3, 4, "t", "SHELL", {"rawScript": "true"}, "127.0.0.1:1")
 
 
+@pytest.fixture
+async def client() -> AsyncIterator[RpcClient]:
+    c = RpcClient("s", timeout=5, limit_per_host=1)
+    yield c
+    await c.close()
+
+
 async def _failure(client: RpcClient, address: str, timeout: float | None = None) -> RpcError:
     with pytest.raises(RpcError) as info:
         await client.call(address, _msg(), DispatchReply, timeout=timeout)
     return info.value
 
 
-async def test_nothing_listening_is_refused_and_certainly_not_delivered() -> None:
-    client = RpcClient("s", timeout=5)
-    try:
-        exc = await _failure(client, f"127.0.0.1:{free_port()}")
-    finally:
-        await client.close()
+async def test_nothing_listening_is_refused_and_certainly_not_delivered(client: RpcClient) -> None:
+    exc = await _failure(client, f"127.0.0.1:{free_port()}")
     assert type(exc) is RpcRefused and exc.maybe_delivered is False
 
 
-async def test_an_unknown_host_is_not_delivered() -> None:
-    client = RpcClient("s", timeout=5)
-    try:
-        exc = await _failure(client, "no-such-worker.invalid:1234")
-    finally:
-        await client.close()
+async def test_an_unknown_host_is_not_delivered(client: RpcClient) -> None:
+    exc = await _failure(client, "no-such-worker.invalid:1234")
     assert exc.maybe_delivered is False  # refused by the resolver, or timed out resolving: nothing sent
 
 
@@ -181,26 +180,18 @@ async def test_an_unknown_host_is_not_delivered() -> None:
     [(_never_answer, RpcTimeout), (_close, RpcDisconnected), (_reset, RpcDisconnected)],
     ids=["no-reply", "closed", "reset"],
 )
-async def test_a_failure_after_the_request_was_written_may_have_been_delivered(behaviour, kind) -> None:  # type: ignore[no-untyped-def]
-    client = RpcClient("s", timeout=0.5)
-    try:
-        async with _raw_server(behaviour) as (address, _):
-            exc = await _failure(client, address)
-    finally:
-        await client.close()
+async def test_a_failure_after_the_request_was_written_may_have_been_delivered(client, behaviour, kind) -> None:  # type: ignore[no-untyped-def]
+    async with _raw_server(behaviour) as (address, _):
+        exc = await _failure(client, address, timeout=0.5)
     assert type(exc) is kind and exc.maybe_delivered is True
 
 
-async def test_a_timeout_waiting_for_a_pooled_connection_was_not_delivered() -> None:
-    client = RpcClient("s", limit_per_host=1)
-    try:
-        async with _raw_server(_never_answer) as (address, received):
-            first = asyncio.create_task(_failure(client, address, timeout=3))
-            await received.wait()  # the first call holds the only connection (longer than the second waits)
-            exc = await _failure(client, address, timeout=0.3)  # queued behind it until its own timeout
-            assert (await first).maybe_delivered is True
-    finally:
-        await client.close()
+async def test_a_timeout_waiting_for_a_pooled_connection_was_not_delivered(client: RpcClient) -> None:
+    async with _raw_server(_never_answer) as (address, received):
+        first = asyncio.create_task(_failure(client, address, timeout=3))
+        await received.wait()  # the first call holds the only connection (longer than the second waits)
+        exc = await _failure(client, address, timeout=0.3)  # queued behind it until its own timeout
+        assert (await first).maybe_delivered is True
     assert type(exc) is RpcTimeout and exc.maybe_delivered is False
     assert "before the request was sent" in str(exc)
 
@@ -216,13 +207,9 @@ async def test_a_timeout_waiting_for_a_pooled_connection_was_not_delivered() -> 
     ],
     ids=["400", "401", "500", "200-not-json", "200-bad-reply"],
 )
-async def test_answers_say_whether_the_handler_may_have_acted(status, body, kind, maybe) -> None:  # type: ignore[no-untyped-def]
-    client = RpcClient("s", timeout=5)
-    try:
-        async with _raw_server(_answer(status, body)) as (address, _):
-            exc = await _failure(client, address)
-    finally:
-        await client.close()
+async def test_answers_say_whether_the_handler_may_have_acted(client, status, body, kind, maybe) -> None:  # type: ignore[no-untyped-def]
+    async with _raw_server(_answer(status, body)) as (address, _):
+        exc = await _failure(client, address)
     assert type(exc) is kind and exc.maybe_delivered is maybe
 
 
