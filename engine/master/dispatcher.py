@@ -471,8 +471,9 @@ class Dispatcher:
                     continue  # our lease is in doubt: send nothing (if it is lost, the next owner decides)
                 sent_ms = now_ms()
                 replies = await self._ask(host, pending, valid_until)
-                if replies is None:
-                    doubt.expires_ms = max(doubt.expires_ms, valid_until)  # this copy may be there too
+                if isinstance(replies, RpcError):
+                    if replies.maybe_delivered:
+                        doubt.expires_ms = max(doubt.expires_ms, valid_until)  # this copy may be there too
                     continue
                 undecided = []
                 for r, reply in zip(pending, replies, strict=True):
@@ -492,8 +493,10 @@ class Dispatcher:
                         undecided.append(r)  # a copy sent earlier may still arrive and be taken
                 pending = undecided
 
-    async def _ask(self, host: str, requests: list[DispatchRequest], valid_until: int) -> list[DispatchReply] | None:
-        """Send ``requests`` to ``host`` again; its replies, or None when the call failed."""
+    async def _ask(
+        self, host: str, requests: list[DispatchRequest], valid_until: int
+    ) -> list[DispatchReply] | RpcError:
+        """Send ``requests`` to ``host`` again; its replies, or the error when the call failed."""
         try:
             if len(requests) == 1:
                 message = dataclasses.replace(requests[0].message, valid_until_ms=valid_until)
@@ -507,8 +510,10 @@ class Dispatcher:
             self._said(host, 0, reply.free_slots)
         except RpcError as exc:
             log.info("worker not answering about dispatches in doubt", error=str(exc), tasks=len(requests))
-            return None
-        return list(reply.replies) if len(reply.replies) == len(requests) else None
+            return exc
+        if len(reply.replies) != len(requests):
+            return RpcError(f"{len(reply.replies)} replies to {len(requests)} attempts", maybe_delivered=True)
+        return list(reply.replies)
 
     def _count(self, name: str, n: int = 1) -> None:
         if self.metrics is not None:
