@@ -1,9 +1,10 @@
 """A TCP proxy on loopback that can hold back a node's replies: the network fault "the request got
 there, the answer did not (in time)".
 
-Bytes from the client go to the upstream at once; bytes from the upstream back to the client are held
-while ``holding`` is set and delivered, in order, once it is cleared (unless the client gave up and
-closed first). The proxy also records the RPC methods of the requests it forwarded.
+Bytes from the client go to the upstream at once (or are dropped while ``dropping``: the request is
+lost on the way, the client still sees it written); bytes from the upstream back to the client are
+held while ``holding`` is set and delivered, in order, once it is cleared (unless the client gave up
+and closed first). The proxy records the RPC methods of the requests it got.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ class DelayProxy:
         self.methods: list[str] = []
         self._released = asyncio.Event()
         self._released.set()
+        #: requests are read and thrown away instead of forwarded
+        self.dropping = False
         self._server: asyncio.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
@@ -90,6 +93,8 @@ class DelayProxy:
                         self.methods.append(m.group(1).decode())
                         end = m.end()
                     tail = buf[end:][-64:]
+                if self.dropping:
+                    continue
                 writer.write(chunk)
                 await writer.drain()
 

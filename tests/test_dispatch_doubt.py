@@ -56,6 +56,30 @@ async def _health(node: NodeProc) -> dict:  # type: ignore[type-arg]
     return (await asyncio.to_thread(http_json, f"http://{node.address}/health"))[1] or {}
 
 
+async def _cluster(
+    node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, dsn: str, tmp: Path, proxy: DelayProxy
+) -> tuple[NodeProc, NodeProc, NodeProc]:
+    """A master and two workers: ``slow`` behind ``proxy`` (which it advertises), which the master's round
+    robin picks first, and ``fast``, the other choice."""
+    master = await asyncio.to_thread(
+        node_factory, "master", etcd.endpoint, root, TTL, PORPOISE_DATABASE_DSN=dsn,
+        PORPOISE_MASTER_HOST_SELECTOR="round_robin", PORPOISE_RPC_TIMEOUT=RPC_TIMEOUT,
+        PORPOISE_MASTER_MAX_CPU_LOAD_AVG=UNGUARDED,
+    )  # fmt: skip
+    slow = await asyncio.to_thread(
+        _worker, node_factory, etcd, root, tmp,
+        f"worker.advertise_port={proxy.port}", "worker.host_weight=10000", port=proxy.upstream_port,
+    )  # fmt: skip
+    fast = await asyncio.to_thread(_worker, node_factory, etcd, root, tmp, "worker.host_weight=1")
+    both = {f"default/{proxy.address}", f"default/{fast.address}"}
+
+    async def sees_both() -> bool:
+        return set((await _health(master)).get("workers", [])) == both
+
+    await eventually(sees_both, 30, "the master seeing both workers")
+    return master, slow, fast
+
+
 async def test_a_dispatch_whose_reply_is_late_runs_once_and_on_no_second_worker(
     node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
 ) -> None:
@@ -63,23 +87,7 @@ async def test_a_dispatch_whose_reply_is_late_runs_once_and_on_no_second_worker(
     slow_port = free_port()
     proxy = await DelayProxy(slow_port).start()
     try:
-        master = await asyncio.to_thread(
-            node_factory, "master", etcd_server.endpoint, etcd_root, TTL, PORPOISE_DATABASE_DSN=fresh_db,
-            PORPOISE_MASTER_HOST_SELECTOR="round_robin", PORPOISE_RPC_TIMEOUT=RPC_TIMEOUT,
-            PORPOISE_MASTER_MAX_CPU_LOAD_AVG=UNGUARDED,
-        )  # fmt: skip
-        # the master's round robin sends everything to the heavy worker first; the light one is the other choice
-        slow = await asyncio.to_thread(
-            _worker, node_factory, etcd_server, etcd_root, tmp_path,
-            f"worker.advertise_port={proxy.port}", "worker.host_weight=10000", port=slow_port,
-        )  # fmt: skip
-        fast = await asyncio.to_thread(_worker, node_factory, etcd_server, etcd_root, tmp_path, "worker.host_weight=1")
-        both = {f"default/{proxy.address}", f"default/{fast.address}"}
-
-        async def sees_both() -> bool:
-            return set((await _health(master)).get("workers", [])) == both
-
-        await eventually(sees_both, 30, "the master seeing both workers")
+        master, slow, fast = await _cluster(node_factory, etcd_server, etcd_root, fresh_db, tmp_path, proxy)
         proxy.hold()
         ledger = tmp_path / "ledger"
         solo = await save(fresh_db, "solo", [ledgered("solo", ledger, "true")])
@@ -113,3 +121,32 @@ async def test_a_dispatch_whose_reply_is_late_runs_once_and_on_no_second_worker(
     ]
     assert "task.dispatch" in proxy.methods and "task.dispatch_batch" in proxy.methods
     assert await _counter(master, "dispatch_doubts") == 4 and await _counter(master, "tasks_dispatched") == 0
+
+
+async def test_a_dispatch_lost_on_the_way_is_sent_to_the_same_worker_again_not_to_another(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
+    """The request was written but never reached the worker: the master cannot tell that from a lost
+    reply, so it asks that worker again (the same attempt) until it answers, and only there it runs."""
+    await apply_schema(fresh_db)
+    slow_port = free_port()
+    proxy = await DelayProxy(slow_port).start()
+    try:
+        master, _, _ = await _cluster(node_factory, etcd_server, etcd_root, fresh_db, tmp_path, proxy)
+        proxy.dropping = True
+        ledger = tmp_path / "ledger"
+        (cmd,) = await command(fresh_db, await save(fresh_db, "lost", [ledgered("lost", ledger, "true")]))
+
+        async def timed_out() -> bool:
+            return await _counter(master, "dispatch_errors") >= 1
+
+        await eventually(timed_out, 60, "the master's dispatch call timing out")
+        proxy.dropping = False  # the worker can be reached again: the next question gets there
+        final = await instance_for(fresh_db, cmd, timeout=60)
+    finally:
+        await proxy.close()
+    assert final["state"] == SUCCESS and len(runs(ledger, "lost")) == 1
+    rows = await tasks_of(fresh_db, final["id"])
+    assert [(r["attempt"], r["state"], r["host"]) for r in rows] == [(1, SUCCESS, proxy.address)]
+    assert await _counter(master, "tasks_dispatched") == 0  # no other worker was sent it
+    assert proxy.methods.count("task.dispatch") >= 2  # the first (lost), then the same dispatch again
