@@ -23,11 +23,11 @@ from engine.storage.schema import apply_schema
 from tests.cluster_harness import command, instance_for, save, tasks_of
 from tests.delay_proxy import DelayProxy
 from tests.helpers import NodeProc, eventually, http_json
-from tests.test_failover import ledgered, runs
+from tests.test_failover import kill, ledgered, runs
 
 pytestmark = pytest.mark.slow
 
-SUCCESS = 7
+SUCCESS, NEED_FAULT_TOLERANCE = 7, 8
 TTL = 2.0
 #: the master's RPC timeout (seconds): the proxy holds the worker's replies longer than this
 RPC_TIMEOUT = "2"
@@ -150,3 +150,32 @@ async def test_a_dispatch_lost_on_the_way_is_sent_to_the_same_worker_again_not_t
     assert [(r["attempt"], r["state"], r["host"]) for r in rows] == [(1, SUCCESS, proxy.address)]
     assert await _counter(master, "tasks_dispatched") == 0  # no other worker was sent it
     assert proxy.methods.count("task.dispatch") >= 2  # the first (lost), then the same dispatch again
+
+
+async def test_a_dispatch_in_doubt_on_a_worker_that_dies_runs_again_through_worker_failover(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
+    """The worker cannot be asked any more: the attempt is not sent to the other worker, it becomes
+    NEED_FAULT_TOLERANCE when the dead worker's lease is gone and runs again as the next attempt."""
+    await apply_schema(fresh_db)
+    proxy = await DelayProxy(free_port()).start()
+    try:
+        master, slow, fast = await _cluster(node_factory, etcd_server, etcd_root, fresh_db, tmp_path, proxy)
+        proxy.dropping = True  # whether it got there, the master cannot know
+        ledger = tmp_path / "ledger"
+        (cmd,) = await command(fresh_db, await save(fresh_db, "orphan", [ledgered("orphan", ledger, "true")]))
+
+        async def timed_out() -> bool:
+            return await _counter(master, "dispatch_errors") >= 1
+
+        await eventually(timed_out, 60, "the master's dispatch call timing out")
+        kill(slow)
+        final = await instance_for(fresh_db, cmd, timeout=60)
+    finally:
+        await proxy.close()
+    assert final["state"] == SUCCESS and len(runs(ledger, "orphan")) == 1
+    rows = await tasks_of(fresh_db, final["id"])
+    assert [(r["attempt"], r["state"], r["host"]) for r in rows] == [
+        (1, NEED_FAULT_TOLERANCE, proxy.address),
+        (2, SUCCESS, fast.address),
+    ]
