@@ -116,6 +116,7 @@ class WorkerConfig:
     listen_host: str
     listen_port: int = field(metadata=_bounded(0, 65535))
     advertise_host: str
+    advertise_port: int = field(metadata=_bounded(0, 65535))
     group: str
     exec_slots: int = field(metadata=_bounded(1, 100_000))
     host_weight: int = field(metadata=_bounded(0, 10_000))

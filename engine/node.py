@@ -73,6 +73,10 @@ class Node:
         """(listen host, listen port, advertised host)."""
         raise NotImplementedError
 
+    def advertise_port(self) -> int:
+        """The port peers are told to call, when it is not the one we listen on (0: that one)."""
+        return 0
+
     def node_id(self) -> NodeId:
         raise NotImplementedError
 
@@ -115,7 +119,7 @@ class Node:
         site = web.TCPSite(self.runner, host, port)
         await site.start()
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.address = f"{advertise}:{bound}"
+        self.address = f"{advertise}:{self.advertise_port() or bound}"
 
     async def _register(self) -> None:
         delay = 0.2

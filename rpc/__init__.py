@@ -2,7 +2,16 @@
 timeouts, and clear 4xx errors for malformed or unauthenticated bodies."""
 
 from rpc.client import RpcClient
-from rpc.errors import BadRequest, RpcError, RpcRefused, RpcTimeout, Unauthenticated
+from rpc.errors import BadRequest, RpcDisconnected, RpcError, RpcRefused, RpcTimeout, Unauthenticated
 from rpc.server import RpcServer
 
-__all__ = ["BadRequest", "RpcClient", "RpcError", "RpcRefused", "RpcServer", "RpcTimeout", "Unauthenticated"]
+__all__ = [
+    "BadRequest",
+    "RpcClient",
+    "RpcDisconnected",
+    "RpcError",
+    "RpcRefused",
+    "RpcServer",
+    "RpcTimeout",
+    "Unauthenticated",
+]

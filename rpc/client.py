@@ -1,18 +1,45 @@
-"""RPC client side: one pooled aiohttp session per process, signed calls, timeouts, error mapping."""
+"""RPC client side: one pooled aiohttp session per process, signed calls, timeouts, error mapping.
+
+Each call follows whether its request started to be written (aiohttp's request-headers-sent trace
+signal, which fires before the first byte goes out): a failure before that point cannot have reached
+the peer (``RpcRefused``, or ``RpcTimeout`` with ``maybe_delivered=False``); one after it may have
+(see ``rpc.errors``)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import json
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import aiohttp
 
 from rpc import auth, codec
-from rpc.errors import BadRequest, RpcError, RpcRefused, RpcTimeout, Unauthenticated
+from rpc.errors import BadRequest, RpcDisconnected, RpcError, RpcRefused, RpcTimeout, Unauthenticated
 
 T = TypeVar("T")
+
+
+class _Progress:
+    """How far one call got: whether its request started to be written to a connection."""
+
+    __slots__ = ("written",)
+
+    def __init__(self) -> None:
+        self.written = False
+
+
+async def _headers_sent(_: aiohttp.ClientSession, ctx: SimpleNamespace, __: Any) -> None:
+    progress = ctx.trace_request_ctx
+    if isinstance(progress, _Progress):
+        progress.written = True
+
+
+def _tracing() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_request_headers_sent.append(_headers_sent)
+    return trace
 
 
 class RpcClient:
@@ -27,7 +54,7 @@ class RpcClient:
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=0, limit_per_host=self.limit_per_host, keepalive_timeout=30)
-            self._session = aiohttp.ClientSession(connector=connector)
+            self._session = aiohttp.ClientSession(connector=connector, trace_configs=[_tracing()])
         return self._session
 
     async def close(self) -> None:
@@ -41,10 +68,16 @@ class RpcClient:
     ) -> T | dict[str, Any]:
         """Send ``msg`` (a message dataclass) to ``address``; decode the reply into ``reply_cls``."""
         raw = await self.call_raw(address, msg.METHOD, _body(msg), timeout)
-        data = json.loads(raw) if raw else {}
-        if reply_cls is None:
-            return data  # type: ignore[no-any-return]
-        return _decode_reply(reply_cls, data)
+        try:
+            data = json.loads(raw) if raw else {}
+            if reply_cls is None:
+                if not isinstance(data, dict):
+                    raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+                return data
+            return _decode_reply(reply_cls, data)
+        except (ValueError, BadRequest, AttributeError, TypeError) as exc:
+            # the peer handled the call (it answered 2xx) but its answer cannot be read
+            raise RpcError(f"{msg.METHOD} to {address}: unreadable reply: {exc}", maybe_delivered=True) from exc
 
     async def fetch(self, address: str, msg: Any, timeout: float | None = None) -> bytes:
         """Send ``msg``; the raw reply body (for replies that are files rather than JSON)."""
@@ -53,20 +86,34 @@ class RpcClient:
     async def call_raw(self, address: str, method: str, body: bytes, timeout: float | None = None) -> bytes:
         headers = {"Content-Type": "application/json", auth.HEADER: auth.sign(self.secret, method, body)}
         url = f"http://{address}/rpc/{method}"
+        progress = _Progress()
         try:
             async with self._http().post(
-                url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout or self.timeout)
+                url,
+                data=body,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=timeout or self.timeout),
+                trace_request_ctx=progress,
             ) as resp:
                 payload = await resp.read()
                 if resp.status >= 400:
                     raise _status_error(method, address, resp.status, payload)
                 return payload
         except TimeoutError as exc:
-            raise RpcTimeout(f"{method} to {address} timed out after {timeout or self.timeout}s") from exc
+            where = "" if progress.written else " before the request was sent"
+            raise RpcTimeout(
+                f"{method} to {address} timed out after {timeout or self.timeout}s{where}",
+                maybe_delivered=progress.written,
+            ) from exc
         except aiohttp.ClientConnectionError as exc:
-            raise RpcRefused(f"{method} to {address}: {type(exc).__name__}: {exc}") from exc
+            text = f"{method} to {address}: {type(exc).__name__}: {exc}"
+            if progress.written:  # reset / closed while the request was out: it may have been handled
+                raise RpcDisconnected(text) from exc
+            raise RpcRefused(text) from exc
         except aiohttp.ClientError as exc:
-            raise RpcError(f"{method} to {address}: {type(exc).__name__}: {exc}") from exc
+            raise RpcError(
+                f"{method} to {address}: {type(exc).__name__}: {exc}", maybe_delivered=progress.written
+            ) from exc
 
 
 def _body(msg: Any) -> bytes:
@@ -81,9 +128,9 @@ def _status_error(method: str, address: str, status: int, payload: bytes) -> Rpc
     message = f"{method} to {address}: HTTP {status}: {detail}"
     if status == 401:
         return Unauthenticated(message, status)
-    if 400 <= status < 500:
+    if 400 <= status < 500:  # refused before any handler ran: nothing was done
         return BadRequest(message, status)
-    return RpcError(message, status)
+    return RpcError(message, status, maybe_delivered=True)  # the handler ran (and failed) or a proxy answered
 
 
 def _decode_reply(cls: type[T], data: dict[str, Any]) -> T:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import json
 import os
@@ -256,6 +257,32 @@ async def test_dispatch_is_rejected_when_all_slots_are_busy(
     await sink.result(first.task_instance_id)
     assert await dispatch(client, w.address, second) == {"accepted": True, "reason": "", "free_slots": 0}
     assert (await sink.result(second.task_instance_id))["state"] == "SUCCESS"
+
+
+async def test_an_attempt_dispatched_again_after_it_finished_is_acknowledged_not_run_again(
+    worker: NodeProc, sink: ReportSink, client: RpcClient, tmp_path: Path
+) -> None:
+    """A master whose dispatch reply was lost asks again with the same dispatch: the worker must say the
+    attempt is (or was) here — also to a copy past its sender's lease validity — and never run it twice."""
+    ledger = tmp_path / "ledger"
+    msg = task("SHELL", {"rawScript": f"echo ran >> {ledger}"}, sink.address)
+    assert (await dispatch(client, worker.address, msg))["accepted"] is True
+    assert (await sink.result(msg.task_instance_id))["state"] == "SUCCESS"  # reported and acknowledged
+    again = await dispatch(client, worker.address, msg)
+    assert again["accepted"] is True and again["reason"] == "already finished (SUCCESS)"
+    late = dataclasses.replace(msg, valid_until_ms=int(time.time() * 1000) - 1)
+    batch = await client.call(worker.address, TaskDispatchBatch([late]))
+    assert [(r["accepted"], r["reason"]) for r in batch["replies"]] == [(True, "already finished (SUCCESS)")]
+    # a new attempt of the same task instance is a new dispatch: it runs
+    retry = dataclasses.replace(msg, attempt=2)
+    assert await dispatch(client, worker.address, retry) == {"accepted": True, "reason": "", "free_slots": 9}
+
+    async def finished() -> bool:
+        reply = await dispatch(client, worker.address, retry)
+        return bool(reply["accepted"] and reply["reason"] == "already finished (SUCCESS)")
+
+    await eventually(finished, 30, "the second attempt finished")
+    assert ledger.read_text().splitlines() == ["ran", "ran"]  # attempts 1 and 2, each once
 
 
 async def test_a_saturated_worker_holds_its_concurrency_and_takes_work_once_the_cpus_have_room(

@@ -26,6 +26,7 @@ from engine.master.workflow import (
     Attempt,
     CancelTimer,
     CreateAttempts,
+    DispatchLost,
     KillTask,
     PauseRequested,
     PersistTask,
@@ -118,6 +119,25 @@ def test_chain_runs_in_order_and_succeeds() -> None:
     assert sim.created(sim.finish("b")) == ["c"]
     out = sim.finish("c")
     assert final_state(out) is WorkflowState.SUCCESS and sim.run.finished
+
+
+def test_a_dispatch_in_doubt_found_not_taken_runs_again_as_the_next_attempt() -> None:
+    sim = Sim(spec({"a": [], "b": ["a"]}))
+    first = sim.attempt("a")
+    sim.apply(sim.run.handle(TaskDispatched(first.id, 1, "w:1", "dispatch in doubt")))
+    assert sim.run.awaits_dispatch(first.id, 1)
+    # not the host it was recorded on, or not this attempt: nothing happens
+    assert sim.run.handle(DispatchLost(first.id, 1, "w:2")) == []
+    assert sim.run.handle(DispatchLost(first.id, 2, "w:1")) == []
+    out = sim.apply(sim.run.handle(DispatchLost(first.id, 1, "w:1", "not taken: all 1 exec slots are busy")))
+    assert first.state is TaskState.NEED_FAULT_TOLERANCE and not sim.run.awaits_dispatch(first.id, 1)
+    assert sim.created(out) == ["a"] and sim.attempt("a").attempt == 2
+    assert sim.attempt("a").retry_times == 0  # a dispatch that never reached a worker uses no retry
+    second = sim.attempt("a")
+    sim.apply(sim.run.handle(TaskDispatched(second.id, 2, "w:2", "dispatch accepted")))
+    sim.running("a")  # a report settles the doubt: a late DispatchLost changes nothing
+    assert sim.run.handle(DispatchLost(second.id, 2, "w:2")) == [] and not sim.run.awaits_dispatch(second.id, 2)
+    assert sim.created(sim.finish("a")) == ["b"]
 
 
 def test_diamond_waits_for_both_branches() -> None:

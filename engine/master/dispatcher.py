@@ -2,11 +2,22 @@
 
 Order is DolphinScheduler's (workflow priority, workflow instance id, task priority, task instance id).
 For each attempt the worker group's live workers are ranked by the configured host selector; a
-refusal or an RPC failure moves on to the next worker; when every worker refused, the attempt waits
-and is retried when membership changes or after a short backoff. An accepted dispatch is reported to
-the owning actor (which records DISPATCH and the host). Attempts queued at the same moment that go
-to the same worker travel in one ``task.dispatch_batch`` call; each is admitted or refused on its own
-and a refused one tries the other workers alone.
+refusal, or an RPC failure that proves the request never reached the worker (connection refused),
+moves on to the next worker; when every worker refused, the attempt waits and is retried when
+membership changes or after a short backoff.
+
+A send that may have reached the worker (a timeout or a reset after the request was written: see
+``rpc.errors``) leaves the attempt *in doubt* there: it may be running. It is recorded as dispatched to
+that worker (so the worker-lost path covers it: if the worker goes, the attempt becomes
+NEED_FAULT_TOLERANCE and runs again as the next attempt), and never sent to another worker before the
+doubt is resolved by ``_resolve``: a report from the worker, or the worker's answer to the same
+dispatch sent again (idempotent per attempt: "already running / finished", or admitted now). Only a
+refusal the worker gives once every copy sent to it has expired (``valid_until_ms``: it would refuse a
+late copy) proves the attempt is not there; the attempt then runs again (``DispatchLost``).
+
+An accepted dispatch is reported to the owning actor (which records DISPATCH and the host). Attempts
+queued at the same moment that go to the same worker travel in one ``task.dispatch_batch`` call; each
+is admitted or refused on its own and a refused one tries the other workers alone.
 
 Flow control: every dispatch reply says how many more attempts the worker would take now
 (``free_slots``: exec slots left, or none while it holds its concurrency on saturated cpus). That is
@@ -31,7 +42,7 @@ from engine import logs
 from engine.aio import cancel_and_wait
 from engine.master.actor import DispatchRequest
 from engine.master.selectors import SELECTORS, Candidate
-from engine.master.workflow import TaskDispatched
+from engine.master.workflow import DispatchLost, TaskDispatched
 from registry import NodeInfo, ServerStatus
 from rpc import RpcClient
 from rpc.errors import BadRequest, RpcError
@@ -43,6 +54,28 @@ log = logs.get(__name__)
 BATCH = 50
 #: retry periods without a result from a full worker after which it is probed all the same
 QUIET = 10
+#: ms after the last copy of a dispatch in doubt expired before a worker's refusal proves it never took
+#: it: the clock difference between master and worker this allows (as the lease margin of the expiry)
+DOUBT_MARGIN_MS = 1000
+#: longest pause (seconds) between questions to a worker about dispatches in doubt there
+DOUBT_MAX_DELAY = 5.0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclasses.dataclass
+class _Doubt:
+    """Attempts sent to ``host`` that it may have taken: the send failed after the request was written."""
+
+    host: str
+    requests: list[DispatchRequest]
+    #: epoch ms until which a copy sent so far may still be admitted there (its valid_until_ms)
+    expires_ms: int
+    #: the revision that created the worker's registry key then: a later registration at its address (a
+    #: restart, or a re-registration after a lost lease, which kills its tasks) is asked nothing
+    incarnation: int | None
 
 
 class Dispatcher:
@@ -85,6 +118,8 @@ class Dispatcher:
         self._task: asyncio.Task[None] | None = None
         self._retry_task: asyncio.Task[None] | None = None
         self._sends: set[asyncio.Task[None]] = set()
+        #: one task per group of dispatches in doubt, asking their worker until it is known
+        self._doubts: set[asyncio.Task[None]] = set()
         self.paused = False
 
     def __len__(self) -> int:
@@ -156,7 +191,7 @@ class Dispatcher:
         self._retry_task = asyncio.create_task(self._retry_loop(), name="dispatcher-retry")
 
     async def close(self) -> None:
-        tasks = (self._task, self._retry_task, *self._sends)
+        tasks = (self._task, self._retry_task, *self._sends, *self._doubts)
         self._task = self._retry_task = None
         await cancel_and_wait(*tasks)
 
@@ -231,6 +266,7 @@ class Dispatcher:
             return
         self._count("dispatch_batches")
         batch = TaskDispatchBatch([r.message for r in requests], valid_until_ms=valid_until)
+        incarnation = self._incarnation(host, requests[0].worker_group)
         try:
             reply = await self.rpc.call(host, batch, DispatchBatchReply)
             assert isinstance(reply, DispatchBatchReply)
@@ -246,9 +282,14 @@ class Dispatcher:
             self._said(host, len(requests), None)
             log.warning("dispatch failed", worker=host, error=str(exc), tasks=len(requests))
             self._count("dispatch_errors")
+            if exc.maybe_delivered:
+                self._in_doubt(host, incarnation, requests, valid_until, exc)
+                return
             replies = [None] * len(requests)
-        if len(replies) != len(requests):
-            replies = [None] * len(requests)
+        if len(replies) != len(requests):  # the worker handled the call; what it took is unknown
+            error = f"{len(replies)} replies to {len(requests)} attempts"
+            self._in_doubt(host, incarnation, requests, valid_until, error)
+            return
         again = []
         for request, one in zip(requests, replies, strict=True):
             if one is not None and one.accepted:
@@ -257,7 +298,7 @@ class Dispatcher:
                 if one is not None:
                     self._count("dispatch_refusals")
                 again.append(request)
-        # refused or not delivered: each tries the other workers on its own
+        # refused, or certainly not delivered: each tries the other workers on its own
         await asyncio.gather(*(self._send(r, tried={host}) for r in again))
 
     def _sent(self, task: asyncio.Task[None]) -> None:
@@ -330,6 +371,7 @@ class Dispatcher:
                 break
             message = dataclasses.replace(request.message, valid_until_ms=valid_until)
             self._host_groups.setdefault(host, set()).add(request.worker_group)
+            incarnation = self._incarnation(host, request.worker_group)
             try:
                 reply = await self.rpc.call(host, message, DispatchReply)
             except RpcError as exc:
@@ -341,6 +383,9 @@ class Dispatcher:
                     task_instance_id=request.message.task_instance_id,
                 )
                 self._count("dispatch_errors")
+                if exc.maybe_delivered:  # it may run there: no other worker before we know
+                    self._in_doubt(host, incarnation, [request], valid_until, exc)
+                    return
                 continue
             assert isinstance(reply, DispatchReply)
             self._said(host, 1, reply.free_slots)
@@ -362,6 +407,114 @@ class Dispatcher:
             )
         self._wait(request)
 
-    def _count(self, name: str) -> None:
+    # -- dispatches in doubt -----------------------------------------------------------------------
+
+    def _in_doubt(
+        self, host: str, incarnation: int | None, requests: list[DispatchRequest], valid_until: int, error: object
+    ) -> None:
+        """The send of ``requests`` to ``host`` (registered at ``incarnation`` when sent) may have been
+        delivered: record them as dispatched there (the worker-lost path then covers them) and ask the
+        worker until their fate is known."""
+        self._count("dispatch_doubts", len(requests))
+        for r in requests:
+            log.warning(
+                "dispatch in doubt: asking the worker again before any other",
+                worker=host,
+                task_instance_id=r.message.task_instance_id,
+                attempt=r.message.attempt,
+                error=str(error),
+            )
+            self._ours[host] = self._ours.get(host, 0) + 1  # its result gives the slot back, as if accepted
+            r.actor.post(TaskDispatched(r.message.task_instance_id, r.message.attempt, host, "dispatch in doubt"))
+        doubt = _Doubt(host, list(requests), valid_until, incarnation)
+        task = asyncio.create_task(self._resolve(doubt), name=f"dispatch-doubt-{host}")
+        self._doubts.add(task)
+        task.add_done_callback(self._doubts.discard)
+
+    def _incarnation(self, host: str, group: str) -> int | None:
+        """The create revision of the registry key of the worker at ``host`` (None: none is registered)."""
+        for w in self.workers(group):
+            if w.address == host:
+                return w.create_revision
+        return None
+
+    @staticmethod
+    def _undecided(requests: list[DispatchRequest]) -> list[DispatchRequest]:
+        """Those whose actor still waits to hear where they are (no report, no worker-lost verdict)."""
+        return [
+            r for r in requests
+            if r.actor.task is not None and r.actor.run.awaits_dispatch(r.message.task_instance_id, r.message.attempt)
+        ]  # fmt: skip
+
+    async def _resolve(self, doubt: _Doubt) -> None:
+        """Ask ``doubt.host`` about its attempts in doubt (the same dispatch again) until each is known:
+        accepted (running, finished, or taken now), a report came, or a refusal given after every copy
+        expired (not there, and a late copy would be refused: ``DispatchLost``). A worker that is gone (or
+        restarted) is asked nothing more: the worker-lost path decides, as for any attempt on it."""
+        host, pending, delay = doubt.host, doubt.requests, self.retry_delay
+        group = pending[0].worker_group
+        with logs.bound(worker=host):
+            while True:
+                pending = self._undecided(pending)
+                if not pending:
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, DOUBT_MAX_DELAY)
+                pending = self._undecided(pending)
+                if not pending:
+                    return
+                if doubt.incarnation is None or self._incarnation(host, group) != doubt.incarnation:
+                    log.warning("worker gone with dispatches in doubt: worker failover decides", tasks=len(pending))
+                    return
+                valid_until = self.valid_until()
+                if not valid_until:
+                    continue  # our lease is in doubt: send nothing (if it is lost, the next owner decides)
+                sent_ms = now_ms()
+                replies = await self._ask(host, pending, valid_until)
+                if isinstance(replies, RpcError):
+                    if replies.maybe_delivered:
+                        doubt.expires_ms = max(doubt.expires_ms, valid_until)  # this copy may be there too
+                    continue
+                undecided = []
+                for r, reply in zip(pending, replies, strict=True):
+                    m = r.message
+                    if reply.accepted:
+                        self._count("dispatch_doubts_confirmed")
+                        log.info("dispatch in doubt confirmed", task_instance_id=m.task_instance_id,
+                                 attempt=m.attempt, reason=reply.reason)  # fmt: skip
+                    elif sent_ms > doubt.expires_ms + DOUBT_MARGIN_MS:
+                        self._count("dispatches_lost")
+                        self._ours[host] = max(self._ours.get(host, 0) - 1, 0)
+                        log.warning("dispatch in doubt was not taken: it runs again",
+                                    task_instance_id=m.task_instance_id, attempt=m.attempt,
+                                    reason=reply.reason)  # fmt: skip
+                        r.actor.post(DispatchLost(m.task_instance_id, m.attempt, host, f"not taken: {reply.reason}"))
+                    else:
+                        undecided.append(r)  # a copy sent earlier may still arrive and be taken
+                pending = undecided
+
+    async def _ask(
+        self, host: str, requests: list[DispatchRequest], valid_until: int
+    ) -> list[DispatchReply] | RpcError:
+        """Send ``requests`` to ``host`` again; its replies, or the error when the call failed."""
+        try:
+            if len(requests) == 1:
+                message = dataclasses.replace(requests[0].message, valid_until_ms=valid_until)
+                one = await self.rpc.call(host, message, DispatchReply)
+                assert isinstance(one, DispatchReply)
+                self._said(host, 0, one.free_slots)
+                return [one]
+            batch = TaskDispatchBatch([r.message for r in requests], valid_until_ms=valid_until)
+            reply = await self.rpc.call(host, batch, DispatchBatchReply)
+            assert isinstance(reply, DispatchBatchReply)
+            self._said(host, 0, reply.free_slots)
+        except RpcError as exc:
+            log.info("worker not answering about dispatches in doubt", error=str(exc), tasks=len(requests))
+            return exc
+        if len(reply.replies) != len(requests):
+            return RpcError(f"{len(reply.replies)} replies to {len(requests)} attempts", maybe_delivered=True)
+        return list(reply.replies)
+
+    def _count(self, name: str, n: int = 1) -> None:
         if self.metrics is not None:
-            self.metrics.inc(name)
+            self.metrics.inc(name, n)

@@ -168,6 +168,17 @@ class PauseRequested:
 
 
 @dataclass(frozen=True)
+class DispatchLost:
+    """A dispatch to ``host`` whose reply was lost turned out not to have been taken: the worker said,
+    after every copy sent to it had expired, that it does not have the attempt. It runs again."""
+
+    task_instance_id: int
+    attempt: int
+    host: str
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
 class WorkerLost:
     """The worker at ``host`` lost its registry lease: its attempts are dead (it kills them itself)."""
 
@@ -185,6 +196,7 @@ Event = (
     | StopRequested
     | PauseRequested
     | WorkerLost
+    | DispatchLost
     | LogicCheck
 )
 
@@ -337,6 +349,11 @@ class WorkflowRun:
                         out.append(u)
             found = self.waits_for[code] = tuple(out)
         return found
+
+    def awaits_dispatch(self, task_instance_id: int, attempt: int) -> bool:
+        """Whether this attempt is current and no worker has reported on it yet (SUBMITTED / DISPATCH)."""
+        a = self._current_attempt(task_instance_id, attempt)
+        return a is not None and a.state in (TaskState.SUBMITTED_SUCCESS, TaskState.DISPATCH)
 
     def _ready(self, code: int) -> bool:
         if code not in self.scope or code in self.retry_pending or code in self.failed or code in self.skipped:
@@ -574,6 +591,14 @@ class WorkflowRun:
             )
         return actions + self._maybe_finish()
 
+    def _on_dispatch_lost(self, ev: DispatchLost) -> list[Action]:
+        a = self._current_attempt(ev.task_instance_id, ev.attempt)
+        if a is None or a.state not in (TaskState.SUBMITTED_SUCCESS, TaskState.DISPATCH) or a.host != ev.host:
+            return []  # a report came meanwhile (then it was taken after all), or it moved on
+        self._task_to(a, TaskState.NEED_FAULT_TOLERANCE, ev.cause_id or f"dispatch to {ev.host} not delivered")
+        actions: list[Action] = [PersistTask(a, a.state), CancelTimer(("task-timeout", a.id))]
+        return actions + self._after_failure(a) + self._maybe_finish()
+
     def _on_logic_check(self, ev: LogicCheck) -> list[Action]:
         a = self._current_attempt(ev.task_instance_id, ev.attempt)
         if a is None or a.state.finished:
@@ -715,5 +740,6 @@ _HANDLERS: dict[type, Any] = {
     StopRequested: WorkflowRun._on_stop,
     PauseRequested: WorkflowRun._on_pause,
     WorkerLost: WorkflowRun._on_worker_lost,
+    DispatchLost: WorkflowRun._on_dispatch_lost,
     LogicCheck: WorkflowRun._on_logic_check,
 }

@@ -9,6 +9,7 @@ escaped it), and the RUNNING / RESULT reports handed to the Reporter.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import datetime as dt
 import os
@@ -39,6 +40,9 @@ log = logs.get(__name__)
 
 #: seconds to finish reading a task's output after its process group is gone
 DRAIN_TIMEOUT = 10.0
+#: attempts that ended here remembered (oldest forgotten first), so a dispatch sent again — its first
+#: reply was lost — is answered "already finished" instead of running the attempt a second time
+ENDED_KEPT = 20_000
 
 
 def now_ms() -> int:
@@ -95,6 +99,8 @@ class Executor:
         self.kill_grace = kill_grace
         #: task instance id -> the attempt running here
         self.runs: dict[int, TaskRun] = {}
+        #: (task instance id, attempt) -> the state it ended in here (bounded: ENDED_KEPT)
+        self.ended: collections.OrderedDict[tuple[int, int], str] = collections.OrderedDict()
         #: while the cpus are saturated: the concurrency held (the number running when it began)
         self._held: int | None = None
         self.accepting = True
@@ -104,12 +110,22 @@ class Executor:
     def busy_with(self, workflow_instance_id: int) -> bool:
         return any(r.dispatch.workflow_instance_id == workflow_instance_id for r in self.runs.values())
 
-    def dispatch(self, d: TaskDispatch, valid_until_ms: int = 0) -> DispatchReply:
-        """Admit or refuse an attempt; ``valid_until_ms``: the sender's lease validity (the dispatch's own
-        when 0)."""
+    def holds(self, d: TaskDispatch) -> str:
+        """Whether this attempt is already ours: "already running", "already finished (STATE)", or "".
+        A dispatch sent again (its reply was lost) is answered with this before any other check, so
+        the master learns the attempt is here, and it never runs twice."""
         existing = self.runs.get(d.task_instance_id)
         if existing is not None and existing.dispatch.attempt == d.attempt:
-            return DispatchReply(True, "already running")  # a retried dispatch: idempotent
+            return "already running"
+        ended = self.ended.get((d.task_instance_id, d.attempt))
+        return f"already finished ({ended})" if ended is not None else ""
+
+    def dispatch(self, d: TaskDispatch, valid_until_ms: int = 0) -> DispatchReply:
+        """Admit or refuse an attempt; ``valid_until_ms``: the sender's lease validity (the dispatch's own
+        when 0). Idempotent per attempt: one already running or finished here is accepted, not run."""
+        held = self.holds(d)
+        if held:
+            return DispatchReply(True, held)
         free, why = self._room()
         if free <= 0:
             return DispatchReply(False, why)
@@ -178,10 +194,17 @@ class Executor:
             finally:
                 if self.runs.get(d.task_instance_id) is run:
                     del self.runs[d.task_instance_id]
+            self._ended(run, result.state)
             self.reporter.report(result, d.master)
             log.info("task finished", state=result.state, exit_code=result.exit_code)
             run.done.set()
             await asyncio.to_thread(self.dirs.release, run.exec_dir, run.files)
+
+    def _ended(self, run: TaskRun, state: str) -> None:
+        self.ended[run.key] = state
+        self.ended.move_to_end(run.key)
+        while len(self.ended) > ENDED_KEPT:
+            self.ended.popitem(last=False)
 
     def _result(
         self, run: TaskRun, state: str, code: int, message: str = "", var_pool: list | None = None

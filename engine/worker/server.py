@@ -83,6 +83,9 @@ class Worker(Node):
         w = self.cfg.worker
         return w.listen_host, w.listen_port, w.advertise_host
 
+    def advertise_port(self) -> int:
+        return self.cfg.worker.advertise_port
+
     def node_id(self) -> NodeId:
         return NodeId(WORKER, self.address, self.cfg.worker.group)
 
@@ -127,7 +130,10 @@ class Worker(Node):
     # -- RPC handlers -----------------------------------------------------------------------------
 
     async def on_dispatch(self, msg: TaskDispatch, valid_until_ms: int = 0) -> DispatchReply:
-        if self.registry is None or not self.registry.session.alive:
+        # an attempt already here (a dispatch sent again) is acknowledged whatever our state: a refusal
+        # would tell the master it is not here while it runs (or ran)
+        registered = self.registry is not None and self.registry.session.alive
+        if not registered and not self.executor.holds(msg):
             return DispatchReply(False, "worker is not registered")
         reply = self.executor.dispatch(msg, valid_until_ms or msg.valid_until_ms)
         reply = DispatchReply(reply.accepted, reply.reason, self.executor.free_slots())
