@@ -47,6 +47,7 @@ from engine.storage.schema import apply_schema
 from engine.workflows.model import TaskDef, WorkflowDef
 from tests.chaos_faults import Chaos, drive, insert_commands, parse_weights, weights
 from tests.chaos_ledger import check_ledger
+from tests.delay_proxy import DelayProxy
 from tests.helpers import NodeProc, eventually, node_env
 from tests.task_watch import WATCH_PREAMBLE, TaskWatcher
 
@@ -140,6 +141,9 @@ class Cluster:
         self.nodes: dict[str, NodeProc] = {}
         self.all: list[NodeProc] = []
         self.paused: set[str] = set()
+        #: a loopback proxy in front of each worker slot: masters reach the worker through it, so the
+        #: driver can hold back its replies or drop requests (tests/delay_proxy.py)
+        self.proxies: dict[str, DelayProxy] = {}
 
     def start_infra(self) -> None:
         self.etcd.start()
@@ -154,6 +158,11 @@ class Cluster:
         if role == "worker":
             overrides = [f"worker.log_dir={self.base / 'task-logs'}", f"worker.exec_dir={self.base / 'exec'}",
                          "worker.exec_slots=16", "worker.shutdown_grace=10"]  # fmt: skip
+            proxy = self.proxies.get(slot)
+            if proxy is not None:
+                port = port or free_port()
+                proxy.upstream_port = port  # connections from now on reach the new incarnation
+                overrides.append(f"worker.advertise_port={proxy.port}")
         node = NodeProc(role, env, self.base / "logs", f"{slot}-{len(self.all)}", overrides, port)
         self.all.append(node)
         node.start(timeout=60)
@@ -196,6 +205,8 @@ async def run(
                 codes.append((code, len(wf.tasks)))
         finally:
             await conn.close()
+        for slot in ("worker-a", "worker-b"):
+            cluster.proxies[slot] = await DelayProxy(0).start()
         for slot in ("master-a", "master-b", "master-c", "worker-a", "worker-b"):
             await asyncio.to_thread(cluster.start_node, slot)
         params = {"ledger_dsn": dsn, "watch_port": str(watcher.port)}
@@ -214,6 +225,8 @@ async def run(
     finally:
         await asyncio.to_thread(cluster.stop)
         await asyncio.to_thread(watcher.close)
+        for proxy in cluster.proxies.values():
+            await proxy.close()
     _check_no_process_left(base, summary)
     _count_safety_nets(base / "logs", summary)
     return summary

@@ -43,6 +43,8 @@ BAD_START_PARAM = "$[yyyyMMdd+99999999]"
 #: how long a node may take to stop after SIGTERM (a worker drains its short tasks first; the masters'
 #: shutdown_grace is 5 s, the chaos workers' 10 s)
 TERM_EXIT_TIMEOUT = 30.0
+#: the nodes' rpc.timeout (configs/rpc.yaml): held replies last shorter or longer than it
+RPC_TIMEOUT = 5.0
 
 
 @dataclass
@@ -150,6 +152,31 @@ async def _wedge(chaos: Chaos, slot: str, node: NodeProc) -> None:
         record.signal(signal.SIGKILL)
 
 
+async def _hold_replies(chaos: Chaos) -> bool:
+    """A worker's replies to masters are held back (the request got there, the answer did not in time):
+    shorter or longer than the masters' RPC timeout. Dispatches in doubt must stay on that worker."""
+    slot = chaos.rng.choice(sorted(chaos.cluster.proxies))
+    proxy = chaos.cluster.proxies[slot]
+    proxy.hold()
+    try:
+        await asyncio.sleep(chaos.rng.uniform(0.5, RPC_TIMEOUT + 2))
+    finally:
+        proxy.release()
+    return True
+
+
+async def _drop_requests(chaos: Chaos) -> bool:
+    """Requests from masters to a worker are lost on the way (the sender saw them written)."""
+    slot = chaos.rng.choice(sorted(chaos.cluster.proxies))
+    proxy = chaos.cluster.proxies[slot]
+    proxy.dropping = True
+    try:
+        await asyncio.sleep(chaos.rng.uniform(0.5, RPC_TIMEOUT + 2))
+    finally:
+        proxy.dropping = False
+    return True
+
+
 async def _poison(chaos: Chaos) -> bool:
     """Commands no master can turn into an instance, inserted straight into the command table among the
     good ones: a start parameter that cannot be resolved, and a definition that does not exist."""
@@ -190,6 +217,8 @@ FAULT_KINDS: dict[str, FaultKind] = {
         FaultKind("term-master", _on("master", _term), 0, "graceful restart: SIGTERM, wait for the exit, start"),
         FaultKind("term-worker", _on("worker", _term), 1, "graceful restart: SIGTERM, drain, exit, start"),
         FaultKind("wedge-master", _on("master", _wedge), 1, "a master's event loop blocks for good (SIGUSR2)"),
+        FaultKind("hold-replies", _hold_replies, 2, "a worker's replies to masters held back past the RPC timeout"),
+        FaultKind("drop-requests", _drop_requests, 2, "requests from masters to a worker lost on the way"),
         FaultKind("poison", _poison, 1, "a START_PROCESS with an unresolvable start param + one for no definition"),
     )
 }
