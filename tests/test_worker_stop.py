@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -28,7 +30,7 @@ from registry.heartbeat import Heartbeat, ServerStatus
 from rpc import RpcClient
 from rpc.messages import WorkerDrain
 from tests.cluster_harness import command, instance_for, query, save, started, tasks_of
-from tests.helpers import TEST_SECRET, NodeProc, eventually, wait_sync
+from tests.helpers import ROOT, TEST_SECRET, NodeProc, eventually, node_env, wait_sync
 from tests.test_cli import porpoise
 from tests.test_failover import kill, ledgered, running_task, runs, start_gated
 from tests.worker_harness import ReportSink, dispatch, task
@@ -253,3 +255,23 @@ async def _equals(value: Awaitable[str], expected: str) -> bool:
 
 async def _differs(value: Awaitable[str], unexpected: str) -> bool:
     return await value not in ("", unexpected)
+
+
+def test_an_unusable_spool_dir_stops_the_worker_with_one_line_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    spool = tmp_path / "a-file" / "spool"
+    argv = [
+        sys.executable,
+        "-m",
+        "engine.worker",
+        "--set",
+        "worker.listen_port=0",
+        "--set",
+        f"worker.spool_dir={spool}",
+    ]
+    argv += [x for item in dirs(tmp_path)[:2] for x in ("--set", item)]
+    env = node_env("http://127.0.0.1:9", "/unused")
+    out = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 1
+    assert f"worker.spool_dir: cannot keep results in {spool}" in out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr

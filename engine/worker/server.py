@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from engine import logs
+from engine.errors import ConfigError
 from engine.node import Node
 from engine.worker.executor import Executor
 from engine.worker.logfiles import LogFiles
@@ -133,7 +134,10 @@ class Worker(Node):
     async def on_started(self) -> None:
         self.executor.address = self.address
         await asyncio.to_thread(self.executor.dirs.reset)
-        left = await asyncio.to_thread(self.spool.open)
+        try:
+            left = await asyncio.to_thread(self.spool.open)
+        except OSError as exc:
+            raise ConfigError(f"worker.spool_dir: cannot keep results in {self.spool.dir}: {exc}") from exc
         await self.reaper.start()
         self.reporter.restore(left)
         self.reporter.start()
@@ -167,6 +171,10 @@ class Worker(Node):
                 "stopping with unacknowledged reports; the spool keeps the results for the next start",
                 pending=len(self.reporter.pending),
             )
+            if self.registry is not None:
+                # Leave our key to expire with the lease instead of deleting it: its removal makes the
+                # masters run those attempts again, and a start within one TTL delivers their results first.
+                await self.registry.close(revoke=False)
         await self.reporter.close()
         await self.reaper.close()
         await asyncio.to_thread(self.spool.close)
