@@ -28,7 +28,7 @@ from engine.infra.etcd import EtcdServer
 from registry import EtcdClient
 from registry.heartbeat import Heartbeat, ServerStatus
 from rpc import RpcClient
-from rpc.messages import WorkerDrain
+from rpc.messages import TaskResult, WorkerDrain
 from tests.cluster_harness import command, instance_for, query, save, started, tasks_of
 from tests.helpers import ROOT, TEST_SECRET, NodeProc, eventually, node_env, wait_sync
 from tests.test_cli import porpoise
@@ -275,3 +275,25 @@ def test_an_unusable_spool_dir_stops_the_worker_with_one_line_naming_the_key(tmp
     assert out.returncode == 1
     assert f"worker.spool_dir: cannot keep results in {spool}" in out.stdout + out.stderr
     assert "Traceback" not in out.stdout + out.stderr
+
+
+async def test_a_master_that_does_not_own_the_instance_names_its_owner_and_epoch(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
+    """What a worker whose results' master is gone relies on: any live master points it at the owner, with
+    the owner's epoch, so a worker that knows an older owner follows (and a newer one does not)."""
+    masters, _ = await started(
+        node_factory, etcd_server, etcd_root, fresh_db, masters=2, workers=1, ttl=TTL, worker_overrides=dirs(tmp_path)
+    )
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    cmd, wi = await start_gated(fresh_db, "redirect", ledger, gate, follow_up=False)
+    long = await running_task(fresh_db, wi["id"], "long")
+    other = next(m for m in masters if m.address != wi["host"])
+    late = TaskResult(long["id"], 1, wi["id"], "127.0.0.1:1", "SUCCESS", 0, 1, 2)
+    client = RpcClient(TEST_SECRET, timeout=10)
+    try:
+        assert await client.call(other.address, late) == {"ack": False, "owner": wi["host"], "epoch": wi["epoch"]}
+    finally:
+        await client.close()
+    gate.touch()
+    assert (await instance_for(fresh_db, cmd))["state"] == SUCCESS
