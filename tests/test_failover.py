@@ -64,6 +64,16 @@ async def start_gated(dsn: str, name: str, ledger: Path, gate: Path, follow_up: 
     return cmd, wi
 
 
+async def start_victim(dsn: str, name: str, ledger: Path, marker: Path):  # type: ignore[no-untyped-def]
+    """``victim`` (then ``next``): its first attempt blocks, any later one finishes at once. Returns (command
+    id, instance row, the first attempt's row) once the first attempt runs."""
+    body = f"if [ -f {marker} ]; then exit 0; fi; touch {marker}; sleep 120"
+    code = await save(dsn, name, [ledgered("victim", ledger, body), ledgered("next", ledger, "true", ("victim",))])
+    (cmd,) = await command(dsn, code)
+    wi = await instance_for(dsn, cmd, final=False)
+    return cmd, wi, await running_task(dsn, wi["id"], "victim")
+
+
 def kill(node: NodeProc) -> None:
     assert node.proc.record is not None
     node.proc.record.signal(signal.SIGKILL)
@@ -101,14 +111,7 @@ async def test_a_killed_worker_s_task_runs_again_on_another_worker_once(
 ) -> None:
     _, workers = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=2, workers=2, ttl=TTL)
     ledger, marker = tmp_path / "ledger", tmp_path / "first-started"
-    # the first attempt blocks; any later attempt finishes at once
-    body = f"if [ -f {marker} ]; then exit 0; fi; touch {marker}; sleep 120"
-    code = await save(
-        fresh_db, "rerun", [ledgered("victim", ledger, body), ledgered("next", ledger, "true", ("victim",))]
-    )
-    (cmd,) = await command(fresh_db, code)
-    wi = await instance_for(fresh_db, cmd, final=False)
-    first = await running_task(fresh_db, wi["id"], "victim")
+    cmd, wi, first = await start_victim(fresh_db, "rerun", ledger, marker)
     dead = next(w for w in workers if w.address == first["host"])
     kill(dead)
     killed_at = (await query(fresh_db, "SELECT now() AS t"))[0]["t"]

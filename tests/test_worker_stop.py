@@ -32,7 +32,7 @@ from rpc.messages import TaskResult, WorkerDrain
 from tests.cluster_harness import command, instance_for, query, save, started, tasks_of
 from tests.helpers import ROOT, TEST_SECRET, NodeProc, eventually, node_env, wait_sync
 from tests.test_cli import porpoise
-from tests.test_failover import kill, ledgered, running_task, runs, start_gated
+from tests.test_failover import kill, ledgered, running_task, runs, start_gated, start_victim
 from tests.worker_harness import ReportSink, dispatch, task
 
 pytestmark = pytest.mark.slow
@@ -104,13 +104,7 @@ async def test_a_stopped_worker_s_running_task_is_reported_lost_and_runs_again_e
         worker_overrides=[*dirs(tmp_path), "worker.drain_timeout=1"],
     )  # fmt: skip
     ledger, marker = tmp_path / "ledger", tmp_path / "first-started"
-    body = f"if [ -f {marker} ]; then exit 0; fi; touch {marker}; sleep 120"  # the first attempt outlasts the drain
-    code = await save(
-        fresh_db, "stopped", [ledgered("victim", ledger, body), ledgered("next", ledger, "true", ("victim",))]
-    )
-    (cmd,) = await command(fresh_db, code)
-    wi = await instance_for(fresh_db, cmd, final=False)
-    first = await running_task(fresh_db, wi["id"], "victim")
+    cmd, wi, first = await start_victim(fresh_db, "stopped", ledger, marker)  # its first attempt outlasts the drain
     stopping = next(w for w in workers if w.address == first["host"])
     assert stopping.proc.record is not None
     stopping.proc.record.signal(signal.SIGTERM)

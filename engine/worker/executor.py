@@ -39,6 +39,9 @@ log = logs.get(__name__)
 
 #: seconds to finish reading a task's output after its process group is gone
 DRAIN_TIMEOUT = 10.0
+#: why a worker takes no new attempts (Executor.draining)
+DRAIN_REQUESTED = "drained by request"
+SHUTTING_DOWN = "shutting down"
 
 
 def now_ms() -> int:
@@ -386,7 +389,7 @@ class Executor:
         """Take no new attempts, let the running ones finish for ``drain_timeout`` seconds, then kill the
         rest and report them LOST: the worker's stop is not the task's failure, the master runs them
         again elsewhere without consuming a retry."""
-        self.draining = "shutting down"
+        self.draining = SHUTTING_DOWN
         self.accepting = False
         runs = list(self.runs.values())
         if runs:

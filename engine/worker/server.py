@@ -20,7 +20,7 @@ from aiohttp import web
 from engine import logs
 from engine.errors import ConfigError
 from engine.node import Node
-from engine.worker.executor import Executor
+from engine.worker.executor import DRAIN_REQUESTED, SHUTTING_DOWN, Executor
 from engine.worker.logfiles import LogFiles
 from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
@@ -163,7 +163,7 @@ class Worker(Node):
 
     async def on_shutdown(self) -> None:
         w = self.cfg.worker
-        self.executor.draining = "shutting down"
+        self.executor.draining = SHUTTING_DOWN
         await self._publish_heartbeat()  # masters stop sending now, not at the next heartbeat
         await self.executor.shutdown(w.drain_timeout)
         if not await self.reporter.flush(w.report_flush_timeout):
@@ -228,8 +228,8 @@ class Worker(Node):
         """Take no new tasks (the running ones finish; the worker stays up), or take them again."""
         refused = ""
         if msg.drain and not self.executor.draining:
-            self.executor.draining = "drained by request"
-        elif not msg.drain and self.executor.draining == "drained by request":
+            self.executor.draining = DRAIN_REQUESTED
+        elif not msg.drain and self.executor.draining == DRAIN_REQUESTED:
             self.executor.draining = ""
         elif not msg.drain and self.executor.draining:
             refused = f"the worker is {self.executor.draining}"
