@@ -178,7 +178,13 @@ async def test_a_drained_worker_refuses_new_tasks_says_draining_lets_running_one
         assert (await client.call(w.address, WorkerDrain(drain=False)))["draining"] is False
         assert await status() != ServerStatus.DRAINING  # NORMAL, or BUSY on a saturated machine
         again = task("SHELL", {"rawScript": "true"}, sink.address)
-        assert (await dispatch(client, w.address, again))["accepted"] is True
+
+        async def taken() -> bool:  # as a master would, send again while it is busy (a saturated machine)
+            reply = await dispatch(client, w.address, again)
+            assert "draining" not in reply["reason"], reply
+            return bool(reply["accepted"])
+
+        await eventually(taken, 60, "the undrained worker taking a task", interval=0.2)
         assert (await sink.result(again.task_instance_id))["state"] == "SUCCESS"
     finally:
         await client.close()
@@ -224,11 +230,11 @@ async def test_porpoise_worker_drain_lets_the_running_task_finish_and_sends_new_
     await eventually(lambda: _equals(status_of(busy), "DRAINING"), 20, "the cluster view showing the drain")
     quick = await save(fresh_db, "after_drain", [ledgered("quick", ledger, "true")])
     for c in await command(fresh_db, quick, 4):
-        done = await instance_for(fresh_db, c)
+        done = await instance_for(fresh_db, c, timeout=60)
         assert done["state"] == SUCCESS
         assert [r["host"] for r in await tasks_of(fresh_db, done["id"])] == [other]
     gate.touch()  # the drained worker's running task finishes there
-    final = await instance_for(fresh_db, cmd)
+    final = await instance_for(fresh_db, cmd, timeout=60)
     assert final["state"] == SUCCESS
     rows = await tasks_of(fresh_db, wi["id"])
     assert [(r["attempt"], r["state"], r["host"]) for r in rows] == [(1, SUCCESS, busy)]
@@ -290,4 +296,4 @@ async def test_a_master_that_does_not_own_the_instance_names_its_owner_and_epoch
     finally:
         await client.close()
     gate.touch()
-    assert (await instance_for(fresh_db, cmd))["state"] == SUCCESS
+    assert (await instance_for(fresh_db, cmd, timeout=60))["state"] == SUCCESS
