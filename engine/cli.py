@@ -7,6 +7,7 @@
     porpoise logs TASK_ID [--follow]                    a task's log
     porpoise stop | pause | resume ID                   control an instance
     porpoise cluster                                    live masters and workers
+    porpoise worker drain|undrain HOST                  a worker takes no new tasks (running ones finish)
     porpoise standalone [--run-dir DIR] [--example]     all-in-one, foreground (make run)
     porpoise cluster start --masters N --workers M      detached local cluster (make cluster)
     porpoise cluster stop | status                      (make stop)
@@ -32,7 +33,7 @@ from engine.errors import PorpoiseError
 
 REMOTE = {
     "apply", "start", "list", "status", "watch", "logs", "stop", "pause", "resume", "recover-failed", "rerun",
-    "schedule", "backfill", "force-success", "import", "export",
+    "schedule", "backfill", "force-success", "import", "export", "worker",
 }  # fmt: skip
 
 

@@ -1,5 +1,6 @@
 """The ``porpoise`` commands that talk to the API: apply, start, list, status, watch, logs, stop, pause,
-resume, recover-failed, rerun, cluster (and, from cli_schedule, schedule, backfill, force-success).
+resume, recover-failed, rerun, cluster, worker drain / undrain (and, from cli_schedule, schedule,
+backfill, force-success).
 Human output by default (tables via rich), ``--json`` for scripts."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ import argparse
 import json
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -95,6 +97,15 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     ):
         p = sub.add_parser(action, parents=[conn], help=text)
         p.add_argument("id", type=int)
+
+    p = sub.add_parser("worker", help="act on a worker")
+    w_sub = p.add_subparsers(dest="action", required=True)
+    for action, text in (
+        ("drain", "take no new tasks on this worker (its running tasks finish; it stays up)"),
+        ("undrain", "let a drained worker take tasks again"),
+    ):
+        w = w_sub.add_parser(action, parents=[conn], help=text)
+        w.add_argument("host", help="the worker's address, host:port (as `porpoise cluster` shows it)")
     cli_schedule.add_parsers(sub, conn)
     cli_migrate.add_parsers(sub, conn)
 
@@ -394,6 +405,19 @@ def cmd_cluster(client: ApiClient, args: argparse.Namespace, out: Console) -> in
     return 0
 
 
+def cmd_worker(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
+    path = f"/api/v1/cluster/workers/{urllib.parse.quote(args.host, safe=':')}/drain"
+    reply = client.post(path) if args.action == "drain" else client.delete(path)
+    if args.json:
+        _emit(reply)
+    elif reply["draining"]:
+        out.print(f"worker {reply['address']} is draining: it takes no new tasks; "
+                  f"{reply['running']} still running, {reply['pending_reports']} report(s) to deliver")  # fmt: skip
+    else:
+        out.print(f"worker {reply['address']} takes tasks again")
+    return 0
+
+
 _COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, Console], int]] = {
     "apply": cmd_apply,
     "start": cmd_start,
@@ -407,6 +431,7 @@ _COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, Console], int]] = 
     "recover-failed": cmd_control,
     "rerun": cmd_control,
     "cluster": cmd_cluster,
+    "worker": cmd_worker,
     "schedule": lambda c, a, o: cli_schedule.cmd_schedule(c, a, o, _workflow_code),
     "backfill": lambda c, a, o: cli_schedule.cmd_backfill(c, a, o, _workflow_code, _params),
     "force-success": cli_schedule.cmd_force_success,

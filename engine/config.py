@@ -124,7 +124,10 @@ class WorkerConfig:
     reserved_memory_gb: float = field(metadata=_bounded(0, None))
     log_dir: str
     exec_dir: str
-    shutdown_grace: float = field(metadata=_bounded(0, 86400))
+    spool_dir: str
+    drain_timeout: float = field(metadata=_bounded(0, 86400))
+    report_flush_timeout: float = field(metadata=_bounded(0, 3600))
+    test_hold_results: bool
 
     def check(self) -> None:
         if not self.group or "/" in self.group:

@@ -29,6 +29,7 @@ class ServerStatus(enum.IntEnum):
     NORMAL = 0
     ABNORMAL = 1  # overloaded: less free memory than reserved (masters send it nothing)
     BUSY = 2  # saturated: more tasks waiting than exec slots, or cpus busy with the load over its limit
+    DRAINING = 3  # a worker finishing its running tasks and taking no new ones (masters send it nothing)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The messages nodes exchange. Each request type names its RPC method; replies are plain dataclasses.
 
 Master -> worker: task.dispatch, task.kill, task.host_update, log.view, log.range, log.download, log.remove.
+API -> worker: worker.drain.
 Worker -> master: task.running, task.result (the master's 200 reply {"ack": true} is the acknowledgement:
 it is sent only after the report is persisted). Times are epoch milliseconds.
 """
@@ -106,6 +107,25 @@ class HostUpdateReply:
 
 
 @dataclass(frozen=True)
+class WorkerDrain:
+    """API -> worker: take no new tasks (running ones finish; the heartbeat says DRAINING), or, with
+    ``drain`` false, take tasks again."""
+
+    METHOD: ClassVar[str] = "worker.drain"
+    drain: bool = True
+
+
+@dataclass(frozen=True)
+class WorkerDrainReply:
+    draining: bool
+    #: attempts still running here, and reports not yet acknowledged by a master
+    running: int = 0
+    pending_reports: int = 0
+    #: why the request changed nothing ("" when it was applied)
+    refused: str = ""
+
+
+@dataclass(frozen=True)
 class LogView:
     METHOD: ClassVar[str] = "log.view"
     path: str
@@ -195,6 +215,9 @@ class ReportReply:
 
     ack: bool
     owner: str = ""
+    #: the owner's fencing epoch (with ``owner``): a worker that knows an owner's epoch re-targets only to
+    #: a newer one
+    epoch: int = 0
 
 
 @dataclass(frozen=True)

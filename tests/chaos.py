@@ -149,15 +149,20 @@ class Cluster:
         self.etcd.start()
         self.pg.start()
 
-    def start_node(self, slot: str, port: int = 0) -> NodeProc:
+    def spool_dir(self, slot: str) -> Path:
+        """Where a worker slot keeps its unacknowledged results (its restarts send what it left)."""
+        return self.base / "spool" / slot
+
+    def start_node(self, slot: str, port: int = 0, extra_env: dict[str, str] | None = None) -> NodeProc:
         role = slot.split("-", maxsplit=1)[0]
         env = node_env(self.etcd.endpoint, self.root, TTL, PORPOISE_DATABASE_DSN=self.pg.dsn,
                        PORPOISE_LOGGING_LEVEL="info", PORPOISE_MASTER_FAILOVER_SWEEP_INTERVAL="2",
-                       PYTHONFAULTHANDLER="1", PORPOISE_DEBUG_WEDGE_HOOK="true")  # fmt: skip
+                       PYTHONFAULTHANDLER="1", PORPOISE_DEBUG_WEDGE_HOOK="true", **(extra_env or {}))  # fmt: skip
         overrides = []
         if role == "worker":
             overrides = [f"worker.log_dir={self.base / 'task-logs'}", f"worker.exec_dir={self.base / 'exec'}",
-                         "worker.exec_slots=16", "worker.shutdown_grace=10"]  # fmt: skip
+                         "worker.exec_slots=16", "worker.drain_timeout=10",
+                         f"worker.spool_dir={self.spool_dir(slot)}"]  # fmt: skip
             proxy = self.proxies.get(slot)
             if proxy is not None:
                 port = port or free_port()

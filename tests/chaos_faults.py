@@ -152,6 +152,27 @@ async def _wedge(chaos: Chaos, slot: str, node: NodeProc) -> None:
         record.signal(signal.SIGKILL)
 
 
+async def _kill_before_report(chaos: Chaos, slot: str, node: NodeProc) -> None:
+    """A worker dies after a task's process ended and before its result reached a master: the worker is
+    restarted with worker.test_hold_results (results spooled, never sent), killed -9 once a result is in
+    its spool, and restarted next round without the hook, which sends the spooled result before it
+    registers. The task must not run again (unless the restart came after the lease expired: then the
+    attempt was failed over, which the ledger allows as a re-run after a lost worker)."""
+    assert node.proc.record is not None and node.proc.popen is not None
+    node.proc.record.signal(signal.SIGKILL)
+    await asyncio.to_thread(node.proc.popen.wait)
+    spool = chaos.cluster.spool_dir(slot)
+    before = {p.name for p in spool.rglob("*.json")}
+    try:
+        held = await asyncio.to_thread(chaos.cluster.start_node, slot, 0, {"PORPOISE_WORKER_TEST_HOLD_RESULTS": "true"})
+    except AssertionError:
+        return  # could not start now (an outage): restarted next round
+    with contextlib.suppress(AssertionError):  # a result held in the spool, or 10 s without one
+        await eventually(lambda: {p.name for p in spool.rglob("*.json")} - before, 10.0, "a result in the spool")
+    assert held.proc.record is not None
+    held.proc.record.signal(signal.SIGKILL)
+
+
 async def _hold_replies(chaos: Chaos) -> bool:
     """A worker's replies to masters are held back (the request got there, the answer did not in time):
     shorter or longer than the masters' RPC timeout. Dispatches in doubt must stay on that worker."""
@@ -217,6 +238,12 @@ FAULT_KINDS: dict[str, FaultKind] = {
         FaultKind("term-master", _on("master", _term), 0, "graceful restart: SIGTERM, wait for the exit, start"),
         FaultKind("term-worker", _on("worker", _term), 1, "graceful restart: SIGTERM, drain, exit, start"),
         FaultKind("wedge-master", _on("master", _wedge), 1, "a master's event loop blocks for good (SIGUSR2)"),
+        FaultKind(
+            "kill-before-report",
+            _on("worker", _kill_before_report),
+            2,
+            "a worker killed -9 between its task's end and the report (result spooled, sent on restart)",
+        ),
         FaultKind("hold-replies", _hold_replies, 2, "a worker's replies to masters held back past the RPC timeout"),
         FaultKind("drop-requests", _drop_requests, 2, "requests from masters to a worker lost on the way"),
         FaultKind("poison", _poison, 1, "a START_PROCESS with an unresolvable start param + one for no definition"),

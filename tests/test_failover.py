@@ -67,6 +67,16 @@ async def start_gated(dsn: str, name: str, ledger: Path, gate: Path, follow_up: 
     return cmd, wi
 
 
+async def start_victim(dsn: str, name: str, ledger: Path, marker: Path):  # type: ignore[no-untyped-def]
+    """``victim`` (then ``next``): its first attempt blocks, any later one finishes at once. Returns (command
+    id, instance row, the first attempt's row) once the first attempt runs."""
+    body = f"if [ -f {marker} ]; then exit 0; fi; touch {marker}; sleep 120"
+    code = await save(dsn, name, [ledgered("victim", ledger, body), ledgered("next", ledger, "true", ("victim",))])
+    (cmd,) = await command(dsn, code)
+    wi = await instance_for(dsn, cmd, final=False)
+    return cmd, wi, await running_task(dsn, wi["id"], "victim")
+
+
 def kill(node: NodeProc) -> None:
     assert node.proc.record is not None
     node.proc.record.signal(signal.SIGKILL)

@@ -584,7 +584,7 @@ async def test_tasks_run_as_the_tenant_os_user(
     assert result["state"] == "FAILURE" and "OS user 'no-such-user-xyz' does not exist" in result["message"]
 
 
-async def test_graceful_shutdown_lets_tasks_finish_then_kills_and_reports(
+async def test_graceful_shutdown_drains_then_kills_and_reports_the_rest_lost(
     node_factory: Callable[..., NodeProc],
     etcd_server: EtcdServer,
     etcd_root: str,
@@ -595,7 +595,8 @@ async def test_graceful_shutdown_lets_tasks_finish_then_kills_and_reports(
     def start() -> NodeProc:
         return node_factory(
             "worker", etcd_server.endpoint, etcd_root, 3,
-            [f"worker.log_dir={tmp_path / 'logs'}", f"worker.exec_dir={tmp_path / 'exec'}", "worker.shutdown_grace=5"],
+            [f"worker.log_dir={tmp_path / 'logs'}", f"worker.exec_dir={tmp_path / 'exec'}",
+             f"worker.spool_dir={tmp_path / 'spool'}", "worker.drain_timeout=3"],
         )  # fmt: skip
 
     w = await asyncio.to_thread(start)
@@ -608,11 +609,15 @@ async def test_graceful_shutdown_lets_tasks_finish_then_kills_and_reports(
     await sink.running(slow.task_instance_id)
     assert w.proc.record is not None
     w.proc.record.signal(15)  # SIGTERM: both still run
-    await asyncio.to_thread(gate.touch)  # the quick one ends within the grace
+    await eventually(lambda: w.health()[1]["draining"] == "shutting down", 10, "the worker draining")
+    late = await dispatch(client, w.address, task("SHELL", {"rawScript": "true"}, sink.address))
+    assert late["accepted"] is False and late["reason"] == "worker is draining (shutting down): it takes no new tasks"
+    await asyncio.to_thread(gate.touch)  # the quick one ends within the drain
     code = await asyncio.to_thread(lambda: wait_exit(w))
     assert code == 0
-    assert (await sink.result(quick.task_instance_id, timeout=1))["state"] == "SUCCESS"  # finished within the grace
-    assert (await sink.result(slow.task_instance_id, timeout=1))["state"] == "KILL"  # killed after it, and reported
+    assert (await sink.result(quick.task_instance_id, timeout=1))["state"] == "SUCCESS"  # finished within the drain
+    slow_result = await sink.result(slow.task_instance_id, timeout=1)  # killed after it, reported, not a failure
+    assert slow_result["state"] == "LOST" and slow_result["message"] == "killed: the worker stopped (drain timeout 3s)"
 
 
 def wait_exit(node: NodeProc) -> int | None:

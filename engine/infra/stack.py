@@ -164,6 +164,7 @@ class Stack:
         if role == "worker":
             argv += ["--set", f"worker.log_dir={self.run_dir / 'task-logs'}"]
             argv += ["--set", f"worker.exec_dir={self.run_dir / 'exec'}"]
+            argv += ["--set", f"worker.spool_dir={self.run_dir / 'spool'}"]
         for item in overrides or []:
             argv += ["--set", item]
         proc = ManagedProcess(name, argv, self.run_dir / "logs" / f"{name}.log", env=self.node_env())

@@ -310,7 +310,7 @@ class Dispatcher:
         out = []
         for w in self.workers(group):
             hb = w.heartbeat
-            if hb.status == ServerStatus.ABNORMAL:
+            if hb.status in (ServerStatus.ABNORMAL, ServerStatus.DRAINING):
                 continue
             if hb.exec_slots > 0:
                 self._hint[w.address] = max(hb.exec_slots - hb.running_tasks, 1)

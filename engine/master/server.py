@@ -4,7 +4,10 @@ instance, the state wheel, the dispatcher, the RPC endpoints workers and the API
 Report handling (invariant 4): a worker's task.running / task.result goes to the owning actor, which
 persists it (fenced) before this handler answers ``ack``. A report for an instance this master does
 not own is not acknowledged; the reply names the owner when the database knows it, so the worker
-re-targets. Stale or duplicate reports are acknowledged and dropped.
+re-targets. Stale or duplicate reports are acknowledged and dropped. A report is matched to its attempt
+by task instance id and attempt number, not by the worker's address: a worker restarted at another
+address sends the results its spool kept, and they count when that attempt is still the current one
+(one failed over meanwhile was superseded: its late result is acknowledged and ignored).
 """
 
 from __future__ import annotations
@@ -403,7 +406,9 @@ class Master(Node):
         owner = row["host"] or ""
         if owner == self.address and actor is None:
             log.error("report for an owned instance without an actor", workflow_instance_id=workflow_instance_id)
-        return ReportReply(ack=False, owner="" if owner == self.address else owner)
+        if owner == self.address:
+            return ReportReply(ack=False)
+        return ReportReply(ack=False, owner=owner, epoch=int(row["epoch"] or 0))
 
     async def on_task_running(self, msg: TaskRunning) -> ReportReply:
         event = TaskRunningEvent(
@@ -420,7 +425,7 @@ class Master(Node):
     async def on_task_result(self, msg: TaskResult) -> ReportReply:
         state = _RESULT_STATES.get(msg.state)
         if state is None:
-            raise BadRequest(f"TaskResult.state: must be SUCCESS, FAILURE or KILL, got {msg.state!r}", 400)
+            raise BadRequest(f"TaskResult.state: must be SUCCESS, FAILURE, KILL or LOST, got {msg.state!r}", 400)
         event = TaskResultEvent(
             msg.task_instance_id,
             msg.attempt,

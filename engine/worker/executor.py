@@ -43,6 +43,9 @@ DRAIN_TIMEOUT = 10.0
 #: attempts that ended here remembered (oldest forgotten first), so a dispatch sent again — its first
 #: reply was lost — is answered "already finished" instead of running the attempt a second time
 ENDED_KEPT = 20_000
+#: why a worker takes no new attempts (Executor.draining)
+DRAIN_REQUESTED = "drained by request"
+SHUTTING_DOWN = "shutting down"
 
 
 def now_ms() -> int:
@@ -59,11 +62,15 @@ class TaskRun:
     killed: bool = False
     #: killed because this worker lost its registry lease: the master runs the attempt again elsewhere
     lost: bool = False
+    #: why it was lost, for the report (default: the lease)
+    lost_why: str = ""
     timed_out: bool = False
     #: the names of the files the plugin wrote into the exec dir
     files: frozenset[str] = frozenset()
     done: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    #: the attempt's work is over (its result is being spooled and handed over): a kill cancels nothing
+    ended: bool = False
 
     @property
     def key(self) -> tuple[int, int]:
@@ -104,6 +111,8 @@ class Executor:
         #: while the cpus are saturated: the concurrency held (the number running when it began)
         self._held: int | None = None
         self.accepting = True
+        #: why this worker takes no new attempts although it runs (a drain, a shutdown), or ""
+        self.draining = ""
 
     # -- admission --------------------------------------------------------------------------------
 
@@ -154,6 +163,8 @@ class Executor:
 
     def _room(self) -> tuple[int, str]:
         """How many more attempts this worker admits now, and why none when it is 0."""
+        if self.draining:
+            return 0, f"worker is draining ({self.draining}): it takes no new tasks"
         if not self.accepting:
             return 0, "worker is shutting down"
         if len(self.runs) >= self.slots:
@@ -185,19 +196,23 @@ class Executor:
                 result = await self._run(run)
             except asyncio.CancelledError:
                 if run.lost:  # the lease is gone: to be run again elsewhere, not a user's kill
-                    result = self._result(run, "LOST", -1, "not started: the worker lost its registry lease")
+                    why = run.lost_why or "the worker lost its registry lease"
+                    result = self._result(run, "LOST", -1, f"not started: {why}")
                 else:
                     result = self._result(run, "KILL", -1, "cancelled before it started")
             except Exception as exc:
                 log.exception("task failed on the worker")
                 result = self._result(run, "FAILURE", -1, f"worker error: {type(exc).__name__}: {exc}")
+            run.ended = True  # no await since _run: a kill from now on waits for the hand-over below
+            try:
+                # on disk before the attempt counts as over here: a crash from now on loses no result
+                await self.reporter.result(result, d.master)
             finally:
                 if self.runs.get(d.task_instance_id) is run:
                     del self.runs[d.task_instance_id]
-            self._ended(run, result.state)
-            self.reporter.report(result, d.master)
+                self._ended(run, result.state)  # a dispatch sent again is answered, not run again
+                run.done.set()
             log.info("task finished", state=result.state, exit_code=result.exit_code)
-            run.done.set()
             await asyncio.to_thread(self.dirs.release, run.exec_dir, run.files)
 
     def _ended(self, run: TaskRun, state: str) -> None:
@@ -288,7 +303,10 @@ class Executor:
             code = proc.returncode if proc.returncode is not None else -1
             reaped = code == -signal.SIGKILL and self.reaper is not None and self.reaper.took(proc.pid)
             if run.lost or (reaped and not run.killed):
-                state, message = "LOST", "killed: the worker lost (or nearly lost) its registry lease"
+                state, message = (
+                    "LOST",
+                    f"killed: {run.lost_why or 'the worker lost (or nearly lost) its registry lease'}",
+                )
             elif run.killed:
                 state, message = "KILL", "killed on request"
             elif run.timed_out:
@@ -364,7 +382,9 @@ class Executor:
         if run is None or run.dispatch.attempt != attempt:
             return KillReply(False, "UNKNOWN")
         run.killed = True
-        if run.proc is None:
+        if run.ended:
+            pass  # over already; its result is being handed to the reporter
+        elif run.proc is None:
             if run.task is not None:
                 run.task.cancel()
         else:
@@ -388,23 +408,29 @@ class Executor:
 
     # -- shutdown ---------------------------------------------------------------------------------
 
-    async def shutdown(self, grace: float) -> None:
-        """Stop accepting, let running attempts finish for ``grace`` seconds, then kill the rest."""
+    async def shutdown(self, drain_timeout: float) -> None:
+        """Take no new attempts, let the running ones finish for ``drain_timeout`` seconds, then kill the
+        rest and report them LOST: the worker's stop is not the task's failure, the master runs them
+        again elsewhere without consuming a retry."""
+        self.draining = SHUTTING_DOWN
         self.accepting = False
         runs = list(self.runs.values())
         if runs:
-            log.info("waiting for running tasks", count=len(runs), grace=grace)
+            log.info("waiting for running tasks", count=len(runs), drain_timeout=drain_timeout)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*(r.done.wait() for r in runs)), grace)
-        await self.kill_all()
+                await asyncio.wait_for(asyncio.gather(*(r.done.wait() for r in runs)), drain_timeout)
+        if self.runs:
+            log.warning("killing the tasks still running; they run again elsewhere", count=len(self.runs))
+        await self.kill_all(lost=True, why=f"the worker stopped (drain timeout {drain_timeout:g}s)")
 
-    async def kill_all(self, lost: bool = False) -> None:
+    async def kill_all(self, lost: bool = False, why: str = "") -> None:
         """Stop accepting and kill every running attempt, all at once (each kill may wait its grace).
-        ``lost``: because the lease is gone; the attempts are reported LOST, to be run again elsewhere."""
+        ``lost``: not the task's fault (the lease is gone, ``why`` else); the attempts are reported LOST,
+        to be run again elsewhere."""
         self.accepting = False
         runs = list(self.runs.values())
         for run in runs:
-            run.lost = lost
+            run.lost, run.lost_why = lost, why
         await asyncio.gather(*(self.kill(*run.key) for run in runs))
 
 

@@ -4,6 +4,11 @@ Every RUNNING and RESULT report is kept, keyed by (task instance, kind), and sen
 currently owns its workflow instance until that master answers 200 — which it does only after it has
 persisted the report. Failures back off exponentially (capped); a host update re-targets every pending
 report of the instance and sends them at once. A RESULT acknowledged supersedes its RUNNING.
+
+A RESULT is written to the spool (engine/worker/spool.py) before it is sent and removed from it once
+acknowledged; the next start of the worker sends what the spool still holds (``restore``). A report
+whose master is gone (not a live master, not answering) goes to a live master instead, which names the
+instance's owner: a worker restarted after its results' master died still finds the new owner.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 
 from engine import logs
 from engine.aio import BackgroundService, cancel_and_wait
+from engine.worker.spool import Spool, Spooled
 from rpc import RpcClient
 from rpc.errors import BadRequest, RpcError
 from rpc.messages import TaskReports, TaskReportsReply, TaskResult, TaskRunning
@@ -34,6 +40,8 @@ EPOCHS_KEPT = 100_000
 RUNNING_DELAY = 0.02
 #: most reports in one call
 BATCH = 100
+#: failed deliveries after which a report whose master is not a live one goes to a live master instead
+REROUTE_AFTER = 2
 
 
 @dataclass
@@ -54,8 +62,17 @@ class Reporter(BackgroundService):
         retry_max: float = 5.0,
         busy: Callable[[int], bool] = lambda _wf: False,
         running_delay: float = RUNNING_DELAY,
+        spool: Spool | None = None,
+        live_masters: Callable[[], list[str]] = lambda: [],
+        hold_results: bool = False,
     ) -> None:
         self.running_delay = running_delay
+        #: where results wait for their acknowledgement across a crash or restart (None: memory only)
+        self.spool = spool
+        #: addresses of the live masters (registry membership), to reach an owner a dead master names
+        self.live_masters = live_masters
+        #: test hook (worker.test_hold_results): results are spooled but never sent
+        self.hold_results = hold_results
         self.rpc = rpc
         #: whether this worker still runs a task of the workflow instance (its owner entry is kept)
         self.busy = busy
@@ -76,12 +93,39 @@ class Reporter(BackgroundService):
         self._idle = asyncio.Event()
         self._idle.set()
         self._sends: set[asyncio.Task[None]] = set()
+        #: acknowledged results whose spool files are still to be removed, and the task removing them
+        self._acked_files: list[tuple[int, int]] = []
+        self._unlinker: asyncio.Task[None] | None = None
         #: reports acknowledged (observability, tests)
         self.acked = 0
 
     async def close(self) -> None:
         task, self._task = self._task, None
         await cancel_and_wait(task, *self._sends)  # the reports in flight too, not only the loop
+        if self._unlinker is not None:
+            await asyncio.wait({self._unlinker}, timeout=5.0)  # a file left behind is only sent again
+
+    async def result(self, msg: TaskResult, master: str) -> None:
+        """Spool a result (on disk before anything else happens to it), then send it until acknowledged."""
+        wf = msg.workflow_instance_id
+        if self.spool is not None:
+            entry = Spooled(self.masters.get(wf, master), self.epochs.get(wf, 0), msg)
+            try:
+                await asyncio.to_thread(self.spool.write, entry)
+            except OSError as exc:  # a full or broken disk must not lose the result: keep it in memory
+                log.error(
+                    "result not spooled, kept in memory only", error=str(exc), task_instance_id=msg.task_instance_id
+                )
+        self.report(msg, master)
+
+    def restore(self, entries: list[Spooled]) -> None:
+        """Results a previous run of this worker (or a dead one sharing the spool) left unacknowledged."""
+        for e in entries:
+            wf = e.result.workflow_instance_id
+            if e.epoch >= self.epochs.get(wf, 0):
+                self.note_owner(wf, e.master, e.epoch)
+            self.report(e.result, e.master)
+            log.info("spooled result to send again", task_instance_id=e.key[0], attempt=e.key[1], master=e.master)
 
     def stale(self, workflow_instance_id: int, epoch: int, valid_until_ms: int = 0) -> str:
         """Why an order (dispatch, kill) from the owner at ``epoch`` must be refused, or "": it comes from
@@ -178,18 +222,31 @@ class Reporter(BackgroundService):
                 due, _, key, p = heapq.heappop(self._due)
                 if self.pending.get(key) is not p or p.in_flight or p.due != due:
                     continue
+                if self.hold_results and key[2] == "result":
+                    continue  # test hook: spooled, never sent (stays pending)
                 p.in_flight = True
-                batches[self.masters.get(p.msg.workflow_instance_id, "")].append((key, p))
+                batches[self._target(p)].append((key, p))
             for master, items in batches.items():
                 for i in range(0, len(items), BATCH):
                     chunk = items[i : i + BATCH]
-                    coro = self._send(*chunk[0]) if len(chunk) == 1 else self._send_batch(master, chunk)
+                    coro = self._send(master, *chunk[0]) if len(chunk) == 1 else self._send_batch(master, chunk)
                     task = asyncio.create_task(coro)
                     self._sends.add(task)
                     task.add_done_callback(self._sends.discard)
             timeout = max(0.0, self._due[0][0] - time.monotonic()) if self._due else None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
+
+    def _target(self, p: Pending) -> str:
+        """Where a report goes: its instance's owner; once it failed to get there a few times and that
+        owner is not a live master, any live master (it acknowledges, or names the owner)."""
+        wf = p.msg.workflow_instance_id
+        master = self.masters.get(wf, "")
+        if p.attempts >= REROUTE_AFTER:
+            live = self.live_masters()
+            if live and master not in live:
+                return sorted(live)[wf % len(live)]
+        return master
 
     async def _send_batch(self, master: str, items: list[tuple[tuple[int, int, str], Pending]]) -> None:
         """Several reports for one master in one call; a master without the batch call gets them one by one."""
@@ -202,7 +259,7 @@ class Reporter(BackgroundService):
             replies: list[dict[str, Any] | None] = [dataclasses.asdict(r) for r in reply.replies]
         except BadRequest as exc:
             if exc.status == 404:  # an older master: one call per report
-                await asyncio.gather(*(self._send(k, p) for k, p in items))
+                await asyncio.gather(*(self._send(master, k, p) for k, p in items))
                 return
             log.error("master refused a batch of reports; will retry", error=str(exc))
             replies = [None] * len(items)
@@ -214,8 +271,7 @@ class Reporter(BackgroundService):
         for (key, p), one in zip([*running, *results], replies, strict=True):
             self._settle(key, p, master, one)
 
-    async def _send(self, key: tuple[int, int, str], p: Pending) -> None:
-        master = self.masters.get(p.msg.workflow_instance_id, "")
+    async def _send(self, master: str, key: tuple[int, int, str], p: Pending) -> None:
         reply: dict[str, Any] | None
         try:
             reply = await self.rpc.call(master, p.msg)  # type: ignore[assignment]
@@ -233,7 +289,8 @@ class Reporter(BackgroundService):
         owner = str((reply or {}).get("owner") or "")
         if reply is not None and not acked and owner and owner != master:
             # the instance moved to another master: send everything of it there
-            self.host_update(p.msg.workflow_instance_id, owner)
+            epoch = (reply or {}).get("epoch")
+            self.host_update(p.msg.workflow_instance_id, owner, epoch if isinstance(epoch, int) else 0)
         p.in_flight = False
         if self.pending.get(key) is not p:
             return  # replaced meanwhile (a newer report of the same kind)
@@ -242,6 +299,7 @@ class Reporter(BackgroundService):
             self.acked += 1
             if key[2] == "result":
                 self._drop((key[0], key[1], "running"))
+                self._unspool((key[0], key[1]))
             if not self.pending:
                 self._idle.set()
             self.forget_instance(p.msg.workflow_instance_id)
@@ -249,3 +307,20 @@ class Reporter(BackgroundService):
             p.attempts += 1
             p.due = time.monotonic() + min(self.retry_max, self.retry_initial * 2 ** (p.attempts - 1))
             self._schedule(key, p)
+
+    def _unspool(self, key: tuple[int, int]) -> None:
+        """Remove an acknowledged result's spool file (in a thread, batched with the others acked meanwhile)."""
+        if self.spool is None:
+            return
+        self._acked_files.append(key)
+        if self._unlinker is None or self._unlinker.done():
+            self._unlinker = asyncio.create_task(self._remove_acked(), name="spool-unlink")
+
+    async def _remove_acked(self) -> None:
+        assert self.spool is not None
+        while self._acked_files:
+            batch, self._acked_files = self._acked_files, []
+            try:
+                await asyncio.to_thread(self.spool.remove, batch)
+            except OSError as exc:  # left behind: sent again by the next start, acknowledged again
+                log.warning("acknowledged results not removed from the spool", error=str(exc), count=len(batch))

@@ -1,9 +1,16 @@
 """The worker process: registry presence under its group, the RPC endpoints masters and the API call
-(dispatch, kill, host update, logs), the executor, and the reporter."""
+(dispatch, kill, host update, logs, drain), the executor, the reporter and its spool.
+
+Stopping (SIGTERM) is phased: take no new tasks (dispatches refused, the heartbeat says DRAINING so
+masters send nothing), let the running ones finish for ``worker.drain_timeout``, kill what is left and
+report it LOST (run again elsewhere, no retry consumed), wait up to ``worker.report_flush_timeout`` for
+the masters to acknowledge the pending reports, then deregister. What is still unacknowledged stays in
+the spool: the next start sends it before it registers (see ``on_started``)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -11,12 +18,15 @@ from typing import Any
 from aiohttp import web
 
 from engine import logs
+from engine.errors import ConfigError
 from engine.node import Node
-from engine.worker.executor import Executor
+from engine.worker.executor import DRAIN_REQUESTED, SHUTTING_DOWN, Executor
 from engine.worker.logfiles import LogFiles
 from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
-from registry import WORKER, HeartbeatSource, LoadLimits, NodeId, TaskCounts
+from engine.worker.spool import Spool
+from registry import WORKER, Heartbeat, HeartbeatSource, LoadLimits, NodeId, ServerStatus, TaskCounts
+from registry.errors import RegistryUnavailable
 from rpc.messages import (
     DispatchBatchReply,
     DispatchReply,
@@ -31,12 +41,26 @@ from rpc.messages import (
     TaskDispatch,
     TaskDispatchBatch,
     TaskKill,
+    WorkerDrain,
+    WorkerDrainReply,
 )
 
 log = logs.get(__name__)
 
 #: seconds of our lease a task start must still have (a start this close to expiry is not made)
 START_MARGIN = 0.5
+
+
+class WorkerHeartbeat(HeartbeatSource):
+    """The host's heartbeat, with status DRAINING while the worker takes no new tasks."""
+
+    def __init__(self, *args: Any, draining: Any = lambda: False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.draining = draining
+
+    async def __call__(self) -> Heartbeat:
+        hb = await super().__call__()
+        return dataclasses.replace(hb, status=int(ServerStatus.DRAINING)) if self.draining() else hb
 
 
 class Worker(Node):
@@ -46,11 +70,22 @@ class Worker(Node):
         super().__init__(*args, **kwargs)
         w = self.cfg.worker
         self.limits = LoadLimits(w.max_cpu_load_avg, w.reserved_memory_gb)
-        self.source = HeartbeatSource(
-            self.limits, host_weight=w.host_weight, counts=self.counts, busy=lambda: self.cpu.busy
+        self.source = WorkerHeartbeat(
+            self.limits,
+            host_weight=w.host_weight,
+            counts=self.counts,
+            busy=lambda: self.cpu.busy,
+            draining=lambda: bool(self.executor.draining),
         )
         self.log_files = LogFiles(Path(w.log_dir))
-        self.reporter = Reporter(self.rpc, busy=self._busy_with)
+        self.spool = Spool(Path(w.spool_dir).resolve(), self.cfg.registry.root)
+        self.reporter = Reporter(
+            self.rpc,
+            busy=self._busy_with,
+            spool=self.spool,
+            live_masters=self._live_masters,
+            hold_results=w.test_hold_results,
+        )
         self.reaper = Reaper(self.cfg.registry.lease_ttl, children_of=os.getpid())
         self.executor = Executor(
             slots=w.exec_slots,
@@ -71,11 +106,15 @@ class Worker(Node):
             (LogRange, self.on_log_range),
             (LogDownload, self.on_log_download),
             (LogRemove, self.on_log_remove),
+            (WorkerDrain, self.on_drain),
         ):
             self.rpc_server.register(msg_cls, handler)
 
     def _busy_with(self, workflow_instance_id: int) -> bool:
         return self.executor.busy_with(workflow_instance_id)
+
+    def _live_masters(self) -> list[str]:
+        return [m.address for m in self.registry.membership.masters()] if self.registry is not None else []
 
     # -- node hooks -------------------------------------------------------------------------------
 
@@ -98,8 +137,21 @@ class Worker(Node):
     async def on_started(self) -> None:
         self.executor.address = self.address
         await asyncio.to_thread(self.executor.dirs.reset)
+        try:
+            left = await asyncio.to_thread(self.spool.open)
+        except OSError as exc:
+            raise ConfigError(f"worker.spool_dir: cannot keep results in {self.spool.dir}: {exc}") from exc
         await self.reaper.start()
+        self.reporter.restore(left)
         self.reporter.start()
+        if left:
+            # Send what an earlier run left before registering: our registration deletes a key an earlier
+            # incarnation at this address left, and its REMOVED event makes the masters run that
+            # incarnation's attempts again — those whose results we hold must be persisted first. Past
+            # one lease TTL the earlier key has expired on its own: no reason to wait longer.
+            ttl = self.cfg.registry.lease_ttl
+            if not await self.reporter.flush(ttl):
+                log.warning("spooled results not acknowledged yet; registering", pending=len(self.reporter.pending))
 
     async def on_fenced(self) -> None:
         # Our lease is gone: masters will fail our tasks over. Stop taking work and kill what runs,
@@ -113,11 +165,29 @@ class Worker(Node):
         self.executor.accepting = True
 
     async def on_shutdown(self) -> None:
-        await self.executor.shutdown(self.cfg.worker.shutdown_grace)
-        if not await self.reporter.flush(self.cfg.rpc.timeout * 2):
-            log.warning("shutting down with unacknowledged reports", pending=len(self.reporter.pending))
+        w = self.cfg.worker
+        self.executor.draining = SHUTTING_DOWN
+        await self._publish_heartbeat()  # masters stop sending now, not at the next heartbeat
+        await self.executor.shutdown(w.drain_timeout)
+        if not await self.reporter.flush(w.report_flush_timeout):
+            log.warning(
+                "stopping with unacknowledged reports; the spool keeps the results for the next start",
+                pending=len(self.reporter.pending),
+            )
+            if self.registry is not None:
+                # Leave our key to expire with the lease instead of deleting it: its removal makes the
+                # masters run those attempts again, and a start within one TTL delivers their results first.
+                await self.registry.close(revoke=False)
         await self.reporter.close()
         await self.reaper.close()
+        await asyncio.to_thread(self.spool.close)
+
+    async def _publish_heartbeat(self) -> None:
+        if self.registry is not None and self.registry.session.alive:
+            try:
+                await asyncio.wait_for(self.registry.registration.refresh_now(), self.cfg.registry.request_timeout)
+            except (TimeoutError, RegistryUnavailable) as exc:
+                log.warning("heartbeat not refreshed; masters see the drain at the next one", error=str(exc))
 
     def health(self) -> dict[str, Any]:
         return {
@@ -125,6 +195,7 @@ class Worker(Node):
             "running": len(self.executor.runs),
             "slots": self.cfg.worker.exec_slots,
             "pending_reports": len(self.reporter.pending),
+            "draining": self.executor.draining,
         }
 
     # -- RPC handlers -----------------------------------------------------------------------------
@@ -158,6 +229,24 @@ class Worker(Node):
         """Each attempt is admitted (or refused) on its own, in order, as if sent one by one."""
         replies = [await self.on_dispatch(d, msg.valid_until_ms) for d in msg.tasks]
         return DispatchBatchReply(replies, self.executor.free_slots())
+
+    async def on_drain(self, msg: WorkerDrain) -> WorkerDrainReply:
+        """Take no new tasks (the running ones finish; the worker stays up), or take them again."""
+        refused = ""
+        if msg.drain and not self.executor.draining:
+            self.executor.draining = DRAIN_REQUESTED
+        elif not msg.drain and self.executor.draining == DRAIN_REQUESTED:
+            self.executor.draining = ""
+        elif not msg.drain and self.executor.draining:
+            refused = f"the worker is {self.executor.draining}"
+        log.info("drain", drain=msg.drain, draining=self.executor.draining, refused=refused)
+        await self._publish_heartbeat()
+        return WorkerDrainReply(
+            draining=bool(self.executor.draining),
+            running=len(self.executor.runs),
+            pending_reports=len(self.reporter.pending),
+            refused=refused,
+        )
 
     async def on_kill(self, msg: TaskKill) -> KillReply:
         run = self.executor.runs.get(msg.task_instance_id)

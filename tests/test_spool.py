@@ -1,0 +1,186 @@
+"""The worker's result spool on a real file system, and the reporter sending what it holds: results
+survive the worker, every worker sharing the directory holds a slot of its own, a dead worker's slot is
+adopted, and a result whose master is gone reaches the instance's owner through a live master."""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.synchronize
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from engine.infra.ports import free_port
+from engine.worker.reporter import Pending, Reporter
+from engine.worker.spool import Spool, Spooled
+from rpc import RpcClient, RpcServer
+from rpc.messages import TaskResult
+from tests.helpers import TEST_SECRET, eventually
+from tests.worker_harness import ReportSink
+
+
+def result(task_instance_id: int, attempt: int = 1, state: str = "SUCCESS") -> TaskResult:
+    return TaskResult(
+        task_instance_id=task_instance_id,
+        attempt=attempt,
+        workflow_instance_id=task_instance_id // 10,
+        host="127.0.0.1:1",
+        state=state,
+        exit_code=0,
+        start_time=1,
+        end_time=2,
+        var_pool=[{"prop": "answer", "direct": "OUT", "type": "VARCHAR", "value": "42"}],
+    )
+
+
+def test_a_spooled_result_is_found_again_by_the_next_holder(tmp_path: Path) -> None:
+    first = Spool(tmp_path, "/cluster")
+    assert first.open() == []
+    entry = Spooled("127.0.0.1:5678", 7, result(101))
+    first.write(entry)
+    first.write(Spooled("127.0.0.1:5678", 7, result(102, state="LOST")))
+    first.remove([(102, 1)])
+    first.close()
+    again = Spool(tmp_path, "/cluster")
+    assert again.open() == [entry]
+    assert again.slot == first.slot
+    again.close()
+
+
+def test_workers_sharing_the_directory_hold_their_own_slots_and_adopt_a_dead_one(tmp_path: Path) -> None:
+    alive, other = Spool(tmp_path, "/c"), Spool(tmp_path, "/c")
+    alive.open()
+    other.open()
+    assert alive.slot != other.slot
+    mine, theirs = Spooled("m:1", 1, result(201)), Spooled("m:1", 1, result(202))
+    alive.write(mine)
+    other.write(theirs)
+    other.close()  # that worker is dead: its lock is gone
+    newcomer = Spool(tmp_path, "/c")
+    assert newcomer.open() == [theirs]  # a live worker's slot is never touched
+    assert [p.name for p in alive.files()] == ["201-1.json"]
+    alive.close()
+    newcomer.close()
+
+
+def _hold_slot(root: str, ready: multiprocessing.synchronize.Event, done: multiprocessing.synchronize.Event) -> None:
+    spool = Spool(Path(root), "/c")
+    spool.open()
+    spool.write(Spooled("m:1", 1, result(301)))
+    ready.set()
+    done.wait(30)
+
+
+def test_a_slot_locked_by_another_process_is_left_alone(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    ready, done = ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=_hold_slot, args=(str(tmp_path), ready, done))
+    proc.start()
+    try:
+        assert ready.wait(30)
+        mine = Spool(tmp_path, "/c")
+        assert mine.open() == []  # the other process holds slot 0 and its file
+        mine.close()
+    finally:
+        done.set()
+        proc.join(30)
+    after = Spool(tmp_path, "/c")
+    assert [e.key for e in after.open()] == [(301, 1)]  # its holder is gone: adopted
+    after.close()
+
+
+def test_clusters_do_not_see_each_other_s_results_and_broken_files_are_set_aside(tmp_path: Path) -> None:
+    a = Spool(tmp_path, "/a")
+    a.open()
+    a.write(Spooled("m:1", 1, result(401)))
+    assert a.slot is not None
+    (a.slot / "402-1.json").write_text("{not json")
+    (a.slot / "403-1.json.tmp").write_text("half a write")
+    a.close()
+    b = Spool(tmp_path, "/b")
+    assert b.open() == []
+    b.close()
+    again = Spool(tmp_path, "/a")
+    assert [e.key for e in again.open()] == [(401, 1)]
+    assert again.slot is not None
+    assert sorted(p.name for p in again.slot.iterdir()) == [".lock", "401-1.json", "402-1.bad"]
+    again.close()
+
+
+@pytest.fixture
+async def rpc() -> AsyncIterator[RpcClient]:
+    client = RpcClient(TEST_SECRET, timeout=2)
+    yield client
+    await client.close()
+
+
+async def test_a_restored_result_for_a_dead_master_reaches_the_owner_a_live_master_names(
+    tmp_path: Path, sink: ReportSink, rpc: RpcClient
+) -> None:
+    """The spool names a master that is gone; a live master that is not the owner answers with the owner
+    and its epoch (newer than the one spooled), and the result goes there and leaves the spool."""
+    before = Spool(tmp_path, "/c")
+    before.open()
+    dead = f"127.0.0.1:{free_port()}"
+    msg = result(501)
+    before.write(Spooled(dead, 5, msg))
+    before.close()  # the worker died
+    spool = Spool(tmp_path, "/c")
+    left = spool.open()
+    asked: list[int] = []
+
+    async def redirect(m: TaskResult) -> dict[str, object]:
+        asked.append(m.task_instance_id)
+        return {"ack": False, "owner": sink.address, "epoch": 6}
+
+    app = web.Application()
+    RpcServer(app, TEST_SECRET).register(TaskResult, redirect)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    live = f"127.0.0.1:{port}"
+    reporter = Reporter(rpc, retry_initial=0.05, retry_max=0.2, spool=spool, live_masters=lambda: [live])
+    try:
+        reporter.restore(left)
+        reporter.start()
+        got = await sink.result(msg.task_instance_id, timeout=20)
+        assert got["state"] == "SUCCESS" and got["var_pool"] == msg.var_pool
+        assert asked == [msg.task_instance_id]
+        await eventually(lambda: not spool.files(), 10, "acknowledged result removed from the spool")
+        assert reporter.epochs[msg.workflow_instance_id] == 6
+    finally:
+        await reporter.close()
+        await runner.cleanup()
+        spool.close()
+
+
+async def test_a_redirect_to_an_owner_older_than_one_known_is_not_followed(sink: ReportSink, rpc: RpcClient) -> None:
+    reporter = Reporter(rpc, retry_initial=0.05, retry_max=0.2)
+    reporter.note_owner(9, sink.address, 6)
+    reporter._settle((91, 1, "result"), _pending(result(91)), sink.address, {"ack": False, "owner": "x:1", "epoch": 5})
+    assert reporter.masters[9] == sink.address
+    reporter._settle((91, 1, "result"), _pending(result(91)), sink.address, {"ack": False, "owner": "y:1", "epoch": 7})
+    assert reporter.masters[9] == "y:1"
+
+
+def _pending(msg: TaskResult) -> Pending:
+    return Pending(msg, due=0.0)
+
+
+async def test_held_results_are_spooled_and_not_sent(tmp_path: Path, sink: ReportSink, rpc: RpcClient) -> None:
+    spool = Spool(tmp_path, "/c")
+    spool.open()
+    reporter = Reporter(rpc, retry_initial=0.05, spool=spool, hold_results=True)
+    reporter.start()
+    try:
+        await reporter.result(result(601), sink.address)
+        assert [p.name for p in spool.files()] == ["601-1.json"]
+        assert not await reporter.flush(0.5)
+        assert await sink.rows(601) == {}
+    finally:
+        await reporter.close()
+        spool.close()
+    assert [p.name for p in spool.files()] == ["601-1.json"]
