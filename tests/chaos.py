@@ -216,10 +216,11 @@ async def run(
             await asyncio.to_thread(cluster.start_node, slot)
         params = {"ledger_dsn": dsn, "watch_port": str(watcher.port)}
         chaos = Chaos(cluster, rng, summary, dsn, params, [c for c, _ in codes], watcher)
-        done = asyncio.Event()
-        driver = asyncio.create_task(drive(chaos, done, summary.fault_weights))
+        done, covered = asyncio.Event(), asyncio.Event()
+        driver = asyncio.create_task(drive(chaos, done, summary.fault_weights, covered))
         try:
-            command_ids, summary.tasks = await _submit(dsn, codes, workflows, rng, params)
+            command_ids, summary.tasks = await _submit(dsn, codes, workflows, rng, params, covered)
+            summary.workflows = len(command_ids)
             await _wait_all(dsn, command_ids, chaos.poison, deadline)
         finally:
             done.set()
@@ -238,20 +239,34 @@ async def run(
 
 
 async def _submit(
-    dsn: str, codes: list[tuple[int, int]], workflows: int, rng: random.Random, params: dict[str, str]
-) -> tuple[list[int], int]:
-    """Commands arrive in batches over the first part of the run, while faults are injected."""
+    dsn: str, codes: list[tuple[int, int]], workflows: int, rng: random.Random, params: dict[str, str],
+    covered: asyncio.Event | None = None, extra_seconds: float = 300.0,
+) -> tuple[list[int], int]:  # fmt: skip
+    """Commands arrive in batches over the first part of the run, while faults are injected. Until every
+    enabled fault kind was injected (``covered``), a trickle of further workflows keeps tasks running for
+    the faults to hit (at most ``extra_seconds`` more)."""
     ids: list[int] = []
     tasks = 0
     param = json.dumps({"StartParams": params})
-    for start in range(0, workflows, 20):
-        batch = [codes[rng.randrange(len(codes))] for _ in range(min(20, workflows - start))]
+
+    async def batch_of(n: int) -> None:
+        nonlocal ids, tasks
+        batch = [codes[rng.randrange(len(codes))] for _ in range(n)]
         got = await insert_commands(dsn, [(c, param) for c, _ in batch])
         if got is None:
             raise RuntimeError("could not submit commands")
         ids += got
         tasks += sum(n for _, n in batch)
+
+    for start in range(0, workflows, 20):
+        await batch_of(min(20, workflows - start))
         await asyncio.sleep(rng.uniform(0.2, 1.0))  # the workload's pace: batches spread over the faults
+    until = time.monotonic() + extra_seconds
+    while covered is not None and not covered.is_set() and time.monotonic() < until:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(covered.wait(), rng.uniform(1.0, 3.0))
+        if not covered.is_set():
+            await batch_of(3)
     return ids, tasks
 
 

@@ -300,14 +300,19 @@ class FaultPlan:
             self.owed.append(kind)
 
 
-async def drive(chaos: Chaos, done: asyncio.Event, table: Mapping[str, float]) -> None:
-    """Inject a fault every 2-4 s until the workload is done; restart what died."""
+async def drive(
+    chaos: Chaos, done: asyncio.Event, table: Mapping[str, float], covered: asyncio.Event | None = None
+) -> None:
+    """Inject a fault every 2-4 s until the workload is done; restart what died. ``covered`` is set once
+    every enabled kind and both infrastructure restarts were injected (the workload goes on until then)."""
     rng = chaos.rng
     infra = ["etcd", "postgres"]
     rng.shuffle(infra)
     kinds = FaultPlan(rng, table)
     rounds = 0
     while not done.is_set():
+        if covered is not None and not infra and set(kinds.enabled) <= kinds.injected:
+            covered.set()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), rng.uniform(2.0, 4.0))
         if done.is_set():
