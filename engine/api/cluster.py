@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from engine.api import access
 from engine.api.routing import ApiError, Call, Route
 from registry.heartbeat import ServerStatus
 
@@ -42,4 +43,14 @@ async def get_cluster(api: Any, _: Call) -> dict[str, Any]:
     }
 
 
-ROUTES = [Route("GET", "/api/v1/cluster", get_cluster, "Live masters and workers", "cluster", response=_CLUSTER)]
+ROUTES = [
+    Route(
+        "GET",
+        "/api/v1/cluster",
+        get_cluster,
+        "Live masters and workers",
+        "cluster",
+        response=_CLUSTER,
+        rule=access.SIGNED_IN,
+    )
+]

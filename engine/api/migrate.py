@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 
-from engine.api import schedules
+from engine.api import access, schedules
 from engine.api.routing import ApiError, Call, Route
 from engine.migrate import dolphinscheduler as ds
 from engine.migrate.dolphinscheduler_export import Codes, ExportError, export
@@ -253,11 +253,17 @@ async def export_dolphinscheduler(api: Any, call: Call) -> list[dict[str, Any]]:
     return out
 
 
+def _project_in_file(body: Any) -> str | None:
+    return _default_project(body.get("export")) if isinstance(body, dict) else None
+
+
+#: WRITE on the target project (named in the body, else in the file); a new project is the caller's own
+_IMPORT_RULE = access.Rule(access.Need.WRITE, access.Find("project", "body.project", _project_in_file), create=True)
 ROUTES = [
     Route("POST", "/api/v1/import/dolphinscheduler", import_dolphinscheduler,
           "Create the workflows (and schedules) of a DolphinScheduler export, all or none", "migration",
-          body=_IMPORT, response=_IMPORTED, status=201),
+          body=_IMPORT, response=_IMPORTED, status=201, rule=_IMPORT_RULE),
     Route("POST", "/api/v1/export/dolphinscheduler", export_dolphinscheduler,
           "Workflows of a project in DolphinScheduler's export format", "migration",
-          body=_EXPORT, response=_EXPORTED),
+          body=_EXPORT, response=_EXPORTED, rule=access.read("project", "body.project")),
 ]  # fmt: skip
