@@ -25,7 +25,7 @@ from typing import Any
 
 import asyncpg
 
-from engine.api.routing import ApiError, Call
+from engine.api.routing import PRINCIPAL, PROJECT_CODE, ApiError, Call
 
 EXECUTE, READ, WRITE = 1, 2, 4
 ALL = EXECUTE | READ | WRITE
@@ -153,7 +153,7 @@ class Principal:
 
 
 def principal_of(call: Call) -> Principal:
-    principal = call.request.get("principal")
+    principal = call.request.get(PRINCIPAL)
     if not isinstance(principal, Principal):
         raise ApiError(401, "sign in first (Authorization: Bearer <token>, or POST /api/v1/login)")
     return principal
@@ -227,7 +227,7 @@ def _value(call: Call, find: Find) -> Any:
 
 async def check(db: asyncpg.Pool, rule: Rule, call: Call) -> None:
     """Raise the ApiError (401, 403 or 404) the caller gets for ``call`` under ``rule``; on success note the
-    project the call touches in ``call.request['project_code']`` (audit log)."""
+    project the call touches in ``call.request[PROJECT_CODE]`` (audit log)."""
     if rule.need is Need.PUBLIC:
         return
     who = principal_of(call)
@@ -258,7 +258,7 @@ async def check(db: asyncpg.Pool, rule: Rule, call: Call) -> None:
     held, usable = await project_rights(db, who, int(code))
     if not held:
         raise ApiError(404, f"{what} does not exist")
-    call.request["project_code"] = int(code)
+    call.request[PROJECT_CODE] = int(code)
     if rule.need is Need.OWNER:
         if not (who.admin or await db.fetchval("SELECT user_id = $2 FROM project WHERE code = $1", code, who.user_id)):
             raise ApiError(403, f"only the owner of the project of {what} (or an admin) may do this")

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from engine import logs
 from engine.api import access
-from engine.api.routing import PAGE, Call, Param, Route, page, select_page
+from engine.api.routing import AUDIT_USER, PAGE, PRINCIPAL, PROJECT_CODE, Call, Param, Route, page, select_page
 from engine.api.sessions import SAFE_METHODS, client_address
 from engine.storage.failures import DB_FAILURES
 
@@ -58,8 +58,8 @@ async def record(api: Any, request: web.Request, route: Route, status: int) -> N
     """Write one audit row for an answered call (best effort: a failure is logged, never raised)."""
     if request.method in SAFE_METHODS:
         return
-    who = request.get("principal")
-    attempted = request.get("audit_user")
+    who = request.get(PRINCIPAL)
+    attempted = request.get(AUDIT_USER)
     detail = {"path": request.path, **({"query": dict(request.query)} if request.query else {})}
     try:
         await api.db.execute(
@@ -71,7 +71,7 @@ async def record(api: Any, request: web.Request, route: Route, status: int) -> N
             action_of(route.method, route.path),
             route.tag,
             "/".join(request.match_info.values())[:255] or None,
-            request.get("project_code"),
+            request.get(PROJECT_CODE),
             status,
             json.dumps(detail),
         )

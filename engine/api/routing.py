@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 log = logs.get(__name__)
 
 PREFIX = "/api/v1"
+#: what the authentication middleware and the access check leave on a request (access.Principal; ids)
+PRINCIPAL: web.RequestKey[Any] = web.RequestKey("principal", object)
+USER_ID: web.RequestKey[int] = web.RequestKey("user_id", int)
+PROJECT_CODE: web.RequestKey[int] = web.RequestKey("project_code", int)
+#: the user name a login tried (audit log of failed logins)
+AUDIT_USER: web.RequestKey[str] = web.RequestKey("audit_user", str)
 MAX_PAGE_SIZE = 500
 
 
@@ -142,7 +148,7 @@ class Call:
     @property
     def principal(self) -> Any:
         """The caller (access.Principal); set by the API's authentication before any handler runs."""
-        return self.request.get("principal")
+        return self.request.get(PRINCIPAL)
 
     def path_int(self, name: str) -> int:
         raw = self.path[name]
@@ -260,7 +266,7 @@ def bind(api: Any, route: Route) -> Callable[[web.Request], Awaitable[web.Stream
                 body = json.loads(raw_body) if raw_body else {}
             except (ValueError, UnicodeDecodeError) as exc:
                 raise ApiError(400, f"body is not valid JSON: {exc}", "body") from None
-        call = Call(request, dict(request.match_info), query, body, request.get("user_id"))
+        call = Call(request, dict(request.match_info), query, body, request.get(USER_ID))
         await access.check(api.db, rule, call)
         if validator is not None:
             problem = schema_problem(validator, body)

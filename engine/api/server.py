@@ -41,7 +41,16 @@ from engine.api import (
     workflows,
 )
 from engine.api.access import Principal
-from engine.api.routing import ApiError, Route, bind, error_response, errors_middleware, json_response
+from engine.api.routing import (
+    PRINCIPAL,
+    USER_ID,
+    ApiError,
+    Route,
+    bind,
+    error_response,
+    errors_middleware,
+    json_response,
+)
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError
 from engine.node import parse_args
@@ -168,8 +177,8 @@ class ApiServer:
                 return error_response(403, f"missing or wrong {sessions.CSRF_HEADER} header (cookie sessions need it)")
         else:
             return error_response(401, "sign in first (Authorization: Bearer <token>, or POST /api/v1/login)")
-        request["principal"] = principal
-        request["user_id"] = principal.user_id
+        request[PRINCIPAL] = principal
+        request[USER_ID] = principal.user_id
         return await handler(request)
 
     async def _check_token(self, token: str) -> Principal | None:

@@ -21,7 +21,7 @@ from aiohttp import web
 from engine.api import access
 from engine.api.access import Principal
 from engine.api.passwords import verify_password
-from engine.api.routing import ApiError, Call, Route, json_response
+from engine.api.routing import AUDIT_USER, PRINCIPAL, ApiError, Call, Route, json_response
 
 COOKIE = "porpoise_session"
 CSRF_HEADER = "X-CSRF-Token"
@@ -89,7 +89,7 @@ async def _throttled(api: Any, user: str, address: str) -> float | None:
 
 async def login(api: Any, call: Call) -> web.Response:
     user, password = call.body["user"], call.body["password"]
-    call.request["audit_user"] = user[:64]
+    call.request[AUDIT_USER] = user[:64]
     address = client_address(call.request)
     wait = await _throttled(api, user, address)
     if wait is not None:
@@ -115,7 +115,7 @@ async def login(api: Any, call: Call) -> web.Response:
         address,
         expires,
     )
-    call.request["principal"] = Principal(int(row["id"]), row["user_name"], row["user_type"] == 0, None, "session")
+    call.request[PRINCIPAL] = Principal(int(row["id"]), row["user_name"], row["user_type"] == 0, None, "session")
     answer = {"user": row["user_name"], "admin": row["user_type"] == 0, "csrf_token": csrf, "expire_time": expires}
     response = json_response(answer)
     response.set_cookie(
