@@ -174,7 +174,9 @@ def test_token_rules(api_cluster: ApiCluster) -> None:
     assert as_ro.post("/api/v1/tokens", {"name": "ro2", "perms": ["READ"]})["perms"] == ["READ"]
     assert error_of(lambda: as_dave.post("/api/v1/tokens", {"name": "x", "expires_in_days": 10000})).status == 400
     # lists show one's own; revoking another's answers 404; the admin revokes anyone's
-    mine = {t["id"] for t in _items(as_dave, "/api/v1/tokens")}
+    listed = _items(as_dave, "/api/v1/tokens")
+    assert next(t for t in listed if t["name"] == "e2e")["last_used_time"] is not None
+    mine = {t["id"] for t in listed}
     theirs = {t["id"] for t in _items(as_erin, "/api/v1/tokens")}
     assert mine and theirs and not mine & theirs
     assert error_of(lambda: as_dave.delete(f"/api/v1/tokens/{min(theirs)}")).status == 404
@@ -193,3 +195,30 @@ def test_token_rules(api_cluster: ApiCluster) -> None:
     assert err.status == 400 and err.field == "password"
     c.client().delete(f"/api/v1/users/{erin}")
     assert erin not in [u["name"] for u in _items(c.client(), "/api/v1/users")]
+
+
+def test_a_workflow_may_use_only_data_sources_granted_to_its_user_or_project(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    gina = _name("gina")
+    as_gina = make_user(c, gina)
+    source, project = _name("ds_g_"), _name("pg-")
+    c.client().put(f"/api/v1/datasources/{source}", {"params": {"host": "h", "password": "s3cret"}})
+    doc = {"name": _name("wf"), "project": project,
+           "tasks": [{"name": "q", "type": "SQL", "params": {"datasource": source, "sql": "select 1"}}]}  # fmt: skip
+    err = error_of(lambda: as_gina.post("/api/v1/workflows", doc))
+    assert err.status == 403 and source in str(err) and err.field == "datasource"
+    assert project not in [p["name"] for p in _items(c.client(), "/api/v1/projects")]  # nothing was saved
+    as_gina.post("/api/v1/projects", {"name": project})
+    c.client().post("/api/v1/grants", {"resource_type": "datasource", "resource": source, "project": project})
+    assert as_gina.post("/api/v1/workflows", doc)["created"]
+    grants = _items(c.client(), "/api/v1/grants", resource_type="datasource")
+    grant = next(g for g in grants if g["resource"] == source)
+    c.client().delete(f"/api/v1/grants/{grant['id']}")
+    assert (
+        error_of(
+            lambda: as_gina.put(
+                f"/api/v1/workflows/{_items(as_gina, '/api/v1/workflows', project=project)[0]['code']}", doc
+            )
+        ).status
+        == 403
+    )

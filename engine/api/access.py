@@ -19,7 +19,7 @@ are seen by the users (and the members of the projects) an admin granted them to
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -301,3 +301,25 @@ def project_clause(call: Call, column: Any) -> list[Any]:
     owned = select(t.project.c.code).where(t.project.c.user_id == who.user_id)
     granted = select(t.project_user.c.project_code).where(t.project_user.c.user_id == who.user_id)
     return [column.in_(owned.union(granted))]
+
+
+async def check_datasources(
+    db: asyncpg.Pool | asyncpg.Connection, who: Principal, used: Iterable[str], project: str
+) -> None:
+    """A general user may name in a workflow of ``project`` only data sources an admin granted to them or to
+    that project (403 naming the others, whether they exist or not)."""
+    names = sorted(set(used))
+    if who.is_admin or not names:
+        return
+    rows = await db.fetch(
+        "SELECT d.name FROM datasource d JOIN resource_grant g ON g.resource_type = 'datasource'"
+        " AND g.resource_id = d.id WHERE d.name = ANY($1::text[])"
+        " AND (g.user_id = $2 OR g.project_code = (SELECT code FROM project WHERE name = $3))",
+        names,
+        who.user_id,
+        project,
+    )
+    missing = [n for n in names if n not in {r["name"] for r in rows}]
+    if missing:
+        listed = ", ".join(repr(n) for n in missing)
+        raise ApiError(403, f"data source(s) {listed} not granted to you or to project {project!r}", "datasource")

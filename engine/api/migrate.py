@@ -120,6 +120,7 @@ async def import_dolphinscheduler(api: Any, call: Call) -> dict[str, Any]:
                 [g.as_dict() for g in exc.gaps],
             ) from exc
         await _check_sources(conn, tr.datasources)
+        await access.check_datasources(conn, call.principal, tr.datasources, project)
         names = [d["name"] for d in tr.documents]
         taken = await conn.fetch(_CURRENT + " WHERE p.name = $1 AND d.name = ANY($2::text[])", project, names)
         if taken:

@@ -192,6 +192,8 @@ class ApiServer:
             self._tokens.pop(digest, None)
             return None
         self._tokens[digest] = (now, principal)
+        if principal.token_id is not None:
+            await tokens.mark_used(self.db, principal.token_id)
         return principal
 
     def forget_token(self, digest: str) -> None:

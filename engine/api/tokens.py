@@ -104,6 +104,15 @@ async def token_user(db: asyncpg.Pool | asyncpg.Connection, digest: str) -> Prin
     return Principal(int(row["user_id"]), row["user_name"], row["user_type"] == 0, row["perm"], "token", row["id"])
 
 
+async def mark_used(db: asyncpg.Pool | asyncpg.Connection, token_id: int) -> None:
+    """Note when a token was last used (to the minute: one write per token and minute at most)."""
+    await db.execute(
+        "UPDATE access_token SET last_used_time = now() WHERE id = $1"
+        " AND (last_used_time IS NULL OR last_used_time < now() - interval '1 minute')",
+        token_id,
+    )
+
+
 def _out(row: Any) -> dict[str, Any]:
     return {
         "id": row["id"],
@@ -112,6 +121,7 @@ def _out(row: Any) -> dict[str, Any]:
         "perms": None if row["perm"] is None else perm_names(row["perm"]),
         "expire_time": row["expire_time"],
         "create_time": row["create_time"],
+        "last_used_time": row["last_used_time"],
     }
 
 
@@ -131,7 +141,7 @@ async def list_tokens(api: Any, call: Call) -> dict[str, Any]:
     user_id = await _user_id(api, call.principal, call.query["user"])
     total = await api.db.fetchval("SELECT count(*) FROM access_token WHERE user_id = $1", user_id)
     rows = await api.db.fetch(
-        "SELECT t.id, t.name, t.perm, t.expire_time, t.create_time, u.user_name FROM access_token t"
+        "SELECT t.id, t.name, t.perm, t.expire_time, t.create_time, t.last_used_time, u.user_name FROM access_token t"
         " JOIN users u ON u.id = t.user_id WHERE t.user_id = $1 ORDER BY t.id LIMIT $2 OFFSET $3",
         user_id,
         call.query["size"],

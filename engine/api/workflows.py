@@ -174,11 +174,20 @@ async def _save(api: Any, doc: Any, release: bool, user_id: int | None, code: in
     return {"code": saved_code, "version": version, "created": version == 1}
 
 
+def _datasources(doc: Any) -> list[str]:
+    """Data source names the SQL tasks of a (not yet checked) document use."""
+    tasks = doc.get("tasks") if isinstance(doc, dict) else None
+    params = [t.get("params") for t in tasks or [] if isinstance(t, dict) and t.get("type") == "SQL"]
+    return [p["datasource"] for p in params if isinstance(p, dict) and isinstance(p.get("datasource"), str)]
+
+
 async def create_workflow(api: Any, call: Call) -> dict[str, Any]:
+    await access.check_datasources(api.db, call.principal, _datasources(call.body), call.body["project"])
     return await _save(api, call.body, call.query["release"], call.user_id)
 
 
 async def update_workflow(api: Any, call: Call) -> dict[str, Any]:
+    await access.check_datasources(api.db, call.principal, _datasources(call.body), call.body["project"])
     return await _save(api, call.body, call.query["release"], call.user_id, call.path_int("code"))
 
 
