@@ -243,10 +243,12 @@ async def check(db: asyncpg.Pool, rule: Rule, call: Call) -> None:
     value = _value(call, rule.find)
     what = _WHAT[rule.find.kind].format(value)
     row = await db.fetchrow(_LOOKUP[rule.find.kind], value)
+    # a resource named in the body is a field of the request: the error names it
+    field = rule.find.source.partition(".")[2] if rule.find.source.startswith("body.") else None
     if row is None:
         if rule.create:
             return
-        raise ApiError(404, f"{what} does not exist")
+        raise ApiError(404, f"{what} does not exist", field)
     code, resource_id = row[0], row[1]
     if rule.find.kind in GRANTED:
         # data sources and alert groups: seen by grantees; changed only by admins (ADMIN rules)
@@ -257,7 +259,7 @@ async def check(db: asyncpg.Pool, rule: Rule, call: Call) -> None:
         return
     held, usable = await project_rights(db, who, int(code))
     if not held:
-        raise ApiError(404, f"{what} does not exist")
+        raise ApiError(404, f"{what} does not exist", field)
     call.request[PROJECT_CODE] = int(code)
     if rule.need is Need.OWNER:
         if not (who.admin or await db.fetchval("SELECT user_id = $2 FROM project WHERE code = $1", code, who.user_id)):
