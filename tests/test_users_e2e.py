@@ -222,3 +222,26 @@ def test_a_workflow_may_use_only_data_sources_granted_to_its_user_or_project(api
         ).status
         == 403
     )
+
+
+def test_a_workflow_may_start_or_watch_another_projects_workflow_only_with_the_right(api_cluster: ApiCluster) -> None:
+    """SUB_PROCESS needs EXECUTE, DEPENDENT needs READ on the target's project (else WRITE on one project would
+    run or reveal another's workflows)."""
+    c = api_cluster
+    hal, ivy = _name("hal"), _name("ivy")
+    as_hal, as_ivy = make_user(c, hal), make_user(c, ivy)
+    theirs, mine = _name("ph-"), _name("pi-")
+    target = as_hal.post("/api/v1/workflows", shell_doc(_name("wf"), theirs), release=True)["code"]
+    sub = {"name": _name("wf"), "project": mine,
+           "tasks": [{"name": "child", "type": "SUB_PROCESS", "params": {"workflow_code": target}}]}  # fmt: skip
+    dep = {"name": _name("wf"), "project": mine, "tasks": [{"name": "wait", "type": "DEPENDENT", "params": {
+        "items": [{"workflow_code": target, "project": theirs, "cycle": "day", "date_value": "today"}]}}]}  # fmt: skip
+    for doc in (sub, dep):
+        err = error_of(lambda d=doc: as_ivy.post("/api/v1/workflows", d))
+        assert err.status == 404 and err.field and err.field.startswith("tasks[0].params"), err
+    as_hal.put(f"/api/v1/projects/{theirs}/grants/{ivy}", {"perms": ["READ"]})
+    assert as_ivy.post("/api/v1/workflows", dep)["created"]
+    err = error_of(lambda: as_ivy.post("/api/v1/workflows", sub))
+    assert err.status == 403 and "EXECUTE" in str(err)
+    as_hal.put(f"/api/v1/projects/{theirs}/grants/{ivy}", {"perms": ["EXECUTE"]})
+    assert as_ivy.post("/api/v1/workflows", sub)["created"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 
-from engine.api import access, schedules
+from engine.api import access, references, schedules
 from engine.api.routing import ApiError, Call, Route
 from engine.migrate import dolphinscheduler as ds
 from engine.migrate.dolphinscheduler_export import Codes, ExportError, export
@@ -120,7 +120,8 @@ async def import_dolphinscheduler(api: Any, call: Call) -> dict[str, Any]:
                 [g.as_dict() for g in exc.gaps],
             ) from exc
         await _check_sources(conn, tr.datasources)
-        await access.check_datasources(conn, call.principal, tr.datasources, project)
+        for doc in tr.documents:
+            await references.check_document(conn, call.principal, doc)
         names = [d["name"] for d in tr.documents]
         taken = await conn.fetch(_CURRENT + " WHERE p.name = $1 AND d.name = ANY($2::text[])", project, names)
         if taken:

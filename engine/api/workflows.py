@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy import func, select
 
-from engine.api import access
+from engine.api import access, references
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
 from engine.master.states import CommandType, WorkflowState
@@ -174,20 +174,13 @@ async def _save(api: Any, doc: Any, release: bool, user_id: int | None, code: in
     return {"code": saved_code, "version": version, "created": version == 1}
 
 
-def _datasources(doc: Any) -> list[str]:
-    """Data source names the SQL tasks of a (not yet checked) document use."""
-    tasks = doc.get("tasks") if isinstance(doc, dict) else None
-    params = [t.get("params") for t in tasks or [] if isinstance(t, dict) and t.get("type") == "SQL"]
-    return [p["datasource"] for p in params if isinstance(p, dict) and isinstance(p.get("datasource"), str)]
-
-
 async def create_workflow(api: Any, call: Call) -> dict[str, Any]:
-    await access.check_datasources(api.db, call.principal, _datasources(call.body), call.body["project"])
+    await references.check_document(api.db, call.principal, call.body)
     return await _save(api, call.body, call.query["release"], call.user_id)
 
 
 async def update_workflow(api: Any, call: Call) -> dict[str, Any]:
-    await access.check_datasources(api.db, call.principal, _datasources(call.body), call.body["project"])
+    await references.check_document(api.db, call.principal, call.body)
     return await _save(api, call.body, call.query["release"], call.user_id, call.path_int("code"))
 
 
