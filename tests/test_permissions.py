@@ -47,8 +47,8 @@ RULES = {
     ("POST", "/api/v1/workflows/{code}/versions/{version}/switch"): "WRITE workflow path.code",
     ("POST", "/api/v1/workflows/{code}/online"): "WRITE workflow path.code",
     ("POST", "/api/v1/workflows/{code}/offline"): "WRITE workflow path.code",
-    ("POST", "/api/v1/workflows/{code}/start"): "EXECUTE workflow path.code",
-    ("POST", "/api/v1/workflows/{code}/backfill"): "EXECUTE workflow path.code",
+    ("POST", "/api/v1/workflows/{code}/start"): "EXECUTE workflow path.code uses alert_group body.warning_group_id",
+    ("POST", "/api/v1/workflows/{code}/backfill"): "EXECUTE workflow path.code uses alert_group body.warning_group_id",
     ("GET", "/api/v1/commands/{id}"): "READ command path.id",
     ("GET", "/api/v1/instances"): "USER",
     ("GET", "/api/v1/instances/{id}"): "READ instance path.id",
@@ -59,10 +59,10 @@ RULES = {
     ("POST", "/api/v1/instances/{id}/rerun"): "EXECUTE instance path.id",
     ("POST", "/api/v1/tasks/{id}/force-success"): "EXECUTE task path.id",
     ("GET", "/api/v1/schedules"): "USER",
-    ("POST", "/api/v1/schedules"): "WRITE workflow body.workflow_code",
+    ("POST", "/api/v1/schedules"): "WRITE workflow body.workflow_code uses alert_group body.warning_group_id",
     ("POST", "/api/v1/schedules/preview"): "USER",
     ("GET", "/api/v1/schedules/{id}"): "READ schedule path.id",
-    ("PUT", "/api/v1/schedules/{id}"): "WRITE schedule path.id",
+    ("PUT", "/api/v1/schedules/{id}"): "WRITE schedule path.id uses alert_group body.warning_group_id",
     ("DELETE", "/api/v1/schedules/{id}"): "WRITE schedule path.id",
     ("POST", "/api/v1/schedules/{id}/online"): "WRITE schedule path.id",
     ("POST", "/api/v1/schedules/{id}/offline"): "WRITE schedule path.id",
@@ -122,7 +122,8 @@ def _describe(route: Route) -> str:
         return "NO RULE"
     if rule.find is None:
         return rule.need.name
-    return f"{rule.need.name} {rule.find.kind} {rule.find.source}" + (" create" if rule.create else "")
+    uses = "".join(f" uses {u.kind} {u.source}" for u in rule.uses)
+    return f"{rule.need.name} {rule.find.kind} {rule.find.source}" + (" create" if rule.create else "") + uses
 
 
 def test_every_route_has_the_pinned_rule() -> None:
@@ -335,3 +336,25 @@ async def test_session_cookie_needs_csrf_for_changes(
         assert resp.status == 200
     async with session.get(f"{base}/api/v1/workflows/10", cookies={"porpoise_session": "other"}) as resp:
         assert resp.status == 401
+
+
+async def test_a_start_may_name_only_a_granted_alert_group(
+    stub_server: tuple[aiohttp.ClientSession, str, World], fresh_db: str
+) -> None:
+    """The alert group a start, backfill or schedule names must be granted to the caller or a project it sees."""
+    session, base, world = stub_server
+    conn = await asyncpg.connect(fresh_db)
+    try:
+        other = await conn.fetchval("INSERT INTO alert_group (group_name) VALUES ('not-granted') RETURNING id")
+    finally:
+        await conn.close()
+    cases = [("owner", world.values["alert_group"], 200), ("owner", other, 404), ("owner", 987654, 404),
+             ("admin", other, 200), ("executor", other, 404), ("reader", world.values["alert_group"], 403)]  # fmt: skip
+    for persona, group, expected in cases:
+        headers = {"Authorization": f"Bearer {world.tokens[persona]}"}
+        body = json.dumps({"warning_group_id": int(group)})
+        async with session.post(f"{base}/api/v1/workflows/10/start", data=body, headers=headers) as resp:
+            answer = await resp.json()
+        assert resp.status == expected, (persona, group, answer)
+        if expected == 404:
+            assert answer["error"]["field"] == "warning_group_id"

@@ -107,6 +107,9 @@ class Rule:
     find: Find | None = None
     #: Find names a project that may not exist yet: any signed-in user may create it (and owns it)
     create: bool = False
+    #: granted resources (data sources, alert groups) the body may name: when present, each must be granted
+    #: to the caller (or to a project it sees), else 404 naming the field
+    uses: tuple[Find, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.find is None) != (self.need in (Need.PUBLIC, Need.USER, Need.ADMIN)):
@@ -122,12 +125,16 @@ def read(kind: str, source: str) -> Rule:
     return Rule(Need.READ, Find(kind, source))
 
 
-def execute(kind: str, source: str) -> Rule:
-    return Rule(Need.EXECUTE, Find(kind, source))
+def execute(kind: str, source: str, uses: tuple[Find, ...] = ()) -> Rule:
+    return Rule(Need.EXECUTE, Find(kind, source), uses=uses)
 
 
-def write(kind: str, source: str, create: bool = False) -> Rule:
-    return Rule(Need.WRITE, Find(kind, source), create)
+def write(kind: str, source: str, create: bool = False, uses: tuple[Find, ...] = ()) -> Rule:
+    return Rule(Need.WRITE, Find(kind, source), create, uses)
+
+
+#: the alert group a start, backfill or schedule sends its alerts to
+WARNING_GROUP = Find("alert_group", "body.warning_group_id")
 
 
 def owner(kind: str, source: str) -> Rule:
@@ -239,6 +246,24 @@ async def check(db: asyncpg.Pool, rule: Rule, call: Call) -> None:
                 403, "only an admin may do this" + (" (this token has reduced rights)" if who.is_admin else "")
             )
         return
+    assert rule.find is not None
+    await _check_main(db, rule, who, call)
+    for use in rule.uses:
+        await _check_use(db, who, use, call)
+
+
+async def _check_use(db: asyncpg.Pool, who: Principal, use: Find, call: Call) -> None:
+    name = use.source.partition(".")[2]
+    raw = call.body.get(name) if isinstance(call.body, dict) else None
+    if raw is None:
+        return
+    value = _value(call, use)
+    row = await db.fetchrow(_LOOKUP[use.kind], value)
+    if row is None or not await _granted(db, who, use.kind, int(row[1])):
+        raise ApiError(404, f"{_WHAT[use.kind].format(value)} does not exist", name)
+
+
+async def _check_main(db: asyncpg.Pool, rule: Rule, who: Principal, call: Call) -> None:
     assert rule.find is not None
     value = _value(call, rule.find)
     what = _WHAT[rule.find.kind].format(value)

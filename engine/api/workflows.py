@@ -436,6 +436,7 @@ _VERSION = {
 }  # fmt: skip
 _WF = "{code}"
 _READ, _WRITE = access.read("workflow", "path.code"), access.write("workflow", "path.code")
+_EXECUTE = access.execute("workflow", "path.code", uses=(access.WARNING_GROUP,))
 ROUTES = [
     Route("GET", "/api/v1/workflows", list_workflows, "List workflow definitions", "workflows",
           query=(Param("project", str, "project name"), Param("name", str, "exact name"),
@@ -465,10 +466,10 @@ ROUTES = [
           response=_SUMMARY, rule=_WRITE),
     Route("POST", f"/api/v1/workflows/{_WF}/start", start, "Start a workflow: queue a START_PROCESS command",
           "workflows", body=_START, body_required=False, response=_COMMAND, status=201,
-          rule=access.execute("workflow", "path.code")),
+          rule=_EXECUTE),
     Route("POST", f"/api/v1/workflows/{_WF}/backfill", backfill,
           "Backfill (COMPLEMENT_DATA) over a date range or list, serially or in parallel chains", "workflows",
-          body=_BACKFILL, response=_BACKFILLED, status=201, rule=access.execute("workflow", "path.code")),
+          body=_BACKFILL, response=_BACKFILLED, status=201, rule=_EXECUTE),
     Route("GET", "/api/v1/commands/{id}", command_status, "Where a command is: queued, started or refused",
           "workflows", response=_COMMAND, rule=access.read("command", "path.id")),
 ]  # fmt: skip
