@@ -104,6 +104,12 @@ async def login(api: Any, call: Call) -> web.Response:
     )
     if not good or row is None:
         raise ApiError(401, "wrong user name or password (or the user is disabled)")
+    # housekeeping at login pace: ended sessions and attempts too old to count for throttling
+    await api.db.execute("DELETE FROM user_session WHERE expire_time < now()")
+    await api.db.execute(
+        "DELETE FROM login_attempt WHERE attempt_time < now() - make_interval(secs => $1)",
+        max(float(api.cfg.api.login_window_seconds), 86400.0),
+    )
     session, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
     expires = dt.datetime.now(dt.UTC) + dt.timedelta(hours=api.cfg.api.session_hours)
     await api.db.execute(
