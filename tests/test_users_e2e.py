@@ -168,6 +168,8 @@ def test_token_rules(api_cluster: ApiCluster) -> None:
     assert error_of(lambda: as_dave.post("/api/v1/tokens", {"name": "x", "user": erin})).status == 403
     reduced = as_dave.post("/api/v1/tokens", {"name": "ro", "perms": ["READ"], "expires_in_days": 1})
     assert reduced["perms"] == ["READ"]
+    # any right implies READ, as with grants
+    assert as_dave.post("/api/v1/tokens", {"name": "x", "perms": ["EXECUTE"]})["perms"] == ["EXECUTE", "READ"]
     as_ro = c.client(reduced["token"])
     assert error_of(lambda: as_ro.post("/api/v1/tokens", {"name": "full"})).status == 403
     assert error_of(lambda: as_ro.post("/api/v1/tokens", {"name": "w", "perms": ["WRITE"]})).status == 403

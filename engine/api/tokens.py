@@ -153,7 +153,8 @@ async def list_tokens(api: Any, call: Call) -> dict[str, Any]:
 async def post_token(api: Any, call: Call) -> dict[str, Any]:
     who: Principal = call.principal
     user_id = await _user_id(api, who, call.body.get("user"))
-    perm = perm_bits(call.body["perms"]) if "perms" in call.body else None
+    # as with grants, any right implies seeing the project (READ)
+    perm = perm_bits(call.body["perms"]) | access.READ if "perms" in call.body else None
     # a token of reduced rights mints only tokens within them
     if who.perm_cap is not None and (perm is None or perm & ~who.perm_cap):
         raise ApiError(403, f"this token carries only {perm_names(who.perm_cap)}; ask for no more", "perms")
