@@ -131,9 +131,17 @@ def document(routes: Sequence[Route]) -> dict[str, Any]:
                 "TaskInstance": TASK_INSTANCE,
                 "Error": ERROR_SCHEMA,
             },
-            "securitySchemes": {"token": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {
+                "token": {"type": "http", "scheme": "bearer"},
+                "session": {
+                    "type": "apiKey",
+                    "in": "cookie",
+                    "name": "porpoise_session",
+                    "description": "POST /api/v1/login; calls that change something also need X-CSRF-Token",
+                },
+            },
         },
-        "security": [{"token": []}],
+        "security": [{"token": []}, {"session": []}],
     }
 
 
