@@ -12,6 +12,8 @@
     porpoise cluster start --masters N --workers M      detached local cluster (make cluster)
     porpoise cluster stop | status                      (make stop)
     porpoise db init                                    apply schema.sql to the configured database
+    porpoise user create|list|disable|enable|delete|passwd   users (create --admin --dsn: the first admin)
+    porpoise token create|list|revoke                   API tokens
 
 The API commands find the server and token as engine/client.py describes (``make run`` writes them).
 
@@ -59,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     from engine import cli_remote
 
     cli_remote.add_parsers(sub, common)
+    from engine import cli_users
+
+    cli_users.add_parsers(sub, common)
 
     cl = sub.add_parser("cluster", help="live nodes (no action), or a local multi-process cluster")
     cl.add_argument("--api", help="API URL")
@@ -98,6 +103,10 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
         from engine import standalone
 
         return standalone.run(cfg, Path(args.run_dir or cfg.standalone.run_dir), example=args.example)
+    if args.command in ("user", "token"):
+        from engine import cli_users
+
+        return cli_users.run(args)
     if args.command in REMOTE or (args.command == "cluster" and args.action is None):
         from engine import cli_remote
 

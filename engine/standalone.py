@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import shlex
 import signal
@@ -25,7 +26,7 @@ from pathlib import Path
 import asyncpg
 
 from engine import logs
-from engine.api.tokens import create_token, ensure_user, token_hash, token_user
+from engine.api.tokens import MAX_DAYS, create_token, ensure_user, token_hash, token_user
 from engine.client import CLIENT_FILE, write_client_file
 from engine.config import Config
 from engine.errors import PorpoiseError
@@ -52,8 +53,10 @@ async def _prepare_access(stack: Stack, client_path: Path, api_url: str, token: 
     conn = await asyncpg.connect(pg.dsn, timeout=30)
     try:
         if not token or await token_user(conn, token_hash(token)) is None:
+            # the admin (no password: it signs in with this token; `porpoise user passwd admin` sets one)
             user_id = await ensure_user(conn)
-            _, token = await create_token(conn, user_id, "standalone")
+            expires = dt.datetime.now(dt.UTC) + dt.timedelta(days=MAX_DAYS)  # made again once it has expired
+            _, token = await create_token(conn, user_id, "standalone", expires)
         write_client_file(client_path, api_url, token)
         admin = await asyncpg.connect(pg.admin_dsn(), timeout=30)
         try:

@@ -202,7 +202,11 @@ def _schedules(c: ApiCluster, project: str) -> list[tuple[Any, ...]]:
 
 def test_export_of_an_unknown_workflow_is_a_404(api_cluster: ApiCluster) -> None:
     client = api_cluster.client()
-    err = error_of(lambda: client.post("/api/v1/export/dolphinscheduler", {"project": _project(), "workflows": ["x"]}))
+    project = _project()
+    err = error_of(lambda: client.post("/api/v1/export/dolphinscheduler", {"project": project, "workflows": ["x"]}))
+    assert err.status == 404 and err.field == "project"  # no such project (the access check names it)
+    client.post("/api/v1/projects", {"name": project})
+    err = error_of(lambda: client.post("/api/v1/export/dolphinscheduler", {"project": project, "workflows": ["x"]}))
     assert err.status == 404 and err.field == "workflows"
     err = error_of(lambda: client.post("/api/v1/import/dolphinscheduler", {"export": [{"nothing": 1}]}))
     assert err.status == 400 and err.field == "export: [0].processDefinition"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 import asyncpg
 import pytest
@@ -166,3 +167,37 @@ def test_command_insert_notifies_listeners(fresh_db: str) -> None:
 
 def test_schema_sql_is_the_file_applied() -> None:
     assert schema_path().name == "schema.sql" and "CREATE TABLE IF NOT EXISTS command" in schema_path().read_text()
+
+
+def test_upgrade_in_place_keeps_admin_tokens_and_projects(fresh_db: str) -> None:
+    """A database made by the schema before users and grants: applying today's schema.sql keeps the admin an
+    admin, its token valid with full rights, and gives the existing project (and so its workflows) an owner."""
+    import subprocess
+
+    from engine.api.tokens import token_hash, token_user
+
+    old = subprocess.run(
+        ["git", "show", "49f4bc1:schema.sql"], capture_output=True, text=True, check=True, cwd=schema_path().parent
+    ).stdout
+    assert "project_user" not in old
+
+    async def run() -> tuple[Any, Any, Any]:
+        conn = await asyncpg.connect(fresh_db)
+        try:
+            await conn.execute(old)
+            admin = await conn.fetchval("INSERT INTO users (user_name, user_type) VALUES ('admin', 0) RETURNING id")
+            await conn.execute(
+                "INSERT INTO access_token (user_id, name, token_hash) VALUES ($1, 'old', $2)", admin, token_hash("t0")
+            )
+            await _seed(conn)
+            await apply_schema(fresh_db)
+            await apply_schema(fresh_db)
+            user = await token_user(conn, token_hash("t0"))
+            owner = await conn.fetchval("SELECT user_id FROM project WHERE code = 1")
+            return admin, user, owner
+        finally:
+            await conn.close()
+
+    admin, principal, owner = asyncio.run(run())
+    assert principal is not None and principal.user_id == admin and principal.is_admin and principal.perm_cap is None
+    assert owner == admin

@@ -8,6 +8,7 @@ from typing import Any
 
 from engine.alerts.senders import masked, validate
 from engine.alerts.service import ALERT_TYPES
+from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page, select_page
 from engine.tasks.base import ParamError
 
@@ -88,10 +89,7 @@ async def create_group(api: Any, call: Call) -> dict[str, Any]:
 
 
 async def list_groups(api: Any, call: Call) -> dict[str, Any]:
-    total = await api.db.fetchval("SELECT count(*) FROM alert_group")
-    ids = await api.db.fetch(
-        "SELECT id FROM alert_group ORDER BY id LIMIT $1 OFFSET $2", call.query["size"], call.offset
-    )
+    ids, total = await select_page(api.db, call, "alert_group", {}, "id", access.granted_filter(call, "alert_group"))
     return page([await _group(api, r["id"]) for r in ids], total, call)
 
 
@@ -110,7 +108,12 @@ async def list_alerts(api: Any, call: Call) -> dict[str, Any]:
     q = call.query
     status = STATUS.index(q["status"]) if q["status"] else None
     rows, total = await select_page(
-        api.db, call, "alert", {"workflow_instance_id": q["instance"] or None, "alert_status": status}, "id DESC"
+        api.db,
+        call,
+        "alert",
+        {"workflow_instance_id": q["instance"] or None, "alert_status": status},
+        "id DESC",
+        access.project_filter(call, "project_code"),
     )
     items = [
         {"id": r["id"], "title": r["title"], "content": r["content"],
@@ -124,14 +127,15 @@ async def list_alerts(api: Any, call: Call) -> dict[str, Any]:
 
 ROUTES = [
     Route("GET", "/api/v1/alert-groups", list_groups, "Alert groups and their senders", "alerts", query=PAGE,
-          response=_GROUP),
+          response=_GROUP, rule=access.SIGNED_IN),
     Route("POST", "/api/v1/alert-groups", create_group, "Create an alert group with its senders", "alerts",
-          body=_GROUP_IN, response=_GROUP, status=201),
-    Route("GET", "/api/v1/alert-groups/{id}", get_group, "An alert group", "alerts", response=_GROUP),
+          body=_GROUP_IN, response=_GROUP, status=201, rule=access.ADMIN),
+    Route("GET", "/api/v1/alert-groups/{id}", get_group, "An alert group", "alerts", response=_GROUP,
+          rule=access.read("alert_group", "path.id")),
     Route("DELETE", "/api/v1/alert-groups/{id}", delete_group, "Delete an alert group", "alerts",
-          response={"type": "object", "properties": {"deleted": {"type": "integer"}}}),
+          response={"type": "object", "properties": {"deleted": {"type": "integer"}}}, rule=access.ADMIN),
     Route("GET", "/api/v1/alerts", list_alerts, "Alerts, newest first, with their delivery state", "alerts",
           query=(Param("instance", int, "workflow instance id"),
                  Param("status", str, "delivery status", choices=STATUS), *PAGE),
-          response=_ALERT),
+          response=_ALERT, rule=access.SIGNED_IN),
 ]  # fmt: skip

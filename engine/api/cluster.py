@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from engine.api import access
 from engine.api.routing import ApiError, Call, Route
 from registry.heartbeat import ServerStatus
 from rpc.errors import RpcError
@@ -91,11 +92,12 @@ async def undrain_worker(api: Any, call: Call) -> dict[str, Any]:
 
 
 ROUTES = [
-    Route("GET", "/api/v1/cluster", get_cluster, "Live masters and workers", "cluster", response=_CLUSTER),
+    Route("GET", "/api/v1/cluster", get_cluster, "Live masters and workers", "cluster", response=_CLUSTER,
+          rule=access.SIGNED_IN),
     Route("POST", "/api/v1/cluster/workers/{address}/drain", drain_worker,
           "Drain a worker: it takes no new tasks, its running tasks finish, it stays up (status DRAINING)",
-          "cluster", response=_DRAIN),
+          "cluster", response=_DRAIN, rule=access.ADMIN),
     Route("DELETE", "/api/v1/cluster/workers/{address}/drain", undrain_worker,
           "End a worker's drain: it takes tasks again (not while it is shutting down: 409)", "cluster",
-          response=_DRAIN),
+          response=_DRAIN, rule=access.ADMIN),
 ]  # fmt: skip

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.api.routing import PAGE, Call, Route, not_found, page
+from engine.api import access
+from engine.api.routing import PAGE, Call, Route, not_found, page, select_page
 
 _SECRET_KEYS = ("password", "dsn")
 _PARAMS = {
@@ -40,12 +41,7 @@ def _public(row: Any) -> dict[str, Any]:
 
 
 async def list_sources(api: Any, call: Call) -> dict[str, Any]:
-    total = await api.db.fetchval("SELECT count(*) FROM datasource")
-    rows = await api.db.fetch(
-        "SELECT name, type, connection_params, note FROM datasource ORDER BY name LIMIT $1 OFFSET $2",
-        call.query["size"],
-        call.offset,
-    )
+    rows, total = await select_page(api.db, call, "datasource", {}, "name", access.granted_filter(call, "datasource"))
     return page([_public(r) for r in rows], total, call)
 
 
@@ -72,9 +68,9 @@ async def delete_source(api: Any, call: Call) -> dict[str, Any]:
 
 ROUTES = [
     Route("GET", "/api/v1/datasources", list_sources, "Data sources (secrets masked)", "datasources",
-          query=PAGE, response=_SOURCE),
+          query=PAGE, response=_SOURCE, rule=access.SIGNED_IN),
     Route("PUT", "/api/v1/datasources/{name}", put_source, "Create or replace a data source", "datasources",
-          body=_PUT, response=_SOURCE),
+          body=_PUT, response=_SOURCE, rule=access.ADMIN),
     Route("DELETE", "/api/v1/datasources/{name}", delete_source, "Delete a data source", "datasources",
-          response={"type": "object", "properties": {"deleted": {"type": "string"}}}),
+          response={"type": "object", "properties": {"deleted": {"type": "string"}}}, rule=access.ADMIN),
 ]  # fmt: skip

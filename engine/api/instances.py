@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from engine.api import rows
+from engine.api import access, rows
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
 from engine.master.states import RESTART_FROM, CommandType, TaskState, WorkflowState
 from engine.storage import sql
@@ -54,7 +54,7 @@ _CONTROL = {
 
 async def list_instances(api: Any, call: Call) -> dict[str, Any]:
     q = call.query
-    where = []
+    where = access.project_clause(call, wi.c.project_code)
     if q["state"]:
         names = [s.strip().upper() for s in q["state"].split(",") if s.strip()]
         unknown = [n for n in names if n not in _STATES]
@@ -242,23 +242,24 @@ ROUTES = [
                  Param("since", dt.datetime, "started at or after (ISO 8601)"),
                  Param("until", dt.datetime, "started before (ISO 8601)"),
                  Param("host", str, "owning master host:port"), *PAGE),
-          response=_INSTANCE),
+          response=_INSTANCE, rule=access.SIGNED_IN),
     Route("GET", "/api/v1/instances/{id}", get_instance, "A workflow instance with its task instances", "instances",
           query=(Param("all_attempts", bool, "include superseded attempts (retries, failovers)", False),),
-          response=_DETAIL),
+          response=_DETAIL, rule=access.read("instance", "path.id")),
     Route("POST", "/api/v1/instances/{id}/stop", stop, "Stop: kill running tasks, submit nothing more",
-          "instances", response=_CONTROL),
+          "instances", response=_CONTROL, rule=access.execute("instance", "path.id")),
     Route("POST", "/api/v1/instances/{id}/pause", pause, "Pause: let running tasks finish, submit nothing more",
-          "instances", response=_CONTROL),
+          "instances", response=_CONTROL, rule=access.execute("instance", "path.id")),
     Route("POST", "/api/v1/instances/{id}/resume", resume, "Resume a paused or stopped instance", "instances",
-          response=_CONTROL, status=202),
+          response=_CONTROL, status=202, rule=access.execute("instance", "path.id")),
     Route("POST", "/api/v1/instances/{id}/recover-failed", recover_failed,
           "Run a failed instance again from its failed tasks (START_FAILURE_TASK_PROCESS)", "instances",
-          response=_CONTROL, status=202),
+          response=_CONTROL, status=202, rule=access.execute("instance", "path.id")),
     Route("POST", "/api/v1/instances/{id}/rerun", rerun,
           "Run a finished instance again from scratch, same instance (REPEAT_RUNNING)", "instances",
-          response=_CONTROL, status=202),
+          response=_CONTROL, status=202, rule=access.execute("instance", "path.id")),
     Route("POST", "/api/v1/tasks/{id}/force-success", force_success,
           "Force a failed task instance of a finished workflow instance to success", "instances",
-          response={"type": "object", "properties": {"id": {"type": "integer"}, "state": {"type": "string"}}}),
+          response={"type": "object", "properties": {"id": {"type": "integer"}, "state": {"type": "string"}}},
+          rule=access.execute("task", "path.id")),
 ]  # fmt: skip

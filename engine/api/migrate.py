@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 
-from engine.api import schedules
+from engine.api import access, references, schedules
 from engine.api.routing import ApiError, Call, Route
 from engine.migrate import dolphinscheduler as ds
 from engine.migrate.dolphinscheduler_export import Codes, ExportError, export
@@ -120,6 +120,8 @@ async def import_dolphinscheduler(api: Any, call: Call) -> dict[str, Any]:
                 [g.as_dict() for g in exc.gaps],
             ) from exc
         await _check_sources(conn, tr.datasources)
+        for doc in tr.documents:
+            await references.check_document(conn, call.principal, doc)
         names = [d["name"] for d in tr.documents]
         taken = await conn.fetch(_CURRENT + " WHERE p.name = $1 AND d.name = ANY($2::text[])", project, names)
         if taken:
@@ -253,11 +255,17 @@ async def export_dolphinscheduler(api: Any, call: Call) -> list[dict[str, Any]]:
     return out
 
 
+def _project_in_file(body: Any) -> str | None:
+    return _default_project(body.get("export")) if isinstance(body, dict) else None
+
+
+#: WRITE on the target project (named in the body, else in the file); a new project is the caller's own
+_IMPORT_RULE = access.Rule(access.Need.WRITE, access.Find("project", "body.project", _project_in_file), create=True)
 ROUTES = [
     Route("POST", "/api/v1/import/dolphinscheduler", import_dolphinscheduler,
           "Create the workflows (and schedules) of a DolphinScheduler export, all or none", "migration",
-          body=_IMPORT, response=_IMPORTED, status=201),
+          body=_IMPORT, response=_IMPORTED, status=201, rule=_IMPORT_RULE),
     Route("POST", "/api/v1/export/dolphinscheduler", export_dolphinscheduler,
           "Workflows of a project in DolphinScheduler's export format", "migration",
-          body=_EXPORT, response=_EXPORTED),
+          body=_EXPORT, response=_EXPORTED, rule=access.read("project", "body.project")),
 ]  # fmt: skip

@@ -80,6 +80,11 @@ def _operation(route: Route) -> dict[str, Any]:
     }
     if route.auth:
         op["responses"]["401"] = error
+        op["responses"]["403"] = error
+    if route.rule is not None:
+        # who may call it (engine/api/access.py): public, user, admin, or a right on the resource's project
+        find = route.rule.find
+        op["x-permission"] = route.rule.need.value + (f" ({find.kind} from {find.source})" if find else "")
     else:
         op["security"] = []
     if route.body is not None:
@@ -126,9 +131,17 @@ def document(routes: Sequence[Route]) -> dict[str, Any]:
                 "TaskInstance": TASK_INSTANCE,
                 "Error": ERROR_SCHEMA,
             },
-            "securitySchemes": {"token": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {
+                "token": {"type": "http", "scheme": "bearer"},
+                "session": {
+                    "type": "apiKey",
+                    "in": "cookie",
+                    "name": "porpoise_session",
+                    "description": "POST /api/v1/login; calls that change something also need X-CSRF-Token",
+                },
+            },
         },
-        "security": [{"token": []}],
+        "security": [{"token": []}, {"session": []}],
     }
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy import func, select
 
+from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, one, page
 from engine.storage import sql
 from engine.storage import tables as t
@@ -45,7 +46,7 @@ def _select() -> Any:
 
 
 async def list_projects(api: Any, call: Call) -> dict[str, Any]:
-    where = []
+    where = access.project_clause(call, t.project.c.code)
     if call.query["name"]:
         where.append(t.project.c.name.ilike(f"%{call.query['name']}%"))
     total = await sql.fetchval(api.db, select(func.count()).select_from(t.project).where(*where))
@@ -60,7 +61,7 @@ async def create_project(api: Any, call: Call) -> dict[str, Any]:
         exists = await conn.fetchval("SELECT 1 FROM project WHERE name = $1", call.body["name"])
         if exists:
             raise ApiError(409, f"project {call.body['name']!r} already exists", "name")
-        code = await ensure_project(conn, call.body["name"])
+        code = await ensure_project(conn, call.body["name"], call.user_id)
         if call.body.get("description"):
             await conn.execute("UPDATE project SET description = $2 WHERE code = $1", code, call.body["description"])
         row = await sql.fetchrow(conn, _select().where(t.project.c.code == code))
@@ -86,10 +87,12 @@ async def delete_project(api: Any, call: Call) -> dict[str, Any]:
 _ONE = {"type": "object", "properties": {"deleted": {"type": "string"}}}
 
 ROUTES = [
-    Route("GET", "/api/v1/projects", list_projects, "List projects", "projects",
-          query=(Param("name", str, "substring of the name"), *PAGE), response=_PROJECT),
-    Route("POST", "/api/v1/projects", create_project, "Create a project", "projects", body=_CREATE,
-          response=_PROJECT, status=201),
-    Route("GET", "/api/v1/projects/{name}", get_project, "A project", "projects", response=_PROJECT),
-    Route("DELETE", "/api/v1/projects/{name}", delete_project, "Delete an empty project", "projects", response=_ONE),
+    Route("GET", "/api/v1/projects", list_projects, "List the projects you may see", "projects",
+          query=(Param("name", str, "substring of the name"), *PAGE), response=_PROJECT, rule=access.SIGNED_IN),
+    Route("POST", "/api/v1/projects", create_project, "Create a project (you own it)", "projects", body=_CREATE,
+          response=_PROJECT, status=201, rule=access.SIGNED_IN),
+    Route("GET", "/api/v1/projects/{name}", get_project, "A project", "projects", response=_PROJECT,
+          rule=access.read("project", "path.name")),
+    Route("DELETE", "/api/v1/projects/{name}", delete_project, "Delete an empty project", "projects", response=_ONE,
+          rule=access.owner("project", "path.name")),
 ]  # fmt: skip

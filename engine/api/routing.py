@@ -14,7 +14,7 @@ import json
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import jsonschema
@@ -25,9 +25,18 @@ from engine.storage import sql
 from engine.storage.failures import CONNECTION_LOST
 from engine.workflows.document import schema_problem
 
+if TYPE_CHECKING:
+    from engine.api.access import Rule
+
 log = logs.get(__name__)
 
 PREFIX = "/api/v1"
+#: what the authentication middleware and the access check leave on a request (access.Principal; ids)
+PRINCIPAL: web.RequestKey[Any] = web.RequestKey("principal", object)
+USER_ID: web.RequestKey[int] = web.RequestKey("user_id", int)
+PROJECT_CODE: web.RequestKey[int] = web.RequestKey("project_code", int)
+#: the user name a login tried (audit log of failed logins)
+AUDIT_USER: web.RequestKey[str] = web.RequestKey("audit_user", str)
 MAX_PAGE_SIZE = 500
 
 
@@ -49,13 +58,22 @@ ERROR_SCHEMA = {
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, field: str | None = None, details: list[Any] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        field: str | None = None,
+        details: list[Any] | None = None,
+        retry_after: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.field = field
         #: the individual problems, when there are several (e.g. each unsupported task of an import)
         self.details = details
+        #: seconds, sent as Retry-After (429 of the login throttle)
+        self.retry_after = retry_after
 
 
 def not_found(what: str) -> ApiError:
@@ -127,6 +145,11 @@ class Call:
     body: Any
     user_id: int | None = None
 
+    @property
+    def principal(self) -> Any:
+        """The caller (access.Principal); set by the API's authentication before any handler runs."""
+        return self.request.get(PRINCIPAL)
+
     def path_int(self, name: str) -> int:
         raw = self.path[name]
         try:
@@ -159,6 +182,9 @@ class Route:
     auth: bool = True
     #: media type of a successful answer
     produces: str = "application/json"
+    #: who may call it (engine/api/access.py); a route without one is admin-only, and tests/test_permissions.py
+    #: fails until it has one
+    rule: Rule | None = None
 
 
 def _jsonable(value: Any) -> Any:
@@ -189,15 +215,19 @@ def error_response(
 
 
 async def select_page(
-    db: Any, call: Call, table: str, equal: dict[str, Any], order: str
+    db: Any, call: Call, table: str, equal: dict[str, Any], order: str, visible: Callable[[int], str] | None = None
 ) -> tuple[list[asyncpg.Record], int]:
-    """One page of ``table``'s rows whose columns equal the given values (None: no filter), and the total.
+    """One page of ``table``'s rows whose columns equal the given values (None: no filter), and the total;
+    ``visible(n)``, when given, is a further condition on the caller's user id as $n (access.py).
     Table, column and order names come from the code, never from the request."""
     where, args = [], []
     for column, value in equal.items():
         if value is not None:
             args.append(value)
             where.append(f"{column} = ${len(args)}")
+    if visible is not None:
+        args.append(call.principal.user_id)
+        where.append(visible(len(args)))
     cond = (" WHERE " + " AND ".join(where)) if where else ""
     total = await db.fetchval(f"SELECT count(*) FROM {table}{cond}", *args)
     rows = await db.fetch(
@@ -211,9 +241,13 @@ def page(items: list[Any], total: int, call: Call) -> dict[str, Any]:
 
 
 def bind(api: Any, route: Route) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    """The aiohttp handler of ``route``: parse and check query and body, call, encode."""
+    """The aiohttp handler of ``route``: parse the query and body, check the caller's right (access.py),
+    check the body against its schema, call, encode."""
+    from engine.api import access
+
     validator = jsonschema.Draft202012Validator(route.body) if route.body is not None else None
     known = {p.name for p in route.query}
+    rule = route.rule or access.ADMIN
 
     async def handle(request: web.Request) -> web.StreamResponse:
         query: dict[str, Any] = {}
@@ -232,10 +266,12 @@ def bind(api: Any, route: Route) -> Callable[[web.Request], Awaitable[web.Stream
                 body = json.loads(raw_body) if raw_body else {}
             except (ValueError, UnicodeDecodeError) as exc:
                 raise ApiError(400, f"body is not valid JSON: {exc}", "body") from None
+        call = Call(request, dict(request.match_info), query, body, request.get(USER_ID))
+        await access.check(api.db, rule, call)
+        if validator is not None:
             problem = schema_problem(validator, body)
             if problem is not None:
                 raise ApiError(400, problem[1], problem[0])
-        call = Call(request, dict(request.match_info), query, body, request.get("user_id"))
         result = await route.handler(api, call)
         if isinstance(result, web.StreamResponse):
             return result
@@ -251,7 +287,10 @@ async def errors_middleware(
     try:
         return await handler(request)
     except ApiError as exc:
-        return error_response(exc.status, exc.message, exc.field, exc.details)
+        response = error_response(exc.status, exc.message, exc.field, exc.details)
+        if exc.retry_after is not None:
+            response.headers["Retry-After"] = str(exc.retry_after)
+        return response
     except CONNECTION_LOST as exc:
         log.warning("database unavailable", path=request.path, error=str(exc))
         return error_response(503, "the metadata database is not reachable right now; retry shortly")

@@ -13,6 +13,7 @@ from typing import Any
 import asyncpg
 import jsonschema
 
+from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page, select_page
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
 from engine.scheduling.cron import CronError, next_times, parse, zone
@@ -233,9 +234,12 @@ async def get(api: Any, call: Call) -> dict[str, Any]:
 async def list_schedules(api: Any, call: Call) -> dict[str, Any]:
     q = call.query
     release = RELEASE_NAMES.index(q["release_state"]) if q["release_state"] else None
-    rows, total = await select_page(
-        api.db, call, "schedule", {"workflow_definition_code": q["workflow"] or None, "release_state": release}, "id"
+    projects = access.project_filter(call, "project_code")
+    visible = projects and (
+        lambda n: f"workflow_definition_code IN (SELECT code FROM workflow_definition WHERE {projects(n)})"
     )
+    equal = {"workflow_definition_code": q["workflow"] or None, "release_state": release}
+    rows, total = await select_page(api.db, call, "schedule", equal, "id", visible)
     return page([_out(r, 1) for r in rows], total, call)
 
 
@@ -281,17 +285,21 @@ ROUTES = [
     Route("GET", "/api/v1/schedules", list_schedules, "List cron schedules", "schedules",
           query=(Param("workflow", int, "workflow definition code"),
                  Param("release_state", str, "ONLINE or OFFLINE", choices=RELEASE_NAMES), *PAGE),
-          response=_SCHEDULE),
+          response=_SCHEDULE, rule=access.SIGNED_IN),
     Route("POST", "/api/v1/schedules", create, "Create a cron schedule for a workflow", "schedules",
-          body=_CREATE, response=_SCHEDULE, status=201),
+          body=_CREATE, response=_SCHEDULE, status=201,
+          rule=access.write("workflow", "body.workflow_code", uses=(access.WARNING_GROUP,))),
     Route("POST", "/api/v1/schedules/preview", preview, "The next fire times of a crontab", "schedules",
-          body=_PREVIEW, response=_SCHEDULE),
+          body=_PREVIEW, response=_SCHEDULE, rule=access.SIGNED_IN),
     Route("GET", "/api/v1/schedules/{id}", get, "A schedule with its next fire times", "schedules",
-          query=(_COUNT,), response=_SCHEDULE),
+          query=(_COUNT,), response=_SCHEDULE, rule=access.read("schedule", "path.id")),
     Route("PUT", "/api/v1/schedules/{id}", update, "Change a schedule (fields left out stay)", "schedules",
-          body=_UPDATE, response=_SCHEDULE),
+          body=_UPDATE, response=_SCHEDULE, rule=access.write("schedule", "path.id", uses=(access.WARNING_GROUP,))),
     Route("DELETE", "/api/v1/schedules/{id}", delete, "Delete an offline schedule", "schedules",
-          response={"type": "object", "properties": {"deleted": {"type": "integer"}}}),
-    Route("POST", "/api/v1/schedules/{id}/online", online, "Fire from now on", "schedules", response=_SCHEDULE),
-    Route("POST", "/api/v1/schedules/{id}/offline", offline, "Stop firing", "schedules", response=_SCHEDULE),
+          response={"type": "object", "properties": {"deleted": {"type": "integer"}}},
+          rule=access.write("schedule", "path.id")),
+    Route("POST", "/api/v1/schedules/{id}/online", online, "Fire from now on", "schedules", response=_SCHEDULE,
+          rule=access.write("schedule", "path.id")),
+    Route("POST", "/api/v1/schedules/{id}/offline", offline, "Stop firing", "schedules", response=_SCHEDULE,
+          rule=access.write("schedule", "path.id")),
 ]  # fmt: skip

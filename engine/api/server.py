@@ -23,19 +23,34 @@ from engine import config as config_mod
 from engine import logs
 from engine.alerts.service import AlertService
 from engine.api import (
+    access,
     alerts,
+    audit,
     cluster,
     datasources,
+    grants,
     instances,
     migrate,
     openapi,
     projects,
     schedules,
+    sessions,
     tasks,
     tokens,
+    users,
     workflows,
 )
-from engine.api.routing import ApiError, Route, bind, error_response, errors_middleware, json_response
+from engine.api.access import Principal
+from engine.api.routing import (
+    PRINCIPAL,
+    USER_ID,
+    ApiError,
+    Route,
+    bind,
+    error_response,
+    errors_middleware,
+    json_response,
+)
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError
 from engine.node import parse_args
@@ -59,11 +74,15 @@ ROUTES: list[Route] = [
     *tokens.ROUTES,
     *alerts.ROUTES,
     *migrate.ROUTES,
+    *users.ROUTES,
+    *sessions.ROUTES,
+    *grants.ROUTES,
+    *audit.ROUTES,
 ]
 
 
 class ApiServer:
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, routes: Sequence[Route] | None = None) -> None:
         if not cfg.rpc.secret:
             raise ConfigError("rpc.secret: required (the API signs its calls to masters and workers)")
         self.cfg = cfg
@@ -73,16 +92,21 @@ class ApiServer:
         self.membership = MembershipView(self.etcd, cfg.registry.root)
         self._membership_task: asyncio.Task[None] | None = None
         self.alerts: AlertService | None = None
-        self._tokens: dict[str, tuple[float, int]] = {}
+        #: checked tokens: hash -> (when checked, who)
+        self._tokens: dict[str, tuple[float, Principal]] = {}
         self._stop = asyncio.Event()
         self.runner: web.AppRunner | None = None
         self.address = ""
         self.app = web.Application(
-            client_max_size=cfg.api.max_body_bytes, middlewares=[errors_middleware, self._auth_middleware]
+            client_max_size=cfg.api.max_body_bytes,
+            middlewares=[self._audit_middleware, errors_middleware, self._auth_middleware],
         )
-        for route in ROUTES:
+        self.routes = {(r.method, r.path): r for r in (ROUTES if routes is None else routes)}
+        for route in self.routes.values():
             self.app.router.add_route(route.method, route.path, bind(self, route))
-        self.public = {(r.method, r.path) for r in ROUTES if not r.auth}
+        self.public = {
+            key for key, r in self.routes.items() if r.rule is not None and r.rule.need is access.Need.PUBLIC
+        }
         self.app.router.add_get("/health", self._health)
         self.app.router.add_get("/openapi.json", self._openapi)
         self.app.router.add_get("/docs", self._docs)
@@ -109,36 +133,77 @@ class ApiServer:
 
     # -- middleware -------------------------------------------------------------------------------
 
+    def _route(self, request: web.Request) -> Route | None:
+        resource = request.match_info.route.resource
+        return self.routes.get((request.method, resource.canonical)) if resource is not None else None
+
+    @web.middleware
+    async def _audit_middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        response = await handler(request)
+        route = self._route(request)
+        if route is not None:
+            await audit.record(self, request, route, response.status)
+        return response
+
     @web.middleware
     async def _auth_middleware(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        """Who calls: a Bearer token, else a session cookie (with its CSRF token on calls that change
+        something). The route's rule (access.py) then decides what they may do."""
         route = request.match_info.route
         path = route.resource.canonical if route.resource is not None else ""
         if not request.path.startswith("/api/") or (request.method, path) in self.public:
             return await handler(request)
         header = request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return error_response(401, "missing API token (Authorization: Bearer <token>)")
-        user_id = await self._check_token(token.strip())
-        if user_id is None:
-            return error_response(401, "invalid or expired API token")
-        request["user_id"] = user_id
+        cookie = request.cookies.get(sessions.COOKIE)
+        if header:
+            scheme, _, token = header.partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                return error_response(401, "malformed Authorization header (Authorization: Bearer <token>)")
+            principal = await self._check_token(token.strip())
+            if principal is None:
+                return error_response(401, "invalid or expired API token")
+        elif cookie:
+            found = await sessions.session_user(self.db, cookie)
+            if found is None:
+                return error_response(401, "your session has ended; sign in again")
+            principal, csrf_hash = found
+            if request.method not in sessions.SAFE_METHODS and not sessions.csrf_ok(
+                csrf_hash, request.headers.get(sessions.CSRF_HEADER)
+            ):
+                return error_response(403, f"missing or wrong {sessions.CSRF_HEADER} header (cookie sessions need it)")
+        else:
+            return error_response(401, "sign in first (Authorization: Bearer <token>, or POST /api/v1/login)")
+        request[PRINCIPAL] = principal
+        request[USER_ID] = principal.user_id
         return await handler(request)
 
-    async def _check_token(self, token: str) -> int | None:
+    async def _check_token(self, token: str) -> Principal | None:
         digest = tokens.token_hash(token)
         cached = self._tokens.get(digest)
         now = time.monotonic()
         if cached is not None and now - cached[0] < self.cfg.api.token_cache_seconds:
             return cached[1]
-        user_id = await tokens.token_user(self.db, digest)
-        if user_id is None:
+        principal = await tokens.token_user(self.db, digest)
+        if principal is None:
             self._tokens.pop(digest, None)
             return None
-        self._tokens[digest] = (now, user_id)
-        return user_id
+        self._tokens[digest] = (now, principal)
+        if principal.token_id is not None:
+            await tokens.mark_used(self.db, principal.token_id)
+        return principal
+
+    def forget_token(self, digest: str) -> None:
+        """A revoked token stops working on this API server at once (others: within token_cache_seconds)."""
+        self._tokens.pop(digest, None)
+
+    def forget_user(self, user_id: int) -> None:
+        """A changed or disabled user's cached tokens are looked up again."""
+        for digest in [d for d, (_, p) in self._tokens.items() if p.user_id == user_id]:
+            self._tokens.pop(digest, None)
 
     # -- unauthenticated endpoints ----------------------------------------------------------------
 

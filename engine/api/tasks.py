@@ -7,7 +7,7 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy import select
 
-from engine.api import rows
+from engine.api import access, rows
 from engine.api.routing import ApiError, Call, Param, Route, one
 from engine.master.states import TaskState
 from engine.storage import tables as t
@@ -90,11 +90,12 @@ async def download_log(api: Any, call: Call) -> web.Response:
 
 
 ROUTES = [
-    Route("GET", "/api/v1/tasks/{id}", get_task, "A task instance (one attempt)", "tasks", response=TASK_INSTANCE),
+    Route("GET", "/api/v1/tasks/{id}", get_task, "A task instance (one attempt)", "tasks", response=TASK_INSTANCE,
+          rule=access.read("task", "path.id")),
     Route("GET", "/api/v1/tasks/{id}/log", get_log, "Lines of a task's log, paged (tail it by following next)",
           "tasks", query=(Param("skip", int, "lines to skip", 0, minimum=0),
                           Param("limit", int, "lines to return", 1000, minimum=1, maximum=10000)),
-          response=_LINES),
+          response=_LINES, rule=access.read("task", "path.id")),
     Route("GET", "/api/v1/tasks/{id}/log/download", download_log, "The whole log file", "tasks",
-          response={"type": "string"}, produces="text/plain"),
+          response={"type": "string"}, produces="text/plain", rule=access.read("task", "path.id")),
 ]  # fmt: skip

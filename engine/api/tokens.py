@@ -1,6 +1,11 @@
 """API tokens. Only a token's SHA-256 is stored; the token is shown once, when created.
 
-``ensure_admin_token`` is what the standalone launcher calls to create the first token for the CLI.
+A token belongs to a user, expires (at most ``MAX_DAYS`` after creation when made through the API), and
+carries its user's rights or fewer (``perms``; a token of reduced rights never has admin rights and cannot
+mint a token with more than it carries). A user creates and revokes their own tokens; an admin anyone's.
+
+``ensure_user`` / ``create_token`` are what the standalone launcher and the tests call to make the first
+admin and its token directly in the database.
 """
 
 from __future__ import annotations
@@ -12,16 +17,23 @@ from typing import Any
 
 import asyncpg
 
-from engine.api.routing import PAGE, Call, Route, not_found, page
+from engine.api import access
+from engine.api.access import Principal, perm_bits, perm_names
+from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page
 
 ADMIN = "admin"
+DEFAULT_DAYS = 90
+MAX_DAYS = 365
+_PERMS = {"type": "array", "items": {"enum": list(access.PERM_NAMES)}, "uniqueItems": True}
 _CREATE = {
     "type": "object",
     "required": ["name"],
     "additionalProperties": False,
     "properties": {
         "name": {"type": "string", "minLength": 1, "maxLength": 128},
-        "expires_in_days": {"type": "integer", "minimum": 1, "maximum": 3650},
+        "expires_in_days": {"type": "integer", "minimum": 1, "maximum": MAX_DAYS},
+        "user": {"type": "string", "minLength": 1, "description": "whose token (admins only; default: yours)"},
+        "perms": {**_PERMS, "description": "limit the token to these project rights (default: all of the user's)"},
     },
 }
 _TOKEN = {
@@ -29,6 +41,8 @@ _TOKEN = {
     "properties": {
         "id": {"type": "integer"},
         "name": {"type": "string"},
+        "user": {"type": "string"},
+        "perms": {"type": ["array", "null"], "items": {"type": "string"}},
         "expire_time": {"type": ["string", "null"], "format": "date-time"},
         "token": {"type": "string", "description": "only in the answer to create"},
     },
@@ -43,72 +57,136 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-async def ensure_user(conn: asyncpg.Connection, name: str = ADMIN) -> int:
+async def ensure_user(conn: asyncpg.Connection, name: str = ADMIN, admin: bool = True) -> int:
+    """The id of user ``name``, created (an admin by default) when missing."""
     return int(
         await conn.fetchval(
-            "INSERT INTO users (user_name, user_type) VALUES ($1, 0)"
+            "INSERT INTO users (user_name, user_type) VALUES ($1, $2)"
             " ON CONFLICT (user_name) DO UPDATE SET user_name = EXCLUDED.user_name RETURNING id",
             name,
+            0 if admin else 1,
         )
     )
 
 
 async def create_token(
-    conn: asyncpg.Connection, user_id: int, name: str, expires: dt.datetime | None = None
+    conn: asyncpg.Connection,
+    user_id: int,
+    name: str,
+    expires: dt.datetime | None = None,
+    perm: int | None = None,
+    created_by: int | None = None,
 ) -> tuple[int, str]:
     token = new_token()
     token_id = await conn.fetchval(
-        "INSERT INTO access_token (user_id, name, token_hash, expire_time) VALUES ($1, $2, $3, $4) RETURNING id",
+        "INSERT INTO access_token (user_id, name, token_hash, expire_time, perm, created_by)"
+        " VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
         user_id,
         name,
         token_hash(token),
         expires,
+        perm,
+        created_by,
     )
     return int(token_id), token
 
 
-async def token_user(db: asyncpg.Pool | asyncpg.Connection, digest: str) -> int | None:
-    """The user a token (by its hash) belongs to, if it exists and has not expired."""
-    user_id = await db.fetchval(
-        "SELECT user_id FROM access_token WHERE token_hash = $1 AND (expire_time IS NULL OR expire_time > now())",
+async def token_user(db: asyncpg.Pool | asyncpg.Connection, digest: str) -> Principal | None:
+    """Who a token (by its hash) acts for, if it exists, has not expired and its user is enabled."""
+    row = await db.fetchrow(
+        "SELECT t.id, t.perm, u.id AS user_id, u.user_name, u.user_type FROM access_token t"
+        " JOIN users u ON u.id = t.user_id"
+        " WHERE t.token_hash = $1 AND (t.expire_time IS NULL OR t.expire_time > now()) AND u.state = 1",
         digest,
     )
-    return None if user_id is None else int(user_id)
+    if row is None:
+        return None
+    return Principal(int(row["user_id"]), row["user_name"], row["user_type"] == 0, row["perm"], "token", row["id"])
+
+
+async def mark_used(db: asyncpg.Pool | asyncpg.Connection, token_id: int) -> None:
+    """Note when a token was last used (to the minute: one write per token and minute at most)."""
+    await db.execute(
+        "UPDATE access_token SET last_used_time = now() WHERE id = $1"
+        " AND (last_used_time IS NULL OR last_used_time < now() - interval '1 minute')",
+        token_id,
+    )
+
+
+def _out(row: Any) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "user": row["user_name"],
+        "perms": None if row["perm"] is None else perm_names(row["perm"]),
+        "expire_time": row["expire_time"],
+        "create_time": row["create_time"],
+        "last_used_time": row["last_used_time"],
+    }
+
+
+async def _user_id(api: Any, who: Principal, name: str | None) -> int:
+    """The user a token call is about: the caller, or (admins only) the user named."""
+    if name is None or name == who.user_name:
+        return who.user_id
+    if not who.admin:
+        raise ApiError(403, "only an admin may manage another user's tokens", "user")
+    user_id = await api.db.fetchval("SELECT id FROM users WHERE user_name = $1", name)
+    if user_id is None:
+        raise ApiError(404, f"user {name!r} does not exist", "user")
+    return int(user_id)
 
 
 async def list_tokens(api: Any, call: Call) -> dict[str, Any]:
-    total = await api.db.fetchval("SELECT count(*) FROM access_token WHERE user_id = $1", call.user_id)
+    user_id = await _user_id(api, call.principal, call.query["user"])
+    total = await api.db.fetchval("SELECT count(*) FROM access_token WHERE user_id = $1", user_id)
     rows = await api.db.fetch(
-        "SELECT id, name, expire_time, create_time FROM access_token WHERE user_id = $1 ORDER BY id LIMIT $2 OFFSET $3",
-        call.user_id,
+        "SELECT t.id, t.name, t.perm, t.expire_time, t.create_time, t.last_used_time, u.user_name FROM access_token t"
+        " JOIN users u ON u.id = t.user_id WHERE t.user_id = $1 ORDER BY t.id LIMIT $2 OFFSET $3",
+        user_id,
         call.query["size"],
         call.offset,
     )
-    return page([dict(r) for r in rows], total, call)
+    return page([_out(r) for r in rows], total, call)
 
 
 async def post_token(api: Any, call: Call) -> dict[str, Any]:
-    days = call.body.get("expires_in_days")
-    expires = dt.datetime.now(dt.UTC) + dt.timedelta(days=days) if days else None
+    who: Principal = call.principal
+    user_id = await _user_id(api, who, call.body.get("user"))
+    # as with grants, any right implies seeing the project (READ)
+    perm = perm_bits(call.body["perms"]) | access.READ if "perms" in call.body else None
+    # a token of reduced rights mints only tokens within them
+    if who.perm_cap is not None and (perm is None or perm & ~who.perm_cap):
+        raise ApiError(403, f"this token carries only {perm_names(who.perm_cap)}; ask for no more", "perms")
+    days = call.body.get("expires_in_days", DEFAULT_DAYS)
+    expires = dt.datetime.now(dt.UTC) + dt.timedelta(days=days)
     async with api.db.acquire() as conn:
-        token_id, token = await create_token(conn, call.user_id, call.body["name"], expires)
-    return {"id": token_id, "name": call.body["name"], "expire_time": expires, "token": token}
+        token_id, token = await create_token(conn, user_id, call.body["name"], expires, perm, who.user_id)
+        user = await conn.fetchval("SELECT user_name FROM users WHERE id = $1", user_id)
+    perms = None if perm is None else perm_names(perm)
+    return {"id": token_id, "name": call.body["name"], "user": user, "perms": perms, "expire_time": expires,
+            "token": token}  # fmt: skip
 
 
 async def delete_token(api: Any, call: Call) -> dict[str, Any]:
-    deleted = await api.db.fetchval(
-        "DELETE FROM access_token WHERE id = $1 AND user_id = $2 RETURNING id", call.path_int("id"), call.user_id
+    who: Principal = call.principal
+    row = await api.db.fetchrow(
+        "DELETE FROM access_token WHERE id = $1 AND (user_id = $2 OR $3) RETURNING id, token_hash",
+        call.path_int("id"),
+        who.user_id,
+        who.admin,
     )
-    if deleted is None:
+    if row is None:
         raise not_found(f"token {call.path['id']}")
-    return {"deleted": deleted}
+    api.forget_token(row["token_hash"])
+    return {"deleted": row["id"]}
 
 
 ROUTES = [
-    Route("GET", "/api/v1/tokens", list_tokens, "Your API tokens (without the secrets)", "tokens",
-          query=PAGE, response=_TOKEN),
+    Route("GET", "/api/v1/tokens", list_tokens, "Your API tokens (without the secrets); admins: ?user=", "tokens",
+          query=(Param("user", str, "whose tokens (admins only)"), *PAGE), response=_TOKEN, rule=access.SIGNED_IN),
     Route("POST", "/api/v1/tokens", post_token, "Create a token; the answer is the only time it is shown",
-          "tokens", body=_CREATE, response=_TOKEN, status=201),
-    Route("DELETE", "/api/v1/tokens/{id}", delete_token, "Revoke a token", "tokens",
-          response={"type": "object", "properties": {"deleted": {"type": "integer"}}}),
+          "tokens", body=_CREATE, response=_TOKEN, status=201, rule=access.SIGNED_IN),
+    Route("DELETE", "/api/v1/tokens/{id}", delete_token, "Revoke a token (yours; admins: anyone's)", "tokens",
+          response={"type": "object", "properties": {"deleted": {"type": "integer"}}}, rule=access.SIGNED_IN),
 ]  # fmt: skip

@@ -11,6 +11,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy import func, select
 
+from engine.api import access, references
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
 from engine.master.commands import resolve_globals
@@ -135,7 +136,7 @@ def _definition_error(exc: DefinitionError) -> ApiError:
 
 async def list_workflows(api: Any, call: Call) -> dict[str, Any]:
     q = call.query
-    where = []
+    where = access.project_clause(call, wd.c.project_code)
     if q["project"]:
         where.append(t.project.c.name == q["project"])
     if q["name"]:
@@ -179,10 +180,12 @@ async def _save(api: Any, doc: Any, release: bool, user_id: int | None, code: in
 
 
 async def create_workflow(api: Any, call: Call) -> dict[str, Any]:
+    await references.check_document(api.db, call.principal, call.body)
     return await _save(api, call.body, call.query["release"], call.user_id)
 
 
 async def update_workflow(api: Any, call: Call) -> dict[str, Any]:
+    await references.check_document(api.db, call.principal, call.body)
     return await _save(api, call.body, call.query["release"], call.user_id, call.path_int("code"))
 
 
@@ -473,37 +476,41 @@ _VERSION = {
                    "create_time": {"type": "string", "format": "date-time"}},
 }  # fmt: skip
 _WF = "{code}"
+_READ, _WRITE = access.read("workflow", "path.code"), access.write("workflow", "path.code")
+_EXECUTE = access.execute("workflow", "path.code", uses=(access.WARNING_GROUP,))
 ROUTES = [
     Route("GET", "/api/v1/workflows", list_workflows, "List workflow definitions", "workflows",
           query=(Param("project", str, "project name"), Param("name", str, "exact name"),
                  Param("search", str, "substring of the name"),
                  Param("release_state", str, "ONLINE or OFFLINE", choices=RELEASE_NAMES), *PAGE),
-          response=_SUMMARY),
+          response=_SUMMARY, rule=access.SIGNED_IN),
     Route("POST", "/api/v1/workflows", create_workflow,
           "Create a workflow, or save a new version of the one with the same project and name", "workflows",
-          query=(_RELEASE,), body=document.SCHEMA, response=_SAVED, status=201),
+          query=(_RELEASE,), body=document.SCHEMA, response=_SAVED, status=201,
+          rule=access.write("project", "body.project", create=True)),
     Route("GET", f"/api/v1/workflows/{_WF}", get_workflow, "A workflow with its current document", "workflows",
-          response=_DETAIL),
+          response=_DETAIL, rule=_READ),
     Route("PUT", f"/api/v1/workflows/{_WF}", update_workflow, "Save a new version of a workflow", "workflows",
-          query=(_RELEASE,), body=document.SCHEMA, response=_SAVED),
+          query=(_RELEASE,), body=document.SCHEMA, response=_SAVED, rule=_WRITE),
     Route("DELETE", f"/api/v1/workflows/{_WF}", delete,
           "Delete an offline workflow that nothing runs (its instances keep their history)", "workflows",
-          response=_DELETED),
+          response=_DELETED, rule=_WRITE),
     Route("GET", f"/api/v1/workflows/{_WF}/versions", list_versions, "Versions of a workflow, newest first",
-          "workflows", query=PAGE, response=_VERSION),
+          "workflows", query=PAGE, response=_VERSION, rule=_READ),
     Route("GET", f"/api/v1/workflows/{_WF}/versions/{{version}}", get_version, "One version's document",
-          "workflows", response=_DETAIL),
+          "workflows", response=_DETAIL, rule=_READ),
     Route("POST", f"/api/v1/workflows/{_WF}/versions/{{version}}/switch", switch,
-          "Make an earlier version the current one", "workflows", response=_SUMMARY),
+          "Make an earlier version the current one", "workflows", response=_SUMMARY, rule=_WRITE),
     Route("POST", f"/api/v1/workflows/{_WF}/online", online, "Release a workflow (it can be started)", "workflows",
-          response=_SUMMARY),
+          response=_SUMMARY, rule=_WRITE),
     Route("POST", f"/api/v1/workflows/{_WF}/offline", offline, "Take a workflow offline", "workflows",
-          response=_SUMMARY),
+          response=_SUMMARY, rule=_WRITE),
     Route("POST", f"/api/v1/workflows/{_WF}/start", start, "Start a workflow: queue a START_PROCESS command",
-          "workflows", body=_START, body_required=False, response=_COMMAND, status=201),
+          "workflows", body=_START, body_required=False, response=_COMMAND, status=201,
+          rule=_EXECUTE),
     Route("POST", f"/api/v1/workflows/{_WF}/backfill", backfill,
           "Backfill (COMPLEMENT_DATA) over a date range or list, serially or in parallel chains", "workflows",
-          body=_BACKFILL, response=_BACKFILLED, status=201),
+          body=_BACKFILL, response=_BACKFILLED, status=201, rule=_EXECUTE),
     Route("GET", "/api/v1/commands/{id}", command_status, "Where a command is: queued, started or refused",
-          "workflows", response=_COMMAND),
+          "workflows", response=_COMMAND, rule=access.read("command", "path.id")),
 ]  # fmt: skip

@@ -61,16 +61,18 @@ async def next_code(conn: asyncpg.Connection) -> int:
     return int(await conn.fetchval("SELECT nextval('definition_code_seq')"))
 
 
-async def ensure_project(conn: asyncpg.Connection, name: str) -> int:
+async def ensure_project(conn: asyncpg.Connection, name: str, owner: int | None = None) -> int:
+    """The code of project ``name``, created (owned by ``owner``) when missing."""
     code = await conn.fetchval("SELECT code FROM project WHERE name = $1", name)
     if code is not None:
         return int(code)
     new = await next_code(conn)
     code = await conn.fetchval(
-        "INSERT INTO project (code, name) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name"
-        " RETURNING code",
+        "INSERT INTO project (code, name, user_id) VALUES ($1, $2, $3)"
+        " ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING code",
         new,
         name,
+        owner,
     )
     return int(code)
 
@@ -81,7 +83,7 @@ async def save_workflow(
     """Create or update (= new version) a workflow definition. Returns (code, version)."""
     await asyncio.to_thread(wf.validate)  # CPU work in proportion to the definition: off the loop
     async with conn.transaction():
-        project_code = await ensure_project(conn, wf.project)
+        project_code = await ensure_project(conn, wf.project, user_id)
         row = await conn.fetchrow(
             "SELECT code, version, release_state FROM workflow_definition WHERE project_code = $1 AND name = $2"
             " FOR UPDATE",

@@ -71,6 +71,9 @@ access_token = Table(
     Column("token_hash", CHAR(64), nullable=False, unique=True),
     Column("expire_time", TIMESTAMP(timezone=True)),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("perm", SmallInteger),
+    Column("created_by", BigInteger),
+    Column("last_used_time", TIMESTAMP(timezone=True)),
 )
 
 
@@ -586,3 +589,15 @@ Index("sub_workflow_relation_child_idx", sub_workflow_relation.c.workflow_instan
 Index("sub_workflow_relation_command_idx", sub_workflow_relation.c.command_id)
 Index("sub_workflow_relation_task_idx", sub_workflow_relation.c.parent_task_instance_id)
 Index("alert_pending_idx", alert.c.id, postgresql_where=text("alert_status = 0"))
+
+
+# The users / grants / audit tables live in their own module on the same metadata (keeps this one short).
+from engine.storage.auth_tables import (  # noqa: E402
+    audit_log,
+    login_attempt,
+    project_user,
+    resource_grant,
+    user_session,
+)
+
+__all__ = ["audit_log", "login_attempt", "project_user", "resource_grant", "user_session"]

@@ -1,0 +1,81 @@
+"""What a workflow document may point at outside its own project, checked when it is saved (created,
+updated or imported) by a general user:
+
+- a SUB_PROCESS task runs another workflow: EXECUTE on that workflow's project;
+- a DEPENDENT item reads the runs of another workflow: READ on its project;
+- a SQL task connects with a data source: granted to the user or to the document's project (access.py).
+
+Without these a WRITE grant on one project would start, or reveal the state of, another project's workflows.
+A target that does not exist, or that the user may not see, answers 404 naming the field, as elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import asyncpg
+
+from engine.api.access import EXECUTE, READ, Principal, check_datasources, project_rights
+from engine.api.routing import ApiError
+
+
+def _refs(doc: Mapping[str, Any]) -> Iterator[tuple[Mapping[str, Any], int, str]]:
+    """(reference, right needed, field) of every SUB_PROCESS and DEPENDENT target of a document."""
+    tasks = doc.get("tasks")
+    for i, task in enumerate(tasks if isinstance(tasks, list) else []):
+        params = task.get("params") if isinstance(task, Mapping) else None
+        if not isinstance(params, Mapping):
+            continue
+        where = f"tasks[{i}].params"
+        if task.get("type") == "SUB_PROCESS":
+            yield params, EXECUTE, where
+        elif task.get("type") == "DEPENDENT":
+            groups = params.get("groups") if isinstance(params.get("groups"), list) else [params]
+            for g, group in enumerate(groups):
+                items = group.get("items") if isinstance(group, Mapping) else None
+                for j, item in enumerate(items if isinstance(items, list) else []):
+                    if isinstance(item, Mapping):
+                        prefix = f"{where}.groups[{g}]" if "groups" in params else where
+                        yield item, READ, f"{prefix}.items[{j}]"
+
+
+def _sql_sources(doc: Mapping[str, Any]) -> list[str]:
+    tasks = doc.get("tasks")
+    params = (
+        [t.get("params") for t in tasks if isinstance(t, Mapping) and t.get("type") == "SQL"]
+        if isinstance(tasks, list)
+        else []
+    )
+    return [p["datasource"] for p in params if isinstance(p, Mapping) and isinstance(p.get("datasource"), str)]
+
+
+async def check_document(db: asyncpg.Pool | asyncpg.Connection, who: Principal, doc: Any) -> None:
+    """Raise the 403 / 404 a general user gets for a document naming what they may not use."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("project"), str):
+        return  # the schema check answers 400
+    own = doc["project"]
+    await check_datasources(db, who, _sql_sources(doc), own)
+    if who.admin:
+        return
+    own_code = await db.fetchval("SELECT code FROM project WHERE name = $1", own)
+    for ref, need, field in _refs(doc):
+        if isinstance(ref.get("workflow_code"), int) and not isinstance(ref.get("workflow_code"), bool):
+            code = await db.fetchval(
+                "SELECT project_code FROM workflow_definition WHERE code = $1", ref["workflow_code"]
+            )
+            what = f"workflow {ref['workflow_code']}"
+        else:
+            name = ref.get("project") if isinstance(ref.get("project"), str) else own
+            if name == own:
+                continue
+            code = await db.fetchval("SELECT code FROM project WHERE name = $1", name)
+            what = f"project {name!r}"
+        if code is not None and code == own_code:
+            continue
+        held, usable = (0, 0) if code is None else await project_rights(db, who, int(code))
+        if not held:
+            raise ApiError(404, f"{what} does not exist", field)
+        if not usable & need:
+            right = "EXECUTE" if need == EXECUTE else "READ"
+            raise ApiError(403, f"you need the {right} right on the project of {what}", field)

@@ -1,0 +1,153 @@
+"""Password login for browsers: ``POST /api/v1/login`` sets an HttpOnly, SameSite=Strict session cookie and
+answers a CSRF token; a call authenticated by the cookie that changes something (any method but GET / HEAD /
+OPTIONS) must repeat the CSRF token in the ``X-CSRF-Token`` header. Scripts use Bearer tokens instead.
+
+Throttling: after ``api.login_max_failures`` failed logins for one user name, or ``api.login_max_failures_per_address``
+from one client address, within ``api.login_window_seconds``, logins are refused with a 429 (Retry-After) until
+the window has moved on. A wrong user name and a wrong password get the same answer, after the same work.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import secrets
+from typing import Any
+
+import asyncpg
+from aiohttp import web
+
+from engine.api import access
+from engine.api.access import Principal
+from engine.api.passwords import verify_password
+from engine.api.routing import AUDIT_USER, PRINCIPAL, ApiError, Call, Route, json_response
+
+COOKIE = "porpoise_session"
+CSRF_HEADER = "X-CSRF-Token"
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+_LOGIN = {
+    "type": "object",
+    "required": ["user", "password"],
+    "additionalProperties": False,
+    "properties": {"user": {"type": "string", "minLength": 1, "maxLength": 64},
+                   "password": {"type": "string", "minLength": 1, "maxLength": 1024}},
+}  # fmt: skip
+_SESSION = {
+    "type": "object",
+    "properties": {
+        "user": {"type": "string"},
+        "admin": {"type": "boolean"},
+        "csrf_token": {"type": "string", "description": "send it as X-CSRF-Token on calls that change something"},
+        "expire_time": {"type": "string", "format": "date-time"},
+    },
+}
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def client_address(request: web.Request) -> str:
+    return (request.remote or "unknown")[:64]
+
+
+async def session_user(db: asyncpg.Pool, session: str) -> tuple[Principal, str] | None:
+    """The user of a live session cookie and the hash of its CSRF token."""
+    row = await db.fetchrow(
+        "SELECT s.csrf_hash, u.id, u.user_name, u.user_type FROM user_session s JOIN users u ON u.id = s.user_id"
+        " WHERE s.session_hash = $1 AND s.expire_time > now() AND u.state = 1",
+        _digest(session),
+    )
+    if row is None:
+        return None
+    return Principal(int(row["id"]), row["user_name"], row["user_type"] == 0, None, "session"), row["csrf_hash"]
+
+
+def csrf_ok(expected_hash: str, header: str | None) -> bool:
+    return bool(header) and hmac.compare_digest(_digest(header or ""), expected_hash)
+
+
+async def _throttled(api: Any, user: str, address: str) -> float | None:
+    """Seconds to wait when this user name or address failed too often within the window, else None."""
+    cfg = api.cfg.api
+    row = await api.db.fetchrow(
+        "SELECT count(*) FILTER (WHERE user_name = $1) AS by_user, count(*) FILTER (WHERE client_addr = $2) AS by_addr,"
+        " min(attempt_time) FILTER (WHERE user_name = $1) AS first_user, min(attempt_time) AS first_any"
+        " FROM login_attempt WHERE NOT success AND attempt_time > now() - make_interval(secs => $3)"
+        " AND (user_name = $1 OR client_addr = $2)",
+        user,
+        address,
+        float(cfg.login_window_seconds),
+    )
+    if row["by_user"] < cfg.login_max_failures and row["by_addr"] < cfg.login_max_failures_per_address:
+        return None
+    first = row["first_user"] if row["by_user"] >= cfg.login_max_failures else row["first_any"]
+    waited = (dt.datetime.now(dt.UTC) - first).total_seconds()
+    return max(1.0, cfg.login_window_seconds - waited)
+
+
+async def login(api: Any, call: Call) -> web.Response:
+    user, password = call.body["user"], call.body["password"]
+    call.request[AUDIT_USER] = user[:64]
+    address = client_address(call.request)
+    wait = await _throttled(api, user, address)
+    if wait is not None:
+        raise ApiError(429, f"too many failed logins; retry in {int(wait) + 1} s", retry_after=int(wait) + 1)
+    row = await api.db.fetchrow(
+        "SELECT id, user_name, user_type, state, password_hash FROM users WHERE user_name = $1", user
+    )
+    good = await verify_password(row["password_hash"] if row else None, password)
+    good = good and row is not None and row["state"] == 1
+    await api.db.execute(
+        "INSERT INTO login_attempt (user_name, client_addr, success) VALUES ($1, $2, $3)", user[:64], address, good
+    )
+    if not good or row is None:
+        raise ApiError(401, "wrong user name or password (or the user is disabled)")
+    # housekeeping at login pace: ended sessions and attempts too old to count for throttling
+    await api.db.execute("DELETE FROM user_session WHERE expire_time < now()")
+    await api.db.execute(
+        "DELETE FROM login_attempt WHERE attempt_time < now() - make_interval(secs => $1)",
+        max(float(api.cfg.api.login_window_seconds), 86400.0),
+    )
+    session, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    expires = dt.datetime.now(dt.UTC) + dt.timedelta(hours=api.cfg.api.session_hours)
+    await api.db.execute(
+        "INSERT INTO user_session (user_id, session_hash, csrf_hash, client_addr, expire_time)"
+        " VALUES ($1, $2, $3, $4, $5)",
+        row["id"],
+        _digest(session),
+        _digest(csrf),
+        address,
+        expires,
+    )
+    call.request[PRINCIPAL] = Principal(int(row["id"]), row["user_name"], row["user_type"] == 0, None, "session")
+    answer = {"user": row["user_name"], "admin": row["user_type"] == 0, "csrf_token": csrf, "expire_time": expires}
+    response = json_response(answer)
+    response.set_cookie(
+        COOKIE,
+        session,
+        max_age=int(api.cfg.api.session_hours * 3600),
+        path="/",
+        httponly=True,
+        samesite="Strict",
+        secure=api.cfg.api.session_cookie_secure,
+    )
+    return response
+
+
+async def logout(api: Any, call: Call) -> web.Response:
+    session = call.request.cookies.get(COOKIE)
+    if session:
+        await api.db.execute("DELETE FROM user_session WHERE session_hash = $1", _digest(session))
+    response = json_response({"signed_out": True})
+    response.del_cookie(COOKIE, path="/")
+    return response
+
+
+ROUTES = [
+    Route("POST", "/api/v1/login", login, "Sign in with a password: session cookie + CSRF token (browsers)",
+          "users", body=_LOGIN, response=_SESSION, auth=False, rule=access.PUBLIC),
+    Route("POST", "/api/v1/logout", logout, "End this browser session", "users", response={"type": "object"},
+          rule=access.SIGNED_IN),
+]  # fmt: skip

@@ -1,0 +1,212 @@
+"""Users: admins create, change, disable and delete them; everyone reads and changes their own password.
+
+A user is an admin (``user_type`` 0) or a general user (1), enabled (``state`` 1) or disabled (0: its tokens
+and sessions stop working at once, within the API's token cache time). Passwords are argon2id hashes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from engine.api import access
+from engine.api.access import Principal
+from engine.api.passwords import hash_password, password_problem, verify_password
+from engine.api.routing import PAGE, ApiError, Call, Route, not_found, page
+
+_NAME = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9_.@-]+$"}
+_PASSWORD = {"type": "string", "minLength": 1, "maxLength": 1024}
+_CREATE = {
+    "type": "object",
+    "required": ["name", "password"],
+    "additionalProperties": False,
+    "properties": {
+        "name": _NAME,
+        "password": _PASSWORD,
+        "admin": {"type": "boolean"},
+        "email": {"type": "string", "maxLength": 255},
+    },
+}
+_UPDATE = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "password": _PASSWORD,
+        "admin": {"type": "boolean"},
+        "enabled": {"type": "boolean"},
+        "email": {"type": ["string", "null"], "maxLength": 255},
+    },
+}
+_PASSWD = {
+    "type": "object",
+    "required": ["old_password", "new_password"],
+    "additionalProperties": False,
+    "properties": {"old_password": _PASSWORD, "new_password": _PASSWORD},
+}
+_USER = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "name": {"type": "string"},
+        "admin": {"type": "boolean"},
+        "enabled": {"type": "boolean"},
+        "email": {"type": ["string", "null"]},
+    },
+}
+_COLUMNS = "id, user_name, user_type, state, email, create_time"
+
+
+def user_out(row: Any) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["user_name"],
+        "admin": row["user_type"] == 0,
+        "enabled": row["state"] == 1,
+        "email": row["email"],
+        "create_time": row["create_time"],
+    }
+
+
+def _checked(password: str, field: str) -> str:
+    problem = password_problem(password)
+    if problem:
+        raise ApiError(400, problem, field)
+    return password
+
+
+async def create_user(
+    conn: asyncpg.Connection, name: str, password: str, admin: bool = False, email: str | None = None
+) -> int:
+    """Insert a user with an argon2id password hash; ApiError 409 when the name is taken."""
+    digest = await hash_password(_checked(password, "password"))
+    user_id = await conn.fetchval(
+        "INSERT INTO users (user_name, password_hash, user_type, email) VALUES ($1, $2, $3, $4)"
+        " ON CONFLICT (user_name) DO NOTHING RETURNING id",
+        name,
+        digest,
+        0 if admin else 1,
+        email,
+    )
+    if user_id is None:
+        raise ApiError(409, f"user {name!r} already exists", "name")
+    return int(user_id)
+
+
+async def _row(db: Any, name: str) -> Any:
+    row = await db.fetchrow(f"SELECT {_COLUMNS} FROM users WHERE user_name = $1", name)
+    if row is None:
+        raise not_found(f"user {name!r}")
+    return row
+
+
+async def list_users(api: Any, call: Call) -> dict[str, Any]:
+    total = await api.db.fetchval("SELECT count(*) FROM users")
+    rows = await api.db.fetch(
+        f"SELECT {_COLUMNS} FROM users ORDER BY user_name LIMIT $1 OFFSET $2", call.query["size"], call.offset
+    )
+    return page([user_out(r) for r in rows], total, call)
+
+
+async def post_user(api: Any, call: Call) -> dict[str, Any]:
+    body = call.body
+    async with api.db.acquire() as conn:
+        await create_user(conn, body["name"], body["password"], body.get("admin", False), body.get("email"))
+        return user_out(await _row(conn, body["name"]))
+
+
+async def get_user(api: Any, call: Call) -> dict[str, Any]:
+    return user_out(await _row(api.db, call.path["name"]))
+
+
+async def _last_admin(conn: asyncpg.Connection, user_id: int) -> bool:
+    return not await conn.fetchval(
+        "SELECT 1 FROM users WHERE user_type = 0 AND state = 1 AND id <> $1 LIMIT 1", user_id
+    )
+
+
+async def put_user(api: Any, call: Call) -> dict[str, Any]:
+    body = call.body
+    async with api.db.acquire() as conn, conn.transaction():
+        row = await _row(conn, call.path["name"])
+        demoted = body.get("admin") is False or body.get("enabled") is False
+        if demoted and row["user_type"] == 0 and await _last_admin(conn, row["id"]):
+            raise ApiError(409, "this is the last enabled admin; make another admin first")
+        sets: dict[str, Any] = {}
+        if "password" in body:
+            sets["password_hash"] = await hash_password(_checked(body["password"], "password"))
+        if "admin" in body:
+            sets["user_type"] = 0 if body["admin"] else 1
+        if "enabled" in body:
+            sets["state"] = 1 if body["enabled"] else 0
+        if "email" in body:
+            sets["email"] = body["email"]
+        if sets:
+            assign = ", ".join(f"{c} = ${i}" for i, c in enumerate(sets, start=2))
+            await conn.execute(
+                f"UPDATE users SET {assign}, update_time = now() WHERE id = $1", row["id"], *sets.values()
+            )
+        if body.get("enabled") is False or "password" in body:
+            await conn.execute("DELETE FROM user_session WHERE user_id = $1", row["id"])
+        row = await _row(conn, call.path["name"])
+    api.forget_user(row["id"])
+    return user_out(row)
+
+
+async def delete_user(api: Any, call: Call) -> dict[str, Any]:
+    who: Principal = call.principal
+    async with api.db.acquire() as conn, conn.transaction():
+        row = await _row(conn, call.path["name"])
+        if row["id"] == who.user_id:
+            raise ApiError(409, "you cannot delete yourself")
+        if row["user_type"] == 0 and await _last_admin(conn, row["id"]):
+            raise ApiError(409, "this is the last enabled admin; make another admin first")
+        owned = [r["name"] for r in await conn.fetch("SELECT name FROM project WHERE user_id = $1", row["id"])]
+        if owned:
+            raise ApiError(
+                409, f"user {row['user_name']!r} owns project(s) {', '.join(owned)}; delete or hand them over"
+            )
+        await conn.execute("DELETE FROM users WHERE id = $1", row["id"])
+    api.forget_user(row["id"])
+    return {"deleted": row["user_name"]}
+
+
+async def get_me(api: Any, call: Call) -> dict[str, Any]:
+    who: Principal = call.principal
+    out = user_out(await _row(api.db, who.user_name))
+    caps = None if who.perm_cap is None else access.perm_names(who.perm_cap)
+    return {**out, "via": who.via, "token_perms": caps}
+
+
+async def change_password(api: Any, call: Call) -> dict[str, Any]:
+    who: Principal = call.principal
+    if who.perm_cap is not None:
+        raise ApiError(403, "a token of reduced rights cannot change the password")
+    stored = await api.db.fetchval("SELECT password_hash FROM users WHERE id = $1", who.user_id)
+    if not await verify_password(stored, call.body["old_password"]):
+        raise ApiError(403, "the old password is wrong", "old_password")
+    digest = await hash_password(_checked(call.body["new_password"], "new_password"))
+    async with api.db.acquire() as conn, conn.transaction():
+        await conn.execute(
+            "UPDATE users SET password_hash = $2, update_time = now() WHERE id = $1", who.user_id, digest
+        )
+        # other browser sessions end; tokens stay (revoke them with DELETE /api/v1/tokens/{id})
+        await conn.execute("DELETE FROM user_session WHERE user_id = $1", who.user_id)
+    return {"changed": True}
+
+
+_ONE = "/api/v1/users/{name}"
+ROUTES = [
+    Route("GET", "/api/v1/users", list_users, "Users (admins)", "users", query=PAGE, response=_USER,
+          rule=access.ADMIN),
+    Route("POST", "/api/v1/users", post_user, "Create a user (admins)", "users", body=_CREATE, response=_USER,
+          status=201, rule=access.ADMIN),
+    Route("GET", _ONE, get_user, "A user (admins)", "users", response=_USER, rule=access.ADMIN),
+    Route("PUT", _ONE, put_user, "Change a user: password, admin, enabled, email (admins)", "users",
+          body=_UPDATE, response=_USER, rule=access.ADMIN),
+    Route("DELETE", _ONE, delete_user, "Delete a user owning no project (admins)", "users",
+          response={"type": "object", "properties": {"deleted": {"type": "string"}}}, rule=access.ADMIN),
+    Route("GET", "/api/v1/me", get_me, "Who you are signed in as", "users", response=_USER, rule=access.SIGNED_IN),
+    Route("POST", "/api/v1/me/password", change_password, "Change your password (ends your browser sessions)",
+          "users", body=_PASSWD, response={"type": "object"}, rule=access.SIGNED_IN),
+]  # fmt: skip
