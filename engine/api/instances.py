@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 
 from engine.api import rows
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
+from engine.master import serial_sql
 from engine.master.states import RESTART_FROM, CommandType, TaskState, WorkflowState
 from engine.storage import sql
 from engine.storage import tables as t
@@ -128,7 +129,29 @@ async def _control(api: Any, call: Call, action: str, allowed: set[WorkflowState
 
 
 async def stop(api: Any, call: Call) -> dict[str, Any]:
+    row = await _instance(api, call.path_int("id"))
+    if row["state"] == WorkflowState.SERIAL_WAIT:
+        return await _stop_waiting(api, row)
     return await _control(api, call, "stop", {WorkflowState.RUNNING_EXECUTION, WorkflowState.READY_PAUSE})
+
+
+async def _stop_waiting(api: Any, row: Any) -> dict[str, Any]:
+    """A run waiting for a place has no owner: the API stops it (under its workflow's lock), and if it had
+    been woken already, the next waiting run is woken in its place."""
+    async with api.db.acquire() as conn, conn.transaction():
+        await serial_sql.lock(conn, int(row["workflow_definition_code"]))
+        done = await conn.fetchval(
+            "UPDATE workflow_instance SET state = $2, end_time = now(), update_time = now(),"
+            " state_history = state_history || $3::jsonb WHERE id = $1 AND state = $4 RETURNING id",
+            row["id"],
+            int(WorkflowState.STOP),
+            serial_sql.history(WorkflowState.STOP, "stopped while waiting (api stop)"),
+            int(WorkflowState.SERIAL_WAIT),
+        )
+        if done is None:
+            raise ApiError(409, f"workflow instance {row['id']} stopped waiting meanwhile; try again")
+        await serial_sql.wake(conn, int(row["workflow_definition_code"]))
+    return {"id": row["id"], "action": "stop", "accepted": True, "command_id": None}
 
 
 async def pause(api: Any, call: Call) -> dict[str, Any]:

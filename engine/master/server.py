@@ -27,6 +27,7 @@ from engine.master.dispatcher import Dispatcher
 from engine.master.failover import FailoverService
 from engine.master.gcpolicy import GcPolicy
 from engine.master.metrics import Metrics
+from engine.master.serial_sql import SerialRepair
 from engine.master.states import CommandType, TaskState, WorkflowState
 from engine.master.store import MasterStore
 from engine.master.wheel import StateWheel
@@ -101,6 +102,7 @@ class Master(Node):
         self.failover: FailoverService | None = None
         self.poller: CommandPoller | None = None
         self.scheduler: Scheduler | None = None
+        self.serial_repair: SerialRepair | None = None
         self.dispatcher = Dispatcher(
             self.rpc, self._workers, m.host_selector, metrics=self.metrics, valid_until=self._valid_until_ms
         )
@@ -151,7 +153,9 @@ class Master(Node):
             page=self.cfg.master.fetch_command_num,
             interval=self.cfg.master.command_poll_interval,
             metrics=self.metrics,
+            on_preempt=self._preempt,
         )
+        self.serial_repair = SerialRepair(self.pool, self.cfg.master.failover_sweep_interval, self._preempt)
         # every instance this incarnation will own gets an epoch above this floor; peers see it in our
         # heartbeat and fail over the instances of an earlier incarnation at this address
         self.source.epoch_floor = await self.store.epoch_floor()
@@ -194,6 +198,8 @@ class Master(Node):
         self.poller.wake.set()
         if self.scheduler is not None:
             self.scheduler.start()
+        if self.serial_repair is not None:
+            self.serial_repair.start()
 
     async def on_fenced(self) -> None:
         # Lease lost: stop claiming, dispatching and driving instances at once (invariant 6). The
@@ -204,6 +210,8 @@ class Master(Node):
             await self.scheduler.close()
         if self.failover is not None:
             await self.failover.close()
+        if self.serial_repair is not None:
+            await self.serial_repair.close()
         self.dispatcher.paused = True
         await self._stop_actors()
         # a re-registration is a new incarnation: what we owned until now is failed over (by a peer or us)
@@ -222,6 +230,8 @@ class Master(Node):
             await self.scheduler.close()
         if self.failover is not None:
             await self.failover.close()
+        if self.serial_repair is not None:
+            await self.serial_repair.close()
         await self._stop_actors()
         await self.dispatcher.close()
         await self.wheel.close()
@@ -323,11 +333,26 @@ class Master(Node):
         except (RpcError, *DB_FAILURES) as exc:
             log.info("parent not told of its sub-workflow's end; its check will see it", error=str(exc))
 
-    async def _control_instance(self, instance_id: int, action: str) -> None:
+    def _preempt(self, instance_ids: list[int]) -> None:
+        """Runs a SERIAL_PRIORITY run is waiting for: stop them wherever they run."""
+        for instance_id in instance_ids:
+            log.info("stopping a run for a newer one (SERIAL_PRIORITY)", workflow_instance_id=instance_id)
+            self._spawn(self._stop_preempted(instance_id))
+
+    async def _stop_preempted(self, instance_id: int) -> None:
+        try:
+            await self._control_instance(instance_id, "stop", "a newer run has priority (SERIAL_PRIORITY)")
+        except DB_FAILURES as exc:  # the serial repair sends it again
+            log.warning("could not stop a run for a newer one", workflow_instance_id=instance_id, error=str(exc))
+
+    async def _control_instance(self, instance_id: int, action: str, reason: str = "") -> None:
         """Stop or pause an instance wherever it runs (a parent's stop / pause reaching its child)."""
         actor = self.actors.get(instance_id)
         if actor is not None:
-            actor.post(StopRequested("parent stopped") if action == "stop" else PauseRequested("parent paused"))
+            if action == "stop":
+                actor.post(StopRequested(reason or "parent stopped"))
+            else:
+                actor.post(PauseRequested(reason or "parent paused"))
             return
         assert self.store is not None
         row = await self.store.owner(instance_id)

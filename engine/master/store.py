@@ -27,7 +27,8 @@ import asyncpg
 
 from engine import logs
 from engine.errors import StorageError
-from engine.master.claim import claim
+from engine.master import serial_sql
+from engine.master.claim import Rules, claim
 from engine.master.workflow import ALERT_FAULT_TOLERANCE
 from engine.scheduling.backfill import BACKFILL_ID, INDEX
 from engine.storage.failures import CONNECTION_LOST
@@ -146,10 +147,15 @@ class MasterStore:
         )
 
     async def claim(
-        self, ids: Sequence[int], build: Any, errors: dict[int, str]
+        self,
+        ids: Sequence[int],
+        build: Any,
+        errors: dict[int, str],
+        rules: Rules | None = None,
+        stops: list[int] | None = None,
     ) -> tuple[list[tuple[asyncpg.Record, asyncpg.Record]], int]:
         """:func:`engine.master.claim.claim`: commands into instances owned by this master."""
-        return await claim(self.pool, self.me, ids, build, errors)
+        return await claim(self.pool, self.me, ids, build, errors, rules, stops)
 
     # -- fenced actor writes ----------------------------------------------------------------------
 
@@ -215,6 +221,8 @@ class MasterStore:
                 batch.workflow_finished,
                 None if batch.workflow_var_pool is None else json.dumps(batch.workflow_var_pool),
             )
+        if batch.workflow_finished:
+            await serial_sql.on_run_ended(conn, instance_id)  # a place is free: wake a waiting run
         ids: list[int] = []
         if batch.new_attempts:
             codes = [a.task_code for a in batch.new_attempts]

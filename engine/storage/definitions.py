@@ -55,6 +55,8 @@ class WorkflowSpec:
     execution_type: int
     tasks: Mapping[int, TaskSpec]
     dag: Dag
+    #: active runs at once (0 = the execution type's default: engine.master.serial.Rule)
+    max_active_runs: int = 0
 
 
 async def next_code(conn: asyncpg.Connection) -> int:
@@ -140,10 +142,11 @@ async def save_workflow(
         wf_values = (
             code, wf.name, version, wf.description, project_code, state, user_id,
             json.dumps([dict(p) for p in wf.global_params]), wf.timeout, wf.tenant, wf.execution_type,
+            wf.max_active_runs,
         )  # fmt: skip
         wf_cols = (
             "code, name, version, description, project_code, release_state, user_id, global_params, timeout,"
-            " tenant_code, execution_type"
+            " tenant_code, execution_type, max_active_runs"
         )
         await _write_versioned(conn, "workflow_definition", wf_cols, wf_values)
     return code, version
@@ -174,7 +177,7 @@ async def switch_version(conn: asyncpg.Connection, code: int, version: int) -> N
         await conn.execute(
             "UPDATE workflow_definition d SET name = l.name, version = l.version, description = l.description,"
             " global_params = l.global_params, timeout = l.timeout, tenant_code = l.tenant_code,"
-            " execution_type = l.execution_type, update_time = now()"
+            " execution_type = l.execution_type, max_active_runs = l.max_active_runs, update_time = now()"
             " FROM workflow_definition_log l WHERE d.code = $1 AND l.code = $1 AND l.version = $2",
             code,
             version,
@@ -282,6 +285,7 @@ async def load_spec(conn: asyncpg.Connection, code: int, version: int) -> Workfl
         release_state=int(wf["release_state"]),
         tenant=wf["tenant_code"],
         execution_type=int(wf["execution_type"]),
+        max_active_runs=int(wf["max_active_runs"]),
         tasks=tasks,
         dag=Dag.build(sorted(tasks), edges),
     )

@@ -159,6 +159,7 @@ workflow_definition = Table(
     Column("timeout", Integer, nullable=False, server_default=text("0")),
     Column("tenant_code", String(64), nullable=False, server_default=text("'default'")),
     Column("execution_type", SmallInteger, nullable=False, server_default=text("0")),
+    Column("max_active_runs", Integer, nullable=False, server_default=text("0")),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     UniqueConstraint("project_code", "name"),
@@ -183,6 +184,7 @@ workflow_definition_log = Table(
     Column("timeout", Integer, nullable=False, server_default=text("0")),
     Column("tenant_code", String(64), nullable=False, server_default=text("'default'")),
     Column("execution_type", SmallInteger, nullable=False, server_default=text("0")),
+    Column("max_active_runs", Integer, nullable=False, server_default=text("0")),
     Column("operator", BigInteger),
     Column("operate_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
@@ -563,6 +565,12 @@ Index(
 Index("command_priority_id_idx", command.c.workflow_instance_priority, command.c.id)
 Index("workflow_instance_definition_idx", workflow_instance.c.workflow_definition_code, workflow_instance.c.id)
 Index("workflow_instance_time_idx", workflow_instance.c.start_time, workflow_instance.c.end_time)
+Index(
+    "workflow_instance_waiting_idx",
+    workflow_instance.c.workflow_definition_code,
+    workflow_instance.c.id,
+    postgresql_where=text("state = 14"),
+)
 Index(
     "workflow_instance_unfinished_host_idx",
     workflow_instance.c.host,

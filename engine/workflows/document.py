@@ -6,6 +6,8 @@ mistakes with the same field names.
     project: examples
     description: Clean and load one day of trips
     timeout: 0                            # minutes; 0 = none (alert only)
+    execution_type: PARALLEL              # PARALLEL | SERIAL_WAIT | SERIAL_DISCARD | SERIAL_PRIORITY
+    max_active_runs: 0                    # runs at once; 0 = no limit (PARALLEL) / 1 (serial types)
     tenant: default                       # OS user tasks run as ("default" = the worker's user)
     params:                               # global params: name -> value, placeholders allowed
       biz_date: $[yyyyMMdd]
@@ -42,7 +44,16 @@ import jsonschema
 import yaml
 
 from engine.storage.definitions import WorkflowSpec
-from engine.workflows.model import MAX_NAME, PRIORITIES, TIMEOUT_STRATEGIES, DefinitionError, TaskDef, WorkflowDef
+from engine.workflows.model import (
+    EXECUTION_TYPES,
+    MAX_ACTIVE_RUNS,
+    MAX_NAME,
+    PRIORITIES,
+    TIMEOUT_STRATEGIES,
+    DefinitionError,
+    TaskDef,
+    WorkflowDef,
+)
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 255}
 _MINUTES = {"type": "integer", "minimum": 0}
@@ -97,6 +108,18 @@ SCHEMA: dict[str, Any] = {
         "project": _NAME,
         "description": {"type": "string"},
         "timeout": {**_MINUTES, "description": "minutes; 0 = none (alert only)"},
+        "execution_type": {
+            "enum": list(EXECUTION_TYPES),
+            "description": "a run that finds the workflow at max_active_runs: PARALLEL / SERIAL_WAIT wait for a"
+            " place (in order), SERIAL_DISCARD is not started (STOP with the reason), SERIAL_PRIORITY stops the"
+            " oldest run and starts once it has ended",
+        },
+        "max_active_runs": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": MAX_ACTIVE_RUNS,
+            "description": "runs active at once; 0 = the default: no limit for PARALLEL, 1 for the serial types",
+        },
         "tenant": {"type": "string", "minLength": 1, "maxLength": 64},
         "params": {
             "oneOf": [
@@ -196,6 +219,8 @@ def parse(doc: Any) -> WorkflowDef:
         global_params=_global_params(doc.get("params")),
         timeout=doc.get("timeout", 0),
         tenant=doc.get("tenant", "default"),
+        execution_type=EXECUTION_TYPES[doc.get("execution_type", "PARALLEL")],
+        max_active_runs=doc.get("max_active_runs", 0),
     )
     try:
         wf.validate()
@@ -238,6 +263,7 @@ def load_file(path: str) -> list[WorkflowDef]:
 
 _PRIORITY_NAMES = {v: k for k, v in PRIORITIES.items()}
 _STRATEGY_NAMES = {v: k for k, v in TIMEOUT_STRATEGIES.items()}
+_EXECUTION_NAMES = {v: k for k, v in EXECUTION_TYPES.items()}
 
 
 def to_document(spec: WorkflowSpec, project: str, description: str = "") -> dict[str, Any]:
@@ -269,6 +295,12 @@ def to_document(spec: WorkflowSpec, project: str, description: str = "") -> dict
     doc.update(
         timeout=spec.timeout,
         tenant=spec.tenant,
+    )
+    if spec.execution_type:
+        doc["execution_type"] = _EXECUTION_NAMES.get(spec.execution_type, "PARALLEL")
+    if spec.max_active_runs:
+        doc["max_active_runs"] = spec.max_active_runs
+    doc.update(
         params=[{k: p[k] for k in ("prop", "value", "direct", "type") if k in p} for p in spec.global_params],
         tasks=tasks,
     )

@@ -20,6 +20,10 @@ from engine.workflows import logic
 
 PRIORITIES = {"HIGHEST": 0, "HIGH": 1, "MEDIUM": 2, "LOW": 3, "LOWEST": 4}
 TIMEOUT_STRATEGIES = {"WARN": 0, "FAILED": 1, "WARNFAILED": 2}
+#: workflow_definition.execution_type (engine/master/serial.py: what they mean)
+EXECUTION_TYPES = {"PARALLEL": 0, "SERIAL_WAIT": 1, "SERIAL_DISCARD": 2, "SERIAL_PRIORITY": 3}
+#: the highest per-workflow cap on active runs
+MAX_ACTIVE_RUNS = 10_000
 FAILURE_STRATEGIES = {"END": 0, "CONTINUE": 1}
 #: longest workflow name: an instance is named ``<workflow>-<version>-<yyyyMMddHHmmssSSS>`` in a
 #: varchar(255), which leaves the workflow 255 - 1 - 10 (an integer version) - 1 - 17 characters
@@ -78,8 +82,11 @@ class WorkflowDef:
     global_params: tuple[Mapping[str, Any], ...] = ()
     #: minutes; 0 = none (alerts only, as DolphinScheduler)
     timeout: int = 0
+    #: 0 PARALLEL, 1 SERIAL_WAIT, 2 SERIAL_DISCARD, 3 SERIAL_PRIORITY (engine.master.serial)
     execution_type: int = 0
     tenant: str = "default"
+    #: active runs at once; 0 = the execution type's default (PARALLEL: no limit; serial types: 1)
+    max_active_runs: int = 0
 
     def validate(self) -> Dag:
         """Check everything; return the DAG. Raises DefinitionError naming the field."""
@@ -100,6 +107,10 @@ class WorkflowDef:
             raise DefinitionError("global_params", str(exc)) from exc
         if self.timeout < 0:
             raise DefinitionError("timeout", "must be >= 0 minutes")
+        if self.execution_type not in EXECUTION_TYPES.values():
+            raise DefinitionError("execution_type", f"must be one of {', '.join(EXECUTION_TYPES)}")
+        if not 0 <= self.max_active_runs <= MAX_ACTIVE_RUNS:
+            raise DefinitionError("max_active_runs", f"must be 0 (the default) to {MAX_ACTIVE_RUNS}")
         seen: dict[str, int] = {}
         for i, t in enumerate(self.tasks):
             if t.name in seen:
