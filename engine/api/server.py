@@ -31,6 +31,7 @@ from engine.api import (
     openapi,
     projects,
     schedules,
+    task_groups,
     tasks,
     tokens,
     workflows,
@@ -59,6 +60,7 @@ ROUTES: list[Route] = [
     *tokens.ROUTES,
     *alerts.ROUTES,
     *migrate.ROUTES,
+    *task_groups.ROUTES,
 ]
 
 

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from engine import logs
 from engine.aio import cancel_and_wait
-from engine.master.actor import DispatchRequest, InstanceInfo, WorkflowActor
+from engine.master.actor import DispatchRequest, GroupAdmitted, InstanceInfo, WorkflowActor
 from engine.master.commands import Claimed, CommandPoller, DefinitionCache
 from engine.master.dispatcher import Dispatcher
 from engine.master.failover import FailoverService
@@ -30,6 +30,7 @@ from engine.master.metrics import Metrics
 from engine.master.serial_sql import SerialRepair
 from engine.master.states import CommandType, TaskState, WorkflowState
 from engine.master.store import MasterStore
+from engine.master.task_groups_sql import GroupListener
 from engine.master.wheel import StateWheel
 from engine.master.workflow import (
     RERUN_ON_RESUME,
@@ -103,6 +104,7 @@ class Master(Node):
         self.poller: CommandPoller | None = None
         self.scheduler: Scheduler | None = None
         self.serial_repair: SerialRepair | None = None
+        self.groups: GroupListener | None = None
         self.dispatcher = Dispatcher(
             self.rpc, self._workers, m.host_selector, metrics=self.metrics, valid_until=self._valid_until_ms
         )
@@ -156,6 +158,9 @@ class Master(Node):
             on_preempt=self._preempt,
         )
         self.serial_repair = SerialRepair(self.pool, self.cfg.master.failover_sweep_interval, self._preempt)
+        self.groups = GroupListener(
+            self.pool, dsn, self.cfg.master.logic_check_interval, self._group_waiting, self._group_admitted
+        )
         # every instance this incarnation will own gets an epoch above this floor; peers see it in our
         # heartbeat and fail over the instances of an earlier incarnation at this address
         self.source.epoch_floor = await self.store.epoch_floor()
@@ -200,6 +205,8 @@ class Master(Node):
             self.scheduler.start()
         if self.serial_repair is not None:
             self.serial_repair.start()
+        if self.groups is not None:
+            self.groups.start()
 
     async def on_fenced(self) -> None:
         # Lease lost: stop claiming, dispatching and driving instances at once (invariant 6). The
@@ -212,6 +219,8 @@ class Master(Node):
             await self.failover.close()
         if self.serial_repair is not None:
             await self.serial_repair.close()
+        if self.groups is not None:
+            await self.groups.close()
         self.dispatcher.paused = True
         await self._stop_actors()
         # a re-registration is a new incarnation: what we owned until now is failed over (by a peer or us)
@@ -232,6 +241,8 @@ class Master(Node):
             await self.failover.close()
         if self.serial_repair is not None:
             await self.serial_repair.close()
+        if self.groups is not None:
+            await self.groups.close()
         await self._stop_actors()
         await self.dispatcher.close()
         await self.wheel.close()
@@ -332,6 +343,14 @@ class Master(Node):
                 await self.rpc.call(row["host"], msg, timeout=5.0)
         except (RpcError, *DB_FAILURES) as exc:
             log.info("parent not told of its sub-workflow's end; its check will see it", error=str(exc))
+
+    def _group_waiting(self) -> list[int]:
+        return [tid for actor in self.actors.values() for tid in actor.group_waiting]
+
+    def _group_admitted(self, workflow_instance_id: int, task_instance_id: int) -> None:
+        actor = self.actors.get(workflow_instance_id)
+        if actor is not None and task_instance_id in actor.group_waiting:
+            actor.post(GroupAdmitted(task_instance_id))
 
     def _preempt(self, instance_ids: list[int]) -> None:
         """Runs a SERIAL_PRIORITY run is waiting for: stop them wherever they run."""

@@ -218,6 +218,9 @@ task_definition = Table(
     Column("delay_time", Integer, nullable=False, server_default=text("0")),
     Column("cpu_quota", Integer, nullable=False, server_default=text("-1")),
     Column("memory_max", Integer, nullable=False, server_default=text("-1")),
+    Column("task_group_id", BigInteger, nullable=False, server_default=text("0")),
+    Column("task_group_priority", Integer, nullable=False, server_default=text("0")),
+    Column("task_group_slots", Integer, nullable=False, server_default=text("1")),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
 )
@@ -248,6 +251,9 @@ task_definition_log = Table(
     Column("delay_time", Integer, nullable=False, server_default=text("0")),
     Column("cpu_quota", Integer, nullable=False, server_default=text("-1")),
     Column("memory_max", Integer, nullable=False, server_default=text("-1")),
+    Column("task_group_id", BigInteger, nullable=False, server_default=text("0")),
+    Column("task_group_priority", Integer, nullable=False, server_default=text("0")),
+    Column("task_group_slots", Integer, nullable=False, server_default=text("1")),
     Column("operator", BigInteger),
     Column("operate_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
@@ -594,3 +600,39 @@ Index("sub_workflow_relation_child_idx", sub_workflow_relation.c.workflow_instan
 Index("sub_workflow_relation_command_idx", sub_workflow_relation.c.command_id)
 Index("sub_workflow_relation_task_idx", sub_workflow_relation.c.parent_task_instance_id)
 Index("alert_pending_idx", alert.c.id, postgresql_where=text("alert_status = 0"))
+
+
+task_group = Table(
+    "task_group",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("name", String(255), nullable=False, unique=True),
+    Column("project_code", BigInteger),
+    Column("group_size", Integer, nullable=False),
+    Column("description", Text),
+    Column("user_id", BigInteger),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+task_group_queue = Table(
+    "task_group_queue",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("task_group_id", BigInteger, ForeignKey("task_group.id", ondelete="CASCADE"), nullable=False),
+    Column("task_instance_id", BigInteger, nullable=False, unique=True),
+    Column("workflow_instance_id", BigInteger, nullable=False),
+    Column("priority", Integer, nullable=False, server_default=text("0")),
+    Column("slots", Integer, nullable=False),
+    Column("status", SmallInteger, nullable=False, server_default=text("0")),
+    Column("forced", SmallInteger, nullable=False, server_default=text("0")),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("admit_time", TIMESTAMP(timezone=True)),
+)
+Index(
+    "task_group_queue_order_idx",
+    task_group_queue.c.task_group_id,
+    task_group_queue.c.status,
+    task_group_queue.c.priority.desc(),
+    task_group_queue.c.id,
+)

@@ -23,6 +23,9 @@ mistakes with the same field names.
         priority: MEDIUM                  # HIGHEST | HIGH | MEDIUM | LOW | LOWEST
         worker_group: default
         delay_time: 0                     # minutes to wait before the task starts
+        task_group: etl_db                # at most the group's size of its slots run at once
+        task_group_priority: 0            # higher first in the group's queue, then first come
+        task_group_slots: 1               # slots this task takes
         disabled: false                   # true: switched off, kept in the graph (see below)
         description: ...
 
@@ -47,6 +50,7 @@ from engine.storage.definitions import WorkflowSpec
 from engine.workflows.model import (
     EXECUTION_TYPES,
     MAX_ACTIVE_RUNS,
+    MAX_GROUP_SLOTS,
     MAX_NAME,
     PRIORITIES,
     TIMEOUT_STRATEGIES,
@@ -96,6 +100,19 @@ TASK_SCHEMA: dict[str, Any] = {
             "type": "boolean",
             "description": "switched off: never runs; its downstream runs as though it had succeeded",
         },
+        "task_group": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "description": "task group whose slots the task takes while it runs (waits in the group's queue)",
+        },
+        "task_group_priority": {
+            "type": "integer",
+            "minimum": -1000000,
+            "maximum": 1000000,
+            "description": "order in the group's queue: higher first, then first come",
+        },
+        "task_group_slots": {"type": "integer", "minimum": 1, "maximum": MAX_GROUP_SLOTS},
     },
 }
 
@@ -209,6 +226,9 @@ def parse(doc: Any) -> WorkflowDef:
                 timeout_strategy=TIMEOUT_STRATEGIES[strategy or "WARN"] if timeout else None,
                 delay_time=t.get("delay_time", 0),
                 disabled=t.get("disabled", False),
+                task_group=t.get("task_group", ""),
+                task_group_priority=t.get("task_group_priority", 0),
+                task_group_slots=t.get("task_group_slots", 1),
             )
         )
     wf = WorkflowDef(
@@ -288,6 +308,9 @@ def to_document(spec: WorkflowSpec, project: str, description: str = "") -> dict
             item["timeout_strategy"] = _STRATEGY_NAMES[t.timeout_strategy]
         if t.disabled:
             item["disabled"] = True
+        if t.task_group:
+            item.update(task_group=t.task_group, task_group_priority=t.task_group_priority,
+                        task_group_slots=t.task_group_slots)  # fmt: skip
         tasks.append(item)
     doc: dict[str, Any] = {"name": spec.name, "project": project}
     if description:

@@ -24,6 +24,8 @@ TIMEOUT_STRATEGIES = {"WARN": 0, "FAILED": 1, "WARNFAILED": 2}
 EXECUTION_TYPES = {"PARALLEL": 0, "SERIAL_WAIT": 1, "SERIAL_DISCARD": 2, "SERIAL_PRIORITY": 3}
 #: the highest per-workflow cap on active runs
 MAX_ACTIVE_RUNS = 10_000
+#: the most slots of a task group one task may take
+MAX_GROUP_SLOTS = 10_000
 FAILURE_STRATEGIES = {"END": 0, "CONTINUE": 1}
 #: longest workflow name: an instance is named ``<workflow>-<version>-<yyyyMMddHHmmssSSS>`` in a
 #: varchar(255), which leaves the workflow 255 - 1 - 10 (an integer version) - 1 - 17 characters
@@ -71,6 +73,10 @@ class TaskDef:
     #: switched off without being deleted (DolphinScheduler's flag = NO): it never runs, and what
     #: depends on it runs as though it had succeeded once its own upstream tasks have
     disabled: bool = False
+    #: the task group it runs in ("" = none), its priority there (higher first) and the slots it takes
+    task_group: str = ""
+    task_group_priority: int = 0
+    task_group_slots: int = 1
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,10 @@ def _check_task(t: TaskDef, where: str) -> None:
             field_name = "task_type" if exc.field == "task_type" else f"params.{exc.field}"
             raise DefinitionError(f"{where}.{field_name}", exc.reason) from exc
     _check_time_placeholders(t.params, f"{where}.params")
+    if t.task_group and t.task_type in registry.LOGIC_TYPES:
+        raise DefinitionError(f"{where}.task_group", "logic tasks run on the master and take no task group slots")
+    if not 1 <= t.task_group_slots <= MAX_GROUP_SLOTS:
+        raise DefinitionError(f"{where}.task_group_slots", f"must be 1 to {MAX_GROUP_SLOTS}")
     if t.priority not in PRIORITIES.values():
         raise DefinitionError(f"{where}.priority", "must be 0 (HIGHEST) .. 4 (LOWEST)")
     if t.retries < 0 or t.retry_interval < 0:
