@@ -98,3 +98,19 @@ async def started(
 ) -> tuple[list[NodeProc], list[NodeProc]]:
     await apply_schema(dsn)
     return await asyncio.to_thread(start_nodes, node_factory, etcd, root, dsn, **kw)
+
+
+async def started_unguarded(
+    node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, dsn: str, masters: int, workers: int, ttl: float
+) -> tuple[list[NodeProc], list[NodeProc]]:
+    """Nodes that claim and take work however loaded the shared test machine is (the load guard is
+    another test's subject; here it would only stall the runs)."""
+    await apply_schema(dsn)
+    env = {"PORPOISE_DATABASE_DSN": dsn, "PORPOISE_MASTER_MAX_CPU_LOAD_AVG": "100000",
+           "PORPOISE_WORKER_MAX_CPU_LOAD_AVG": "100000"}  # fmt: skip
+
+    def start() -> tuple[list[NodeProc], list[NodeProc]]:
+        ms = [node_factory("master", etcd.endpoint, root, ttl, **env) for _ in range(masters)]
+        return ms, [node_factory("worker", etcd.endpoint, root, ttl, **env) for _ in range(workers)]
+
+    return await asyncio.to_thread(start)

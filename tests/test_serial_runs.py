@@ -7,7 +7,6 @@ with the reason, SERIAL_PRIORITY runs stop the one before and start once it has 
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import json
 import signal
@@ -18,28 +17,12 @@ import asyncpg
 from engine.infra.etcd import EtcdServer
 from engine.master.serial import Mode
 from engine.scheduling.scheduler import set_online
-from engine.storage.schema import apply_schema
 from tests.cluster_harness import command, query, save, shell
+from tests.cluster_harness import started_unguarded as started
 from tests.helpers import NodeProc, eventually
 
 SUCCESS, STOP = 7, 5
 UNFINISHED = (0, 1, 2, 4, 12, 14)
-
-
-async def started(
-    node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, dsn: str, masters: int, workers: int, ttl: float
-) -> tuple[list[NodeProc], list[NodeProc]]:
-    """Nodes that claim and take work however loaded the shared test machine is (the load guard is
-    another test's subject; here it would only stall the runs)."""
-    await apply_schema(dsn)
-    env = {"PORPOISE_DATABASE_DSN": dsn, "PORPOISE_MASTER_MAX_CPU_LOAD_AVG": "100000",
-           "PORPOISE_WORKER_MAX_CPU_LOAD_AVG": "100000"}  # fmt: skip
-
-    def start() -> tuple[list[NodeProc], list[NodeProc]]:
-        ms = [node_factory("master", etcd.endpoint, root, ttl, **env) for _ in range(masters)]
-        return ms, [node_factory("worker", etcd.endpoint, root, ttl, **env) for _ in range(workers)]
-
-    return await asyncio.to_thread(start)
 
 
 def max_overlap(intervals: list[tuple[dt.datetime, dt.datetime]]) -> int:
