@@ -74,6 +74,7 @@ class InstanceInfo:
     recovery: int = 0
     #: the parent's (workflow instance, task instance) when this is a sub-workflow
     parent: tuple[int, int] | None = None
+    start_time: dt.datetime | None = None
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> InstanceInfo:
@@ -101,6 +102,7 @@ class InstanceInfo:
             run_times=int(row["run_times"]),
             recovery=int(row["recovery"]),
             parent=parent,
+            start_time=row["start_time"],
         )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import datetime as dt
 import gc
 import time
 from typing import Any
@@ -276,7 +277,9 @@ class Master(Node):
     def _on_claimed(self, created: list[Claimed]) -> None:
         for row, spec, attempts in created:
             rerun = RERUN_BY_COMMAND.get(int(row["command_type"]), frozenset())
-            self.start_actor(InstanceInfo.from_row(row), spec, WorkflowState(row["state"]), attempts, rerun)
+            self.start_actor(
+                InstanceInfo.from_row(row), spec, WorkflowState(row["state"]), attempts, rerun, elapsed=0.0
+            )
         if created:
             self.gc.claimed(len(self.actors))
 
@@ -287,13 +290,21 @@ class Master(Node):
         state: WorkflowState,
         attempts: list[Attempt],
         rerun: frozenset[TaskState] = frozenset(),
+        elapsed: float | None = None,
     ) -> WorkflowActor:
         """Drive an instance. ``rerun``: states of taken-back attempts that run again (only when a
-        command asks for it; a failover adopts attempts as they are)."""
+        command asks for it; a failover adopts attempts as they are). ``elapsed``: seconds of the
+        workflow's time limit already spent (a claim starts the clock; a takeover continues it from the
+        instance's start, or from now for an instance a command restarted, whose restart time a
+        takeover overwrites)."""
         assert self.store is not None
         start = info.command_param.get("StartNodeList") or []
         scope = scope_for(spec.dag, [int(c) for c in start], info.task_depend_type) if start else None
         run = WorkflowRun(info.id, spec, info.failure_strategy, state, attempts, rerun=rerun, scope=scope)
+        if elapsed is None:
+            started = info.start_time if info.run_times == 1 else None
+            elapsed = (dt.datetime.now(dt.UTC) - started).total_seconds() if started is not None else 0.0
+        run.elapsed = max(0.0, elapsed)
         actor = WorkflowActor(
             info,
             spec,

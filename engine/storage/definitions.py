@@ -62,6 +62,8 @@ class WorkflowSpec:
     dag: Dag
     #: active runs at once (0 = the execution type's default: engine.master.serial.Rule)
     max_active_runs: int = 0
+    #: the workflow timeout's strategy: 0 WARN (an alert), 1 FAILED (alert, stop, FAILURE)
+    timeout_strategy: int = 0
 
 
 async def next_code(conn: asyncpg.Connection) -> int:
@@ -149,11 +151,11 @@ async def save_workflow(
         wf_values = (
             code, wf.name, version, wf.description, project_code, state, user_id,
             json.dumps([dict(p) for p in wf.global_params]), wf.timeout, wf.tenant, wf.execution_type,
-            wf.max_active_runs,
+            wf.max_active_runs, wf.timeout_strategy,
         )  # fmt: skip
         wf_cols = (
             "code, name, version, description, project_code, release_state, user_id, global_params, timeout,"
-            " tenant_code, execution_type, max_active_runs"
+            " tenant_code, execution_type, max_active_runs, timeout_strategy"
         )
         await _write_versioned(conn, "workflow_definition", wf_cols, wf_values)
     return code, version
@@ -210,7 +212,8 @@ async def switch_version(conn: asyncpg.Connection, code: int, version: int) -> N
         await conn.execute(
             "UPDATE workflow_definition d SET name = l.name, version = l.version, description = l.description,"
             " global_params = l.global_params, timeout = l.timeout, tenant_code = l.tenant_code,"
-            " execution_type = l.execution_type, max_active_runs = l.max_active_runs, update_time = now()"
+            " execution_type = l.execution_type, max_active_runs = l.max_active_runs,"
+            " timeout_strategy = l.timeout_strategy, update_time = now()"
             " FROM workflow_definition_log l WHERE d.code = $1 AND l.code = $1 AND l.version = $2",
             code,
             version,
@@ -328,6 +331,7 @@ async def load_spec(conn: asyncpg.Connection, code: int, version: int) -> Workfl
         tenant=wf["tenant_code"],
         execution_type=int(wf["execution_type"]),
         max_active_runs=int(wf["max_active_runs"]),
+        timeout_strategy=int(wf["timeout_strategy"]),
         tasks=tasks,
         dag=Dag.build(sorted(tasks), edges),
     )

@@ -5,7 +5,8 @@ mistakes with the same field names.
     name: taxi_daily                      # unique within the project
     project: examples
     description: Clean and load one day of trips
-    timeout: 0                            # minutes; 0 = none (alert only)
+    timeout: 0                            # minutes for the whole run; 0 = none
+    timeout_strategy: WARN                # WARN (an alert) | FAILED (an alert, then stop: FAILURE)
     execution_type: PARALLEL              # PARALLEL | SERIAL_WAIT | SERIAL_DISCARD | SERIAL_PRIORITY
     max_active_runs: 0                    # runs at once; 0 = no limit (PARALLEL) / 1 (serial types)
     tenant: default                       # OS user tasks run as ("default" = the worker's user)
@@ -54,6 +55,7 @@ from engine.workflows.model import (
     MAX_NAME,
     PRIORITIES,
     TIMEOUT_STRATEGIES,
+    WORKFLOW_TIMEOUT_STRATEGIES,
     DefinitionError,
     TaskDef,
     WorkflowDef,
@@ -124,7 +126,11 @@ SCHEMA: dict[str, Any] = {
         "name": {**_NAME, "maxLength": MAX_NAME},
         "project": _NAME,
         "description": {"type": "string"},
-        "timeout": {**_MINUTES, "description": "minutes; 0 = none (alert only)"},
+        "timeout": {**_MINUTES, "description": "the whole run's time limit in minutes (from its start); 0 = none"},
+        "timeout_strategy": {
+            "enum": list(WORKFLOW_TIMEOUT_STRATEGIES),
+            "description": "WARN (default): an alert; FAILED: an alert, then the run is stopped and ends FAILURE",
+        },
         "execution_type": {
             "enum": list(EXECUTION_TYPES),
             "description": "a run that finds the workflow at max_active_runs: PARALLEL / SERIAL_WAIT wait for a"
@@ -241,6 +247,7 @@ def parse(doc: Any) -> WorkflowDef:
         tenant=doc.get("tenant", "default"),
         execution_type=EXECUTION_TYPES[doc.get("execution_type", "PARALLEL")],
         max_active_runs=doc.get("max_active_runs", 0),
+        timeout_strategy=WORKFLOW_TIMEOUT_STRATEGIES[doc.get("timeout_strategy", "WARN")],
     )
     try:
         wf.validate()
@@ -323,6 +330,8 @@ def to_document(spec: WorkflowSpec, project: str, description: str = "") -> dict
         doc["execution_type"] = _EXECUTION_NAMES.get(spec.execution_type, "PARALLEL")
     if spec.max_active_runs:
         doc["max_active_runs"] = spec.max_active_runs
+    if spec.timeout_strategy:
+        doc["timeout_strategy"] = "FAILED"
     doc.update(
         params=[{k: p[k] for k in ("prop", "value", "direct", "type") if k in p} for p in spec.global_params],
         tasks=tasks,

@@ -22,6 +22,8 @@ PRIORITIES = {"HIGHEST": 0, "HIGH": 1, "MEDIUM": 2, "LOW": 3, "LOWEST": 4}
 TIMEOUT_STRATEGIES = {"WARN": 0, "FAILED": 1, "WARNFAILED": 2}
 #: workflow_definition.execution_type (engine/master/serial.py: what they mean)
 EXECUTION_TYPES = {"PARALLEL": 0, "SERIAL_WAIT": 1, "SERIAL_DISCARD": 2, "SERIAL_PRIORITY": 3}
+#: the workflow timeout's strategies
+WORKFLOW_TIMEOUT_STRATEGIES = {"WARN": 0, "FAILED": 1}
 #: the highest per-workflow cap on active runs
 MAX_ACTIVE_RUNS = 10_000
 #: the most slots of a task group one task may take
@@ -93,6 +95,8 @@ class WorkflowDef:
     tenant: str = "default"
     #: active runs at once; 0 = the execution type's default (PARALLEL: no limit; serial types: 1)
     max_active_runs: int = 0
+    #: what ``timeout`` does: WORKFLOW_TIMEOUT_STRATEGIES (WARN: an alert; FAILED: alert, stop, FAILURE)
+    timeout_strategy: int = 0
 
     def validate(self) -> Dag:
         """Check everything; return the DAG. Raises DefinitionError naming the field."""
