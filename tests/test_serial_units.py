@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.master.serial import Mode, Rule, Verdict, admit, to_wake
+from engine.scheduling.downstream import downstream_order, references
 from engine.workflows.document import parse
 from engine.workflows.model import DefinitionError
 
@@ -156,3 +157,27 @@ def test_the_rule_is_part_of_the_document() -> None:
         }
     )
     assert (wf.execution_type, wf.max_active_runs) == (3, 2)
+
+
+@pytest.mark.parametrize(
+    ("edges", "order"),
+    [
+        ({1: {2}, 2: {3}}, [2, 3]),  # a chain
+        ({1: {3, 2}, 2: {4}, 3: {4}}, [2, 3, 4]),  # a diamond: 4 after both
+        ({1: {2, 3}, 3: {2}}, [3, 2]),  # 2 depends on 1 and on 3: after 3
+        ({1: {2}, 2: {3}, 3: {2}}, [2, 3]),  # a cycle below the root: found order
+        ({1: {2}, 2: {1}}, [2]),  # a cycle through the root: the root is not backfilled twice
+        ({1: set(), 5: {6}}, []),  # nothing downstream (5 -> 6 is unrelated)
+    ],
+)
+def test_downstream_workflows_are_backfilled_upstream_first(edges: dict[int, set[int]], order: list[int]) -> None:
+    assert downstream_order(1, edges) == order
+
+
+def test_the_workflows_a_dependent_task_names() -> None:
+    params = {
+        "relation": "AND",
+        "groups": [{"relation": "OR", "items": [{"workflow": "a", "project": "p"}, {"workflow_code": 7}]}],
+        "items": [{"workflow": "b"}, "junk", {"workflow_code": True}],
+    }
+    assert list(references(params)) == [("a", None, "p"), (None, 7, None), ("b", None, None), (None, None, None)]
