@@ -124,18 +124,25 @@ async def wake(conn: asyncpg.Connection, code: int) -> list[int]:
 
 
 async def on_run_ended(conn: asyncpg.Connection, instance_id: int) -> None:
-    """Inside an instance's final fenced write: wake the runs of its workflow that may start now. Costs
-    one indexed read when nothing of the workflow waits."""
-    code = await conn.fetchval(
-        "SELECT w.workflow_definition_code FROM workflow_instance w WHERE w.id = $1 AND EXISTS"
-        " (SELECT 1 FROM workflow_instance o WHERE o.workflow_definition_code = w.workflow_definition_code"
-        " AND o.state = $2)",
+    """Inside an instance's final fenced write: wake the runs of its workflow that may start now.
+
+    Takes the workflow's lock whenever the workflow limits its runs, not only when a waiting run is
+    visible: a claim may be making one wait right now, behind this very run (it read this run as still
+    active); once the lock is ours that claim has committed, and :func:`wake` sees its waiting run."""
+    row = await conn.fetchrow(
+        "SELECT w.workflow_definition_code AS code, d.execution_type, d.max_active_runs, EXISTS (SELECT 1"
+        " FROM workflow_instance o WHERE o.workflow_definition_code = w.workflow_definition_code AND o.state = $2)"
+        " AS waiting FROM workflow_instance w LEFT JOIN workflow_definition d ON d.code = w.workflow_definition_code"
+        " WHERE w.id = $1",
         instance_id,
         WAIT,
     )
-    if code is not None:
-        await lock(conn, int(code))
-        await wake(conn, int(code))
+    if row is None:
+        return
+    limited = row["execution_type"] is not None and Rule.of(row["execution_type"], row["max_active_runs"]).limited
+    if limited or row["waiting"]:
+        await lock(conn, int(row["code"]))
+        await wake(conn, int(row["code"]))
 
 
 async def claim_woken(conn: asyncpg.Connection, me: str, cmd: asyncpg.Record) -> asyncpg.Record | None:
