@@ -14,11 +14,11 @@ import collections
 import dataclasses
 import datetime as dt
 import random
-from collections.abc import Sequence
 
 import asyncpg
 
 from engine.workflows.model import WorkflowDef
+from tests.cluster_harness import max_overlap
 
 #: group name -> size
 GROUPS = {"chaos-pool-2": 2, "chaos-pool-1": 1}
@@ -43,15 +43,6 @@ def decorate(rng: random.Random, wf: WorkflowDef, index: int) -> WorkflowDef:
     return dataclasses.replace(wf, tasks=tasks, execution_type=execution_type, max_active_runs=cap)
 
 
-def peak(intervals: Sequence[tuple[dt.datetime, dt.datetime]]) -> int:
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
-    now = top = 0
-    for _, step in events:
-        now += step
-        top = max(top, now)
-    return top
-
-
 async def check(conn: asyncpg.Connection, violations: list[str]) -> dict[str, int]:
     """Append a violation for a group over its size or a limited workflow over its cap; returns the peaks."""
     ledger = await conn.fetch(
@@ -74,7 +65,7 @@ async def check(conn: asyncpg.Connection, violations: list[str]) -> dict[str, in
         if r["task_group"]:
             by_group[r["task_group"]].append((r["start_time"], ends[r["task_instance_id"]]))
     for name, spans in by_group.items():
-        peaks[name] = peak(spans)
+        peaks[name] = max_overlap(spans)
         if peaks[name] > GROUPS.get(name, 0):
             violations.append(f"task group {name} ran {peaks[name]} tasks at once (size {GROUPS.get(name)})")
     limited = await conn.fetch(
@@ -89,7 +80,7 @@ async def check(conn: asyncpg.Connection, violations: list[str]) -> dict[str, in
                 span = runs.setdefault(r["workflow_instance_id"], [r["start_time"], ends[r["task_instance_id"]]])
                 span[0] = min(span[0], r["start_time"])
                 span[1] = max(span[1], ends[r["task_instance_id"]])
-        peaks[wf["name"]] = peak([(s, e) for s, e in runs.values()])
+        peaks[wf["name"]] = max_overlap([(s, e) for s, e in runs.values()])
         if peaks[wf["name"]] > cap:
             violations.append(f"workflow {wf['name']} ran {peaks[wf['name']]} instances at once (at most {cap})")
     left = await conn.fetchval("SELECT count(*) FROM task_group_queue")

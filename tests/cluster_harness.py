@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 from collections.abc import Callable
 from typing import Any
@@ -114,3 +115,13 @@ async def started_unguarded(
         return ms, [node_factory("worker", etcd.endpoint, root, ttl, **env) for _ in range(workers)]
 
     return await asyncio.to_thread(start)
+
+
+def max_overlap(intervals: list[tuple[dt.datetime, dt.datetime]]) -> int:
+    """The most intervals open at one time (an end at the same instant as a start does not overlap)."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
+    now = top = 0
+    for _, step in events:
+        now += step
+        top = max(top, now)
+    return top

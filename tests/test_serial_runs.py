@@ -17,22 +17,12 @@ import asyncpg
 from engine.infra.etcd import EtcdServer
 from engine.master.serial import Mode
 from engine.scheduling.scheduler import set_online
-from tests.cluster_harness import command, query, save, shell
+from tests.cluster_harness import command, max_overlap, query, save, shell
 from tests.cluster_harness import started_unguarded as started
 from tests.helpers import NodeProc, eventually
 
 SUCCESS, STOP = 7, 5
 UNFINISHED = (0, 1, 2, 4, 12, 14)
-
-
-def max_overlap(intervals: list[tuple[dt.datetime, dt.datetime]]) -> int:
-    """The most intervals open at one time (an end at the same instant as a start does not overlap)."""
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
-    now = top = 0
-    for _, step in events:
-        now += step
-        top = max(top, now)
-    return top
 
 
 async def runs(dsn: str, code: int) -> list[asyncpg.Record]:

@@ -12,10 +12,9 @@ import pytest
 
 from engine.infra.etcd import EtcdServer
 from engine.master.task_groups import admissible
-from tests.cluster_harness import command, query, save, shell
+from tests.cluster_harness import command, max_overlap, query, save, shell
 from tests.cluster_harness import started_unguarded as started
 from tests.helpers import NodeProc, eventually
-from tests.test_serial_runs import max_overlap
 
 SUCCESS = 7
 
