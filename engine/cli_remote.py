@@ -18,7 +18,7 @@ from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
-from engine import cli_migrate, cli_schedule
+from engine import cli_migrate, cli_schedule, cli_task_groups
 from engine.client import ApiClient, ApiClientError, discover
 from engine.workflows import document
 from engine.workflows.model import DefinitionError
@@ -108,6 +108,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         w.add_argument("host", help="the worker's address, host:port (as `porpoise cluster` shows it)")
     cli_schedule.add_parsers(sub, conn)
     cli_migrate.add_parsers(sub, conn)
+    cli_task_groups.add_parsers(sub, conn)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -437,4 +438,5 @@ _COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, Console], int]] = 
     "force-success": cli_schedule.cmd_force_success,
     "import": cli_migrate.cmd_import,
     "export": cli_migrate.cmd_export,
+    "task-group": cli_task_groups.cmd_task_group,
 }

@@ -41,6 +41,8 @@ def add_parsers(sub: Any, conn: argparse.ArgumentParser) -> None:
     p.add_argument("--parallel", type=int, metavar="N", help="run N chains at once (default: one serial chain)")
     p.add_argument("--reverse", action="store_true", help="newest date first")
     p.add_argument("--continue-on-failure", action="store_true", help="a chain goes on after a failed date")
+    p.add_argument("--all-dependent", action="store_true",
+                   help="also backfill the workflows whose DEPENDENT tasks wait on it, upstream first")  # fmt: skip
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
 
     p = sub.add_parser("force-success", parents=[conn], help="force a failed task instance to success")
@@ -128,12 +130,17 @@ def cmd_backfill(client: ApiClient, args: argparse.Namespace, out: Console, work
         body["run_mode"], body["parallelism"] = "PARALLEL", args.parallel
     if args.continue_on_failure:
         body["on_failure"] = "CONTINUE"
+    if args.all_dependent:
+        body["dependent_mode"] = "ALL_DEPENDENT"
     reply = client.post(f"/api/v1/workflows/{code}/backfill", body)
     if args.json:
         print(json.dumps(reply, indent=2))
     else:
         out.print(f"backfill of {reply['dates']} date(s) queued as {reply['chains']} chain(s): "
                   f"commands {', '.join(map(str, reply['command_ids']))}")  # fmt: skip
+        for d in reply.get("dependents", []):
+            what = f"skipped ({d['skipped']})" if d["skipped"] else f"commands {', '.join(map(str, d['command_ids']))}"
+            out.print(f"  downstream {d['project']}/{d['name']}: {what}")
     return 0
 
 

@@ -121,6 +121,9 @@ class ApiClient:
     def put(self, path: str, body: Any = None, **query: Any) -> Any:
         return self.request("PUT", path, body=body, query=query)
 
+    def patch(self, path: str, body: Any = None, **query: Any) -> Any:
+        return self.request("PATCH", path, body=body, query=query)
+
     def delete(self, path: str, **query: Any) -> Any:
         return self.request("DELETE", path, query=query)
 

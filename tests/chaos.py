@@ -45,6 +45,7 @@ from engine.storage.definitions import save_workflow
 from engine.storage.failures import DB_FAILURES
 from engine.storage.schema import apply_schema
 from engine.workflows.model import TaskDef, WorkflowDef
+from tests import chaos_concurrency
 from tests.chaos_faults import Chaos, drive, insert_commands, parse_weights, weights
 from tests.chaos_ledger import check_ledger
 from tests.delay_proxy import DelayProxy
@@ -203,9 +204,10 @@ async def run(
         conn = await asyncpg.connect(dsn)
         try:
             await conn.execute(LEDGER_DDL)
+            await chaos_concurrency.setup(conn)
             codes = []
             for i in range(min(20, workflows)):
-                wf = random_dag(rng, f"dag{i}", 0.1, sleep)
+                wf = chaos_concurrency.decorate(rng, random_dag(rng, f"dag{i}", 0.1, sleep), i)
                 code, _ = await save_workflow(conn, wf, release=True)
                 codes.append((code, len(wf.tasks)))
         finally:
@@ -328,6 +330,7 @@ async def _check(dsn: str, command_ids: list[int], poison: list[int], watcher: T
             )
         }
         ledger = await conn.fetch("SELECT * FROM chaos_ledger ORDER BY start_time")
+        await chaos_concurrency.check(conn, v)  # task group sizes, serial workflows, slots released
         summary.failovers_alerts = int(await conn.fetchval("SELECT count(*) FROM alert WHERE alert_type = 4"))
     finally:
         await conn.close()

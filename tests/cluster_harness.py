@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 from collections.abc import Callable
 from typing import Any
@@ -98,3 +99,29 @@ async def started(
 ) -> tuple[list[NodeProc], list[NodeProc]]:
     await apply_schema(dsn)
     return await asyncio.to_thread(start_nodes, node_factory, etcd, root, dsn, **kw)
+
+
+async def started_unguarded(
+    node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, dsn: str, masters: int, workers: int, ttl: float
+) -> tuple[list[NodeProc], list[NodeProc]]:
+    """Nodes that claim and take work however loaded the shared test machine is (the load guard is
+    another test's subject; here it would only stall the runs)."""
+    await apply_schema(dsn)
+    env = {"PORPOISE_DATABASE_DSN": dsn, "PORPOISE_MASTER_MAX_CPU_LOAD_AVG": "100000",
+           "PORPOISE_WORKER_MAX_CPU_LOAD_AVG": "100000"}  # fmt: skip
+
+    def start() -> tuple[list[NodeProc], list[NodeProc]]:
+        ms = [node_factory("master", etcd.endpoint, root, ttl, **env) for _ in range(masters)]
+        return ms, [node_factory("worker", etcd.endpoint, root, ttl, **env) for _ in range(workers)]
+
+    return await asyncio.to_thread(start)
+
+
+def max_overlap(intervals: list[tuple[dt.datetime, dt.datetime]]) -> int:
+    """The most intervals open at one time (an end at the same instant as a start does not overlap)."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
+    now = top = 0
+    for _, step in events:
+        now += step
+        top = max(top, now)
+    return top

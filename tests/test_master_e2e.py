@@ -87,7 +87,7 @@ async def test_bad_commands_go_to_error_command_with_the_reason(cluster, fresh_d
     ids = (
         await command(fresh_db, offline)
         + await command(fresh_db, 987654321)
-        + await command(fresh_db, offline, command_type=11)
+        + await command(fresh_db, offline, command_type=10)  # RECOVER_WAITING_THREAD (legacy)
         + await command(fresh_db, offline, command_type=7)
     )
 

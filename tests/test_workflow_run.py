@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -22,6 +23,7 @@ from engine.master.states import (
 from engine.master.workflow import (
     CONTINUE,
     END,
+    TIMEOUT_FAILED,
     ArmTimer,
     Attempt,
     CancelTimer,
@@ -222,6 +224,28 @@ def test_workflow_timeout_alerts_and_keeps_running() -> None:
     assert sim.timers[("workflow-timeout",)] == WorkflowTimedOut()
     fired = sim.fire(("workflow-timeout",))
     assert [type(x) for x in fired] == [RaiseAlert] and not sim.run.finished
+
+
+def test_workflow_timeout_failed_alerts_stops_the_run_and_fails_it() -> None:
+    sp = spec({"a": [], "b": ["a"], "c": []}, timeout=10)
+    sim = Sim(dataclasses.replace(sp, timeout_strategy=TIMEOUT_FAILED))
+    sim.running("a")
+    fired = sim.fire(("workflow-timeout",))
+    assert isinstance(fired[0], RaiseAlert) and "it fails" in fired[0].content
+    assert sorted(sim.name[k.attempt.code] for k in fired if isinstance(k, KillTask)) == ["a", "c"]
+    assert sim.run.state is WorkflowState.READY_STOP
+    sim.finish("a", K)
+    assert final_state(sim.finish("c", K)) is WorkflowState.FAILURE  # not STOP: the time limit failed it
+
+
+def test_workflow_timeout_counts_the_time_spent_before_a_takeover() -> None:
+    run = WorkflowRun(99, spec({"a": []}, timeout=10), CONTINUE)
+    run.elapsed = 450.0
+    timers = [a for a in run.start() if isinstance(a, ArmTimer) and a.key == ("workflow-timeout",)]
+    assert [t.delay for t in timers] == [150.0]
+    run = WorkflowRun(99, spec({"a": []}, timeout=10), CONTINUE)
+    run.elapsed = 9999.0
+    assert [a.delay for a in run.start() if isinstance(a, ArmTimer)] == [0.0]  # overdue: at once
 
 
 def test_stop_kills_and_ends_stop() -> None:

@@ -8,8 +8,9 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from engine.api import access, rows
+from engine.api import access, rows, task_groups
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
+from engine.master import serial_sql
 from engine.master.states import RESTART_FROM, CommandType, TaskState, WorkflowState
 from engine.storage import sql
 from engine.storage import tables as t
@@ -84,6 +85,17 @@ async def _instance(api: Any, instance_id: int) -> Any:
     return await one(api.db, select(wi).where(wi.c.id == instance_id), f"workflow instance {instance_id}")
 
 
+def _group_state(entry: dict[str, Any] | None) -> dict[str, Any]:
+    """A task's place in its task group: "waiting for group X, position n", or holding its slots."""
+    if entry is None:
+        return {}
+    if entry["status"] == "WAITING":
+        waiting = f"waiting for task group {entry['task_group']}, position {entry['position']}"
+    else:
+        waiting = None
+    return {"task_group": {**entry, "waiting": waiting}}
+
+
 async def get_instance(api: Any, call: Call) -> dict[str, Any]:
     row = await _instance(api, call.path_int("id"))
     where = [ti.c.workflow_instance_id == row["id"]]
@@ -104,7 +116,16 @@ async def get_instance(api: Any, call: Call) -> dict[str, Any]:
         row["workflow_definition_code"],
         row["workflow_definition_version"],
     )
-    listed = [rows.task(r) for r in tasks] + [rows.disabled_task(d, row["id"]) for d in disabled]
+    queued = {
+        int(q["task_instance_id"]): task_groups.entry(q)
+        for q in await api.db.fetch(
+            "SELECT * FROM (" + task_groups.QUEUE + " WHERE q.task_group_id IN (SELECT task_group_id FROM"
+            " task_group_queue WHERE workflow_instance_id = $1)) s WHERE workflow_instance_id = $1",
+            row["id"],
+        )
+    }
+    listed = [{**rows.task(r), **_group_state(queued.get(int(r["id"])))} for r in tasks]
+    listed += [rows.disabled_task(d, row["id"]) for d in disabled]
     return {**rows.instance_detail(row), "tasks_total": total, "tasks": listed}
 
 
@@ -128,7 +149,29 @@ async def _control(api: Any, call: Call, action: str, allowed: set[WorkflowState
 
 
 async def stop(api: Any, call: Call) -> dict[str, Any]:
+    row = await _instance(api, call.path_int("id"))
+    if row["state"] == WorkflowState.SERIAL_WAIT:
+        return await _stop_waiting(api, row)
     return await _control(api, call, "stop", {WorkflowState.RUNNING_EXECUTION, WorkflowState.READY_PAUSE})
+
+
+async def _stop_waiting(api: Any, row: Any) -> dict[str, Any]:
+    """A run waiting for a place has no owner: the API stops it (under its workflow's lock), and if it had
+    been woken already, the next waiting run is woken in its place."""
+    async with api.db.acquire() as conn, conn.transaction():
+        await serial_sql.lock(conn, int(row["workflow_definition_code"]))
+        done = await conn.fetchval(
+            "UPDATE workflow_instance SET state = $2, end_time = now(), update_time = now(),"
+            " state_history = state_history || $3::jsonb WHERE id = $1 AND state = $4 RETURNING id",
+            row["id"],
+            int(WorkflowState.STOP),
+            serial_sql.history(WorkflowState.STOP, "stopped while waiting (api stop)"),
+            int(WorkflowState.SERIAL_WAIT),
+        )
+        if done is None:
+            raise ApiError(409, f"workflow instance {row['id']} stopped waiting meanwhile; try again")
+        await serial_sql.wake(conn, int(row["workflow_definition_code"]))
+    return {"id": row["id"], "action": "stop", "accepted": True, "command_id": None}
 
 
 async def pause(api: Any, call: Call) -> dict[str, Any]:

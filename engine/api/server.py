@@ -35,6 +35,7 @@ from engine.api import (
     projects,
     schedules,
     sessions,
+    task_groups,
     tasks,
     tokens,
     users,
@@ -78,6 +79,7 @@ ROUTES: list[Route] = [
     *sessions.ROUTES,
     *grants.ROUTES,
     *audit.ROUTES,
+    *task_groups.ROUTES,
 ]
 
 

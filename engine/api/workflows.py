@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy import func, select
 
-from engine.api import access, references
+from engine.api import access, backfill_dependents, references
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
 from engine.master.commands import resolve_globals
@@ -84,6 +84,11 @@ _BACKFILL = {
         "parallelism": {"type": "integer", "minimum": 1, "description": "PARALLEL: chains running at once"},
         "reverse": {"type": "boolean", "description": "newest date first"},
         "on_failure": {"enum": ["STOP", "CONTINUE"], "description": "a chain's next date after a failed one"},
+        "dependent_mode": {
+            "enum": ["OFF", "ALL_DEPENDENT"],
+            "description": "ALL_DEPENDENT: also backfill, for the same dates, every workflow whose DEPENDENT"
+            " tasks wait on this one (transitively), upstream ones first; offline ones are skipped and listed",
+        },
     },
 }
 _BACKFILLED = {
@@ -92,6 +97,20 @@ _BACKFILLED = {
         "command_ids": {"type": "array", "items": {"type": "integer"}},
         "dates": {"type": "integer"},
         "chains": {"type": "integer"},
+        "dependents": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "code": {"type": "integer"},
+                    "name": {"type": "string"},
+                    "project": {"type": "string"},
+                    "command_ids": {"type": "array", "items": {"type": "integer"}},
+                    "skipped": {"type": ["string", "null"]},
+                },
+            },
+            "description": "ALL_DEPENDENT: the downstream workflows, in the order they were queued",
+        },
     },
 }
 WARNING_TYPES = ("NONE", "SUCCESS", "FAILURE", "ALL")
@@ -420,33 +439,60 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
     if not parallel and "parallelism" in body:
         raise ApiError(400, "parallelism needs run_mode PARALLEL", "parallelism")
     chains = chunks(dates, body.get("parallelism")) if parallel else [dates]
-    base = _command_args(row, version, body, call.user_id)
-    ids = []
+    downstream = []
+    if body.get("dependent_mode") == "ALL_DEPENDENT":
+        downstream = await backfill_dependents.downstream(api.db, row["code"])
+        for d in downstream:
+            if d["release_state"] != 1:
+                continue
+            try:  # what the master could not resolve is refused up front here too
+                await _check_params(api, d, 0, {}, [(dates[0], "dates"), (dates[-1], "dates")])
+            except ApiError as exc:
+                raise ApiError(400, f"downstream workflow {d['name']!r}: {exc}", "dependent_mode") from None
     async with api.db.acquire() as conn, conn.transaction():
-        # the dates are kept once; each chain's command names its first and last index into them
-        backfill_id = await conn.fetchval(
-            "INSERT INTO backfill (workflow_definition_code, dates) VALUES ($1, $2) RETURNING id", row["code"], dates
-        )
-        first = 0
-        for chain in chains:
-            param = {
-                "StartParams": start_params,
-                "complementOnFailure": body.get("on_failure", "STOP"),
-                **backfill_param(backfill_id, first, first + len(chain) - 1),
-            }
-            ids.append(
-                await conn.fetchval(
-                    _INSERT_COMMAND,
-                    CommandType.COMPLEMENT_DATA,
-                    base[0],
-                    base[1],
-                    json.dumps(param),
-                    *base[2:],
-                    chain[0],
+        base = _command_args(row, version, body, call.user_id)
+        ids = await _queue_backfill(conn, base, dates, chains, start_params, body.get("on_failure", "STOP"))
+        dependents = []
+        for d in downstream:
+            entry = {"code": d["code"], "name": d["name"], "project": d["project"], "command_ids": [], "skipped": None}
+            if d["release_state"] != 1:
+                entry["skipped"] = "offline"
+            else:
+                args = _command_args(d, 0, body, call.user_id)
+                entry["command_ids"] = await _queue_backfill(
+                    conn, args, dates, chains, {}, body.get("on_failure", "STOP")
                 )
-            )
-            first += len(chain)
-    return {"command_ids": ids, "dates": len(dates), "chains": len(chains)}
+            dependents.append(entry)
+    answer: dict[str, Any] = {"command_ids": ids, "dates": len(dates), "chains": len(chains)}
+    if body.get("dependent_mode") == "ALL_DEPENDENT":
+        answer["dependents"] = dependents
+    return answer
+
+
+async def _queue_backfill(
+    conn: asyncpg.Connection,
+    base: list[Any],
+    dates: list[dt.datetime],
+    chains: list[list[dt.datetime]],
+    start_params: dict[str, str],
+    on_failure: str,
+) -> list[int]:
+    """One workflow's backfill: its dates kept once, one COMPLEMENT_DATA command per chain, each naming
+    its first and last index into them."""
+    backfill_id = await conn.fetchval(
+        "INSERT INTO backfill (workflow_definition_code, dates) VALUES ($1, $2) RETURNING id", base[0], dates
+    )
+    ids, first = [], 0
+    for chain in chains:
+        param = {
+            "StartParams": start_params,
+            "complementOnFailure": on_failure,
+            **backfill_param(backfill_id, first, first + len(chain) - 1),
+        }
+        command = _INSERT_COMMAND, CommandType.COMPLEMENT_DATA, base[0], base[1], json.dumps(param), *base[2:]
+        ids.append(int(await conn.fetchval(*command, chain[0])))
+        first += len(chain)
+    return ids
 
 
 async def command_status(api: Any, call: Call) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from engine.master.workflow import (
     RaiseAlert,
     RunLogic,
     SetWorkflowState,
+    TaskResultEvent,
     WorkflowRun,
     dispatch_timeout,
 )
@@ -73,6 +74,7 @@ class InstanceInfo:
     recovery: int = 0
     #: the parent's (workflow instance, task instance) when this is a sub-workflow
     parent: tuple[int, int] | None = None
+    start_time: dt.datetime | None = None
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> InstanceInfo:
@@ -100,6 +102,7 @@ class InstanceInfo:
             run_times=int(row["run_times"]),
             recovery=int(row["recovery"]),
             parent=parent,
+            start_time=row["start_time"],
         )
 
 
@@ -112,6 +115,13 @@ class DispatchRequest:
     message: TaskDispatch = field(compare=False)
     worker_group: str = field(compare=False)
     actor: WorkflowActor = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class GroupAdmitted:
+    """A waiting attempt was admitted by its task group: dispatch it now."""
+
+    task_instance_id: int
 
 
 @dataclass
@@ -152,6 +162,8 @@ class WorkflowActor:
         self._timers: set[tuple[Any, ...]] = set()
         self._kills: set[asyncio.Task[Any]] = set()
         self.logic = LogicRunner(self, logic_interval, control)
+        #: attempts waiting in their task group's queue (not dispatched): task instance id -> attempt
+        self.group_waiting: dict[int, Attempt] = {}
 
     @property
     def id(self) -> int:
@@ -200,9 +212,17 @@ class WorkflowActor:
                     while not self.queue.empty():
                         batch.append(self.queue.get_nowait())
                     actions: list[Action] = []
+                    admitted: list[int] = []
                     for posted in batch:
-                        actions += self.run.handle(posted.event)
+                        if isinstance(posted.event, GroupAdmitted):
+                            admitted.append(posted.event.task_instance_id)
+                        else:
+                            actions += self.run.handle(posted.event)
                     await self._perform(actions, batch)
+                    for tid in admitted:
+                        a = self.group_waiting.pop(tid, None)
+                        if a is not None and self.run.current.get(a.code) is a and not a.state.finished:
+                            await self._send(a)
                 final = self.run.state
                 log.info("workflow finished", state=final.name)
             except FencedOut as exc:
@@ -229,7 +249,8 @@ class WorkflowActor:
             if posted.done is not None and not posted.done.done():
                 posted.done.set_result(False)
 
-    async def _perform(self, actions: list[Action], batch: list[_Posted]) -> None:
+    def _collect(self, actions: list[Action]) -> tuple[WriteBatch, list[Attempt], list[Action]]:
+        """The actions' database changes as one batch, the attempts it creates, and the side effects."""
         write = WriteBatch()
         created: list[Attempt] = []
         after: list[Action] = []
@@ -238,6 +259,10 @@ class WorkflowActor:
                 for a in action.attempts:
                     created.append(a)
                     write.new_attempts.append(self._new_attempt(a))
+                    t = self.spec.tasks[a.code]
+                    if t.task_group_id and a.code not in self.run.logic:
+                        index = len(write.new_attempts) - 1
+                        write.group_requests.append((index, t.task_group_id, t.task_group_priority, t.task_group_slots))
             elif isinstance(action, PersistTask):
                 write.updates.append(TaskUpdate(action.attempt.id, int(action.state), dict(action.fields)))
             elif isinstance(action, SetWorkflowState):
@@ -247,6 +272,10 @@ class WorkflowActor:
                 write.alerts.append((action.alert_type, action.title, action.content))
             else:
                 after.append(action)
+        return write, created, after
+
+    async def _perform(self, actions: list[Action], batch: list[_Posted]) -> None:
+        write, created, after = self._collect(actions)
         if write.workflow_finished:
             write.next_backfill = self._next_backfill(write.workflow_state)
             write.alerts += self._end_alerts(write.workflow_state)
@@ -263,7 +292,13 @@ class WorkflowActor:
         for posted in batch:
             if posted.done is not None and not posted.done.done():
                 posted.done.set_result(True)
+        grouped = {write.new_attempts[i].task_code for i, *_ in write.group_requests}
         for a in created:
+            if a.code in grouped and a.id not in write.admitted:
+                self.group_waiting[a.id] = a  # its group is full: GroupAdmitted sends it
+                log.info("waiting for a task group slot", task_instance_id=a.id,
+                         task_group=self.spec.tasks[a.code].task_group)  # fmt: skip
+                continue
             await self._send(a)
         for action in after:
             if isinstance(action, ArmTimer):
@@ -272,6 +307,11 @@ class WorkflowActor:
             elif isinstance(action, CancelTimer):
                 self._timers.discard(action.key)
                 self.wheel.cancel((self.info.id, *action.key))
+            elif isinstance(action, KillTask) and action.attempt.id in self.group_waiting:
+                a = self.group_waiting.pop(action.attempt.id)  # never dispatched: nothing to kill
+                now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
+                message = "stopped while waiting for its task group"
+                self.post(TaskResultEvent(a.id, a.attempt, TaskState.KILL, -1, 0, now_ms, message=message))
             elif isinstance(action, KillTask) and action.attempt.code in self.run.logic:
                 self.logic.spawn(self.logic.stop(action.attempt, "stop"))
             elif isinstance(action, KillTask):

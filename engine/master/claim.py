@@ -11,6 +11,12 @@ starve the slot: the page is first claimed without savepoints (the common case, 
 per command), and when a statement of one command fails, claimed again with a savepoint around each
 command. Only a lost connection or a failing server (:func:`engine.storage.failures.transient`)
 fails the whole page, which the poller tries again.
+
+Serial execution and concurrency caps (:mod:`engine.master.serial_sql`): a command of a workflow with a
+limited rule is admitted under the workflow's lock (taken up front for the whole page, in code order, so
+two claiming masters never wait on each other): its instance runs (``host = me``), waits (SERIAL_WAIT,
+no owner) or is discarded (STOP with the reason); a restart that would be discarded goes to
+``error_command`` with the reason instead. RECOVER_SERIAL_WAIT takes a waiting instance.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from typing import Any
 import asyncpg
 
 from engine import logs
-from engine.master.states import RESTART_FROM, CommandType
+from engine.master import serial_sql
+from engine.master.serial import Rule, Verdict
+from engine.master.states import RESTART_FROM, CommandType, WorkflowState
 from engine.storage.failures import transient
 
 log = logs.get(__name__)
@@ -30,11 +38,16 @@ log = logs.get(__name__)
 # attempts are re-run by the actor (DolphinScheduler re-inits the KILL tasks). The instance records
 # the command that last (re)started it.
 _RESTART = (
-    "UPDATE workflow_instance SET host = $2, epoch = nextval('workflow_epoch_seq'), state = 1, end_time = NULL,"
+    "UPDATE workflow_instance SET host = $2, epoch = nextval('workflow_epoch_seq'), state = $7, end_time = NULL,"
     " restart_time = now(), run_times = run_times + 1, command_id = $3, command_type = $4,"
-    " history_cmd = concat_ws(',', history_cmd, $5::text), update_time = now(){extra}"
+    " history_cmd = concat_ws(',', history_cmd, $5::text), update_time = now(),"
+    " state_history = state_history || coalesce($8::jsonb, '[]'){extra}"
     " WHERE id = $1 AND state = ANY($6::smallint[]) RETURNING *"
 )
+#: a RECOVER_SERIAL_WAIT whose instance stopped waiting: consumed, nothing to record (the instance says why)
+_NO_LONGER_WAITING = "no longer waiting"
+#: command id -> (the rule of the workflow version it runs, the workflow's name), for limited rules only
+Rules = dict[int, tuple[Rule, str]]
 #: command type -> extra SET clauses; the states each applies to are states.RESTART_FROM
 _ON_INSTANCE = {
     CommandType.RECOVER_SUSPENDED_PROCESS: "",  # a paused or stopped instance
@@ -60,29 +73,58 @@ def _describe(exc: BaseException) -> str:
 
 
 async def claim(
-    pool: asyncpg.Pool, me: str, ids: Sequence[int], build: Any, errors: dict[int, str]
+    pool: asyncpg.Pool,
+    me: str,
+    ids: Sequence[int],
+    build: Any,
+    errors: dict[int, str],
+    rules: Rules | None = None,
+    stops: list[int] | None = None,
 ) -> tuple[list[tuple[asyncpg.Record, asyncpg.Record]], int]:
     """Claim the commands ``ids`` for master ``me`` (see the module's docstring).
 
     ``build(command) -> dict`` gives the instance columns; ``errors`` maps command ids already known
-    not to become instances to the reason. Returns the (command, instance row) pairs and how many
-    commands went to error_command.
+    not to become instances to the reason; ``rules`` the commands whose workflow limits its runs.
+    Returns the (command, instance row) pairs this master now drives (not the waiting or discarded
+    ones) and how many commands went to error_command; ``stops`` receives the active instances a
+    SERIAL_PRIORITY run asks to stop (to be sent once this returns: the claim has committed).
     """
+    rules = rules or {}
+    out: list[int] = []
     try:
-        return await _claim(pool, me, ids, build, errors, careful=False)
+        result = await _claim(pool, me, ids, build, errors, rules, out, careful=False)
     except _PoisonCommand as exc:
         log.warning("a command failed while it was claimed; claiming its page one command at a time",
                     command_id=exc.command_id, error=str(exc.__cause__))  # fmt: skip
-        return await _claim(pool, me, ids, build, errors, careful=True)
+        out.clear()
+        result = await _claim(pool, me, ids, build, errors, rules, out, careful=True)
+    if stops is not None:
+        stops.extend(out)
+    return result
 
 
 async def _claim(
-    pool: asyncpg.Pool, me: str, ids: Sequence[int], build: Any, errors: dict[int, str], careful: bool
+    pool: asyncpg.Pool,
+    me: str,
+    ids: Sequence[int],
+    build: Any,
+    errors: dict[int, str],
+    rules: Rules,
+    stops: list[int],
+    careful: bool,
 ) -> tuple[list[tuple[asyncpg.Record, asyncpg.Record]], int]:
     created: list[tuple[asyncpg.Record, asyncpg.Record]] = []
     failed = 0
     async with pool.acquire() as conn, conn.transaction():
-        commands = await conn.fetch("DELETE FROM command WHERE id = ANY($1) RETURNING *", list(ids))
+        deleted = await conn.fetch("DELETE FROM command WHERE id = ANY($1) RETURNING *", list(ids))
+        commands = sorted(deleted, key=lambda c: int(c["id"]))  # runs of one workflow are admitted in order
+        serial = {
+            int(c["workflow_definition_code"])
+            for c in commands
+            if c["id"] not in errors and (c["id"] in rules or c["command_type"] == CommandType.RECOVER_SERIAL_WAIT)
+        }
+        for code in sorted(serial):
+            await serial_sql.lock(conn, code)
         for cmd in commands:
             reason = errors.get(cmd["id"])
             row: asyncpg.Record | None = None
@@ -90,17 +132,22 @@ async def _claim(
                 try:
                     if careful:
                         async with conn.transaction():  # a savepoint: a failure undoes this command only
-                            row, reason = await _instance(conn, me, cmd, build)
+                            row, reason = await _instance(conn, me, cmd, build, rules.get(cmd["id"]), stops)
                     else:
-                        row, reason = await _instance(conn, me, cmd, build)
+                        row, reason = await _instance(conn, me, cmd, build, rules.get(cmd["id"]), stops)
                 except Exception as exc:
                     if transient(exc):
                         raise
                     if not careful:
                         raise _PoisonCommand(cmd["id"]) from exc
                     reason = f"cannot create the workflow instance: {_describe(exc)}"
+            if reason is _NO_LONGER_WAITING:
+                log.info("woken run no longer waits; the next one was woken instead",
+                         workflow_instance_id=cmd["workflow_instance_id"])  # fmt: skip
+                continue
             if row is not None:
-                created.append((cmd, row))
+                if row["host"] == me:  # not a run that waits or was discarded
+                    created.append((cmd, row))
                 continue
             await conn.execute(
                 "INSERT INTO error_command SELECT (c).*, $2 FROM (SELECT $1::command AS c) s",
@@ -112,25 +159,53 @@ async def _claim(
 
 
 async def _instance(
-    conn: asyncpg.Connection, me: str, cmd: asyncpg.Record, build: Any
+    conn: asyncpg.Connection,
+    me: str,
+    cmd: asyncpg.Record,
+    build: Any,
+    limited: tuple[Rule, str] | None,
+    stops: list[int],
 ) -> tuple[asyncpg.Record | None, str | None]:
     """Inside the claim's transaction: the instance a command creates (or takes back), or why not."""
+    if cmd["command_type"] == CommandType.RECOVER_SERIAL_WAIT:
+        row = await serial_sql.claim_woken(conn, me, cmd)
+        if row is None:  # stopped or superseded while its wake-up was queued: its own record says so
+            return None, _NO_LONGER_WAITING
+        return row, None
+    code = int(cmd["workflow_definition_code"])
     if cmd["workflow_instance_id"]:
         ctype = CommandType(cmd["command_type"])
         extra = _ON_INSTANCE[ctype]
         states = sorted(int(s) for s in RESTART_FROM[ctype])
         wid = cmd["workflow_instance_id"]
-        row = await conn.fetchrow(_RESTART.format(extra=extra), wid, me, cmd["id"], int(ctype), ctype.name, states)
+        host, state, note = me, int(WorkflowState.RUNNING_EXECUTION), None
+        decision = None
+        if limited is not None:
+            decision = await serial_sql.admission(conn, code, limited[0], limited[1], exclude=wid)
+            if decision.verdict is Verdict.DISCARD:
+                return None, f"not restarted: {decision.reason}"
+            if decision.verdict is Verdict.WAIT:
+                host, state = None, serial_sql.WAIT
+                note = serial_sql.history(WorkflowState.SERIAL_WAIT, decision.reason)
+        sql = _RESTART.format(extra=extra)
+        row = await conn.fetchrow(sql, wid, host, cmd["id"], int(ctype), ctype.name, states, state, note)
         if row is None:
             return None, f"workflow instance {wid} is not in a state {ctype.name} applies to (any more)"
         if ctype == CommandType.REPEAT_RUNNING:
             await conn.execute("UPDATE task_instance SET flag = 0 WHERE workflow_instance_id = $1 AND flag = 1", wid)
+        if decision is not None:
+            await serial_sql.supersede(conn, list(decision.supersede), wid)
+            stops.extend(decision.stop)
         return row, None
     try:
         values: dict[str, Any] = build(cmd)
     except Exception as exc:
         return None, _describe(exc)
     values["host"] = me
+    decision = None
+    if limited is not None:
+        decision = await serial_sql.admission(conn, code, limited[0], limited[1])
+        values = serial_sql.instance_columns(decision, values, me)
     cols = list(values)
     marks = ", ".join(f"${i}" for i in range(1, len(cols) + 1))
     row = await conn.fetchrow(
@@ -142,4 +217,10 @@ async def _instance(
         await conn.execute(
             "UPDATE sub_workflow_relation SET workflow_instance_id = $2 WHERE command_id = $1", cmd["id"], row["id"]
         )
+    if decision is not None:
+        await serial_sql.supersede(conn, list(decision.supersede), int(row["id"]))
+        stops.extend(decision.stop)
+        if decision.verdict is not Verdict.RUN:
+            log.info("run not started now", workflow_instance_id=row["id"], verdict=decision.verdict.value,
+                     reason=decision.reason)  # fmt: skip
     return row, None

@@ -22,6 +22,7 @@ import asyncpg
 
 from engine import logs
 from engine.aio import BackgroundService
+from engine.master.serial import Rule
 from engine.master.states import CLAIMABLE, RESTART_FROM, CommandType, WorkflowState
 from engine.master.store import MasterStore
 from engine.master.workflow import Attempt
@@ -38,7 +39,7 @@ log = logs.get(__name__)
 Claimed = tuple[asyncpg.Record, WorkflowSpec, list[Attempt]]
 
 #: command types that act on an existing instance (workflow_instance_id set)
-ON_INSTANCE = frozenset(RESTART_FROM)
+ON_INSTANCE = frozenset(RESTART_FROM) | {CommandType.RECOVER_SERIAL_WAIT}
 
 
 class DefinitionCache:
@@ -159,8 +160,11 @@ class CommandPoller(BackgroundService):
         page: int = 100,
         interval: float = 1.0,
         metrics: Any = None,
+        on_preempt: Callable[[list[int]], None] | None = None,
     ) -> None:
         self.store = store
+        #: receives the active runs a SERIAL_PRIORITY run asked to stop (after the claim committed)
+        self.on_preempt = on_preempt
         self.dsn = dsn
         self.cache = cache
         self.slot = slot
@@ -242,9 +246,17 @@ class CommandPoller(BackgroundService):
             except Exception as exc:  # a malformed command: refused, never retried forever
                 errors[cmd["id"]] = f"{type(exc).__name__}: {exc}"
         now = dt.datetime.now(dt.UTC)
+        rules = {}
+        for cmd_id, spec in specs.items():
+            rule = Rule.of(spec.execution_type, spec.max_active_runs)
+            if rule.limited:
+                rules[cmd_id] = (rule, spec.name)
+        stops: list[int] = []
         created, failed = await self.store.claim(
-            [c["id"] for c in rows], lambda cmd: instance_values(cmd, specs[cmd["id"]], now), errors
+            [c["id"] for c in rows], lambda cmd: instance_values(cmd, specs[cmd["id"]], now), errors, rules, stops
         )
+        if stops and self.on_preempt is not None:
+            self.on_preempt(stops)
         if self.metrics is not None:
             self.metrics.inc("commands_claimed", len(created))
             self.metrics.inc("commands_failed", failed)

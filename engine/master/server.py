@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import datetime as dt
 import gc
 import time
 from typing import Any
@@ -24,14 +25,16 @@ from aiohttp import web
 
 from engine import logs
 from engine.aio import cancel_and_wait
-from engine.master.actor import DispatchRequest, InstanceInfo, WorkflowActor
+from engine.master.actor import DispatchRequest, GroupAdmitted, InstanceInfo, WorkflowActor
 from engine.master.commands import Claimed, CommandPoller, DefinitionCache
 from engine.master.dispatcher import Dispatcher
 from engine.master.failover import FailoverService
 from engine.master.gcpolicy import GcPolicy
 from engine.master.metrics import Metrics
+from engine.master.serial_sql import SerialRepair
 from engine.master.states import CommandType, TaskState, WorkflowState
 from engine.master.store import MasterStore
+from engine.master.task_groups_sql import GroupListener
 from engine.master.wheel import StateWheel
 from engine.master.workflow import (
     RERUN_ON_RESUME,
@@ -104,6 +107,8 @@ class Master(Node):
         self.failover: FailoverService | None = None
         self.poller: CommandPoller | None = None
         self.scheduler: Scheduler | None = None
+        self.serial_repair: SerialRepair | None = None
+        self.groups: GroupListener | None = None
         self.dispatcher = Dispatcher(
             self.rpc, self._workers, m.host_selector, metrics=self.metrics, valid_until=self._valid_until_ms
         )
@@ -154,6 +159,11 @@ class Master(Node):
             page=self.cfg.master.fetch_command_num,
             interval=self.cfg.master.command_poll_interval,
             metrics=self.metrics,
+            on_preempt=self._preempt,
+        )
+        self.serial_repair = SerialRepair(self.pool, self.cfg.master.failover_sweep_interval, self._preempt)
+        self.groups = GroupListener(
+            self.pool, dsn, self.cfg.master.logic_check_interval, self._group_waiting, self._group_admitted
         )
         # every instance this incarnation will own gets an epoch above this floor; peers see it in our
         # heartbeat and fail over the instances of an earlier incarnation at this address
@@ -197,6 +207,10 @@ class Master(Node):
         self.poller.wake.set()
         if self.scheduler is not None:
             self.scheduler.start()
+        if self.serial_repair is not None:
+            self.serial_repair.start()
+        if self.groups is not None:
+            self.groups.start()
 
     async def on_fenced(self) -> None:
         # Lease lost: stop claiming, dispatching and driving instances at once (invariant 6). The
@@ -207,6 +221,10 @@ class Master(Node):
             await self.scheduler.close()
         if self.failover is not None:
             await self.failover.close()
+        if self.serial_repair is not None:
+            await self.serial_repair.close()
+        if self.groups is not None:
+            await self.groups.close()
         self.dispatcher.paused = True
         await self._stop_actors()
         # a re-registration is a new incarnation: what we owned until now is failed over (by a peer or us)
@@ -225,6 +243,10 @@ class Master(Node):
             await self.scheduler.close()
         if self.failover is not None:
             await self.failover.close()
+        if self.serial_repair is not None:
+            await self.serial_repair.close()
+        if self.groups is not None:
+            await self.groups.close()
         await self._stop_actors()
         await self.dispatcher.close()
         await self.wheel.close()
@@ -258,7 +280,9 @@ class Master(Node):
     def _on_claimed(self, created: list[Claimed]) -> None:
         for row, spec, attempts in created:
             rerun = RERUN_BY_COMMAND.get(int(row["command_type"]), frozenset())
-            self.start_actor(InstanceInfo.from_row(row), spec, WorkflowState(row["state"]), attempts, rerun)
+            self.start_actor(
+                InstanceInfo.from_row(row), spec, WorkflowState(row["state"]), attempts, rerun, elapsed=0.0
+            )
         if created:
             self.gc.claimed(len(self.actors))
 
@@ -269,13 +293,21 @@ class Master(Node):
         state: WorkflowState,
         attempts: list[Attempt],
         rerun: frozenset[TaskState] = frozenset(),
+        elapsed: float | None = None,
     ) -> WorkflowActor:
         """Drive an instance. ``rerun``: states of taken-back attempts that run again (only when a
-        command asks for it; a failover adopts attempts as they are)."""
+        command asks for it; a failover adopts attempts as they are). ``elapsed``: seconds of the
+        workflow's time limit already spent (a claim starts the clock; a takeover continues it from the
+        instance's start, or from now for an instance a command restarted, whose restart time a
+        takeover overwrites)."""
         assert self.store is not None
         start = info.command_param.get("StartNodeList") or []
         scope = scope_for(spec.dag, [int(c) for c in start], info.task_depend_type) if start else None
         run = WorkflowRun(info.id, spec, info.failure_strategy, state, attempts, rerun=rerun, scope=scope)
+        if elapsed is None:
+            started = info.start_time if info.run_times == 1 else None
+            elapsed = (dt.datetime.now(dt.UTC) - started).total_seconds() if started is not None else 0.0
+        run.elapsed = max(0.0, elapsed)
         actor = WorkflowActor(
             info,
             spec,
@@ -326,11 +358,34 @@ class Master(Node):
         except (RpcError, *DB_FAILURES) as exc:
             log.info("parent not told of its sub-workflow's end; its check will see it", error=str(exc))
 
-    async def _control_instance(self, instance_id: int, action: str) -> None:
+    def _group_waiting(self) -> list[int]:
+        return [tid for actor in self.actors.values() for tid in actor.group_waiting]
+
+    def _group_admitted(self, workflow_instance_id: int, task_instance_id: int) -> None:
+        actor = self.actors.get(workflow_instance_id)
+        if actor is not None and task_instance_id in actor.group_waiting:
+            actor.post(GroupAdmitted(task_instance_id))
+
+    def _preempt(self, instance_ids: list[int]) -> None:
+        """Runs a SERIAL_PRIORITY run is waiting for: stop them wherever they run."""
+        for instance_id in instance_ids:
+            log.info("stopping a run for a newer one (SERIAL_PRIORITY)", workflow_instance_id=instance_id)
+            self._spawn(self._stop_preempted(instance_id))
+
+    async def _stop_preempted(self, instance_id: int) -> None:
+        try:
+            await self._control_instance(instance_id, "stop", "a newer run has priority (SERIAL_PRIORITY)")
+        except DB_FAILURES as exc:  # the serial repair sends it again
+            log.warning("could not stop a run for a newer one", workflow_instance_id=instance_id, error=str(exc))
+
+    async def _control_instance(self, instance_id: int, action: str, reason: str = "") -> None:
         """Stop or pause an instance wherever it runs (a parent's stop / pause reaching its child)."""
         actor = self.actors.get(instance_id)
         if actor is not None:
-            actor.post(StopRequested("parent stopped") if action == "stop" else PauseRequested("parent paused"))
+            if action == "stop":
+                actor.post(StopRequested(reason or "parent stopped"))
+            else:
+                actor.post(PauseRequested(reason or "parent paused"))
             return
         assert self.store is not None
         row = await self.store.owner(instance_id)

@@ -11,7 +11,7 @@ import enum
 
 class CommandType(enum.IntEnum):
     """``command.command_type`` (DolphinScheduler's codes; PAUSE and STOP are never queued as commands,
-    they go to the owning master by RPC; the serial-wait and 3.2 types are not built)."""
+    they go to the owning master by RPC; the 3.2 types are not built)."""
 
     START_PROCESS = 0
     START_CURRENT_TASK_PROCESS = 1
@@ -23,6 +23,8 @@ class CommandType(enum.IntEnum):
     REPEAT_RUNNING = 7
     PAUSE = 8
     STOP = 9
+    #: wake a run waiting behind its workflow's serial rule or cap (inserted by the master only)
+    RECOVER_SERIAL_WAIT = 11
 
 
 class WorkflowState(enum.IntEnum):
@@ -113,6 +115,7 @@ CLAIMABLE = frozenset(
         C.COMPLEMENT_DATA,
         C.SCHEDULER,
         C.REPEAT_RUNNING,
+        C.RECOVER_SERIAL_WAIT,
     }
 )
 

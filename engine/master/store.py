@@ -27,7 +27,8 @@ import asyncpg
 
 from engine import logs
 from engine.errors import StorageError
-from engine.master.claim import claim
+from engine.master import serial_sql, task_groups_sql
+from engine.master.claim import Rules, claim
 from engine.master.workflow import ALERT_FAULT_TOLERANCE
 from engine.scheduling.backfill import BACKFILL_ID, INDEX
 from engine.storage.failures import CONNECTION_LOST
@@ -88,6 +89,10 @@ class WriteBatch:
     #: the next COMPLEMENT_DATA command of a serial backfill: its command_param (which names the backfill
     #: row and the index of its date) and, for a chain of the older format, the dates to keep in a new row
     next_backfill: tuple[dict[str, Any], list[dt.datetime]] | None = None
+    #: new attempts that take task group slots: (index in new_attempts, group id, priority, slots)
+    group_requests: list[tuple[int, int, int, int]] = field(default_factory=list)
+    #: set by the write: the task instance ids of the grouped new attempts admitted at once
+    admitted: set[int] = field(default_factory=set)
 
     def empty(self) -> bool:
         return (
@@ -146,10 +151,15 @@ class MasterStore:
         )
 
     async def claim(
-        self, ids: Sequence[int], build: Any, errors: dict[int, str]
+        self,
+        ids: Sequence[int],
+        build: Any,
+        errors: dict[int, str],
+        rules: Rules | None = None,
+        stops: list[int] | None = None,
     ) -> tuple[list[tuple[asyncpg.Record, asyncpg.Record]], int]:
         """:func:`engine.master.claim.claim`: commands into instances owned by this master."""
-        return await claim(self.pool, self.me, ids, build, errors)
+        return await claim(self.pool, self.me, ids, build, errors, rules, stops)
 
     # -- fenced actor writes ----------------------------------------------------------------------
 
@@ -215,6 +225,8 @@ class MasterStore:
                 batch.workflow_finished,
                 None if batch.workflow_var_pool is None else json.dumps(batch.workflow_var_pool),
             )
+        if batch.workflow_finished:
+            await serial_sql.on_run_ended(conn, instance_id)  # a place is free: wake a waiting run
         ids: list[int] = []
         if batch.new_attempts:
             codes = [a.task_code for a in batch.new_attempts]
@@ -251,11 +263,16 @@ class MasterStore:
             )
             by_code = {int(r["task_code"]): int(r["id"]) for r in rows}
             ids = [by_code[c] for c in codes]
+            requests = [(ids[i], group, priority, slots) for i, group, priority, slots in batch.group_requests]
+            batch.admitted = await task_groups_sql.enqueue(conn, instance_id, requests)
         for sql, rows in _task_updates(batch.updates).items():
             if len(rows) == 1:
                 await conn.execute(sql, *rows[0])
             else:
                 await conn.executemany(sql, rows)  # one pipelined round trip
+        ended = [u.task_instance_id for u in batch.updates if u.state in task_groups_sql.FINISHED]
+        if ended:
+            await task_groups_sql.release(conn, ended)  # their task group slots, once
         for alert_type, title, content in batch.alerts:
             await _insert_alert(conn, instance_id, alert_type, title, content)
         if batch.next_backfill is not None:
@@ -311,6 +328,7 @@ class MasterStore:
                 list(live_workers),
                 sorted(LOGIC_TYPES),  # run by the master: the new owner takes them up
             )
+            await task_groups_sql.release_lost(conn, instance_id)
             await _insert_alert(
                 conn,
                 instance_id,

@@ -40,6 +40,8 @@ log = logs.get(__name__)
 
 END, CONTINUE = 0, 1
 WARN, FAILED, WARNFAILED = 0, 1, 2
+#: the workflow timeout's FAILED strategy (WorkflowSpec.timeout_strategy)
+TIMEOUT_FAILED = 1
 
 
 # -- the attempt record -------------------------------------------------------------------------
@@ -311,6 +313,10 @@ class WorkflowRun:
         #: bounded story of (time, what, id, old, new, cause)
         self.story: collections.deque[tuple[Any, ...]] = collections.deque(maxlen=story_size)
         self.finished = False
+        #: seconds of the run's time limit already spent before this actor started (a takeover)
+        self.elapsed = 0.0
+        #: stopped by its timeout with the FAILED strategy: ends FAILURE, not STOP
+        self.timed_out = False
         #: events refused because they asked for an illegal transition
         self.refused = 0
         #: the tasks this run drives (START_CURRENT_TASK_PROCESS runs a part of the DAG); others are ignored
@@ -411,7 +417,9 @@ class WorkflowRun:
     def start(self) -> list[Action]:
         actions: list[Action] = [RunLogic(a) for a in self.active() if a.code in self.logic]
         if self.spec.timeout > 0:
-            actions.append(ArmTimer(("workflow-timeout",), self.spec.timeout * 60.0, WorkflowTimedOut()))
+            # the limit is the whole run's: a run taken over mid-way has less of it left
+            left = max(0.0, self.spec.timeout * 60.0 - self.elapsed)
+            actions.append(ArmTimer(("workflow-timeout",), left, WorkflowTimedOut()))
         # taken over from a dead master: attempts lost with their worker run again as the next attempt
         lost = [a for a in self.current.values() if a.state is TaskState.NEED_FAULT_TOLERANCE]
         for a in lost:
@@ -551,14 +559,19 @@ class WorkflowRun:
     def _on_workflow_timeout(self, _: WorkflowTimedOut) -> list[Action]:
         if self.state.finished:
             return []
-        return [
+        failing = self.spec.timeout_strategy == TIMEOUT_FAILED
+        actions: list[Action] = [
             RaiseAlert(
                 ALERT_WORKFLOW_TIMEOUT,
                 f"workflow {self.spec.name} timed out",
                 f"workflow instance {self.instance_id} of {self.spec.name} ran longer than "
-                f"{self.spec.timeout} minute(s)",
+                f"{self.spec.timeout} minute(s)" + ("; stopping it: it fails" if failing else ""),
             )
         ]
+        if failing and self.state in (WorkflowState.RUNNING_EXECUTION, WorkflowState.READY_PAUSE):
+            self.timed_out = True
+            actions += self._on_stop(StopRequested("workflow timed out"))
+        return actions
 
     def _on_stop(self, ev: StopRequested) -> list[Action]:
         if self.state not in (WorkflowState.RUNNING_EXECUTION, WorkflowState.READY_PAUSE):
@@ -683,7 +696,8 @@ class WorkflowRun:
             for code in self.scope
         )
         if self.state is WorkflowState.READY_STOP:
-            final = WorkflowState.SUCCESS if all_done else WorkflowState.STOP
+            stopped = WorkflowState.FAILURE if self.timed_out else WorkflowState.STOP
+            final = WorkflowState.SUCCESS if all_done else stopped
         elif self.state is WorkflowState.READY_PAUSE:
             final = WorkflowState.SUCCESS if all_done else WorkflowState.PAUSE
         elif all_done:

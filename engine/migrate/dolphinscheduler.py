@@ -203,8 +203,11 @@ class _Workflow:
             doc["description"] = description
         tenant = d.get("tenantCode") or (self.schedule or {}).get("tenantCode") or "default"
         doc.update(timeout=int(d.get("timeout") or 0), tenant=tenant, params=self.global_params(), tasks=tasks)
-        if d.get("executionType") not in (None, "PARALLEL"):
-            self.gap(None, NOTE, f"executionType {d['executionType']} not kept (runs in parallel)")
+        execution = d.get("executionType")
+        if execution in ("SERIAL_WAIT", "SERIAL_DISCARD", "SERIAL_PRIORITY"):
+            doc["execution_type"] = execution
+        elif execution not in (None, "PARALLEL"):
+            self.gap(None, NOTE, f"executionType {execution!r} not kept (runs in parallel)")
         if d.get("warningGroupId"):
             self.gap(None, NOTE, f"warningGroupId {d['warningGroupId']} not kept (alert group ids differ here)")
         return doc

@@ -188,7 +188,7 @@ def export(
         "projectCode": codes.project_code, "projectName": project, "releaseState": "OFFLINE",
         "globalParams": json.dumps(params), "globalParamList": params, "flag": "YES",
         "locations": _locations(tasks, codes), "timeout": int(doc.get("timeout") or 0), "warningGroupId": 0,
-        "executionType": "PARALLEL", "tenantCode": doc.get("tenant", "default"),
+        "executionType": doc.get("execution_type", "PARALLEL"), "tenantCode": doc.get("tenant", "default"),
     }  # fmt: skip
     relations = []
     for t in tasks:

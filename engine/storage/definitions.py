@@ -40,6 +40,11 @@ class TaskSpec:
     environment_code: int
     #: flag = 0 (DolphinScheduler's Flag.NO): the task is skipped and its downstream connects through it
     disabled: bool = False
+    #: task group id (0 = none) and name, priority in it (higher first), slots it takes
+    task_group_id: int = 0
+    task_group: str = ""
+    task_group_priority: int = 0
+    task_group_slots: int = 1
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,10 @@ class WorkflowSpec:
     execution_type: int
     tasks: Mapping[int, TaskSpec]
     dag: Dag
+    #: active runs at once (0 = the execution type's default: engine.master.serial.Rule)
+    max_active_runs: int = 0
+    #: the workflow timeout's strategy: 0 WARN (an alert), 1 FAILED (alert, stop, FAILURE)
+    timeout_strategy: int = 0
 
 
 async def next_code(conn: asyncpg.Connection) -> int:
@@ -111,17 +120,19 @@ async def save_workflow(
         codes = {}
         for t in wf.tasks:
             codes[t.name] = names.get(t.name) or await next_code(conn)
+        groups = await _task_groups(conn, wf, project_code)
         for t in wf.tasks:
             values = (
                 codes[t.name], t.name, version, t.description, project_code, user_id, t.task_type,
                 json.dumps(dict(t.params)), t.priority, t.worker_group, t.environment_code, t.retries,
                 t.retry_interval, 1 if t.timeout else 0, t.timeout_strategy, t.timeout, t.delay_time,
-                0 if t.disabled else 1,
+                0 if t.disabled else 1, groups.get(t.task_group, 0), t.task_group_priority, t.task_group_slots,
             )  # fmt: skip
             cols = (
                 "code, name, version, description, project_code, user_id, task_type, task_params, task_priority,"
                 " worker_group, environment_code, fail_retry_times, fail_retry_interval, timeout_flag,"
-                " timeout_notify_strategy, timeout, delay_time, flag"
+                " timeout_notify_strategy, timeout, delay_time, flag, task_group_id, task_group_priority,"
+                " task_group_slots"
             )
             await _write_versioned(conn, "task_definition", cols, values)
         relations = []
@@ -142,13 +153,40 @@ async def save_workflow(
         wf_values = (
             code, wf.name, version, wf.description, project_code, state, user_id,
             json.dumps([dict(p) for p in wf.global_params]), wf.timeout, wf.tenant, wf.execution_type,
+            wf.max_active_runs, wf.timeout_strategy,
         )  # fmt: skip
         wf_cols = (
             "code, name, version, description, project_code, release_state, user_id, global_params, timeout,"
-            " tenant_code, execution_type"
+            " tenant_code, execution_type, max_active_runs, timeout_strategy"
         )
         await _write_versioned(conn, "workflow_definition", wf_cols, wf_values)
     return code, version
+
+
+async def _task_groups(conn: asyncpg.Connection, wf: WorkflowDef, project_code: int) -> dict[str, int]:
+    """The ids of the task groups the workflow's tasks name; DefinitionError names the task whose group
+    does not exist, belongs to another project, or is smaller than the slots the task takes."""
+    wanted = sorted({t.task_group for t in wf.tasks if t.task_group})
+    if not wanted:
+        return {}
+    rows = await conn.fetch(
+        "SELECT id, name, project_code, group_size FROM task_group WHERE name = ANY($1::text[])", wanted
+    )
+    found = {r["name"]: r for r in rows}
+    for i, t in enumerate(wf.tasks):
+        if not t.task_group:
+            continue
+        g = found.get(t.task_group)
+        if g is None:
+            raise DefinitionError(f"tasks[{i}].task_group", f"no task group named {t.task_group!r}")
+        if g["project_code"] is not None and int(g["project_code"]) != project_code:
+            raise DefinitionError(f"tasks[{i}].task_group", f"task group {t.task_group!r} belongs to another project")
+        if t.task_group_slots > int(g["group_size"]):
+            raise DefinitionError(
+                f"tasks[{i}].task_group_slots",
+                f"takes {t.task_group_slots} slots; task group {t.task_group!r} has {g['group_size']}",
+            )
+    return {name: int(r["id"]) for name, r in found.items()}
 
 
 async def _write_versioned(conn: asyncpg.Connection, table: str, cols: str, values: tuple[Any, ...]) -> None:
@@ -176,7 +214,8 @@ async def switch_version(conn: asyncpg.Connection, code: int, version: int) -> N
         await conn.execute(
             "UPDATE workflow_definition d SET name = l.name, version = l.version, description = l.description,"
             " global_params = l.global_params, timeout = l.timeout, tenant_code = l.tenant_code,"
-            " execution_type = l.execution_type, update_time = now()"
+            " execution_type = l.execution_type, max_active_runs = l.max_active_runs,"
+            " timeout_strategy = l.timeout_strategy, update_time = now()"
             " FROM workflow_definition_log l WHERE d.code = $1 AND l.code = $1 AND l.version = $2",
             code,
             version,
@@ -194,7 +233,7 @@ async def switch_version(conn: asyncpg.Connection, code: int, version: int) -> N
         cols = (
             "name, version, description, project_code, user_id, task_type, task_params, task_priority, worker_group,"
             " environment_code, fail_retry_times, fail_retry_interval, timeout_flag, timeout_notify_strategy,"
-            " timeout, delay_time, flag"
+            " timeout, delay_time, flag, task_group_id, task_group_priority, task_group_slots"
         )
         names = [c.strip() for c in cols.split(",")]
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in names)
@@ -252,6 +291,11 @@ async def load_spec(conn: asyncpg.Connection, code: int, version: int) -> Workfl
         [c for c, _ in wanted],
         [v for _, v in wanted],
     )
+    group_ids = sorted({int(r["task_group_id"]) for r in rows if r["task_group_id"]})
+    group_names: dict[int, str] = {}
+    if group_ids:
+        found = await conn.fetch("SELECT id, name FROM task_group WHERE id = ANY($1::bigint[])", group_ids)
+        group_names = {int(g["id"]): g["name"] for g in found}
     tasks = {
         int(r["code"]): TaskSpec(
             code=int(r["code"]),
@@ -269,6 +313,10 @@ async def load_spec(conn: asyncpg.Connection, code: int, version: int) -> Workfl
             delay_time=int(r["delay_time"]),
             environment_code=int(r["environment_code"]),
             disabled=int(r["flag"]) == 0,
+            task_group_id=int(r["task_group_id"]),
+            task_group=group_names.get(int(r["task_group_id"]), ""),
+            task_group_priority=int(r["task_group_priority"]),
+            task_group_slots=int(r["task_group_slots"]),
         )
         for r in rows
     }
@@ -284,6 +332,8 @@ async def load_spec(conn: asyncpg.Connection, code: int, version: int) -> Workfl
         release_state=int(wf["release_state"]),
         tenant=wf["tenant_code"],
         execution_type=int(wf["execution_type"]),
+        max_active_runs=int(wf["max_active_runs"]),
+        timeout_strategy=int(wf["timeout_strategy"]),
         tasks=tasks,
         dag=Dag.build(sorted(tasks), edges),
     )

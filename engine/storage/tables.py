@@ -162,6 +162,8 @@ workflow_definition = Table(
     Column("timeout", Integer, nullable=False, server_default=text("0")),
     Column("tenant_code", String(64), nullable=False, server_default=text("'default'")),
     Column("execution_type", SmallInteger, nullable=False, server_default=text("0")),
+    Column("max_active_runs", Integer, nullable=False, server_default=text("0")),
+    Column("timeout_strategy", SmallInteger, nullable=False, server_default=text("0")),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     UniqueConstraint("project_code", "name"),
@@ -186,6 +188,8 @@ workflow_definition_log = Table(
     Column("timeout", Integer, nullable=False, server_default=text("0")),
     Column("tenant_code", String(64), nullable=False, server_default=text("'default'")),
     Column("execution_type", SmallInteger, nullable=False, server_default=text("0")),
+    Column("max_active_runs", Integer, nullable=False, server_default=text("0")),
+    Column("timeout_strategy", SmallInteger, nullable=False, server_default=text("0")),
     Column("operator", BigInteger),
     Column("operate_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
@@ -219,6 +223,9 @@ task_definition = Table(
     Column("delay_time", Integer, nullable=False, server_default=text("0")),
     Column("cpu_quota", Integer, nullable=False, server_default=text("-1")),
     Column("memory_max", Integer, nullable=False, server_default=text("-1")),
+    Column("task_group_id", BigInteger, nullable=False, server_default=text("0")),
+    Column("task_group_priority", Integer, nullable=False, server_default=text("0")),
+    Column("task_group_slots", Integer, nullable=False, server_default=text("1")),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
 )
@@ -249,6 +256,9 @@ task_definition_log = Table(
     Column("delay_time", Integer, nullable=False, server_default=text("0")),
     Column("cpu_quota", Integer, nullable=False, server_default=text("-1")),
     Column("memory_max", Integer, nullable=False, server_default=text("-1")),
+    Column("task_group_id", BigInteger, nullable=False, server_default=text("0")),
+    Column("task_group_priority", Integer, nullable=False, server_default=text("0")),
+    Column("task_group_slots", Integer, nullable=False, server_default=text("1")),
     Column("operator", BigInteger),
     Column("operate_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
@@ -567,6 +577,12 @@ Index("command_priority_id_idx", command.c.workflow_instance_priority, command.c
 Index("workflow_instance_definition_idx", workflow_instance.c.workflow_definition_code, workflow_instance.c.id)
 Index("workflow_instance_time_idx", workflow_instance.c.start_time, workflow_instance.c.end_time)
 Index(
+    "workflow_instance_waiting_idx",
+    workflow_instance.c.workflow_definition_code,
+    workflow_instance.c.id,
+    postgresql_where=text("state = 14"),
+)
+Index(
     "workflow_instance_unfinished_host_idx",
     workflow_instance.c.host,
     postgresql_where=text("state IN (0, 1, 2, 4, 12)"),
@@ -589,6 +605,42 @@ Index("sub_workflow_relation_child_idx", sub_workflow_relation.c.workflow_instan
 Index("sub_workflow_relation_command_idx", sub_workflow_relation.c.command_id)
 Index("sub_workflow_relation_task_idx", sub_workflow_relation.c.parent_task_instance_id)
 Index("alert_pending_idx", alert.c.id, postgresql_where=text("alert_status = 0"))
+
+
+task_group = Table(
+    "task_group",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("name", String(255), nullable=False, unique=True),
+    Column("project_code", BigInteger),
+    Column("group_size", Integer, nullable=False),
+    Column("description", Text),
+    Column("user_id", BigInteger),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+task_group_queue = Table(
+    "task_group_queue",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("task_group_id", BigInteger, ForeignKey("task_group.id", ondelete="CASCADE"), nullable=False),
+    Column("task_instance_id", BigInteger, nullable=False, unique=True),
+    Column("workflow_instance_id", BigInteger, nullable=False),
+    Column("priority", Integer, nullable=False, server_default=text("0")),
+    Column("slots", Integer, nullable=False),
+    Column("status", SmallInteger, nullable=False, server_default=text("0")),
+    Column("forced", SmallInteger, nullable=False, server_default=text("0")),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("admit_time", TIMESTAMP(timezone=True)),
+)
+Index(
+    "task_group_queue_order_idx",
+    task_group_queue.c.task_group_id,
+    task_group_queue.c.status,
+    task_group_queue.c.priority.desc(),
+    task_group_queue.c.id,
+)
 
 
 # The users / grants / audit tables live in their own module on the same metadata (keeps this one short).

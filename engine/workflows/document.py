@@ -5,7 +5,10 @@ mistakes with the same field names.
     name: taxi_daily                      # unique within the project
     project: examples
     description: Clean and load one day of trips
-    timeout: 0                            # minutes; 0 = none (alert only)
+    timeout: 0                            # minutes for the whole run; 0 = none
+    timeout_strategy: WARN                # WARN (an alert) | FAILED (an alert, then stop: FAILURE)
+    execution_type: PARALLEL              # PARALLEL | SERIAL_WAIT | SERIAL_DISCARD | SERIAL_PRIORITY
+    max_active_runs: 0                    # runs at once; 0 = no limit (PARALLEL) / 1 (serial types)
     tenant: default                       # OS user tasks run as ("default" = the worker's user)
     params:                               # global params: name -> value, placeholders allowed
       biz_date: $[yyyyMMdd]
@@ -21,6 +24,9 @@ mistakes with the same field names.
         priority: MEDIUM                  # HIGHEST | HIGH | MEDIUM | LOW | LOWEST
         worker_group: default
         delay_time: 0                     # minutes to wait before the task starts
+        task_group: etl_db                # at most the group's size of its slots run at once
+        task_group_priority: 0            # higher first in the group's queue, then first come
+        task_group_slots: 1               # slots this task takes
         disabled: false                   # true: switched off, kept in the graph (see below)
         description: ...
 
@@ -42,7 +48,18 @@ import jsonschema
 import yaml
 
 from engine.storage.definitions import WorkflowSpec
-from engine.workflows.model import MAX_NAME, PRIORITIES, TIMEOUT_STRATEGIES, DefinitionError, TaskDef, WorkflowDef
+from engine.workflows.model import (
+    EXECUTION_TYPES,
+    MAX_ACTIVE_RUNS,
+    MAX_GROUP_SLOTS,
+    MAX_NAME,
+    PRIORITIES,
+    TIMEOUT_STRATEGIES,
+    WORKFLOW_TIMEOUT_STRATEGIES,
+    DefinitionError,
+    TaskDef,
+    WorkflowDef,
+)
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 255}
 _MINUTES = {"type": "integer", "minimum": 0}
@@ -85,6 +102,19 @@ TASK_SCHEMA: dict[str, Any] = {
             "type": "boolean",
             "description": "switched off: never runs; its downstream runs as though it had succeeded",
         },
+        "task_group": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "description": "task group whose slots the task takes while it runs (waits in the group's queue)",
+        },
+        "task_group_priority": {
+            "type": "integer",
+            "minimum": -1000000,
+            "maximum": 1000000,
+            "description": "order in the group's queue: higher first, then first come",
+        },
+        "task_group_slots": {"type": "integer", "minimum": 1, "maximum": MAX_GROUP_SLOTS},
     },
 }
 
@@ -96,7 +126,23 @@ SCHEMA: dict[str, Any] = {
         "name": {**_NAME, "maxLength": MAX_NAME},
         "project": _NAME,
         "description": {"type": "string"},
-        "timeout": {**_MINUTES, "description": "minutes; 0 = none (alert only)"},
+        "timeout": {**_MINUTES, "description": "the whole run's time limit in minutes (from its start); 0 = none"},
+        "timeout_strategy": {
+            "enum": list(WORKFLOW_TIMEOUT_STRATEGIES),
+            "description": "WARN (default): an alert; FAILED: an alert, then the run is stopped and ends FAILURE",
+        },
+        "execution_type": {
+            "enum": list(EXECUTION_TYPES),
+            "description": "a run that finds the workflow at max_active_runs: PARALLEL / SERIAL_WAIT wait for a"
+            " place (in order), SERIAL_DISCARD is not started (STOP with the reason), SERIAL_PRIORITY stops the"
+            " oldest run and starts once it has ended",
+        },
+        "max_active_runs": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": MAX_ACTIVE_RUNS,
+            "description": "runs active at once; 0 = the default: no limit for PARALLEL, 1 for the serial types",
+        },
         "tenant": {"type": "string", "minLength": 1, "maxLength": 64},
         "params": {
             "oneOf": [
@@ -186,6 +232,9 @@ def parse(doc: Any) -> WorkflowDef:
                 timeout_strategy=TIMEOUT_STRATEGIES[strategy or "WARN"] if timeout else None,
                 delay_time=t.get("delay_time", 0),
                 disabled=t.get("disabled", False),
+                task_group=t.get("task_group", ""),
+                task_group_priority=t.get("task_group_priority", 0),
+                task_group_slots=t.get("task_group_slots", 1),
             )
         )
     wf = WorkflowDef(
@@ -196,6 +245,9 @@ def parse(doc: Any) -> WorkflowDef:
         global_params=_global_params(doc.get("params")),
         timeout=doc.get("timeout", 0),
         tenant=doc.get("tenant", "default"),
+        execution_type=EXECUTION_TYPES[doc.get("execution_type", "PARALLEL")],
+        max_active_runs=doc.get("max_active_runs", 0),
+        timeout_strategy=WORKFLOW_TIMEOUT_STRATEGIES[doc.get("timeout_strategy", "WARN")],
     )
     try:
         wf.validate()
@@ -238,6 +290,7 @@ def load_file(path: str) -> list[WorkflowDef]:
 
 _PRIORITY_NAMES = {v: k for k, v in PRIORITIES.items()}
 _STRATEGY_NAMES = {v: k for k, v in TIMEOUT_STRATEGIES.items()}
+_EXECUTION_NAMES = {v: k for k, v in EXECUTION_TYPES.items()}
 
 
 def to_document(spec: WorkflowSpec, project: str, description: str = "") -> dict[str, Any]:
@@ -262,6 +315,9 @@ def to_document(spec: WorkflowSpec, project: str, description: str = "") -> dict
             item["timeout_strategy"] = _STRATEGY_NAMES[t.timeout_strategy]
         if t.disabled:
             item["disabled"] = True
+        if t.task_group:
+            item.update(task_group=t.task_group, task_group_priority=t.task_group_priority,
+                        task_group_slots=t.task_group_slots)  # fmt: skip
         tasks.append(item)
     doc: dict[str, Any] = {"name": spec.name, "project": project}
     if description:
@@ -269,6 +325,14 @@ def to_document(spec: WorkflowSpec, project: str, description: str = "") -> dict
     doc.update(
         timeout=spec.timeout,
         tenant=spec.tenant,
+    )
+    if spec.execution_type:
+        doc["execution_type"] = _EXECUTION_NAMES.get(spec.execution_type, "PARALLEL")
+    if spec.max_active_runs:
+        doc["max_active_runs"] = spec.max_active_runs
+    if spec.timeout_strategy:
+        doc["timeout_strategy"] = "FAILED"
+    doc.update(
         params=[{k: p[k] for k in ("prop", "value", "direct", "type") if k in p} for p in spec.global_params],
         tasks=tasks,
     )

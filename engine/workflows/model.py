@@ -20,6 +20,14 @@ from engine.workflows import logic
 
 PRIORITIES = {"HIGHEST": 0, "HIGH": 1, "MEDIUM": 2, "LOW": 3, "LOWEST": 4}
 TIMEOUT_STRATEGIES = {"WARN": 0, "FAILED": 1, "WARNFAILED": 2}
+#: workflow_definition.execution_type (engine/master/serial.py: what they mean)
+EXECUTION_TYPES = {"PARALLEL": 0, "SERIAL_WAIT": 1, "SERIAL_DISCARD": 2, "SERIAL_PRIORITY": 3}
+#: the workflow timeout's strategies
+WORKFLOW_TIMEOUT_STRATEGIES = {"WARN": 0, "FAILED": 1}
+#: the highest per-workflow cap on active runs
+MAX_ACTIVE_RUNS = 10_000
+#: the most slots of a task group one task may take
+MAX_GROUP_SLOTS = 10_000
 FAILURE_STRATEGIES = {"END": 0, "CONTINUE": 1}
 #: longest workflow name: an instance is named ``<workflow>-<version>-<yyyyMMddHHmmssSSS>`` in a
 #: varchar(255), which leaves the workflow 255 - 1 - 10 (an integer version) - 1 - 17 characters
@@ -67,6 +75,10 @@ class TaskDef:
     #: switched off without being deleted (DolphinScheduler's flag = NO): it never runs, and what
     #: depends on it runs as though it had succeeded once its own upstream tasks have
     disabled: bool = False
+    #: the task group it runs in ("" = none), its priority there (higher first) and the slots it takes
+    task_group: str = ""
+    task_group_priority: int = 0
+    task_group_slots: int = 1
 
 
 @dataclass(frozen=True)
@@ -78,8 +90,13 @@ class WorkflowDef:
     global_params: tuple[Mapping[str, Any], ...] = ()
     #: minutes; 0 = none (alerts only, as DolphinScheduler)
     timeout: int = 0
+    #: 0 PARALLEL, 1 SERIAL_WAIT, 2 SERIAL_DISCARD, 3 SERIAL_PRIORITY (engine.master.serial)
     execution_type: int = 0
     tenant: str = "default"
+    #: active runs at once; 0 = the execution type's default (PARALLEL: no limit; serial types: 1)
+    max_active_runs: int = 0
+    #: what ``timeout`` does: WORKFLOW_TIMEOUT_STRATEGIES (WARN: an alert; FAILED: alert, stop, FAILURE)
+    timeout_strategy: int = 0
 
     def validate(self) -> Dag:
         """Check everything; return the DAG. Raises DefinitionError naming the field."""
@@ -100,6 +117,10 @@ class WorkflowDef:
             raise DefinitionError("global_params", str(exc)) from exc
         if self.timeout < 0:
             raise DefinitionError("timeout", "must be >= 0 minutes")
+        if self.execution_type not in EXECUTION_TYPES.values():
+            raise DefinitionError("execution_type", f"must be one of {', '.join(EXECUTION_TYPES)}")
+        if not 0 <= self.max_active_runs <= MAX_ACTIVE_RUNS:
+            raise DefinitionError("max_active_runs", f"must be 0 (the default) to {MAX_ACTIVE_RUNS}")
         seen: dict[str, int] = {}
         for i, t in enumerate(self.tasks):
             if t.name in seen:
@@ -133,6 +154,10 @@ def _check_task(t: TaskDef, where: str) -> None:
             field_name = "task_type" if exc.field == "task_type" else f"params.{exc.field}"
             raise DefinitionError(f"{where}.{field_name}", exc.reason) from exc
     _check_time_placeholders(t.params, f"{where}.params")
+    if t.task_group and t.task_type in registry.LOGIC_TYPES:
+        raise DefinitionError(f"{where}.task_group", "logic tasks run on the master and take no task group slots")
+    if not 1 <= t.task_group_slots <= MAX_GROUP_SLOTS:
+        raise DefinitionError(f"{where}.task_group_slots", f"must be 1 to {MAX_GROUP_SLOTS}")
     if t.priority not in PRIORITIES.values():
         raise DefinitionError(f"{where}.priority", "must be 0 (HIGHEST) .. 4 (LOWEST)")
     if t.retries < 0 or t.retry_interval < 0:

@@ -1,0 +1,220 @@
+"""Serial execution and concurrency caps in the database: the per-workflow lock, admission at claim time,
+and the wake-up of waiting runs (the decisions themselves are pure: :mod:`engine.master.serial`).
+
+Every step that reads or changes how many runs of a workflow are active or waiting runs inside a
+transaction holding the workflow's advisory lock (:func:`lock`), so the rule holds across masters:
+
+- the claim (``engine/master/claim.py``) admits a new or restarted run: RUN (owned by the claiming
+  master), WAIT (state SERIAL_WAIT, no owner), or DISCARD (state STOP, with the reason in
+  ``state_history``); SERIAL_PRIORITY also names the active runs to stop, which the claiming master asks
+  their owners to do once the claim committed;
+- an instance's final fenced write (``MasterStore.write``) wakes the oldest waiting runs when places are
+  free, by inserting one RECOVER_SERIAL_WAIT command each in the same transaction: exactly once, and not
+  at all if the write is fenced out;
+- a RECOVER_SERIAL_WAIT claim takes its waiting instance (fresh epoch, RUNNING_EXECUTION); if the
+  instance is no longer waiting (stopped by a user, superseded) it wakes the next one instead;
+- :func:`repair` (from each master's failover sweep) wakes what should be awake and re-sends the stops a
+  SERIAL_PRIORITY run is waiting for (a stop lost with a master that died).
+
+A waiting run has a pending wake-up iff a RECOVER_SERIAL_WAIT command names it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+
+from engine import logs
+from engine.aio import BackgroundService
+from engine.master.serial import Decision, Mode, Rule, admit, superseded_reason, to_wake
+from engine.master.states import CommandType, WorkflowState
+from engine.storage.failures import DB_FAILURES
+
+log = logs.get(__name__)
+
+#: advisory lock class of the per-workflow lock (two-key form: does not collide with one-key locks)
+_LOCK_CLASS = 0x5E41
+#: instance states counted as active runs
+ACTIVE = [0, 1, 2, 4, 12]
+WAIT = int(WorkflowState.SERIAL_WAIT)
+STOP = int(WorkflowState.STOP)
+RECOVER_SERIAL_WAIT = int(CommandType.RECOVER_SERIAL_WAIT)
+
+_WAKE = (
+    "INSERT INTO command (command_type, workflow_definition_code, workflow_definition_version, workflow_instance_id,"
+    " failure_strategy, warning_type, warning_group_id, schedule_time, executor_id, workflow_instance_priority,"
+    " worker_group, environment_code, dry_run)"
+    " SELECT $2, workflow_definition_code, workflow_definition_version, id, failure_strategy, warning_type,"
+    " warning_group_id, schedule_time, executor_id, workflow_instance_priority, worker_group, environment_code,"
+    " dry_run FROM workflow_instance WHERE id = ANY($1::bigint[]) AND state = $3"
+)
+
+
+def history(state: WorkflowState, desc: str) -> str:
+    """One ``state_history`` entry (a JSON array of one) for ``state || $n::jsonb``."""
+    return json.dumps([{"time": dt.datetime.now(dt.UTC).isoformat(), "state": state.name, "desc": desc}])
+
+
+async def lock(conn: asyncpg.Connection, code: int) -> None:
+    """Inside a transaction: the workflow's lock, held until the transaction ends."""
+    await conn.execute("SELECT pg_advisory_xact_lock($1, hashtext($2::text))", _LOCK_CLASS, str(code))
+
+
+async def current_rule(conn: asyncpg.Connection, code: int) -> Rule:
+    row = await conn.fetchrow("SELECT execution_type, max_active_runs FROM workflow_definition WHERE code = $1", code)
+    return Rule(Mode.PARALLEL, 0) if row is None else Rule.of(row["execution_type"], row["max_active_runs"])
+
+
+async def _runs(conn: asyncpg.Connection, code: int, exclude: int = 0) -> tuple[list[int], list[int], list[int]]:
+    """(active ids, waiting ids without a wake-up, waiting ids with one), oldest first."""
+    rows = await conn.fetch(
+        "SELECT w.id, w.state, EXISTS (SELECT 1 FROM command c WHERE c.workflow_instance_id = w.id"
+        " AND c.command_type = $3) AS woken FROM workflow_instance w"
+        " WHERE w.workflow_definition_code = $1 AND w.id <> $2 AND (w.state = ANY($4::smallint[]) OR w.state = $5)"
+        " ORDER BY w.id",
+        code,
+        exclude,
+        RECOVER_SERIAL_WAIT,
+        ACTIVE,
+        WAIT,
+    )
+    active = [int(r["id"]) for r in rows if r["state"] != WAIT]
+    waiting = [int(r["id"]) for r in rows if r["state"] == WAIT and not r["woken"]]
+    woken = [int(r["id"]) for r in rows if r["state"] == WAIT and r["woken"]]
+    return active, waiting, woken
+
+
+async def admission(conn: asyncpg.Connection, code: int, rule: Rule, name: str, exclude: int = 0) -> Decision:
+    """Under the workflow's lock (the caller holds it): what becomes of a new run (or the restart of
+    instance ``exclude``). Supersedes the waiting runs a SERIAL_PRIORITY run replaces."""
+    active, waiting, woken = await _runs(conn, code, exclude)
+    return admit(rule, active, sorted([*woken, *waiting]), name)
+
+
+async def supersede(conn: asyncpg.Connection, ids: list[int], newer: int) -> None:
+    """Waiting runs replaced by a newer SERIAL_PRIORITY run: STOP, with the reason."""
+    if ids:
+        await conn.execute(
+            "UPDATE workflow_instance SET state = $2, end_time = now(), update_time = now(),"
+            " state_history = state_history || $3::jsonb WHERE id = ANY($1::bigint[]) AND state = $4",
+            ids,
+            STOP,
+            history(WorkflowState.STOP, superseded_reason(newer)),
+            WAIT,
+        )
+
+
+async def wake(conn: asyncpg.Connection, code: int) -> list[int]:
+    """Under the workflow's lock: queue a RECOVER_SERIAL_WAIT command for each waiting run that may
+    start now (oldest first). Returns their ids."""
+    active, waiting, woken = await _runs(conn, code)
+    if not waiting:
+        return []
+    ids = to_wake(await current_rule(conn, code), len(active), len(woken), waiting)
+    if ids:
+        await conn.execute(_WAKE, ids, RECOVER_SERIAL_WAIT, WAIT)
+        log.info("waiting runs woken", workflow_definition_code=code, workflow_instance_ids=ids)
+    return ids
+
+
+async def on_run_ended(conn: asyncpg.Connection, instance_id: int) -> None:
+    """Inside an instance's final fenced write: wake the runs of its workflow that may start now.
+
+    Takes the workflow's lock whenever the workflow limits its runs, not only when a waiting run is
+    visible: a claim may be making one wait right now, behind this very run (it read this run as still
+    active); once the lock is ours that claim has committed, and :func:`wake` sees its waiting run."""
+    row = await conn.fetchrow(
+        "SELECT w.workflow_definition_code AS code, d.execution_type, d.max_active_runs, EXISTS (SELECT 1"
+        " FROM workflow_instance o WHERE o.workflow_definition_code = w.workflow_definition_code AND o.state = $2)"
+        " AS waiting FROM workflow_instance w LEFT JOIN workflow_definition d ON d.code = w.workflow_definition_code"
+        " WHERE w.id = $1",
+        instance_id,
+        WAIT,
+    )
+    if row is None:
+        return
+    limited = row["execution_type"] is not None and Rule.of(row["execution_type"], row["max_active_runs"]).limited
+    if limited or row["waiting"]:
+        await lock(conn, int(row["code"]))
+        await wake(conn, int(row["code"]))
+
+
+async def claim_woken(conn: asyncpg.Connection, me: str, cmd: asyncpg.Record) -> asyncpg.Record | None:
+    """Inside the claim (the workflow's lock held): take the waiting instance a RECOVER_SERIAL_WAIT
+    command names. None when it no longer waits; then the next waiting run is woken instead."""
+    row = await conn.fetchrow(
+        "UPDATE workflow_instance SET host = $2, epoch = nextval('workflow_epoch_seq'), state = 1, start_time = now(),"
+        " end_time = NULL, update_time = now(), state_history = state_history || $4::jsonb"
+        " WHERE id = $1 AND state = $3 RETURNING *",
+        cmd["workflow_instance_id"],
+        me,
+        WAIT,
+        history(WorkflowState.RUNNING_EXECUTION, "woken: a place is free"),
+    )
+    if row is None:
+        await wake(conn, int(cmd["workflow_definition_code"]))
+    return row
+
+
+async def repair(pool: asyncpg.Pool) -> list[int]:
+    """Wake the waiting runs that may start (a wake-up missed), and return the active runs that a
+    waiting SERIAL_PRIORITY run is waiting for, to be stopped (again)."""
+    codes = await pool.fetch(
+        "SELECT DISTINCT workflow_definition_code AS code FROM workflow_instance WHERE state = $1", WAIT
+    )
+    stops: list[int] = []
+    for r in codes:
+        code = int(r["code"])
+        async with pool.acquire() as conn, conn.transaction():
+            await lock(conn, code)
+            await wake(conn, code)
+            rule = await current_rule(conn, code)
+            if rule.mode is Mode.SERIAL_PRIORITY:
+                active, waiting, woken = await _runs(conn, code)
+                if waiting or woken:
+                    excess = max(0, len(active) - rule.limit + 1)
+                    stops += active[:excess]
+    return stops
+
+
+def instance_columns(decision: Decision, values: dict[str, Any], me: str) -> dict[str, Any]:
+    """The new instance's columns for a decision: owned and running, waiting without an owner, or
+    discarded (STOP) with the reason."""
+    out = dict(values)
+    if decision.verdict.value == "run":
+        out["host"] = me
+        return out
+    out["host"] = None
+    if decision.verdict.value == "wait":
+        out["state"] = WAIT
+        out["state_history"] = history(WorkflowState.SERIAL_WAIT, decision.reason)
+    else:
+        out["state"] = STOP
+        out["end_time"] = dt.datetime.now(dt.UTC)
+        out["state_history"] = history(WorkflowState.STOP, decision.reason)
+    return out
+
+
+class SerialRepair(BackgroundService):
+    """Every ``interval`` seconds: :func:`repair`, and the stops it finds go to ``stop``."""
+
+    task_name = "serial-repair"
+
+    def __init__(self, pool: asyncpg.Pool, interval: float, stop: Callable[[list[int]], None]) -> None:
+        self.pool = pool
+        self.interval = interval
+        self.stop = stop
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            with contextlib.suppress(*DB_FAILURES):
+                stops = await repair(self.pool)
+                if stops:
+                    self.stop(stops)
