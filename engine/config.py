@@ -136,6 +136,10 @@ class ApiConfig:
     alert_max_attempts: int = field(metadata=_bounded(1, 100))
     alert_retry_seconds: float = field(metadata=_bounded(0, 86400))
     alert_timeout: float = field(metadata=_bounded(0.1, 600))
+    ui_dir: str
+    events_batch_seconds: float = field(metadata=_bounded(0.01, 10))
+    events_heartbeat_seconds: float = field(metadata=_bounded(0.1, 600))
+    events_history: int = field(metadata=_bounded(1, 100000))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,20 @@ from aiohttp import web
 from engine import config as config_mod
 from engine import logs
 from engine.alerts.service import AlertService
-from engine.api import alerts, cluster, datasources, instances, openapi, projects, schedules, tasks, tokens, workflows
+from engine.api import (
+    alerts,
+    cluster,
+    datasources,
+    instances,
+    live,
+    openapi,
+    projects,
+    schedules,
+    static,
+    tasks,
+    tokens,
+    workflows,
+)
 from engine.api.routing import ApiError, Route, bind, error_response, errors_middleware, json_response
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError
@@ -46,6 +59,7 @@ ROUTES: list[Route] = [
     *datasources.ROUTES,
     *tokens.ROUTES,
     *alerts.ROUTES,
+    *live.ROUTES,
 ]
 
 
@@ -60,6 +74,10 @@ class ApiServer:
         self.membership = MembershipView(self.etcd, cfg.registry.root)
         self._membership_task: asyncio.Task[None] | None = None
         self.alerts: AlertService | None = None
+        api = cfg.api
+        self.live = live.LiveHub(
+            cfg.database.url(), api.events_batch_seconds, api.events_heartbeat_seconds, api.events_history
+        )
         self._tokens: dict[str, tuple[float, int]] = {}
         self._stop = asyncio.Event()
         self.runner: web.AppRunner | None = None
@@ -73,6 +91,7 @@ class ApiServer:
         self.app.router.add_get("/health", self._health)
         self.app.router.add_get("/openapi.json", self._openapi)
         self.app.router.add_get("/docs", self._docs)
+        static.UiFiles(static.ui_dist(cfg.api.ui_dir)).add_routes(self.app)
 
     # -- helpers handlers use ---------------------------------------------------------------------
 
@@ -166,6 +185,7 @@ class ApiServer:
                 self.pool, api.alert_poll_interval, api.alert_max_attempts, api.alert_retry_seconds, api.alert_timeout
             )
             self.alerts.start()
+        self.live.start()
         self.runner = web.AppRunner(self.app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, api.listen_host, api.listen_port)
@@ -175,6 +195,7 @@ class ApiServer:
         log.info("api started", address=self.address)
 
     async def close(self) -> None:
+        await self.live.close()  # ends the event streams, so the runner's cleanup does not wait for them
         if self.alerts is not None:
             await self.alerts.close()
         if self.runner is not None:
