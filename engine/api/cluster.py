@@ -10,6 +10,7 @@ from registry.heartbeat import ServerStatus
 
 _NODE = {
     "type": "object",
+    "required": ["address", "group", "status", "heartbeat"],
     "properties": {
         "address": {"type": "string"},
         "group": {"type": ["string", "null"]},
@@ -19,6 +20,7 @@ _NODE = {
 }
 _CLUSTER = {
     "type": "object",
+    "required": ["masters", "workers"],
     "properties": {"masters": {"type": "array", "items": _NODE}, "workers": {"type": "array", "items": _NODE}},
 }
 

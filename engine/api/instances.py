@@ -21,20 +21,31 @@ ti = t.task_instance
 _STATES = tuple(s.name for s in WorkflowState)
 _INSTANCE = {
     "type": "object",
+    "required": ["id", "name", "workflow_code", "workflow_version", "project_code", "state", "finished", "host",
+                 "start_time", "end_time", "duration_ms"],
     "properties": {
         "id": {"type": "integer"},
         "name": {"type": "string"},
         "workflow_code": {"type": "integer"},
+        "workflow_version": {"type": "integer"},
+        "project_code": {"type": "integer"},
         "state": {"enum": list(_STATES)},
         "finished": {"type": "boolean"},
         "host": {"type": ["string", "null"]},
+        "command_type": {"type": "integer"},
+        "run_times": {"type": "integer"},
+        "priority": {"type": "string"},
+        "failure_strategy": {"type": "string"},
+        "worker_group": {"type": "string"},
+        "schedule_time": {"type": ["string", "null"], "format": "date-time"},
         "start_time": {"type": ["string", "null"], "format": "date-time"},
         "end_time": {"type": ["string", "null"], "format": "date-time"},
         "duration_ms": {"type": ["integer", "null"]},
     },
-}
+}  # fmt: skip
 _DETAIL = {
     "type": "object",
+    "required": [*_INSTANCE["required"], "tasks_total", "tasks"],
     "properties": {
         **_INSTANCE["properties"],
         "tasks_total": {"type": "integer", "description": "tasks in the definition version"},

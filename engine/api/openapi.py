@@ -55,6 +55,7 @@ def _operation(route: Route) -> dict[str, Any]:
     if any(p.name == "page" for p in route.query):
         answer = {
             "type": "object",
+            "required": ["items", "total", "page", "size"],
             "properties": {
                 "items": {"type": "array", "items": route.response},
                 "total": {"type": "integer"},
@@ -170,3 +171,14 @@ def docs_page(doc: dict[str, Any]) -> str:
             parts.append("</div>")
     parts.append("</body></html>")
     return "".join(parts)
+
+
+def main() -> None:
+    """``python -m engine.api.openapi``: print the document (ui/openapi.json is this output, committed)."""
+    from engine.api.server import ROUTES  # the server imports this module
+
+    print(json.dumps(document(ROUTES), indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

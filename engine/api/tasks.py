@@ -17,22 +17,30 @@ from rpc.messages import LogDownload, LogLines, LogRange
 ti = t.task_instance
 TASK_INSTANCE = {
     "type": "object",
+    "required": ["id", "name", "type", "task_code", "workflow_instance_id", "state", "finished", "attempt", "current"],
     "properties": {
-        "id": {"type": "integer"},
+        "id": {"type": ["integer", "null"], "description": "null for a disabled task (it has no instance)"},
         "name": {"type": "string"},
         "type": {"type": "string"},
-        "state": {"type": "string"},
+        "task_code": {"type": "integer"},
+        "workflow_instance_id": {"type": "integer"},
+        "state": {"type": "string", "description": "a task state name, or DISABLED"},
+        "finished": {"type": "boolean"},
         "attempt": {"type": "integer"},
-        "current": {"type": "boolean"},
+        "current": {"type": "boolean", "description": "the latest attempt (older ones: all_attempts=true)"},
+        "retry_times": {"type": "integer"},
         "host": {"type": ["string", "null"]},
+        "submit_time": {"type": ["string", "null"], "format": "date-time"},
         "start_time": {"type": ["string", "null"], "format": "date-time"},
         "end_time": {"type": ["string", "null"], "format": "date-time"},
         "queued_ms": {"type": ["integer", "null"]},
         "duration_ms": {"type": ["integer", "null"]},
+        "exit_code": {"type": ["integer", "null"]},
     },
 }
 _LINES = {
     "type": "object",
+    "required": ["lines", "next", "complete"],
     "properties": {
         "lines": {"type": "array", "items": {"type": "string"}},
         "next": {"type": "integer", "description": "skip value of the next page"},

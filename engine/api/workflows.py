@@ -25,6 +25,7 @@ _UNFINISHED = [int(s) for s in WorkflowState if not s.finished]
 wd = t.workflow_definition
 _SUMMARY = {
     "type": "object",
+    "required": ["code", "name", "project", "version", "release_state", "update_time"],
     "properties": {
         "code": {"type": "integer"},
         "name": {"type": "string"},
@@ -35,7 +36,11 @@ _SUMMARY = {
         "update_time": {"type": "string", "format": "date-time"},
     },
 }
-_DETAIL = {**_SUMMARY, "properties": {**_SUMMARY["properties"], "document": {"$ref": "#/components/schemas/Workflow"}}}
+_DETAIL = {
+    **_SUMMARY,
+    "required": [*_SUMMARY["required"], "document"],
+    "properties": {**_SUMMARY["properties"], "document": {"$ref": "#/components/schemas/Workflow"}},
+}
 _SAVED = {
     "type": "object",
     "properties": {"code": {"type": "integer"}, "version": {"type": "integer"}, "created": {"type": "boolean"}},
@@ -94,6 +99,7 @@ WARNING_TYPES = ("NONE", "SUCCESS", "FAILURE", "ALL")
 SCOPES = ("TASK_ONLY", "TASK_PRE", "TASK_POST")
 _COMMAND = {
     "type": "object",
+    "required": ["command_id", "status", "workflow_instance_id"],
     "properties": {
         "command_id": {"type": "integer"},
         "status": {"enum": ["QUEUED", "STARTED", "ERROR"]},

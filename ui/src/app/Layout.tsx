@@ -1,0 +1,28 @@
+import { Link, NavLink, Outlet } from "react-router";
+
+import { ConnectionBanner } from "../components/ConnectionBanner";
+import { signOut } from "./session";
+
+export function Layout() {
+  return (
+    <div className="app">
+      <header className="top">
+        <Link to="/instances" className="brand">
+          Porpoise
+        </Link>
+        <nav aria-label="Main">
+          <NavLink to="/instances">Instances</NavLink>
+          <NavLink to="/workflows">Workflows</NavLink>
+          <NavLink to="/cluster">Cluster</NavLink>
+        </nav>
+        <button className="link" onClick={signOut}>
+          Sign out
+        </button>
+      </header>
+      <ConnectionBanner />
+      <main className="content">
+        <Outlet />
+      </main>
+    </div>
+  );
+}

@@ -1,0 +1,44 @@
+import { createBrowserRouter, Navigate, redirect, type LoaderFunction } from "react-router";
+
+import { token } from "../api/client";
+import { ClusterPage } from "../pages/Cluster";
+import { InstancePage } from "../pages/Instance";
+import { Instances } from "../pages/Instances";
+import { NotFound } from "../pages/NotFound";
+import { SignIn } from "../pages/SignIn";
+import { TaskLog } from "../pages/TaskLog";
+import { WorkflowPage } from "../pages/Workflow";
+import { Workflows } from "../pages/Workflows";
+import { Layout } from "./Layout";
+
+/** The app's path prefix, from <base href> (it may be served under a proxy prefix). */
+export const basename = new URL(".", document.baseURI).pathname.replace(/\/$/, "") || "/";
+
+const requireToken: LoaderFunction = ({ request }) => {
+  if (token.get()) return null;
+  const url = new URL(request.url);
+  const here = url.pathname.slice(basename === "/" ? 0 : basename.length) + url.search;
+  return redirect(`/signin?next=${encodeURIComponent(here)}`);
+};
+
+export const router = createBrowserRouter(
+  [
+    { path: "/signin", element: <SignIn /> },
+    {
+      element: <Layout />,
+      loader: requireToken,
+      errorElement: <NotFound />,
+      children: [
+        { index: true, element: <Navigate to="/instances" replace /> },
+        { path: "instances", element: <Instances /> },
+        { path: "instances/:id", element: <InstancePage /> },
+        { path: "tasks/:id/log", element: <TaskLog /> },
+        { path: "workflows", element: <Workflows /> },
+        { path: "workflows/:code", element: <WorkflowPage /> },
+        { path: "cluster", element: <ClusterPage /> },
+        { path: "*", element: <NotFound /> },
+      ],
+    },
+  ],
+  { basename },
+);

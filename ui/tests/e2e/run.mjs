@@ -1,0 +1,122 @@
+// End-to-end run in real headless Chromium (Debian's package) against a live API server.
+// Started by tests/test_ui_e2e.py, which starts the cluster and passes, in the environment:
+//   PORPOISE_URL, PORPOISE_TOKEN, E2E_WORKFLOW (code of a 2-task workflow, online),
+//   E2E_LONG_INSTANCE (id of a running instance to stop), E2E_SCREENSHOTS (directory, optional)
+// Exit 0 when every step passed; otherwise the failing step and the page's text are printed.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const url = process.env.PORPOISE_URL;
+const token = process.env.PORPOISE_TOKEN;
+const workflow = process.env.E2E_WORKFLOW;
+const longInstance = process.env.E2E_LONG_INSTANCE;
+const shots = process.env.E2E_SCREENSHOTS;
+const TIMEOUT = 60_000;
+
+const profile = mkdtempSync(join(tmpdir(), "porpoise-chromium-"));
+const context = await chromium.launchPersistentContext(profile, {
+  viewport: { width: 1400, height: 900 },
+  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+  headless: true,
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+  ],
+});
+const page = context.pages()[0] ?? (await context.newPage());
+page.setDefaultTimeout(TIMEOUT);
+const consoleErrors = [];
+page.on("pageerror", (err) => consoleErrors.push(String(err)));
+
+let step = "start";
+const shot = async (name) => {
+  if (shots) await page.screenshot({ path: join(shots, `${name}.png`) });
+};
+
+try {
+  step = "a page needing sign-in sends to the sign-in page";
+  await page.goto(`${url}/instances`);
+  await page.waitForURL(/\/signin\?next=/);
+
+  step = "a wrong token shows the server's message";
+  await page.getByLabel("API token").fill("not-a-token");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("alert").filter({ hasText: "invalid or expired API token" }).waitFor();
+  await shot("signin");
+
+  step = "sign in with the token";
+  await page.getByLabel("API token").fill(token);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(/\/instances$/);
+  await page.getByTestId("instances").waitFor();
+
+  step = "open the workflow: its DAG, laid out";
+  await page.goto(`${url}/workflows/${workflow}`);
+  await page.getByTestId("node-a").waitFor();
+  await page.getByTestId("node-b").waitFor();
+  await shot("workflow");
+
+  step = "start it from the page: it opens the new instance";
+  await page.getByRole("button", { name: "Start" }).click();
+  await page.waitForURL(/\/instances\/\d+$/);
+
+  step = "watch task a run, then the graph turn green (live, no reload)";
+  await page.locator('[data-testid="node-a"][data-state="RUNNING_EXECUTION"]').waitFor();
+  await page.locator('[data-testid="node-b"][data-state="SUCCESS"]').waitFor();
+  await page.locator('[data-testid="node-a"][data-state="SUCCESS"]').waitFor();
+  await page.locator('.pagehead [data-state="SUCCESS"]').waitFor();
+  await shot("instance");
+
+  step = "open task a's log from the graph";
+  await page.getByTestId("node-a").click();
+  await page.getByTestId("selected-task").getByRole("link", { name: "open log" }).click();
+  await page.waitForURL(/\/tasks\/\d+\/log$/);
+  await page.getByTestId("log").getByText("done with a").waitFor();
+  await page.getByTestId("log-status").filter({ hasText: "(complete)" }).waitFor();
+  await shot("log");
+
+  step = "stop a running instance; the state shows stopped";
+  await page.goto(`${url}/instances/${longInstance}`);
+  await page.locator('.pagehead [data-state="RUNNING_EXECUTION"]').waitFor();
+  await page.getByRole("button", { name: "Stop" }).click();
+  await page.locator('.pagehead [data-state="STOP"]').waitFor();
+
+  step = "a refused batch action shows the server's 409 reason";
+  await page.goto(`${url}/instances`);
+  await page.getByTestId(`instance-${longInstance}`).getByRole("checkbox").check();
+  await page.getByRole("button", { name: "Stop" }).click();
+  await page.getByTestId("batch-report").filter({ hasText: "cannot stop workflow instance" }).waitFor();
+  await shot("instances");
+
+  step = "workflows list and cluster";
+  await page.goto(`${url}/workflows`);
+  await page.getByTestId("workflows").waitFor();
+  await shot("workflows");
+  await page.goto(`${url}/cluster`);
+  await page.getByRole("heading", { name: /Workers \(\d+\)/ }).waitFor();
+  await shot("cluster");
+
+  step = "unknown page: a message, not a blank page";
+  await page.goto(`${url}/no/such/page`);
+  await page.getByRole("heading", { name: "Nothing here" }).waitFor();
+
+  if (consoleErrors.length) throw new Error(`uncaught page errors: ${consoleErrors.join("; ")}`);
+  console.log("e2e: all steps passed");
+} catch (err) {
+  console.error(`e2e FAILED at step: ${step}\n${err}`);
+  const text = await page.locator("body").innerText().catch(() => "(no page)");
+  console.error(`page ${page.url()}:\n${text.slice(0, 2000)}`);
+  if (consoleErrors.length) console.error(`page errors: ${consoleErrors.join("; ")}`);
+  process.exitCode = 1;
+} finally {
+  await context.close();
+  rmSync(profile, { recursive: true, force: true });
+}
