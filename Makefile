@@ -30,7 +30,9 @@ ui: $(UI_STAMP)
 $(UI_DEPS): ui/package-lock.json
 	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq nodejs npm; } \
 		|| { echo "make install: the web UI needs Node.js 20+ and npm (apt-get install nodejs npm)"; exit 1; }
-	cd ui && npm ci --no-audit --no-fund --loglevel=error
+	@# npm ci refuses a lockfile without the other platforms' optional packages (rollup's natives), which a
+	@# registry mirror may not serve; npm install then installs the lockfile's versions all the same.
+	cd ui && { npm ci --no-audit --no-fund --loglevel=error 2>/dev/null || npm install --no-save --no-audit --no-fund --loglevel=error; }
 	@touch $@
 
 $(UI_STAMP): $(UI_DEPS) $(UI_SOURCES)
