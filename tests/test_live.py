@@ -104,7 +104,8 @@ async def test_stream_pushes_state_changes_and_resumes(api_cluster: ApiCluster) 
             wid = await eventually(instance_id, 30, "the command became an instance")
             await stream.until(lambda item: item[0] == "states" and "SUCCESS" in _changes(stream, "instance", wid))
             states = _changes(stream, "instance", wid)
-            assert states.index("RUNNING_EXECUTION") < states.index("SUCCESS")
+            # a batch carries a row's latest state: on a slow machine RUNNING_EXECUTION may be folded in
+            assert states[-1] == "SUCCESS" and set(states) <= {"SUBMITTED_SUCCESS", "RUNNING_EXECUTION", "SUCCESS"}
             assert _changes(stream, "task", wid) == [], "task changes only go to streams that ask for the instance"
 
         # resume from the first stream's hello: the history replays, with this instance's task changes

@@ -1,8 +1,10 @@
 """The web UI end to end: real headless Chromium (Debian's package, driven by playwright-core from
 ui/node_modules) against the real API server, master and worker of tests/conftest.py::api_cluster, which
-serve the built UI (ui/dist, made by ``make install``). The steps are in ui/tests/e2e/run.mjs: sign in,
-see a workflow's DAG, start it, watch its graph turn green live, open a task's log, stop a running
-instance, see a refused action's 409 reason. Screenshots go to $E2E_SCREENSHOTS when set (docs/ui/)."""
+serve the built UI (ui/dist, made by ``make install``). The steps are in ui/tests/e2e/run.mjs: sign in;
+create a workflow in the editor; edit a schedule and see its next fire times; start the workflow and
+watch its graph turn green live; open a task's log; stop a running instance; see a refused action's 409
+reason; see a failure on the overview, open its log, recover it. Screenshots go to $E2E_SCREENSHOTS when
+set (docs/ui/)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import os
 import shutil
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -21,22 +24,25 @@ pytestmark = pytest.mark.slow
 UI = ROOT / "ui"
 
 
-def _start(c: ApiCluster, doc: dict[str, object]) -> tuple[int, int]:
+def _start(c: ApiCluster, doc: dict[str, object], finished: bool = False) -> int:
+    """Save, release and start ``doc``; the instance id (once finished, when asked)."""
     client = c.client()
     code = client.request("POST", "/api/v1/workflows", doc, query={"release": True})["code"]
     command = client.post(f"/api/v1/workflows/{code}/start", {})
-    status: dict[str, object] = {}
+    found: dict[str, object] = {}
 
-    def claimed() -> bool:
-        nonlocal status
+    def ready() -> bool:
         status = client.get(f"/api/v1/commands/{command['command_id']}")
-        return status["workflow_instance_id"] is not None
+        if status["workflow_instance_id"] is None:
+            return False
+        found.update(client.get(f"/api/v1/instances/{status['workflow_instance_id']}"))
+        return bool(found["finished"]) or not finished
 
-    wait_sync(claimed, 30, what="the command became an instance")
-    return int(code), int(status["workflow_instance_id"])  # type: ignore[call-overload]
+    wait_sync(ready, 60, what="the instance " + ("finished" if finished else "exists"))
+    return int(found["id"])  # type: ignore[call-overload]
 
 
-def test_ui_in_headless_chromium(api_cluster: ApiCluster) -> None:
+def test_ui_in_headless_chromium(api_cluster: ApiCluster, tmp_path: Path) -> None:
     assert (UI / "dist" / "index.html").is_file(), "the UI is not built: run `make install`"
     assert (UI / "node_modules" / "playwright-core").is_dir(), "ui/node_modules is missing: run `make install`"
     chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
@@ -44,33 +50,40 @@ def test_ui_in_headless_chromium(api_cluster: ApiCluster) -> None:
     c = api_cluster
     tag = uuid.uuid4().hex[:8]
     project = "ui-e2e"
-    doc = {
-        "name": f"ui_{tag}",
-        "project": project,
-        "tasks": [
-            # a runs long enough for the page to see it running
-            {"name": "a", "type": "SHELL", "params": {"rawScript": "echo start of a; sleep 3; echo done with a"}},
-            {"name": "b", "type": "SHELL", "params": {"rawScript": "echo b"}, "upstream": ["a"]},
-        ],
-    }
-    code = c.client().request("POST", "/api/v1/workflows", doc, query={"release": True})["code"]
     long_doc = {
         "name": f"ui_long_{tag}",
         "project": project,
         "tasks": [{"name": "wait", "type": "SHELL", "params": {"rawScript": "sleep 600"}}],
     }
-    _, long_instance = _start(c, long_doc)
+    long_instance = _start(c, long_doc)
+    mark = tmp_path / "ran-once"
+    flaky_doc = {
+        "name": f"ui_flaky_{tag}",
+        "project": project,
+        "tasks": [
+            {
+                "name": "flaky",
+                "type": "SHELL",
+                # fails the first time, succeeds when recovered
+                "params": {"rawScript": f"test -f {mark} && echo recovered || {{ touch {mark}; "
+                           "echo failing on purpose; exit 1; }"},
+            }
+        ],
+    }  # fmt: skip
+    failed_instance = _start(c, flaky_doc, finished=True)
+    assert c.client().get(f"/api/v1/instances/{failed_instance}")["state"] == "FAILURE"
     env = {
         **os.environ,
         "PORPOISE_URL": c.url,
         "PORPOISE_TOKEN": c.token,
-        "E2E_WORKFLOW": str(code),
+        "E2E_TAG": tag,
         "E2E_LONG_INSTANCE": str(long_instance),
+        "E2E_FAILED_INSTANCE": str(failed_instance),
         "CHROMIUM": chromium,
     }
     try:
         result = subprocess.run(
-            ["node", "tests/e2e/run.mjs"], check=False, cwd=UI, env=env, capture_output=True, text=True, timeout=240
+            ["node", "tests/e2e/run.mjs"], check=False, cwd=UI, env=env, capture_output=True, text=True, timeout=300
         )
     finally:
         detail = c.client().get(f"/api/v1/instances/{long_instance}")

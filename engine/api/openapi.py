@@ -111,6 +111,20 @@ def document(routes: Sequence[Route]) -> dict[str, Any]:
         "get": {"summary": "Browsable API documentation", "operationId": "get_docs", "tags": ["meta"],
                 "security": [], "responses": {"200": {"description": "HTML"}}}
     }  # fmt: skip
+    ui = {
+        "summary": "The web UI (a single-page app; its pages and assets)",
+        "tags": ["meta"],
+        "security": [],
+        "responses": {"200": {"description": "HTML, or a file of the app"}, "404": {"description": "not built"}},
+    }
+    paths["/"] = {"get": {**ui, "operationId": "get_ui"}}
+    paths["/{path}"] = {
+        "get": {
+            **ui,
+            "operationId": "get_ui_path",
+            "parameters": [{"name": "path", "in": "path", "required": True, "schema": {"type": "string"}}],
+        }
+    }
     return {
         "openapi": "3.1.0",
         "info": {

@@ -86,7 +86,7 @@ def _check_cron(crontab: str, tz: str) -> None:
         raise ApiError(400, str(exc), "timezone") from None
 
 
-def _out(row: Any, count: int = 5) -> dict[str, Any]:
+def schedule_json(row: Any, count: int = 5) -> dict[str, Any]:
     now = dt.datetime.now(dt.UTC)
     after = max(now, row["start_time"] - dt.timedelta(microseconds=1))
     try:
@@ -184,7 +184,7 @@ async def create(api: Any, call: Call) -> dict[str, Any]:
         if body.get("online"):
             await set_online(conn, sid, True)
         row = await _row(conn, sid)
-    return _out(row)
+    return schedule_json(row)
 
 
 async def update(api: Any, call: Call) -> dict[str, Any]:
@@ -199,11 +199,11 @@ async def update(api: Any, call: Call) -> dict[str, Any]:
                 await _workflow_online(conn, current["workflow_definition_code"])
             await set_online(conn, sid, bool(call.body["online"]))
         row = await _row(conn, sid)
-    return _out(row)
+    return schedule_json(row)
 
 
 async def get(api: Any, call: Call) -> dict[str, Any]:
-    return _out(await _row(api.db, call.path_int("id")), call.query["count"])
+    return schedule_json(await _row(api.db, call.path_int("id")), call.query["count"])
 
 
 async def list_schedules(api: Any, call: Call) -> dict[str, Any]:
@@ -212,7 +212,7 @@ async def list_schedules(api: Any, call: Call) -> dict[str, Any]:
     rows, total = await select_page(
         api.db, call, "schedule", {"workflow_definition_code": q["workflow"] or None, "release_state": release}, "id"
     )
-    return page([_out(r, 1) for r in rows], total, call)
+    return page([schedule_json(r, 1) for r in rows], total, call)
 
 
 async def delete(api: Any, call: Call) -> dict[str, Any]:
@@ -233,7 +233,7 @@ async def _release(api: Any, call: Call, online: bool) -> dict[str, Any]:
             await _workflow_online(conn, row["workflow_definition_code"])
         await set_online(conn, sid, online)
         row = await _row(conn, sid)
-    return _out(row)
+    return schedule_json(row)
 
 
 async def online(api: Any, call: Call) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from engine.api import (
     instances,
     live,
     openapi,
+    overview,
     projects,
     schedules,
     static,
@@ -60,6 +61,7 @@ ROUTES: list[Route] = [
     *tokens.ROUTES,
     *alerts.ROUTES,
     *live.ROUTES,
+    *overview.ROUTES,
 ]
 
 

@@ -91,6 +91,10 @@ export function useCluster() {
   });
 }
 
+export function useOverview() {
+  return useQuery({ queryKey: ["overview"], queryFn: () => call(api.GET("/api/v1/overview")) });
+}
+
 export function useTask(id: number) {
   return useQuery({
     queryKey: keys.task(id),

@@ -7,10 +7,11 @@ export function Layout() {
   return (
     <div className="app">
       <header className="top">
-        <Link to="/instances" className="brand">
+        <Link to="/overview" className="brand">
           Porpoise
         </Link>
         <nav aria-label="Main">
+          <NavLink to="/overview">Overview</NavLink>
           <NavLink to="/instances">Instances</NavLink>
           <NavLink to="/workflows">Workflows</NavLink>
           <NavLink to="/cluster">Cluster</NavLink>

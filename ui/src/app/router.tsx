@@ -2,9 +2,11 @@ import { createBrowserRouter, Navigate, redirect, type LoaderFunction } from "re
 
 import { token } from "../api/client";
 import { ClusterPage } from "../pages/Cluster";
+import { Editor } from "../pages/Editor";
 import { InstancePage } from "../pages/Instance";
 import { Instances } from "../pages/Instances";
 import { NotFound } from "../pages/NotFound";
+import { OverviewPage } from "../pages/Overview";
 import { SignIn } from "../pages/SignIn";
 import { TaskLog } from "../pages/TaskLog";
 import { WorkflowPage } from "../pages/Workflow";
@@ -29,12 +31,15 @@ export const router = createBrowserRouter(
       loader: requireToken,
       errorElement: <NotFound />,
       children: [
-        { index: true, element: <Navigate to="/instances" replace /> },
+        { index: true, element: <Navigate to="/overview" replace /> },
+        { path: "overview", element: <OverviewPage /> },
         { path: "instances", element: <Instances /> },
         { path: "instances/:id", element: <InstancePage /> },
         { path: "tasks/:id/log", element: <TaskLog /> },
         { path: "workflows", element: <Workflows /> },
+        { path: "workflows/new", element: <Editor /> },
         { path: "workflows/:code", element: <WorkflowPage /> },
+        { path: "workflows/:code/edit", element: <Editor /> },
         { path: "cluster", element: <ClusterPage /> },
         { path: "*", element: <NotFound /> },
       ],

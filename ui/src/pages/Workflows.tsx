@@ -6,6 +6,7 @@ import { useWorkflows, workflowAction, type WorkflowAction } from "../api/querie
 import { BatchReport } from "../components/BatchReport";
 import { runBatch, type BatchOutcome } from "../components/batch";
 import { ErrorBox, Loading } from "../components/ErrorBox";
+import { labelOf, symbolOf, toneOf } from "../components/state";
 import { formatTime } from "../components/time";
 
 const SIZE = 50;
@@ -42,7 +43,10 @@ export function Workflows() {
   const pages = data ? Math.max(1, Math.ceil(data.total / SIZE)) : 1;
   return (
     <section>
-      <h1>Workflows</h1>
+      <div className="pagehead">
+        <h1>Workflows</h1>
+        <Link to="/workflows/new">New workflow</Link>
+      </div>
       <div className="toolbar" role="search">
         <input
           type="search"
@@ -86,6 +90,8 @@ export function Workflows() {
                 <th>Project</th>
                 <th>Version</th>
                 <th>Release</th>
+                <th>Last runs (newest left)</th>
+                <th>Next fire</th>
                 <th>Updated</th>
               </tr>
             </thead>
@@ -115,12 +121,28 @@ export function Workflows() {
                       {w.release_state === "ONLINE" ? "● online" : "○ offline"}
                     </span>
                   </td>
+                  <td>
+                    <span className="strip">
+                      {w.last_runs.map((r) => (
+                        <Link
+                          key={r.id}
+                          to={`/instances/${r.id}`}
+                          className={`tone-${toneOf(r.state)}`}
+                          title={`#${r.id} ${r.state}`}
+                          aria-label={`instance ${r.id}: ${labelOf(r.state)}`}
+                        >
+                          {symbolOf(r.state)}
+                        </Link>
+                      ))}
+                    </span>
+                  </td>
+                  <td>{formatTime(w.next_fire_time)}</td>
                   <td>{formatTime(w.update_time)}</td>
                 </tr>
               ))}
               {data.items.length === 0 && (
                 <tr>
-                  <td colSpan={6} className="muted">
+                  <td colSpan={8} className="muted">
                     No workflow matches.
                   </td>
                 </tr>

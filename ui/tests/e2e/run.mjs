@@ -1,7 +1,8 @@
 // End-to-end run in real headless Chromium (Debian's package) against a live API server.
 // Started by tests/test_ui_e2e.py, which starts the cluster and passes, in the environment:
-//   PORPOISE_URL, PORPOISE_TOKEN, E2E_WORKFLOW (code of a 2-task workflow, online),
-//   E2E_LONG_INSTANCE (id of a running instance to stop), E2E_SCREENSHOTS (directory, optional)
+//   PORPOISE_URL, PORPOISE_TOKEN, E2E_TAG (unique suffix for names), E2E_LONG_INSTANCE (a running
+//   instance to stop), E2E_FAILED_INSTANCE (a failed instance whose task succeeds when run again),
+//   E2E_SCREENSHOTS (directory, optional)
 // Exit 0 when every step passed; otherwise the failing step and the page's text are printed.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,7 +11,8 @@ import { chromium } from "playwright-core";
 
 const url = process.env.PORPOISE_URL;
 const token = process.env.PORPOISE_TOKEN;
-const workflow = process.env.E2E_WORKFLOW;
+const tag = process.env.E2E_TAG;
+const failedInstance = process.env.E2E_FAILED_INSTANCE;
 const longInstance = process.env.E2E_LONG_INSTANCE;
 const shots = process.env.E2E_SCREENSHOTS;
 const TIMEOUT = 60_000;
@@ -18,6 +20,7 @@ const TIMEOUT = 60_000;
 const profile = mkdtempSync(join(tmpdir(), "porpoise-chromium-"));
 const context = await chromium.launchPersistentContext(profile, {
   viewport: { width: 1400, height: 900 },
+  timezoneId: "UTC",
   executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
   headless: true,
   args: [
@@ -58,14 +61,65 @@ try {
   await page.waitForURL(/\/instances$/);
   await page.getByTestId("instances").waitFor();
 
-  step = "open the workflow: its DAG, laid out";
-  await page.goto(`${url}/workflows/${workflow}`);
-  await page.getByTestId("node-a").waitFor();
+  step = "overview";
+  await page.goto(`${url}/overview`);
+  await page.getByTestId("recent-failures").waitFor();
+  await shot("overview");
+
+  step = "create a workflow in the editor (YAML), its graph drawn as typed";
+  await page.goto(`${url}/workflows/new`);
+  await page
+    .getByTestId("editor-text")
+    .fill(
+      [
+        `name: ui_${tag}`,
+        "project: ui-e2e",
+        "tasks:",
+        "  - name: a",
+        "    type: SHELL",
+        "    params:",
+        '      rawScript: "echo start of a; sleep 3; echo done with a"',
+        "  - name: b",
+        "    type: SHELL",
+        "    upstream: [a]",
+        "    params:",
+        "      rawScript: echo b",
+        "",
+      ].join("\n"),
+    );
   await page.getByTestId("node-b").waitFor();
+  await shot("editor");
+  await page.getByRole("button", { name: "Save as new version" }).click();
+  await page.waitForURL(/\/workflows\/\d+$/);
+  await page.getByTestId("node-a").waitFor();
+
+  step = "edit a schedule: next fire times as you type";
+  await page.getByRole("button", { name: "New schedule" }).click();
+  await page.getByLabel("Crontab").fill("30 4 * * *");
+  await page
+    .getByTestId("next-fires")
+    .getByText(/04:30:00/)
+    .first()
+    .waitFor();
+  await page.getByLabel("Crontab").fill("30 4 * *");
+  await page.getByTestId("next-fires").getByRole("alert").waitFor();
+  await page.getByLabel("Crontab").fill("15 6 * * *");
+  await page
+    .getByTestId("next-fires")
+    .getByText(/06:15:00/)
+    .first()
+    .waitFor();
+  await page.getByRole("button", { name: "Save" }).click();
+  await page.getByTestId("schedules").getByText("15 6 * * *").waitFor();
+
+  step = "put it online";
+  await page.getByRole("button", { name: "Put online" }).click();
+  await page.getByRole("button", { name: "Take offline" }).waitFor();
   await shot("workflow");
 
   step = "start it from the page: it opens the new instance";
-  await page.getByRole("button", { name: "Start" }).click();
+  await page.getByRole("button", { name: "Start…" }).click();
+  await page.getByRole("button", { name: "Start now" }).click();
   await page.waitForURL(/\/instances\/\d+$/);
 
   step = "watch task a run, then the graph turn green (live, no reload)";
@@ -96,6 +150,20 @@ try {
   await page.getByTestId("batch-report").filter({ hasText: "cannot stop workflow instance" }).waitFor();
   await shot("instances");
 
+  step = "see a failure on the overview, its task's log one click away, and recover it";
+  await page.goto(`${url}/overview`);
+  await page
+    .getByTestId("recent-failures")
+    .getByRole("link", { name: "log of failed task flaky" })
+    .first()
+    .click();
+  await page.getByTestId("log").getByText("failing on purpose").waitFor();
+  await page.goto(`${url}/instances/${failedInstance}`);
+  await page.locator('.pagehead [data-state="FAILURE"]').waitFor();
+  await page.getByRole("button", { name: "Recover failed" }).click();
+  await page.locator('.pagehead [data-state="SUCCESS"]').waitFor();
+  await page.locator('[data-testid="node-flaky"][data-state="SUCCESS"]').waitFor();
+
   step = "workflows list and cluster";
   await page.goto(`${url}/workflows`);
   await page.getByTestId("workflows").waitFor();
@@ -112,7 +180,10 @@ try {
   console.log("e2e: all steps passed");
 } catch (err) {
   console.error(`e2e FAILED at step: ${step}\n${err}`);
-  const text = await page.locator("body").innerText().catch(() => "(no page)");
+  const text = await page
+    .locator("body")
+    .innerText()
+    .catch(() => "(no page)");
   console.error(`page ${page.url()}:\n${text.slice(0, 2000)}`);
   if (consoleErrors.length) console.error(`page errors: ${consoleErrors.join("; ")}`);
   process.exitCode = 1;

@@ -4,6 +4,23 @@
  */
 
 export interface paths {
+    "/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The web UI (a single-page app; its pages and assets) */
+        get: operations["get_ui"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/alert-groups": {
         parameters: {
             query?: never;
@@ -256,6 +273,23 @@ export interface paths {
         put?: never;
         /** Stop: kill running tasks, submit nothing more */
         post: operations["post_api_v1_instances_id_stop"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/overview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Instances by state over the last day and week, what runs now, recent failures, cluster health */
+        get: operations["get_api_v1_overview"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -696,6 +730,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The web UI (a single-page app; its pages and assets) */
+        get: operations["get_ui_path"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -785,6 +836,31 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    get_ui: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTML, or a file of the app */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description not built */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     get_api_v1_alert_groups: {
         parameters: {
             query?: {
@@ -2013,6 +2089,108 @@ export interface operations {
                         action?: "stop" | "pause" | "resume" | "recover-failed" | "rerun";
                         command_id?: number | null;
                         id?: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_v1_overview: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        cluster: {
+                            masters: number;
+                            /** @description the registry (etcd) view is up */
+                            registry: boolean;
+                            /** @description nodes not NORMAL */
+                            unhealthy: string[];
+                            workers: number;
+                        };
+                        /** @description the latest 10 failed instances */
+                        failures: {
+                            /** Format: date-time */
+                            end_time: string | null;
+                            failed_task?: {
+                                id: number;
+                                name: string;
+                            } | null;
+                            id: number;
+                            name: string;
+                            /** Format: date-time */
+                            start_time: string | null;
+                            state: string;
+                        }[];
+                        /** @description state name -> instances */
+                        last_day: {
+                            [key: string]: number;
+                        };
+                        /** @description state name -> instances */
+                        last_week: {
+                            [key: string]: number;
+                        };
+                        /** @description the newest 10 unfinished instances */
+                        running: {
+                            /** Format: date-time */
+                            end_time: string | null;
+                            failed_task?: {
+                                id: number;
+                                name: string;
+                            } | null;
+                            id: number;
+                            name: string;
+                            /** Format: date-time */
+                            start_time: string | null;
+                            state: string;
+                        }[];
+                        running_total: number;
                     };
                 };
             };
@@ -3435,7 +3613,17 @@ export interface operations {
                         items: {
                             code: number;
                             description?: string | null;
+                            /** @description the latest 10 instances, newest first */
+                            last_runs: {
+                                id: number;
+                                state: string;
+                            }[];
                             name: string;
+                            /**
+                             * Format: date-time
+                             * @description the soonest fire of its online schedules
+                             */
+                            next_fire_time: string | null;
                             project: string;
                             /** @enum {unknown} */
                             release_state: "OFFLINE" | "ONLINE";
@@ -4349,6 +4537,33 @@ export interface operations {
         responses: {
             /** @description the OpenAPI document */
             200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    get_ui_path: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                path: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTML, or a file of the app */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description not built */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

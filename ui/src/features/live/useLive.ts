@@ -35,6 +35,10 @@ export function applyChanges(client: QueryClient, changes: Change[]): void {
     if (result.missing.length > 0 && page.page === 1) refetchLists = true;
   }
   if (refetchLists) void client.invalidateQueries({ queryKey: ["instances"] });
+  if (changes.some((c) => c.kind === "instance")) {
+    refetchSoon(client, ["overview"]);
+    for (const [key] of client.getQueriesData({ queryKey: ["workflows"] })) refetchSoon(client, key);
+  }
   for (const [key, detail] of client.getQueriesData<InstanceDetail>({ queryKey: ["instance"] })) {
     if (!detail) continue;
     const result = patchInstanceDetail(detail, changes);

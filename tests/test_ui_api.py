@@ -1,0 +1,67 @@
+"""API answers made for the web UI: the overview and the workflows list's last runs and next fire time."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.conftest import ApiCluster
+from tests.helpers import wait_sync
+
+pytestmark = pytest.mark.slow
+
+
+def _run(c: ApiCluster, code: int) -> int:
+    client = c.client()
+    command = client.post(f"/api/v1/workflows/{code}/start", {})
+    found: dict[str, Any] = {}
+
+    def finished() -> bool:
+        status = client.get(f"/api/v1/commands/{command['command_id']}")
+        if status["workflow_instance_id"] is None:
+            return False
+        found.update(client.get(f"/api/v1/instances/{status['workflow_instance_id']}"))
+        return bool(found["finished"])
+
+    wait_sync(finished, 60, what="the instance finished")
+    return int(found["id"])
+
+
+def test_overview_and_workflow_list_for_the_ui(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    client = c.client()
+    name = f"ov_{uuid.uuid4().hex[:8]}"
+    doc = {
+        "name": name,
+        "project": "ui-api",
+        "tasks": [
+            {"name": "ok", "type": "SHELL", "params": {"rawScript": "true"}},
+            {"name": "boom", "type": "SHELL", "params": {"rawScript": "exit 3"}, "upstream": ["ok"]},
+        ],
+    }
+    before = client.get("/api/v1/overview")
+    code = client.request("POST", "/api/v1/workflows", doc, query={"release": True})["code"]
+    first, second = _run(c, code), _run(c, code)
+
+    overview = client.get("/api/v1/overview")
+    assert overview["last_day"].get("FAILURE", 0) == before["last_day"].get("FAILURE", 0) + 2
+    assert overview["last_week"]["FAILURE"] >= overview["last_day"]["FAILURE"]
+    latest = overview["failures"][0]
+    assert latest["id"] == second and latest["state"] == "FAILURE"
+    task = client.get(f"/api/v1/tasks/{latest['failed_task']['id']}")
+    assert latest["failed_task"]["name"] == "boom" == task["name"] and task["state"] == "FAILURE"
+    cluster = overview["cluster"]
+    assert (cluster["registry"], cluster["masters"], cluster["workers"]) == (True, 1, 1)
+    # a node is listed when its heartbeat is not NORMAL (a loaded test machine can make the worker BUSY)
+    assert set(cluster["unhealthy"]) <= {c.master.address, c.worker.address}
+    assert isinstance(overview["running_total"], int)
+
+    listed = client.get("/api/v1/workflows", search=name)["items"]
+    assert [w["code"] for w in listed] == [code]
+    assert listed[0]["last_runs"] == [{"id": second, "state": "FAILURE"}, {"id": first, "state": "FAILURE"}]
+    assert listed[0]["next_fire_time"] is None
+    client.post("/api/v1/schedules", {"workflow_code": code, "crontab": "0 3 * * *", "online": True})
+    listed = client.get("/api/v1/workflows", search=name)["items"]
+    assert listed[0]["next_fire_time"].endswith("03:00:00+00:00")
