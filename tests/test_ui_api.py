@@ -65,3 +65,21 @@ def test_overview_and_workflow_list_for_the_ui(api_cluster: ApiCluster) -> None:
     client.post("/api/v1/schedules", {"workflow_code": code, "crontab": "0 3 * * *", "online": True})
     listed = client.get("/api/v1/workflows", search=name)["items"]
     assert listed[0]["next_fire_time"].endswith("03:00:00+00:00")
+
+
+def test_instance_links_sub_workflow_children_and_parent(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    client = c.client()
+    tag = uuid.uuid4().hex[:8]
+    child = {"name": f"child_{tag}", "project": "ui-api", "tasks": [{"name": "x", "type": "SHELL",
+             "params": {"rawScript": "true"}}]}  # fmt: skip
+    client.request("POST", "/api/v1/workflows", child, query={"release": True})
+    parent = {"name": f"parent_{tag}", "project": "ui-api", "tasks": [{"name": "sub", "type": "SUB_PROCESS",
+              "params": {"workflow": f"child_{tag}"}}]}  # fmt: skip
+    code = client.request("POST", "/api/v1/workflows", parent, query={"release": True})["code"]
+    top = client.get(f"/api/v1/instances/{_run(c, code)}")
+    assert top["state"] == "SUCCESS" and top["parent_instance_id"] is None
+    (sub,) = top["tasks"]
+    below = client.get(f"/api/v1/instances/{sub['sub_instance_id']}")
+    assert below["name"].startswith(f"child_{tag}") and below["parent_instance_id"] == top["id"]
+    assert "sub_instance_id" not in below["tasks"][0]

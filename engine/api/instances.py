@@ -49,6 +49,10 @@ _DETAIL = {
     "properties": {
         **_INSTANCE["properties"],
         "tasks_total": {"type": "integer", "description": "tasks in the definition version"},
+        "parent_instance_id": {
+            "type": ["integer", "null"],
+            "description": "the instance whose sub-workflow task started this one",
+        },
         "tasks": {"type": "array", "items": {"$ref": "#/components/schemas/TaskInstance"}},
     },
 }
@@ -116,7 +120,19 @@ async def get_instance(api: Any, call: Call) -> dict[str, Any]:
         row["workflow_definition_version"],
     )
     listed = [rows.task(r) for r in tasks] + [rows.disabled_task(d, row["id"]) for d in disabled]
-    return {**rows.instance_detail(row), "tasks_total": total, "tasks": listed}
+    children = await api.db.fetch(
+        "SELECT parent_task_instance_id, workflow_instance_id FROM sub_workflow_relation"
+        " WHERE parent_workflow_instance_id = $1 AND workflow_instance_id <> 0",
+        row["id"],
+    )
+    child_of = {c["parent_task_instance_id"]: c["workflow_instance_id"] for c in children}
+    for task in listed:
+        if task["id"] in child_of:
+            task["sub_instance_id"] = child_of[task["id"]]
+    parent = await api.db.fetchval(
+        "SELECT parent_workflow_instance_id FROM sub_workflow_relation WHERE workflow_instance_id = $1", row["id"]
+    )
+    return {**rows.instance_detail(row), "tasks_total": total, "tasks": listed, "parent_instance_id": parent}
 
 
 async def _control(api: Any, call: Call, action: str, allowed: set[WorkflowState]) -> dict[str, Any]:

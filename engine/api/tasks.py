@@ -36,6 +36,7 @@ TASK_INSTANCE = {
         "queued_ms": {"type": ["integer", "null"]},
         "duration_ms": {"type": ["integer", "null"]},
         "exit_code": {"type": ["integer", "null"]},
+        "sub_instance_id": {"type": "integer", "description": "a SUB_PROCESS task's child instance (instance detail)"},
     },
 }
 _LINES = {

@@ -1,6 +1,7 @@
 import { createBrowserRouter, Navigate, redirect, type LoaderFunction } from "react-router";
 
 import { token } from "../api/client";
+import { AdminPage } from "../pages/Admin";
 import { ClusterPage } from "../pages/Cluster";
 import { Editor } from "../pages/Editor";
 import { InstancePage } from "../pages/Instance";
@@ -41,6 +42,7 @@ export const router = createBrowserRouter(
         { path: "workflows/:code", element: <WorkflowPage /> },
         { path: "workflows/:code/edit", element: <Editor /> },
         { path: "cluster", element: <ClusterPage /> },
+        { path: "admin", element: <AdminPage /> },
         { path: "*", element: <NotFound /> },
       ],
     },

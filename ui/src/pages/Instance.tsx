@@ -81,6 +81,16 @@ export function InstancePage() {
         <dd>{formatDuration(detail.duration_ms)}</dd>
         <dt>Master</dt>
         <dd>{detail.host ?? "—"}</dd>
+        {detail.parent_instance_id ? (
+          <>
+            <dt>Parent</dt>
+            <dd>
+              <Link to={`/instances/${detail.parent_instance_id}`}>
+                instance #{detail.parent_instance_id}
+              </Link>
+            </dd>
+          </>
+        ) : null}
         <dt>Tasks</dt>
         <dd>
           {detail.tasks.filter((t) => t.finished).length} of {detail.tasks_total} finished
@@ -99,7 +109,12 @@ export function InstancePage() {
       {chosen && (
         <div className="selection" data-testid="selected-task">
           <strong>{chosen.name}</strong> <StateBadge state={chosen.state} /> attempt {chosen.attempt} on{" "}
-          {chosen.host ?? "—"} {chosen.id !== null && <Link to={`/tasks/${chosen.id}/log`}>open log</Link>}
+          {chosen.host ?? "—"} {chosen.id !== null && <Link to={`/tasks/${chosen.id}/log`}>open log</Link>}{" "}
+          {chosen.sub_instance_id && (
+            <Link to={`/instances/${chosen.sub_instance_id}`}>
+              open sub-workflow #{chosen.sub_instance_id}
+            </Link>
+          )}
         </div>
       )}
       <TaskTable tasks={detail.tasks} selected={selected} onSelect={setSelected} />

@@ -802,6 +802,8 @@ export interface components {
             start_time?: string | null;
             /** @description a task state name, or DISABLED */
             state: string;
+            /** @description a SUB_PROCESS task's child instance (instance detail) */
+            sub_instance_id?: number;
             /** Format: date-time */
             submit_time?: string | null;
             task_code: number;
@@ -1754,6 +1756,8 @@ export interface operations {
                         host: string | null;
                         id: number;
                         name: string;
+                        /** @description the instance whose sub-workflow task started this one */
+                        parent_instance_id?: number | null;
                         priority?: string;
                         project_code: number;
                         run_times?: number;
@@ -3144,6 +3148,8 @@ export interface operations {
                         start_time?: string | null;
                         /** @description a task state name, or DISABLED */
                         state: string;
+                        /** @description a SUB_PROCESS task's child instance (instance detail) */
+                        sub_instance_id?: number;
                         /** Format: date-time */
                         submit_time?: string | null;
                         task_code: number;

@@ -88,7 +88,17 @@ export function TaskTable({
                 </span>
                 <span>{t.attempt}</span>
                 <span>{formatDuration(t.duration_ms)}</span>
-                <span>{t.id !== null ? <Link to={`/tasks/${t.id}/log`}>log</Link> : "—"}</span>
+                <span>
+                  {t.sub_instance_id ? (
+                    <Link to={`/instances/${t.sub_instance_id}`} title="open the sub-workflow instance">
+                      child
+                    </Link>
+                  ) : t.id !== null ? (
+                    <Link to={`/tasks/${t.id}/log`}>log</Link>
+                  ) : (
+                    "—"
+                  )}
+                </span>
                 <span className="tt-bar">
                   {bar && bar.queuedFrom !== null && (
                     <i
