@@ -83,3 +83,19 @@ def test_instance_links_sub_workflow_children_and_parent(api_cluster: ApiCluster
     below = client.get(f"/api/v1/instances/{sub['sub_instance_id']}")
     assert below["name"].startswith(f"child_{tag}") and below["parent_instance_id"] == top["id"]
     assert "sub_instance_id" not in below["tasks"][0]
+
+
+def test_log_opens_at_its_end_and_pages_by_line(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    client = c.client()
+    doc = {"name": f"log_{uuid.uuid4().hex[:8]}", "project": "ui-api",
+           "tasks": [{"name": "many", "type": "SHELL", "params": {"rawScript": "seq 1 2500"}}]}  # fmt: skip
+    code = client.request("POST", "/api/v1/workflows", doc, query={"release": True})["code"]
+    (task,) = client.get(f"/api/v1/instances/{_run(c, code)}")["tasks"]
+    whole = client.get(f"/api/v1/tasks/{task['id']}/log/download").splitlines()
+    end = client.get(f"/api/v1/tasks/{task['id']}/log", from_end=True, limit=10)
+    assert end["total"] == len(whole) and end["start"] == len(whole) - 10
+    assert end["lines"] == whole[-10:] and end["next"] == len(whole) and end["complete"]
+    assert "2500" in end["lines"][-2]  # the last line is the runner's "finished" line
+    page = client.get(f"/api/v1/tasks/{task['id']}/log", skip=1500, limit=3)
+    assert (page["lines"], page["start"], page["next"]) == (whole[1500:1503], 1500, 1503)

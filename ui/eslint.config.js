@@ -18,6 +18,7 @@ export default tseslint.config(
   {
     files: ["tests/**/*.mjs", "scripts/**/*.mjs"],
     extends: [js.configs.recommended],
-    languageOptions: { globals: globals.node },
+    // page.evaluate callbacks run in the browser
+    languageOptions: { globals: { ...globals.node, ...globals.browser } },
   },
 );

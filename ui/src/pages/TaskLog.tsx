@@ -20,7 +20,7 @@ export function TaskLog() {
   const [needle, setNeedle] = useState("");
   const [hits, setHits] = useState<number[]>([]);
   const [hit, setHit] = useState(0);
-  const inflight = useRef(new Set<number>());
+  const inflight = useRef(new Set<string>());
   const scroller = useRef<HTMLDivElement>(null);
 
   const rows = useVirtualizer({
@@ -30,55 +30,55 @@ export function TaskLog() {
     overscan: 30,
   });
 
-  const fetchPage = useCallback(
-    async (index: number) => {
-      if (inflight.current.has(index)) return;
-      inflight.current.add(index);
+  const fetchLines = useCallback(
+    async (skip: number, limit: number, fromEnd = false) => {
+      const key = `${skip}:${limit}:${fromEnd}`;
+      if (inflight.current.has(key)) return;
+      inflight.current.add(key);
       try {
-        const skip = index * PAGE;
         const page = await call(
           api.GET("/api/v1/tasks/{id}/log", {
-            params: { path: { id: String(id) }, query: { skip, limit: PAGE } },
+            params: { path: { id: String(id) }, query: { skip, limit, from_end: fromEnd } },
           }),
         );
-        store.put(skip, page.lines, page.next, page.complete);
+        store.put(page.start, page.lines, page.next, page.complete, page.total);
         setError(null);
         redraw();
       } catch (exc) {
         setError(exc);
       } finally {
-        inflight.current.delete(index);
+        inflight.current.delete(key);
       }
     },
     [id, store],
   );
 
-  // the tail: read forward until the end, then keep polling while the task writes
+  // open at the end (the last page, with the line count), then poll for new lines while the task writes
   useEffect(() => {
     let stop = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const tail = async () => {
+    const tail = async (first: boolean) => {
       if (stop) return;
       const before = store.known;
-      await fetchPage(Math.floor(store.known / PAGE));
+      await fetchLines(store.known, PAGE, first);
       if (stop || store.complete) return;
-      timer = setTimeout(() => void tail(), store.known > before ? 0 : 1000);
+      timer = setTimeout(() => void tail(false), store.known > before ? 0 : 1000);
     };
-    void tail();
+    void tail(true);
     return () => {
       stop = true;
       clearTimeout(timer);
     };
-  }, [fetchPage, store]);
+  }, [fetchLines, store]);
 
   // the lines in view (after a jump or a scroll back to evicted pages)
   const items = rows.getVirtualItems();
   const first = items[0]?.index ?? 0;
   const last = items[items.length - 1]?.index ?? 0;
   useEffect(() => {
-    for (const index of store.missing(first, last)) void fetchPage(index);
+    for (const range of store.missing(first, last)) void fetchLines(range.skip, range.limit);
     store.evict((first + last) / 2);
-  }, [first, last, store, fetchPage, store.known]);
+  }, [first, last, store, fetchLines, store.known]);
 
   useEffect(() => {
     if (follow && store.known > 0) rows.scrollToIndex(store.known - 1, { align: "end" });

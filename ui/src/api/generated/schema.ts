@@ -3264,6 +3264,8 @@ export interface operations {
                 skip?: number;
                 /** @description lines to return */
                 limit?: number;
+                /** @description the last `limit` lines (open a log at its end) */
+                from_end?: boolean;
             };
             header?: never;
             path: {
@@ -3285,6 +3287,10 @@ export interface operations {
                         lines: string[];
                         /** @description skip value of the next page */
                         next: number;
+                        /** @description line number (from 0) of the first line returned */
+                        start: number;
+                        /** @description complete lines in the log when it was read */
+                        total: number;
                     };
                 };
             };

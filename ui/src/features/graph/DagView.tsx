@@ -109,8 +109,10 @@ export function DagView({
         nodes={nodes}
         edges={edges}
         nodeTypes={nodeTypes}
-        fitView
+        // a big graph opens readable at its start (only the visible nodes are drawn), a small one fits
+        fitView={!big}
         fitViewOptions={{ maxZoom: 1 }}
+        defaultViewport={{ x: 16, y: 16, zoom: 0.75 }}
         minZoom={0.05}
         onlyRenderVisibleElements={big}
         nodesDraggable={false}

@@ -26,7 +26,25 @@ describe("LogStore", () => {
     expect(s.heldPages).toBe(3);
     expect(s.has(5) && s.has(4) && s.has(3)).toBe(true);
     expect(s.line(10)).toBeUndefined();
-    expect(s.missing(0, 10)).toEqual([0]);
+    expect(s.missing(0, 10)).toEqual([{ skip: 0, limit: PAGE }]);
+  });
+
+  it("asks for the rest of a page a size-capped reply cut short, and of a page refilled from its middle", () => {
+    const s = new LogStore(2);
+    s.put(0, lines(0, 300), 300, false); // the server stopped at 300 lines (64 KB)
+    s.put(300, [], 2 * PAGE, false); // a later reply says more lines exist
+    expect(s.missing(0, 10)).toEqual([{ skip: 300, limit: PAGE - 300 }]);
+    s.put(2 * PAGE + 500, ["x"], 2 * PAGE + 501, false);
+    expect(s.missing(2 * PAGE, 2 * PAGE + 500)).toEqual([{ skip: 2 * PAGE, limit: PAGE }]);
+  });
+
+  it("opens at the end: the server's total sets the line count before the earlier pages are read", () => {
+    const s = new LogStore();
+    s.put(5 * PAGE + 10, lines(5 * PAGE + 10, 5), 5 * PAGE + 15, true, 5 * PAGE + 15);
+    expect(s.known).toBe(5 * PAGE + 15);
+    expect(s.complete).toBe(true);
+    expect(s.line(5 * PAGE + 14)).toBe(`line ${5 * PAGE + 14}`);
+    expect(s.missing(5 * PAGE, 5 * PAGE + 14)).toEqual([{ skip: 5 * PAGE, limit: PAGE }]);
   });
 
   it("searches the held lines", () => {

@@ -13,8 +13,8 @@ export class LogStore {
 
   constructor(readonly maxPages = 40) {}
 
-  /** Lines ``skip..`` as the server answered them, with its ``next`` and ``complete``. */
-  put(skip: number, lines: readonly string[], next: number, complete: boolean): void {
+  /** Lines ``skip..`` as the server answered them, with its ``next``, ``complete`` and line ``total``. */
+  put(skip: number, lines: readonly string[], next: number, complete: boolean, total = 0): void {
     lines.forEach((text, i) => {
       const n = skip + i;
       const index = Math.floor(n / PAGE);
@@ -25,8 +25,8 @@ export class LogStore {
       }
       page[n - index * PAGE] = text;
     });
-    this.known = Math.max(this.known, next, skip + lines.length);
-    if (complete && skip + lines.length >= this.known) this.complete = true;
+    this.known = Math.max(this.known, next, skip + lines.length, total);
+    if (complete && next >= this.known) this.complete = true;
   }
 
   line(n: number): string | undefined {
@@ -37,14 +37,17 @@ export class LogStore {
     return this.pages.has(index);
   }
 
-  /** Pages to fetch so that lines ``first..last`` show: missing ones, and a partial last page. */
-  missing(first: number, last: number): number[] {
-    const out: number[] = [];
-    const end = Math.min(last, Math.max(this.known - 1, 0));
+  /** Ranges to fetch so that lines ``first..last`` show: from each page's first missing line to its end
+   * (a reply may stop early: the server caps its size, so a page can take several requests). */
+  missing(first: number, last: number): { skip: number; limit: number }[] {
+    const out: { skip: number; limit: number }[] = [];
+    const end = Math.min(last, this.known - 1);
     for (let index = Math.floor(first / PAGE); index <= Math.floor(end / PAGE); index += 1) {
-      const page = this.pages.get(index);
+      const page = this.pages.get(index) ?? [];
       const full = Math.min(PAGE, this.known - index * PAGE);
-      if (!page || page.length < full) out.push(index);
+      let hole = 0;
+      while (hole < full && page[hole] !== undefined) hole += 1;
+      if (hole < full) out.push({ skip: index * PAGE + hole, limit: PAGE - hole });
     }
     return out;
   }
