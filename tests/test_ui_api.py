@@ -1,32 +1,20 @@
-"""API answers made for the web UI: the overview and the workflows list's last runs and next fire time."""
+"""API answers made for the web UI: the overview, the workflows list's last runs and next fire time, sub-workflow
+links, and logs opened at their end."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import pytest
 
 from tests.conftest import ApiCluster
-from tests.helpers import wait_sync
+from tests.helpers import start_workflow
 
 pytestmark = pytest.mark.slow
 
 
 def _run(c: ApiCluster, code: int) -> int:
-    client = c.client()
-    command = client.post(f"/api/v1/workflows/{code}/start", {})
-    found: dict[str, Any] = {}
-
-    def finished() -> bool:
-        status = client.get(f"/api/v1/commands/{command['command_id']}")
-        if status["workflow_instance_id"] is None:
-            return False
-        found.update(client.get(f"/api/v1/instances/{status['workflow_instance_id']}"))
-        return bool(found["finished"])
-
-    wait_sync(finished, 60, what="the instance finished")
-    return int(found["id"])
+    return int(start_workflow(c.client(), code)["id"])
 
 
 def test_overview_and_workflow_list_for_the_ui(api_cluster: ApiCluster) -> None:

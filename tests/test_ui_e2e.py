@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ApiCluster
-from tests.helpers import ROOT, wait_sync
+from tests.helpers import ROOT, start_workflow
 
 pytestmark = pytest.mark.slow
 
@@ -28,18 +28,7 @@ def _start(c: ApiCluster, doc: dict[str, object], finished: bool = False) -> int
     """Save, release and start ``doc``; the instance id (once finished, when asked)."""
     client = c.client()
     code = client.request("POST", "/api/v1/workflows", doc, query={"release": True})["code"]
-    command = client.post(f"/api/v1/workflows/{code}/start", {})
-    found: dict[str, object] = {}
-
-    def ready() -> bool:
-        status = client.get(f"/api/v1/commands/{command['command_id']}")
-        if status["workflow_instance_id"] is None:
-            return False
-        found.update(client.get(f"/api/v1/instances/{status['workflow_instance_id']}"))
-        return bool(found["finished"]) or not finished
-
-    wait_sync(ready, 60, what="the instance " + ("finished" if finished else "exists"))
-    return int(found["id"])  # type: ignore[call-overload]
+    return int(start_workflow(client, code, finished=finished)["id"])
 
 
 def test_ui_in_headless_chromium(api_cluster: ApiCluster, tmp_path: Path) -> None:

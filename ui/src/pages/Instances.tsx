@@ -1,10 +1,11 @@
 import { useState } from "react";
-import { Link, useSearchParams } from "react-router";
+import { Link } from "react-router";
 
 import { useInstanceAction, useInstances, type InstanceAction } from "../api/queries";
 import { BatchReport } from "../components/BatchReport";
 import { runBatch, type BatchOutcome } from "../components/batch";
 import { ErrorBox, Loading } from "../components/ErrorBox";
+import { Pager, SelectAll, useSelection, useUrlFilters } from "../components/listing";
 import { StateBadge } from "../components/StateBadge";
 import { formatDuration, formatTime } from "../components/time";
 import { useLive } from "../features/live/useLive";
@@ -22,10 +23,9 @@ const SIZE = 50;
 
 export function Instances() {
   useLive();
-  const [params, setParams] = useSearchParams();
+  const { params, set, page } = useUrlFilters();
   const state = params.get("state") ?? "";
   const workflow = params.get("workflow");
-  const page = Number(params.get("page") ?? "1") || 1;
   const filters = {
     page,
     size: SIZE,
@@ -33,30 +33,17 @@ export function Instances() {
     ...(workflow ? { workflow: Number(workflow) } : {}),
   };
   const query = useInstances(filters);
-  const [selected, setSelected] = useState<Set<number>>(new Set());
+  const selection = useSelection();
+  const selected = selection.selected;
   const [outcome, setOutcome] = useState<BatchOutcome | null>(null);
   const action = useInstanceAction();
 
-  const set = (name: string, value: string) => {
-    const next = new URLSearchParams(params);
-    if (value) next.set(name, value);
-    else next.delete(name);
-    if (name !== "page") next.delete("page");
-    setParams(next);
-  };
-  const toggle = (id: number) => {
-    const next = new Set(selected);
-    if (next.has(id)) next.delete(id);
-    else next.add(id);
-    setSelected(next);
-  };
   const batch = async (what: InstanceAction) => {
     setOutcome(await runBatch([...selected], (id) => action.mutateAsync({ id, action: what })));
-    setSelected(new Set());
+    selection.clear();
   };
 
   const data = query.data;
-  const pages = data ? Math.max(1, Math.ceil(data.total / SIZE)) : 1;
   return (
     <section>
       <h1>Workflow instances</h1>
@@ -104,14 +91,7 @@ export function Instances() {
             <thead>
               <tr>
                 <th>
-                  <input
-                    type="checkbox"
-                    aria-label="Select all on this page"
-                    checked={data.items.length > 0 && data.items.every((i) => selected.has(i.id))}
-                    onChange={(e) =>
-                      setSelected(e.target.checked ? new Set(data.items.map((i) => i.id)) : new Set())
-                    }
-                  />
+                  <SelectAll ids={data.items.map((i) => i.id)} selection={selection} />
                 </th>
                 <th>Id</th>
                 <th>Name</th>
@@ -129,7 +109,7 @@ export function Instances() {
                       type="checkbox"
                       aria-label={`Select instance ${i.id}`}
                       checked={selected.has(i.id)}
-                      onChange={() => toggle(i.id)}
+                      onChange={() => selection.toggle(i.id)}
                     />
                   </td>
                   <td>{i.id}</td>
@@ -153,17 +133,13 @@ export function Instances() {
               )}
             </tbody>
           </table>
-          <nav className="pager" aria-label="Pages">
-            <button disabled={page <= 1} onClick={() => set("page", String(page - 1))}>
-              ← Newer
-            </button>
-            <span>
-              page {page} of {pages} ({data.total} instances)
-            </span>
-            <button disabled={page >= pages} onClick={() => set("page", String(page + 1))}>
-              Older →
-            </button>
-          </nav>
+          <Pager
+            page={page}
+            total={data.total}
+            size={SIZE}
+            noun="instances"
+            onPage={(n) => set("page", String(n))}
+          />
         </>
       )}
     </section>

@@ -1,46 +1,39 @@
 import { useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
-import { Link, useSearchParams } from "react-router";
+import { Link } from "react-router";
 
 import { useWorkflows, workflowAction, type WorkflowAction } from "../api/queries";
 import { BatchReport } from "../components/BatchReport";
 import { runBatch, type BatchOutcome } from "../components/batch";
 import { ErrorBox, Loading } from "../components/ErrorBox";
+import { Pager, SelectAll, useSelection, useUrlFilters } from "../components/listing";
 import { labelOf, symbolOf, toneOf } from "../components/state";
 import { formatTime } from "../components/time";
 
 const SIZE = 50;
 
 export function Workflows() {
-  const [params, setParams] = useSearchParams();
+  const { params, set, page } = useUrlFilters();
   const search = params.get("search") ?? "";
   const release = params.get("release") ?? "";
-  const page = Number(params.get("page") ?? "1") || 1;
   const query = useWorkflows({
     page,
     size: SIZE,
     ...(search ? { search } : {}),
     ...(release === "ONLINE" || release === "OFFLINE" ? { release_state: release } : {}),
   });
-  const [selected, setSelected] = useState<Set<number>>(new Set());
+  const selection = useSelection();
+  const selected = selection.selected;
   const [outcome, setOutcome] = useState<BatchOutcome | null>(null);
   const client = useQueryClient();
 
-  const set = (name: string, value: string) => {
-    const next = new URLSearchParams(params);
-    if (value) next.set(name, value);
-    else next.delete(name);
-    if (name !== "page") next.delete("page");
-    setParams(next, { replace: true });
-  };
   const batch = async (what: WorkflowAction) => {
     setOutcome(await runBatch([...selected], (code) => workflowAction(code, what)));
-    setSelected(new Set());
+    selection.clear();
     void client.invalidateQueries({ queryKey: ["workflows"] });
     void client.invalidateQueries({ queryKey: ["instances"] });
   };
   const data = query.data;
-  const pages = data ? Math.max(1, Math.ceil(data.total / SIZE)) : 1;
   return (
     <section>
       <div className="pagehead">
@@ -77,14 +70,7 @@ export function Workflows() {
             <thead>
               <tr>
                 <th>
-                  <input
-                    type="checkbox"
-                    aria-label="Select all on this page"
-                    checked={data.items.length > 0 && data.items.every((w) => selected.has(w.code))}
-                    onChange={(e) =>
-                      setSelected(e.target.checked ? new Set(data.items.map((w) => w.code)) : new Set())
-                    }
-                  />
+                  <SelectAll ids={data.items.map((w) => w.code)} selection={selection} />
                 </th>
                 <th>Name</th>
                 <th>Project</th>
@@ -103,12 +89,7 @@ export function Workflows() {
                       type="checkbox"
                       aria-label={`Select ${w.name}`}
                       checked={selected.has(w.code)}
-                      onChange={() => {
-                        const next = new Set(selected);
-                        if (next.has(w.code)) next.delete(w.code);
-                        else next.add(w.code);
-                        setSelected(next);
-                      }}
+                      onChange={() => selection.toggle(w.code)}
                     />
                   </td>
                   <td>
@@ -149,17 +130,13 @@ export function Workflows() {
               )}
             </tbody>
           </table>
-          <nav className="pager" aria-label="Pages">
-            <button disabled={page <= 1} onClick={() => set("page", String(page - 1))}>
-              ← Previous
-            </button>
-            <span>
-              page {page} of {pages} ({data.total} workflows)
-            </span>
-            <button disabled={page >= pages} onClick={() => set("page", String(page + 1))}>
-              Next →
-            </button>
-          </nav>
+          <Pager
+            page={page}
+            total={data.total}
+            size={SIZE}
+            noun="workflows"
+            onPage={(n) => set("page", String(n))}
+          />
         </>
       )}
     </section>

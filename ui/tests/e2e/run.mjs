@@ -4,10 +4,8 @@
 //   instance to stop), E2E_FAILED_INSTANCE (a failed instance whose task succeeds when run again),
 //   E2E_SCREENSHOTS (directory, optional)
 // Exit 0 when every step passed; otherwise the failing step and the page's text are printed.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { launch } from "./browser.mjs";
 
 const url = process.env.PORPOISE_URL;
 const token = process.env.PORPOISE_TOKEN;
@@ -17,24 +15,8 @@ const longInstance = process.env.E2E_LONG_INSTANCE;
 const shots = process.env.E2E_SCREENSHOTS;
 const TIMEOUT = 60_000;
 
-const profile = mkdtempSync(join(tmpdir(), "porpoise-chromium-"));
-const context = await chromium.launchPersistentContext(profile, {
-  viewport: { width: 1400, height: 900 },
-  timezoneId: "UTC",
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  headless: true,
-  args: [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-  ],
-});
-const page = context.pages()[0] ?? (await context.newPage());
+const { page, close } = await launch();
+
 page.setDefaultTimeout(TIMEOUT);
 const consoleErrors = [];
 page.on("pageerror", (err) => consoleErrors.push(String(err)));
@@ -188,6 +170,5 @@ try {
   if (consoleErrors.length) console.error(`page errors: ${consoleErrors.join("; ")}`);
   process.exitCode = 1;
 } finally {
-  await context.close();
-  rmSync(profile, { recursive: true, force: true });
+  await close();
 }
