@@ -109,6 +109,8 @@ try {
   await page.locator('[data-testid="node-b"][data-state="SUCCESS"]').waitFor();
   await page.locator('[data-testid="node-a"][data-state="SUCCESS"]').waitFor();
   await page.locator('.pagehead [data-state="SUCCESS"]').waitFor();
+  // times come with the refetch that follows a state change
+  await page.getByTestId("task-b").filter({ hasNotText: "—" }).waitFor();
   await shot("instance");
 
   step = "open task a's log from the graph";

@@ -105,9 +105,13 @@ export function TaskTable({
                       className="bar-queued"
                       style={{
                         left: bar.queuedFrom * scale,
+                        // a task still queued reaches "now", which may lie past the axis: clamp to it
                         width: Math.max(
                           1,
-                          ((bar.runFrom ?? now - (axis?.start ?? 0)) - bar.queuedFrom) * scale,
+                          Math.min(
+                            width - bar.queuedFrom * scale,
+                            ((bar.runFrom ?? now - (axis?.start ?? 0)) - bar.queuedFrom) * scale,
+                          ),
                         ),
                       }}
                     />

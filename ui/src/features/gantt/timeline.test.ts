@@ -19,6 +19,13 @@ describe("timeline", () => {
     expect(barOf(attempts[2]!, axis!, t0 + 5000)).toEqual({ queuedFrom: null, runFrom: null, runTo: null });
   });
 
+  it("a task still queued stretches the axis to now", () => {
+    expect(axisOf([{ submit_time: iso(0), start_time: null, end_time: null }], t0 + 3000)).toEqual({
+      start: t0,
+      end: t0 + 3000,
+    });
+  });
+
   it("has no axis before anything was submitted", () => {
     expect(axisOf([{ submit_time: null }], t0)).toBeNull();
   });

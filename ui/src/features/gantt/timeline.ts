@@ -27,7 +27,7 @@ export function axisOf(attempts: readonly Attempt[], now: number): Axis | null {
     const from = ms(a.submit_time) ?? ms(a.start_time);
     if (from === null) continue;
     start = Math.min(start, from);
-    end = Math.max(end, ms(a.end_time) ?? (a.start_time ? now : from));
+    end = Math.max(end, ms(a.end_time) ?? now); // queued or running: up to now
   }
   if (start === Infinity) return null;
   return { start, end: Math.max(end, start + 1000) };
