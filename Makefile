@@ -8,10 +8,11 @@ MASTERS ?= 3
 WORKERS ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: install test run cluster stop clean lint bench chaos
+.PHONY: install test run cluster stop clean lint bench chaos ui ui-api browser
 
-# Idempotent: re-installs only when pyproject.toml changed since the last install.
-install: $(STAMP)
+# Idempotent: re-installs only when pyproject.toml changed since the last install; the web UI is rebuilt
+# only when its sources changed; the browser for the UI's end-to-end tests is installed when missing.
+install: $(STAMP) ui browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,7 +20,37 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
 
+# The web UI (ui/, see ui/README.md): npm ci when the lockfile changed, vite build when a source changed.
+UI_SOURCES := $(shell find ui/src ui/public -type f 2>/dev/null) ui/index.html ui/vite.config.ts ui/tsconfig.json
+UI_DEPS    := ui/node_modules/.installed
+UI_STAMP   := ui/dist/.built
+
+ui: $(UI_STAMP)
+
+$(UI_DEPS): ui/package-lock.json
+	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq nodejs npm; } \
+		|| { echo "make install: the web UI needs Node.js 20+ and npm (apt-get install nodejs npm)"; exit 1; }
+	@# npm ci refuses a lockfile without the other platforms' optional packages (rollup's natives), which a
+	@# registry mirror may not serve; npm install then installs the lockfile's versions all the same.
+	cd ui && { npm ci --no-audit --no-fund --loglevel=error 2>/dev/null || npm install --no-save --no-audit --no-fund --loglevel=error; }
+	@touch $@
+
+$(UI_STAMP): $(UI_DEPS) $(UI_SOURCES)
+	cd ui && npm run --silent build
+	@touch $@
+
+# Regenerate the committed API description and the UI's types from the route table (after an API change).
+ui-api: $(STAMP) $(UI_DEPS)
+	$(BIN)/python -m engine.api.openapi > ui/openapi.json
+	cd ui && npm run --silent gen:api
+
+# Headless Chromium (Debian's package) for the UI's end-to-end tests.
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium; } \
+		|| { echo "make install: the UI tests need Chromium: apt-get install chromium (as root)"; exit 1; }
+
 test: install
+	cd ui && npm run --silent test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Standalone all-in-one: private etcd + PostgreSQL (data kept under $(RUN_DIR)/standalone) + nodes.
@@ -34,11 +65,12 @@ stop:
 	@if [ -x $(BIN)/porpoise ]; then $(BIN)/porpoise cluster stop --run-dir $(RUN_DIR)/cluster; fi
 
 clean: stop
-	rm -rf $(RUN_DIR) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(RUN_DIR) .pytest_cache .ruff_cache build *.egg-info ui/dist ui/test-results
 
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	cd ui && npm run --silent lint && npm run --silent typecheck && npm run --silent check:api
 
 bench: install
 	$(BIN)/python -m bench

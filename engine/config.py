@@ -150,6 +150,10 @@ class ApiConfig:
     login_window_seconds: float = field(metadata=_bounded(1, 86400))
     login_max_failures: int = field(metadata=_bounded(1, 1000))
     login_max_failures_per_address: int = field(metadata=_bounded(1, 100000))
+    ui_dir: str
+    events_batch_seconds: float = field(metadata=_bounded(0.01, 10))
+    events_heartbeat_seconds: float = field(metadata=_bounded(0.1, 600))
+    events_history: int = field(metadata=_bounded(1, 100000))
 
 
 @dataclass(frozen=True)

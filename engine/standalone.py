@@ -26,6 +26,7 @@ from pathlib import Path
 import asyncpg
 
 from engine import logs
+from engine.api.static import ui_dist
 from engine.api.tokens import MAX_DAYS, create_token, ensure_user, token_hash, token_user
 from engine.client import CLIENT_FILE, write_client_file
 from engine.config import Config
@@ -157,8 +158,11 @@ def _try_text(client_path: Path) -> str:
 
 def _banner(stack: Stack, api_url: str, client_path: Path) -> None:
     assert stack.etcd is not None and stack.postgres is not None
+    built = (ui_dist(stack.cfg.api.ui_dir) / "index.html").is_file()
+    ui = f"{api_url}/" if built else f"{api_url}/ (not built here: run make install)"
     print(
         "\nPorpoise standalone is up\n"
+        f"  Web UI      {ui}   (sign in with the API token below)\n"
         f"  API         {api_url}   (docs {api_url}/docs, OpenAPI {api_url}/openapi.json)\n"
         f"  API token   in {client_path}\n"
         f"  etcd        {stack.etcd.endpoint}\n"

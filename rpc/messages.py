@@ -138,6 +138,8 @@ class LogRange:
     path: str
     skip: int = 0
     limit: int = 1000
+    #: the last ``limit`` complete lines instead (skip ignored)
+    from_end: bool = False
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,10 @@ class LogLines:
     next: int = 0
     #: whether the task that writes the log has finished (no more lines will come)
     complete: bool = False
+    #: line number of the first line returned (range answers)
+    start: int = 0
+    #: complete lines in the file when read (range answers; -1: not counted)
+    total: int = -1
 
 
 @dataclass(frozen=True)

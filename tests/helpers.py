@@ -115,3 +115,19 @@ def node_env(endpoint: str, root: str, ttl: float = 2, **extra: str) -> dict[str
     )
     env.update(extra)
     return env
+
+
+def start_workflow(client: Any, code: int, body: dict[str, Any] | None = None, finished: bool = True) -> dict[str, Any]:
+    """Start workflow ``code`` through the API; its instance once it exists, or once it finished."""
+    command = client.post(f"/api/v1/workflows/{code}/start", body or {})
+    found: dict[str, Any] = {}
+
+    def ready() -> bool:
+        status = client.get(f"/api/v1/commands/{command['command_id']}")
+        if status["workflow_instance_id"] is None:
+            return False
+        found.update(client.get(f"/api/v1/instances/{status['workflow_instance_id']}"))
+        return bool(found["finished"]) or not finished
+
+    wait_sync(ready, 60, what="the instance " + ("finished" if finished else "exists"))
+    return found

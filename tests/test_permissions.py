@@ -70,6 +70,8 @@ RULES = {
     ("GET", "/api/v1/tasks/{id}/log"): "READ task path.id",
     ("GET", "/api/v1/tasks/{id}/log/download"): "READ task path.id",
     ("GET", "/api/v1/cluster"): "USER",
+    ("GET", "/api/v1/events"): "USER",
+    ("GET", "/api/v1/overview"): "USER",
     ("GET", "/api/v1/task-groups"): "USER",
     ("POST", "/api/v1/task-groups"): "ADMIN",
     ("GET", "/api/v1/task-groups/{id}"): "USER",

@@ -17,6 +17,7 @@ DRAIN_TIMEOUT = 5.0
 
 _NODE = {
     "type": "object",
+    "required": ["address", "group", "status", "heartbeat"],
     "properties": {
         "address": {"type": "string"},
         "group": {"type": ["string", "null"]},
@@ -26,6 +27,7 @@ _NODE = {
 }
 _CLUSTER = {
     "type": "object",
+    "required": ["masters", "workers"],
     "properties": {"masters": {"type": "array", "items": _NODE}, "workers": {"type": "array", "items": _NODE}},
 }
 

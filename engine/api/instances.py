@@ -22,23 +22,38 @@ ti = t.task_instance
 _STATES = tuple(s.name for s in WorkflowState)
 _INSTANCE = {
     "type": "object",
+    "required": ["id", "name", "workflow_code", "workflow_version", "project_code", "state", "finished", "host",
+                 "start_time", "end_time", "duration_ms"],
     "properties": {
         "id": {"type": "integer"},
         "name": {"type": "string"},
         "workflow_code": {"type": "integer"},
+        "workflow_version": {"type": "integer"},
+        "project_code": {"type": "integer"},
         "state": {"enum": list(_STATES)},
         "finished": {"type": "boolean"},
         "host": {"type": ["string", "null"]},
+        "command_type": {"type": "integer"},
+        "run_times": {"type": "integer"},
+        "priority": {"type": "string"},
+        "failure_strategy": {"type": "string"},
+        "worker_group": {"type": "string"},
+        "schedule_time": {"type": ["string", "null"], "format": "date-time"},
         "start_time": {"type": ["string", "null"], "format": "date-time"},
         "end_time": {"type": ["string", "null"], "format": "date-time"},
         "duration_ms": {"type": ["integer", "null"]},
     },
-}
+}  # fmt: skip
 _DETAIL = {
     "type": "object",
+    "required": [*_INSTANCE["required"], "tasks_total", "tasks"],
     "properties": {
         **_INSTANCE["properties"],
         "tasks_total": {"type": "integer", "description": "tasks in the definition version"},
+        "parent_instance_id": {
+            "type": ["integer", "null"],
+            "description": "the instance whose sub-workflow task started this one",
+        },
         "tasks": {"type": "array", "items": {"$ref": "#/components/schemas/TaskInstance"}},
     },
 }
@@ -126,7 +141,19 @@ async def get_instance(api: Any, call: Call) -> dict[str, Any]:
     }
     listed = [{**rows.task(r), **_group_state(queued.get(int(r["id"])))} for r in tasks]
     listed += [rows.disabled_task(d, row["id"]) for d in disabled]
-    return {**rows.instance_detail(row), "tasks_total": total, "tasks": listed}
+    children = await api.db.fetch(
+        "SELECT parent_task_instance_id, workflow_instance_id FROM sub_workflow_relation"
+        " WHERE parent_workflow_instance_id = $1 AND workflow_instance_id <> 0",
+        row["id"],
+    )
+    child_of = {c["parent_task_instance_id"]: c["workflow_instance_id"] for c in children}
+    for task in listed:
+        if task["id"] in child_of:
+            task["sub_instance_id"] = child_of[task["id"]]
+    parent = await api.db.fetchval(
+        "SELECT parent_workflow_instance_id FROM sub_workflow_relation WHERE workflow_instance_id = $1", row["id"]
+    )
+    return {**rows.instance_detail(row), "tasks_total": total, "tasks": listed, "parent_instance_id": parent}
 
 
 async def _control(api: Any, call: Call, action: str, allowed: set[WorkflowState]) -> dict[str, Any]:

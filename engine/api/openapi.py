@@ -55,6 +55,7 @@ def _operation(route: Route) -> dict[str, Any]:
     if any(p.name == "page" for p in route.query):
         answer = {
             "type": "object",
+            "required": ["items", "total", "page", "size"],
             "properties": {
                 "items": {"type": "array", "items": route.response},
                 "total": {"type": "integer"},
@@ -115,6 +116,20 @@ def document(routes: Sequence[Route]) -> dict[str, Any]:
         "get": {"summary": "Browsable API documentation", "operationId": "get_docs", "tags": ["meta"],
                 "security": [], "responses": {"200": {"description": "HTML"}}}
     }  # fmt: skip
+    ui = {
+        "summary": "The web UI (a single-page app; its pages and assets)",
+        "tags": ["meta"],
+        "security": [],
+        "responses": {"200": {"description": "HTML, or a file of the app"}, "404": {"description": "not built"}},
+    }
+    paths["/"] = {"get": {**ui, "operationId": "get_ui"}}
+    paths["/{path}"] = {
+        "get": {
+            **ui,
+            "operationId": "get_ui_path",
+            "parameters": [{"name": "path", "in": "path", "required": True, "schema": {"type": "string"}}],
+        }
+    }
     return {
         "openapi": "3.1.0",
         "info": {
@@ -183,3 +198,14 @@ def docs_page(doc: dict[str, Any]) -> str:
             parts.append("</div>")
     parts.append("</body></html>")
     return "".join(parts)
+
+
+def main() -> None:
+    """``python -m engine.api.openapi``: print the document (ui/openapi.json is this output, committed)."""
+    from engine.api.server import ROUTES  # the server imports this module
+
+    print(json.dumps(document(ROUTES), indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

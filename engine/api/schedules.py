@@ -91,7 +91,7 @@ def _check_cron(crontab: str, tz: str) -> None:
         raise ApiError(400, str(exc), "timezone") from None
 
 
-def _out(row: Any, count: int = 5) -> dict[str, Any]:
+def schedule_json(row: Any, count: int = 5) -> dict[str, Any]:
     now = dt.datetime.now(dt.UTC)
     after = max(now, row["start_time"] - dt.timedelta(microseconds=1))
     try:
@@ -193,7 +193,7 @@ def checked(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def out(row: Any) -> dict[str, Any]:
-    return _out(row)
+    return schedule_json(row)
 
 
 async def create(api: Any, call: Call) -> dict[str, Any]:
@@ -209,7 +209,7 @@ async def create(api: Any, call: Call) -> dict[str, Any]:
         if body.get("online"):
             await set_online(conn, sid, True)
         row = await _row(conn, sid)
-    return _out(row)
+    return schedule_json(row)
 
 
 async def update(api: Any, call: Call) -> dict[str, Any]:
@@ -224,11 +224,11 @@ async def update(api: Any, call: Call) -> dict[str, Any]:
                 await _workflow_online(conn, current["workflow_definition_code"])
             await set_online(conn, sid, bool(call.body["online"]))
         row = await _row(conn, sid)
-    return _out(row)
+    return schedule_json(row)
 
 
 async def get(api: Any, call: Call) -> dict[str, Any]:
-    return _out(await _row(api.db, call.path_int("id")), call.query["count"])
+    return schedule_json(await _row(api.db, call.path_int("id")), call.query["count"])
 
 
 async def list_schedules(api: Any, call: Call) -> dict[str, Any]:
@@ -240,7 +240,7 @@ async def list_schedules(api: Any, call: Call) -> dict[str, Any]:
     )
     equal = {"workflow_definition_code": q["workflow"] or None, "release_state": release}
     rows, total = await select_page(api.db, call, "schedule", equal, "id", visible)
-    return page([_out(r, 1) for r in rows], total, call)
+    return page([schedule_json(r, 1) for r in rows], total, call)
 
 
 async def delete(api: Any, call: Call) -> dict[str, Any]:
@@ -261,7 +261,7 @@ async def _release(api: Any, call: Call, online: bool) -> dict[str, Any]:
             await _workflow_online(conn, row["workflow_definition_code"])
         await set_online(conn, sid, online)
         row = await _row(conn, sid)
-    return _out(row)
+    return schedule_json(row)
 
 
 async def online(api: Any, call: Call) -> dict[str, Any]:

@@ -30,11 +30,14 @@ from engine.api import (
     datasources,
     grants,
     instances,
+    live,
     migrate,
     openapi,
+    overview,
     projects,
     schedules,
     sessions,
+    static,
     task_groups,
     tasks,
     tokens,
@@ -80,6 +83,8 @@ ROUTES: list[Route] = [
     *grants.ROUTES,
     *audit.ROUTES,
     *task_groups.ROUTES,
+    *live.ROUTES,
+    *overview.ROUTES,
 ]
 
 
@@ -94,6 +99,10 @@ class ApiServer:
         self.membership = MembershipView(self.etcd, cfg.registry.root)
         self._membership_task: asyncio.Task[None] | None = None
         self.alerts: AlertService | None = None
+        api = cfg.api
+        self.live = live.LiveHub(
+            cfg.database.url(), api.events_batch_seconds, api.events_heartbeat_seconds, api.events_history
+        )
         #: checked tokens: hash -> (when checked, who)
         self._tokens: dict[str, tuple[float, Principal]] = {}
         self._stop = asyncio.Event()
@@ -112,6 +121,7 @@ class ApiServer:
         self.app.router.add_get("/health", self._health)
         self.app.router.add_get("/openapi.json", self._openapi)
         self.app.router.add_get("/docs", self._docs)
+        static.UiFiles(static.ui_dist(cfg.api.ui_dir)).add_routes(self.app)
 
     # -- helpers handlers use ---------------------------------------------------------------------
 
@@ -246,6 +256,7 @@ class ApiServer:
                 self.pool, api.alert_poll_interval, api.alert_max_attempts, api.alert_retry_seconds, api.alert_timeout
             )
             self.alerts.start()
+        self.live.start()
         self.runner = web.AppRunner(self.app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, api.listen_host, api.listen_port)
@@ -255,6 +266,7 @@ class ApiServer:
         log.info("api started", address=self.address)
 
     async def close(self) -> None:
+        await self.live.close()  # ends the event streams, so the runner's cleanup does not wait for them
         if self.alerts is not None:
             await self.alerts.close()
         if self.runner is not None:

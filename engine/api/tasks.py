@@ -17,24 +17,35 @@ from rpc.messages import LogDownload, LogLines, LogRange
 ti = t.task_instance
 TASK_INSTANCE = {
     "type": "object",
+    "required": ["id", "name", "type", "task_code", "workflow_instance_id", "state", "finished", "attempt", "current"],
     "properties": {
-        "id": {"type": "integer"},
+        "id": {"type": ["integer", "null"], "description": "null for a disabled task (it has no instance)"},
         "name": {"type": "string"},
         "type": {"type": "string"},
-        "state": {"type": "string"},
+        "task_code": {"type": "integer"},
+        "workflow_instance_id": {"type": "integer"},
+        "state": {"type": "string", "description": "a task state name, or DISABLED"},
+        "finished": {"type": "boolean"},
         "attempt": {"type": "integer"},
-        "current": {"type": "boolean"},
+        "current": {"type": "boolean", "description": "the latest attempt (older ones: all_attempts=true)"},
+        "retry_times": {"type": "integer"},
         "host": {"type": ["string", "null"]},
+        "submit_time": {"type": ["string", "null"], "format": "date-time"},
         "start_time": {"type": ["string", "null"], "format": "date-time"},
         "end_time": {"type": ["string", "null"], "format": "date-time"},
         "queued_ms": {"type": ["integer", "null"]},
         "duration_ms": {"type": ["integer", "null"]},
+        "exit_code": {"type": ["integer", "null"]},
+        "sub_instance_id": {"type": "integer", "description": "a SUB_PROCESS task's child instance (instance detail)"},
     },
 }
 _LINES = {
     "type": "object",
+    "required": ["lines", "next", "complete", "start", "total"],
     "properties": {
         "lines": {"type": "array", "items": {"type": "string"}},
+        "start": {"type": "integer", "description": "line number (from 0) of the first line returned"},
+        "total": {"type": "integer", "description": "complete lines in the log when it was read"},
         "next": {"type": "integer", "description": "skip value of the next page"},
         "complete": {"type": "boolean", "description": "the task finished writing: no more lines will come"},
     },
@@ -65,12 +76,13 @@ async def get_log(api: Any, call: Call) -> dict[str, Any]:
     row = await _task(api, call.path_int("id"))
     host, path = _log_source(row)
     try:
-        lines = await api.rpc.call(host, LogRange(path, call.query["skip"], call.query["limit"]), LogLines)
+        ask = LogRange(path, call.query["skip"], call.query["limit"], call.query["from_end"])
+        lines = await api.rpc.call(host, ask, LogLines)
     except RpcError as exc:
         raise _worker_error(host, exc) from exc
     # the worker answers complete=True for any file nobody writes; a task still active has more to come
     complete = lines.complete and TaskState(row["state"]).finished
-    return {"lines": lines.lines, "next": lines.next, "complete": complete}
+    return {"lines": lines.lines, "start": lines.start, "total": lines.total, "next": lines.next, "complete": complete}
 
 
 async def download_log(api: Any, call: Call) -> web.Response:
@@ -94,7 +106,8 @@ ROUTES = [
           rule=access.read("task", "path.id")),
     Route("GET", "/api/v1/tasks/{id}/log", get_log, "Lines of a task's log, paged (tail it by following next)",
           "tasks", query=(Param("skip", int, "lines to skip", 0, minimum=0),
-                          Param("limit", int, "lines to return", 1000, minimum=1, maximum=10000)),
+                          Param("limit", int, "lines to return", 1000, minimum=1, maximum=10000),
+                          Param("from_end", bool, "the last `limit` lines (open a log at its end)", False)),
           response=_LINES, rule=access.read("task", "path.id")),
     Route("GET", "/api/v1/tasks/{id}/log/download", download_log, "The whole log file", "tasks",
           response={"type": "string"}, produces="text/plain", rule=access.read("task", "path.id")),

@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 from engine.api import access, backfill_dependents, references
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
+from engine.api.schedules import schedule_json
 from engine.master.commands import resolve_globals
 from engine.master.states import CommandType, WorkflowState
 from engine.scheduling.backfill import BackfillError, backfill_param, chunks, list_dates, range_dates
@@ -29,6 +30,7 @@ _UNFINISHED = [int(s) for s in WorkflowState if not s.finished]
 wd = t.workflow_definition
 _SUMMARY = {
     "type": "object",
+    "required": ["code", "name", "project", "version", "release_state", "update_time"],
     "properties": {
         "code": {"type": "integer"},
         "name": {"type": "string"},
@@ -39,7 +41,33 @@ _SUMMARY = {
         "update_time": {"type": "string", "format": "date-time"},
     },
 }
-_DETAIL = {**_SUMMARY, "properties": {**_SUMMARY["properties"], "document": {"$ref": "#/components/schemas/Workflow"}}}
+LAST_RUNS = 10
+_LISTED = {
+    **_SUMMARY,
+    "required": [*_SUMMARY["required"], "last_runs", "next_fire_time"],
+    "properties": {
+        **_SUMMARY["properties"],
+        "last_runs": {
+            "type": "array",
+            "description": f"the latest {LAST_RUNS} instances, newest first",
+            "items": {
+                "type": "object",
+                "required": ["id", "state"],
+                "properties": {"id": {"type": "integer"}, "state": {"type": "string"}},
+            },
+        },
+        "next_fire_time": {
+            "type": ["string", "null"],
+            "format": "date-time",
+            "description": "the soonest fire of its online schedules",
+        },
+    },
+}
+_DETAIL = {
+    **_SUMMARY,
+    "required": [*_SUMMARY["required"], "document"],
+    "properties": {**_SUMMARY["properties"], "document": {"$ref": "#/components/schemas/Workflow"}},
+}
 _SAVED = {
     "type": "object",
     "properties": {"code": {"type": "integer"}, "version": {"type": "integer"}, "created": {"type": "boolean"}},
@@ -117,6 +145,7 @@ WARNING_TYPES = ("NONE", "SUCCESS", "FAILURE", "ALL")
 SCOPES = ("TASK_ONLY", "TASK_PRE", "TASK_POST")
 _COMMAND = {
     "type": "object",
+    "required": ["command_id", "status", "workflow_instance_id"],
     "properties": {
         "command_id": {"type": "integer"},
         "status": {"enum": ["QUEUED", "STARTED", "ERROR"]},
@@ -167,7 +196,35 @@ async def list_workflows(api: Any, call: Call) -> dict[str, Any]:
     base = _select().where(*where)
     total = await sql.fetchval(api.db, select(func.count()).select_from(base.subquery()))
     rows = await sql.fetch(api.db, base.order_by(t.project.c.name, wd.c.name).limit(q["size"]).offset(call.offset))
-    return page([_summary(r) for r in rows], total, call)
+    items = [_summary(r) for r in rows]
+    await _add_runs_and_fires(api.db, items)
+    return page(items, total, call)
+
+
+async def _add_runs_and_fires(db: asyncpg.Pool, items: list[dict[str, Any]]) -> None:
+    """Each listed workflow's last runs (newest first) and next fire time: two queries for the page."""
+    codes = [i["code"] for i in items]
+    runs = await db.fetch(
+        "SELECT c.code, r.id, r.state FROM unnest($1::bigint[]) AS c(code) CROSS JOIN LATERAL"
+        " (SELECT id, state FROM workflow_instance WHERE workflow_definition_code = c.code"
+        f" ORDER BY id DESC LIMIT {LAST_RUNS}) r ORDER BY c.code, r.id DESC",
+        codes,
+    )
+    schedules = await db.fetch(
+        "SELECT * FROM schedule WHERE workflow_definition_code = ANY($1::bigint[]) AND release_state = 1", codes
+    )
+    by_code: dict[int, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_code.setdefault(r["code"], []).append({"id": r["id"], "state": WorkflowState(r["state"]).name})
+    fires: dict[int, Any] = {}
+    for s in schedules:
+        upcoming = schedule_json(s, 1)["next_fire_times"]
+        code = s["workflow_definition_code"]
+        if upcoming and (code not in fires or upcoming[0] < fires[code]):
+            fires[code] = upcoming[0]
+    for item in items:
+        item["last_runs"] = by_code.get(item["code"], [])
+        item["next_fire_time"] = fires.get(item["code"])
 
 
 async def _save(api: Any, doc: Any, release: bool, user_id: int | None, code: int | None = None) -> dict[str, Any]:
@@ -529,7 +586,7 @@ ROUTES = [
           query=(Param("project", str, "project name"), Param("name", str, "exact name"),
                  Param("search", str, "substring of the name"),
                  Param("release_state", str, "ONLINE or OFFLINE", choices=RELEASE_NAMES), *PAGE),
-          response=_SUMMARY, rule=access.SIGNED_IN),
+          response=_LISTED, rule=access.SIGNED_IN),
     Route("POST", "/api/v1/workflows", create_workflow,
           "Create a workflow, or save a new version of the one with the same project and name", "workflows",
           query=(_RELEASE,), body=document.SCHEMA, response=_SAVED, status=201,

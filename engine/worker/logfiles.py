@@ -3,18 +3,59 @@
 Path: ``<log_dir>/<definition code>/<workflow instance id>/<task instance id>-<attempt>.log``.
 Requests name a path; it must resolve inside the log directory and end in ``.log``, or it is refused.
 Reads run in a thread (files may sit on slow disks); replies are capped at ``MAX_REPLY_BYTES``.
+
+Paging by line number stays cheap on huge logs: a :class:`LineIndex` per file remembers the byte offset
+of every ``INDEX_EVERY``-th complete line and is extended only over what was appended since, so a page
+deep in a 200 MB log is a seek plus at most ``INDEX_EVERY`` lines, and the line count (for opening a log
+at its end) costs one pass over the new bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from rpc.errors import BadRequest
 
 MAX_REPLY_BYTES = 64 * 1024
 MAX_LINE_BYTES = 16 * 1024
+INDEX_EVERY = 1000
+#: files whose line index is kept (least recently used dropped)
+INDEXED_FILES = 256
+_CHUNK = 1 << 20
+
+
+class LineIndex:
+    """Byte offsets of lines 0, INDEX_EVERY, 2*INDEX_EVERY, ... of one file, and its count of complete
+    lines; ``extend`` scans only the bytes appended since the last call (a shorter or replaced file
+    starts the index over)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.offsets: list[int] = [0]
+        self.lines = 0  # complete lines counted
+        self.scanned = 0  # byte offset just after the last complete line counted
+        self.identity: tuple[int, int] = (0, 0)  # (device, inode)
+
+    def extend(self, fh: object) -> None:
+        st = os.fstat(fh.fileno())  # type: ignore[attr-defined]
+        if (st.st_dev, st.st_ino) != self.identity or st.st_size < self.scanned:
+            self.offsets, self.lines, self.scanned, self.identity = [0], 0, 0, (st.st_dev, st.st_ino)
+        fh.seek(self.scanned)  # type: ignore[attr-defined]
+        pos = self.scanned  # file offset of the chunk read next
+        while chunk := fh.read(_CHUNK):  # type: ignore[attr-defined]
+            start = 0
+            while (nl := chunk.find(b"\n", start)) >= 0:
+                self.lines += 1
+                start = nl + 1
+                if self.lines % INDEX_EVERY == 0:
+                    self.offsets.append(pos + start)
+            if start:
+                self.scanned = pos + start  # a partial last line is counted once its newline is written
+            pos += len(chunk)
 
 
 def log_path(
@@ -26,6 +67,16 @@ def log_path(
 class LogFiles:
     def __init__(self, log_dir: Path) -> None:
         self.root = log_dir.resolve()
+        self._indexes: OrderedDict[Path, LineIndex] = OrderedDict()
+        self._indexes_lock = threading.Lock()
+
+    def _index(self, path: Path) -> LineIndex:
+        with self._indexes_lock:
+            index = self._indexes.pop(path, None) or LineIndex()
+            self._indexes[path] = index
+            while len(self._indexes) > INDEXED_FILES:
+                self._indexes.popitem(last=False)
+            return index
 
     def checked(self, path: str) -> Path:
         candidate = Path(path)
@@ -40,9 +91,11 @@ class LogFiles:
         target = self.checked(path)
         return await asyncio.to_thread(_tail, target, max(0, min(lines, 10_000)))
 
-    async def range(self, path: str, skip: int, limit: int) -> tuple[list[str], int]:
+    async def range(self, path: str, skip: int, limit: int, from_end: bool = False) -> tuple[list[str], int, int]:
+        """Complete lines from ``skip`` (or the last ``limit`` ones): (lines, first line number, total)."""
         target = self.checked(path)
-        return await asyncio.to_thread(_range, target, max(0, skip), max(0, min(limit, 10_000)))
+        limit = max(0, min(limit, 10_000))
+        return await asyncio.to_thread(_range, target, self._index(target), max(0, skip), limit, from_end)
 
     async def remove(self, path: str) -> bool:
         target = self.checked(path)
@@ -78,17 +131,24 @@ def _tail(path: Path, lines: int) -> list[str]:
     return list(reversed(out))
 
 
-def _range(path: Path, skip: int, limit: int) -> tuple[list[str], int]:
-    """Complete lines [skip, skip+limit); a trailing line still being written is not returned yet."""
+def _range(path: Path, index: LineIndex, skip: int, limit: int, from_end: bool) -> tuple[list[str], int, int]:
+    """Complete lines [skip, skip+limit) (from_end: the last ``limit``); a line still being written is not
+    returned yet. Returns the lines, the number of the first, and the complete lines in the file."""
     out: list[str] = []
     used = 0
-    index = 0
     try:
-        with open(path, "rb") as fh:
+        with open(path, "rb") as fh, index.lock:
+            index.extend(fh)
+            total = index.lines
+            if from_end:
+                skip = max(0, total - limit)
+            checkpoint = min(skip // INDEX_EVERY, len(index.offsets) - 1)
+            fh.seek(index.offsets[checkpoint])
+            line_no = checkpoint * INDEX_EVERY
             for raw in fh:
-                if not raw.endswith(b"\n"):
-                    break  # partial line: the writer has not finished it
-                if index >= skip:
+                if line_no >= total or not raw.endswith(b"\n"):
+                    break  # past what was indexed, or a partial line: the writer has not finished it
+                if line_no >= skip:
                     if len(out) >= limit:
                         break
                     line = _clip(raw[:-1].decode(errors="replace"))
@@ -96,10 +156,10 @@ def _range(path: Path, skip: int, limit: int) -> tuple[list[str], int]:
                     if used > MAX_REPLY_BYTES and out:
                         break
                     out.append(line)
-                index += 1
+                line_no += 1
     except FileNotFoundError:
         raise BadRequest(f"log {path} does not exist", 404) from None
-    return out, skip + len(out)
+    return out, skip, total
 
 
 def _remove(path: Path) -> bool:

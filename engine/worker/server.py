@@ -273,8 +273,8 @@ class Worker(Node):
 
     async def on_log_range(self, msg: LogRange) -> LogLines:
         complete = not self._writing(msg.path)  # read before the lines: no line can be missed
-        lines, nxt = await self.log_files.range(msg.path, msg.skip, msg.limit)
-        return LogLines(lines=lines, next=nxt, complete=complete)
+        lines, start, total = await self.log_files.range(msg.path, msg.skip, msg.limit, msg.from_end)
+        return LogLines(lines=lines, next=start + len(lines), complete=complete, start=start, total=total)
 
     async def on_log_download(self, msg: LogDownload) -> web.StreamResponse:
         target = self.log_files.checked(msg.path)

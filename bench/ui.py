@@ -1,0 +1,150 @@
+"""Web UI timings in real headless Chromium (ui/tests/e2e/perf.mjs) against real master, worker and API
+processes on private etcd + PostgreSQL:
+
+- instance_1000_*: opening the page of a 1,000-task instance (a layered DAG, run as a dry run), from
+  navigation start to the graph drawn and the task table filled; cold (layout computed) and warm (the
+  layout cached for the version); the longest main-thread task and the blocking time (sum over 50 ms).
+- list_after_data_ms: the instances list on screen after its API answer arrived.
+- state_change_on_screen_ms: a workflow instance's state committed in the database -> shown in the list
+  (trigger -> NOTIFY -> API server batch -> server-sent event -> query cache -> DOM).
+- initial_js_gzip_kb: the JavaScript index.html loads, gzipped (the layout worker loads later).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from bench.common import main, rounded, save_released, workdir
+from engine import config as config_mod
+from engine.api.tokens import create_token, ensure_user
+from engine.infra.process import wait_until
+from engine.infra.stack import Stack
+from engine.workflows.model import TaskDef
+
+UI = Path(__file__).resolve().parent.parent / "ui"
+SIZES = {"tiny": {"tasks": 100}, "full": {"tasks": 1000}}
+
+
+def layered(tasks: int, width: int = 20) -> list[TaskDef]:
+    """``tasks`` SHELL tasks in layers of ``width``; each depends on two tasks of the layer before."""
+    out = []
+    for i in range(tasks):
+        layer, pos = divmod(i, width)
+        up = (
+            ()
+            if layer == 0
+            else tuple({f"t{(layer - 1) * width + pos}", f"t{(layer - 1) * width + (pos + 1) % width}"})
+        )
+        out.append(TaskDef(f"t{i}", "SHELL", {"rawScript": "true"}, upstream=up))
+    return out
+
+
+def initial_js_gzip_kb() -> float:
+    dist = UI / "dist"
+    index = (dist / "index.html").read_text()
+    files = set(re.findall(r'(?:src|href)="\./(assets/[^"]+\.js)"', index))
+    return sum(len(gzip.compress((dist / f).read_bytes())) for f in files) / 1024
+
+
+async def _prepare(dsn: str, tasks: int) -> tuple[str, int, int]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        _, token = await create_token(conn, await ensure_user(conn), "bench-ui")
+        big = await save_released(conn, "ui_big", layered(tasks))
+        small = await save_released(conn, "ui_small", [TaskDef("one", "SHELL", {"rawScript": "true"})])
+    finally:
+        await conn.close()
+    return token, big, small
+
+
+def _call(url: str, token: str, method: str, path: str, body: Any = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url + path, data=data, method=method)
+    req.add_header("Authorization", f"Bearer {token}")
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def _run_to_end(url: str, token: str, code: int, body: dict[str, Any], timeout: float) -> int:
+    command = _call(url, token, "POST", f"/api/v1/workflows/{code}/start", body)["command_id"]
+    found: dict[str, Any] = {}
+
+    def done() -> bool:
+        status = _call(url, token, "GET", f"/api/v1/commands/{command}")
+        if status["workflow_instance_id"] is None:
+            return False
+        found.update(_call(url, token, "GET", f"/api/v1/instances/{status['workflow_instance_id']}"))
+        return bool(found["finished"])
+
+    wait_until(done, timeout, interval=0.5, what=f"instance of workflow {code} finished")
+    return int(found["id"])
+
+
+async def _flip(dsn: str, instance: int) -> float:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("UPDATE workflow_instance SET state = 6 WHERE id = $1", instance)  # FAILURE
+        return time.time() * 1000
+    finally:
+        await conn.close()
+
+
+def run(size: str = "full") -> dict[str, Any]:
+    chromium = shutil.which("chromium")
+    if chromium is None or not (UI / "dist" / "index.html").is_file():
+        raise SystemExit("bench ui: needs Chromium and the built UI (make install)")
+    params = SIZES[size]
+    cfg = config_mod.load(environ={})
+    result: dict[str, Any] = {"benchmark": "ui", "size": size, "tasks": params["tasks"]}
+    with workdir() as base:
+        stack = Stack(Path(base) / "stack", cfg)
+        try:
+            stack.start_infra()
+            assert stack.postgres is not None
+            dsn = stack.postgres.dsn
+            quiet = ["logging.level=warning"]
+            stack.start_node("master", "master", quiet)
+            stack.start_node("worker", "worker", quiet)
+            port = stack.api_port()
+            stack.start_node("api", "api", quiet, port=port)
+            url = f"http://127.0.0.1:{port}"
+            token, big, small = asyncio.run(_prepare(dsn, params["tasks"]))
+            big_instance = _run_to_end(url, token, big, {"dry_run": True}, 600)
+            flip = _run_to_end(url, token, small, {}, 60)
+            env = {"PORPOISE_URL": url, "PORPOISE_TOKEN": token, "BIG_INSTANCE": str(big_instance),
+                   "FLIP_INSTANCE": str(flip), "CHROMIUM": chromium, "PATH": "/usr/bin:/bin"}  # fmt: skip
+            proc = subprocess.Popen(
+                ["node", "tests/e2e/perf.mjs"],
+                cwd=UI,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert proc.stdin is not None and proc.stdout is not None
+            assert proc.stdout.readline().strip() == "READY"
+            proc.stdin.write(f"GO {asyncio.run(_flip(dsn, flip))}\n")
+            proc.stdin.flush()
+            result |= json.loads(proc.stdout.readline())
+            proc.stdin.close()
+            proc.wait(60)
+            result["initial_js_gzip_kb"] = initial_js_gzip_kb()
+        finally:
+            stack.stop_all()
+    return rounded(result)
+
+
+if __name__ == "__main__":
+    main(run)

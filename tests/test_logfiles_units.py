@@ -1,0 +1,58 @@
+"""Task log paging on the worker (engine/worker/logfiles.py): the line index gives exactly the lines a
+plain read gives, for every page, while the file grows, and after it is replaced."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.worker import logfiles
+from engine.worker.logfiles import LogFiles
+
+
+def _append(path: Path, text: str) -> None:
+    with path.open("a") as fh:
+        fh.write(text)
+
+
+@pytest.fixture(autouse=True)
+def small_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logfiles, "INDEX_EVERY", 3)  # checkpoints every 3 lines: every page crosses some
+    monkeypatch.setattr(logfiles, "_CHUNK", 7)  # lines split across reads
+
+
+async def test_every_page_matches_a_plain_read(tmp_path: Path) -> None:
+    log = tmp_path / "t.log"
+    lines = [f"line {i}" + "x" * (i % 5) for i in range(40)]
+    log.write_text("\n".join(lines) + "\n")
+    files = LogFiles(tmp_path)
+    for skip in range(0, 42):
+        for limit in (1, 2, 5, 13):
+            got, start, total = await files.range(str(log), skip, limit)
+            assert (got, start, total) == (lines[skip : skip + limit], skip, 40), (skip, limit)
+    assert await files.range(str(log), 0, 4, from_end=True) == (lines[-4:], 36, 40)
+    assert await files.range(str(log), 0, 100, from_end=True) == (lines, 0, 40)
+
+
+async def test_growing_file_partial_line_and_replacement(tmp_path: Path) -> None:
+    log = tmp_path / "t.log"
+    log.write_text("a\nb\nc\nd")  # "d" is still being written
+    files = LogFiles(tmp_path)
+    assert await files.range(str(log), 0, 10) == (["a", "b", "c"], 0, 3)
+    _append(log, "one\ne\nf\ng\n")
+    assert await files.range(str(log), 2, 10) == (["c", "done", "e", "f", "g"], 2, 7)
+    assert await files.range(str(log), 0, 2, from_end=True) == (["f", "g"], 5, 7)
+    replaced = tmp_path / "new.log"
+    replaced.write_text("x\ny\n")
+    replaced.replace(log)  # a new file under the same name (another attempt): the index starts over
+    assert await files.range(str(log), 0, 10) == (["x", "y"], 0, 2)
+
+
+async def test_index_cache_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logfiles, "INDEXED_FILES", 2)
+    files = LogFiles(tmp_path)
+    for i in range(4):
+        (tmp_path / f"{i}.log").write_text("a\n")
+        await files.range(str(tmp_path / f"{i}.log"), 0, 1)
+    assert [p.name for p in files._indexes] == ["2.log", "3.log"]

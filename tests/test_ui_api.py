@@ -1,0 +1,89 @@
+"""API answers made for the web UI: the overview, the workflows list's last runs and next fire time, sub-workflow
+links, and logs opened at their end."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.conftest import ApiCluster
+from tests.helpers import start_workflow
+
+pytestmark = pytest.mark.slow
+
+
+def _run(c: ApiCluster, code: int) -> int:
+    return int(start_workflow(c.client(), code)["id"])
+
+
+def test_overview_and_workflow_list_for_the_ui(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    client = c.client()
+    name = f"ov_{uuid.uuid4().hex[:8]}"
+    doc = {
+        "name": name,
+        "project": "ui-api",
+        "tasks": [
+            {"name": "ok", "type": "SHELL", "params": {"rawScript": "true"}},
+            {"name": "boom", "type": "SHELL", "params": {"rawScript": "exit 3"}, "upstream": ["ok"]},
+        ],
+    }
+    before = client.get("/api/v1/overview")
+    code = client.request("POST", "/api/v1/workflows", doc, query={"release": True})["code"]
+    first, second = _run(c, code), _run(c, code)
+
+    overview = client.get("/api/v1/overview")
+    assert overview["last_day"].get("FAILURE", 0) == before["last_day"].get("FAILURE", 0) + 2
+    assert overview["last_week"]["FAILURE"] >= overview["last_day"]["FAILURE"]
+    latest = overview["failures"][0]
+    assert latest["id"] == second and latest["state"] == "FAILURE"
+    task = client.get(f"/api/v1/tasks/{latest['failed_task']['id']}")
+    assert latest["failed_task"]["name"] == "boom" == task["name"] and task["state"] == "FAILURE"
+    cluster = overview["cluster"]
+    assert (cluster["registry"], cluster["masters"], cluster["workers"]) == (True, 1, 1)
+    # a node is listed when its heartbeat is not NORMAL (a loaded test machine can make the worker BUSY)
+    assert set(cluster["unhealthy"]) <= {c.master.address, c.worker.address}
+    assert isinstance(overview["running_total"], int)
+
+    listed = client.get("/api/v1/workflows", search=name)["items"]
+    assert [w["code"] for w in listed] == [code]
+    assert listed[0]["last_runs"] == [{"id": second, "state": "FAILURE"}, {"id": first, "state": "FAILURE"}]
+    assert listed[0]["next_fire_time"] is None
+    client.post("/api/v1/schedules", {"workflow_code": code, "crontab": "0 3 * * *", "online": True})
+    listed = client.get("/api/v1/workflows", search=name)["items"]
+    assert listed[0]["next_fire_time"].endswith("03:00:00+00:00")
+
+
+def test_instance_links_sub_workflow_children_and_parent(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    client = c.client()
+    tag = uuid.uuid4().hex[:8]
+    child = {"name": f"child_{tag}", "project": "ui-api", "tasks": [{"name": "x", "type": "SHELL",
+             "params": {"rawScript": "true"}}]}  # fmt: skip
+    client.request("POST", "/api/v1/workflows", child, query={"release": True})
+    parent = {"name": f"parent_{tag}", "project": "ui-api", "tasks": [{"name": "sub", "type": "SUB_PROCESS",
+              "params": {"workflow": f"child_{tag}"}}]}  # fmt: skip
+    code = client.request("POST", "/api/v1/workflows", parent, query={"release": True})["code"]
+    top = client.get(f"/api/v1/instances/{_run(c, code)}")
+    assert top["state"] == "SUCCESS" and top["parent_instance_id"] is None
+    (sub,) = top["tasks"]
+    below = client.get(f"/api/v1/instances/{sub['sub_instance_id']}")
+    assert below["name"].startswith(f"child_{tag}") and below["parent_instance_id"] == top["id"]
+    assert "sub_instance_id" not in below["tasks"][0]
+
+
+def test_log_opens_at_its_end_and_pages_by_line(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    client = c.client()
+    doc = {"name": f"log_{uuid.uuid4().hex[:8]}", "project": "ui-api",
+           "tasks": [{"name": "many", "type": "SHELL", "params": {"rawScript": "seq 1 2500"}}]}  # fmt: skip
+    code = client.request("POST", "/api/v1/workflows", doc, query={"release": True})["code"]
+    (task,) = client.get(f"/api/v1/instances/{_run(c, code)}")["tasks"]
+    whole = client.get(f"/api/v1/tasks/{task['id']}/log/download").splitlines()
+    end = client.get(f"/api/v1/tasks/{task['id']}/log", from_end=True, limit=10)
+    assert end["total"] == len(whole) and end["start"] == len(whole) - 10
+    assert end["lines"] == whole[-10:] and end["next"] == len(whole) and end["complete"]
+    assert "2500" in end["lines"][-2]  # the last line is the runner's "finished" line
+    page = client.get(f"/api/v1/tasks/{task['id']}/log", skip=1500, limit=3)
+    assert (page["lines"], page["start"], page["next"]) == (whole[1500:1503], 1500, 1503)

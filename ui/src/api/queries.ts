@@ -1,0 +1,161 @@
+// Query keys and hooks: components reach the API only through these (and the live stream patches them).
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+
+import { api, call, type ControlResult } from "./client";
+
+export interface InstanceFilters {
+  state?: string;
+  workflow?: number;
+  since?: string;
+  page: number;
+  size: number;
+}
+
+export const keys = {
+  instances: (f: InstanceFilters) => ["instances", f] as const,
+  instance: (id: number) => ["instance", id] as const,
+  workflows: (f: object) => ["workflows", f] as const,
+  workflow: (code: number) => ["workflow", code] as const,
+  version: (code: number, version: number) => ["workflow-version", code, version] as const,
+  cluster: ["cluster"] as const,
+  task: (id: number) => ["task", id] as const,
+};
+
+export function useInstances(f: InstanceFilters) {
+  return useQuery({
+    queryKey: keys.instances(f),
+    queryFn: () => call(api.GET("/api/v1/instances", { params: { query: f } })),
+    placeholderData: (previous) => previous,
+  });
+}
+
+export function useInstance(id: number) {
+  return useQuery({
+    queryKey: keys.instance(id),
+    queryFn: () => call(api.GET("/api/v1/instances/{id}", { params: { path: { id: String(id) } } })),
+  });
+}
+
+/** A version's document never changes: cached for the session. */
+export function useWorkflowVersion(code: number | undefined, version: number | undefined) {
+  return useQuery({
+    queryKey: keys.version(code ?? 0, version ?? 0),
+    enabled: code !== undefined && version !== undefined,
+    staleTime: Infinity,
+    queryFn: () =>
+      call(
+        api.GET("/api/v1/workflows/{code}/versions/{version}", {
+          params: { path: { code: String(code), version: String(version) } },
+        }),
+      ),
+  });
+}
+
+export function useWorkflows(f: {
+  search?: string;
+  release_state?: "ONLINE" | "OFFLINE";
+  page: number;
+  size: number;
+}) {
+  return useQuery({
+    queryKey: keys.workflows(f),
+    queryFn: () => call(api.GET("/api/v1/workflows", { params: { query: f } })),
+    placeholderData: (previous) => previous,
+  });
+}
+
+export function useWorkflow(code: number) {
+  return useQuery({
+    queryKey: keys.workflow(code),
+    queryFn: () => call(api.GET("/api/v1/workflows/{code}", { params: { path: { code: String(code) } } })),
+  });
+}
+
+export function useVersions(code: number) {
+  return useQuery({
+    queryKey: ["workflow-versions", code],
+    queryFn: () =>
+      call(
+        api.GET("/api/v1/workflows/{code}/versions", {
+          params: { path: { code: String(code) }, query: { size: 100 } },
+        }),
+      ),
+  });
+}
+
+export function useCluster() {
+  return useQuery({
+    queryKey: keys.cluster,
+    queryFn: () => call(api.GET("/api/v1/cluster")),
+    refetchInterval: 10_000,
+  });
+}
+
+export function useOverview() {
+  return useQuery({ queryKey: ["overview"], queryFn: () => call(api.GET("/api/v1/overview")) });
+}
+
+export function useTask(id: number) {
+  return useQuery({
+    queryKey: keys.task(id),
+    queryFn: () => call(api.GET("/api/v1/tasks/{id}", { params: { path: { id: String(id) } } })),
+  });
+}
+
+export type InstanceAction = "stop" | "pause" | "resume" | "recover-failed" | "rerun";
+
+export function instanceAction(id: number, action: InstanceAction): Promise<ControlResult> {
+  const path = { params: { path: { id: String(id) } } };
+  switch (action) {
+    case "stop":
+      return call(api.POST("/api/v1/instances/{id}/stop", path));
+    case "pause":
+      return call(api.POST("/api/v1/instances/{id}/pause", path));
+    case "resume":
+      return call(api.POST("/api/v1/instances/{id}/resume", path));
+    case "recover-failed":
+      return call(api.POST("/api/v1/instances/{id}/recover-failed", path));
+    case "rerun":
+      return call(api.POST("/api/v1/instances/{id}/rerun", path));
+  }
+}
+
+/** Which actions an instance's state allows (the server decides; a refusal's 409 reason is shown). */
+export const ACTIONS_BY_STATE: Record<InstanceAction, readonly string[]> = {
+  stop: ["RUNNING_EXECUTION", "READY_PAUSE"],
+  pause: ["RUNNING_EXECUTION"],
+  resume: ["PAUSE", "STOP"],
+  "recover-failed": ["FAILURE"],
+  rerun: ["PAUSE", "STOP", "FAILURE", "SUCCESS"],
+};
+
+export function allowedActions(state: string): InstanceAction[] {
+  return (Object.keys(ACTIONS_BY_STATE) as InstanceAction[]).filter((a) =>
+    ACTIONS_BY_STATE[a].includes(state),
+  );
+}
+
+export function useInstanceAction() {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: ({ id, action }: { id: number; action: InstanceAction }) => instanceAction(id, action),
+    onSettled: (_data, _error, { id }) => {
+      void client.invalidateQueries({ queryKey: keys.instance(id) });
+      void client.invalidateQueries({ queryKey: ["instances"] });
+    },
+  });
+}
+
+export type WorkflowAction = "online" | "offline" | "start";
+
+export function workflowAction(code: number, action: WorkflowAction): Promise<unknown> {
+  const path = { params: { path: { code: String(code) } } };
+  switch (action) {
+    case "online":
+      return call(api.POST("/api/v1/workflows/{code}/online", path));
+    case "offline":
+      return call(api.POST("/api/v1/workflows/{code}/offline", path));
+    case "start":
+      return call(api.POST("/api/v1/workflows/{code}/start", { ...path, body: {} }));
+  }
+}

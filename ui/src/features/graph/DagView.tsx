@@ -1,0 +1,129 @@
+// The DAG drawn with React Flow: HTML nodes, laid out once per version (layout.ts), states merged into
+// the laid-out nodes on every change without running the layout again.
+import {
+  Background,
+  Controls,
+  Handle,
+  MiniMap,
+  Position,
+  ReactFlow,
+  type Edge,
+  type Node,
+  type NodeProps,
+} from "@xyflow/react";
+import "@xyflow/react/dist/style.css";
+import { memo, useEffect, useMemo, useState } from "react";
+
+import { ErrorBox, Loading } from "../../components/ErrorBox";
+import { labelOf, symbolOf, toneOf } from "../../components/state";
+import type { Graph } from "./buildGraph";
+import { layout, type Positions } from "./layout";
+
+export interface TaskNodeData extends Record<string, unknown> {
+  name: string;
+  type: string;
+  state?: string;
+  selected?: boolean;
+}
+
+const TaskNode = memo(function TaskNode({ data }: NodeProps<Node<TaskNodeData>>) {
+  const tone = data.state ? toneOf(data.state) : "none";
+  return (
+    <div
+      className={`dag-node tone-${tone}${data.selected ? " selected" : ""}`}
+      data-testid={`node-${data.name}`}
+      data-state={data.state ?? ""}
+    >
+      <Handle type="target" position={Position.Left} />
+      <div className="dag-node-name" title={data.name}>
+        {data.name}
+      </div>
+      <div className="dag-node-meta">
+        <span className="dag-node-type">{data.type}</span>
+        {data.state && (
+          <span className="dag-node-state">
+            <span aria-hidden="true">{symbolOf(data.state)}</span> {labelOf(data.state)}
+          </span>
+        )}
+      </div>
+      <Handle type="source" position={Position.Right} />
+    </div>
+  );
+});
+
+const nodeTypes = { task: TaskNode };
+
+export function DagView({
+  layoutKey,
+  graph,
+  states,
+  selected,
+  onSelect,
+}: {
+  layoutKey: string;
+  graph: Graph;
+  states?: Map<string, string>;
+  selected?: string | null;
+  onSelect?: (name: string) => void;
+}) {
+  const [positions, setPositions] = useState<{ key: string; at: Positions } | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  useEffect(() => {
+    let live = true;
+    layout(layoutKey, graph).then(
+      (at) => live && setPositions({ key: layoutKey, at }),
+      (exc: unknown) => live && setError(exc),
+    );
+    return () => {
+      live = false;
+    };
+  }, [layoutKey, graph]);
+
+  const edges: Edge[] = useMemo(
+    () => graph.edges.map((e) => ({ id: e.id, source: e.source, target: e.target })),
+    [graph],
+  );
+  const nodes: Node<TaskNodeData>[] = useMemo(() => {
+    if (!positions || positions.key !== layoutKey) return [];
+    return graph.nodes.map((n) => ({
+      id: n.id,
+      type: "task",
+      position: positions.at.get(n.id) ?? { x: 0, y: 0 },
+      data: {
+        name: n.id,
+        type: n.type,
+        state: states?.get(n.id) ?? (n.disabled ? "DISABLED" : undefined),
+        selected: n.id === selected,
+      },
+      draggable: false,
+      connectable: false,
+    }));
+  }, [graph, positions, layoutKey, states, selected]);
+
+  if (error) return <ErrorBox error={error} title="Graph layout failed" />;
+  if (nodes.length === 0 && graph.nodes.length > 0) return <Loading what="graph layout" />;
+  const big = graph.nodes.length > 300;
+  return (
+    <div className="dag" data-testid="dag">
+      <ReactFlow
+        nodes={nodes}
+        edges={edges}
+        nodeTypes={nodeTypes}
+        // a big graph opens readable at its start (only the visible nodes are drawn), a small one fits
+        fitView={!big}
+        fitViewOptions={{ maxZoom: 1 }}
+        defaultViewport={{ x: 16, y: 16, zoom: 0.75 }}
+        minZoom={0.05}
+        onlyRenderVisibleElements={big}
+        nodesDraggable={false}
+        nodesConnectable={false}
+        onNodeClick={(_, node) => onSelect?.(node.id)}
+        proOptions={{ hideAttribution: true }}
+      >
+        <Background />
+        <Controls showInteractive={false} />
+        {graph.nodes.length > 30 && graph.nodes.length <= 500 && <MiniMap pannable zoomable />}
+      </ReactFlow>
+    </div>
+  );
+}

@@ -1,0 +1,169 @@
+// A workflow's schedules: the next fire times shown as you type the crontab (the server's own parser).
+import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { useEffect, useState } from "react";
+
+import { api, call } from "../../api/client";
+import { ErrorBox } from "../../components/ErrorBox";
+import { formatTime } from "../../components/time";
+
+function usePreview(crontab: string, timezone: string) {
+  const [debounced, setDebounced] = useState({ crontab, timezone });
+  useEffect(() => {
+    const timer = setTimeout(() => setDebounced({ crontab, timezone }), 250);
+    return () => clearTimeout(timer);
+  }, [crontab, timezone]);
+  return useQuery({
+    queryKey: ["cron-preview", debounced],
+    enabled: debounced.crontab.trim() !== "",
+    retry: false,
+    queryFn: () =>
+      call(
+        api.POST("/api/v1/schedules/preview", {
+          body: { crontab: debounced.crontab, timezone: debounced.timezone || "UTC", count: 5 },
+        }),
+      ),
+  });
+}
+
+export function Schedules({ code }: { code: number }) {
+  const client = useQueryClient();
+  const key = ["schedules", code];
+  const list = useQuery({
+    queryKey: key,
+    queryFn: () => call(api.GET("/api/v1/schedules", { params: { query: { workflow: code, size: 100 } } })),
+  });
+  const [editing, setEditing] = useState<number | "new" | null>(null);
+  const [crontab, setCrontab] = useState("0 2 * * *");
+  const [timezone, setTimezone] = useState("UTC");
+  const [error, setError] = useState<unknown>(null);
+  const preview = usePreview(editing === null ? "" : crontab, timezone);
+
+  const act = async (work: () => Promise<unknown>) => {
+    setError(null);
+    try {
+      await work();
+      setEditing(null);
+    } catch (exc) {
+      setError(exc);
+    } finally {
+      void client.invalidateQueries({ queryKey: key });
+      void client.invalidateQueries({ queryKey: ["workflows"] });
+    }
+  };
+  const save = () =>
+    act(() =>
+      editing === "new"
+        ? call(api.POST("/api/v1/schedules", { body: { workflow_code: code, crontab, timezone } }))
+        : call(
+            api.PUT("/api/v1/schedules/{id}", {
+              params: { path: { id: String(editing) } },
+              body: { crontab, timezone },
+            }),
+          ),
+    );
+  const release = (id: number, online: boolean) =>
+    act(() =>
+      online
+        ? call(api.POST("/api/v1/schedules/{id}/online", { params: { path: { id: String(id) } } }))
+        : call(api.POST("/api/v1/schedules/{id}/offline", { params: { path: { id: String(id) } } })),
+    );
+
+  return (
+    <div data-testid="schedules">
+      <h2>
+        Schedules{" "}
+        <button
+          onClick={() => {
+            setEditing("new");
+            setCrontab("0 2 * * *");
+            setTimezone("UTC");
+          }}
+        >
+          New schedule
+        </button>
+      </h2>
+      <ErrorBox error={list.error} title="Cannot list schedules" />
+      <ErrorBox error={error} title="Refused" />
+      <table className="grid">
+        <thead>
+          <tr>
+            <th>Crontab</th>
+            <th>Zone</th>
+            <th>State</th>
+            <th>Next fire</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {list.data?.items.map((s) => (
+            <tr key={String(s.id)}>
+              <td>
+                <code>{s.crontab}</code>
+              </td>
+              <td>{s.timezone}</td>
+              <td>{s.release_state === "ONLINE" ? "● online" : "○ offline"}</td>
+              <td>{formatTime(s.next_fire_times?.[0])}</td>
+              <td className="actions">
+                <button
+                  onClick={() => {
+                    setEditing(s.id as number);
+                    setCrontab(s.crontab ?? "");
+                    setTimezone(s.timezone ?? "UTC");
+                  }}
+                >
+                  Edit
+                </button>
+                <button onClick={() => void release(s.id as number, s.release_state !== "ONLINE")}>
+                  {s.release_state === "ONLINE" ? "Offline" : "Online"}
+                </button>
+              </td>
+            </tr>
+          ))}
+          {list.data?.items.length === 0 && (
+            <tr>
+              <td colSpan={5} className="muted">
+                no schedule
+              </td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+      {editing !== null && (
+        <form
+          className="dialog"
+          aria-label="Schedule"
+          onSubmit={(e) => {
+            e.preventDefault();
+            void save();
+          }}
+        >
+          <label>
+            Crontab (5 fields, or Quartz with seconds){" "}
+            <input value={crontab} onChange={(e) => setCrontab(e.target.value)} aria-label="Crontab" />
+          </label>
+          <label>
+            Time zone{" "}
+            <input value={timezone} onChange={(e) => setTimezone(e.target.value)} aria-label="Time zone" />
+          </label>
+          <div data-testid="next-fires">
+            {preview.error ? (
+              <ErrorBox error={preview.error} title="Not a valid schedule" />
+            ) : (
+              <ol>
+                {preview.data?.next_fire_times?.map((t) => (
+                  <li key={t}>{formatTime(t)}</li>
+                ))}
+              </ol>
+            )}
+          </div>
+          <div className="actions">
+            <button type="submit">Save</button>
+            <button type="button" onClick={() => setEditing(null)}>
+              Cancel
+            </button>
+          </div>
+        </form>
+      )}
+    </div>
+  );
+}

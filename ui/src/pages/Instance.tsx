@@ -1,0 +1,123 @@
+import { useMemo, useState } from "react";
+import { Link, useParams } from "react-router";
+
+import {
+  allowedActions,
+  useInstance,
+  useInstanceAction,
+  useWorkflowVersion,
+  type InstanceAction,
+} from "../api/queries";
+import { ErrorBox, Loading } from "../components/ErrorBox";
+import { StateBadge } from "../components/StateBadge";
+import { formatDuration, formatTime } from "../components/time";
+import { TaskTable } from "../features/gantt/TaskTable";
+import { buildGraph, statesByName, type TaskSpec } from "../features/graph/buildGraph";
+import { DagView } from "../features/graph/DagView";
+import { useLive } from "../features/live/useLive";
+
+const LABELS: Record<InstanceAction, string> = {
+  stop: "Stop",
+  pause: "Pause",
+  resume: "Resume",
+  "recover-failed": "Recover failed",
+  rerun: "Rerun",
+};
+
+export function InstancePage() {
+  const id = Number(useParams().id);
+  useLive(id);
+  const query = useInstance(id);
+  const detail = query.data;
+  const version = useWorkflowVersion(detail?.workflow_code, detail?.workflow_version);
+  const action = useInstanceAction();
+  const [selected, setSelected] = useState<string | null>(null);
+
+  const tasks = version.data?.document.tasks as TaskSpec[] | undefined;
+  const graph = useMemo(() => (tasks ? buildGraph(tasks) : null), [tasks]);
+  const current = useMemo(() => (detail ? statesByName(detail.tasks) : new Map()), [detail]);
+  const states = useMemo(
+    () => new Map([...current].map(([name, t]) => [name, t.state as string])),
+    [current],
+  );
+  const chosen = selected ? current.get(selected) : undefined;
+
+  if (query.isPending) return <Loading what={`instance ${id}`} />;
+  if (!detail) return <ErrorBox error={query.error} title={`Cannot load instance ${id}`} />;
+  const allowed = allowedActions(detail.state);
+  return (
+    <section>
+      <div className="pagehead">
+        <h1>
+          {detail.name} <StateBadge state={detail.state} />
+        </h1>
+        <div className="actions" role="group" aria-label="Instance actions">
+          {(Object.keys(LABELS) as InstanceAction[]).map((a) => (
+            <button
+              key={a}
+              disabled={!allowed.includes(a) || action.isPending}
+              title={allowed.includes(a) ? "" : `not allowed while ${detail.state}`}
+              onClick={() => action.mutate({ id, action: a })}
+            >
+              {LABELS[a]}
+            </button>
+          ))}
+        </div>
+      </div>
+      <ErrorBox error={action.error} title="Action refused" />
+      <ErrorBox error={query.error} title="Refresh failed" />
+      <dl className="facts">
+        <dt>Instance</dt>
+        <dd>#{detail.id}</dd>
+        <dt>Workflow</dt>
+        <dd>
+          <Link to={`/workflows/${detail.workflow_code}`}>
+            {detail.workflow_code} v{detail.workflow_version}
+          </Link>
+        </dd>
+        <dt>Started</dt>
+        <dd>{formatTime(detail.start_time)}</dd>
+        <dt>Duration</dt>
+        <dd>{formatDuration(detail.duration_ms)}</dd>
+        <dt>Master</dt>
+        <dd>{detail.host ?? "—"}</dd>
+        {detail.parent_instance_id ? (
+          <>
+            <dt>Parent</dt>
+            <dd>
+              <Link to={`/instances/${detail.parent_instance_id}`}>
+                instance #{detail.parent_instance_id}
+              </Link>
+            </dd>
+          </>
+        ) : null}
+        <dt>Tasks</dt>
+        <dd>
+          {detail.tasks.filter((t) => t.finished).length} of {detail.tasks_total} finished
+        </dd>
+      </dl>
+      <ErrorBox error={version.error} title="Cannot load the workflow's graph" />
+      {graph && (
+        <DagView
+          layoutKey={`${detail.workflow_code}:${detail.workflow_version}`}
+          graph={graph}
+          states={states}
+          selected={selected}
+          onSelect={setSelected}
+        />
+      )}
+      {chosen && (
+        <div className="selection" data-testid="selected-task">
+          <strong>{chosen.name}</strong> <StateBadge state={chosen.state} /> attempt {chosen.attempt} on{" "}
+          {chosen.host ?? "—"} {chosen.id !== null && <Link to={`/tasks/${chosen.id}/log`}>open log</Link>}{" "}
+          {chosen.sub_instance_id && (
+            <Link to={`/instances/${chosen.sub_instance_id}`}>
+              open sub-workflow #{chosen.sub_instance_id}
+            </Link>
+          )}
+        </div>
+      )}
+      <TaskTable tasks={detail.tasks} selected={selected} onSelect={setSelected} />
+    </section>
+  );
+}

@@ -1,0 +1,118 @@
+import { Link } from "react-router";
+
+import { useOverview } from "../api/queries";
+import { ErrorBox, Loading } from "../components/ErrorBox";
+import { StateBadge } from "../components/StateBadge";
+import { toneOf } from "../components/state";
+import { formatTime } from "../components/time";
+import { useLive } from "../features/live/useLive";
+
+const ORDER = [
+  "RUNNING_EXECUTION",
+  "SUBMITTED_SUCCESS",
+  "SERIAL_WAIT",
+  "SUCCESS",
+  "FAILURE",
+  "STOP",
+  "PAUSE",
+];
+
+function Counts({ title, counts }: { title: string; counts: Record<string, number> }) {
+  const states = Object.keys(counts).sort(
+    (a, b) => ((ORDER.indexOf(a) + 99) % 99) - ((ORDER.indexOf(b) + 99) % 99),
+  );
+  const total = Object.values(counts).reduce((a, b) => a + b, 0);
+  return (
+    <div className="card">
+      <h2>{title}</h2>
+      <div className="stack" aria-hidden="true">
+        {states.map((s) => (
+          <i
+            key={s}
+            className={`bar-run tone-${toneOf(s)}`}
+            style={{ flexGrow: counts[s] }}
+            title={`${s}: ${counts[s]}`}
+          />
+        ))}
+      </div>
+      <ul className="counts">
+        {states.map((s) => (
+          <li key={s}>
+            <Link to={`/instances?state=${s}`}>
+              <StateBadge state={s} /> {counts[s]}
+            </Link>
+          </li>
+        ))}
+        {total === 0 && <li className="muted">no instances</li>}
+      </ul>
+    </div>
+  );
+}
+
+export function OverviewPage() {
+  useLive();
+  const query = useOverview();
+  const data = query.data;
+  return (
+    <section>
+      <h1>Overview</h1>
+      <ErrorBox error={query.error} title="Cannot load the overview" />
+      {!data && query.isPending && <Loading what="overview" />}
+      {data && (
+        <div className="cards">
+          <Counts title="Last 24 hours" counts={data.last_day} />
+          <Counts title="Last 7 days" counts={data.last_week} />
+          <div className="card">
+            <h2>Cluster</h2>
+            <p>
+              {data.cluster.registry ? (
+                <span className="state state-ok">✓ registry up</span>
+              ) : (
+                <span className="state state-bad">✕ registry unreachable</span>
+              )}
+            </p>
+            <p>
+              <Link to="/cluster">
+                {data.cluster.masters} masters, {data.cluster.workers} workers
+              </Link>
+            </p>
+            {data.cluster.unhealthy.length > 0 && (
+              <p className="state state-bad">! not normal: {data.cluster.unhealthy.join(", ")}</p>
+            )}
+          </div>
+          <div className="card wide">
+            <h2>
+              Running now ({data.running_total}) <Link to="/instances?state=RUNNING_EXECUTION">all</Link>
+            </h2>
+            <ul className="plain">
+              {data.running.map((i) => (
+                <li key={i.id}>
+                  <StateBadge state={i.state} /> <Link to={`/instances/${i.id}`}>{i.name}</Link>{" "}
+                  <span className="muted">since {formatTime(i.start_time)}</span>
+                </li>
+              ))}
+              {data.running.length === 0 && <li className="muted">nothing runs</li>}
+            </ul>
+          </div>
+          <div className="card wide" data-testid="recent-failures">
+            <h2>
+              Recent failures <Link to="/instances?state=FAILURE">all</Link>
+            </h2>
+            <ul className="plain">
+              {data.failures.map((i) => (
+                <li key={i.id}>
+                  <StateBadge state={i.state} /> <Link to={`/instances/${i.id}`}>{i.name}</Link>{" "}
+                  <span className="muted">{formatTime(i.end_time)}</span>{" "}
+                  {i.failed_task && (
+                    <Link to={`/tasks/${i.failed_task.id}/log`}>log of failed task {i.failed_task.name}</Link>
+                  )}
+                </li>
+              ))}
+              {data.failures.length === 0 && <li className="muted">no failures</li>}
+            </ul>
+          </div>
+        </div>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,80 @@
+import { useQueryClient } from "@tanstack/react-query";
+import { useMemo, useState } from "react";
+import { Link, useParams } from "react-router";
+
+import { useWorkflow, workflowAction, type WorkflowAction } from "../api/queries";
+import { ErrorBox, Loading } from "../components/ErrorBox";
+import { formatTime } from "../components/time";
+import { buildGraph, type TaskSpec } from "../features/graph/buildGraph";
+import { DagView } from "../features/graph/DagView";
+import { Backfill } from "../features/workflow/Backfill";
+import { Schedules } from "../features/workflow/Schedules";
+import { StartDialog } from "../features/workflow/StartDialog";
+import { VersionDiff } from "../features/workflow/VersionDiff";
+
+export function WorkflowPage() {
+  const code = Number(useParams().code);
+  const query = useWorkflow(code);
+  const client = useQueryClient();
+  const [error, setError] = useState<unknown>(null);
+  const [dialog, setDialog] = useState<"start" | "backfill" | null>(null);
+  const detail = query.data;
+  const graph = useMemo(() => (detail ? buildGraph(detail.document.tasks as TaskSpec[]) : null), [detail]);
+
+  const release = async (what: WorkflowAction) => {
+    setError(null);
+    try {
+      await workflowAction(code, what);
+    } catch (exc) {
+      setError(exc);
+    } finally {
+      void client.invalidateQueries({ queryKey: ["workflow", code] });
+    }
+  };
+
+  if (query.isPending) return <Loading what={`workflow ${code}`} />;
+  if (!detail) return <ErrorBox error={query.error} title={`Cannot load workflow ${code}`} />;
+  const online = detail.release_state === "ONLINE";
+  return (
+    <section>
+      <div className="pagehead">
+        <h1>
+          {detail.name} <span className="muted">v{detail.version}</span>{" "}
+          <span className={`release release-${detail.release_state}`}>
+            {online ? "● online" : "○ offline"}
+          </span>
+        </h1>
+        <div className="actions" role="group" aria-label="Workflow actions">
+          <button onClick={() => void release(online ? "offline" : "online")}>
+            {online ? "Take offline" : "Put online"}
+          </button>
+          <button
+            disabled={!online}
+            title={online ? "" : "put it online first"}
+            onClick={() => setDialog("start")}
+          >
+            Start…
+          </button>
+          <button disabled={!online} onClick={() => setDialog("backfill")}>
+            Backfill…
+          </button>
+          <Link to={`/workflows/${code}/edit`}>Edit</Link>
+          <Link to={`/instances?workflow=${code}`}>Instances</Link>
+        </div>
+      </div>
+      <ErrorBox error={error} title="Refused" />
+      {dialog === "start" && <StartDialog code={code} onClose={() => setDialog(null)} />}
+      {dialog === "backfill" && <Backfill code={code} onClose={() => setDialog(null)} />}
+      <p className="muted">
+        Project {detail.project} · code {detail.code} · updated {formatTime(detail.update_time)}
+        {detail.description ? ` · ${detail.description}` : ""}
+      </p>
+      {graph && graph.dangling.length > 0 && (
+        <div className="error">Upstream tasks that do not exist: {graph.dangling.join(", ")}</div>
+      )}
+      {graph && <DagView layoutKey={`${code}:${detail.version}`} graph={graph} />}
+      <Schedules code={code} />
+      <VersionDiff code={code} current={detail.version} />
+    </section>
+  );
+}

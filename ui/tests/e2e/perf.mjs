@@ -1,0 +1,78 @@
+// UI timings in real headless Chromium, driven by bench/ui.py (which starts the cluster and the data):
+//   PORPOISE_URL, PORPOISE_TOKEN, BIG_INSTANCE (an instance of a 1,000-task workflow), FLIP_INSTANCE (a
+//   finished instance whose state bench/ui.py changes in the database when this script prints READY and
+//   then writes "GO <epoch ms of the commit>" on stdin). Prints one JSON object of milliseconds.
+import { createInterface } from "node:readline";
+import { launch } from "./browser.mjs";
+
+const url = process.env.PORPOISE_URL;
+const { page, close } = await launch();
+
+page.setDefaultTimeout(120_000);
+await page.addInitScript((token) => {
+  sessionStorage.setItem("porpoise.token", token);
+  window.__longTasks = [];
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) window.__longTasks.push(e.duration);
+  }).observe({ type: "longtask", buffered: true });
+}, process.env.PORPOISE_TOKEN);
+
+const out = {};
+
+// 1. a 1,000-task instance: navigation start -> task table filled (interactive) and graph drawn; cold =
+// a fresh page load (layout computed in the worker), warm = coming back within the app (layout cached in
+// memory), reload = a new page load of the same instance (layout cached in IndexedDB)
+const measure = async (key, since) => {
+  await page.locator('[data-testid="task-table"] [role="row"]').first().waitFor();
+  const table = await page.evaluate(() => performance.now());
+  await page.locator(".react-flow__node").first().waitFor();
+  const t = await page.evaluate(() => ({
+    graph: performance.now(),
+    longest: Math.max(0, ...window.__longTasks),
+    blocked: window.__longTasks.reduce((a, b) => a + Math.max(0, b - 50), 0),
+  }));
+  out[`${key}_table_ms`] = Math.round(table - since);
+  out[`${key}_graph_ms`] = Math.round(t.graph - since);
+  out[`${key}_longest_task_ms`] = Math.round(t.longest);
+  out[`${key}_blocking_ms`] = Math.round(t.blocked);
+};
+await page.goto(`${url}/instances/${process.env.BIG_INSTANCE}`);
+await measure("instance_1000_cold", 0);
+out.instance_1000_dom_rows = await page.locator('[data-testid="task-table"] [role="row"]').count();
+out.instance_1000_dom_nodes = await page.locator(".react-flow__node").count();
+await page.getByRole("link", { name: "Overview" }).first().click();
+await page.getByTestId("recent-failures").waitFor();
+const back = await page.evaluate(() => {
+  window.__longTasks.length = 0;
+  history.back();
+  return performance.now();
+});
+await measure("instance_1000_warm", back);
+await page.reload(); // a new page load: the layout comes from IndexedDB
+await measure("instance_1000_reload", 0);
+
+// 2. the instances list: its API answer received -> rows on screen
+await page.goto(`${url}/overview`);
+await page.getByRole("link", { name: "Instances" }).first().waitFor();
+const answered = page.waitForResponse((r) => r.url().includes("/api/v1/instances?"));
+const streaming = page.waitForResponse((r) => r.url().includes("/api/v1/events"));
+await page.getByRole("link", { name: "Instances" }).first().click();
+await answered;
+const t0 = await page.evaluate(() => performance.now());
+await page.getByTestId("instances").locator("tbody tr").first().waitFor();
+out.list_after_data_ms = Math.round((await page.evaluate(() => performance.now())) - t0);
+
+// 3. a state change in the database -> on screen
+const flip = process.env.FLIP_INSTANCE;
+await page.getByTestId(`instance-${flip}`).locator('[data-state="SUCCESS"]').waitFor();
+await streaming; // the page's live stream is open
+console.log("READY");
+const input = createInterface({ input: process.stdin });
+const line = await new Promise((resolve) => input.once("line", resolve));
+input.close(); // an open stdin would keep node running
+const committed = Number(String(line).split(" ")[1]);
+await page.getByTestId(`instance-${flip}`).locator('[data-state="FAILURE"]').waitFor();
+out.state_change_on_screen_ms = Date.now() - committed;
+
+console.log(JSON.stringify(out));
+await close();
