@@ -74,6 +74,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The audit log, newest first (admins) */
+        get: operations["get_api_v1_audit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/cluster": {
         parameters: {
             query?: never;
@@ -86,6 +103,24 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/cluster/workers/{address}/drain": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Drain a worker: it takes no new tasks, its running tasks finish, it stays up (status DRAINING) */
+        post: operations["post_api_v1_cluster_workers_address_drain"];
+        /** End a worker's drain: it takes tasks again (not while it is shutting down: 409) */
+        delete: operations["delete_api_v1_cluster_workers_address_drain"];
         options?: never;
         head?: never;
         patch?: never;
@@ -154,6 +189,75 @@ export interface paths {
         get: operations["get_api_v1_events"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/export/dolphinscheduler": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Workflows of a project in DolphinScheduler's export format */
+        post: operations["post_api_v1_export_dolphinscheduler"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Grants of data sources and alert groups (admins) */
+        get: operations["get_api_v1_grants"];
+        put?: never;
+        /** Grant a data source or alert group to a user or a project (admins) */
+        post: operations["post_api_v1_grants"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/grants/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke a data source / alert group grant (admins) */
+        delete: operations["delete_api_v1_grants_id"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/import/dolphinscheduler": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Create the workflows (and schedules) of a DolphinScheduler export, all or none */
+        post: operations["post_api_v1_import_dolphinscheduler"];
         delete?: never;
         options?: never;
         head?: never;
@@ -279,6 +383,74 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/login": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Sign in with a password: session cookie + CSRF token (browsers) */
+        post: operations["post_api_v1_login"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/logout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** End this browser session */
+        post: operations["post_api_v1_logout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Who you are signed in as */
+        get: operations["get_api_v1_me"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/me/password": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Change your password (ends your browser sessions) */
+        post: operations["post_api_v1_me_password"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/overview": {
         parameters: {
             query?: never;
@@ -303,10 +475,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List projects */
+        /** List the projects you may see */
         get: operations["get_api_v1_projects"];
         put?: never;
-        /** Create a project */
+        /** Create a project (you own it) */
         post: operations["post_api_v1_projects"];
         delete?: never;
         options?: never;
@@ -327,6 +499,41 @@ export interface paths {
         post?: never;
         /** Delete an empty project */
         delete: operations["delete_api_v1_projects_name"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/projects/{name}/grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Who may do what in a project (owner, admins) */
+        get: operations["get_api_v1_projects_name_grants"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/projects/{name}/grants/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Give a user rights on a project (owner, admins) */
+        put: operations["put_api_v1_projects_name_grants_user"];
+        post?: never;
+        /** Take a user's rights on a project away (owner, admins) */
+        delete: operations["delete_api_v1_projects_name_grants_user"];
         options?: never;
         head?: never;
         patch?: never;
@@ -420,6 +627,77 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/task-groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Task groups with their use and queue length */
+        get: operations["get_api_v1_task_groups"];
+        put?: never;
+        /** Create a task group (admin) */
+        post: operations["post_api_v1_task_groups"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/task-groups/queue/{task_instance_id}/force-start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Admit a waiting task now, beyond the group's size (EXECUTE on the task's project) */
+        post: operations["post_api_v1_task_groups_queue_task_instance_id_force_start"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/task-groups/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One task group */
+        get: operations["get_api_v1_task_groups_id"];
+        put?: never;
+        post?: never;
+        /** Delete an unused task group (admin) */
+        delete: operations["delete_api_v1_task_groups_id"];
+        options?: never;
+        head?: never;
+        /** Resize a task group live or change its description (admin) */
+        patch: operations["patch_api_v1_task_groups_id"];
+        trace?: never;
+    };
+    "/api/v1/task-groups/{id}/queue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Tasks holding and waiting, with positions */
+        get: operations["get_api_v1_task_groups_id_queue"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tasks/{id}": {
         parameters: {
             query?: never;
@@ -495,7 +773,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Your API tokens (without the secrets) */
+        /** Your API tokens (without the secrets); admins: ?user= */
         get: operations["get_api_v1_tokens"];
         put?: never;
         /** Create a token; the answer is the only time it is shown */
@@ -516,8 +794,45 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Revoke a token */
+        /** Revoke a token (yours; admins: anyone's) */
         delete: operations["delete_api_v1_tokens_id"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Users (admins) */
+        get: operations["get_api_v1_users"];
+        put?: never;
+        /** Create a user (admins) */
+        post: operations["post_api_v1_users"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/users/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A user (admins) */
+        get: operations["get_api_v1_users_name"];
+        /** Change a user: password, admin, enabled, email (admins) */
+        put: operations["put_api_v1_users_name"];
+        post?: never;
+        /** Delete a user owning no project (admins) */
+        delete: operations["delete_api_v1_users_name"];
         options?: never;
         head?: never;
         patch?: never;
@@ -753,6 +1068,8 @@ export interface components {
     schemas: {
         Error: {
             error?: {
+                /** @description the items at fault */
+                details?: Record<string, never>[];
                 /** @description the offending field, e.g. tasks[2].upstream */
                 field?: string;
                 message: string;
@@ -773,6 +1090,11 @@ export interface components {
             retries?: number;
             /** @description minutes between a failure and the retry */
             retry_interval?: number;
+            /** @description task group whose slots the task takes while it runs (waits in the group's queue) */
+            task_group?: string;
+            /** @description order in the group's queue: higher first, then first come */
+            task_group_priority?: number;
+            task_group_slots?: number;
             /** @description minutes; 0 = none */
             timeout?: number;
             /** @enum {unknown} */
@@ -812,6 +1134,13 @@ export interface components {
         };
         Workflow: {
             description?: string;
+            /**
+             * @description a run that finds the workflow at max_active_runs: PARALLEL / SERIAL_WAIT wait for a place (in order), SERIAL_DISCARD is not started (STOP with the reason), SERIAL_PRIORITY stops the oldest run and starts once it has ended
+             * @enum {unknown}
+             */
+            execution_type?: "PARALLEL" | "SERIAL_WAIT" | "SERIAL_DISCARD" | "SERIAL_PRIORITY";
+            /** @description runs active at once; 0 = the default: no limit for PARALLEL, 1 for the serial types */
+            max_active_runs?: number;
             name: string;
             /** @description global parameters: name -> value (placeholders such as $[yyyyMMdd] allowed) */
             params?: {
@@ -826,8 +1155,13 @@ export interface components {
             project: string;
             tasks: components["schemas"]["Task"][];
             tenant?: string;
-            /** @description minutes; 0 = none (alert only) */
+            /** @description the whole run's time limit in minutes (from its start); 0 = none */
             timeout?: number;
+            /**
+             * @description WARN (default): an alert; FAILED: an alert, then the run is stopped and ends FAILURE
+             * @enum {unknown}
+             */
+            timeout_strategy?: "WARN" | "FAILED";
         };
     };
     responses: never;
@@ -920,6 +1254,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1000,6 +1343,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1068,6 +1420,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1120,6 +1481,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1206,6 +1576,106 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_v1_audit: {
+        parameters: {
+            query?: {
+                /** @description user name */
+                user?: string;
+                /** @description login, create, update, delete, start ... */
+                action?: string;
+                /** @description route tag: workflows, users, grants ... */
+                resource_type?: string;
+                /** @description page number, from 1 */
+                page?: number;
+                /** @description items per page (at most 500) */
+                size?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: {
+                            action?: string;
+                            address?: string | null;
+                            id?: number;
+                            resource?: string | null;
+                            resource_type?: string;
+                            status?: number;
+                            /** Format: date-time */
+                            time?: string;
+                            user?: string | null;
+                        }[];
+                        page: number;
+                        size: number;
+                        total: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1267,6 +1737,165 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_v1_cluster_workers_address_drain: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        address?: string;
+                        /** @description the worker takes no new tasks */
+                        draining?: boolean;
+                        /** @description reports it has not delivered yet */
+                        pending_reports?: number;
+                        /** @description tasks still running on it */
+                        running?: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    delete_api_v1_cluster_workers_address_drain: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        address?: string;
+                        /** @description the worker takes no new tasks */
+                        draining?: boolean;
+                        /** @description reports it has not delivered yet */
+                        pending_reports?: number;
+                        /** @description tasks still running on it */
+                        running?: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1339,6 +1968,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1401,6 +2039,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1488,6 +2135,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1548,6 +2204,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1599,6 +2264,395 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_v1_export_dolphinscheduler: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    project: string;
+                    /** @description names (default: every workflow of the project) */
+                    workflows?: string[];
+                };
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>[];
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_v1_grants: {
+        parameters: {
+            query?: {
+                /** @description datasource or alert_group */
+                resource_type?: "datasource" | "alert_group";
+                /** @description page number, from 1 */
+                page?: number;
+                /** @description items per page (at most 500) */
+                size?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: Record<string, never>[];
+                        page: number;
+                        size: number;
+                        total: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_v1_grants: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    project?: string;
+                    /** @description data source name or alert group id */
+                    resource: string | number;
+                    /** @enum {unknown} */
+                    resource_type: "datasource" | "alert_group";
+                    user?: string;
+                } & (unknown | unknown);
+            };
+        };
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    delete_api_v1_grants_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_v1_import_dolphinscheduler: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description DolphinScheduler data-source id -> Porpoise data-source name (default: the id) */
+                    datasources?: {
+                        [key: string]: string;
+                    };
+                    /** @description DolphinScheduler 3.0 - 3.2 export: a list of {processDefinition, processTaskRelationList, taskDefinitionList, schedule} */
+                    export: unknown[] | Record<string, never>;
+                    /** @description project to create the workflows in (default: the export's, else default) */
+                    project?: string;
+                    /** @description put the imported workflows online (schedules stay offline) */
+                    release?: boolean;
+                    /** @description import the rest when tasks are unsupported (they become failing placeholders, marked) */
+                    skip_unsupported?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        datasources?: Record<string, never>;
+                        gaps?: Record<string, never>[];
+                        project?: string;
+                        workflows?: Record<string, never>[];
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1707,6 +2761,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1795,6 +2858,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1851,6 +2923,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1923,6 +3004,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1979,6 +3069,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2051,6 +3150,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2107,6 +3215,284 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_v1_login: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    password: string;
+                    user: string;
+                };
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        admin?: boolean;
+                        /** @description send it as X-CSRF-Token on calls that change something */
+                        csrf_token?: string;
+                        /** Format: date-time */
+                        expire_time?: string;
+                        user?: string;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_v1_logout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_v1_me: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        admin?: boolean;
+                        email?: string | null;
+                        enabled?: boolean;
+                        id?: number;
+                        name?: string;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_v1_me_password: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    new_password: string;
+                    old_password: string;
+                };
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2217,6 +3603,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2282,6 +3677,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2358,6 +3762,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2421,6 +3834,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2473,6 +3895,231 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_v1_projects_name_grants: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        perms?: string[];
+                        user?: string;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    put_api_v1_projects_name_grants_user: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                user: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description READ to see; EXECUTE to start and control; WRITE to edit */
+                    perms: ("EXECUTE" | "READ" | "WRITE")[];
+                };
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        perms?: string[];
+                        user?: string;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    delete_api_v1_projects_name_grants_user: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+                user: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2551,6 +4198,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2658,6 +4314,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2732,6 +4397,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2793,6 +4467,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2901,6 +4584,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2953,6 +4645,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3027,6 +4728,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3085,6 +4795,574 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_v1_task_groups: {
+        parameters: {
+            query?: {
+                /** @description page number, from 1 */
+                page?: number;
+                /** @description items per page (at most 500) */
+                size?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: {
+                            description?: string | null;
+                            id?: number;
+                            name?: string;
+                            project?: string | null;
+                            size?: number;
+                            /** @description slots held now (may exceed size after a force start) */
+                            used?: number;
+                            /** @description tasks waiting in its queue */
+                            waiting?: number;
+                        }[];
+                        page: number;
+                        size: number;
+                        total: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_v1_task_groups: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    description?: string;
+                    name: string;
+                    /** @description only this project's tasks */
+                    project?: string;
+                    /** @description slots its tasks may hold at once */
+                    size: number;
+                };
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        description?: string | null;
+                        id?: number;
+                        name?: string;
+                        project?: string | null;
+                        size?: number;
+                        /** @description slots held now (may exceed size after a force start) */
+                        used?: number;
+                        /** @description tasks waiting in its queue */
+                        waiting?: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_v1_task_groups_queue_task_instance_id_force_start: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                task_instance_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        forced?: boolean;
+                        task_instance_id?: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_v1_task_groups_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        description?: string | null;
+                        id?: number;
+                        name?: string;
+                        project?: string | null;
+                        size?: number;
+                        /** @description slots held now (may exceed size after a force start) */
+                        used?: number;
+                        /** @description tasks waiting in its queue */
+                        waiting?: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    delete_api_v1_task_groups_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deleted?: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    patch_api_v1_task_groups_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    description?: string;
+                    size?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        description?: string | null;
+                        id?: number;
+                        name?: string;
+                        project?: string | null;
+                        size?: number;
+                        /** @description slots held now (may exceed size after a force start) */
+                        used?: number;
+                        /** @description tasks waiting in its queue */
+                        waiting?: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_v1_task_groups_id_queue: {
+        parameters: {
+            query?: {
+                /** @description page number, from 1 */
+                page?: number;
+                /** @description items per page (at most 500) */
+                size?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: {
+                            forced?: boolean;
+                            /** @description 1 = next to be admitted; null when holding */
+                            position?: number | null;
+                            priority?: number;
+                            slots?: number;
+                            /** @enum {unknown} */
+                            status?: "WAITING" | "HOLDING";
+                            task?: string;
+                            task_instance_id?: number;
+                            workflow_instance_id?: number;
+                        }[];
+                        page: number;
+                        size: number;
+                        total: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3177,6 +5455,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3230,6 +5517,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3313,6 +5609,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3371,6 +5676,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3393,6 +5707,8 @@ export interface operations {
     get_api_v1_tokens: {
         parameters: {
             query?: {
+                /** @description whose tokens (admins only) */
+                user?: string;
                 /** @description page number, from 1 */
                 page?: number;
                 /** @description items per page (at most 500) */
@@ -3416,8 +5732,10 @@ export interface operations {
                             expire_time?: string | null;
                             id?: number;
                             name?: string;
+                            perms?: string[] | null;
                             /** @description only in the answer to create */
                             token?: string;
+                            user?: string;
                         }[];
                         page: number;
                         size: number;
@@ -3436,6 +5754,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3475,6 +5802,10 @@ export interface operations {
                 "application/json": {
                     expires_in_days?: number;
                     name: string;
+                    /** @description limit the token to these project rights (default: all of the user's) */
+                    perms?: ("EXECUTE" | "READ" | "WRITE")[];
+                    /** @description whose token (admins only; default: yours) */
+                    user?: string;
                 };
             };
         };
@@ -3490,8 +5821,10 @@ export interface operations {
                         expire_time?: string | null;
                         id?: number;
                         name?: string;
+                        perms?: string[] | null;
                         /** @description only in the answer to create */
                         token?: string;
+                        user?: string;
                     };
                 };
             };
@@ -3506,6 +5839,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3566,6 +5908,400 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_v1_users: {
+        parameters: {
+            query?: {
+                /** @description page number, from 1 */
+                page?: number;
+                /** @description items per page (at most 500) */
+                size?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: {
+                            admin?: boolean;
+                            email?: string | null;
+                            enabled?: boolean;
+                            id?: number;
+                            name?: string;
+                        }[];
+                        page: number;
+                        size: number;
+                        total: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_v1_users: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    admin?: boolean;
+                    email?: string;
+                    name: string;
+                    password: string;
+                };
+            };
+        };
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        admin?: boolean;
+                        email?: string | null;
+                        enabled?: boolean;
+                        id?: number;
+                        name?: string;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_v1_users_name: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        admin?: boolean;
+                        email?: string | null;
+                        enabled?: boolean;
+                        id?: number;
+                        name?: string;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    put_api_v1_users_name: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    admin?: boolean;
+                    email?: string | null;
+                    enabled?: boolean;
+                    password?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        admin?: boolean;
+                        email?: string | null;
+                        enabled?: boolean;
+                        id?: number;
+                        name?: string;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    delete_api_v1_users_name: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deleted?: string;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3668,6 +6404,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3727,6 +6472,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3804,6 +6558,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3873,6 +6636,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3933,6 +6705,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3965,6 +6746,11 @@ export interface operations {
             content: {
                 "application/json": {
                     dates?: string[];
+                    /**
+                     * @description ALL_DEPENDENT: also backfill, for the same dates, every workflow whose DEPENDENT tasks wait on this one (transitively), upstream ones first; offline ones are skipped and listed
+                     * @enum {unknown}
+                     */
+                    dependent_mode?: "OFF" | "ALL_DEPENDENT";
                     dry_run?: boolean;
                     /**
                      * Format: date-time
@@ -4015,6 +6801,14 @@ export interface operations {
                         chains?: number;
                         command_ids?: number[];
                         dates?: number;
+                        /** @description ALL_DEPENDENT: the downstream workflows, in the order they were queued */
+                        dependents?: {
+                            code?: number;
+                            command_ids?: number[];
+                            name?: string;
+                            project?: string;
+                            skipped?: string | null;
+                        }[];
                     };
                 };
             };
@@ -4029,6 +6823,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4105,6 +6908,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4165,6 +6977,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4264,6 +7085,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4329,6 +7159,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4407,6 +7246,15 @@ export interface operations {
                 };
             };
             /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4468,6 +7316,15 @@ export interface operations {
             };
             /** @description error */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
