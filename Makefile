@@ -8,7 +8,7 @@ MASTERS ?= 3
 WORKERS ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: install test run cluster stop clean lint bench chaos
+.PHONY: install test run cluster stop clean lint bench chaos hosts hosts-down
 
 # Idempotent: re-installs only when pyproject.toml changed since the last install.
 install: $(STAMP)
@@ -48,3 +48,13 @@ WORKFLOWS ?= 2000
 SEED ?= $(shell date +%s)
 chaos: install
 	$(BIN)/python -m tests.chaos --workflows $(WORKFLOWS) --seed $(SEED)
+
+# N hosts on this machine (root: network namespaces on a bridge, 10.77.x.0/24): a 3-member etcd
+# cluster, a master and a worker per host, PostgreSQL and the API on their own host (tests/hosts.py).
+# Runs until Ctrl-C, then tears everything down; `make hosts-down` removes what a killed run left.
+N ?= 3
+hosts: install
+	$(BIN)/python -m tests.hosts up --hosts $(N)
+
+hosts-down: install
+	$(BIN)/python -m tests.hosts down --all

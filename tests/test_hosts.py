@@ -6,6 +6,7 @@ nothing left running."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import Iterator
@@ -109,3 +110,72 @@ async def test_a_cut_off_host_fences_itself_and_rejoins_as_a_new_incarnation(rej
     work.stop_and_check_nothing_left(summary)
     assert not summary.violations, summary.text()
     assert lost[0]["n"] >= 1
+
+
+@pytest.mark.timeout(400)
+async def test_when_the_etcd_leader_s_host_dies_the_others_keep_scheduling_and_none_fences_itself(
+    hosts: HostCluster,
+) -> None:
+    work = Workload(hosts)
+    await work.submit(workflows=4, width=3, sleep=2.0)
+    with TaskSampler(hosts.base) as sampler:
+        await work.busy_host(hosts.names)
+        leader = hosts.etcd_leader()
+        survivors = [n for n in hosts.names if n != leader]
+        hosts.kill_host(leader)  # the etcd leader with its host's master, worker and tasks
+        await measured(lambda: hosts.etcd_leader() in survivors, 10 * TTL, "a new etcd leader")
+        await work.submit(workflows=2, width=3, sleep=0.5)  # scheduling goes on after the election
+        await work.wait_all(180)
+        summary = await work.check(sampler)
+    for name in survivors:  # their leases lived through the election: nobody judged its session LOST
+        for role in ("master", "worker"):
+            node = (hosts.masters if role == "master" else hosts.workers)[name]
+            assert node.proc.exited() is None, f"{role} on {name} exited"
+            assert '"new": "LOST"' not in _log(hosts, role, name), f"{role} on {name} fenced itself"
+    work.stop_and_check_nothing_left(summary)
+    assert not summary.violations, summary.text()
+
+
+@pytest.mark.timeout(500)
+async def test_partitions_between_a_master_etcd_and_postgresql_cause_no_split_brain(
+    rejoining_hosts: HostCluster,
+) -> None:
+    hosts = rejoining_hosts
+    work = Workload(hosts)
+    await work.submit(workflows=4, width=3, sleep=2.0)
+    with TaskSampler(hosts.base) as sampler:
+        # 1. it reaches PostgreSQL but no etcd quorum (its own member is cut off from the other two)
+        victim = await work.busy_host(hosts.names)
+        others = [n for n in hosts.names if n != victim]
+        master, worker = hosts.masters[victim].address, hosts.workers[victim].address
+        hosts.net.block(victim, others)
+
+        async def released() -> bool:
+            return await work.held_by(master, worker) == (0, 0)
+
+        await measured(released, 6 * TTL, f"host {victim}'s work taken over while it still reaches PostgreSQL")
+        assert '"new": "LOST"' in _log(hosts, "master", victim)
+        hosts.net.unblock(victim, others)
+        await work.wait_all(180)
+
+        # 2. it reaches etcd (keeps its lease) but not PostgreSQL: nobody takes its instances over
+        await work.submit(workflows=4, width=3, sleep=2.0)
+        victim = await work.busy_host(hosts.names)
+        master = hosts.masters[victim].address
+        owned = {
+            r["id"] for r in await work.query("SELECT id FROM workflow_instance WHERE state = 1 AND host = $1", master)
+        }
+        hosts.net.block(victim, ["db"])
+        try:
+            await asyncio.sleep(2 * TTL)  # the fault's length (two TTLs), not a wait for a condition
+            rows = await work.query(
+                "SELECT id FROM workflow_instance WHERE id = ANY($1) AND host = $2", list(owned), master
+            )
+        finally:
+            hosts.net.unblock(victim, ["db"])
+        still = {r["id"] for r in rows}
+        assert owned and still == owned, f"instances of a master with a live lease were taken over: {owned - still}"
+        await work.wait_all(180)
+        summary = await work.check(sampler)
+    work.stop_and_check_nothing_left(summary)
+    assert not summary.violations, summary.text()
