@@ -58,6 +58,10 @@ PREFIX = "10.77"
 ETCD_CLIENT_PORT, ETCD_PEER_PORT, PG_PORT = 2379, 2380, 5432
 
 
+class NetemUnavailable(RuntimeError):
+    """This kernel has no ``sch_netem`` (tc answers "Specified qdisc kind is unknown")."""
+
+
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30, check=check)
 
@@ -148,9 +152,12 @@ class Network:
             base = ["ip", "netns", "exec", h.netns, "tc", "qdisc"]
             subprocess.run([*base, "del", "dev", "eth0", "root"], capture_output=True, timeout=10, check=False)
             if ms:
-                subprocess.run(
-                    [*base, "add", "dev", "eth0", "root", "netem", "delay", f"{ms}ms"], timeout=10, check=True
-                )
+                done = subprocess.run(
+                    [*base, "add", "dev", "eth0", "root", "netem", "delay", f"{ms}ms"],
+                    capture_output=True, text=True, timeout=10, check=False,
+                )  # fmt: skip
+                if done.returncode != 0:
+                    raise NetemUnavailable(f"tc netem delay on {h.netns}: {done.stderr.strip()}")
 
 
 def kill_namespace_processes(netns: str) -> None:
