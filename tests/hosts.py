@@ -287,7 +287,7 @@ class HostCluster:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.popen.wait(5)  # reap our children
 
-    def _record(self, rec: ProcessRecord | None) -> None:
+    def record(self, rec: ProcessRecord | None) -> None:
         if rec is not None:
             self.records.append(rec)
             _write_state(self.net, self.records)
@@ -298,7 +298,7 @@ class HostCluster:
             self.base / "pg", PG_PORT, self.base / "logs" / "postgres.log", durable=False,
             host=db.address, netns=db.netns, clients=self.net.cidr,
         )  # fmt: skip
-        self._record(self.pg.start())
+        self.record(self.pg.start())
         asyncio.run(apply_schema(self.pg.dsn))
 
     def _start_etcd(self) -> None:
@@ -310,7 +310,7 @@ class HostCluster:
                 self.base / f"etcd-{h.name}", ETCD_CLIENT_PORT, ETCD_PEER_PORT, log,
                 name=f"e{h.name}", host=h.address, initial_cluster=cluster, netns=h.netns,
             )  # fmt: skip
-            self._record(self.etcd[h.name].start(wait=False))
+            self.record(self.etcd[h.name].start(wait=False))
         for server in self.etcd.values():
             server.wait_ready(60)
 
@@ -319,7 +319,7 @@ class HostCluster:
         own = [self.etcd[name].endpoint] if name in self.etcd else []
         return ",".join(own + [e.endpoint for n, e in sorted(self.etcd.items()) if n != name])
 
-    def _node(self, role: str, name: str, overrides: list[str]) -> NodeProc:
+    def _node(self, role: str, name: str, overrides: list[str], port: int = 0) -> NodeProc:
         assert self.pg is not None
         h = self.net.host(name)
         env = node_env(
@@ -331,20 +331,21 @@ class HostCluster:
             PORPOISE_MASTER_MAX_CPU_LOAD_AVG="1000", PORPOISE_WORKER_MAX_CPU_LOAD_AVG="1000",
         )  # fmt: skip
         label = f"{role}-{name}-{len(self.all_nodes)}"
-        node = NodeProc(role, env, self.base / "logs", label, overrides, port=0, host=h.address, netns=h.netns)
+        node = NodeProc(role, env, self.base / "logs", label, overrides, port=port, host=h.address, netns=h.netns)
         self.all_nodes.append(node)
         node.proc.start()
-        self._record(node.proc.record)
+        self.record(node.proc.record)
         wait_sync(node.healthy, 60, what=f"{label} healthy at {node.address}")
         return node
 
-    def start_node(self, role: str, name: str, *extra: str) -> NodeProc:
+    def start_node(self, role: str, name: str, *extra: str, port: int = 0) -> NodeProc:
+        """Start host ``name``'s ``role`` node (again: ``port`` = its old one, the same address)."""
         overrides = list(extra)
         if role == "worker":
             work = self.base / name
             overrides = [f"worker.log_dir={work / 'logs'}", f"worker.exec_dir={work / 'exec'}", *self.worker_overrides,
                          *overrides]  # fmt: skip
-        node = self._node(role, name, overrides)
+        node = self._node(role, name, overrides, port)
         (self.masters if role == "master" else self.workers)[name] = node
         return node
 
