@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 
 from bench.common import main, rounded, workdir
-from bench.engine import _chain, _save, _start, _wait_done
+from bench.engine import _chain, _save, _start, _task_span, _wait_done
 from engine.workflows.model import TaskDef
 from tests.hosts import HostCluster, NetemUnavailable
 
@@ -33,11 +33,7 @@ async def _throughput(dsn: str, workflows: int, tasks: int) -> dict[str, float]:
     conn = await asyncpg.connect(dsn)
     try:
         done = await _wait_done(conn, await _start(conn, code, workflows), 900)
-        span = await conn.fetchrow(
-            "SELECT min(start_time) AS first, max(end_time) AS last, count(*) AS n FROM task_instance"
-            " WHERE workflow_instance_id = ANY($1)",
-            [r["id"] for r in done],
-        )
+        span = await _task_span(conn, done)
     finally:
         await conn.close()
     return {
