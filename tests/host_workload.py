@@ -1,7 +1,10 @@
 """A ledger workload for the multi-host scenarios (tests/test_hosts.py): workflows whose tasks record
 their runs in the chaos ledger (tests/chaos.py) from inside their own processes, a sampler that sees
-when each task process really died (a task killed by its worker's reaper on a cut-off host cannot
-write its end to the ledger: the sampler's time stands in for it), and the chaos checks at the end."""
+when each task process really started and died, and the chaos checks at the end. The ledger's times
+are PostgreSQL's, which a cut-off host falsifies: a task killed by its worker's reaper there cannot
+write its end, and an INSERT it sent just before the cut reaches the server only when the link comes
+back (after the task died and its replacement started). So the process's own start time (the kernel's)
+replaces the ledger's start, and the sampler's "gone by" time stands in for a missing end."""
 
 from __future__ import annotations
 
@@ -46,6 +49,8 @@ class TaskSampler:
         self.interval = interval
         self.alive: set[int] = set()
         self.gone_by: dict[int, float] = {}
+        #: pid -> the process's start time (epoch seconds, from the kernel)
+        self.started: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="task-sampler", daemon=True)
 
@@ -60,14 +65,29 @@ class TaskSampler:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             now = set()
-            for p in psutil.process_iter(["pid", "cwd"]):
+            for p in psutil.process_iter(["pid", "cwd", "create_time"]):
                 with contextlib.suppress(psutil.Error, TypeError):
                     if p.info["cwd"] and p.info["cwd"].startswith(self.base) and "/exec" in p.info["cwd"]:
                         now.add(p.info["pid"])
+                        self.started.setdefault(p.info["pid"], p.info["create_time"])
             stamp = time.time()
             for pid in self.alive - now:
                 self.gone_by.setdefault(pid, stamp)
             self.alive = now
+
+
+def _reaped(log_dir: Path) -> dict[int, float]:
+    """task instance id -> when its worker saw its process end (``task finished`` lines of the workers'
+    logs, written on the worker's own host whatever its network does)."""
+    ended: dict[int, float] = {}
+    for path in log_dir.glob("worker-*.log"):
+        for line in path.read_text(errors="replace").splitlines():
+            if '"task finished"' not in line:
+                continue
+            with contextlib.suppress(ValueError, KeyError):
+                event = json.loads(line)
+                ended[int(event["task_instance_id"])] = datetime.fromisoformat(event["timestamp"]).timestamp()
+    return ended
 
 
 @dataclass
@@ -147,8 +167,20 @@ class Workload:
         two attempts of a task overlapped (a killed task's end = when the sampler saw it gone)."""
         conn = await asyncpg.connect(self.dsn)
         try:
+            for row in await conn.fetch("SELECT task_instance_id, pid FROM chaos_ledger"):
+                began = sampler.started.get(row["pid"])
+                if began is not None:
+                    await conn.execute(
+                        "UPDATE chaos_ledger SET start_time = $1 WHERE task_instance_id = $2 AND pid = $3",
+                        datetime.fromtimestamp(began, UTC),
+                        row["task_instance_id"],
+                        row["pid"],
+                    )
+            reaped = _reaped(self.cluster.base / "logs")
             for row in await conn.fetch("SELECT task_instance_id, pid FROM chaos_ledger WHERE end_time IS NULL"):
-                gone = sampler.gone_by.get(row["pid"])
+                # the worker's own record of reaping it, else when the sampler saw it gone (its passes
+                # can be slow on a loaded machine: a loose upper bound)
+                gone = reaped.get(row["task_instance_id"], sampler.gone_by.get(row["pid"]))
                 if gone is not None:
                     await conn.execute(
                         "UPDATE chaos_ledger SET end_time = $1 WHERE task_instance_id = $2 AND pid = $3",
