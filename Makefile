@@ -8,7 +8,7 @@ MASTERS ?= 3
 WORKERS ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: install test run cluster stop clean lint bench chaos ui ui-api browser
+.PHONY: install test run cluster stop clean lint bench chaos ui ui-api browser hosts hosts-down
 
 # Idempotent: re-installs only when pyproject.toml changed since the last install; the web UI is rebuilt
 # only when its sources changed; the browser for the UI's end-to-end tests is installed when missing.
@@ -79,6 +79,23 @@ bench: install
 # FAULTS="poison=1 term-master=1" sets fault weights (tests/chaos_faults.py; those two are off by default).
 WORKFLOWS ?= 2000
 SEED ?= $(shell date +%s)
+# HOSTS=n: the soak across n namespace hosts instead (tests/hosts_chaos.py, root): hosts killed, links
+# cut, partitions from PostgreSQL; WORKFLOWS defaults to 2000 there too, so pass a smaller one by hand.
+HOSTS ?=
 FAULTS ?=
 chaos: install
+ifeq ($(HOSTS),)
 	$(BIN)/python -m tests.chaos --workflows $(WORKFLOWS) --seed $(SEED) $(foreach f,$(FAULTS),--fault $(f))
+else
+	$(BIN)/python -m tests.hosts_chaos --hosts $(HOSTS) --workflows $(WORKFLOWS) --seed $(SEED)
+endif
+
+# N hosts on this machine (root: network namespaces on a bridge, 10.77.x.0/24): a 3-member etcd
+# cluster, a master and a worker per host, PostgreSQL and the API on their own host (tests/hosts.py).
+# Runs until Ctrl-C, then tears everything down; `make hosts-down` removes what a killed run left.
+N ?= 3
+hosts: install
+	$(BIN)/python -m tests.hosts up --hosts $(N)
+
+hosts-down: install
+	$(BIN)/python -m tests.hosts down --all

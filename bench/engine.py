@@ -101,6 +101,15 @@ def _postgres_cpu() -> float:
     return total
 
 
+async def _task_span(conn: asyncpg.Connection, instances: list[asyncpg.Record]) -> asyncpg.Record:
+    """First task start, last task end and task count of these workflow instances."""
+    return await conn.fetchrow(
+        "SELECT min(start_time) AS first, max(end_time) AS last, count(*) AS n FROM task_instance"
+        " WHERE workflow_instance_id = ANY($1)",
+        [r["id"] for r in instances],
+    )
+
+
 async def _throughput(dsn: str, workflows: int, tasks: int, procs: list[psutil.Process]) -> dict[str, float]:
     """``procs``: master, worker. CPU per task in all (master + worker, as the target table has it) and
     per part: master, worker, the task processes (the worker's reaped children), PostgreSQL; and how
@@ -112,11 +121,7 @@ async def _throughput(dsn: str, workflows: int, tasks: int, procs: list[psutil.P
         cids = await _start(conn, code, workflows)
         done = await _wait_done(conn, cids, 900)
         after = [_cpu(p) for p in procs], _postgres_cpu(), psutil.cpu_times()
-        span = await conn.fetchrow(
-            "SELECT min(start_time) AS first, max(end_time) AS last, count(*) AS n FROM task_instance"
-            " WHERE workflow_instance_id = ANY($1)",
-            [r["id"] for r in done],
-        )
+        span = await _task_span(conn, done)
     finally:
         await conn.close()
     seconds = (span["last"] - span["first"]).total_seconds()

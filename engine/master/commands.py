@@ -177,8 +177,8 @@ class CommandPoller(BackgroundService):
         self._listener: asyncpg.Connection | None = None
         self._refusing = ""
 
-    async def close(self) -> None:
-        await super().close()
+    async def close(self, timeout: float | None = None) -> None:
+        await super().close(timeout)
         await self._close_listener()
 
     async def _close_listener(self) -> None:

@@ -215,22 +215,19 @@ class Master(Node):
     async def on_fenced(self) -> None:
         # Lease lost: stop claiming, dispatching and driving instances at once (invariant 6). The
         # instances are failed over by a live master; our fenced writes could not land anyway.
-        if self.poller is not None:
-            await self.poller.close()
-        if self.scheduler is not None:
-            await self.scheduler.close()
-        if self.failover is not None:
-            await self.failover.close()
-        if self.serial_repair is not None:
-            await self.serial_repair.close()
-        if self.groups is not None:
-            await self.groups.close()
+        # Every wait is bounded by one TTL: a database call cut off mid-flight (the host's network
+        # went away) can leave asyncpg waiting for its cancellation for good, and a master stuck here
+        # would never re-register (tests/test_hosts.py, the network cut).
         self.dispatcher.paused = True
-        await self._stop_actors()
+        bound = self.cfg.registry.lease_ttl
+        services = [s for s in (self.poller, self.scheduler, self.failover, self.serial_repair, self.groups)
+                    if s is not None]  # fmt: skip
+        await asyncio.gather(*(s.close(timeout=bound) for s in services))
+        await self._stop_actors(timeout=bound)
         # a re-registration is a new incarnation: what we owned until now is failed over (by a peer or us)
         if self.store is not None:
             with contextlib.suppress(*DB_FAILURES):
-                self.source.epoch_floor = await self.store.epoch_floor()
+                self.source.epoch_floor = await asyncio.wait_for(self.store.epoch_floor(), bound)
         if self.slots is not None:
             self.slots.close()
             self.slots = None
@@ -397,10 +394,18 @@ class Master(Node):
             log.warning("could not pass the request to the sub-workflow", action=action, child=instance_id,
                         error=str(exc))  # fmt: skip
 
-    async def _stop_actors(self) -> None:
+    async def _stop_actors(self, timeout: float | None = None) -> None:
         actors = list(self.actors.values())
-        await asyncio.gather(*(a.stop() for a in actors), return_exceptions=True)
         self.actors.clear()
+        stops = [asyncio.ensure_future(a.stop()) for a in actors]
+        if not stops:
+            return
+        _, pending = await asyncio.wait(stops, timeout=timeout)
+        for stop in stops:
+            if stop.done() and not stop.cancelled() and stop.exception() is not None:
+                log.warning("workflow actor stop failed", error=str(stop.exception()))
+        if pending:
+            log.error("workflow actors did not stop when cancelled; abandoned", count=len(pending))
 
     def _running_by_state(self) -> dict[str, float]:
         counts: collections.Counter[str] = collections.Counter(a.run.state.name for a in self.actors.values())

@@ -164,8 +164,8 @@ class GroupListener(BackgroundService):
         self.deliver = deliver
         self._conn: asyncpg.Connection | None = None
 
-    async def close(self) -> None:
-        await super().close()
+    async def close(self, timeout: float | None = None) -> None:
+        await super().close(timeout)
         conn, self._conn = self._conn, None
         if conn is not None and not conn.is_closed():
             with contextlib.suppress(Exception):

@@ -1,0 +1,433 @@
+"""Several hosts on this one machine, with real processes: network namespaces joined by a bridge.
+
+``Network`` builds N+1 namespaces (``ip netns``), each with one veth into a bridge in the root
+namespace and its own address in a private /24 (``10.77.<tag>.0/24``, made here and used only between
+these namespaces; the root namespace holds ``.1`` on the bridge so the test driver reaches every
+host). ``HostCluster`` starts on it:
+
+- host ``db`` (``.10``): PostgreSQL (and, when asked, the API);
+- hosts ``h1..hN`` (``.11``..): one member of a single N-member etcd cluster (peer URLs across the
+  hosts), a master and a worker listening on, and advertising, that host's address. Each node's
+  registry endpoints are its own host's member first, then the others'. Nothing uses loopback to
+  reach another host.
+
+Faults: ``kill_host`` (SIGKILL every process of a host), ``cut`` / ``restore`` (the host's link down /
+up while its processes live on), ``block`` / ``unblock`` (drop traffic between a host and some
+addresses: partitions), ``delay`` (``tc netem`` on every host's link).
+
+Cleanup survives a failed or killed run: every namespace, link and process record of a cluster is
+written to ``/run/porpoise-hosts/<tag>.json`` before it exists; ``down`` kills every process in the
+namespaces (pid and start time checked for recorded ones, ``ip netns pids`` for the rest), deletes
+the namespaces and the bridge, and removes the file. A new cluster first tears down those whose owner
+process is gone. By hand::
+
+    python -m tests.hosts up --hosts 3     # make hosts N=3; prints addresses, DSN, API URL; Ctrl-C or:
+    python -m tests.hosts down --all       # make hosts-down
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from engine.infra.etcd import EtcdServer
+from engine.infra.postgres import PostgresServer
+from engine.infra.process import ProcessRecord
+from engine.storage.schema import apply_schema
+from tests.helpers import NodeProc, node_env, wait_sync
+
+STATE_DIR = Path("/run/porpoise-hosts")
+PREFIX = "10.77"
+ETCD_CLIENT_PORT, ETCD_PEER_PORT, PG_PORT = 2379, 2380, 5432
+
+
+class NetemUnavailable(RuntimeError):
+    """This kernel has no ``sch_netem`` (tc answers "Specified qdisc kind is unknown")."""
+
+
+def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30, check=check)
+
+
+@dataclass
+class Host:
+    """One namespace: ``name`` (also the netns name), its address and the root side of its veth."""
+
+    name: str
+    netns: str
+    address: str
+    veth: str
+
+
+@dataclass
+class Network:
+    """The namespaces, veths and bridge of one cluster (``tag`` = the third octet of its /24)."""
+
+    tag: int
+    hosts: list[Host] = field(default_factory=list)
+
+    @property
+    def bridge(self) -> str:
+        return f"pp{self.tag}br"
+
+    @property
+    def gateway(self) -> str:
+        return f"{PREFIX}.{self.tag}.1"
+
+    @property
+    def cidr(self) -> str:
+        return f"{PREFIX}.{self.tag}.0/24"
+
+    def host(self, name: str) -> Host:
+        return next(h for h in self.hosts if h.name == name)
+
+    @classmethod
+    def plan(cls, tag: int, names: list[str]) -> Network:
+        net = cls(tag)
+        for i, name in enumerate(names):
+            net.hosts.append(Host(name, f"pp{tag}{name}", f"{PREFIX}.{tag}.{10 + i}", f"pp{tag}{name}v"))
+        return net
+
+    def create(self) -> None:
+        ip("link", "add", self.bridge, "type", "bridge")
+        ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
+        ip("link", "set", self.bridge, "up")
+        for h in self.hosts:
+            ip("netns", "add", h.netns)
+            ip("link", "add", h.veth, "type", "veth", "peer", "name", "eth0", "netns", h.netns)
+            ip("link", "set", h.veth, "master", self.bridge, "up")
+            ip("-n", h.netns, "addr", "add", f"{h.address}/24", "dev", "eth0")
+            ip("-n", h.netns, "link", "set", "eth0", "up")
+            ip("-n", h.netns, "link", "set", "lo", "up")
+
+    def destroy(self) -> None:
+        for h in self.hosts:
+            kill_namespace_processes(h.netns)
+        for h in self.hosts:
+            ip("netns", "del", h.netns, check=False)
+            ip("link", "del", h.veth, check=False)  # gone with the namespace's peer, normally
+        ip("link", "del", self.bridge, check=False)
+
+    # -- faults ---------------------------------------------------------------------------------
+
+    def cut(self, name: str) -> None:
+        ip("-n", self.host(name).netns, "link", "set", "eth0", "down")
+
+    def restore(self, name: str) -> None:
+        ip("-n", self.host(name).netns, "link", "set", "eth0", "up")
+
+    def block(self, name: str, others: list[str]) -> None:
+        """Drop traffic both ways between host ``name`` and hosts ``others`` (blackhole routes)."""
+        me = self.host(name)
+        for o in map(self.host, others):
+            ip("-n", me.netns, "route", "add", "blackhole", f"{o.address}/32")
+            ip("-n", o.netns, "route", "add", "blackhole", f"{me.address}/32")
+
+    def unblock(self, name: str, others: list[str]) -> None:
+        me = self.host(name)
+        for o in map(self.host, others):
+            ip("-n", me.netns, "route", "del", "blackhole", f"{o.address}/32", check=False)
+            ip("-n", o.netns, "route", "del", "blackhole", f"{me.address}/32", check=False)
+
+    def delay(self, ms: float) -> None:
+        """Every packet leaving any host waits ``ms`` (host to host: ``ms`` each way); 0 removes it."""
+        for h in self.hosts:
+            base = ["ip", "netns", "exec", h.netns, "tc", "qdisc"]
+            subprocess.run([*base, "del", "dev", "eth0", "root"], capture_output=True, timeout=10, check=False)
+            if ms:
+                done = subprocess.run(
+                    [*base, "add", "dev", "eth0", "root", "netem", "delay", f"{ms}ms"],
+                    capture_output=True, text=True, timeout=10, check=False,
+                )  # fmt: skip
+                if done.returncode != 0:
+                    raise NetemUnavailable(f"tc netem delay on {h.netns}: {done.stderr.strip()}")
+
+
+def kill_namespace_processes(netns: str) -> None:
+    """SIGKILL every process in ``netns`` and wait (briefly) until they are gone."""
+    out = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, timeout=10, check=False)
+    procs = []
+    for pid in out.stdout.split():
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(int(pid))
+            proc.kill()
+            procs.append(proc)
+    psutil.wait_procs(procs, timeout=5)
+
+
+# -- state files: cleanup after anything ------------------------------------------------------------
+
+
+def _state_path(tag: int) -> Path:
+    return STATE_DIR / f"{tag}.json"
+
+
+def _write_state(net: Network, records: list[ProcessRecord]) -> None:
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    data = {
+        "owner": os.getpid(),
+        "owner_start": psutil.Process().create_time(),
+        "tag": net.tag,
+        "hosts": [h.__dict__ for h in net.hosts],
+        "records": [r.to_json() for r in records],
+    }
+    tmp = _state_path(net.tag).with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(_state_path(net.tag))
+
+
+def down(tag: int) -> None:
+    """Tear down cluster ``tag``: its recorded processes, anything else in its namespaces, the links."""
+    path = _state_path(tag)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    for rec in map(ProcessRecord.from_json, data["records"]):
+        rec.signal(signal.SIGKILL)  # throwaway clusters: nothing to shut down gracefully
+    Network(data["tag"], [Host(**h) for h in data["hosts"]]).destroy()
+    path.unlink(missing_ok=True)
+
+
+def _owner_alive(data: dict[str, Any]) -> bool:
+    try:
+        return abs(psutil.Process(data["owner"]).create_time() - data["owner_start"]) < 0.05
+    except psutil.Error:
+        return False
+
+
+def down_all(only_orphans: bool = False) -> list[int]:
+    done = []
+    for path in sorted(STATE_DIR.glob("*.json")) if STATE_DIR.is_dir() else []:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            data = json.loads(path.read_text())
+            if only_orphans and _owner_alive(data):
+                continue
+            down(int(data["tag"]))
+            done.append(int(data["tag"]))
+    return done
+
+
+def _free_tag() -> int:
+    taken = {p.stem for p in STATE_DIR.glob("*.json")} if STATE_DIR.is_dir() else set()
+    links = ip("-o", "link").stdout
+    for tag in random.sample(range(2, 250), 247):
+        if str(tag) not in taken and f"pp{tag}br" not in links:
+            return tag
+    raise RuntimeError("no free 10.77.x.0/24 for a host network")
+
+
+# -- the cluster ---------------------------------------------------------------------------------
+
+
+class HostCluster:
+    """PostgreSQL (+ API) on host ``db``; etcd member, master and worker on each of ``h1..hN``."""
+
+    def __init__(
+        self, base: Path, hosts: int = 3, ttl: float = 3.0, api: bool = False, on_lost: str = "exit", **worker: str
+    ) -> None:
+        self.base = base
+        self.ttl = ttl
+        self.on_lost = on_lost
+        self.want_api = api
+        self.worker_overrides = [f"worker.{k}={v}" for k, v in worker.items()]
+        self.names = [f"h{i}" for i in range(1, hosts + 1)]
+        self.net = Network.plan(0, ["db", *self.names])
+        self.root = f"/hosts-{uuid.uuid4().hex[:6]}"
+        self.etcd: dict[str, EtcdServer] = {}
+        self.masters: dict[str, NodeProc] = {}
+        self.workers: dict[str, NodeProc] = {}
+        self.api: NodeProc | None = None
+        self.pg: PostgresServer | None = None
+        self.records: list[ProcessRecord] = []
+        self.all_nodes: list[NodeProc] = []
+
+    # -- bring up / down
+
+    def up(self) -> HostCluster:
+        down_all(only_orphans=True)
+        self.net = Network.plan(_free_tag(), ["db", *self.names])
+        _write_state(self.net, [])  # recorded before anything exists, so a crash leaves nothing behind
+        try:
+            self.net.create()
+            self._start_pg()
+            self._start_etcd()
+            for name in self.names:
+                self.start_node("master", name)
+                self.start_node("worker", name)
+            if self.want_api:
+                self.api = self._node("api", "db", [])
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def down(self) -> None:
+        down(self.net.tag)
+        managed = [n.proc for n in self.all_nodes] + [s.proc for s in self.etcd.values()]
+        for proc in [*managed, self.pg.proc if self.pg else None]:
+            if proc is not None and proc.popen is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.popen.wait(5)  # reap our children
+
+    def record(self, rec: ProcessRecord | None) -> None:
+        if rec is not None:
+            self.records.append(rec)
+            _write_state(self.net, self.records)
+
+    def _start_pg(self) -> None:
+        db = self.net.host("db")
+        self.pg = PostgresServer(
+            self.base / "pg", PG_PORT, self.base / "logs" / "postgres.log", durable=False,
+            host=db.address, netns=db.netns, clients=self.net.cidr,
+        )  # fmt: skip
+        self.record(self.pg.start())
+        asyncio.run(apply_schema(self.pg.dsn))
+
+    def _start_etcd(self) -> None:
+        hosts = [self.net.host(n) for n in self.names]
+        cluster = ",".join(f"e{h.name}=http://{h.address}:{ETCD_PEER_PORT}" for h in hosts)
+        for h in hosts:
+            log = self.base / "logs" / f"etcd-{h.name}.log"
+            self.etcd[h.name] = EtcdServer(
+                self.base / f"etcd-{h.name}", ETCD_CLIENT_PORT, ETCD_PEER_PORT, log,
+                name=f"e{h.name}", host=h.address, initial_cluster=cluster, netns=h.netns,
+            )  # fmt: skip
+            self.record(self.etcd[h.name].start(wait=False))
+        for server in self.etcd.values():
+            server.wait_ready(60)
+
+    def endpoints(self, name: str) -> str:
+        """Etcd client URLs for a node on host ``name``: its own member first."""
+        own = [self.etcd[name].endpoint] if name in self.etcd else []
+        return ",".join(own + [e.endpoint for n, e in sorted(self.etcd.items()) if n != name])
+
+    def _node(self, role: str, name: str, overrides: list[str], port: int = 0) -> NodeProc:
+        assert self.pg is not None
+        h = self.net.host(name)
+        env = node_env(
+            self.endpoints(name), self.root, self.ttl, PORPOISE_DATABASE_DSN=self.pg.dsn,
+            PORPOISE_LOGGING_LEVEL="info", PORPOISE_MASTER_FAILOVER_SWEEP_INTERVAL="2",
+            PORPOISE_REGISTRY_ON_LOST=self.on_lost,
+            # the scenarios are about faults, not load: a machine shared with other suites must not
+            # make the masters refuse commands (the overload guard has tests of its own)
+            PORPOISE_MASTER_MAX_CPU_LOAD_AVG="1000", PORPOISE_WORKER_MAX_CPU_LOAD_AVG="1000",
+        )  # fmt: skip
+        label = f"{role}-{name}-{len(self.all_nodes)}"
+        node = NodeProc(role, env, self.base / "logs", label, overrides, port=port, host=h.address, netns=h.netns)
+        self.all_nodes.append(node)
+        node.proc.start()
+        self.record(node.proc.record)
+        wait_sync(node.healthy, 60, what=f"{label} healthy at {node.address}")
+        return node
+
+    def start_node(self, role: str, name: str, *extra: str, port: int = 0) -> NodeProc:
+        """Start host ``name``'s ``role`` node (again: ``port`` = its old one, the same address)."""
+        overrides = list(extra)
+        if role == "worker":
+            work = self.base / name
+            overrides = [f"worker.log_dir={work / 'logs'}", f"worker.exec_dir={work / 'exec'}", *self.worker_overrides,
+                         *overrides]  # fmt: skip
+        node = self._node(role, name, overrides, port)
+        (self.masters if role == "master" else self.workers)[name] = node
+        return node
+
+    # -- faults
+
+    def kill_host(self, name: str) -> None:
+        """SIGKILL every process of host ``name`` (nodes, etcd member, task processes, reaper)."""
+        kill_namespace_processes(self.net.host(name).netns)
+
+    def etcd_leader(self, required: bool = True) -> str:
+        """The host whose etcd member leads now (asked of the members that answer); "" when none does
+        and not ``required`` (during an election)."""
+        for name, server in self.etcd.items():
+            with contextlib.suppress(OSError, ValueError):
+                req = urllib.request.Request(f"{server.endpoint}/v3/maintenance/status", data=b"{}", method="POST")
+                with urllib.request.urlopen(req, timeout=2) as resp:
+                    status = json.loads(resp.read())
+                if status["leader"] == status["header"]["member_id"]:
+                    return name
+        if required:
+            raise AssertionError("no etcd member says it leads")
+        return ""
+
+    def key_revision(self, role: str, name: str) -> int:
+        """The create revision of the registry key of host ``name``'s ``role`` node (0 = no key)."""
+        node = (self.masters if role == "master" else self.workers)[name]
+        path = f"{self.root}/nodes/{role}/{'default/' if role == 'worker' else ''}{node.address}"
+        body = json.dumps({"key": base64.b64encode(path.encode()).decode()}).encode()
+        for server in self.etcd.values():
+            with contextlib.suppress(OSError, ValueError):
+                req = urllib.request.Request(f"{server.endpoint}/v3/kv/range", data=body, method="POST")
+                with urllib.request.urlopen(req, timeout=2) as resp:
+                    kvs = json.loads(resp.read()).get("kvs", [])
+                return int(kvs[0]["create_revision"]) if kvs else 0
+        raise AssertionError("no etcd member answers")
+
+    def describe(self) -> dict[str, Any]:
+        assert self.pg is not None
+        return {
+            "network": self.net.cidr,
+            "state_file": str(_state_path(self.net.tag)),
+            "dsn": self.pg.dsn,
+            "etcd": self.endpoints(""),
+            "registry_root": self.root,
+            "api": f"http://{self.api.address}" if self.api else None,
+            "hosts": {h.name: {"netns": h.netns, "address": h.address} for h in self.net.hosts},
+            "masters": {n: m.address for n, m in self.masters.items()},
+            "workers": {n: w.address for n, w in self.workers.items()},
+            "logs": str(self.base / "logs"),
+        }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.hosts", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="build the hosts and start everything; runs until Ctrl-C, then tears down")
+    up.add_argument("--hosts", type=int, default=3)
+    up.add_argument("--ttl", type=float, default=15.0, help="registry lease TTL of the nodes (production: 15)")
+    dn = sub.add_parser("down", help="tear down clusters left behind")
+    dn.add_argument("--all", action="store_true", help="also those whose owner process still runs")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("python -m tests.hosts: needs root (ip netns)", file=sys.stderr)
+        return 2
+    if args.cmd == "down":
+        print(json.dumps({"torn_down": down_all(only_orphans=not args.all)}))
+        return 0
+    base = Path(tempfile.mkdtemp(prefix="porpoise-hosts-"))
+    os.chmod(base, 0o755)
+    cluster = HostCluster(base, args.hosts, args.ttl, api=True)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        cluster.up()
+        print(json.dumps(cluster.describe(), indent=2), flush=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.down()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
