@@ -32,7 +32,7 @@ ACTIVE = (0, 1, 9)  # SUBMITTED_SUCCESS, RUNNING_EXECUTION, DISPATCH
 
 def fan_in(name: str, width: int, sleep: float) -> WorkflowDef:
     """``width`` parallel ledger tasks, then one that waits for them all."""
-    script = TASK % {"sleep": f"{sleep:.2f}", "flaky": "no", "psql": pg_bindir() / "psql"}
+    script = TASK % {"sleep": f"{sleep:.2f}", "flaky": "no", "psql": pg_bindir() / "psql", "watch": ""}
     tasks = [TaskDef(f"p{i}", "SHELL", {"rawScript": script}, retries=3, retry_interval=0) for i in range(width)]
     tasks.append(
         TaskDef("join", "SHELL", {"rawScript": script}, upstream=tuple(t.name for t in tasks), retry_interval=0)
@@ -191,7 +191,7 @@ class Workload:
         finally:
             await conn.close()
         summary = Summary(seed=0, workflows=len(self.command_ids), tasks=self.tasks)
-        await _check(self.dsn, self.command_ids, None, summary)  # type: ignore[arg-type]
+        await _check(self.dsn, self.command_ids, [], None, summary)
         return summary
 
     def stop_and_check_nothing_left(self, summary: Summary) -> None:
