@@ -12,6 +12,14 @@ CREATE TABLE IF NOT EXISTS schema_version (
     applied_at  timestamptz NOT NULL DEFAULT now()
 );
 
+-- The SHA-256 of each schema.sql text applied: a node starting against a database that already has
+-- this exact text takes no DDL lock at all (ALTER / CREATE TRIGGER on hot tables deadlocked with running
+-- masters' transactions when a node restarted under load).
+CREATE TABLE IF NOT EXISTS schema_digest (
+    digest      text        PRIMARY KEY,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
+
 -- Codes of projects, workflow and task definitions (stable across versions, like DolphinScheduler's).
 CREATE SEQUENCE IF NOT EXISTS definition_code_seq START WITH 1000000;
 -- Fencing epochs: every change of a workflow instance's owner takes a fresh, never reused value.

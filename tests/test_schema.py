@@ -201,3 +201,27 @@ def test_upgrade_in_place_keeps_admin_tokens_and_projects(fresh_db: str) -> None
     admin, principal, owner = asyncio.run(run())
     assert principal is not None and principal.user_id == admin and principal.is_admin and principal.perm_cap is None
     assert owner == admin
+
+
+def test_a_node_starting_next_to_running_masters_takes_no_ddl_lock(fresh_db: str) -> None:
+    """A node (re)starting applies schema.sql only when the database does not hold that exact text yet:
+    with it applied, a restart must not wait for (or deadlock with) the row locks running masters hold on
+    the hot tables (CREATE TRIGGER / ALTER TABLE on them did, under load)."""
+
+    async def run() -> None:
+        await apply_schema(fresh_db)
+        busy = await asyncpg.connect(fresh_db)
+        try:
+            async with busy.transaction():  # what a running master's write holds
+                for table in ("command", "workflow_instance", "task_instance"):
+                    await busy.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")
+                await asyncio.wait_for(apply_schema(fresh_db), 10)
+        finally:
+            await busy.close()
+        conn = await asyncpg.connect(fresh_db)
+        try:
+            assert await conn.fetchval("SELECT count(*) FROM schema_digest") == 1
+        finally:
+            await conn.close()
+
+    asyncio.run(run())

@@ -34,6 +34,13 @@ schema_version = Table(
     Column("applied_at", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
 )
 
+schema_digest = Table(
+    "schema_digest",
+    metadata,
+    Column("digest", Text, primary_key=True),
+    Column("applied_at", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
 
 tenant = Table(
     "tenant",
