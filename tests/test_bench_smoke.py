@@ -39,8 +39,19 @@ def _scale(r: dict[str, Any], size: dict[str, Any]) -> None:
         assert r[f"claims_{masters}_masters_max_share"] < 1.0, r
 
 
+def _hosts(r: dict[str, Any], size: dict[str, Any]) -> None:
+    # per link delay: measured (every workflow SUCCESS) or said why not (no sch_netem in this kernel)
+    for delay in size["delays_ms"]:
+        tag = f"delay_{delay}ms"
+        if isinstance(r.get(tag), str):
+            assert r[tag].startswith("not measured"), r[tag]
+            continue
+        assert r[f"{tag}_throughput_all_success"] == 1.0, f"{tag}: a workflow did not end SUCCESS"
+    assert r["delay_0ms_throughput_all_success"] == 1.0, "the loopback-delay round must always run"
+
+
 CORRECT: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
-    "engine": _engine, "failover": _failover, "registry": _registry, "scale": _scale,
+    "engine": _engine, "failover": _failover, "registry": _registry, "scale": _scale, "hosts": _hosts,
 }  # fmt: skip
 
 
