@@ -113,3 +113,31 @@ async def test_a_terminated_backend_raises_what_counts_as_a_lost_connection(fres
     finally:
         conn.terminate()
         await admin.close()
+
+
+# The first insert of a 'deadlock-victim' alert raises what PostgreSQL raises for a deadlock's victim
+# (SQLSTATE 40P01: the whole transaction rolled back); later ones pass.
+DEADLOCK_ONCE = """
+CREATE SEQUENCE victim_seq;
+CREATE FUNCTION deadlock_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- nextval is never rolled back: only the first try is refused
+    IF NEW.title = 'deadlock-victim' AND nextval('victim_seq') = 1 THEN
+        RAISE EXCEPTION 'deadlock detected (test)' USING ERRCODE = '40P01';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER deadlock_once BEFORE INSERT ON alert FOR EACH ROW EXECUTE FUNCTION deadlock_once();
+"""
+
+
+async def test_a_write_rolled_back_as_a_deadlock_victim_is_sent_again_and_applied_once(
+    db: tuple[asyncpg.Pool, int],
+) -> None:
+    pool, wid = db
+    await pool.execute(DEADLOCK_ONCE)
+    store = MasterStore(pool, ME)
+    await asyncio.wait_for(store.write_retrying(wid, EPOCH, final_batch("deadlock-victim"), max_delay=0.05), 10)
+    assert await pool.fetchval("SELECT last_value FROM victim_seq") == 2  # refused once, then applied
+    assert await pool.fetchval("SELECT count(*) FROM alert WHERE title = 'deadlock-victim'") == 1
+    assert await pool.fetchval("SELECT state FROM workflow_instance WHERE id = $1", wid) == WorkflowState.SUCCESS

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,9 @@ from engine.storage.failures import CONNECTION_LOST
 from engine.tasks.registry import LOGIC_TYPES
 
 log = logs.get(__name__)
+
+#: a transaction PostgreSQL rolled back whole to resolve a conflict: nothing applied, safe to send again
+ROLLED_BACK = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 
 
 class FencedOut(StorageError):
@@ -201,7 +205,8 @@ class MasterStore:
         self, instance_id: int, epoch: int, batch: WriteBatch, max_delay: float = 5.0
     ) -> list[int]:
         """:meth:`write`, sent again (with doubling backoff) while the connection is lost before COMMIT,
-        as when PostgreSQL restarts. :class:`FencedOut`, :class:`CommitUnknown` and server-side errors
+        as when PostgreSQL restarts, or when the server rolled the transaction back as a deadlock's or a
+        serialization conflict's victim. :class:`FencedOut`, :class:`CommitUnknown` and server-side errors
         propagate: the actor then ends and the master recovers the instance from what committed."""
         delay = 0.1
         while True:
@@ -210,6 +215,14 @@ class MasterStore:
             except CONNECTION_LOST as exc:
                 log.warning("database write failed; retrying", error=str(exc), retry_in=delay)
                 await asyncio.sleep(delay)
+                delay = min(delay * 2, max_delay)
+            except ROLLED_BACK as exc:
+                # PostgreSQL chose this transaction as a deadlock's (or serialization's) victim and rolled
+                # it back whole: nothing applied, so the same batch is sent again (jittered, so the two
+                # writers do not meet again in step)
+                pause = random.uniform(0.01, delay)
+                log.info("database write rolled back by a conflict; retrying", error=str(exc), retry_in=pause)
+                await asyncio.sleep(pause)
                 delay = min(delay * 2, max_delay)
 
     async def _apply(self, conn: asyncpg.Connection, instance_id: int, epoch: int, batch: WriteBatch) -> list[int]:
