@@ -190,7 +190,7 @@ async def force_start(api: Any, call: Call) -> dict[str, Any]:
         group_id = await conn.fetchval("SELECT task_group_id FROM task_group_queue WHERE task_instance_id = $1", tid)
         if group_id is None:
             raise not_found(f"a task group queue entry for task instance {tid}")
-        await conn.execute("SELECT 1 FROM task_group WHERE id = $1 FOR UPDATE", group_id)
+        await conn.execute("SELECT 1 FROM task_group WHERE id = $1 FOR NO KEY UPDATE", group_id)
         row = await conn.fetchrow(
             "UPDATE task_group_queue SET status = $2, forced = 1, admit_time = now()"
             " WHERE task_instance_id = $1 AND status = $3 RETURNING workflow_instance_id, task_instance_id",

@@ -1,7 +1,7 @@
 """Task groups in the database: queueing, admission and release of an attempt's slots, and the
 master's listener that hands admitted attempts to their actors (the rule: engine/master/task_groups.py).
 
-Every change of a group's use runs under its row lock (``SELECT ... FOR UPDATE`` on ``task_group``) and
+Every change of a group's use runs under its row lock (``SELECT ... FOR NO KEY UPDATE`` on ``task_group``) and
 the use is the sum of the slots of the group's HOLDING queue rows, so two masters cannot over-admit and
 the count cannot drift. An attempt naming a group gets a WAITING row in the same fenced transaction that
 inserts it, and the group admits what fits at once; an admitted attempt is dispatched, a waiting one is
@@ -39,7 +39,10 @@ FINISHED = frozenset({3, 5, 6, 7, 8, 9, 13})
 async def admit(conn: asyncpg.Connection, group_id: int) -> list[tuple[int, int]]:
     """Inside a transaction: admit what fits of the group's queue; returns (workflow instance id, task
     instance id) of the admitted attempts, and notifies the masters of them on commit."""
-    size = await conn.fetchval("SELECT group_size FROM task_group WHERE id = $1 FOR UPDATE", group_id)
+    # NO KEY UPDATE: admissions serialise on the group row, but the KEY SHARE lock that inserting a queue
+    # row (its foreign key) takes does not conflict with it (FOR UPDATE did: two writers that had both
+    # inserted a row of the group deadlocked upgrading to it)
+    size = await conn.fetchval("SELECT group_size FROM task_group WHERE id = $1 FOR NO KEY UPDATE", group_id)
     if size is None:
         return []  # the group is gone (its rows went with it)
     used = await conn.fetchval(
