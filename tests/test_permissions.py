@@ -78,7 +78,7 @@ RULES = {
     ("PATCH", "/api/v1/task-groups/{id}"): "ADMIN",
     ("DELETE", "/api/v1/task-groups/{id}"): "ADMIN",
     ("GET", "/api/v1/task-groups/{id}/queue"): "USER",
-    ("POST", "/api/v1/task-groups/queue/{task_instance_id}/force-start"): "EXECUTE task path.task_instance_id",
+    ("POST", "/api/v1/task-groups/queue/{task_instance_id}/force-start"): "ADMIN",
     ("POST", "/api/v1/cluster/workers/{address}/drain"): "ADMIN",
     ("DELETE", "/api/v1/cluster/workers/{address}/drain"): "ADMIN",
     ("GET", "/api/v1/datasources"): "USER",
@@ -230,6 +230,7 @@ def _request(route: Route, world: World) -> tuple[str, dict[str, Any] | None]:
         ("name", "reader"),
         ("id", "1"),
         ("address", "127.0.0.1:1"),
+        ("task_instance_id", "1"),
     ):
         path = path.replace("{" + name + "}", filler)
     return path, body
