@@ -247,3 +247,22 @@ def test_a_workflow_may_start_or_watch_another_projects_workflow_only_with_the_r
     assert err.status == 403 and "EXECUTE" in str(err)
     as_hal.put(f"/api/v1/projects/{theirs}/grants/{ivy}", {"perms": ["EXECUTE"]})
     assert as_ivy.post("/api/v1/workflows", sub)["created"]
+
+
+def test_the_overview_shows_a_granted_user_only_the_failures_of_projects_they_may_see(api_cluster: ApiCluster) -> None:
+    c = api_cluster
+    owner, reader = _name("owner"), _name("reader")
+    as_owner, as_reader = make_user(c, owner), make_user(c, reader)
+    mine = _name("ov-granted")
+    as_owner.post("/api/v1/workflows", shell_doc(_name("wf"), mine), release=True)
+    as_owner.put(f"/api/v1/projects/{mine}/grants/{reader}", {"perms": ["READ"]})  # the reader holds a grant
+    hidden = _name("ov-hidden")  # the admin's project: the reader has no right on it
+    doc = {"name": _name("boom"), "project": hidden,
+           "tasks": [{"name": "a", "type": "SHELL", "params": {"rawScript": "exit 3"}}]}  # fmt: skip
+    code = c.client().post("/api/v1/workflows", doc, release=True)["code"]
+    failed = wait_final(c, claimed(c, c.client().post(f"/api/v1/workflows/{code}/start", {})["command_id"]))
+    assert failed["state"] == "FAILURE"
+    assert failed["id"] in [f["id"] for f in c.client().get("/api/v1/overview")["failures"]]
+    seen = as_reader.get("/api/v1/overview")
+    assert failed["id"] not in [f["id"] for f in seen["failures"]]
+    assert failed["id"] not in [r["id"] for r in seen["running"]]

@@ -4,6 +4,7 @@ latest failures with the task that failed (its log one click away), and the clus
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 from engine.api import access
@@ -68,10 +69,10 @@ def _brief(row: Any, failed: bool = False) -> dict[str, Any]:
     return out
 
 
-async def _counts(db: Any, interval: dt.timedelta, scope: str, who: list[int]) -> dict[str, int]:
+async def _counts(db: Any, interval: dt.timedelta, scope: Callable[..., str], who: list[int]) -> dict[str, int]:
     rows = await db.fetch(
         "SELECT state, count(*) AS n FROM workflow_instance WHERE start_time >= now() - $1::interval"
-        f"{scope.format(n=2)} GROUP BY state",
+        f"{scope(2)} GROUP BY state",
         interval,
         *who,
     )
@@ -86,13 +87,13 @@ def _cluster(api: Any) -> dict[str, Any]:
     return {"registry": ready, "masters": len(masters), "workers": len(workers), "unhealthy": unhealthy}
 
 
-def _scope(call: Call) -> tuple[str, list[int]]:
-    """A condition on workflow_instance.project_code for the caller's visible projects (none for admins):
-    the SQL with ``{n}`` for the user's parameter number, and the parameter."""
+def _scope(call: Call) -> tuple[Callable[..., str], list[int]]:
+    """A condition on a project-code column for the caller's visible projects (none for admins), given
+    the user's parameter number, and the parameter."""
     who = access.principal_of(call)
     if who.is_admin:
-        return "", []
-    return " AND project_code IN " + access.visible_projects_sql(0).replace("$0", "${n}"), [who.user_id]
+        return lambda n, column="project_code": "", []
+    return lambda n, column="project_code": f" AND {column} IN " + access.visible_projects_sql(n), [who.user_id]
 
 
 async def get_overview(api: Any, call: Call) -> dict[str, Any]:
@@ -100,12 +101,12 @@ async def get_overview(api: Any, call: Call) -> dict[str, Any]:
     scope, who = _scope(call)
     running = await db.fetch(
         "SELECT id, name, state, start_time, end_time FROM workflow_instance WHERE state = ANY($1::smallint[])"
-        f"{scope.format(n=2)} ORDER BY id DESC LIMIT {RECENT}",
+        f"{scope(2)} ORDER BY id DESC LIMIT {RECENT}",
         _UNFINISHED,
         *who,
     )
     running_total = await db.fetchval(
-        f"SELECT count(*) FROM workflow_instance WHERE state = ANY($1::smallint[]){scope.format(n=2)}",
+        f"SELECT count(*) FROM workflow_instance WHERE state = ANY($1::smallint[]){scope(2)}",
         _UNFINISHED,
         *who,
     )
@@ -114,7 +115,7 @@ async def get_overview(api: Any, call: Call) -> dict[str, Any]:
         " FROM workflow_instance w LEFT JOIN LATERAL (SELECT id, name FROM task_instance"
         " WHERE workflow_instance_id = w.id AND flag = 1 AND state = ANY($2::smallint[])"
         " ORDER BY end_time DESC NULLS LAST, id DESC LIMIT 1) f ON true"
-        f" WHERE w.state = $1{scope.replace('project_code', 'w.project_code').format(n=3)}"
+        f" WHERE w.state = $1{scope(3, 'w.project_code')}"
         f" ORDER BY w.id DESC LIMIT {RECENT}",
         int(WorkflowState.FAILURE),
         _FAILED_TASK,
