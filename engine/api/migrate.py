@@ -249,7 +249,7 @@ async def export_dolphinscheduler(api: Any, call: Call) -> list[dict[str, Any]]:
                 "SELECT * FROM schedule WHERE workflow_definition_code = $1 ORDER BY id LIMIT 1", wf_codes.code
             )
             try:
-                out.append(export(doc, wf_codes, refs, schedules.out(row) if row is not None else None))
+                out.append(export(doc, wf_codes, refs, schedules.schedule_json(row) if row is not None else None))
             except ExportError as exc:
                 raise ApiError(409, f"workflow {doc['name']!r}: {exc}", "workflows") from exc
     return out

@@ -192,10 +192,6 @@ def checked(body: dict[str, Any]) -> dict[str, Any]:
     return _values(body)
 
 
-def out(row: Any) -> dict[str, Any]:
-    return schedule_json(row)
-
-
 async def create(api: Any, call: Call) -> dict[str, Any]:
     body = call.body
     values = _values(body)
