@@ -654,7 +654,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Admit a waiting task now, beyond the group's size (EXECUTE on the task's project) */
+        /** Admit a waiting task now, beyond the group's size (admin) */
         post: operations["post_api_v1_task_groups_queue_task_instance_id_force_start"];
         delete?: never;
         options?: never;
