@@ -141,7 +141,7 @@ def _wait_slots(stack: Stack, procs: list[Any], count: int) -> None:
         seen = []
         for p in procs:
             port = p.record.extra["port"]
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2) as resp:
                 seen.append(json.loads(resp.read()).get("slot") or {})
         if all(s.get("count") == count for s in seen):
             return

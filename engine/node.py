@@ -1,5 +1,5 @@
 """What every node process (master, worker) shares: arguments, config, logging, the uvloop loop,
-the HTTP listener (health now; the RPC server mounts on it), the registry presence, signal handling
+the HTTP listener (/health, /ready, /metrics; the RPC server mounts on it), the registry presence, signal handling
 and self-fencing when the registry session is LOST (invariant 6)."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from engine import logs
 from engine.aio import cancel_and_wait
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError
+from engine.metrics import CONTENT_TYPE, NodeMetrics
 from registry import (
     DuplicateNode,
     HeartbeatSource,
@@ -53,9 +54,12 @@ class Node:
         if not cfg.rpc.secret:
             raise ConfigError("rpc.secret: required (the shared secret nodes sign RPC calls with)")
         self.app = web.Application(client_max_size=cfg.rpc.max_body_bytes + 1024)
+        self.metrics = NodeMetrics(self.role)
         self.app.router.add_get("/health", self._health)
+        self.app.router.add_get("/ready", self._ready_check)
+        self.app.router.add_get("/metrics", self._metrics)
         self.rpc_server = RpcServer(self.app, cfg.rpc.secret, cfg.rpc.max_clock_skew, cfg.rpc.max_body_bytes)
-        self.rpc = RpcClient(cfg.rpc.secret, cfg.rpc.timeout)
+        self.rpc = RpcClient(cfg.rpc.secret, cfg.rpc.timeout, observe=self.metrics.rpc_latency)
         self.runner: web.AppRunner | None = None
         self.address = ""
         self.registry: RegistryNode | None = None
@@ -98,9 +102,13 @@ class Node:
     def health(self) -> dict[str, Any]:
         return {}
 
+    async def readiness(self) -> dict[str, bool]:
+        """What the role needs besides its registration to do its work (e.g. {"database": True})."""
+        return {}
+
     # -- lifecycle --------------------------------------------------------------------------------
 
-    async def _health(self, _: web.Request) -> web.Response:
+    def _state(self) -> dict[str, Any]:
         session = self.registry.session if self.registry else None
         body = {
             "role": self.role,
@@ -108,8 +116,21 @@ class Node:
             "session": session.state.value if session else "NONE",
             **self.health(),
         }
-        ready = self._ready and session is not None and session.alive
-        return web.json_response({**body, "ready": ready}, status=200 if ready else 503)
+        return {**body, "ready": self._ready and session is not None and session.alive}
+
+    async def _health(self, _: web.Request) -> web.Response:
+        """Liveness: the process answers (its event loop runs). Whether it works: /ready."""
+        return web.json_response(self._state())
+
+    async def _ready_check(self, _: web.Request) -> web.Response:
+        """Readiness: registered with a live lease, and what the role depends on reachable."""
+        body = self._state()
+        needs = await self.readiness() if body["ready"] else {}
+        ready = body["ready"] and all(needs.values())
+        return web.json_response({**body, **needs, "ready": ready}, status=200 if ready else 503)
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     async def _start_http(self) -> None:
         host, port, advertise = self.listen()
@@ -166,6 +187,7 @@ class Node:
         await self._start_http()
         logs.configure(self.cfg.logging.format, self.cfg.logging.level, node=f"{self.role}@{self.address}")
         self.cpu.start()
+        self.metrics.start_lag_probe()
         try:
             await self.on_started()
             while not self._stop.is_set():
@@ -211,6 +233,7 @@ class Node:
             await runner.cleanup()
         await self.rpc.close()
         await self.cpu.close()
+        await self.metrics.close()
         log.info("node stopped", role=self.role, address=self.address)
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import time
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
@@ -45,7 +47,15 @@ def _tracing() -> aiohttp.TraceConfig:
 class RpcClient:
     """Calls ``POST http://<address>/rpc/<method>`` with keep-alive connections reused across calls."""
 
-    def __init__(self, secret: str, timeout: float = 5.0, limit_per_host: int = 32) -> None:
+    def __init__(
+        self,
+        secret: str,
+        timeout: float = 5.0,
+        limit_per_host: int = 32,
+        observe: Callable[[str, float, str], None] | None = None,
+    ) -> None:
+        #: called after each call with (method, seconds, outcome: "ok" or the error's class name)
+        self.observe = observe
         self.secret = secret
         self.timeout = timeout
         self.limit_per_host = limit_per_host
@@ -84,6 +94,19 @@ class RpcClient:
         return await self.call_raw(address, msg.METHOD, _body(msg), timeout)
 
     async def call_raw(self, address: str, method: str, body: bytes, timeout: float | None = None) -> bytes:
+        if self.observe is None:
+            return await self._call_raw(address, method, body, timeout)
+        start = time.perf_counter()
+        outcome = "ok"
+        try:
+            return await self._call_raw(address, method, body, timeout)
+        except BaseException as exc:  # an RpcError's kind, or CancelledError
+            outcome = type(exc).__name__
+            raise
+        finally:
+            self.observe(method, time.perf_counter() - start, outcome)
+
+    async def _call_raw(self, address: str, method: str, body: bytes, timeout: float | None = None) -> bytes:
         headers = {"Content-Type": "application/json", auth.HEADER: auth.sign(self.secret, method, body)}
         url = f"http://{address}/rpc/{method}"
         progress = _Progress()

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from engine.infra.ports import free_port
 from engine.infra.process import ManagedProcess, in_netns
 
@@ -44,6 +46,22 @@ def wait_sync(predicate: Callable[[], Any], timeout: float, what: str = "conditi
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def scrape(address: str, timeout: float = 5.0) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """A node's /metrics, parsed by prometheus_client: (sample name, labels) -> value."""
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=timeout) as resp:
+        text = resp.read().decode()
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def metric(address: str, name: str, **labels: str) -> float | None:
+    """One sample of a node's /metrics (None: not exposed)."""
+    return scrape(address).get((name, frozenset(labels.items())))
 
 
 def http_json(url: str, timeout: float = 2.0) -> tuple[int, Any]:
@@ -91,7 +109,7 @@ class NodeProc:
         if self.proc.exited() is not None:
             raise AssertionError(f"{self.role} exited with {self.proc.exited()}:\n{self.proc.tail(40)}")
         try:
-            return http_json(f"http://{self.address}/health")
+            return http_json(f"http://{self.address}/ready")
         except OSError:
             return 0, None
 

@@ -134,7 +134,7 @@ def test_every_api_route_refuses_missing_and_bad_tokens(api_cluster: ApiCluster)
             status, body = raw(api_cluster, method.upper(), concrete, b"{}" if method != "get" else None, token)
             assert status == 401, (method, path, token, body)
             assert "token" in body["error"]["message"]
-    for public in ("/health", "/openapi.json", "/docs"):
+    for public in ("/health", "/ready", "/metrics", "/openapi.json", "/docs"):
         assert raw(api_cluster, "GET", public, token=None)[0] == 200
 
 
@@ -493,8 +493,8 @@ def test_cluster_view(api_cluster: ApiCluster) -> None:
     assert [(w["address"], w["group"]) for w in data["workers"]] == [(api_cluster.worker.address, "default")]
     hb = data["workers"][0]["heartbeat"]
     assert hb["exec_slots"] > 0 and hb["report_time"] > 0 and data["workers"][0]["status"] == "NORMAL"
-    status, health = raw(api_cluster, "GET", "/health", token=None)
-    assert status == 200 and health["database"] and health["registry"]
+    status, ready = raw(api_cluster, "GET", "/ready", token=None)
+    assert status == 200 and ready["database"] and ready["registry"]
 
 
 def test_datasources_hide_secrets(api_cluster: ApiCluster) -> None:

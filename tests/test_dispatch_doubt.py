@@ -10,8 +10,6 @@ says.
 from __future__ import annotations
 
 import asyncio
-import re
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +20,7 @@ from engine.infra.ports import free_port
 from engine.storage.schema import apply_schema
 from tests.cluster_harness import command, instance_for, save, tasks_of
 from tests.delay_proxy import DelayProxy
-from tests.helpers import NodeProc, eventually, http_json
+from tests.helpers import NodeProc, eventually, http_json, metric
 from tests.test_failover import kill, ledgered, runs
 
 pytestmark = pytest.mark.slow
@@ -47,9 +45,7 @@ def _worker(node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, 
 
 
 async def _counter(master: NodeProc, name: str) -> int:
-    text = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://{master.address}/metrics").read().decode())
-    found = re.search(rf"^porpoise_master_{name}_total (\d+)$", text, re.M)
-    return int(found.group(1)) if found else 0
+    return int(await asyncio.to_thread(metric, master.address, f"porpoise_master_{name}_total") or 0)
 
 
 async def _health(node: NodeProc) -> dict:  # type: ignore[type-arg]

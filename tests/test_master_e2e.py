@@ -13,7 +13,7 @@ from engine.infra.etcd import EtcdServer
 from rpc import RpcClient
 from rpc.messages import WorkflowControl
 from tests.cluster_harness import command, instance_for, query, save, shell, started, tasks_of
-from tests.helpers import TEST_SECRET, NodeProc, eventually
+from tests.helpers import TEST_SECRET, NodeProc, eventually, metric, scrape
 
 SUCCESS, FAILURE, STOP = 7, 6, 5
 
@@ -126,23 +126,23 @@ async def test_stop_kills_the_running_task_and_ends_stop(cluster, fresh_db: str)
 
 
 async def test_metrics_endpoint(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
-    import urllib.request
 
     masters, _ = cluster
     code = await save(fresh_db, "metered", [shell("t", "true")])
     (cid,) = await command(fresh_db, code)
     await instance_for(fresh_db, cid)
-    text = await asyncio.to_thread(
-        lambda: urllib.request.urlopen(f"http://{masters[0].address}/metrics").read().decode()
-    )
-    assert "porpoise_master_commands_claimed_total 1" in text
-    assert 'porpoise_master_instances_finished{state="SUCCESS"} 1' in text
-    assert "porpoise_master_event_loop_lag_seconds" in text and "porpoise_master_actors 0" in text
+    seen = await asyncio.to_thread(scrape, masters[0].address)
+    assert seen[("porpoise_master_commands_claimed_total", frozenset())] == 1
+    assert seen[("porpoise_master_instances_finished", frozenset({("state", "SUCCESS")}))] == 1
+    assert seen[("porpoise_master_actors", frozenset())] == 0
+    assert ("porpoise_master_event_loop_lag_seconds", frozenset({("quantile", "0.99")})) in seen
+    # the histograms saw the one command, its one attempt and the database pool
+    assert seen[("porpoise_master_command_wait_seconds_count", frozenset())] == 1
+    assert seen[("porpoise_master_dispatch_wait_seconds_count", frozenset())] == 1
+    assert seen[("porpoise_master_db_pool_wait_seconds_count", frozenset())] > 0
 
 
 async def test_dispatches_and_reports_due_together_travel_in_one_call(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
-    import re
-    import urllib.request
 
     masters, _ = cluster
     code = await save(fresh_db, "wide", [shell(f"t{i}", "true") for i in range(60)])
@@ -151,24 +151,20 @@ async def test_dispatches_and_reports_due_together_travel_in_one_call(cluster, f
     assert wi["state"] == 7
     rows = await tasks_of(fresh_db, wi["id"])
     assert len(rows) == 60 and all(r["state"] == 7 and r["pid"] and r["host"] for r in rows)
-    text = await asyncio.to_thread(
-        lambda: urllib.request.urlopen(f"http://{masters[0].address}/metrics").read().decode()
-    )
-    batches = re.search(r"porpoise_master_report_batches_total (\d+)", text)
-    results = re.search(r"porpoise_master_task_results_total (\d+)", text)
-    assert batches and results and int(results.group(1)) == 60
-    assert 0 < int(batches.group(1)) < 60  # 60 results arrived in fewer calls than results
-    dispatched = re.search(r"porpoise_master_tasks_dispatched_total (\d+)", text)
-    dispatch_batches = re.search(r"porpoise_master_dispatch_batches_total (\d+)", text)
-    assert dispatched and int(dispatched.group(1)) == 60
-    assert dispatch_batches and 0 < int(dispatch_batches.group(1)) < 60
+    seen = await asyncio.to_thread(scrape, masters[0].address)
+
+    def total(name: str) -> float:
+        return seen[(f"porpoise_master_{name}_total", frozenset())]
+
+    assert total("task_results") == 60
+    assert 0 < total("report_batches") < 60  # 60 results arrived in fewer calls than results
+    assert total("tasks_dispatched") == 60
+    assert 0 < total("dispatch_batches") < 60
 
 
 async def test_a_full_worker_is_not_sent_what_it_would_refuse(
     node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
 ) -> None:
-    import re
-    import urllib.request
 
     # 40 tasks for 2 slots: the worker's replies say how many more it takes, its results free slots,
     # so the master holds the rest instead of sending them to be refused (each retry used to send all)
@@ -186,12 +182,9 @@ async def test_a_full_worker_is_not_sent_what_it_would_refuse(
         running += step
         peak = max(peak, running)
     assert peak <= 2
-    text = await asyncio.to_thread(
-        lambda: urllib.request.urlopen(f"http://{masters[0].address}/metrics").read().decode()
-    )
-    refusals = re.search(r"porpoise_master_dispatch_refusals_total (\d+)", text)
+    refusals = await asyncio.to_thread(metric, masters[0].address, "porpoise_master_dispatch_refusals_total")
     # only the probes of a worker thought full may be refused (one per retry period at most)
-    assert refusals is None or int(refusals.group(1)) <= 5
+    assert refusals is not None and refusals <= 5
 
 
 async def test_fencing_an_actor_whose_epoch_was_bumped_writes_nothing(cluster, fresh_db: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -298,7 +291,6 @@ async def test_cache_expire_makes_a_taken_offline_definition_refuse_commands(clu
 async def test_overloaded_master_claims_nothing_and_counts_it(
     node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str
 ) -> None:
-    import urllib.request
 
     from engine.storage.schema import apply_schema
 
@@ -311,10 +303,8 @@ async def test_overloaded_master_claims_nothing_and_counts_it(
     code = await save(fresh_db, "held", [shell("t", "true")])
     await command(fresh_db, code, 5)
 
-    def overload_events() -> int:
-        text = urllib.request.urlopen(f"http://{master.address}/metrics").read().decode()
-        line = next((ln for ln in text.splitlines() if ln.startswith("porpoise_master_overload_events_total")), "x 0")
-        return int(line.split()[-1])
+    def overload_events() -> float:
+        return metric(master.address, "porpoise_master_overload_events_total") or 0
 
     await eventually(lambda: overload_events() >= 1, 15, "an overload event")
     assert len(await query(fresh_db, "SELECT 1 FROM command")) == 5

@@ -5,17 +5,17 @@ from __future__ import annotations
 import gc
 
 from engine.master.gcpolicy import GcPolicy
-from engine.master.metrics import Metrics
+from engine.metrics import NodeMetrics
 
 
 async def test_full_collections_are_timed_and_rendered() -> None:
-    metrics = Metrics()
+    metrics = NodeMetrics("master")
     metrics.start_lag_probe()
     try:
         junk = [[i] for i in range(200_000)]  # something for a full collection to walk
         gc.collect(2)
         assert metrics.gc_pause_max(2) > 0
-        text = metrics.render()
+        text = metrics.render().decode()
         line = next(ln for ln in text.splitlines() if 'gc_pause_max_60s_seconds{generation="2"}' in ln)
         assert float(line.split()[-1]) > 0
         del junk

@@ -100,14 +100,19 @@ def document(routes: Sequence[Route]) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
-    health = {
-        "summary": "Readiness of the API server (database and registry reachable)",
-        "operationId": "get_health",
-        "tags": ["meta"],
-        "security": [],
-        "responses": {"200": {"description": "ready"}, "503": {"description": "not ready"}},
-    }
-    paths["/health"] = {"get": health}
+    paths["/health"] = {
+        "get": {"summary": "Liveness of the API server (it answers)", "operationId": "get_health",
+                "tags": ["meta"], "security": [], "responses": {"200": {"description": "alive"}}}
+    }  # fmt: skip
+    paths["/ready"] = {
+        "get": {"summary": "Readiness of the API server (database and registry reachable)", "operationId": "get_ready",
+                "tags": ["meta"], "security": [],
+                "responses": {"200": {"description": "ready"}, "503": {"description": "not ready"}}}
+    }  # fmt: skip
+    paths["/metrics"] = {
+        "get": {"summary": "Prometheus metrics (docs/METRICS.md)", "operationId": "get_metrics", "tags": ["meta"],
+                "security": [], "responses": {"200": {"description": "the Prometheus text format"}}}
+    }  # fmt: skip
     paths["/openapi.json"] = {
         "get": {"summary": "This document", "operationId": "get_openapi", "tags": ["meta"], "security": [],
                 "responses": {"200": {"description": "the OpenAPI document"}}}

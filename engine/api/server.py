@@ -57,15 +57,18 @@ from engine.api.routing import (
 )
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError
+from engine.metrics import CONTENT_TYPE, NodeMetrics
 from engine.node import parse_args
-from engine.storage.failures import DB_FAILURES
-from engine.storage.pool import connect_pool
+from engine.storage.pool import connect_pool, database_reachable
 from registry import EtcdClient, MembershipView, RegistryUnavailable
 from rpc import RpcClient
 from rpc.errors import RpcError
 from rpc.messages import CacheExpire
 
 log = logs.get(__name__)
+
+#: the live-event stream's route (counted open, not timed)
+EVENTS_ROUTE = "/api/v1/events"
 
 ROUTES: list[Route] = [
     *projects.ROUTES,
@@ -94,7 +97,11 @@ class ApiServer:
             raise ConfigError("rpc.secret: required (the API signs its calls to masters and workers)")
         self.cfg = cfg
         self.pool: asyncpg.Pool | None = None
-        self.rpc = RpcClient(cfg.rpc.secret, cfg.rpc.timeout)
+        self.metrics = NodeMetrics("api")
+        #: open live-event streams (their requests last as long as the browser tab)
+        self.streams = 0
+        self.metrics.gauge("event_streams", lambda: self.streams)
+        self.rpc = RpcClient(cfg.rpc.secret, cfg.rpc.timeout, observe=self.metrics.rpc_latency)
         self.etcd = EtcdClient(cfg.registry.endpoints, cfg.registry.request_timeout)
         self.membership = MembershipView(self.etcd, cfg.registry.root)
         self._membership_task: asyncio.Task[None] | None = None
@@ -110,7 +117,7 @@ class ApiServer:
         self.address = ""
         self.app = web.Application(
             client_max_size=cfg.api.max_body_bytes,
-            middlewares=[self._audit_middleware, errors_middleware, self._auth_middleware],
+            middlewares=[self._metrics_middleware, self._audit_middleware, errors_middleware, self._auth_middleware],
         )
         self.routes = {(r.method, r.path): r for r in (ROUTES if routes is None else routes)}
         for route in self.routes.values():
@@ -119,6 +126,8 @@ class ApiServer:
             key for key, r in self.routes.items() if r.rule is not None and r.rule.need is access.Need.PUBLIC
         }
         self.app.router.add_get("/health", self._health)
+        self.app.router.add_get("/ready", self._ready)
+        self.app.router.add_get("/metrics", self._metrics)
         self.app.router.add_get("/openapi.json", self._openapi)
         self.app.router.add_get("/docs", self._docs)
         static.UiFiles(static.ui_dist(cfg.api.ui_dir)).add_routes(self.app)
@@ -148,6 +157,33 @@ class ApiServer:
     def _route(self, request: web.Request) -> Route | None:
         resource = request.match_info.route.resource
         return self.routes.get((request.method, resource.canonical)) if resource is not None else None
+
+    @web.middleware
+    async def _metrics_middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Every API request's time by route template (not the raw path: bounded label values) and
+        status class; the live-event streams are counted open instead (they last for hours)."""
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None and request.path.startswith("/api/") else "other"
+        if route == EVENTS_ROUTE:
+            self.streams += 1
+            try:
+                return await handler(request)
+            finally:
+                self.streams -= 1
+        start = time.perf_counter()
+        status = 500
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        finally:
+            labels = {"method": request.method, "route": route, "status": f"{status // 100}xx"}
+            self.metrics.observe("http_request_seconds", time.perf_counter() - start, **labels)
 
     @web.middleware
     async def _audit_middleware(
@@ -220,13 +256,18 @@ class ApiServer:
     # -- unauthenticated endpoints ----------------------------------------------------------------
 
     async def _health(self, _: web.Request) -> web.Response:
-        db_ok = False
-        if self.pool is not None:
-            with contextlib.suppress(*DB_FAILURES):
-                db_ok = await asyncio.wait_for(self.pool.fetchval("SELECT true"), 2.0) is True
+        """Liveness: the process answers. Whether it can serve: /ready."""
+        return json_response({"role": "api", "address": self.address})
+
+    async def _ready(self, _: web.Request) -> web.Response:
+        """Readiness: the database answers and the cluster view is loaded."""
+        db_ok = await database_reachable(self.pool)
         registry_ok = self.membership.ready.is_set()
         body = {"role": "api", "address": self.address, "database": db_ok, "registry": registry_ok}
         return json_response({**body, "ready": db_ok and registry_ok}, 200 if db_ok and registry_ok else 503)
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     async def _openapi(self, _: web.Request) -> web.Response:
         return json_response(openapi.document(ROUTES))
@@ -248,7 +289,7 @@ class ApiServer:
                 delay = min(delay * 2, 5.0)
 
     async def start(self) -> None:
-        self.pool = await connect_pool(self.cfg.database, self._stop)
+        self.pool = await connect_pool(self.cfg.database, self._stop, self.metrics.pool_wait)
         self._membership_task = asyncio.create_task(self._watch_cluster(), name="api-membership")
         api = self.cfg.api
         if api.alerts_enabled:
@@ -257,6 +298,7 @@ class ApiServer:
             )
             self.alerts.start()
         self.live.start()
+        self.metrics.start_lag_probe()
         self.runner = web.AppRunner(self.app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, api.listen_host, api.listen_port)
@@ -279,6 +321,7 @@ class ApiServer:
         await self.membership.close()
         await self.etcd.close()
         await self.rpc.close()
+        await self.metrics.close()
         if self.pool is not None:
             await self.pool.close()
         log.info("api stopped", address=self.address)

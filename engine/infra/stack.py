@@ -155,7 +155,7 @@ class Stack:
     def start_node(
         self, role: str, name: str, overrides: list[str] | None = None, port: int | None = None
     ) -> ManagedProcess:
-        """Start ``python -m engine.<role>`` on ``port`` (default: a free one); returns once its /health
+        """Start ``python -m engine.<role>`` on ``port`` (default: a free one); returns once its /ready
         answers 200."""
         port = port or free_port()
         argv = [sys.executable, "-m", f"engine.{role}", "--set", f"{role}.listen_port={port}"]
@@ -177,7 +177,7 @@ class Stack:
         return proc
 
     def _wait_healthy(self, proc: ManagedProcess, port: int) -> None:
-        url = f"http://127.0.0.1:{port}/health"
+        url = f"http://127.0.0.1:{port}/ready"
 
         def healthy() -> bool:
             if proc.exited() is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,6 +116,8 @@ class DispatchRequest:
     message: TaskDispatch = field(compare=False)
     worker_group: str = field(compare=False)
     actor: WorkflowActor = field(compare=False, repr=False)
+    #: when it became ready to dispatch (monotonic): the dispatch-wait histogram
+    ready_at: float = field(default_factory=time.monotonic, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -260,6 +260,9 @@ class CommandPoller(BackgroundService):
         if self.metrics is not None:
             self.metrics.inc("commands_claimed", len(created))
             self.metrics.inc("commands_failed", failed)
+            for cmd, _ in created:
+                if cmd.get("update_time") is not None:  # inserted (or last changed) then
+                    self.metrics.observe("command_wait_seconds", (now - cmd["update_time"]).total_seconds())
         for cmd_id, reason in errors.items():
             log.warning("command refused", command_id=cmd_id, reason=reason)
         out = []

@@ -337,6 +337,8 @@ class Dispatcher:
 
     def _accepted(self, request: DispatchRequest, host: str) -> None:
         self._count("tasks_dispatched")
+        if self.metrics is not None:
+            self.metrics.observe("dispatch_wait_seconds", time.monotonic() - request.ready_at)
         self._ours[host] = self._ours.get(host, 0) + 1
         request.actor.post(
             TaskDispatched(request.message.task_instance_id, request.message.attempt, host, "dispatch accepted")

@@ -21,7 +21,6 @@ import time
 from typing import Any
 
 import asyncpg
-from aiohttp import web
 
 from engine import logs
 from engine.aio import cancel_and_wait
@@ -30,7 +29,6 @@ from engine.master.commands import Claimed, CommandPoller, DefinitionCache
 from engine.master.dispatcher import Dispatcher
 from engine.master.failover import FailoverService
 from engine.master.gcpolicy import GcPolicy
-from engine.master.metrics import Metrics
 from engine.master.serial_sql import SerialRepair
 from engine.master.states import CommandType, TaskState, WorkflowState
 from engine.master.store import MasterStore
@@ -51,7 +49,7 @@ from engine.node import Node
 from engine.scheduling.scheduler import Scheduler
 from engine.storage.definitions import WorkflowSpec
 from engine.storage.failures import DB_FAILURES
-from engine.storage.pool import connect_pool
+from engine.storage.pool import connect_pool, database_reachable
 from registry import MASTER, ChangeKind, HeartbeatSource, LoadLimits, NodeChange, NodeId, SessionState, SlotTracker
 from rpc.errors import BadRequest, RpcError
 from rpc.messages import (
@@ -97,7 +95,6 @@ class Master(Node):
         self.limits = LoadLimits(m.max_cpu_load_avg, m.reserved_memory_gb)
         self.source = HeartbeatSource(self.limits, busy=lambda: self.cpu.busy)
         self.slots: SlotTracker | None = None
-        self.metrics = Metrics()
         self.gc = GcPolicy()
         self.wheel = StateWheel()
         self.actors: dict[int, WorkflowActor] = {}
@@ -115,7 +112,6 @@ class Master(Node):
         self.finished_states: collections.Counter[str] = collections.Counter()
         #: short-lived RPCs the master starts on its own (a child's end reported to its parent's master)
         self._background: set[asyncio.Task[Any]] = set()
-        self.app.router.add_get("/metrics", self._metrics)
         for msg_cls, handler in (
             (TaskRunning, self.on_task_running),
             (TaskResult, self.on_task_result),
@@ -146,7 +142,7 @@ class Master(Node):
 
     async def on_started(self) -> None:
         dsn = self.cfg.database.url()
-        self.pool = await connect_pool(self.cfg.database, self._stop)
+        self.pool = await connect_pool(self.cfg.database, self._stop, self.metrics.pool_wait)
         self.store = MasterStore(self.pool, self.address)
         self.cache = DefinitionCache(self.pool)
         self.poller = CommandPoller(
@@ -189,7 +185,6 @@ class Master(Node):
         )
         self.wheel.start(self._deliver_timer)
         self.dispatcher.start()
-        self.metrics.start_lag_probe()
 
     async def on_registered(self) -> None:
         assert self.registry is not None
@@ -247,10 +242,12 @@ class Master(Node):
         await self._stop_actors()
         await self.dispatcher.close()
         await self.wheel.close()
-        await self.metrics.close()
         self.gc.release()
         if self.pool is not None:
             await self.pool.close()
+
+    async def readiness(self) -> dict[str, bool]:
+        return {"database": await database_reachable(self.pool)}
 
     def health(self) -> dict[str, Any]:
         slot = self.slots.slot if self.slots else None
@@ -443,9 +440,6 @@ class Master(Node):
             await self.rpc.call(a.host, msg)
         except RpcError as exc:
             log.warning("kill request failed", worker=a.host, task_instance_id=a.id, error=str(exc))
-
-    async def _metrics(self, _: web.Request) -> web.Response:
-        return web.Response(text=self.metrics.render(), content_type="text/plain")
 
     # -- RPC handlers -----------------------------------------------------------------------------
 

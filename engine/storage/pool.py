@@ -6,30 +6,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
 
 import asyncpg
 
 from engine import logs
 from engine.config import DatabaseConfig
 from engine.errors import SchemaError, StorageError
+from engine.storage.failures import DB_FAILURES
 from engine.storage.schema import apply_schema
 
 log = logs.get(__name__)
 
 
-async def connect_pool(db: DatabaseConfig, stop: asyncio.Event) -> asyncpg.Pool:
-    """Apply schema.sql and open the pool; retry until it works or ``stop`` is set (StorageError)."""
+async def connect_pool(
+    db: DatabaseConfig, stop: asyncio.Event, observe_wait: Callable[[float], None] | None = None
+) -> asyncpg.Pool:
+    """Apply schema.sql and open the pool; retry until it works or ``stop`` is set (StorageError).
+    ``observe_wait`` is told how long each acquisition of a connection waited."""
     delay = 0.2
     while True:
         try:
             await apply_schema(db.url(), db.connect_timeout)
-            return await asyncpg.create_pool(
+            pool = await asyncpg.create_pool(
                 db.url(),
                 min_size=db.pool_min,
                 max_size=db.pool_max,
                 timeout=db.connect_timeout,
                 command_timeout=db.command_timeout,
             )
+            if observe_wait is not None:
+                _time_acquisitions(pool, observe_wait)
+            return pool
         except (StorageError, OSError, asyncpg.PostgresError) as exc:
             if isinstance(exc, SchemaError):
                 raise
@@ -39,3 +49,31 @@ async def connect_pool(db: DatabaseConfig, stop: asyncio.Event) -> asyncpg.Pool:
             if stop.is_set():
                 raise StorageError("stopped before the database became available") from exc
             delay = min(delay * 2, 5.0)
+
+
+def _time_acquisitions(pool: asyncpg.Pool, observe: Callable[[float], None]) -> None:
+    """Time every acquisition: ``async with pool.acquire()`` and the pool's own fetch/execute all go
+    through ``Pool._acquire``. asyncpg has no hook for it and its pool has slots, so the pool becomes an
+    instance of a subclass that times it (tests/test_metrics.py fails if asyncpg changes this)."""
+
+    class TimedPool(type(pool)):  # type: ignore[misc]
+        __slots__ = ()
+
+        async def _acquire(self, timeout: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return await super()._acquire(timeout)
+            finally:
+                observe(time.perf_counter() - start)
+
+    pool.__class__ = TimedPool
+
+
+async def database_reachable(pool: asyncpg.Pool | None, timeout: float = 2.0) -> bool:
+    """Whether a trivial query answers within ``timeout`` (readiness probes)."""
+    if pool is None:
+        return False
+    try:
+        return await asyncio.wait_for(pool.fetchval("SELECT true"), timeout) is True
+    except (TimeoutError, *DB_FAILURES):
+        return False

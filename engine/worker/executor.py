@@ -71,6 +71,8 @@ class TaskRun:
     task: asyncio.Task[None] | None = None
     #: the attempt's work is over (its result is being spooled and handed over): a kill cancels nothing
     ended: bool = False
+    #: when this worker admitted it (epoch ms): its queue time here ends when its process starts
+    admitted_ms: int = field(default_factory=now_ms)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -90,7 +92,10 @@ class Executor:
         kill_grace: float = 3.0,
         reaper: Reaper | None = None,
         may_start: Callable[[], str] = lambda: "",
+        on_ended: Callable[[TaskRun, TaskResult], None] = lambda _run, _result: None,
     ) -> None:
+        #: told of every attempt's end here (metrics)
+        self.on_ended = on_ended
         #: checked right before and right after a task process starts: a worker paused between admitting
         #: an attempt and starting it must not start it once its lease may be gone (invariant 3)
         self.may_start = may_start
@@ -211,6 +216,7 @@ class Executor:
                 if self.runs.get(d.task_instance_id) is run:
                     del self.runs[d.task_instance_id]
                 self._ended(run, result.state)  # a dispatch sent again is answered, not run again
+                self.on_ended(run, result)
                 run.done.set()
             log.info("task finished", state=result.state, exit_code=result.exit_code)
             await asyncio.to_thread(self.dirs.release, run.exec_dir, run.files)

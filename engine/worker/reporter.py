@@ -21,7 +21,7 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine import logs
@@ -50,6 +50,8 @@ class Pending:
     due: float
     attempts: int = 0
     in_flight: bool = False
+    #: when it was made (monotonic): the report-delay histogram
+    made: float = field(default_factory=time.monotonic)
 
 
 class Reporter(BackgroundService):
@@ -65,7 +67,10 @@ class Reporter(BackgroundService):
         spool: Spool | None = None,
         live_masters: Callable[[], list[str]] = lambda: [],
         hold_results: bool = False,
+        on_acked: Callable[[str, float], None] = lambda _kind, _seconds: None,
     ) -> None:
+        #: told of each acknowledged report: its kind ("running", "result") and how long it waited
+        self.on_acked = on_acked
         self.running_delay = running_delay
         #: where results wait for their acknowledgement across a crash or restart (None: memory only)
         self.spool = spool
@@ -297,6 +302,7 @@ class Reporter(BackgroundService):
         if acked:
             self._drop(key)
             self.acked += 1
+            self.on_acked(key[2], time.monotonic() - p.made)
             if key[2] == "result":
                 self._drop((key[0], key[1], "running"))
                 self._unspool((key[0], key[1]))

@@ -20,7 +20,7 @@ from aiohttp import web
 from engine import logs
 from engine.errors import ConfigError
 from engine.node import Node
-from engine.worker.executor import DRAIN_REQUESTED, SHUTTING_DOWN, Executor
+from engine.worker.executor import DRAIN_REQUESTED, SHUTTING_DOWN, Executor, TaskRun
 from engine.worker.logfiles import LogFiles
 from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
@@ -41,6 +41,7 @@ from rpc.messages import (
     TaskDispatch,
     TaskDispatchBatch,
     TaskKill,
+    TaskResult,
     WorkerDrain,
     WorkerDrainReply,
 )
@@ -85,6 +86,7 @@ class Worker(Node):
             spool=self.spool,
             live_masters=self._live_masters,
             hold_results=w.test_hold_results,
+            on_acked=lambda kind, seconds: self.metrics.observe("report_delay_seconds", seconds, kind=kind),
         )
         self.reaper = Reaper(self.cfg.registry.lease_ttl, children_of=os.getpid())
         self.executor = Executor(
@@ -96,7 +98,11 @@ class Worker(Node):
             overloaded=self.source.overload,
             reaper=self.reaper,
             may_start=self._may_start,
+            on_ended=self._ended,
         )
+        self.metrics.gauge("report_backlog", lambda: len(self.reporter.pending))
+        self.metrics.gauge("tasks_running", lambda: len(self.executor.runs))
+        self.metrics.gauge("slots_free", self.executor.free_slots)
         for msg_cls, handler in (
             (TaskDispatch, self.on_dispatch),
             (TaskDispatchBatch, self.on_dispatch_batch),
@@ -208,6 +214,7 @@ class Worker(Node):
             return DispatchReply(False, "worker is not registered")
         reply = self.executor.dispatch(msg, valid_until_ms or msg.valid_until_ms)
         reply = DispatchReply(reply.accepted, reply.reason, self.executor.free_slots())
+        self.metrics.inc("dispatches_accepted" if reply.accepted else "dispatches_refused")
         log.info(
             "dispatch",
             task_instance_id=msg.task_instance_id,
@@ -216,6 +223,13 @@ class Worker(Node):
             reason=reply.reason,
         )
         return reply
+
+    def _ended(self, run: TaskRun, result: TaskResult) -> None:
+        self.metrics.inc("tasks_finished", state=result.state)
+        if run.start_ms:  # its process started
+            self.metrics.observe("queue_time_seconds", (run.start_ms - run.admitted_ms) / 1000)
+            seconds = (result.end_time - run.start_ms) / 1000
+            self.metrics.observe("task_run_seconds", seconds, type=run.dispatch.task_type, state=result.state)
 
     def _may_start(self) -> str:
         """Why no task process may start now, or "": our lease may be gone (we were paused, etcd is far),

@@ -1018,8 +1018,25 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness of the API server (database and registry reachable) */
+        /** Liveness of the API server (it answers) */
         get: operations["get_health"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Prometheus metrics (docs/METRICS.md) */
+        get: operations["get_metrics"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1037,6 +1054,23 @@ export interface paths {
         };
         /** This document */
         get: operations["get_openapi"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/ready": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Readiness of the API server (database and registry reachable) */
+        get: operations["get_ready"];
         put?: never;
         post?: never;
         delete?: never;
@@ -7379,15 +7413,26 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description ready */
+            /** @description alive */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description not ready */
-            503: {
+        };
+    };
+    get_metrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the Prometheus text format */
+            200: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7406,6 +7451,31 @@ export interface operations {
         responses: {
             /** @description the OpenAPI document */
             200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    get_ready: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description ready */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description not ready */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
