@@ -18,7 +18,7 @@ install: $(STAMP) ui browser
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,spark,examples]'
 	@touch $(STAMP)
 
 # The web UI (ui/, see ui/README.md): npm ci when the lockfile changed, vite build when a source changed.
