@@ -137,7 +137,11 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
             else:
                 print(f"stopped {len(stopped)} process(es)" + (f": {', '.join(stopped)}" if stopped else ""))
             return 0
-        _print_processes(cluster.status(cfg, run_dir), args.json)
+        rows = cluster.status(cfg, run_dir)
+        if not rows and not args.json:
+            print(f"no processes recorded in {run_dir} (start a cluster there with make cluster)")
+            return 0
+        _print_processes(rows, args.json)
         return 0
     if args.command == "db" and args.action == "init":
         from engine.storage.schema import apply_schema

@@ -124,6 +124,7 @@ def test_cluster_start_status_stop(workdir: Path) -> None:
     assert _no_process_left(records)
     down = json.loads(_cli("cluster", "status", "--run-dir", str(run_dir), "--json").stdout)
     assert down == []  # stopped processes are forgotten
+    assert "no processes recorded in" in _cli("cluster", "status", "--run-dir", str(run_dir)).stdout
     assert _cli("cluster", "stop", "--run-dir", str(run_dir)).stdout.strip() == "stopped 0 process(es)"
 
 

@@ -18,9 +18,7 @@ import pytest
 
 from engine.config import SECTIONS
 from engine.infra.etcd import EtcdServer
-from engine.infra.ports import free_port
-from engine.infra.process import ManagedProcess
-from tests.helpers import ROOT, http_json, node_env, wait_sync
+from tests.helpers import ROOT, NodeProc, http_json, node_env, wait_sync
 
 pytestmark = pytest.mark.slow
 
@@ -132,13 +130,16 @@ def test_installed_package_runs_nodes_outside_the_checkout(
     token = admin.stdout.split()[-1]
 
     root = f"/wheel-{uuid.uuid4().hex[:8]}"
-    nodes: list[ManagedProcess] = []
+    environment = {
+        k: v for k, v in node_env(etcd_server.endpoint, root, 3, PORPOISE_DATABASE_DSN=fresh_db, **UNGUARDED).items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV")
+    }  # fmt: skip
+    nodes: list[NodeProc] = []
 
     def start(role: str, *overrides: str) -> str:
-        environment = node_env(etcd_server.endpoint, root, 3, PORPOISE_DATABASE_DSN=fresh_db, **UNGUARDED)
-        proc, address = _start_node(python, role, environment, cwd, tmp_path / f"{role}.log", overrides)
-        nodes.append(proc)
-        return address
+        node = NodeProc(role, environment, tmp_path, role, list(overrides), python=python, cwd=cwd)
+        nodes.append(node)
+        return node.start(timeout=60).address
 
     try:
         master = start("master")
@@ -164,36 +165,5 @@ def test_installed_package_runs_nodes_outside_the_checkout(
         assert "SPARK tasks need PySpark on the worker" in log.stdout and "[spark]" in log.stdout, log.stdout
         assert "Traceback" not in log.stdout
     finally:
-        for proc in reversed(nodes):
-            proc.stop(15)
-
-
-def _start_node(
-    python: str, role: str, env: dict[str, str], cwd: Path, log: Path, overrides: tuple[str, ...]
-) -> tuple[ManagedProcess, str]:
-    """``python -m engine.<role>`` of the installed package, once its /health answers; (process, address)."""
-    port = free_port()
-    argv = [python, "-m", f"engine.{role}", "--set", f"{role}.listen_port={port}"]
-    if role in ("master", "worker"):
-        argv += ["--set", f"{role}.advertise_host=127.0.0.1"]
-    for item in overrides:
-        argv += ["--set", item]
-    env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    proc = ManagedProcess(role, argv, log, env=env, cwd=cwd)
-    proc.start()
-    address = f"127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        if proc.exited() is not None:
-            raise AssertionError(f"{role} exited with {proc.exited()}:\n{proc.tail(40)}")
-        try:
-            return http_json(f"http://{address}/health")[0] == 200
-        except OSError:
-            return False
-
-    try:
-        wait_sync(healthy, 60, what=f"installed {role} answering /health")
-    except BaseException:
-        proc.stop(15)
-        raise
-    return proc, address
+        for node in reversed(nodes):
+            node.stop()
