@@ -32,7 +32,6 @@ from engine.master.failover import FailoverService
 from engine.master.gcpolicy import GcPolicy
 from engine.master.metrics import Metrics
 from engine.master.serial_sql import SerialRepair
-from engine.master.states import CommandType, TaskState, WorkflowState
 from engine.master.store import MasterStore
 from engine.master.task_groups_sql import GroupListener
 from engine.master.wheel import StateWheel
@@ -49,6 +48,7 @@ from engine.master.workflow import (
 )
 from engine.node import Node
 from engine.scheduling.scheduler import Scheduler
+from engine.states import CommandType, TaskState, WorkflowState
 from engine.storage.definitions import WorkflowSpec
 from engine.storage.failures import DB_FAILURES
 from engine.storage.pool import connect_pool
