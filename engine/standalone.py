@@ -25,7 +25,7 @@ import asyncpg
 
 from engine import logs
 from engine.api.static import ui_dist
-from engine.client import CLIENT_FILE
+from engine.cli.client import CLIENT_FILE
 from engine.config import Config
 from engine.errors import PorpoiseError
 from engine.infra.access import ensure_client_file

@@ -20,7 +20,7 @@ import pytest
 from engine import config as config_mod
 from engine import logs
 from engine.api.tokens import create_token, ensure_user
-from engine.client import ApiClient, Target
+from engine.cli.client import ApiClient, Target
 from engine.config import Config
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
@@ -240,7 +240,7 @@ def api_cluster(workdir: Path, pg_server: PostgresServer, etcd_server: EtcdServe
 
 
 def _cluster_seen(api: NodeProc, token: str) -> bool:
-    from engine.client import ApiClientError
+    from engine.cli.client import ApiClientError
 
     try:
         data = ApiClient(Target(f"http://{api.address}", token, "test")).get("/api/v1/cluster")

@@ -15,7 +15,7 @@ from pathlib import Path
 import asyncpg
 import psutil
 
-from engine.client import ApiClient, discover
+from engine.cli.client import ApiClient, discover
 from engine.infra.process import ProcessRecord
 from tests.helpers import ROOT, http_json, wait_sync
 

@@ -15,7 +15,7 @@
     porpoise user create|list|disable|enable|delete|passwd   users (create --admin --dsn: the first admin)
     porpoise token create|list|revoke                   API tokens
 
-The API commands find the server and token as engine/client.py describes (``make run`` writes them).
+The API commands find the server and token as engine/cli/client.py describes (``make run`` writes them).
 
 Errors are one line on stderr and a non-zero exit code, never a traceback.
 """
@@ -63,10 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     sa.add_argument("--run-dir", default=None, help="data, logs and state (default: standalone.run_dir)")
     sa.add_argument("--example", action="store_true", help="apply and run the example pipeline once started")
 
-    from engine import cli_remote
+    from engine.cli import remote as cli_remote
 
     cli_remote.add_parsers(sub, common)
-    from engine import cli_users
+    from engine.cli import users as cli_users
 
     cli_users.add_parsers(sub, common)
 
@@ -110,11 +110,11 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
 
         return standalone.run(cfg, Path(args.run_dir or cfg.standalone.run_dir), example=args.example)
     if args.command in ("user", "token"):
-        from engine import cli_users
+        from engine.cli import users as cli_users
 
         return cli_users.run(args)
     if args.command in REMOTE or (args.command == "cluster" and args.action is None):
-        from engine import cli_remote
+        from engine.cli import remote as cli_remote
 
         return cli_remote.run(args)
     if args.command == "cluster":
