@@ -6,6 +6,7 @@ STAMP  := $(VENV)/.installed
 RUN_DIR ?= .run
 MASTERS ?= 3
 WORKERS ?= 2
+APIS ?= 1
 PYTEST_ARGS ?=
 
 .PHONY: install test run cluster stop clean lint bench chaos ui ui-api browser hosts hosts-down
@@ -17,7 +18,7 @@ install: $(STAMP) ui browser
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,spark,examples]'
 	@touch $(STAMP)
 
 # The web UI (ui/, see ui/README.md): npm ci when the lockfile changed, vite build when a source changed.
@@ -57,9 +58,10 @@ test: install
 run: install
 	$(BIN)/porpoise standalone --run-dir $(RUN_DIR)/standalone --example
 
-# Separate real processes on loopback; logs and pids under $(RUN_DIR)/cluster.
+# Separate real processes on loopback (masters, workers, API servers); logs and pids under $(RUN_DIR)/cluster,
+# the CLI's client file (API URL + admin token) at $(RUN_DIR)/cluster/client.json.
 cluster: install
-	$(BIN)/porpoise cluster start --run-dir $(RUN_DIR)/cluster --masters $(MASTERS) --workers $(WORKERS)
+	$(BIN)/porpoise cluster start --run-dir $(RUN_DIR)/cluster --masters $(MASTERS) --workers $(WORKERS) --apis $(APIS)
 
 stop:
 	@if [ -x $(BIN)/porpoise ]; then $(BIN)/porpoise cluster stop --run-dir $(RUN_DIR)/cluster; fi

@@ -2,7 +2,7 @@
 
 Precedence, lowest first:
 
-1. ``configs/<section>.yaml`` shipped with the project: the documented defaults, the one source of
+1. ``engine/configs/<section>.yaml`` shipped in the package: the documented defaults, the one source of
    default values (a test checks every key here is a field below and vice versa);
 2. a user YAML file (``--config FILE`` or ``PORPOISE_CONFIG``) with top-level section keys;
 3. environment variables ``PORPOISE_<SECTION>_<KEY>`` (``PORPOISE_MASTER_LISTEN_PORT=5679``);
@@ -15,6 +15,7 @@ Every value is converted to the field's type and checked against its bounds; a b
 from __future__ import annotations
 
 import dataclasses
+import importlib.resources
 import os
 import types
 import typing
@@ -183,7 +184,7 @@ class RpcConfig:
 
 @dataclass(frozen=True)
 class DebugConfig:
-    """Test-only hooks (configs/debug.yaml): never enabled in production."""
+    """Test-only hooks (engine/configs/debug.yaml): never enabled in production."""
 
     wedge_hook: bool
 
@@ -215,11 +216,17 @@ SECTIONS: dict[str, type] = {f.name: typing.get_type_hints(Config)[f.name] for f
 
 
 def config_dir() -> Path:
-    """Directory holding the documented default YAML files."""
+    """Directory holding the documented default YAML files: ``PORPOISE_CONFIG_DIR``, else the package's own
+    ``engine/configs`` (package data, found through importlib.resources in a checkout and an installed wheel)."""
     override = os.environ.get("PORPOISE_CONFIG_DIR")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parent.parent / "configs"
+    return package_path("configs")
+
+
+def package_path(name: str) -> Path:
+    """A directory or file shipped inside the ``engine`` package (installed wheels are unpacked on disk)."""
+    return Path(str(importlib.resources.files("engine").joinpath(name)))
 
 
 def load(
@@ -302,11 +309,11 @@ def _build(raw: Mapping[str, Mapping[str, Any]], source: Mapping[str, Mapping[st
         for f in dataclasses.fields(cls):
             where = source.get(name, {}).get(f.name, "defaults")
             if f.name not in raw[name]:
-                raise ConfigError(f"{name}.{f.name}: missing (no default in configs/{name}.yaml)")
+                raise ConfigError(f"{name}.{f.name}: missing (no default in {config_dir() / name}.yaml)")
             values[f.name] = _convert(f"{name}.{f.name}", raw[name][f.name], hints[f.name], f.metadata, where)
         unknown = set(raw[name]) - set(values)
         if unknown:
-            raise ConfigError(f"{name}: unknown keys {sorted(unknown)} in configs/{name}.yaml")
+            raise ConfigError(f"{name}: unknown keys {sorted(unknown)} in {config_dir() / name}.yaml")
         section = cls(**values)
         check = getattr(section, "check", None)
         if check:

@@ -13,8 +13,6 @@ pipeline through the real CLI and API, and keeps serving.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import datetime as dt
 import json
 import shlex
 import signal
@@ -27,10 +25,10 @@ import asyncpg
 
 from engine import logs
 from engine.api.static import ui_dist
-from engine.api.tokens import MAX_DAYS, create_token, ensure_user, token_hash, token_user
-from engine.client import CLIENT_FILE, write_client_file
+from engine.cli.client import CLIENT_FILE
 from engine.config import Config
 from engine.errors import PorpoiseError
+from engine.infra.access import ensure_client_file
 from engine.infra.process import ManagedProcess
 from engine.infra.stack import Stack
 
@@ -41,24 +39,13 @@ WAREHOUSE = "warehouse"
 EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "taxi"
 
 
-def _previous_token(client_path: Path) -> str:
-    with contextlib.suppress(OSError, ValueError):
-        return str(json.loads(client_path.read_text()).get("token", ""))
-    return ""
-
-
-async def _prepare_access(stack: Stack, client_path: Path, api_url: str, token: str) -> None:
+async def _prepare_access(stack: Stack, client_path: Path, api_url: str) -> None:
     """Runs before any node starts (asyncio.run in the launcher thread): blocking file I/O is fine here."""
     assert stack.postgres is not None
     pg = stack.postgres
     conn = await asyncpg.connect(pg.dsn, timeout=30)
     try:
-        if not token or await token_user(conn, token_hash(token)) is None:
-            # the admin (no password: it signs in with this token; `porpoise user passwd admin` sets one)
-            user_id = await ensure_user(conn)
-            expires = dt.datetime.now(dt.UTC) + dt.timedelta(days=MAX_DAYS)  # made again once it has expired
-            _, token = await create_token(conn, user_id, "standalone", expires)
-        write_client_file(client_path, api_url, token)
+        await ensure_client_file(conn, client_path, api_url, "standalone")
         admin = await asyncpg.connect(pg.admin_dsn(), timeout=30)
         try:
             if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", WAREHOUSE):
@@ -93,7 +80,7 @@ def run(cfg: Config, run_dir: Path, ready: threading.Event | None = None, exampl
         api_port = stack.api_port()
         api_url = f"http://127.0.0.1:{api_port}"
         client_path = stack.run_dir / CLIENT_FILE
-        asyncio.run(_prepare_access(stack, client_path, api_url, _previous_token(client_path)))
+        asyncio.run(_prepare_access(stack, client_path, api_url))
         procs: dict[str, ManagedProcess] = {}
         for role, name in NODES:
             if stop.is_set():

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.client import ApiClient, ApiClientError, discover
+from engine.cli.client import ApiClient, ApiClientError, discover
 
 ApiError = ApiClientError
 

@@ -86,10 +86,12 @@ class NodeProc:
         port: int = 0,
         host: str = "127.0.0.1",
         netns: str = "",
+        python: str = sys.executable,
+        cwd: Path = ROOT,
     ) -> None:
         self.role = role
         self.port = port or free_port()
-        argv = [sys.executable, "-m", f"engine.{role}", "--set", f"{role}.listen_port={self.port}"]
+        argv = [python, "-m", f"engine.{role}", "--set", f"{role}.listen_port={self.port}"]
         if host != "127.0.0.1":
             argv += ["--set", f"{role}.listen_host={host}"]  # advertised as is (advertise_host empty)
         elif role in ("master", "worker"):
@@ -97,7 +99,7 @@ class NodeProc:
         for item in overrides:
             argv += ["--set", item]
         argv = in_netns(netns, argv)
-        self.proc = ManagedProcess(name, argv, log_dir / f"{name}.log", env=env, cwd=ROOT)
+        self.proc = ManagedProcess(name, argv, log_dir / f"{name}.log", env=env, cwd=cwd)
         self.address = f"{host}:{self.port}"
 
     def start(self, timeout: float = 30) -> NodeProc:

@@ -15,7 +15,7 @@ from openapi_spec_validator import validate
 
 from engine import config as config_mod
 from engine.api.server import ApiServer
-from engine.client import ApiClientError
+from engine.cli.client import ApiClientError
 from tests.conftest import ApiCluster
 from tests.helpers import TEST_SECRET, wait_sync
 

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from engine.master.states import TaskState
+from engine.states import TaskState
 from tests.conftest import ApiCluster
 from tests.helpers import wait_sync
 from tests.test_api import _name, claimed, error_of, start, wait_final

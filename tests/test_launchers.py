@@ -15,7 +15,7 @@ from pathlib import Path
 import asyncpg
 import psutil
 
-from engine.client import ApiClient, discover
+from engine.cli.client import ApiClient, discover
 from engine.infra.process import ProcessRecord
 from tests.helpers import ROOT, http_json, wait_sync
 
@@ -30,9 +30,17 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def _cli(
+    *args: str, timeout: float = 180, env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*PORPOISE, *args], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout, check=False
+        [*PORPOISE, *args],
+        cwd=cwd,
+        env={**_env(), "PYTHONPATH": str(ROOT), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -58,18 +66,39 @@ def _no_process_left(records: list[ProcessRecord]) -> bool:
 
 
 def test_cluster_start_status_stop(workdir: Path) -> None:
-    run_dir = workdir / f"cluster-{uuid.uuid4().hex[:6]}"
-    started = _cli("cluster", "start", "--run-dir", str(run_dir), "--masters", "3", "--workers", "2")
+    """`make cluster` as a newcomer uses it: masters, workers and an API; the CLI drives it through the client
+    file it wrote; `cluster status` lists every process; `make stop` stops all of them."""
+    run_dir = workdir / f"run-{uuid.uuid4().hex[:6]}" / "cluster"  # make cluster's <RUN_DIR>/cluster
+    # the nodes get the launcher's configuration file: the load guard off (this machine is shared with other
+    # suites; a master above its load limit would hold the workflow's command back)
+    config = run_dir.parent / "porpoise.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text("master: {max_cpu_load_avg: 10000}\nworker: {max_cpu_load_avg: 10000}\n")
+    started = _cli(
+        "cluster",
+        "start",
+        "--run-dir",
+        str(run_dir),
+        "--masters",
+        "3",
+        "--workers",
+        "2",
+        env={"PORPOISE_CONFIG": str(config)},
+    )
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         records = _records(run_dir)
         names = sorted(r.name for r in records)
-        assert names == sorted(["etcd", "postgres", "master-1", "master-2", "master-3", "worker-1", "worker-2"])
-        assert len({r.pid for r in records}) == 7 and all(r.alive() for r in records)
-        ports = [r.extra["port"] for r in records if r.name.startswith(("master", "worker"))]
-        assert len(set(ports)) == 5
+        assert names == sorted(
+            ["etcd", "postgres", "master-1", "master-2", "master-3", "worker-1", "worker-2", "api-1"]
+        )
+        assert len({r.pid for r in records}) == 8 and all(r.alive() for r in records)
+        ports = [r.extra["port"] for r in records if r.name.startswith(("master", "worker", "api"))]
+        assert len(set(ports)) == 6
         for r in records:
             assert Path(r.log).is_file(), f"{r.name} has no log under .run"
+        client_file = run_dir.resolve() / "client.json"
+        assert f"export PORPOISE_CLIENT_CONFIG={client_file}" in started.stdout
 
         masters = [r for r in records if r.name.startswith("master")]
 
@@ -83,17 +112,57 @@ def test_cluster_start_status_stop(workdir: Path) -> None:
 
         wait_sync(slots_settled, 15, "3 masters with slots 0..2 seeing 2 workers")
 
-        status = _cli("cluster", "status", "--run-dir", str(run_dir), "--json")
-        assert all(p["alive"] for p in json.loads(status.stdout))
+        _drive_with_cli(client_file, workdir)
+        _check_status(run_dir, records, client_file)
 
         again = _cli("cluster", "start", "--run-dir", str(run_dir))
         assert again.returncode == 1 and "already in use by running processes" in again.stderr
         assert "Traceback" not in again.stderr
     finally:
-        stopped = _cli("cluster", "stop", "--run-dir", str(run_dir))
-    assert stopped.returncode == 0 and "stopped 7 process(es)" in stopped.stdout
+        stopped = _make_stop(run_dir)
+    assert stopped.returncode == 0 and "stopped 8 process(es)" in stopped.stdout, stopped.stdout + stopped.stderr
     assert _no_process_left(records)
+    down = json.loads(_cli("cluster", "status", "--run-dir", str(run_dir), "--json").stdout)
+    assert down == []  # stopped processes are forgotten
+    assert "no processes recorded in" in _cli("cluster", "status", "--run-dir", str(run_dir)).stdout
     assert _cli("cluster", "stop", "--run-dir", str(run_dir)).stdout.strip() == "stopped 0 process(es)"
+
+
+def _drive_with_cli(client_file: Path, cwd: Path) -> None:
+    """The CLI, from outside the checkout, finds the API and its token through the client file alone."""
+    client = {"PORPOISE_CLIENT_CONFIG": str(client_file)}
+    applied = _cli("apply", str(ROOT / "examples" / "hello" / "hello.yaml"), env=client, cwd=cwd)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    run = _cli("start", "hello", "--watch", env=client, cwd=cwd)
+    assert run.returncode == 0 and "finished SUCCESS" in run.stdout, run.stdout + run.stderr
+    live = json.loads(_cli("cluster", "--json", env=client, cwd=cwd).stdout)
+    assert len(live["masters"]) == 3 and len(live["workers"]) == 2
+
+
+def _check_status(run_dir: Path, records: list[ProcessRecord], client_file: Path) -> None:
+    """`porpoise cluster status` lists every recorded process with its role, address and pid, all up."""
+    status = _cli("cluster", "status", "--run-dir", str(run_dir), "--json")
+    rows = {p["name"]: p for p in json.loads(status.stdout)}
+    assert set(rows) == {r.name for r in records} and all(p["alive"] for p in rows.values())
+    by_pid = {r.pid: r for r in records}
+    for p in rows.values():
+        record = by_pid[p["pid"]]
+        assert p["name"] == record.name
+        role = record.extra.get("role", record.name)  # etcd and postgres are their own roles
+        port = record.extra.get("port", record.extra.get("client_port"))
+        assert (p["role"], p["address"]) == (role, f"127.0.0.1:{port}")
+    assert rows["api-1"]["address"] == json.loads(client_file.read_text())["api_url"].removeprefix("http://")
+    assert rows["etcd"]["role"] == "etcd" and rows["postgres"]["address"].startswith("127.0.0.1:")
+    table = _cli("cluster", "status", "--run-dir", str(run_dir)).stdout
+    assert all(f"{p['address']}" in table for p in rows.values()) and " up" in table
+
+
+def _make_stop(run_dir: Path) -> subprocess.CompletedProcess[str]:
+    """`make stop` for the cluster in ``run_dir`` (= <RUN_DIR>/cluster), with this interpreter's venv."""
+    return subprocess.run(
+        ["make", "--no-print-directory", "stop", f"RUN_DIR={run_dir.parent}", f"BIN={Path(sys.executable).parent}"],
+        cwd=ROOT, env={**_env(), "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
 
 
 def _start_standalone(run_dir: Path) -> subprocess.Popen[str]:

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.master.states import TaskState, WorkflowState
 from engine.master.workflow import TASK_ONLY, TASK_POST, TASK_PRE, TaskResultEvent, WorkflowRun, scope_for
 from engine.scheduling import dependent
 from engine.scheduling.backfill import backfill_param, chunks, next_param, position, range_dates
+from engine.states import TaskState, WorkflowState
 from engine.storage.definitions import TaskSpec, WorkflowSpec
 from engine.workflows.model import Dag
 from tests.test_workflow_run import Sim, final_state

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from engine.master.states import WorkflowState
 from engine.master.store import CommitUnknown, MasterStore, WriteBatch
+from engine.states import WorkflowState
 from engine.storage.failures import CONNECTION_LOST
 from engine.storage.schema import apply_schema
 

@@ -10,16 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.master.states import (
-    TASK_ACTIVE,
-    InvalidTransition,
-    TaskState,
-    WorkflowState,
-    check_task,
-    check_workflow,
-    task_transitions,
-    workflow_transitions,
-)
 from engine.master.workflow import (
     CONTINUE,
     END,
@@ -42,6 +32,16 @@ from engine.master.workflow import (
     TaskTimedOut,
     WorkflowRun,
     WorkflowTimedOut,
+)
+from engine.states import (
+    TASK_ACTIVE,
+    InvalidTransition,
+    TaskState,
+    WorkflowState,
+    check_task,
+    check_workflow,
+    task_transitions,
+    workflow_transitions,
 )
 from engine.storage.definitions import TaskSpec, WorkflowSpec
 from engine.workflows import document

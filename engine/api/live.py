@@ -35,7 +35,7 @@ from aiohttp import web
 from engine import logs
 from engine.api import access
 from engine.api.routing import ApiError, Call, Param, Route
-from engine.master.states import TaskState, WorkflowState
+from engine.states import TaskState, WorkflowState
 from engine.storage.failures import DB_FAILURES
 
 log = logs.get(__name__)

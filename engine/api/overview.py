@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.api import access
 from engine.api.routing import Call, Route
-from engine.master.states import WORKFLOW_FINISHED, TaskState, WorkflowState
+from engine.states import WORKFLOW_FINISHED, TaskState, WorkflowState
 from registry.heartbeat import ServerStatus
 
 _UNFINISHED = [int(s) for s in WorkflowState if s not in WORKFLOW_FINISHED]

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine.master.states import TaskState, WorkflowState
+from engine.states import TaskState, WorkflowState
 
 PRIORITY_NAMES = ("HIGHEST", "HIGH", "MEDIUM", "LOW", "LOWEST")
 FAILURE_STRATEGY_NAMES = ("END", "CONTINUE")

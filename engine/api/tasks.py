@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from engine.api import access, rows
 from engine.api.routing import ApiError, Call, Param, Route, one
-from engine.master.states import TaskState
+from engine.states import TaskState
 from engine.storage import tables as t
 from rpc.errors import BadRequest, RpcError
 from rpc.messages import LogDownload, LogLines, LogRange

@@ -16,8 +16,8 @@ from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, on
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
 from engine.api.schedules import schedule_json
 from engine.master.commands import resolve_globals
-from engine.master.states import CommandType, WorkflowState
 from engine.scheduling.backfill import BackfillError, backfill_param, chunks, list_dates, range_dates
+from engine.states import CommandType, WorkflowState
 from engine.storage import sql
 from engine.storage import tables as t
 from engine.storage.definitions import delete_workflow, load_spec, save_workflow, set_release, switch_version

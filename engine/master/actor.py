@@ -22,7 +22,6 @@ import asyncpg
 from engine import logs
 from engine.aio import cancel_until_done
 from engine.master.logic_runner import LogicRunner
-from engine.master.states import CommandType, TaskState, WorkflowState
 from engine.master.store import FencedOut, MasterStore, NewAttempt, TaskUpdate, WriteBatch
 from engine.master.wheel import StateWheel
 from engine.master.workflow import (
@@ -42,6 +41,7 @@ from engine.master.workflow import (
     dispatch_timeout,
 )
 from engine.scheduling.backfill import BACKFILL_ID, LEGACY_DATES, next_param, position
+from engine.states import CommandType, TaskState, WorkflowState
 from engine.storage.definitions import WorkflowSpec
 from rpc.messages import TaskDispatch
 

@@ -29,7 +29,7 @@ import asyncpg
 from engine import logs
 from engine.master import serial_sql
 from engine.master.serial import Rule, Verdict
-from engine.master.states import RESTART_FROM, CommandType, WorkflowState
+from engine.states import RESTART_FROM, CommandType, WorkflowState
 from engine.storage.failures import transient
 
 log = logs.get(__name__)

@@ -23,11 +23,11 @@ import asyncpg
 from engine import logs
 from engine.aio import BackgroundService
 from engine.master.serial import Rule
-from engine.master.states import CLAIMABLE, RESTART_FROM, CommandType, WorkflowState
 from engine.master.store import MasterStore
 from engine.master.workflow import Attempt
 from engine.params import builtins, properties, substitute
 from engine.scheduling.backfill import position
+from engine.states import CLAIMABLE, RESTART_FROM, CommandType, WorkflowState
 from engine.storage.definitions import ONLINE, WorkflowSpec, load_spec
 from engine.storage.failures import DB_FAILURES
 from engine.tasks.base import ParamError

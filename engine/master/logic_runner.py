@@ -18,10 +18,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from engine import logs
-from engine.master.states import TaskState, WorkflowState
 from engine.master.store import FencedOut
 from engine.master.workflow import FAILED, WARNFAILED, Attempt, LogicCheck, TaskResultEvent, TaskRunningEvent
 from engine.scheduling import dependent
+from engine.states import TaskState, WorkflowState
 from engine.workflows import logic
 
 if TYPE_CHECKING:

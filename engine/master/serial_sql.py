@@ -33,7 +33,7 @@ import asyncpg
 from engine import logs
 from engine.aio import BackgroundService
 from engine.master.serial import Decision, Mode, Rule, admit, superseded_reason, to_wake
-from engine.master.states import CommandType, WorkflowState
+from engine.states import CommandType, WorkflowState
 from engine.storage.failures import DB_FAILURES
 
 log = logs.get(__name__)

@@ -30,7 +30,6 @@ from engine.master.dispatcher import Dispatcher
 from engine.master.failover import FailoverService
 from engine.master.gcpolicy import GcPolicy
 from engine.master.serial_sql import SerialRepair
-from engine.master.states import CommandType, TaskState, WorkflowState
 from engine.master.store import MasterStore
 from engine.master.task_groups_sql import GroupListener
 from engine.master.wheel import StateWheel
@@ -47,6 +46,7 @@ from engine.master.workflow import (
 )
 from engine.node import Node
 from engine.scheduling.scheduler import Scheduler
+from engine.states import CommandType, TaskState, WorkflowState
 from engine.storage.definitions import WorkflowSpec
 from engine.storage.failures import DB_FAILURES
 from engine.storage.pool import connect_pool, database_reachable

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import logs
-from engine.master.states import (
+from engine.states import (
     TASK_ACTIVE,
     InvalidTransition,
     TaskState,

@@ -23,8 +23,8 @@ import asyncpg
 
 from engine import logs
 from engine.aio import BackgroundService
-from engine.master.states import CommandType
 from engine.scheduling.cron import CronError, between, parse
+from engine.states import CommandType
 from engine.storage.failures import DB_FAILURES
 
 log = logs.get(__name__)

@@ -4,6 +4,7 @@ no DDL once the database holds the same text)."""
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 from pathlib import Path
 
 import asyncpg
@@ -18,7 +19,8 @@ _LOCK_KEY = 0x706F72706F697365  # "porpoise"
 
 
 def schema_path() -> Path:
-    return Path(__file__).resolve().parents[2] / "schema.sql"
+    """engine/storage/schema.sql, package data (importlib.resources: the same in a checkout and a wheel)."""
+    return Path(str(importlib.resources.files("engine.storage").joinpath("schema.sql")))
 
 
 async def apply_schema(dsn: str, timeout: float = 30) -> int:

@@ -21,8 +21,18 @@ DEPLOY_MODES = ("client", "cluster")
 _SQL_APP = Path(__file__).with_name("spark_sql_app.py")
 
 
+#: why a SPARK task fails on a worker installed without the ``spark`` extra
+NO_PYSPARK = (
+    "SPARK tasks need PySpark on the worker that runs them, and this worker has none: install it there "
+    "(pip install 'porpoise-scheduler[spark]'), or run SPARK tasks in a worker group whose workers have it"
+)
+
+
 def spark_submit() -> str:
-    import pyspark
+    try:
+        import pyspark
+    except ImportError:
+        raise ParamError("type", NO_PYSPARK) from None
 
     path = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     if not path.exists():  # pragma: no cover - ships with the pyspark wheel

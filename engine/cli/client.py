@@ -4,9 +4,9 @@ Where the API is and which token to send, first found wins:
 
 1. ``--api URL`` / ``--token TOKEN`` on the command line;
 2. ``PORPOISE_URL`` / ``PORPOISE_TOKEN`` in the environment;
-3. a client file ``{"api_url": ..., "token": ...}``: ``PORPOISE_CLIENT_CONFIG``, else
-   ``.run/standalone/client.json`` under the current directory (what ``make run`` writes), else
-   ``~/.config/porpoise/client.json``.
+3. a client file ``{"api_url": ..., "token": ...}``: ``PORPOISE_CLIENT_CONFIG``, else the first that
+   exists of ``.run/standalone/client.json`` under the current directory (what ``make run`` writes),
+   ``.run/cluster/client.json`` (what ``make cluster`` writes) and ``~/.config/porpoise/client.json``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ from typing import Any
 from engine.errors import PorpoiseError
 
 CLIENT_FILE = "client.json"
-DEFAULT_FILES = (Path(".run/standalone") / CLIENT_FILE, Path.home() / ".config" / "porpoise" / CLIENT_FILE)
+DEFAULT_FILES = (
+    Path(".run/standalone") / CLIENT_FILE,
+    Path(".run/cluster") / CLIENT_FILE,
+    Path.home() / ".config" / "porpoise" / CLIENT_FILE,
+)
 
 
 class ApiClientError(PorpoiseError):
@@ -72,8 +76,8 @@ def discover(url: str | None = None, token: str | None = None) -> Target:
             break
     if not url:
         raise ApiClientError(
-            "no API configured: start Porpoise with `make run`, or set PORPOISE_URL and PORPOISE_TOKEN "
-            "(or pass --api/--token)"
+            "no API configured: start Porpoise with `make run` or `make cluster`, or set PORPOISE_URL and "
+            "PORPOISE_TOKEN (or pass --api/--token)"
         )
     return Target(url.rstrip("/"), token or "", source)
 

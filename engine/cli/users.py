@@ -19,7 +19,7 @@ import json
 import sys
 from typing import Any
 
-from engine.client import ApiClient, ApiClientError, discover
+from engine.cli.client import ApiClient, ApiClientError, discover
 from engine.errors import PorpoiseError
 
 

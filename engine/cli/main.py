@@ -9,13 +9,13 @@
     porpoise cluster                                    live masters and workers
     porpoise worker drain|undrain HOST                  a worker takes no new tasks (running ones finish)
     porpoise standalone [--run-dir DIR] [--example]     all-in-one, foreground (make run)
-    porpoise cluster start --masters N --workers M      detached local cluster (make cluster)
-    porpoise cluster stop | status                      (make stop)
+    porpoise cluster start --masters N --workers M --apis K   detached local cluster (make cluster)
+    porpoise cluster stop | status                      (make stop; status: every process of it)
     porpoise db init                                    apply schema.sql to the configured database
     porpoise user create|list|disable|enable|delete|passwd   users (create --admin --dsn: the first admin)
     porpoise token create|list|revoke                   API tokens
 
-The API commands find the server and token as engine/client.py describes (``make run`` writes them).
+The API commands find the server and token as engine/cli/client.py describes (``make run`` writes them).
 
 Errors are one line on stderr and a non-zero exit code, never a traceback.
 """
@@ -28,10 +28,15 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine import __version__, logs
 from engine import config as config_mod
 from engine.errors import PorpoiseError
+
+if TYPE_CHECKING:
+    from engine import cluster
+    from engine.infra.stack import Stack
 
 REMOTE = {
     "apply", "start", "list", "status", "watch", "logs", "stop", "pause", "resume", "recover-failed", "rerun",
@@ -58,10 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     sa.add_argument("--run-dir", default=None, help="data, logs and state (default: standalone.run_dir)")
     sa.add_argument("--example", action="store_true", help="apply and run the example pipeline once started")
 
-    from engine import cli_remote
+    from engine.cli import remote as cli_remote
 
     cli_remote.add_parsers(sub, common)
-    from engine import cli_users
+    from engine.cli import users as cli_users
 
     cli_users.add_parsers(sub, common)
 
@@ -77,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
         if action == "start":
             p.add_argument("--masters", type=int, default=3)
             p.add_argument("--workers", type=int, default=2)
+            p.add_argument("--apis", type=int, default=1, help="API servers (the first writes client.json)")
 
     db = sub.add_parser("db", help="metadata database")
     db_sub = db.add_subparsers(dest="action", required=True)
@@ -104,11 +110,11 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
 
         return standalone.run(cfg, Path(args.run_dir or cfg.standalone.run_dir), example=args.example)
     if args.command in ("user", "token"):
-        from engine import cli_users
+        from engine.cli import users as cli_users
 
         return cli_users.run(args)
     if args.command in REMOTE or (args.command == "cluster" and args.action is None):
-        from engine import cli_remote
+        from engine.cli import remote as cli_remote
 
         return cli_remote.run(args)
     if args.command == "cluster":
@@ -116,15 +122,13 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
 
         run_dir = Path(args.run_dir)
         if args.action == "start":
-            if args.masters < 1 or args.workers < 0:
-                print("porpoise: --masters must be >= 1 and --workers >= 0", file=sys.stderr)
+            if args.masters < 1 or args.workers < 0 or args.apis < 0:
+                print("porpoise: --masters must be >= 1, --workers and --apis >= 0", file=sys.stderr)
                 return 2
-            stack = cluster.start(cfg, run_dir, args.masters, args.workers)
-            rows = [(r.name, r.pid, True) for r in stack.records()]
-            _print_processes(rows, args.json)
+            stack = cluster.start(cfg, run_dir, args.masters, args.workers, args.apis)
+            _print_processes(cluster.rows_of(stack), args.json)
             if not args.json:
-                print(f"etcd {stack.etcd.endpoint if stack.etcd else '?'}; logs in {run_dir / 'logs'}")
-                print(f"stop with: porpoise cluster stop --run-dir {run_dir}  (or make stop)")
+                print(_cluster_usage(stack, run_dir, args.apis > 0))
             return 0
         if args.action == "stop":
             stopped = cluster.stop(cfg, run_dir)
@@ -133,7 +137,11 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
             else:
                 print(f"stopped {len(stopped)} process(es)" + (f": {', '.join(stopped)}" if stopped else ""))
             return 0
-        _print_processes(cluster.status(cfg, run_dir), args.json)
+        rows = cluster.status(cfg, run_dir)
+        if not rows and not args.json:
+            print(f"no processes recorded in {run_dir} (start a cluster there with make cluster)")
+            return 0
+        _print_processes(rows, args.json)
         return 0
     if args.command == "db" and args.action == "init":
         from engine.storage.schema import apply_schema
@@ -144,9 +152,31 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
     raise AssertionError(args)  # pragma: no cover - argparse enforces the choices
 
 
-def _print_processes(rows: list[tuple[str, int, bool]], as_json: bool) -> None:
+def _print_processes(rows: list[cluster.ProcessRow], as_json: bool) -> None:
     if as_json:
-        print(json.dumps([{"name": n, "pid": p, "alive": a} for n, p, a in rows]))
+        print(json.dumps([r.to_json() for r in rows]))
         return
-    for name, pid, alive in rows:
-        print(f"{name:<12} pid {pid:<8} {'running' if alive else 'stopped'}")
+    print(f"{'NAME':<12} {'ROLE':<9} {'ADDRESS':<22} {'PID':<8} STATE")
+    for r in rows:
+        print(f"{r.name:<12} {r.role:<9} {r.address:<22} {r.pid:<8} {'up' if r.alive else 'down'}")
+
+
+def _cluster_usage(stack: Stack, run_dir: Path, with_api: bool) -> str:
+    """What to do next with a cluster ``make cluster`` just started."""
+    from engine import cluster
+
+    lines = [f"\nlogs in {run_dir / 'logs'}, state in {stack.state_path}"]
+    if with_api:
+        client = cluster.client_path(run_dir)
+        url = json.loads(client.read_text())["api_url"]
+        lines += [
+            f"API {url} (docs {url}/docs); its URL and an admin token are in {client}",
+            "Use it with the porpoise CLI:",
+            f"  export PORPOISE_CLIENT_CONFIG={client}",
+            "  porpoise cluster                              # masters and workers, as the API sees them",
+            "  porpoise apply examples/hello/hello.yaml      # a two-task workflow",
+            "  porpoise start hello --watch                  # run it, follow it to its end",
+            f"  porpoise cluster status --run-dir {run_dir}   # every process of this cluster",
+        ]
+    lines.append(f"stop with: make stop  (or porpoise cluster stop --run-dir {run_dir})")
+    return "\n".join(lines)

@@ -18,8 +18,10 @@ from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
-from engine import cli_migrate, cli_schedule, cli_task_groups
-from engine.client import ApiClient, ApiClientError, discover
+from engine.cli import migrate as cli_migrate
+from engine.cli import schedule as cli_schedule
+from engine.cli import task_groups as cli_task_groups
+from engine.cli.client import ApiClient, ApiClientError, discover
 from engine.workflows import document
 from engine.workflows.model import DefinitionError
 

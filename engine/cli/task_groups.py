@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from engine.client import ApiClient, ApiClientError
+from engine.cli.client import ApiClient, ApiClientError
 
 ACTIONS = ["list", "show", "create", "resize", "delete", "queue", "force-start"]
 
