@@ -110,6 +110,9 @@ RULES = {
     ("POST", "/api/v1/grants"): "ADMIN",
     ("DELETE", "/api/v1/grants/{id}"): "ADMIN",
     ("GET", "/api/v1/audit"): "ADMIN",
+    ("GET", "/api/v1/tenants"): "USER",
+    ("POST", "/api/v1/tenants"): "ADMIN",
+    ("DELETE", "/api/v1/tenants/{name}"): "ADMIN",
 }
 
 PERSONAS = ("none", "expired", "stranger", "reader", "executor", "writer", "owner", "admin")

@@ -40,6 +40,7 @@ from engine.api import (
     static,
     task_groups,
     tasks,
+    tenants,
     tokens,
     users,
     workflows,
@@ -85,6 +86,7 @@ ROUTES: list[Route] = [
     *task_groups.ROUTES,
     *live.ROUTES,
     *overview.ROUTES,
+    *tenants.ROUTES,
 ]
 
 

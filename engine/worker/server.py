@@ -25,6 +25,7 @@ from engine.worker.logfiles import LogFiles
 from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
 from engine.worker.spool import Spool
+from engine.worker.taskenv import TaskPolicy
 from registry import WORKER, Heartbeat, HeartbeatSource, LoadLimits, NodeId, ServerStatus, TaskCounts
 from registry.errors import RegistryUnavailable
 from rpc.messages import (
@@ -96,7 +97,13 @@ class Worker(Node):
             overloaded=self.source.overload,
             reaper=self.reaper,
             may_start=self._may_start,
+            policy=TaskPolicy.of(w),
         )
+        if w.allow_root_tenant:
+            log.warning(
+                "worker.allow_root_tenant is on: tasks may run as root or as this worker's own user "
+                "(the default tenant), with access to its configuration and secrets"
+            )
         for msg_cls, handler in (
             (TaskDispatch, self.on_dispatch),
             (TaskDispatchBatch, self.on_dispatch_batch),
