@@ -1,10 +1,10 @@
 """``porpoise tenant``: the OS users tasks run as, through the API (admins; docs/SECURITY.md).
 
-    porpoise tenant create NAME [--description TEXT]
-    porpoise tenant list
-    porpoise tenant delete NAME                      (refused while a workflow names it)
-    porpoise tenant grant NAME --project P           the project's workflows may then run as NAME
-    porpoise tenant revoke NAME --project P
+porpoise tenant create NAME [--description TEXT]
+porpoise tenant list
+porpoise tenant delete NAME                      (refused while a workflow names it)
+porpoise tenant grant NAME --project P           the project's workflows may then run as NAME
+porpoise tenant revoke NAME --project P
 """
 
 from __future__ import annotations

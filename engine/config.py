@@ -171,6 +171,21 @@ class ApiConfig:
     events_batch_seconds: float = field(metadata=_bounded(0.01, 10))
     events_heartbeat_seconds: float = field(metadata=_bounded(0.1, 600))
     events_history: int = field(metadata=_bounded(1, 100000))
+    alert_webhook_allow: list[str]
+    alert_webhook_deny: list[str]
+    rate_limit_per_second: float = field(metadata=_bounded(0, 1_000_000))
+    rate_limit_burst: int = field(metadata=_bounded(1, 10_000_000))
+    anonymous_rate_limit_per_second: float = field(metadata=_bounded(0, 1_000_000))
+    anonymous_rate_limit_burst: int = field(metadata=_bounded(1, 10_000_000))
+
+    def check(self) -> None:
+        from engine.alerts.netguard import networks
+
+        for key in ("alert_webhook_allow", "alert_webhook_deny"):
+            try:
+                networks(getattr(self, key))
+            except ValueError as exc:
+                raise ConfigError(f"api.{key}: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -231,7 +231,7 @@ def api_cluster(workdir: Path, pg_server: PostgresServer, etcd_server: EtcdServe
         api = start(
             "api",
             ["api.token_cache_seconds=0", "api.alert_retry_seconds=0.2", "api.alert_poll_interval=0.1",
-             "api.alert_timeout=2"],
+             "api.alert_timeout=2", "api.alert_webhook_allow=[127.0.0.0/8]"],
         )  # fmt: skip
         wait_sync(lambda: _cluster_seen(api, token), 30, what="api sees the cluster")
         yield ApiCluster(dsn, f"http://{api.address}", token, root, api, master, worker, work)

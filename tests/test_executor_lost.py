@@ -11,8 +11,8 @@ import pytest
 
 from engine.worker.executor import Executor
 from engine.worker.reporter import Reporter
-from rpc import RpcClient
 from engine.worker.taskenv import TaskPolicy
+from rpc import RpcClient
 from tests.helpers import TEST_SECRET
 from tests.worker_harness import ReportSink, task
 
