@@ -86,3 +86,13 @@ async def test_a_body_nested_too_deeply_is_a_400(admin_api: tuple[aiohttp.Client
         body = ('{"name": "p", "x": ' + "[" * depth + "]" * depth + "}").encode()
         error = await _error(session, "POST", f"{base}/api/v1/projects", body)
         assert error["field"] in ("body", "x"), error
+
+
+async def test_a_nul_character_anywhere_is_a_400_naming_the_field(admin_api: tuple[aiohttp.ClientSession, str]) -> None:
+    session, base = admin_api
+    error = await _error(session, "POST", f"{base}/api/v1/export/dolphinscheduler", b'{"project": "a\\u0000b"}')
+    assert error["field"] == "project" and "NUL" in error["message"]
+    error = await _error(session, "GET", f"{base}/api/v1/projects/a%00b")
+    assert error["field"] == "path.name"
+    error = await _error(session, "GET", f"{base}/api/v1/workflows?project=a%00b")
+    assert error["field"] == "query.project"

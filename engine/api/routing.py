@@ -256,6 +256,11 @@ def bind(api: Any, route: Route) -> Callable[[web.Request], Awaitable[web.Stream
     rule = route.rule or access.ADMIN
 
     async def handle(request: web.Request) -> web.StreamResponse:
+        for where, values in (("path", request.match_info), ("query", request.query)):
+            for name, raw in values.items():
+                why = text_problem(raw)
+                if why:
+                    raise ApiError(400, why, f"{where}.{name}")
         query: dict[str, Any] = {}
         for p in route.query:
             raw = request.query.get(p.name)
@@ -294,14 +299,24 @@ def bind(api: Any, route: Route) -> Callable[[web.Request], Awaitable[web.Stream
     return handle
 
 
+def text_problem(value: str) -> str:
+    """Why PostgreSQL cannot hold ``value`` as text ("" when it can)."""
+    if "\x00" in value:
+        return "must not contain a NUL character"
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return "contains an invalid Unicode escape (a lone surrogate)"
+    return ""
+
+
 def body_problem(value: Any, where: str = "") -> tuple[str, str] | None:
     """(field, reason) of the first value JSON allows but nothing behind the API can hold: a string with a
     lone surrogate (``"\\ud800"``: not encodable as UTF-8), an integer beyond 64 bits; None when there is none."""
     if isinstance(value, str):
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            return where or "body", "contains an invalid Unicode escape (a lone surrogate)"
+        why = text_problem(value)
+        if why:
+            return where or "body", why
     elif isinstance(value, bool):
         return None
     elif isinstance(value, int):
