@@ -74,6 +74,9 @@ def test_a_workflow_may_use_only_a_tenant_granted_to_its_project(api_cluster: Ap
     assert err.status == 403 and err.field == "tenant"
     err = error_of(lambda: as_alice.post(f"/api/v1/workflows/{code}/backfill", {"dates": ["2026-01-01T00:00:00"]}))
     assert err.status == 403 and err.field == "tenant"
+    schedule = {"workflow_code": code, "crontab": "0 0 * * *", "online": True}
+    err = error_of(lambda: as_alice.post("/api/v1/schedules", schedule))
+    assert err.status == 403 and err.field == "tenant"
     # the default tenant needs no grant
     plain = as_alice.post("/api/v1/workflows", shell_doc(_name("wf"), project), release=True)
     assert plain["created"]
