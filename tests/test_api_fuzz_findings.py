@@ -8,13 +8,10 @@ from collections.abc import AsyncIterator
 import aiohttp
 import asyncpg
 import pytest
-from aiohttp.test_utils import TestServer
 
-from engine import config as config_mod
-from engine.api.server import ApiServer
 from engine.api.tokens import create_token
 from engine.storage.schema import apply_schema
-from tests.helpers import TEST_SECRET
+from tests.api_harness import in_process_api
 
 
 @pytest.fixture
@@ -26,21 +23,8 @@ async def admin_api(fresh_db: str) -> AsyncIterator[tuple[aiohttp.ClientSession,
         token = (await create_token(conn, uid, "t"))[1]
     finally:
         await conn.close()
-    cfg = config_mod.load(overrides=[f"rpc.secret={TEST_SECRET}", "api.alerts_enabled=false"], environ={})
-    api = ApiServer(cfg)
-    api.pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
-    server = TestServer(api.app)
-    await server.start_server()
-    try:
-        async with aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=10), headers={"Authorization": f"Bearer {token}"}
-        ) as session:
-            yield session, str(server.make_url(""))
-    finally:
-        await server.close()
-        await api.pool.close()
-        await api.etcd.close()
-        await api.rpc.close()
+    async with in_process_api(fresh_db, [], token) as served:
+        yield served
 
 
 async def _error(session: aiohttp.ClientSession, method: str, url: str, data: bytes | None = None) -> dict:

@@ -10,14 +10,11 @@ from typing import Any
 import aiohttp
 import asyncpg
 import pytest
-from aiohttp.test_utils import TestServer
 
-from engine import config as config_mod
 from engine.api.ratelimit import RateLimiter
-from engine.api.server import ApiServer
 from engine.api.tokens import create_token
 from engine.storage.schema import apply_schema
-from tests.helpers import TEST_SECRET
+from tests.api_harness import in_process_api
 
 
 class Clock:
@@ -66,24 +63,10 @@ async def limited(fresh_db: str) -> AsyncIterator[tuple[aiohttp.ClientSession, s
             tokens[name] = (await create_token(conn, uid, "t"))[1]
     finally:
         await conn.close()
-    cfg = config_mod.load(
-        overrides=[f"rpc.secret={TEST_SECRET}", "api.max_body_bytes=2048", "api.rate_limit_per_second=0.01",
-                   "api.rate_limit_burst=3", "api.anonymous_rate_limit_per_second=0.01",
-                   "api.anonymous_rate_limit_burst=2", "api.alerts_enabled=false"],
-        environ={},
-    )  # fmt: skip
-    api = ApiServer(cfg)
-    api.pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
-    server = TestServer(api.app)
-    await server.start_server()
-    try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
-            yield session, str(server.make_url("")), tokens
-    finally:
-        await server.close()
-        await api.pool.close()
-        await api.etcd.close()
-        await api.rpc.close()
+    overrides = ["api.max_body_bytes=2048", "api.rate_limit_per_second=0.01", "api.rate_limit_burst=3",
+                 "api.anonymous_rate_limit_per_second=0.01", "api.anonymous_rate_limit_burst=2"]  # fmt: skip
+    async with in_process_api(fresh_db, overrides) as (session, base):
+        yield session, base, tokens
 
 
 async def _call(session: aiohttp.ClientSession, method: str, url: str, token: str = "", body: Any = None):
