@@ -129,10 +129,27 @@ class WorkerConfig:
     drain_timeout: float = field(metadata=_bounded(0, 86400))
     report_flush_timeout: float = field(metadata=_bounded(0, 3600))
     test_hold_results: bool
+    allow_root_tenant: bool
+    python_interpreter: str
+    task_env_passthrough: list[str]
+    task_env: list[str]
+    sql_load_dirs: list[str]
 
     def check(self) -> None:
         if not self.group or "/" in self.group:
             raise ConfigError(f"worker.group: {self.group!r} must be a non-empty name without '/'")
+        if not self.python_interpreter.strip() or "\n" in self.python_interpreter:
+            raise ConfigError(f"worker.python_interpreter: {self.python_interpreter!r} must be one command or path")
+        for name in self.task_env_passthrough:
+            if name.upper().startswith("PORPOISE_") or not name:
+                raise ConfigError(f"worker.task_env_passthrough: {name!r}: PORPOISE_* variables are the node's own")
+        for item in self.task_env:
+            key, eq, _ = item.partition("=")
+            if not eq or not key or key.upper().startswith("PORPOISE_"):
+                raise ConfigError(f"worker.task_env: {item!r}: expected NAME=VALUE (not a PORPOISE_* name)")
+        for d in self.sql_load_dirs:
+            if not d.startswith("/"):
+                raise ConfigError(f"worker.sql_load_dirs: {d!r} must be an absolute path")
 
 
 @dataclass(frozen=True)
@@ -155,6 +172,21 @@ class ApiConfig:
     events_batch_seconds: float = field(metadata=_bounded(0.01, 10))
     events_heartbeat_seconds: float = field(metadata=_bounded(0.1, 600))
     events_history: int = field(metadata=_bounded(1, 100000))
+    alert_webhook_allow: list[str]
+    alert_webhook_deny: list[str]
+    rate_limit_per_second: float = field(metadata=_bounded(0, 1_000_000))
+    rate_limit_burst: int = field(metadata=_bounded(1, 10_000_000))
+    anonymous_rate_limit_per_second: float = field(metadata=_bounded(0, 1_000_000))
+    anonymous_rate_limit_burst: int = field(metadata=_bounded(1, 10_000_000))
+
+    def check(self) -> None:
+        from engine.alerts.netguard import networks
+
+        for key in ("alert_webhook_allow", "alert_webhook_deny"):
+            try:
+                networks(getattr(self, key))
+            except ValueError as exc:
+                raise ConfigError(f"api.{key}: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -226,11 +227,16 @@ def api_cluster(workdir: Path, pg_server: PostgresServer, etcd_server: EtcdServe
 
     try:
         master = start("master", [])
-        worker = start("worker", [f"worker.log_dir={work / 'logs'}", f"worker.exec_dir={work / 'exec'}"])
+        worker = start(
+            "worker",
+            [f"worker.log_dir={work / 'logs'}", f"worker.exec_dir={work / 'exec'}",
+             # the example's quality check imports pyarrow; its SQL task loads from the test's tmp_path
+             f"worker.python_interpreter={sys.executable}", f"worker.sql_load_dirs=[{tempfile.gettempdir()}]"],
+        )  # fmt: skip
         api = start(
             "api",
             ["api.token_cache_seconds=0", "api.alert_retry_seconds=0.2", "api.alert_poll_interval=0.1",
-             "api.alert_timeout=2"],
+             "api.alert_timeout=2", "api.alert_webhook_allow=[127.0.0.0/8]"],
         )  # fmt: skip
         wait_sync(lambda: _cluster_seen(api, token), 30, what="api sees the cluster")
         yield ApiCluster(dsn, f"http://{api.address}", token, root, api, master, worker, work)

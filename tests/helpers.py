@@ -142,6 +142,9 @@ def node_env(endpoint: str, root: str, ttl: float = 2, **extra: str) -> dict[str
             "PORPOISE_REGISTRY_LOOP_STALL_LIMIT": str(ttl),
             "PORPOISE_LOGGING_LEVEL": "debug",
             "PORPOISE_RPC_SECRET": TEST_SECRET,
+            # tests run as root: the default tenant is the worker's own user, refused unless allowed
+            # (tests/test_tenants_e2e.py starts workers without it)
+            "PORPOISE_WORKER_ALLOW_ROOT_TENANT": "true",
             "PYTHONUNBUFFERED": "1",
         }
     )

@@ -11,6 +11,7 @@ import pytest
 
 from engine.worker.executor import Executor
 from engine.worker.reporter import Reporter
+from engine.worker.taskenv import TaskPolicy
 from rpc import RpcClient
 from tests.helpers import TEST_SECRET
 from tests.worker_harness import ReportSink, task
@@ -22,7 +23,12 @@ async def executor(tmp_path: Path) -> AsyncIterator[Executor]:
     reporter = Reporter(rpc, retry_initial=0.05)
     reporter.start()
     ex = Executor(
-        slots=8, log_dir=tmp_path / "logs", exec_dir=tmp_path / "exec", address="127.0.0.1:1", reporter=reporter
+        slots=8,
+        log_dir=tmp_path / "logs",
+        exec_dir=tmp_path / "exec",
+        address="127.0.0.1:1",
+        reporter=reporter,
+        policy=TaskPolicy(allow_root_tenant=True),
     )
     yield ex
     await ex.kill_all()

@@ -110,6 +110,9 @@ RULES = {
     ("POST", "/api/v1/grants"): "ADMIN",
     ("DELETE", "/api/v1/grants/{id}"): "ADMIN",
     ("GET", "/api/v1/audit"): "ADMIN",
+    ("GET", "/api/v1/tenants"): "USER",
+    ("POST", "/api/v1/tenants"): "ADMIN",
+    ("DELETE", "/api/v1/tenants/{name}"): "ADMIN",
 }
 
 PERSONAS = ("none", "expired", "stranger", "reader", "executor", "writer", "owner", "admin")
@@ -239,7 +242,10 @@ def _request(route: Route, world: World) -> tuple[str, dict[str, Any] | None]:
 @pytest.fixture
 async def stub_server(fresh_db: str) -> AsyncIterator[tuple[aiohttp.ClientSession, str, World]]:
     world = await _world(fresh_db)
-    cfg = config_mod.load(overrides=[f"rpc.secret={TEST_SECRET}", "api.token_cache_seconds=0"], environ={})
+    cfg = config_mod.load(
+        overrides=[f"rpc.secret={TEST_SECRET}", "api.token_cache_seconds=0", "api.anonymous_rate_limit_per_second=0"],
+        environ={},
+    )
     stubbed = [dataclasses.replace(r, handler=_stub, body={} if r.body is not None else None) for r in ROUTES]
     api = ApiServer(cfg, routes=stubbed)
     api.pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)

@@ -7,6 +7,7 @@ a header or the URL): :func:`redact` removes their values from any text that is 
 
 from __future__ import annotations
 
+import asyncio
 import email.message
 import json
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from typing import Any, ClassVar
 import aiohttp
 import aiosmtplib
 
+from engine.alerts.netguard import AddressPolicy, AddressRefused, PinnedResolver
 from engine.tasks.base import ParamError
 
 GROUP = "porpoise.alerts"
@@ -30,6 +32,10 @@ class SendError(Exception):
 
 class AlertSender:
     plugin_type: ClassVar[str] = ""
+
+    def __init__(self, guard: AddressPolicy | None = None) -> None:
+        #: the addresses a sender calling URLs may reach (netguard.py); the strict default when not given
+        self.guard = guard or AddressPolicy()
 
     @classmethod
     def validate(cls, params: Mapping[str, Any]) -> None:
@@ -47,7 +53,8 @@ def _require(params: Mapping[str, Any], key: str, kind: type | tuple[type, ...])
 
 
 class WebhookSender(AlertSender):
-    """POST the alert as JSON. Params: ``url``, optional ``headers`` (name -> value)."""
+    """POST the alert as JSON. Params: ``url``, optional ``headers`` (name -> value). Only to addresses the
+    guard allows (api.alert_webhook_allow / deny), connecting to the addresses it checked; no redirects."""
 
     plugin_type = "WEBHOOK"
 
@@ -64,9 +71,16 @@ class WebhookSender(AlertSender):
         body = json.dumps(alert, default=str)
         headers = {"Content-Type": "application/json", **dict(params.get("headers", {}))}
         try:
+            host, addresses = await asyncio.wait_for(self.guard.resolve(params["url"]), timeout)
+        except AddressRefused as exc:
+            raise SendError(str(exc)) from None
+        except TimeoutError:
+            raise SendError("webhook unreachable: resolving its host timed out") from None
+        connector = aiohttp.TCPConnector(resolver=PinnedResolver(host, addresses), use_dns_cache=False)
+        try:
             async with (
-                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
-                session.post(params["url"], data=body, headers=headers) as resp,
+                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout), connector=connector) as session,
+                session.post(params["url"], data=body, headers=headers, allow_redirects=False) as resp,
             ):
                 if resp.status >= 300:
                     raise SendError(f"webhook answered HTTP {resp.status}")

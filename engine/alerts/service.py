@@ -18,6 +18,7 @@ import asyncpg
 
 from engine import logs
 from engine.aio import BackgroundService
+from engine.alerts.netguard import AddressPolicy
 from engine.alerts.senders import SendError, plugins, redact
 from engine.storage.failures import DB_FAILURES
 
@@ -42,9 +43,17 @@ class AlertService(BackgroundService):
     task_name = "alert-sender"
 
     def __init__(
-        self, pool: asyncpg.Pool, interval: float, max_attempts: int, retry_seconds: float, timeout: float
+        self,
+        pool: asyncpg.Pool,
+        interval: float,
+        max_attempts: int,
+        retry_seconds: float,
+        timeout: float,
+        guard: AddressPolicy | None = None,
     ) -> None:
         self.pool = pool
+        #: where webhook senders may connect (api.alert_webhook_allow / deny)
+        self.guard = guard or AddressPolicy()
         self.interval = interval
         self.max_attempts = max_attempts
         self.retry_seconds = retry_seconds
@@ -95,7 +104,7 @@ class AlertService(BackgroundService):
             try:
                 if cls is None:
                     raise SendError(f"unknown sender type {sender['plugin_type']}")
-                await cls().send(payload, params, self.timeout)
+                await cls(self.guard).send(payload, params, self.timeout)
                 delivered.append(sender["id"])
             except SendError as exc:
                 errors[sender["name"]] = redact(str(exc), params)

@@ -1,5 +1,6 @@
 """Grants: a project's owner (or an admin) gives users READ / EXECUTE / WRITE on the project; an admin grants
-data sources and alert groups to users or to projects (every member of the project may then use them)."""
+data sources and alert groups to users or to projects (every member of the project may then use them), and
+tenants to projects (the project's workflows may then run as that OS user: engine/api/tenants.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ _RESOURCE_GRANT = {
     "additionalProperties": False,
     "properties": {
         "resource_type": {"enum": list(access.GRANTED)},
-        "resource": {"type": ["string", "integer"], "description": "data source name or alert group id"},
+        "resource": {"type": ["string", "integer"], "description": "data source name, alert group id or tenant name"},
         "user": {"type": "string", "minLength": 1},
         "project": {"type": "string", "minLength": 1},
     },
@@ -89,6 +90,8 @@ async def delete_project_grant(api: Any, call: Call) -> dict[str, Any]:
 async def _resource_id(api: Any, kind: str, resource: Any) -> int:
     if kind == "datasource":
         found = await api.db.fetchval("SELECT id FROM datasource WHERE name = $1", str(resource))
+    elif kind == "tenant":
+        found = await api.db.fetchval("SELECT id FROM tenant WHERE tenant_code = $1", str(resource))
     else:
         try:
             found = await api.db.fetchval("SELECT id FROM alert_group WHERE id = $1", int(resource))
@@ -101,12 +104,13 @@ async def _resource_id(api: Any, kind: str, resource: Any) -> int:
 
 _RESOURCE_COLS = (
     "g.id, g.resource_type, g.resource_id, u.user_name, p.name AS project,"
-    " coalesce(d.name, a.group_name) AS resource_name"
+    " coalesce(d.name, a.group_name, t.tenant_code) AS resource_name"
 )
 _RESOURCE_FROM = (
     "resource_grant g LEFT JOIN users u ON u.id = g.user_id LEFT JOIN project p ON p.code = g.project_code"
     " LEFT JOIN datasource d ON g.resource_type = 'datasource' AND d.id = g.resource_id"
     " LEFT JOIN alert_group a ON g.resource_type = 'alert_group' AND a.id = g.resource_id"
+    " LEFT JOIN tenant t ON g.resource_type = 'tenant' AND t.id = g.resource_id"
 )
 
 
@@ -130,6 +134,8 @@ async def list_resource_grants(api: Any, call: Call) -> dict[str, Any]:
 async def post_resource_grant(api: Any, call: Call) -> dict[str, Any]:
     body = call.body
     kind = body["resource_type"]
+    if kind == "tenant" and "user" in body:
+        raise ApiError(400, "tenants are granted to projects (their workflows run as the tenant), not to users", "user")
     resource_id = await _resource_id(api, kind, body["resource"])
     user_id = await _user_id(api, body["user"], "user") if "user" in body else None
     project = await _project_code(api, body["project"]) if "project" in body else None
@@ -163,12 +169,14 @@ ROUTES = [
           body=_PROJECT_GRANT, response=_GRANT, rule=_OWNER),
     Route("DELETE", _ONE, delete_project_grant, "Take a user's rights on a project away (owner, admins)", "grants",
           response={"type": "object"}, rule=_OWNER),
-    Route("GET", "/api/v1/grants", list_resource_grants, "Grants of data sources and alert groups (admins)",
-          "grants", query=(Param("resource_type", str, "datasource or alert_group", choices=access.GRANTED), *PAGE),
+    Route("GET", "/api/v1/grants", list_resource_grants, "Grants of data sources, alert groups and tenants (admins)",
+          "grants", query=(Param("resource_type", str, "datasource, alert_group or tenant", choices=access.GRANTED),
+                           *PAGE),
           rule=access.ADMIN),
     Route("POST", "/api/v1/grants", post_resource_grant,
-          "Grant a data source or alert group to a user or a project (admins)", "grants", body=_RESOURCE_GRANT,
-          status=201, rule=access.ADMIN),
-    Route("DELETE", "/api/v1/grants/{id}", delete_resource_grant, "Revoke a data source / alert group grant (admins)",
-          "grants", response={"type": "object"}, rule=access.ADMIN),
+          "Grant a data source or alert group to a user or a project, a tenant to a project (admins)", "grants",
+          body=_RESOURCE_GRANT, status=201, rule=access.ADMIN),
+    Route("DELETE", "/api/v1/grants/{id}", delete_resource_grant,
+          "Revoke a data source / alert group / tenant grant (admins)", "grants", response={"type": "object"},
+          rule=access.ADMIN),
 ]  # fmt: skip

@@ -3,7 +3,9 @@ updated or imported) by a general user:
 
 - a SUB_PROCESS task runs another workflow: EXECUTE on that workflow's project;
 - a DEPENDENT item reads the runs of another workflow: READ on its project;
-- a SQL task connects with a data source: granted to the user or to the document's project (access.py).
+- a SQL task connects with a data source: granted to the user or to the document's project (access.py);
+- the workflow's tenant (the OS user its tasks run as): ``default`` or granted to its project (tenants.py),
+  for admins too.
 
 Without these a WRITE grant on one project would start, or reveal the state of, another project's workflows.
 A target that does not exist, or that the user may not see, answers 404 naming the field, as elsewhere.
@@ -18,6 +20,8 @@ import asyncpg
 
 from engine.api.access import EXECUTE, READ, Principal, check_datasources, project_rights
 from engine.api.routing import ApiError
+from engine.api.tenants import DEFAULT as DEFAULT_TENANT
+from engine.api.tenants import check_tenant
 
 
 def _refs(doc: Mapping[str, Any]) -> Iterator[tuple[Mapping[str, Any], int, str]]:
@@ -55,6 +59,7 @@ async def check_document(db: asyncpg.Pool | asyncpg.Connection, who: Principal, 
     if not isinstance(doc, Mapping) or not isinstance(doc.get("project"), str):
         return  # the schema check answers 400
     own = doc["project"]
+    await check_tenant(db, doc.get("tenant", DEFAULT_TENANT), own)
     await check_datasources(db, who, _sql_sources(doc), own)
     if who.admin:
         return

@@ -38,6 +38,10 @@ PROJECT_CODE: web.RequestKey[int] = web.RequestKey("project_code", int)
 #: the user name a login tried (audit log of failed logins)
 AUDIT_USER: web.RequestKey[str] = web.RequestKey("audit_user", str)
 MAX_PAGE_SIZE = 500
+#: the last page number a list accepts (its offset stays far inside PostgreSQL's bigint)
+MAX_PAGE = 1_000_000
+#: integers the database holds (bigint); a JSON or query value beyond answers 400, not a database error
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 ERROR_SCHEMA = {
@@ -107,6 +111,8 @@ class Param:
                 value: Any = int(raw)
             except ValueError:
                 raise ApiError(400, f"must be an integer, got {raw!r}", where) from None
+            if not INT64_MIN <= value <= INT64_MAX:
+                raise ApiError(400, "must fit in 64 bits", where)
             if self.minimum is not None and value < self.minimum:
                 raise ApiError(400, f"must be >= {self.minimum}", where)
             if self.maximum is not None and value > self.maximum:
@@ -130,7 +136,7 @@ class Param:
 
 
 PAGE = (
-    Param("page", int, "page number, from 1", 1, minimum=1),
+    Param("page", int, "page number, from 1", 1, minimum=1, maximum=MAX_PAGE),
     Param("size", int, f"items per page (at most {MAX_PAGE_SIZE})", 50, minimum=1, maximum=MAX_PAGE_SIZE),
 )
 
@@ -250,6 +256,11 @@ def bind(api: Any, route: Route) -> Callable[[web.Request], Awaitable[web.Stream
     rule = route.rule or access.ADMIN
 
     async def handle(request: web.Request) -> web.StreamResponse:
+        for where, values in (("path", request.match_info), ("query", request.query)):
+            for name, raw in values.items():
+                why = text_problem(raw)
+                if why:
+                    raise ApiError(400, why, f"{where}.{name}")
         query: dict[str, Any] = {}
         for p in route.query:
             raw = request.query.get(p.name)
@@ -266,6 +277,14 @@ def bind(api: Any, route: Route) -> Callable[[web.Request], Awaitable[web.Stream
                 body = json.loads(raw_body) if raw_body else {}
             except (ValueError, UnicodeDecodeError) as exc:
                 raise ApiError(400, f"body is not valid JSON: {exc}", "body") from None
+            except RecursionError:
+                raise ApiError(400, "body is nested too deeply", "body") from None
+            try:
+                unusable = body_problem(body)
+            except RecursionError:
+                unusable = ("body", "is nested too deeply")
+            if unusable is not None:
+                raise ApiError(400, unusable[1], unusable[0])
         call = Call(request, dict(request.match_info), query, body, request.get(USER_ID))
         await access.check(api.db, rule, call)
         if validator is not None:
@@ -278,6 +297,43 @@ def bind(api: Any, route: Route) -> Callable[[web.Request], Awaitable[web.Stream
         return json_response(result, route.status)
 
     return handle
+
+
+def text_problem(value: str) -> str:
+    """Why PostgreSQL cannot hold ``value`` as text ("" when it can)."""
+    if "\x00" in value:
+        return "must not contain a NUL character"
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return "contains an invalid Unicode escape (a lone surrogate)"
+    return ""
+
+
+def body_problem(value: Any, where: str = "") -> tuple[str, str] | None:
+    """(field, reason) of the first value JSON allows but nothing behind the API can hold: a string with a
+    lone surrogate (``"\\ud800"``: not encodable as UTF-8), an integer beyond 64 bits; None when there is none."""
+    if isinstance(value, str):
+        why = text_problem(value)
+        if why:
+            return where or "body", why
+    elif isinstance(value, bool):
+        return None
+    elif isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            return where or "body", "must fit in 64 bits"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            field = f"{where}.{key}" if where else str(key)
+            found = body_problem(key, field) or body_problem(item, field)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = body_problem(item, f"{where}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 @web.middleware

@@ -16,6 +16,7 @@ import jsonschema
 from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page, select_page
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
+from engine.api.tenants import check_tenant
 from engine.scheduling.cron import CronError, next_times, parse, zone
 from engine.scheduling.scheduler import FIRE_ALL, SKIP, set_online
 from engine.workflows.document import schema_problem
@@ -128,7 +129,11 @@ async def _row(db: asyncpg.Pool | asyncpg.Connection, schedule_id: int, lock: bo
 
 
 async def _workflow_online(conn: asyncpg.Connection, code: int) -> None:
-    row = await conn.fetchrow("SELECT name, release_state FROM workflow_definition WHERE code = $1", code)
+    row = await conn.fetchrow(
+        "SELECT d.name, d.release_state, d.tenant_code, p.name AS project FROM workflow_definition d"
+        " JOIN project p ON p.code = d.project_code WHERE d.code = $1",
+        code,
+    )
     if row is None:
         raise ApiError(404, f"workflow {code} does not exist", "workflow_code")
     if row["release_state"] != 1:
@@ -136,6 +141,7 @@ async def _workflow_online(conn: asyncpg.Connection, code: int) -> None:
     too_long = name_error(row["name"])
     if too_long:  # saved before names were bounded: no instance name can hold it
         raise ApiError(400, f"the workflow's name: {too_long}; save it under a shorter name", "workflow_code")
+    await check_tenant(conn, row["tenant_code"], row["project"])  # a schedule going online starts runs
 
 
 def _values(body: dict[str, Any], current: Any = None) -> dict[str, Any]:

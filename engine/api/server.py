@@ -21,6 +21,7 @@ from aiohttp import web
 
 from engine import config as config_mod
 from engine import logs
+from engine.alerts.netguard import AddressPolicy
 from engine.alerts.service import AlertService
 from engine.api import (
     access,
@@ -40,11 +41,13 @@ from engine.api import (
     static,
     task_groups,
     tasks,
+    tenants,
     tokens,
     users,
     workflows,
 )
 from engine.api.access import Principal
+from engine.api.ratelimit import RateLimiter
 from engine.api.routing import (
     PRINCIPAL,
     USER_ID,
@@ -88,7 +91,17 @@ ROUTES: list[Route] = [
     *task_groups.ROUTES,
     *live.ROUTES,
     *overview.ROUTES,
+    *tenants.ROUTES,
 ]
+
+
+def _too_many(wait: int) -> web.Response | None:
+    """The 429 of a rate limit (api.rate_limit_*), or None when ``wait`` is 0."""
+    if not wait:
+        return None
+    response = error_response(429, f"too many requests; retry in {wait} s")
+    response.headers["Retry-After"] = str(wait)
+    return response
 
 
 class ApiServer:
@@ -112,6 +125,9 @@ class ApiServer:
         )
         #: checked tokens: hash -> (when checked, who)
         self._tokens: dict[str, tuple[float, Principal]] = {}
+        #: request rates per user and per client address (calls without valid credentials)
+        self.user_rate = RateLimiter(api.rate_limit_per_second, api.rate_limit_burst)
+        self.address_rate = RateLimiter(api.anonymous_rate_limit_per_second, api.anonymous_rate_limit_burst)
         self._stop = asyncio.Event()
         self.runner: web.AppRunner | None = None
         self.address = ""
@@ -204,27 +220,41 @@ class ApiServer:
         route = request.match_info.route
         path = route.resource.canonical if route.resource is not None else ""
         if not request.path.startswith("/api/") or (request.method, path) in self.public:
+            if request.path != "/health":
+                limited = _too_many(self.address_rate.take(request.remote))
+                if limited is not None:
+                    return limited
             return await handler(request)
         header = request.headers.get("Authorization", "")
         cookie = request.cookies.get(sessions.COOKIE)
+        principal: Principal | None = None
+        refusal: web.Response | None = None
         if header:
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token.strip():
-                return error_response(401, "malformed Authorization header (Authorization: Bearer <token>)")
-            principal = await self._check_token(token.strip())
-            if principal is None:
-                return error_response(401, "invalid or expired API token")
+                refusal = error_response(401, "malformed Authorization header (Authorization: Bearer <token>)")
+            else:
+                principal = await self._check_token(token.strip())
+                if principal is None:
+                    refusal = error_response(401, "invalid or expired API token")
         elif cookie:
             found = await sessions.session_user(self.db, cookie)
             if found is None:
-                return error_response(401, "your session has ended; sign in again")
-            principal, csrf_hash = found
-            if request.method not in sessions.SAFE_METHODS and not sessions.csrf_ok(
-                csrf_hash, request.headers.get(sessions.CSRF_HEADER)
-            ):
-                return error_response(403, f"missing or wrong {sessions.CSRF_HEADER} header (cookie sessions need it)")
+                refusal = error_response(401, "your session has ended; sign in again")
+            else:
+                principal, csrf_hash = found
+                if request.method not in sessions.SAFE_METHODS and not sessions.csrf_ok(
+                    csrf_hash, request.headers.get(sessions.CSRF_HEADER)
+                ):
+                    header_name = sessions.CSRF_HEADER
+                    return error_response(403, f"missing or wrong {header_name} header (cookie sessions need it)")
         else:
-            return error_response(401, "sign in first (Authorization: Bearer <token>, or POST /api/v1/login)")
+            refusal = error_response(401, "sign in first (Authorization: Bearer <token>, or POST /api/v1/login)")
+        if principal is None:  # no valid credentials: counted per client address (guessing tokens included)
+            return _too_many(self.address_rate.take(request.remote)) or refusal or error_response(401, "sign in first")
+        limited = _too_many(self.user_rate.take(principal.user_id))
+        if limited is not None:
+            return limited
         request[PRINCIPAL] = principal
         request[USER_ID] = principal.user_id
         return await handler(request)
@@ -293,8 +323,14 @@ class ApiServer:
         self._membership_task = asyncio.create_task(self._watch_cluster(), name="api-membership")
         api = self.cfg.api
         if api.alerts_enabled:
+            guard = AddressPolicy(api.alert_webhook_allow, api.alert_webhook_deny)
             self.alerts = AlertService(
-                self.pool, api.alert_poll_interval, api.alert_max_attempts, api.alert_retry_seconds, api.alert_timeout
+                self.pool,
+                api.alert_poll_interval,
+                api.alert_max_attempts,
+                api.alert_retry_seconds,
+                api.alert_timeout,
+                guard,
             )
             self.alerts.start()
         self.live.start()

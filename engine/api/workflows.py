@@ -15,6 +15,7 @@ from engine.api import access, backfill_dependents, references
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
 from engine.api.schedules import schedule_json
+from engine.api.tenants import check_tenant
 from engine.master.commands import resolve_globals
 from engine.scheduling.backfill import BackfillError, backfill_param, chunks, list_dates, range_dates
 from engine.states import CommandType, WorkflowState
@@ -377,6 +378,13 @@ async def _startable(api: Any, code: int, body: dict[str, Any]) -> tuple[Any, in
         )
         if not exists:
             raise ApiError(400, f"workflow {row['code']} has no version {version}", "version")
+    # the tenant's grant is checked again: one revoked since the save stops new runs
+    tenant = await api.db.fetchval(
+        "SELECT tenant_code FROM workflow_definition_log WHERE code = $1 AND version = $2",
+        row["code"],
+        version or row["version"],
+    )
+    await check_tenant(api.db, tenant, row["project"])
     return row, version
 
 

@@ -69,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     from engine.cli import users as cli_users
 
     cli_users.add_parsers(sub, common)
+    from engine.cli import tenants as cli_tenants
+
+    cli_tenants.add_parsers(sub, common)
 
     cl = sub.add_parser("cluster", help="live nodes (no action), or a local multi-process cluster")
     cl.add_argument("--api", help="API URL")
@@ -113,6 +116,10 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
         from engine.cli import users as cli_users
 
         return cli_users.run(args)
+    if args.command == "tenant":
+        from engine.cli import tenants as cli_tenants
+
+        return cli_tenants.run(args)
     if args.command in REMOTE or (args.command == "cluster" and args.action is None):
         from engine.cli import remote as cli_remote
 

@@ -128,9 +128,19 @@ class Stack:
         if self.etcd is None or self.postgres is None:
             raise InfraError("infrastructure is not started")
         env = {k: v for k, v in os.environ.items() if not k.startswith("PORPOISE_")}
-        for key in ("PORPOISE_CONFIG", "PORPOISE_CONFIG_DIR"):
-            if key in os.environ:
-                env[key] = os.environ[key]
+        # development launchers: the worker runs tasks as the user who started it (the default tenant), PYTHON
+        # tasks with this virtualenv's interpreter (the example imports pyarrow), SQL loadFiles from the run dir
+        # and /tmp; a PORPOISE_WORKER_* variable of the launcher's environment wins (docs/SECURITY.md)
+        env.update(
+            {
+                "PORPOISE_WORKER_ALLOW_ROOT_TENANT": "true",
+                "PORPOISE_WORKER_PYTHON_INTERPRETER": sys.executable,
+                "PORPOISE_WORKER_SQL_LOAD_DIRS": json.dumps([str(self.run_dir.resolve()), "/tmp"]),
+            }
+        )
+        for key, value in os.environ.items():
+            if key in ("PORPOISE_CONFIG", "PORPOISE_CONFIG_DIR") or key.startswith("PORPOISE_WORKER_"):
+                env[key] = value
         env.update(
             {
                 "PORPOISE_REGISTRY_ENDPOINTS": self.etcd.endpoint,

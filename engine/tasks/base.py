@@ -39,6 +39,10 @@ class TaskContext:
     environment_config: str = ""
     #: connection parameters of named data sources the master resolved for this task
     datasources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: the worker's interpreter for PYTHON tasks naming none (worker.python_interpreter)
+    python_interpreter: str = "python3"
+    #: directories SQL loadFiles may read from (worker.sql_load_dirs)
+    load_dirs: tuple[str, ...] = ()
 
     def render(self, text: str) -> str:
         """Apply ${name} and $[...] placeholders."""
@@ -94,6 +98,16 @@ def optional(params: Mapping[str, Any], name: str, kind: type, default: Any = No
     if kind is not int and not isinstance(value, kind):
         raise ParamError(name, f"must be a {kind.__name__}, got {type(value).__name__}")
     return value
+
+
+#: the directory holding the engine package: runners started as ``python -m engine.tasks.<x>`` import it
+ENGINE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def runner_env() -> dict[str, str]:
+    """Environment a runner of ours (``sys.executable -m engine.tasks...``) needs to import the engine: tasks
+    do not inherit the worker's environment (engine/worker/taskenv.py)."""
+    return {"PYTHONPATH": ENGINE_ROOT}
 
 
 def script_with_environment(ctx: TaskContext, script: str) -> str:

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, optional, require_str
+from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, optional, require_str, runner_env
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 BODY_TYPES = ("json", "form", "raw")
@@ -136,5 +136,6 @@ class HttpTask(TaskPlugin):
         return Launch(
             argv=[sys.executable, "-m", "engine.tasks.http_runner", "job.json"],
             files={"job.json": json.dumps(job)},
+            env=runner_env(),
             secret_env={"PORPOISE_HTTP_HEADERS": json.dumps(headers)},
         )

@@ -1,8 +1,8 @@
-"""PYTHON: a Python script run with a configured interpreter (default: the worker's own)."""
+"""PYTHON: a Python script run with its ``interpreter`` parameter, else the worker's ``worker.python_interpreter``
+(default ``python3`` from the task's PATH: never the worker's own virtualenv unless configured so)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +22,7 @@ class PythonTask(TaskPlugin):
 
     def launch(self, ctx: TaskContext) -> Launch:
         script = ctx.render(ctx.task_params["rawScript"])
-        interpreter = ctx.task_params.get("interpreter") or sys.executable
+        interpreter = ctx.task_params.get("interpreter") or ctx.python_interpreter
         files = {"script.py": script + "\n"}
         if ctx.environment_config.strip():
             files["run.sh"] = f'{ctx.environment_config.strip()}\nexec "{interpreter}" script.py\n'

@@ -7,7 +7,9 @@ rows are written to the log (at most ``maxRows``) and its columns can be exporte
 Besides DolphinScheduler's parameters (datasource, sql, sqlType, preStatements, postStatements, maxRows)
 ``loadFiles`` bulk-loads CSV files from the worker's disk with COPY ... FROM STDIN after the pre-statements
 and before ``sql``, in the same transaction: ``[{file: <path or glob>, table: <name>, columns: [...],
-header: true}]`` (a glob matching nothing fails the task).
+header: true}]`` (a glob matching nothing fails the task). Files are read only from the worker's
+``worker.sql_load_dirs``: the runner checks each matched file's real path (links resolved, so neither
+``..`` nor a symbolic link leads out of them); a path outside fails the task naming it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, optional, require_str
+from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, optional, require_str, runner_env
 
 SQL_TYPES = ("query", "non_query")
 
@@ -67,6 +69,8 @@ class SqlTask(TaskPlugin):
         source = ctx.datasources.get(name)
         if source is None:
             raise ParamError("datasource", f"data source {name!r} is not defined")
+        if p.get("loadFiles") and not ctx.load_dirs:
+            raise ParamError("loadFiles", "this worker allows no directory to load files from (worker.sql_load_dirs)")
         job = {
             "pre": [ctx.render(s) for s in p.get("preStatements", [])],
             "sql": ctx.render(p["sql"]),
@@ -80,6 +84,7 @@ class SqlTask(TaskPlugin):
                 }
                 for x in p.get("loadFiles", [])
             ],
+            "load_dirs": list(ctx.load_dirs),
             "query": p.get("sqlType", "query") == "query",
             "max_rows": p.get("maxRows", 1000),
             "out": [lp.prop for lp in self.local_params(p) if lp.direct == "OUT"],
@@ -88,5 +93,6 @@ class SqlTask(TaskPlugin):
         return Launch(
             argv=[sys.executable, "-m", "engine.tasks.sql_runner", "job.json"],
             files={"job.json": json.dumps(job)},
+            env=runner_env(),
             secret_env={"PORPOISE_SQL_DSN": datasource_dsn(source)},
         )

@@ -15,11 +15,24 @@ def _cell(value: object) -> str:
     return "" if value is None else str(value)
 
 
-async def _load(conn: asyncpg.Connection, load: dict) -> None:
-    files = sorted(glob.glob(load["file"]))
+def allowed_files(pattern: str, load_dirs: list[str]) -> list[str]:
+    """The files ``pattern`` matches, each checked to lie, links resolved, under one of ``load_dirs``
+    (worker.sql_load_dirs); PermissionError naming the first that does not."""
+    roots = [os.path.realpath(d) for d in load_dirs]
+    files = sorted(glob.glob(pattern))
     if not files:
-        raise FileNotFoundError(f"loadFiles: no file matches {load['file']}")
+        raise FileNotFoundError(f"loadFiles: no file matches {pattern}")
     for path in files:
+        real = os.path.realpath(path)
+        if not os.path.isabs(path) or not any(os.path.commonpath([real, root]) == root for root in roots):
+            raise PermissionError(
+                f"loadFiles: {path} is outside the directories this worker loads from (worker.sql_load_dirs)"
+            )
+    return files
+
+
+async def _load(conn: asyncpg.Connection, load: dict, load_dirs: list[str]) -> None:
+    for path in allowed_files(load["file"], load_dirs):
         status = await conn.copy_to_table(
             load["table"], source=path, columns=load["columns"], format="csv", header=load["header"]
         )
@@ -34,7 +47,7 @@ async def run(job: dict) -> int:
                 print(f"pre: {stmt}", flush=True)
                 await conn.execute(stmt)
             for load in job.get("load", []):
-                await _load(conn, load)
+                await _load(conn, load, job.get("load_dirs", []))
             if job["query"]:
                 rows = await conn.fetch(job["sql"])
                 columns = list(rows[0].keys()) if rows else []

@@ -27,12 +27,13 @@ from engine import logs
 from engine.aio import acquire_in_thread
 from engine.params import builtins, out_params, parse_set_values, parse_time, properties, resolve
 from engine.tasks import registry
-from engine.tasks.base import Launch, ParamError, TaskContext
+from engine.tasks.base import Launch, TaskContext
 from engine.worker.execdirs import ExecDirs
 from engine.worker.logfiles import log_path
 from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
 from engine.worker.spawn import Child, spawn
+from engine.worker.taskenv import TaskPolicy, resolve_tenant, task_environment
 from registry.heartbeat import Overload
 from rpc.messages import DispatchReply, KillReply, TaskDispatch, TaskResult, TaskRunning
 
@@ -93,9 +94,12 @@ class Executor:
         reaper: Reaper | None = None,
         may_start: Callable[[], str] = lambda: "",
         on_ended: Callable[[TaskRun, TaskResult], None] = lambda _run, _result: None,
+        policy: TaskPolicy | None = None,
     ) -> None:
         #: told of every attempt's end here (metrics)
         self.on_ended = on_ended
+        #: who tasks may run as and what they get (engine/worker/taskenv.py)
+        self.policy = policy or TaskPolicy()
         #: checked right before and right after a task process starts: a worker paused between admitting
         #: an attempt and starting it must not start it once its lease may be gone (invariant 3)
         self.may_start = may_start
@@ -272,6 +276,8 @@ class Executor:
             exec_dir=run.exec_dir,
             environment_config=d.environment_config,
             datasources=d.datasources,
+            python_interpreter=self.policy.python_interpreter,
+            load_dirs=self.policy.load_dirs,
         )
         return plugin_cls().launch(ctx), local
 
@@ -281,7 +287,7 @@ class Executor:
         header = f"[porpoise] {_stamp()} {d.task_type} task {d.task_name!r} attempt {d.attempt} on {self.address}\n"
         try:
             launch, local = self._prepare(run)
-            user = _tenant(d.tenant)
+            user = resolve_tenant(d.tenant, self.policy.allow_root_tenant)
         except ValueError as exc:  # ParamError, bad placeholder, unknown task type
             await asyncio.to_thread(_write_log, run.log_path, header + f"[porpoise] refused: {exc}\n")
             return self._result(run, "FAILURE", -1, str(exc))
@@ -328,12 +334,18 @@ class Executor:
     async def _spawn(self, run: TaskRun, launch: Launch, user: pwd.struct_passwd | None) -> Child:
         """Start the task in a new session (its own process group) and report RUNNING."""
         d = run.dispatch
-        env = {**os.environ, **launch.env, **launch.secret_env, "PORPOISE_TASK_INSTANCE_ID": str(d.task_instance_id)}
+        task_vars = {
+            "PORPOISE_TASK_INSTANCE_ID": str(d.task_instance_id),
+            "PORPOISE_WORKFLOW_INSTANCE_ID": str(d.workflow_instance_id),
+            "PORPOISE_TASK_NAME": d.task_name,
+            "PORPOISE_TASK_ATTEMPT": str(d.attempt),
+            "PORPOISE_TASK_EXECUTE_PATH": str(run.exec_dir),
+        }
+        env = task_environment(self.policy, {**launch.env, **launch.secret_env}, task_vars, user)
         argv = launch.argv
         if user is not None:
             # setpriv execs in place (no extra parent), so the task stays the group leader we kill
             argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--", *argv]
-            env |= {"HOME": user.pw_dir, "USER": user.pw_name, "LOGNAME": user.pw_name}
         proc = await spawn(argv, run.exec_dir, env)
         run.proc = proc
         if self.reaper is not None:
@@ -496,20 +508,6 @@ async def _pump(proc: Child, logfile: IO[bytes], emitted: dict[str, str]) -> Non
                 emitted.update(parse_set_values(line.decode(errors="replace")))
     if partial and b"setValue(" in partial:
         emitted.update(parse_set_values(partial.decode(errors="replace")))
-
-
-def _tenant(name: str) -> pwd.struct_passwd | None:
-    if not name:
-        return None
-    try:
-        user = pwd.getpwnam(name)
-    except KeyError:
-        raise ParamError("tenant", f"OS user {name!r} does not exist on this worker") from None
-    if user.pw_uid == os.geteuid():
-        return None
-    if os.geteuid() != 0:
-        raise ParamError("tenant", f"running as {name!r} needs a worker running as root")
-    return user
 
 
 def _descendants(pid: int) -> list[psutil.Process]:

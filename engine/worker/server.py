@@ -25,6 +25,7 @@ from engine.worker.logfiles import LogFiles
 from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
 from engine.worker.spool import Spool
+from engine.worker.taskenv import TaskPolicy
 from registry import WORKER, Heartbeat, HeartbeatSource, LoadLimits, NodeId, ServerStatus, TaskCounts
 from registry.errors import RegistryUnavailable
 from rpc.messages import (
@@ -99,10 +100,16 @@ class Worker(Node):
             reaper=self.reaper,
             may_start=self._may_start,
             on_ended=self._ended,
+            policy=TaskPolicy.of(w),
         )
         self.metrics.gauge("report_backlog", lambda: len(self.reporter.pending))
         self.metrics.gauge("tasks_running", lambda: len(self.executor.runs))
         self.metrics.gauge("slots_free", self.executor.free_slots)
+        if w.allow_root_tenant:
+            log.warning(
+                "worker.allow_root_tenant is on: tasks may run as root or as this worker's own user "
+                "(the default tenant), with access to its configuration and secrets"
+            )
         for msg_cls, handler in (
             (TaskDispatch, self.on_dispatch),
             (TaskDispatchBatch, self.on_dispatch_batch),

@@ -9,7 +9,7 @@ mistakes with the same field names.
     timeout_strategy: WARN                # WARN (an alert) | FAILED (an alert, then stop: FAILURE)
     execution_type: PARALLEL              # PARALLEL | SERIAL_WAIT | SERIAL_DISCARD | SERIAL_PRIORITY
     max_active_runs: 0                    # runs at once; 0 = no limit (PARALLEL) / 1 (serial types)
-    tenant: default                       # OS user tasks run as ("default" = the worker's user)
+    tenant: default                       # OS user tasks run as: granted to the project (docs/SECURITY.md)
     params:                               # global params: name -> value, placeholders allowed
       biz_date: $[yyyyMMdd]
     tasks:

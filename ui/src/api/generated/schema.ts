@@ -219,10 +219,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Grants of data sources and alert groups (admins) */
+        /** Grants of data sources, alert groups and tenants (admins) */
         get: operations["get_api_v1_grants"];
         put?: never;
-        /** Grant a data source or alert group to a user or a project (admins) */
+        /** Grant a data source or alert group to a user or a project, a tenant to a project (admins) */
         post: operations["post_api_v1_grants"];
         delete?: never;
         options?: never;
@@ -240,7 +240,7 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Revoke a data source / alert group grant (admins) */
+        /** Revoke a data source / alert group / tenant grant (admins) */
         delete: operations["delete_api_v1_grants_id"];
         options?: never;
         head?: never;
@@ -761,6 +761,41 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tenants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Tenants (OS users tasks run as) and the projects granted them */
+        get: operations["get_api_v1_tenants"];
+        put?: never;
+        /** Create a tenant (admins); grant it with POST /api/v1/grants */
+        post: operations["post_api_v1_tenants"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tenants/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete a tenant no workflow uses (admins) */
+        delete: operations["delete_api_v1_tenants_name"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2410,8 +2445,8 @@ export interface operations {
     get_api_v1_grants: {
         parameters: {
             query?: {
-                /** @description datasource or alert_group */
-                resource_type?: "datasource" | "alert_group";
+                /** @description datasource, alert_group or tenant */
+                resource_type?: "datasource" | "alert_group" | "tenant";
                 /** @description page number, from 1 */
                 page?: number;
                 /** @description items per page (at most 500) */
@@ -2495,10 +2530,10 @@ export interface operations {
             content: {
                 "application/json": {
                     project?: string;
-                    /** @description data source name or alert group id */
+                    /** @description data source name, alert group id or tenant name */
                     resource: string | number;
                     /** @enum {unknown} */
-                    resource_type: "datasource" | "alert_group";
+                    resource_type: "datasource" | "alert_group" | "tenant";
                     user?: string;
                 } & (unknown | unknown);
             };
@@ -5689,6 +5724,233 @@ export interface operations {
                 };
                 content: {
                     "text/plain": string;
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_v1_tenants: {
+        parameters: {
+            query?: {
+                /** @description page number, from 1 */
+                page?: number;
+                /** @description items per page (at most 500) */
+                size?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: {
+                            description?: string | null;
+                            name?: string;
+                            /** @description projects it is granted to */
+                            projects?: string[];
+                        }[];
+                        page: number;
+                        size: number;
+                        total: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_v1_tenants: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    description?: string;
+                    /** @description the OS user on the workers */
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        description?: string | null;
+                        name?: string;
+                        /** @description projects it is granted to */
+                        projects?: string[];
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    delete_api_v1_tenants_name: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        deleted?: string;
+                    };
                 };
             };
             /** @description error */

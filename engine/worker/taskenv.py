@@ -1,0 +1,129 @@
+"""Who a task runs as and what environment it gets (docs/SECURITY.md, "Tenants" and "Task environment").
+
+A task runs as the OS user its workflow's tenant names; ``default`` (sent as "") is the worker's own user.
+Unless ``worker.allow_root_tenant`` is set, the worker refuses root, its own user and any user sharing its
+uid: such a task could read the worker's configuration, secrets and spool, or signal the worker.
+
+The environment is built from an allow-list, never copied from the worker's: the passed-through names of
+``worker.task_env_passthrough`` (PATH without the worker's own virtualenv, LANG, LC_*, TZ ...), the worker
+group's ``worker.task_env``, what the plugin asks for (its runner's variables and secrets: a SQL task's own
+DSN, an HTTP task's headers), the PORPOISE_* task variables below, and HOME / USER / LOGNAME of the user the
+task runs as. No PORPOISE_* variable of the worker (the RPC secret, the database DSN) ever reaches a task.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import pwd
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.tasks.base import ParamError
+
+#: the workflow tenant that means "the worker's own OS user"
+DEFAULT_TENANT = "default"
+
+
+@dataclass(frozen=True)
+class TaskPolicy:
+    """The worker's rules for its tasks (worker.* configuration)."""
+
+    allow_root_tenant: bool = False
+    python_interpreter: str = "python3"
+    passthrough: tuple[str, ...] = ("PATH", "LANG", "LC_*", "TZ", "TERM", "JAVA_HOME", "TMPDIR")
+    #: the worker group's environment (worker.task_env), NAME -> value
+    group_env: Mapping[str, str] = field(default_factory=dict)
+    #: directories SQL loadFiles may read from
+    load_dirs: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, w: object) -> TaskPolicy:
+        """From a WorkerConfig."""
+        return cls(
+            allow_root_tenant=bool(w.allow_root_tenant),
+            python_interpreter=str(w.python_interpreter),
+            passthrough=tuple(w.task_env_passthrough),
+            group_env=dict(item.partition("=")[::2] for item in w.task_env),
+            load_dirs=tuple(w.sql_load_dirs),
+        )
+
+
+def resolve_tenant(name: str, allow_root: bool) -> pwd.struct_passwd | None:
+    """The OS user to run as (None: the worker's own), or ParamError("tenant", why) when refused."""
+    me = os.geteuid()
+    if not name or name == DEFAULT_TENANT:
+        if not allow_root:
+            who = _name_of(me)
+            raise ParamError(
+                "tenant",
+                f"the default tenant runs tasks as this worker's own OS user ({who}), which this worker refuses "
+                "(worker.allow_root_tenant is off): give the workflow a tenant an admin created and granted",
+            )
+        return None
+    try:
+        user = pwd.getpwnam(name)
+    except KeyError:
+        raise ParamError("tenant", f"tenant {name!r}: OS user {name!r} does not exist on this worker") from None
+    if user.pw_uid == 0 and not allow_root:
+        raise ParamError("tenant", f"tenant {name!r} is root (uid 0): refused (worker.allow_root_tenant is off)")
+    if user.pw_uid == me:
+        if not allow_root:
+            raise ParamError(
+                "tenant", f"tenant {name!r} is this worker's own OS user: refused (worker.allow_root_tenant is off)"
+            )
+        return None
+    if me != 0:
+        raise ParamError("tenant", f"running as {name!r} needs a worker running as root")
+    return user
+
+
+def _name_of(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _own_venv_bin() -> str:
+    """The bin directory of the virtualenv the worker runs in ("" outside one)."""
+    return str(Path(sys.prefix) / "bin") if sys.prefix != sys.base_prefix else ""
+
+
+def passed_through(environ: Mapping[str, str], names: Sequence[str]) -> dict[str, str]:
+    """The worker's variables a task inherits: those matching ``names``, never a PORPOISE_* one; PATH
+    without the worker's own virtualenv (a task's python3 is not the worker's)."""
+    out = {
+        k: v
+        for k, v in environ.items()
+        if not k.upper().startswith("PORPOISE_") and any(fnmatch.fnmatchcase(k, pat) for pat in names)
+    }
+    venv = _own_venv_bin()
+    if "PATH" in out and venv:
+        out["PATH"] = os.pathsep.join(p for p in out["PATH"].split(os.pathsep) if p and p.rstrip("/") != venv)
+    return out
+
+
+def task_environment(
+    policy: TaskPolicy,
+    plugin_env: Mapping[str, str],
+    task_vars: Mapping[str, str],
+    user: pwd.struct_passwd | None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The whole environment of a task process (see the module docstring), lowest precedence first."""
+    env = passed_through(os.environ if environ is None else environ, policy.passthrough)
+    env.update(policy.group_env)
+    env.update(plugin_env)
+    env.update(task_vars)
+    account = user
+    if account is None:
+        try:
+            account = pwd.getpwuid(os.geteuid())
+        except KeyError:
+            account = None
+    if account is not None:
+        env |= {"HOME": account.pw_dir, "USER": account.pw_name, "LOGNAME": account.pw_name}
+    return env
