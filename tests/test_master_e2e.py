@@ -300,9 +300,6 @@ async def test_overloaded_master_claims_nothing_and_counts_it(
 ) -> None:
     import urllib.request
 
-    from engine.storage.schema import apply_schema
-
-    await apply_schema(fresh_db)
     # a memory reservation no machine meets: the guard must hold every claim back
     master = await asyncio.to_thread(
         node_factory, "master", etcd_server.endpoint, etcd_root, 3, ["master.reserved_memory_gb=100000"],

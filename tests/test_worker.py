@@ -29,6 +29,7 @@ from rpc.messages import (
     TaskDispatchBatch,
     TaskKill,
 )
+from tests.databases import EmptyDb
 from tests.helpers import TEST_SECRET, NodeProc, eventually
 from tests.worker_harness import ReportSink, dispatch, log_text, task
 
@@ -133,9 +134,9 @@ async def test_python_success_and_failure(worker: NodeProc, sink: ReportSink, cl
 
 
 async def test_sql_query_non_query_and_failure(
-    worker: NodeProc, sink: ReportSink, client: RpcClient, fresh_db: str
+    worker: NodeProc, sink: ReportSink, client: RpcClient, empty_db: EmptyDb
 ) -> None:
-    source = {"warehouse": {"dsn": fresh_db}}
+    source = {"warehouse": {"dsn": empty_db.owner}}  # a database of its own, where the task may create tables
     create = task(
         "SQL",
         {
@@ -169,7 +170,7 @@ async def test_sql_query_non_query_and_failure(
     assert result["var_pool"] == [{"prop": "total", "direct": "OUT", "type": "INTEGER", "value": "15"}]
     text = await log_text(result["log_path"])
     assert "total\trows" in text and "15\t2" in text
-    password = fresh_db.split("@", 1)[0].rsplit(":", 1)[-1]
+    password = empty_db.owner.split("@", 1)[0].rsplit(":", 1)[-1]
     assert password not in text  # the password never reaches the log
 
     broken = task(

@@ -57,7 +57,7 @@ from engine.api.routing import (
 )
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError
-from engine.node import parse_args
+from engine.node import exit_code, parse_args
 from engine.storage.failures import DB_FAILURES
 from engine.storage.pool import connect_pool
 from registry import EtcdClient, MembershipView, RegistryUnavailable
@@ -308,4 +308,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return uvloop.run(ApiServer(cfg).run())
     except PorpoiseError as exc:
         log.error("api failed", error=str(exc))
-        return 1
+        print(f"porpoise api: {exc}", file=sys.stderr)
+        return exit_code(exc)

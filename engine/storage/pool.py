@@ -1,6 +1,6 @@
-"""Open the metadata database pool the way every long-running process does: apply the schema, then
-connect, retrying with backoff while PostgreSQL is down (a node started before its database waits
-instead of crashing)."""
+"""Open the metadata database pool the way every long-running process does: connect, retrying with backoff
+while PostgreSQL is down (a node started before its database waits instead of crashing), then check that
+the database holds this code's schema version (no DDL: ``porpoise db upgrade`` changes the schema)."""
 
 from __future__ import annotations
 
@@ -12,24 +12,31 @@ import asyncpg
 from engine import logs
 from engine.config import DatabaseConfig
 from engine.errors import SchemaError, StorageError
-from engine.storage.schema import apply_schema
+from engine.storage.schema import check_schema
 
 log = logs.get(__name__)
 
 
 async def connect_pool(db: DatabaseConfig, stop: asyncio.Event) -> asyncpg.Pool:
-    """Apply schema.sql and open the pool; retry until it works or ``stop`` is set (StorageError)."""
+    """Open the pool and check the schema version; retry until PostgreSQL answers or ``stop`` is set
+    (StorageError). A schema this code does not know raises SchemaMismatch at once."""
     delay = 0.2
     while True:
         try:
-            await apply_schema(db.url(), db.connect_timeout)
-            return await asyncpg.create_pool(
+            pool = await asyncpg.create_pool(
                 db.url(),
                 min_size=db.pool_min,
                 max_size=db.pool_max,
                 timeout=db.connect_timeout,
                 command_timeout=db.command_timeout,
             )
+            try:
+                async with pool.acquire() as conn:
+                    await check_schema(conn)
+            except BaseException:
+                await pool.close()
+                raise
+            return pool
         except (StorageError, OSError, asyncpg.PostgresError) as exc:
             if isinstance(exc, SchemaError):
                 raise
