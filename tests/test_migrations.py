@@ -27,7 +27,7 @@ import pytest
 from engine.client import ApiClient, Target
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
-from engine.infra.postgres import RUNTIME_ROLE, PostgresServer
+from engine.infra.postgres import OWNER_ROLE, RUNTIME_ROLE, PostgresServer
 from engine.infra.process import ManagedProcess
 from engine.storage.schema import head, migrations, upgrade
 from tests import databases
@@ -386,3 +386,42 @@ def test_db_commands_and_the_first_admin(empty_db: EmptyDb) -> None:
     assert created.returncode == 0 and created.stdout.startswith("created admin root"), created.stderr
     missing = porpoise("db", "upgrade", "--dsn", empty_db.owner, "--runtime-role", "nobody_here")
     assert missing.returncode == 1 and "'nobody_here' (the runtime role) does not exist" in missing.stderr
+
+
+def test_a_database_of_the_launcher_before_roles_is_handed_to_the_owner(pg_server: PostgresServer) -> None:
+    """The private PostgreSQL of ``make run`` / ``make cluster`` before database roles: the superuser owned
+    the database and every object (and its nodes applied schema.sql). Started again by today's launcher,
+    it belongs to the owner role, upgrades as it, and the runtime role works on it."""
+    name = f"old_launcher_{uuid.uuid4().hex[:8]}"
+    legacy_sql = git_show(LEGACY[0], "schema.sql")
+
+    async def run() -> tuple[int, list[str], int]:
+        admin = await asyncpg.connect(pg_server.admin_dsn())
+        try:
+            await admin.execute(f'CREATE DATABASE "{name}"')  # owned by the superuser, as the old launcher did
+        finally:
+            await admin.close()
+        try:
+            superuser = await asyncpg.connect(pg_server.dsn_for("porpoise", name))
+            try:
+                await superuser.execute(legacy_sql)
+                await superuser.execute("INSERT INTO project (code, name) VALUES (7, 'kept')")
+            finally:
+                await superuser.close()
+            runtime = await pg_server.create_database(name)  # what the launcher does at every start
+            result = await upgrade(pg_server.dsn_for(OWNER_ROLE, name), RUNTIME_ROLE)
+            conn = await asyncpg.connect(runtime)
+            try:
+                owners = await conn.fetch(
+                    "SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'public'"
+                    " UNION SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = current_database()"
+                )
+                kept = int(await conn.fetchval("SELECT count(*) FROM project WHERE name = 'kept'"))
+            finally:
+                await conn.close()
+            return result.after, [r[0] for r in owners], kept
+        finally:
+            await databases.drop(pg_server, name)
+
+    version, owners, kept = asyncio.run(run())
+    assert (version, owners, kept) == (head(), [OWNER_ROLE], 1)

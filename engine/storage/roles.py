@@ -13,7 +13,7 @@ from engine.errors import SchemaError
 #: run by the owner after every upgrade (idempotent): the tables of now, and by default those of later
 #: migrations, which the same owner creates
 _GRANTS = (
-    "GRANT CONNECT, TEMPORARY ON DATABASE {db} TO {role}",
+    "GRANT CONNECT ON DATABASE {db} TO {role}",
     "GRANT USAGE ON SCHEMA public TO {role}",
     "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}",
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}",
