@@ -100,9 +100,15 @@ def empty_db(pg_server: PostgresServer) -> Iterator[databases.EmptyDb]:
 
 
 @pytest.fixture
-async def sink(fresh_db: str, pg_server: PostgresServer) -> AsyncIterator[ReportSink]:
+def sink_db(fresh_db: str, pg_server: PostgresServer) -> str:
+    """The schema owner's DSN of ``fresh_db``, for ReportSink (it creates a table of its own: DDL)."""
+    return databases.owner_dsn(pg_server, fresh_db)
+
+
+@pytest.fixture
+async def sink(sink_db: str) -> AsyncIterator[ReportSink]:
     """A real report endpoint standing in for the master in worker tests (tests/worker_harness.py)."""
-    s = await ReportSink(databases.owner_dsn(pg_server, fresh_db)).start()  # it creates a table of its own
+    s = await ReportSink(sink_db).start()
     yield s
     await s.close()
 

@@ -446,9 +446,9 @@ async def test_unknown_task_type_and_bad_params_fail_the_attempt_cleanly(
 
 
 async def test_reports_are_retried_across_a_master_restart_and_delivered_once(
-    worker: NodeProc, fresh_db: str, client: RpcClient, tmp_path: Path
+    worker: NodeProc, sink_db: str, client: RpcClient, tmp_path: Path
 ) -> None:
-    sink = await ReportSink(fresh_db).start()
+    sink = await ReportSink(sink_db).start()
     gate = tmp_path / "gate"
     try:
         msg = task("SHELL", {"rawScript": gated("echo finished", gate)}, sink.address)
@@ -477,9 +477,9 @@ async def test_reports_are_retried_across_a_master_restart_and_delivered_once(
 
 
 async def test_host_update_sends_reports_to_the_new_owner(
-    worker: NodeProc, fresh_db: str, client: RpcClient, tmp_path: Path
+    worker: NodeProc, sink_db: str, client: RpcClient, tmp_path: Path
 ) -> None:
-    old, new = await ReportSink(fresh_db).start(), await ReportSink(fresh_db).start()
+    old, new = await ReportSink(sink_db).start(), await ReportSink(sink_db).start()
     gate = tmp_path / "gate"
     try:
         msg = task("SHELL", {"rawScript": gated("echo ok", gate)}, old.address)
