@@ -6,7 +6,9 @@
   old admin's old token, show the old workflow in its project and run the queued command.
 - A database built by migrating from 0001 has the same catalog as one made by ``porpoise db init``.
 - A database made by the code between that release and versioned migrations (its whole-file schema.sql
-  applied at every node start, ``schema_digest`` rows) upgrades to the same catalog and keeps its data.
+  applied at every node start, ``schema_digest`` rows) upgrades to the same catalog and keeps its data;
+  one of the private launcher before database roles (everything the superuser's) is handed to the owner.
+- ``porpoise db version|init|upgrade`` and the first admin (``porpoise user create --admin --dsn``).
 """
 
 from __future__ import annotations
