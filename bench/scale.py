@@ -22,8 +22,9 @@ import asyncpg
 import psutil
 
 from bench.common import bench_config, cpu_seconds, main, rounded, save_released, workdir
+from engine.infra.postgres import OWNER_ROLE, RUNTIME_ROLE
 from engine.infra.stack import Stack
-from engine.storage.schema import apply_schema
+from engine.storage.schema import upgrade
 from engine.workflows.model import TaskDef
 
 SIZES = {
@@ -78,13 +79,8 @@ async def _waiting_workflow(dsn: str) -> int:
 async def _fresh_db(stack: Stack) -> str:
     assert stack.postgres is not None
     name = f"bench_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(stack.postgres.admin_dsn())
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    dsn = stack.postgres.dsn.rsplit("/", 1)[0] + "/" + name
-    await apply_schema(dsn)
+    dsn = await stack.postgres.create_database(name)
+    await upgrade(stack.postgres.dsn_for(OWNER_ROLE, name), RUNTIME_ROLE)
     return dsn
 
 

@@ -81,6 +81,11 @@ class DatabaseConfig:
     pool_max: int = field(metadata=_bounded(1, 1000))
     connect_timeout: float = field(metadata=_bounded(0.1, 600))
     command_timeout: float = field(metadata=_bounded(0.1, 86400))
+    #: the schema owner's DSN, used only by ``porpoise db init|upgrade`` ("": the runtime DSN above)
+    owner_dsn: str = ""
+
+    def owner_url(self) -> str:
+        return self.owner_dsn or self.url()
 
     def check(self) -> None:
         if self.pool_min > self.pool_max:

@@ -9,7 +9,8 @@
     │   ├── PortInUse            a configured port is taken by another process
     │   └── DataDirCorrupt       a data directory exists but is not usable
     ├── StorageError             the metadata database refused or failed a call
-    │   └── SchemaError          schema.sql could not be applied
+    │   └── SchemaError          schema.sql or a migration could not be applied
+    │       └── SchemaMismatch   the database's schema version is not the one this code knows
     └── RegistryError            etcd (registry.errors: RegistryUnavailable, LeaseLost, NotLockOwner, ...)
 """
 
@@ -45,7 +46,12 @@ class StorageError(PorpoiseError):
 
 
 class SchemaError(StorageError):
-    """schema.sql could not be applied."""
+    """schema.sql or a migration could not be applied."""
+
+
+class SchemaMismatch(SchemaError):
+    """The database holds no Porpoise schema, an older one (run ``porpoise db upgrade``) or a newer one
+    (this code is older than the database). Nodes refuse to start: restarting will not help."""
 
 
 class RegistryError(PorpoiseError):

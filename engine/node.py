@@ -20,7 +20,7 @@ from engine import config as config_mod
 from engine import logs
 from engine.aio import cancel_and_wait
 from engine.config import Config
-from engine.errors import ConfigError, PorpoiseError
+from engine.errors import ConfigError, PorpoiseError, SchemaMismatch
 from engine.metrics import CONTENT_TYPE, NodeMetrics
 from registry import (
     DuplicateNode,
@@ -42,6 +42,16 @@ EXIT_LEASE_LOST = 75
 #: exit code of a node whose registry key another live node holds (same advertised address): a
 #: configuration error, restarting will not help (EX_CONFIG)
 EXIT_DUPLICATE = 78
+#: exit code of a node that found a database schema version it does not know (none, older: run `porpoise db
+#: upgrade`, newer: the node is older than the database); restarting will not help (EX_DATAERR)
+EXIT_SCHEMA = 65
+
+
+def exit_code(exc: PorpoiseError) -> int:
+    """The exit code of a node that failed with ``exc``."""
+    if isinstance(exc, DuplicateNode):
+        return EXIT_DUPLICATE
+    return EXIT_SCHEMA if isinstance(exc, SchemaMismatch) else 1
 
 
 class Node:
@@ -268,4 +278,4 @@ def main(node_cls: type[Node], argv: Sequence[str] | None = None) -> int:
     except PorpoiseError as exc:
         log.error("node failed", error=str(exc))
         print(f"porpoise {node_cls.role}: {exc}", file=sys.stderr)
-        return EXIT_DUPLICATE if isinstance(exc, DuplicateNode) else 1
+        return exit_code(exc)

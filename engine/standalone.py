@@ -46,13 +46,15 @@ async def _prepare_access(stack: Stack, client_path: Path, api_url: str) -> None
     conn = await asyncpg.connect(pg.dsn, timeout=30)
     try:
         await ensure_client_file(conn, client_path, api_url, "standalone")
+        # the example's tables live in a database of their own, owned by a role of its own: the SQL tasks'
+        # credentials reach neither the metadata schema nor its rows
         admin = await asyncpg.connect(pg.admin_dsn(), timeout=30)
         try:
-            if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", WAREHOUSE):
-                await admin.execute(f'CREATE DATABASE "{WAREHOUSE}"')
+            await pg.ensure_role(admin, WAREHOUSE)
         finally:
             await admin.close()
-        warehouse_dsn = pg.dsn.rsplit("/", 1)[0] + f"/{WAREHOUSE}"
+        await pg.create_database(WAREHOUSE, owner=WAREHOUSE)
+        warehouse_dsn = pg.dsn_for(WAREHOUSE, WAREHOUSE)
         await conn.execute(
             "INSERT INTO datasource (name, type, connection_params, note) VALUES ($1, 'POSTGRESQL', $2::jsonb, $3)"
             " ON CONFLICT (name) DO UPDATE SET connection_params = EXCLUDED.connection_params, update_time = now()",

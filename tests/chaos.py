@@ -43,9 +43,8 @@ from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer, pg_bindir
 from engine.storage.definitions import save_workflow
 from engine.storage.failures import DB_FAILURES
-from engine.storage.schema import apply_schema
 from engine.workflows.model import TaskDef, WorkflowDef
-from tests import chaos_concurrency
+from tests import chaos_concurrency, databases
 from tests.chaos_faults import Chaos, drive, insert_commands, parse_weights, weights
 from tests.chaos_ledger import check_ledger
 from tests.delay_proxy import DelayProxy
@@ -199,9 +198,8 @@ async def run(
     started = time.monotonic()
     try:
         await asyncio.to_thread(cluster.start_infra)
-        dsn = cluster.pg.dsn
-        await apply_schema(dsn)
-        conn = await asyncpg.connect(dsn)
+        dsn = await databases.migrate(cluster.pg, "porpoise")
+        conn = await asyncpg.connect(cluster.pg.owner_dsn)  # the ledger table: DDL
         try:
             await conn.execute(LEDGER_DDL)
             await chaos_concurrency.setup(conn)

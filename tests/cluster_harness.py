@@ -12,7 +12,6 @@ import asyncpg
 
 from engine.infra.etcd import EtcdServer
 from engine.storage.definitions import save_workflow
-from engine.storage.schema import apply_schema
 from engine.workflows.model import TaskDef, WorkflowDef
 from tests.helpers import NodeProc, eventually
 
@@ -26,7 +25,6 @@ def shell(name: str, script: str, upstream: tuple[str, ...] = (), **kw: Any) -> 
 
 
 async def save(dsn: str, name: str, tasks: list[TaskDef], release: bool = True, **kw: Any) -> int:
-    await apply_schema(dsn)
     conn = await asyncpg.connect(dsn)
     try:
         code, _ = await save_workflow(conn, WorkflowDef(name=name, project="tests", tasks=tuple(tasks), **kw), release)
@@ -97,7 +95,6 @@ def start_nodes(
 async def started(
     node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, dsn: str, **kw: Any
 ) -> tuple[list[NodeProc], list[NodeProc]]:
-    await apply_schema(dsn)
     return await asyncio.to_thread(start_nodes, node_factory, etcd, root, dsn, **kw)
 
 
@@ -106,7 +103,6 @@ async def started_unguarded(
 ) -> tuple[list[NodeProc], list[NodeProc]]:
     """Nodes that claim and take work however loaded the shared test machine is (the load guard is
     another test's subject; here it would only stall the runs)."""
-    await apply_schema(dsn)
     env = {"PORPOISE_DATABASE_DSN": dsn, "PORPOISE_MASTER_MAX_CPU_LOAD_AVG": "100000",
            "PORPOISE_WORKER_MAX_CPU_LOAD_AVG": "100000"}  # fmt: skip
 

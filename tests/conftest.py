@@ -26,8 +26,8 @@ from engine.config import Config
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer
-from engine.storage.schema import apply_schema
 from registry import EtcdClient
+from tests import databases
 from tests.helpers import NodeProc, node_env, wait_sync
 from tests.worker_harness import ReportSink
 
@@ -79,31 +79,37 @@ def etcd_factory(workdir: Path) -> Iterator[Callable[[], EtcdServer]]:
 def pg_server(workdir: Path) -> Iterator[PostgresServer]:
     server = PostgresServer(workdir / "pg", free_port(), workdir / "logs" / "postgres.log", durable=False)
     server.start()
+    databases.prepare_server(server)
     yield server
     server.stop()
 
 
 @pytest.fixture
 def fresh_db(pg_server: PostgresServer) -> Iterator[str]:
-    """A new empty database for one test; its DSN."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-
-    async def run(sql: str) -> None:
-        conn = await asyncpg.connect(pg_server.admin_dsn())
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(run(f'CREATE DATABASE "{name}"'))
-    yield pg_server.dsn.rsplit("/", 1)[0] + "/" + name
-    asyncio.run(run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    """A new database at this code's schema for one test; the runtime role's DSN (rows only, no DDL)."""
+    name, dsn = asyncio.run(databases.create_migrated(pg_server))
+    yield dsn
+    asyncio.run(databases.drop(pg_server, name))
 
 
 @pytest.fixture
-async def sink(fresh_db: str) -> AsyncIterator[ReportSink]:
+def empty_db(pg_server: PostgresServer) -> Iterator[databases.EmptyDb]:
+    """A new database without a schema, owned by the schema owner role: its owner and runtime DSNs."""
+    db = asyncio.run(databases.create_empty(pg_server))
+    yield db
+    asyncio.run(databases.drop(pg_server, db.name))
+
+
+@pytest.fixture
+def sink_db(fresh_db: str, pg_server: PostgresServer) -> str:
+    """The schema owner's DSN of ``fresh_db``, for ReportSink (it creates a table of its own: DDL)."""
+    return databases.owner_dsn(pg_server, fresh_db)
+
+
+@pytest.fixture
+async def sink(sink_db: str) -> AsyncIterator[ReportSink]:
     """A real report endpoint standing in for the master in worker tests (tests/worker_harness.py)."""
-    s = await ReportSink(fresh_db).start()
+    s = await ReportSink(sink_db).start()
     yield s
     await s.close()
 
@@ -192,16 +198,9 @@ class ApiCluster:
 @pytest.fixture(scope="session")
 def api_cluster(workdir: Path, pg_server: PostgresServer, etcd_server: EtcdServer) -> Iterator[ApiCluster]:
     """Shared by the API, CLI and example tests (each uses workflow names of its own)."""
-    name = f"api_{uuid.uuid4().hex[:8]}"
 
     async def prepare() -> tuple[str, str]:
-        admin = await asyncpg.connect(pg_server.admin_dsn())
-        try:
-            await admin.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await admin.close()
-        dsn = pg_server.dsn.rsplit("/", 1)[0] + "/" + name
-        await apply_schema(dsn)
+        _, dsn = await databases.create_migrated(pg_server, "api")
         conn = await asyncpg.connect(dsn)
         try:
             _, token = await create_token(conn, await ensure_user(conn), "tests")
@@ -210,6 +209,7 @@ def api_cluster(workdir: Path, pg_server: PostgresServer, etcd_server: EtcdServe
         return dsn, token
 
     dsn, token = asyncio.run(prepare())
+    name = databases.database_name(dsn)
     root = f"/api-{uuid.uuid4().hex[:8]}"
     work = workdir / name
     nodes: list[NodeProc] = []

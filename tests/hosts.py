@@ -50,7 +50,7 @@ import psutil
 from engine.infra.etcd import EtcdServer
 from engine.infra.postgres import PostgresServer
 from engine.infra.process import ProcessRecord
-from engine.storage.schema import apply_schema
+from tests import databases
 from tests.helpers import NodeProc, node_env, wait_sync
 
 STATE_DIR = Path("/run/porpoise-hosts")
@@ -299,7 +299,7 @@ class HostCluster:
             host=db.address, netns=db.netns, clients=self.net.cidr,
         )  # fmt: skip
         self.record(self.pg.start())
-        asyncio.run(apply_schema(self.pg.dsn))
+        asyncio.run(databases.migrate(self.pg, "porpoise"))
 
     def _start_etcd(self) -> None:
         hosts = [self.net.host(n) for n in self.names]

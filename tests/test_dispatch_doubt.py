@@ -17,7 +17,6 @@ import pytest
 
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
-from engine.storage.schema import apply_schema
 from tests.cluster_harness import command, instance_for, save, tasks_of
 from tests.delay_proxy import DelayProxy
 from tests.helpers import NodeProc, eventually, http_json, metric
@@ -79,7 +78,6 @@ async def _cluster(
 async def test_a_dispatch_whose_reply_is_late_runs_once_and_on_no_second_worker(
     node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
 ) -> None:
-    await apply_schema(fresh_db)
     slow_port = free_port()
     proxy = await DelayProxy(slow_port).start()
     try:
@@ -124,7 +122,6 @@ async def test_a_dispatch_lost_on_the_way_is_sent_to_the_same_worker_again_not_t
 ) -> None:
     """The request was written but never reached the worker: the master cannot tell that from a lost
     reply, so it asks that worker again (the same attempt) until it answers, and only there it runs."""
-    await apply_schema(fresh_db)
     slow_port = free_port()
     proxy = await DelayProxy(slow_port).start()
     try:
@@ -153,7 +150,6 @@ async def test_a_dispatch_in_doubt_on_a_worker_that_dies_runs_again_through_work
 ) -> None:
     """The worker cannot be asked any more: the attempt is not sent to the other worker, it becomes
     NEED_FAULT_TOLERANCE when the dead worker's lease is gone and runs again as the next attempt."""
-    await apply_schema(fresh_db)
     proxy = await DelayProxy(free_port()).start()
     try:
         master, slow, fast = await _cluster(node_factory, etcd_server, etcd_root, fresh_db, tmp_path, proxy)

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from engine.infra.postgres import PostgresServer
+from engine.infra.postgres import OWNER_ROLE, PostgresServer
 from tests.conftest import ApiCluster
 from tests.helpers import ROOT
 from tests.test_cli import porpoise
@@ -35,12 +35,12 @@ def warehouse(api_cluster: ApiCluster, pg_server: PostgresServer) -> str:
         admin = await asyncpg.connect(pg_server.admin_dsn())
         try:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            await admin.execute(f'CREATE DATABASE "{name}"')
         finally:
             await admin.close()
+        await pg_server.create_database(name)
 
     asyncio.run(create())
-    dsn = pg_server.dsn.rsplit("/", 1)[0] + "/" + name
+    dsn = pg_server.dsn_for(OWNER_ROLE, name)  # the example creates its tables there
     api_cluster.client().request("PUT", "/api/v1/datasources/warehouse", {"params": {"dsn": dsn}})
     return dsn
 

@@ -15,8 +15,8 @@ import pytest
 from engine.errors import BinaryNotFound, DataDirCorrupt, PortInUse
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import choose_port, free_port
-from engine.infra.postgres import PostgresServer, find_pg_bindir
-from engine.storage.schema import apply_schema
+from engine.infra.postgres import RUNTIME_ROLE, PostgresServer, find_pg_bindir
+from engine.storage.schema import Upgrade, head, upgrade
 
 
 def _gone(pid: int) -> bool:
@@ -34,7 +34,7 @@ def test_postgres_start_schema_restart_keeps_data_and_stops_clean(workdir: Path)
     assert server.initialized()
 
     async def write() -> int:
-        assert await apply_schema(server.dsn) == 1
+        assert await upgrade(server.owner_dsn, RUNTIME_ROLE) == Upgrade(None, head(), RUNTIME_ROLE)
         conn = await asyncpg.connect(server.dsn)
         try:
             await conn.execute("INSERT INTO project (code, name) VALUES (42, 'kept')")
@@ -51,7 +51,7 @@ def test_postgres_start_schema_restart_keeps_data_and_stops_clean(workdir: Path)
     record2 = again.start()
 
     async def read() -> list[str]:
-        assert await apply_schema(again.dsn) == 1  # idempotent on an existing schema
+        assert (await upgrade(again.owner_dsn, RUNTIME_ROLE)).before == head()  # nothing to do the second time
         conn = await asyncpg.connect(again.dsn)
         try:
             return [r["name"] for r in await conn.fetch("SELECT name FROM project")]

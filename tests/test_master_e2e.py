@@ -291,10 +291,6 @@ async def test_cache_expire_makes_a_taken_offline_definition_refuse_commands(clu
 async def test_overloaded_master_claims_nothing_and_counts_it(
     node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str
 ) -> None:
-
-    from engine.storage.schema import apply_schema
-
-    await apply_schema(fresh_db)
     # a memory reservation no machine meets: the guard must hold every claim back
     master = await asyncio.to_thread(
         node_factory, "master", etcd_server.endpoint, etcd_root, 3, ["master.reserved_memory_gb=100000"],

@@ -15,7 +15,7 @@ import pytest
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer
-from engine.storage.schema import apply_schema
+from tests import databases
 from tests.cluster_harness import command, instance_for, save, shell, started, tasks_of
 from tests.helpers import NodeProc, eventually
 
@@ -32,7 +32,7 @@ async def test_a_master_stops_on_sigterm_while_a_report_waits_on_an_actor_that_c
     pg = PostgresServer(tmp_path / "pg", free_port(), tmp_path / "pg.log")
     await asyncio.to_thread(pg.start)
     try:
-        await apply_schema(pg.dsn)
+        await databases.migrate(pg, "porpoise")
         (master,), _ = await started(node_factory, etcd_server, etcd_root, pg.dsn, masters=1, workers=1)
         gate = tmp_path / "gate"
         code = await save(pg.dsn, "stuck_report", [shell("t", f"while [ ! -f {gate} ]; do sleep 0.05; done")])

@@ -12,7 +12,7 @@ import pytest
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer
-from engine.storage.schema import apply_schema
+from tests import databases
 from tests.cluster_harness import command, instance_for, save, shell, started, tasks_of
 from tests.helpers import NodeProc, eventually
 
@@ -41,7 +41,7 @@ async def test_a_postgresql_restart_mid_workflow_loses_and_repeats_nothing(
     pg = PostgresServer(tmp_path / "pg", free_port(), tmp_path / "pg.log", durable=True)
     await asyncio.to_thread(pg.start)
     try:
-        await apply_schema(pg.dsn)
+        await databases.migrate(pg, "porpoise")
         masters, workers = await started(node_factory, etcd_server, etcd_root, pg.dsn, masters=1, workers=1)
         ledger, gate = tmp_path / "ledger", tmp_path / "gate"
         code = await save(pg.dsn, "outage", chain(ledger, 4, gate))

@@ -29,7 +29,6 @@ from engine.api import access
 from engine.api.routing import Call, Route
 from engine.api.server import ROUTES, ApiServer
 from engine.api.tokens import create_token
-from engine.storage.schema import apply_schema
 from tests.helpers import TEST_SECRET
 
 RULES = {
@@ -169,7 +168,6 @@ class World:
 
 
 async def _world(dsn: str) -> World:
-    await apply_schema(dsn)
     conn = await asyncpg.connect(dsn)
     try:
         ids = {}

@@ -15,7 +15,6 @@ import pytest
 from engine.infra.etcd import EtcdServer
 from engine.scheduling.cron import CronError, next_times, parse
 from engine.scheduling.scheduler import FIRE_ALL, SKIP, Scheduler, due_times, set_online
-from engine.storage.schema import apply_schema
 from tests.cluster_harness import query, save, shell, started
 from tests.helpers import NodeProc, eventually
 
@@ -110,7 +109,6 @@ async def _schedule(dsn: str, code: int, crontab: str, policy: str = FIRE_ALL, o
 
 
 async def test_two_schedulers_firing_the_same_times_make_one_command_each(fresh_db: str) -> None:
-    await apply_schema(fresh_db)
     code = await save(fresh_db, "cron-race", [shell("a", "true")])
     sid = await _schedule(fresh_db, code, "* * * * * ?")
     pool = await asyncpg.create_pool(fresh_db, min_size=2, max_size=8)
@@ -132,7 +130,6 @@ async def test_two_schedulers_firing_the_same_times_make_one_command_each(fresh_
 
 
 async def test_after_downtime_skip_drops_old_times_and_fire_all_fires_them(fresh_db: str) -> None:
-    await apply_schema(fresh_db)
     code = await save(fresh_db, "cron-misfire", [shell("a", "true")])
     skip = await _schedule(fresh_db, code, "0 * * * * ?", SKIP)
     fire_all = await _schedule(fresh_db, code, "0 * * * * ?", FIRE_ALL)

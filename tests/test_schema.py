@@ -1,92 +1,185 @@
-"""schema.sql against a real PostgreSQL: idempotent, mirrored by engine/storage/tables.py, and its
-constraints enforce the invariants they claim to."""
+"""The schema against a real PostgreSQL: schema.sql is the one generated from the tables, an upgrade runs
+once however many run it at once, nodes refuse a schema they do not know, the runtime role cannot change
+the schema, and the constraints enforce the invariants they claim to."""
 
 from __future__ import annotations
 
 import asyncio
-import re
-from typing import Any
+import subprocess
+import sys
+from pathlib import Path
 
 import asyncpg
 import pytest
-from sqlalchemy import inspect
-from sqlalchemy.dialects import postgresql
-from sqlalchemy.ext.asyncio import create_async_engine
 
-from engine.storage import tables
-from engine.storage.db import sqlalchemy_url
-from engine.storage.schema import apply_schema, schema_path
-
-
-def _type_name(t: object) -> str:
-    """Comparable spelling of a column type, reflected or declared."""
-    if t.__class__.__name__ == "TIMESTAMP" and getattr(t, "timezone", False):
-        return "TIMESTAMPTZ"
-    return re.sub(r"\s+", "", str(t.compile(dialect=postgresql.dialect())).upper())  # type: ignore[attr-defined]
+from engine.errors import SchemaError, SchemaMismatch
+from engine.infra.etcd import EtcdServer
+from engine.infra.postgres import OWNER_ROLE, RUNTIME_ROLE, PostgresServer
+from engine.node import EXIT_SCHEMA
+from engine.storage.schema import Upgrade, check_schema, head, migrations, upgrade
+from engine.storage.schema_sql import render, schema_text
+from tests.databases import EmptyDb
+from tests.helpers import ROOT, node_env
 
 
-async def _reflect(dsn: str) -> dict:
-    engine = create_async_engine(sqlalchemy_url(dsn))
+def test_schema_sql_is_generated_from_the_tables() -> None:
+    """The committed engine/storage/schema.sql (package data) is exactly what the tables generate."""
+    assert schema_text() == render(), "engine/storage/schema.sql is stale: python -m engine.storage.schema_sql --write"
+    check = subprocess.run([sys.executable, "-m", "engine.storage.schema_sql", "--check"], cwd=ROOT, check=False)
+    assert check.returncode == 0
+
+
+def test_migrations_are_numbered_without_gaps() -> None:
+    assert [m.version for m in migrations()] == list(range(1, head() + 1))
+    assert migrations()[0].name == "baseline"
+
+
+def test_upgrade_runs_once_however_many_run_it_at_once(empty_db: EmptyDb) -> None:
+    async def run() -> list[Upgrade]:
+        return list(await asyncio.gather(*(upgrade(empty_db.owner, RUNTIME_ROLE) for _ in range(4))))
+
+    results = asyncio.run(run())
+    assert sorted(r.before or 0 for r in results) == [0, head(), head(), head()]
+    assert {r.after for r in results} == {head()}
+
+    async def versions() -> list[int]:
+        conn = await asyncpg.connect(empty_db.dsn)
+        try:
+            return [r[0] for r in await conn.fetch("SELECT version FROM schema_version ORDER BY version")]
+        finally:
+            await conn.close()
+
+    assert asyncio.run(versions()) == list(range(1, head() + 1))
+    assert asyncio.run(upgrade(empty_db.owner)) == Upgrade(head(), head())
+
+
+def test_upgrade_refuses_a_database_that_is_not_porpoise_s(empty_db: EmptyDb) -> None:
+    async def run() -> None:
+        conn = await asyncpg.connect(empty_db.owner)
+        try:
+            await conn.execute("CREATE TABLE someone_elses (id int)")
+        finally:
+            await conn.close()
+        await upgrade(empty_db.owner)
+
+    with pytest.raises(SchemaError, match="not a Porpoise database"):
+        asyncio.run(run())
+
+
+async def _set_version(owner: str, version: int) -> None:
+    conn = await asyncpg.connect(owner)
     try:
-        async with engine.connect() as conn:
-
-            def grab(sync_conn: object) -> dict:
-                insp = inspect(sync_conn)
-                out = {}
-                for name in insp.get_table_names():
-                    out[name] = {
-                        "columns": {c["name"]: c for c in insp.get_columns(name)},
-                        "pk": insp.get_pk_constraint(name)["constrained_columns"],
-                        "unique": {tuple(u["column_names"]) for u in insp.get_unique_constraints(name)},
-                        "indexes": {i["name"]: i for i in insp.get_indexes(name)},
-                        "fks": {
-                            (tuple(f["constrained_columns"]), f["referred_table"]) for f in insp.get_foreign_keys(name)
-                        },
-                    }
-                return out
-
-            return await conn.run_sync(grab)
+        await conn.execute("DELETE FROM schema_version WHERE version > $1", version)
+        await conn.execute("INSERT INTO schema_version (version) VALUES ($1) ON CONFLICT DO NOTHING", version)
     finally:
-        await engine.dispose()
+        await conn.close()
 
 
-def test_tables_py_matches_schema_sql(fresh_db: str) -> None:
-    asyncio.run(apply_schema(fresh_db))
-    live = asyncio.run(_reflect(fresh_db))
-    assert set(live) == set(tables.metadata.tables), "tables in schema.sql and tables.py differ"
-    for name, table in tables.metadata.tables.items():
-        got = live[name]
-        assert list(got["columns"]) == [c.name for c in table.columns], f"{name}: column names/order differ"
-        for col in table.columns:
-            db_col = got["columns"][col.name]
-            assert _type_name(db_col["type"]) == _type_name(col.type), f"{name}.{col.name} type"
-            assert db_col["nullable"] == col.nullable, f"{name}.{col.name} nullability"
-            assert (db_col["default"] is not None or db_col.get("identity") is not None) == (
-                col.server_default is not None or col.identity is not None
-            ), f"{name}.{col.name} default"
-        assert got["pk"] == [c.name for c in table.primary_key.columns], f"{name}: primary key"
-        uniques = {
-            tuple(c.name for c in u.columns) for u in table.constraints if u.__class__.__name__ == "UniqueConstraint"
-        }
-        uniques |= {(c.name,) for c in table.columns if c.unique}
-        assert got["unique"] == uniques, f"{name}: unique constraints"
-        fks = {((fk.parent.name,), fk.column.table.name) for fk in table.foreign_keys}
-        assert got["fks"] == fks, f"{name}: foreign keys"
-        index_names = {i.name for i in table.indexes}
-        db_indexes = {n for n, i in got["indexes"].items() if not i.get("duplicates_constraint")}
-        assert db_indexes == index_names, f"{name}: indexes"
-        for index in table.indexes:
-            db_index = got["indexes"][index.name]
-            assert db_index["column_names"] == [c.name for c in index.columns], f"{index.name} columns"
-            assert bool(db_index["unique"]) == bool(index.unique), f"{index.name} uniqueness"
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        (None, "holds no Porpoise schema: run `porpoise db init`"),
+        (-1, "run `porpoise db upgrade`"),
+        (+1, "this node is older than the database"),
+    ],
+)
+def test_nodes_refuse_a_schema_they_do_not_know(
+    empty_db: EmptyDb, etcd_server: EtcdServer, etcd_root: str, workdir: Path, version: int | None, message: str
+) -> None:
+    """No DDL at start: a master and an API server against an empty, older or newer schema exit at once with
+    one line saying what to do, and the exit code that says restarting will not help."""
+    if version is not None:
+        asyncio.run(upgrade(empty_db.owner, RUNTIME_ROLE))
+        asyncio.run(_set_version(empty_db.owner, head() + version))
+    env = node_env(etcd_server.endpoint, etcd_root, PORPOISE_DATABASE_DSN=empty_db.dsn, PORPOISE_LOGGING_LEVEL="error")
+    for role in ("master", "api"):
+        done = subprocess.run(
+            [sys.executable, "-m", f"engine.{role}", "--set", f"{role}.listen_port=0"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == EXIT_SCHEMA, (role, done.returncode, done.stderr[-2000:])
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"porpoise {role}: ") and message in last, last
+        assert "Traceback" not in done.stderr
+
+    async def tables() -> int:
+        conn = await asyncpg.connect(empty_db.owner)
+        try:
+            return int(await conn.fetchval("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"))
+        finally:
+            await conn.close()
+
+    if version is None:
+        assert asyncio.run(tables()) == 0  # the nodes created nothing
 
 
-def test_schema_applies_twice_and_concurrently(fresh_db: str) -> None:
-    async def run() -> list[int]:
-        return await asyncio.gather(*(apply_schema(fresh_db) for _ in range(4)))
+def test_the_runtime_role_cannot_change_the_schema(fresh_db: str) -> None:
+    """What the nodes log in as reads and writes rows, and every attempt at DDL is refused."""
 
-    assert asyncio.run(run()) == [1, 1, 1, 1]
-    assert asyncio.run(apply_schema(fresh_db)) == 1
+    async def run() -> list[str]:
+        conn = await asyncpg.connect(fresh_db)
+        refused = []
+        try:
+            assert await conn.fetchval("SELECT current_user") == RUNTIME_ROLE
+            assert not await conn.fetchval("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+            await conn.execute("INSERT INTO project (code, name) VALUES (1, 'p')")
+            assert await conn.fetchval("SELECT nextval('definition_code_seq')") >= 1000000
+            await conn.execute("UPDATE project SET description = 'd' WHERE code = 1")
+            await conn.execute("DELETE FROM project WHERE code = 1")
+            for ddl in (
+                "CREATE TABLE intruder (id int)",
+                "ALTER TABLE command ADD COLUMN intruder int",
+                "DROP TABLE schedule_fire",
+                "CREATE INDEX intruder_idx ON command (command_type)",
+                "DROP TRIGGER command_notify ON command",
+                "CREATE OR REPLACE FUNCTION porpoise_notify_command() RETURNS trigger LANGUAGE plpgsql"
+                " AS $$ BEGIN RETURN NULL; END $$",
+                "TRUNCATE audit_log",
+                "ALTER SEQUENCE workflow_epoch_seq RESTART",
+                "COMMENT ON TABLE users IS 'intruder'",
+            ):
+                with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                    await conn.execute(ddl)
+                refused.append(ddl.split()[0])
+        finally:
+            await conn.close()
+        return refused
+
+    assert len(asyncio.run(run())) == 9
+
+
+def test_a_node_s_check_takes_no_lock_next_to_running_masters(fresh_db: str) -> None:
+    """A node (re)starting only reads the version: it neither waits for nor blocks the row locks running
+    masters hold on the hot tables (applying DDL at start did, under load)."""
+
+    async def run() -> int:
+        busy = await asyncpg.connect(fresh_db)
+        conn = await asyncpg.connect(fresh_db)
+        try:
+            async with busy.transaction():  # what a running master's write holds
+                for table in ("command", "workflow_instance", "task_instance"):
+                    await busy.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")
+                return await asyncio.wait_for(check_schema(conn), 10)
+        finally:
+            await busy.close()
+            await conn.close()
+
+    assert asyncio.run(run()) == head()
+
+
+def test_check_schema_names_the_missing_rights(empty_db: EmptyDb) -> None:
+    """A runtime role never granted its rights (an upgrade run without it) gets a clear refusal."""
+
+    async def run() -> None:
+        await upgrade(empty_db.owner)  # no runtime role named: nothing granted
+        conn = await asyncpg.connect(empty_db.dsn)
+        try:
+            await check_schema(conn)
+        finally:
+            await conn.close()
+
+    with pytest.raises(SchemaMismatch, match="may not read the schema version"):
+        asyncio.run(run())
 
 
 async def _seed(conn: asyncpg.Connection) -> int:
@@ -103,7 +196,6 @@ async def _seed(conn: asyncpg.Connection) -> int:
 
 def test_constraints_encode_the_invariants(fresh_db: str) -> None:
     async def run() -> None:
-        await apply_schema(fresh_db)
         conn = await asyncpg.connect(fresh_db)
         try:
             wi = await _seed(conn)
@@ -139,6 +231,9 @@ def test_constraints_encode_the_invariants(fresh_db: str) -> None:
             await conn.execute(insert_ti, wi, 2, 1)
             with pytest.raises(asyncpg.UniqueViolationError):  # attempt numbers never repeat
                 await conn.execute(insert_ti, wi, 2, 0)
+            # task groups: sizes and slots are checked
+            with pytest.raises(asyncpg.CheckViolationError):
+                await conn.execute("INSERT INTO task_group (name, group_size) VALUES ('g', -1)")
         finally:
             await conn.close()
 
@@ -147,7 +242,6 @@ def test_constraints_encode_the_invariants(fresh_db: str) -> None:
 
 def test_command_insert_notifies_listeners(fresh_db: str) -> None:
     async def run() -> list[str]:
-        await apply_schema(fresh_db)
         listener = await asyncpg.connect(fresh_db)
         writer = await asyncpg.connect(fresh_db)
         got: asyncio.Queue[str] = asyncio.Queue()
@@ -165,63 +259,23 @@ def test_command_insert_notifies_listeners(fresh_db: str) -> None:
     assert asyncio.run(run()) == ["porpoise_command"]
 
 
-def test_schema_sql_is_the_file_applied() -> None:
-    assert schema_path().name == "schema.sql" and "CREATE TABLE IF NOT EXISTS command" in schema_path().read_text()
+def test_the_launcher_s_roles(pg_server: PostgresServer) -> None:
+    """The private PostgreSQL's login roles: neither the owner nor the runtime role is a superuser or may
+    create roles or databases; the metadata database belongs to the owner."""
 
-
-def test_upgrade_in_place_keeps_admin_tokens_and_projects(fresh_db: str) -> None:
-    """A database made by the schema before users and grants: applying today's schema.sql keeps the admin an
-    admin, its token valid with full rights, and gives the existing project (and so its workflows) an owner."""
-    import subprocess
-
-    from engine.api.tokens import token_hash, token_user
-
-    old = subprocess.run(
-        ["git", "show", "49f4bc1:schema.sql"], capture_output=True, text=True, check=True, cwd=schema_path().parent
-    ).stdout
-    assert "project_user" not in old
-
-    async def run() -> tuple[Any, Any, Any]:
-        conn = await asyncpg.connect(fresh_db)
+    async def run() -> tuple[list[tuple[str, bool, bool, bool]], str]:
+        conn = await asyncpg.connect(pg_server.admin_dsn())
         try:
-            await conn.execute(old)
-            admin = await conn.fetchval("INSERT INTO users (user_name, user_type) VALUES ('admin', 0) RETURNING id")
-            await conn.execute(
-                "INSERT INTO access_token (user_id, name, token_hash) VALUES ($1, 'old', $2)", admin, token_hash("t0")
+            rows = await conn.fetch(
+                "SELECT rolname, rolsuper, rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = ANY($1)"
+                " ORDER BY rolname",
+                [OWNER_ROLE, RUNTIME_ROLE],
             )
-            await _seed(conn)
-            await apply_schema(fresh_db)
-            await apply_schema(fresh_db)
-            user = await token_user(conn, token_hash("t0"))
-            owner = await conn.fetchval("SELECT user_id FROM project WHERE code = 1")
-            return admin, user, owner
+            owner = await conn.fetchval("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'porpoise'")
+            return [tuple(r.values()) for r in rows], owner
         finally:
             await conn.close()
 
-    admin, principal, owner = asyncio.run(run())
-    assert principal is not None and principal.user_id == admin and principal.is_admin and principal.perm_cap is None
-    assert owner == admin
-
-
-def test_a_node_starting_next_to_running_masters_takes_no_ddl_lock(fresh_db: str) -> None:
-    """A node (re)starting applies schema.sql only when the database does not hold that exact text yet:
-    with it applied, a restart must not wait for (or deadlock with) the row locks running masters hold on
-    the hot tables (CREATE TRIGGER / ALTER TABLE on them did, under load)."""
-
-    async def run() -> None:
-        await apply_schema(fresh_db)
-        busy = await asyncpg.connect(fresh_db)
-        try:
-            async with busy.transaction():  # what a running master's write holds
-                for table in ("command", "workflow_instance", "task_instance"):
-                    await busy.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")
-                await asyncio.wait_for(apply_schema(fresh_db), 10)
-        finally:
-            await busy.close()
-        conn = await asyncpg.connect(fresh_db)
-        try:
-            assert await conn.fetchval("SELECT count(*) FROM schema_digest") == 1
-        finally:
-            await conn.close()
-
-    asyncio.run(run())
+    roles, owner = asyncio.run(run())
+    assert roles == [(RUNTIME_ROLE, False, False, False), (OWNER_ROLE, False, False, False)]
+    assert owner == OWNER_ROLE

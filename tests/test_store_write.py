@@ -11,10 +11,11 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from engine.infra.postgres import PostgresServer
 from engine.master.store import CommitUnknown, MasterStore, WriteBatch
 from engine.states import WorkflowState
 from engine.storage.failures import CONNECTION_LOST
-from engine.storage.schema import apply_schema
+from tests import databases
 
 ME, EPOCH = "127.0.0.1:5678", 5
 
@@ -32,10 +33,14 @@ CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON alert DEFERRABLE INITIALLY
 
 
 @pytest.fixture
-async def db(fresh_db: str) -> AsyncIterator[tuple[asyncpg.Pool, int]]:
-    await apply_schema(fresh_db)
+async def db(fresh_db: str, pg_server: PostgresServer) -> AsyncIterator[tuple[asyncpg.Pool, int]]:
+    owner = await asyncpg.connect(databases.owner_dsn(pg_server, fresh_db))
+    try:  # the test's own trigger: DDL, which the runtime role the pool logs in as may not run
+        await owner.execute(SLOW_COMMIT)
+        await owner.execute(DEADLOCK_ONCE)
+    finally:
+        await owner.close()
     pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
-    await pool.execute(SLOW_COMMIT)
     wid = await pool.fetchval(
         "INSERT INTO workflow_instance (name, workflow_definition_code, workflow_definition_version, project_code,"
         " state, command_type, host, epoch) VALUES ('w', 1, 1, 1, 1, 0, $1, $2) RETURNING id",
@@ -135,7 +140,6 @@ async def test_a_write_rolled_back_as_a_deadlock_victim_is_sent_again_and_applie
     db: tuple[asyncpg.Pool, int],
 ) -> None:
     pool, wid = db
-    await pool.execute(DEADLOCK_ONCE)
     store = MasterStore(pool, ME)
     await asyncio.wait_for(store.write_retrying(wid, EPOCH, final_batch("deadlock-victim"), max_delay=0.05), 10)
     assert await pool.fetchval("SELECT last_value FROM victim_seq") == 2  # refused once, then applied

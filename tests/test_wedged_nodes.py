@@ -13,7 +13,6 @@ import psutil
 import pytest
 
 from engine.infra.etcd import EtcdServer
-from engine.storage.schema import apply_schema
 from tests.cluster_harness import command, instance_for, query, save, tasks_of
 from tests.helpers import NodeProc, eventually
 from tests.test_failover import NEED_FAULT_TOLERANCE, SUCCESS, kill, ledgered, running_task, runs, start_gated
@@ -32,7 +31,6 @@ def _start(node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, d
 async def test_a_master_with_a_wedged_event_loop_is_fenced_and_failed_over(
     node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
 ) -> None:
-    await apply_schema(fresh_db)
     masters = [
         await asyncio.to_thread(_start, node_factory, etcd_server, etcd_root, fresh_db, "master") for _ in range(2)
     ]
@@ -65,7 +63,6 @@ async def test_a_master_with_a_wedged_event_loop_is_fenced_and_failed_over(
 async def test_a_wedged_worker_s_reaper_kills_its_task_which_runs_again_elsewhere(
     node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
 ) -> None:
-    await apply_schema(fresh_db)
     await asyncio.to_thread(_start, node_factory, etcd_server, etcd_root, fresh_db, "master")
     workers = [
         await asyncio.to_thread(_start, node_factory, etcd_server, etcd_root, fresh_db, "worker") for _ in range(2)

@@ -29,6 +29,7 @@ from rpc.messages import (
     TaskDispatchBatch,
     TaskKill,
 )
+from tests.databases import EmptyDb
 from tests.helpers import TEST_SECRET, NodeProc, eventually
 from tests.worker_harness import ReportSink, dispatch, log_text, task
 
@@ -133,9 +134,9 @@ async def test_python_success_and_failure(worker: NodeProc, sink: ReportSink, cl
 
 
 async def test_sql_query_non_query_and_failure(
-    worker: NodeProc, sink: ReportSink, client: RpcClient, fresh_db: str
+    worker: NodeProc, sink: ReportSink, client: RpcClient, empty_db: EmptyDb
 ) -> None:
-    source = {"warehouse": {"dsn": fresh_db}}
+    source = {"warehouse": {"dsn": empty_db.owner}}  # a database of its own, where the task may create tables
     create = task(
         "SQL",
         {
@@ -169,7 +170,7 @@ async def test_sql_query_non_query_and_failure(
     assert result["var_pool"] == [{"prop": "total", "direct": "OUT", "type": "INTEGER", "value": "15"}]
     text = await log_text(result["log_path"])
     assert "total\trows" in text and "15\t2" in text
-    password = fresh_db.split("@", 1)[0].rsplit(":", 1)[-1]
+    password = empty_db.owner.split("@", 1)[0].rsplit(":", 1)[-1]
     assert password not in text  # the password never reaches the log
 
     broken = task(
@@ -445,9 +446,9 @@ async def test_unknown_task_type_and_bad_params_fail_the_attempt_cleanly(
 
 
 async def test_reports_are_retried_across_a_master_restart_and_delivered_once(
-    worker: NodeProc, fresh_db: str, client: RpcClient, tmp_path: Path
+    worker: NodeProc, sink_db: str, client: RpcClient, tmp_path: Path
 ) -> None:
-    sink = await ReportSink(fresh_db).start()
+    sink = await ReportSink(sink_db).start()
     gate = tmp_path / "gate"
     try:
         msg = task("SHELL", {"rawScript": gated("echo finished", gate)}, sink.address)
@@ -476,9 +477,9 @@ async def test_reports_are_retried_across_a_master_restart_and_delivered_once(
 
 
 async def test_host_update_sends_reports_to_the_new_owner(
-    worker: NodeProc, fresh_db: str, client: RpcClient, tmp_path: Path
+    worker: NodeProc, sink_db: str, client: RpcClient, tmp_path: Path
 ) -> None:
-    old, new = await ReportSink(fresh_db).start(), await ReportSink(fresh_db).start()
+    old, new = await ReportSink(sink_db).start(), await ReportSink(sink_db).start()
     gate = tmp_path / "gate"
     try:
         msg = task("SHELL", {"rawScript": gated("echo ok", gate)}, old.address)

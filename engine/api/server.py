@@ -61,7 +61,7 @@ from engine.api.routing import (
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError
 from engine.metrics import CONTENT_TYPE, NodeMetrics
-from engine.node import parse_args
+from engine.node import exit_code, parse_args
 from engine.storage.pool import connect_pool, database_reachable
 from registry import EtcdClient, MembershipView, RegistryUnavailable
 from rpc import RpcClient
@@ -387,4 +387,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return uvloop.run(ApiServer(cfg).run())
     except PorpoiseError as exc:
         log.error("api failed", error=str(exc))
-        return 1
+        print(f"porpoise api: {exc}", file=sys.stderr)
+        return exit_code(exc)

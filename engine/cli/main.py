@@ -11,7 +11,7 @@
     porpoise standalone [--run-dir DIR] [--example]     all-in-one, foreground (make run)
     porpoise cluster start --masters N --workers M --apis K   detached local cluster (make cluster)
     porpoise cluster stop | status                      (make stop; status: every process of it)
-    porpoise db init                                    apply schema.sql to the configured database
+    porpoise db init|upgrade|version                    the schema, as its owner (engine/cli/db.py)
     porpoise user create|list|disable|enable|delete|passwd   users (create --admin --dsn: the first admin)
     porpoise token create|list|revoke                   API tokens
 
@@ -23,7 +23,6 @@ Errors are one line on stderr and a non-zero exit code, never a traceback.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Sequence
@@ -87,10 +86,9 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--workers", type=int, default=2)
             p.add_argument("--apis", type=int, default=1, help="API servers (the first writes client.json)")
 
-    db = sub.add_parser("db", help="metadata database")
-    db_sub = db.add_subparsers(dest="action", required=True)
-    init = db_sub.add_parser("init", parents=[common], help="apply schema.sql (idempotent)")
-    init.add_argument("--dsn", help="PostgreSQL DSN (default: the database.* configuration)")
+    from engine.cli import db as cli_db
+
+    cli_db.add_parsers(sub, common)
     return parser
 
 
@@ -150,12 +148,10 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
             return 0
         _print_processes(rows, args.json)
         return 0
-    if args.command == "db" and args.action == "init":
-        from engine.storage.schema import apply_schema
+    if args.command == "db":
+        from engine.cli import db as cli_db
 
-        version = asyncio.run(apply_schema(args.dsn or cfg.database.url(), cfg.database.connect_timeout))
-        print(f"schema version {version} applied")
-        return 0
+        return cli_db.run(args, cfg)
     raise AssertionError(args)  # pragma: no cover - argparse enforces the choices
 
 

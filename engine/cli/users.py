@@ -142,14 +142,17 @@ def _create_in_database(args: argparse.Namespace) -> int:
     from engine.api.routing import ApiError
     from engine.api.tokens import DEFAULT_DAYS, create_token
     from engine.api.users import create_user
-    from engine.storage.schema import apply_schema
+    from engine.storage.schema import check_schema
 
     password = _password(args, "password")
 
     async def create() -> str | None:
-        await apply_schema(args.dsn)
-        conn = await asyncpg.connect(args.dsn, timeout=30)
         try:
+            conn = await asyncpg.connect(args.dsn, timeout=30)
+        except (OSError, asyncpg.PostgresError) as exc:
+            raise PorpoiseError(f"database: {exc}") from exc
+        try:
+            await check_schema(conn)  # `porpoise db init` made it; this command runs no DDL
             async with conn.transaction():
                 user_id = await create_user(conn, args.name, password, args.admin, args.email)
                 if not args.print_token:

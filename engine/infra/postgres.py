@@ -27,7 +27,12 @@ from engine.infra.process import ManagedProcess, ProcessRecord, in_netns, is_roo
 
 SERVICE_USER = "postgres"
 DATABASE = "porpoise"
+#: the cluster's superuser (initdb's bootstrap role): creates roles and databases, nothing else
 ROLE = "porpoise"
+#: owns the metadata schema; ``porpoise db upgrade`` runs as it
+OWNER_ROLE = "porpoise_owner"
+#: what the nodes log in as: rows only, no DDL (granted by each upgrade, engine/storage/roles.py)
+RUNTIME_ROLE = "porpoise_app"
 
 
 def pg_bindir() -> Path:
@@ -89,7 +94,9 @@ def _reachable_by(user: pwd.struct_passwd, path: Path) -> bool:
 
 
 class PostgresServer:
-    """A private PostgreSQL server with a ``porpoise`` role and database.
+    """A private PostgreSQL server with a ``porpoise`` database owned by the ``porpoise_owner`` role, a
+    ``porpoise_app`` runtime role for the nodes and the ``porpoise`` superuser (roles and databases only).
+    The login roles' passwords derive from the superuser's (:meth:`role_password`).
 
     ``durable=False`` turns fsync off (tests); the standalone keeps the defaults.
     """
@@ -141,12 +148,28 @@ class PostgresServer:
     def data_dir(self) -> Path:
         return self.base_dir / "data"
 
+    def role_password(self, role: str) -> str:
+        """A login role's password: stable for this cluster, and the superuser's cannot be derived from it."""
+        if role == ROLE:
+            return self.password
+        return hashlib.sha256(f"{self.password}:{role}".encode()).hexdigest()[:32]
+
+    def dsn_for(self, role: str, database: str = DATABASE) -> str:
+        return f"postgresql://{role}:{self.role_password(role)}@{self.host}:{self.port}/{database}"
+
     @property
     def dsn(self) -> str:
-        return f"postgresql://{ROLE}:{self.password}@{self.host}:{self.port}/{DATABASE}"
+        """The nodes' DSN: the runtime role on the metadata database."""
+        return self.dsn_for(RUNTIME_ROLE)
+
+    @property
+    def owner_dsn(self) -> str:
+        """The schema owner's DSN (``porpoise db upgrade``)."""
+        return self.dsn_for(OWNER_ROLE)
 
     def admin_dsn(self) -> str:
-        return f"postgresql://{ROLE}:{self.password}@{self.host}:{self.port}/postgres"
+        """The superuser on the ``postgres`` database (create roles and databases)."""
+        return self.dsn_for(ROLE, "postgres")
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -284,12 +307,58 @@ class PostgresServer:
     async def _ensure_database(self) -> None:
         conn = await asyncpg.connect(self.admin_dsn(), timeout=10)
         try:
-            exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DATABASE)
-            if not exists:
-                await conn.execute(f'CREATE DATABASE "{DATABASE}"')
+            for role in (OWNER_ROLE, RUNTIME_ROLE):
+                await self.ensure_role(conn, role)
         finally:
             await conn.close()
+        await self.create_database(DATABASE)
+
+    async def ensure_role(self, admin: asyncpg.Connection, role: str) -> None:
+        """Create login role ``role`` (no superuser, no CREATEDB / CREATEROLE) or reset its password."""
+        exists = await admin.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", role)
+        verb = "ALTER" if exists else "CREATE"
+        password = self.role_password(role).replace("'", "''")
+        await admin.execute(f"{verb} ROLE \"{role}\" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD '{password}'")
+
+    async def create_database(self, name: str, owner: str = OWNER_ROLE) -> str:
+        """Database ``name`` owned by ``owner`` (created when missing; an existing one made by an older
+        launcher, whose superuser owned everything, is handed over); its runtime-role DSN."""
+        admin = await asyncpg.connect(self.admin_dsn(), timeout=10)
+        try:
+            current = await admin.fetchval("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1", name)
+            if current is None:
+                await admin.execute(f'CREATE DATABASE "{name}" OWNER "{owner}"')
+            elif current != owner:
+                await admin.execute(f'ALTER DATABASE "{name}" OWNER TO "{owner}"')
+        finally:
+            await admin.close()
+        conn = await asyncpg.connect(self.dsn_for(ROLE, name), timeout=10)
+        try:
+            await _hand_over(conn, owner)
+            await conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")  # PostgreSQL < 15 allowed it
+        finally:
+            await conn.close()
+        return self.dsn_for(RUNTIME_ROLE, name)
 
     def stop(self, timeout: float = 30) -> None:
         if self.proc is not None:
             self.proc.stop(timeout)
+
+
+async def _hand_over(conn: asyncpg.Connection, owner: str) -> None:
+    """Make ``owner`` the owner of every table, sequence and function in schema public (what a launcher
+    before database roles left owned by the superuser). Nothing to do on a database made since."""
+    rows = await conn.fetch(
+        "SELECT 'TABLE ' || quote_ident(c.relname) AS obj FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND pg_get_userbyid(c.relowner) <> $1"
+        " UNION ALL SELECT 'SEQUENCE ' || quote_ident(c.relname) FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'S'"
+        " AND pg_get_userbyid(c.relowner) <> $1"
+        " AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid AND d.deptype IN ('a', 'i'))"
+        " UNION ALL SELECT 'FUNCTION ' || quote_ident(p.proname) || '(' || pg_get_function_identity_arguments(p.oid)"
+        " || ')' FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+        " WHERE n.nspname = 'public' AND pg_get_userbyid(p.proowner) <> $1",
+        owner,
+    )
+    for row in rows:
+        await conn.execute(f'ALTER {row["obj"]} OWNER TO "{owner}"')

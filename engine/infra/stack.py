@@ -23,9 +23,9 @@ from engine.config import Config
 from engine.errors import InfraError
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import choose_port, free_port
-from engine.infra.postgres import PostgresServer
+from engine.infra.postgres import RUNTIME_ROLE, PostgresServer
 from engine.infra.process import ManagedProcess, ProcessRecord, wait_until
-from engine.storage.schema import apply_schema
+from engine.storage.schema import upgrade
 
 log = logs.get(__name__)
 
@@ -121,8 +121,9 @@ class Stack:
         self._save()
         self._remember(self.postgres.start(sc.start_timeout))
         log.info("postgres ready", port=ports["postgres"], data=str(self.postgres.data_dir))
-        version = asyncio.run(apply_schema(self.postgres.dsn))
-        log.info("schema ready", version=version)
+        # the schema, as its owner, once, before any node starts (nodes only check the version)
+        result = asyncio.run(upgrade(self.postgres.owner_dsn, RUNTIME_ROLE))
+        log.info("schema ready", change=result.describe())
 
     def node_env(self) -> dict[str, str]:
         if self.etcd is None or self.postgres is None:

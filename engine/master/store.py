@@ -1,7 +1,7 @@
 """Every SQL statement the master runs, in one place (but the claim's: engine/master/claim.py).
 
-Hot paths use asyncpg directly with prepared statements (the SQLAlchemy tables in engine/storage
-describe the same schema, and tests keep them in step with schema.sql).
+Hot paths use asyncpg directly with prepared statements (on the schema the SQLAlchemy tables of
+engine/storage define, from which schema.sql is generated).
 
 Fencing (invariant 2): every write an actor makes goes through :meth:`MasterStore.write`, one
 transaction that first locks the instance row ``WHERE id = $1 AND host = $me AND epoch = $epoch``.

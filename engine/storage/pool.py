@@ -1,6 +1,6 @@
-"""Open the metadata database pool the way every long-running process does: apply the schema, then
-connect, retrying with backoff while PostgreSQL is down (a node started before its database waits
-instead of crashing)."""
+"""Open the metadata database pool the way every long-running process does: connect, retrying with backoff
+while PostgreSQL is down (a node started before its database waits instead of crashing), then check that
+the database holds this code's schema version (no DDL: ``porpoise db upgrade`` changes the schema)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from engine import logs
 from engine.config import DatabaseConfig
 from engine.errors import SchemaError, StorageError
 from engine.storage.failures import DB_FAILURES
-from engine.storage.schema import apply_schema
+from engine.storage.schema import check_schema
 
 log = logs.get(__name__)
 
@@ -24,12 +24,12 @@ log = logs.get(__name__)
 async def connect_pool(
     db: DatabaseConfig, stop: asyncio.Event, observe_wait: Callable[[float], None] | None = None
 ) -> asyncpg.Pool:
-    """Apply schema.sql and open the pool; retry until it works or ``stop`` is set (StorageError).
-    ``observe_wait`` is told how long each acquisition of a connection waited."""
+    """Open the pool and check the schema version; retry until PostgreSQL answers or ``stop`` is set
+    (StorageError). A schema this code does not know raises SchemaMismatch at once. ``observe_wait`` is
+    told how long each acquisition of a connection waited."""
     delay = 0.2
     while True:
         try:
-            await apply_schema(db.url(), db.connect_timeout)
             pool = await asyncpg.create_pool(
                 db.url(),
                 min_size=db.pool_min,
@@ -37,6 +37,12 @@ async def connect_pool(
                 timeout=db.connect_timeout,
                 command_timeout=db.command_timeout,
             )
+            try:
+                async with pool.acquire() as conn:
+                    await check_schema(conn)
+            except BaseException:
+                await pool.close()
+                raise
             if observe_wait is not None:
                 _time_acquisitions(pool, observe_wait)
             return pool

@@ -1,6 +1,10 @@
-"""SQLAlchemy Core tables mirroring schema.sql (the DDL source of truth).
+"""The metadata schema, defined once: SQLAlchemy Core tables (here and in auth_tables.py) plus the
+sequences, functions and triggers of db_objects.py, all on one ``metadata``.
 
-tests/test_schema.py applies schema.sql to a real PostgreSQL and fails if these objects drift from it.
+engine/storage/schema.sql is generated from this metadata (``python -m engine.storage.schema_sql
+--write``; ``make lint`` and tests/test_schema.py fail when the committed file differs). A change here
+also needs a migration in engine/storage/migrations/ (docs/ARCHITECTURE.md, "Schema and migrations");
+tests/test_migrations.py fails when the migrated schema and this one differ.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from sqlalchemy import (
     CHAR,
     TIMESTAMP,
     BigInteger,
+    CheckConstraint,
     Column,
     ForeignKey,
     Identity,
@@ -30,17 +35,9 @@ metadata = MetaData()
 schema_version = Table(
     "schema_version",
     metadata,
-    Column("version", Integer, primary_key=True),
+    Column("version", Integer, primary_key=True, autoincrement=False),
     Column("applied_at", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
 )
-
-schema_digest = Table(
-    "schema_digest",
-    metadata,
-    Column("digest", Text, primary_key=True),
-    Column("applied_at", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
-)
-
 
 tenant = Table(
     "tenant",
@@ -381,7 +378,7 @@ command = Table(
 error_command = Table(
     "error_command",
     metadata,
-    Column("id", BigInteger, primary_key=True),
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
     Column("command_type", SmallInteger, nullable=False),
     Column("workflow_definition_code", BigInteger, nullable=False),
     Column("workflow_definition_version", Integer, nullable=False, server_default=text("0")),
@@ -620,7 +617,7 @@ task_group = Table(
     Column("id", BigInteger, Identity(), primary_key=True),
     Column("name", String(255), nullable=False, unique=True),
     Column("project_code", BigInteger),
-    Column("group_size", Integer, nullable=False),
+    Column("group_size", Integer, CheckConstraint("group_size >= 0"), nullable=False),
     Column("description", Text),
     Column("user_id", BigInteger),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
@@ -635,7 +632,7 @@ task_group_queue = Table(
     Column("task_instance_id", BigInteger, nullable=False, unique=True),
     Column("workflow_instance_id", BigInteger, nullable=False),
     Column("priority", Integer, nullable=False, server_default=text("0")),
-    Column("slots", Integer, nullable=False),
+    Column("slots", Integer, CheckConstraint("slots >= 1"), nullable=False),
     Column("status", SmallInteger, nullable=False, server_default=text("0")),
     Column("forced", SmallInteger, nullable=False, server_default=text("0")),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
@@ -650,7 +647,9 @@ Index(
 )
 
 
-# The users / grants / audit tables live in their own module on the same metadata (keeps this one short).
+# The users / grants / audit tables live in their own module on the same metadata (keeps this one short),
+# the sequences, functions and triggers in another.
+from engine.storage import db_objects  # noqa: E402, F401
 from engine.storage.auth_tables import (  # noqa: E402
     audit_log,
     login_attempt,

@@ -1,0 +1,63 @@
+"""The schema's objects beyond tables, on the tables' metadata: sequences, and the functions and triggers
+that announce changes with NOTIFY. ``metadata.create_all`` (and so the generated schema.sql) emits them
+through DDL events: the functions before the first table, each trigger right after its table."""
+
+from __future__ import annotations
+
+from sqlalchemy import DDL, Sequence, Table, event
+
+from engine.storage.tables import command, metadata, task_instance, workflow_instance
+
+#: Codes of projects, workflow and task definitions (stable across versions, like DolphinScheduler's).
+definition_code_seq = Sequence("definition_code_seq", start=1000000, metadata=metadata)
+#: Fencing epochs: every change of a workflow instance's owner takes a fresh, never reused value.
+workflow_epoch_seq = Sequence("workflow_epoch_seq", start=1, metadata=metadata)
+
+#: Masters LISTEN on porpoise_command; one notification per inserting statement.
+NOTIFY_COMMAND = """\
+CREATE FUNCTION porpoise_notify_command() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('porpoise_command', '');
+    RETURN NULL;
+END;
+$$"""
+
+#: Live updates: the API server LISTENs on porpoise_state and pushes each change to browsers (server-sent
+#: events). One notification per new row or changed state: 'w,<id>,<state>' or 't,<id>,<instance id>,<state>'.
+NOTIFY_STATE = """\
+CREATE FUNCTION porpoise_notify_state() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_TABLE_NAME = 'workflow_instance' THEN
+        PERFORM pg_notify('porpoise_state', 'w,' || NEW.id || ',' || NEW.state);
+    ELSE
+        PERFORM pg_notify('porpoise_state', 't,' || NEW.id || ',' || NEW.workflow_instance_id || ',' || NEW.state);
+    END IF;
+    RETURN NULL;
+END;
+$$"""
+
+event.listen(metadata, "before_create", DDL(NOTIFY_COMMAND))
+event.listen(metadata, "before_create", DDL(NOTIFY_STATE))
+event.listen(
+    command,
+    "after_create",
+    DDL(
+        "CREATE TRIGGER command_notify AFTER INSERT ON command\n"
+        "    FOR EACH STATEMENT EXECUTE FUNCTION porpoise_notify_command()"
+    ),
+)
+
+
+def _state_triggers(table: Table) -> None:
+    name = table.name
+    for ddl in (
+        f"CREATE TRIGGER {name}_state_insert AFTER INSERT ON {name}\n"
+        "    FOR EACH ROW EXECUTE FUNCTION porpoise_notify_state()",
+        f"CREATE TRIGGER {name}_state_update AFTER UPDATE OF state ON {name}\n"
+        "    FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state) EXECUTE FUNCTION porpoise_notify_state()",
+    ):
+        event.listen(table, "after_create", DDL(ddl))
+
+
+_state_triggers(workflow_instance)
+_state_triggers(task_instance)
