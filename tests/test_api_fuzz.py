@@ -27,7 +27,7 @@ from engine.api.server import ROUTES
 from engine.api.tokens import create_token
 from engine.infra.etcd import EtcdServer
 from engine.infra.postgres import PostgresServer
-from engine.storage.schema import apply_schema
+from tests import databases
 from tests.helpers import TEST_SECRET, NodeProc, node_env
 
 pytestmark = pytest.mark.slow
@@ -45,17 +45,10 @@ TOKEN_ID = 987_654_321_012
 @pytest.fixture(scope="module")
 def fuzz_api(workdir: Path, pg_server: PostgresServer, etcd_server: EtcdServer) -> Iterator[tuple[str, str]]:
     """An API server of its own (its own database and registry root), rate limits off, and an admin token."""
-    name = f"fuzz_{uuid.uuid4().hex[:8]}"
     admin_name = f"fuzzadmin_{uuid.uuid4().hex[:8]}"
 
     async def prepare() -> tuple[str, str]:
-        admin = await asyncpg.connect(pg_server.admin_dsn())
-        try:
-            await admin.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await admin.close()
-        dsn = pg_server.dsn.rsplit("/", 1)[0] + "/" + name
-        await apply_schema(dsn)
+        _, dsn = await databases.create_migrated(pg_server, "fuzz")
         conn = await asyncpg.connect(dsn)
         try:
             uid = await conn.fetchval(
@@ -68,6 +61,7 @@ def fuzz_api(workdir: Path, pg_server: PostgresServer, etcd_server: EtcdServer) 
         return dsn, token
 
     dsn, token = asyncio.run(prepare())
+    name = databases.database_name(dsn)
     env = node_env(etcd_server.endpoint, f"/{name}", 3, PORPOISE_DATABASE_DSN=dsn)
     api = NodeProc(
         "api", env, workdir / "logs", name,

@@ -10,13 +10,11 @@ import asyncpg
 import pytest
 
 from engine.api.tokens import create_token
-from engine.storage.schema import apply_schema
 from tests.api_harness import in_process_api
 
 
 @pytest.fixture
 async def admin_api(fresh_db: str) -> AsyncIterator[tuple[aiohttp.ClientSession, str]]:
-    await apply_schema(fresh_db)
     conn = await asyncpg.connect(fresh_db)
     try:
         uid = await conn.fetchval("INSERT INTO users (user_name, user_type) VALUES ('root_admin', 0) RETURNING id")

@@ -13,7 +13,6 @@ import pytest
 
 from engine.api.ratelimit import RateLimiter
 from engine.api.tokens import create_token
-from engine.storage.schema import apply_schema
 from tests.api_harness import in_process_api
 
 
@@ -54,7 +53,6 @@ def test_the_table_forgets_refilled_buckets_when_it_grows() -> None:
 
 @pytest.fixture
 async def limited(fresh_db: str) -> AsyncIterator[tuple[aiohttp.ClientSession, str, dict[str, str]]]:
-    await apply_schema(fresh_db)
     conn = await asyncpg.connect(fresh_db)
     try:
         tokens = {}
