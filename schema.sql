@@ -555,6 +555,8 @@ CREATE INDEX IF NOT EXISTS task_instance_code_version_idx ON task_instance (task
 -- Invariant 3 (storage side): at most one current attempt per task of a workflow instance.
 CREATE UNIQUE INDEX IF NOT EXISTS task_instance_current_attempt_idx
     ON task_instance (workflow_instance_id, task_code) WHERE flag = 1;
+-- The external application an attempt started (a Spark application id); app_link is its UI link.
+ALTER TABLE task_instance ADD COLUMN IF NOT EXISTS app_id varchar(255);
 -- Worker failover: unfinished attempts by worker.
 CREATE INDEX IF NOT EXISTS task_instance_unfinished_host_idx
     ON task_instance (host) WHERE state IN (0, 1, 12, 17);

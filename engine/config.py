@@ -128,10 +128,13 @@ class WorkerConfig:
     drain_timeout: float = field(metadata=_bounded(0, 86400))
     report_flush_timeout: float = field(metadata=_bounded(0, 3600))
     test_hold_results: bool
+    spark_connect_url: str
 
     def check(self) -> None:
         if not self.group or "/" in self.group:
             raise ConfigError(f"worker.group: {self.group!r} must be a non-empty name without '/'")
+        if self.spark_connect_url and not self.spark_connect_url.startswith("sc://"):
+            raise ConfigError(f"worker.spark_connect_url: {self.spark_connect_url!r} must be an sc://HOST:PORT URL")
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,12 @@ class TaskContext:
     environment_config: str = ""
     #: connection parameters of named data sources the master resolved for this task
     datasources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: the attempt's identity beyond its task instance id (a later attempt is another task instance)
+    workflow_instance_id: int = 0
+    task_code: int = 0
+    attempt: int = 1
+    #: settings the worker gives its plugins (worker configuration), e.g. ``spark_connect_url``
+    options: Mapping[str, str] = field(default_factory=dict)
 
     def render(self, text: str) -> str:
         """Apply ${name} and $[...] placeholders."""

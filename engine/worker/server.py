@@ -96,6 +96,7 @@ class Worker(Node):
             overloaded=self.source.overload,
             reaper=self.reaper,
             may_start=self._may_start,
+            plugin_options={"spark_connect_url": w.spark_connect_url},
         )
         for msg_cls, handler in (
             (TaskDispatch, self.on_dispatch),
