@@ -22,6 +22,7 @@ from engine.tasks.base import ParamError, TaskContext
 from engine.tasks.spark import SparkTask, session_id
 from rpc import RpcClient
 from rpc.messages import TaskKill
+from tests.conftest import UNGUARDED
 from tests.helpers import TEST_SECRET, NodeProc, eventually
 from tests.worker_harness import ReportSink, dispatch, log_text, task
 
@@ -64,9 +65,7 @@ async def worker(
         f"worker.exec_dir={tmp_path / 'exec'}",
         f"worker.spark_connect_url={connect_server.url}",
     ]
-    # takes work however loaded the shared machine is (the load guard is another test's subject)
-    unguarded = {"PORPOISE_WORKER_MAX_CPU_LOAD_AVG": "100000"}
-    return await asyncio.to_thread(node_factory, "worker", etcd_server.endpoint, etcd_root, 3, overrides, **unguarded)
+    return await asyncio.to_thread(node_factory, "worker", etcd_server.endpoint, etcd_root, 3, overrides, **UNGUARDED)
 
 
 async def _jobs(server: SparkConnectServer) -> list[dict] | None:
