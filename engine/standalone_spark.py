@@ -30,7 +30,7 @@ def parse_modes(text: str) -> frozenset[str]:
     modes = frozenset(m.strip() for m in text.split(",") if m.strip())
     unknown = sorted(modes - set(MODES))
     if unknown or not modes:
-        raise argparse.ArgumentTypeError(f"--spark: expected a comma list of {', '.join(MODES)}, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a comma list of {', '.join(MODES)}, got {text!r}")
     return modes
 
 

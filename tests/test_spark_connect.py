@@ -203,3 +203,18 @@ def test_connect_launch_and_its_refusals(tmp_path: Path) -> None:
     with pytest.raises(ParamError) as err:
         SparkTask().launch(ctx({"rawScript": "x", "master": "${missing_is_literal}"}))
     assert err.value.field == "master"
+
+
+def test_standalone_spark_modes_are_checked() -> None:
+    import argparse
+
+    from engine.standalone_spark import SparkServices, parse_modes
+
+    assert parse_modes("cluster, connect") == {"cluster", "connect"}
+    assert parse_modes("local") == {"local"}
+    for bad in ("", "yarn", "cluster,nope"):
+        with pytest.raises(argparse.ArgumentTypeError, match="expected a comma list of local, cluster, connect"):
+            parse_modes(bad)
+    assert SparkServices().example_master == "local[2]"
+    server = SparkConnectServer(Path("/nonexistent"), port=1, ui_port=2)
+    assert SparkServices(connect=server).example_master == "connect"
