@@ -30,7 +30,7 @@ from engine.infra.spark import SparkCluster, SparkConnectServer
 from engine.infra.stack import Stack
 from engine.workflows.model import TaskDef
 
-SIZES = {"tiny": {"trivial": 1, "example": 1, "rows": 5000}, "full": {"trivial": 7, "example": 2, "rows": 100000}}
+SIZES = {"tiny": {"trivial": 1, "example": 1, "rows": 5000}, "full": {"trivial": 5, "example": 1, "rows": 100000}}
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "taxi"
 DATE = "20260115"
 TRIVIAL = """

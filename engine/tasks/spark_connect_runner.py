@@ -23,6 +23,7 @@ import runpy
 import signal
 import sys
 import time
+import uuid
 from types import FrameType
 from typing import Any
 
@@ -55,20 +56,41 @@ def interrupt(url: str, session_id: str, release: bool) -> list[str]:
         client.close()
 
 
+def _interrupt_previous(url: str, previous: str) -> None:
+    """The attempt before may have been SIGKILLed with its queries still running on the server."""
+    try:
+        stopped = interrupt(url, previous, release=True)
+        print(f"[porpoise] previous attempt's session {previous}: {len(stopped)} operation(s) interrupted")
+    except Exception as exc:  # a closed or unknown session: nothing is left running
+        print(f"[porpoise] previous attempt's session {previous}: {type(exc).__name__}")
+
+
+def _open_session(url: str, session_id: str) -> tuple[Any, str]:
+    """The task's session and its id: the derived one, or a random one when the server already closed a
+    session of that id (another installation, or a database started afresh, on the same server; a later
+    attempt then cannot interrupt this one's operations)."""
+    from pyspark.sql.connect.session import SparkSession
+
+    spark = SparkSession.builder.remote(session_url(url, session_id)).create()
+    try:
+        print(f"[porpoise] Spark {spark.version}")  # the first call: the server opens (or refuses) the session
+    except Exception as exc:
+        if "SESSION_CLOSED" not in str(exc):
+            raise
+        session_id = str(uuid.uuid4())
+        print(f"[porpoise] session id taken on the server: using {session_id}")
+        spark = SparkSession.builder.remote(session_url(url, session_id)).create()
+    return spark, session_id
+
+
 def main(argv: list[str]) -> int:
     with open(argv[1]) as fh:
         job = json.load(fh)
-    url, session_id = job["url"], job["session_id"]
-    previous = job.get("previous_session_id") or ""
+    url = job["url"]
     started = time.monotonic()
-    from pyspark.sql.connect.session import SparkSession
-
-    if previous:  # the attempt before may have been SIGKILLed with its queries still running
-        try:
-            stopped = interrupt(url, previous, release=True)
-            print(f"[porpoise] previous attempt's session {previous}: {len(stopped)} operation(s) interrupted")
-        except Exception as exc:  # a closed or unknown session: nothing is left running
-            print(f"[porpoise] previous attempt's session {previous}: {type(exc).__name__}")
+    if job.get("previous_session_id"):
+        _interrupt_previous(url, job["previous_session_id"])
+    spark, session_id = _open_session(url, job["session_id"])
 
     def on_term(signum: int, _frame: FrameType | None) -> None:
         print("[porpoise] killed: interrupting the session's operations", flush=True)
@@ -82,7 +104,6 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     os.environ["SPARK_REMOTE"] = session_url(url, session_id)
-    spark = SparkSession.builder.remote(session_url(url, session_id)).create()
     spark.addTag(job["tag"])
     for key, value in job.get("conf", {}).items():
         try:
