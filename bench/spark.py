@@ -17,6 +17,7 @@ The Connect server's first query pays its JIT warm-up once per server, not per t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import time
@@ -135,7 +136,10 @@ def run(size: str = "full") -> dict[str, Any]:
         stack = Stack(base / "stack", bench_config())
         cluster = SparkCluster(base / "spark", workers=2, worker_cores=1, worker_memory="512m")
         connect = SparkConnectServer(base / "spark", master="local[2]")
-        try:
+        with contextlib.ExitStack() as cleanup:  # each one stopped even when another's stop fails
+            cleanup.callback(cluster.stop)
+            cleanup.callback(connect.stop)
+            cleanup.callback(stack.stop_all)
             stack.start_infra()
             cluster.start()
             connect.start()
@@ -146,10 +150,6 @@ def run(size: str = "full") -> dict[str, Any]:
             assert stack.postgres is not None
             modes = {"local": "local[1]", "cluster": cluster.master_url, "connect": "connect"}
             result |= asyncio.run(_measure(stack.postgres.dsn, modes, params, day))
-        finally:
-            stack.stop_all()
-            connect.stop()
-            cluster.stop()
     return rounded(result)
 
 

@@ -249,7 +249,8 @@ def stop_tree(daemon: SparkDaemon, timeout: float) -> None:
     if proc is not None:
         with contextlib.suppress(psutil.Error):
             children = proc.children(recursive=True)
-    daemon.proc.stop(timeout)
+    with contextlib.suppress(psutil.Error):  # not gone even after SIGKILL's wait: its children all the same
+        daemon.proc.stop(timeout)
     for child in children:
         with contextlib.suppress(psutil.Error):
             child.kill()
