@@ -142,8 +142,8 @@ async def test_a_kill_interrupts_the_session_s_operations(
     assert (await client.call(worker.address, TaskKill(msg.task_instance_id, 1)))["killed"] is True
     result = await sink.result(msg.task_instance_id)
     await client.close()
-    assert result["state"] == "KILL"
-    assert "operation(s) interrupted" in await log_text(result["log_path"])
+    text = await log_text(result["log_path"])
+    assert result["state"] == "KILL" and "1 operation(s) interrupted" in text, text
     await eventually(lambda: _idle(connect_server), 60, "the server's jobs to be cancelled", interval=0.5)
 
 
@@ -176,26 +176,6 @@ async def test_the_next_attempt_interrupts_a_sigkilled_attempt_s_operations(
     previous = session_id(first.workflow_instance_id, first.task_code, 1)
     assert f"previous attempt's session {previous}: 1 operation(s) interrupted" in text
     await eventually(lambda: _idle(connect_server), 60, "the first attempt's job to be cancelled", interval=0.5)
-
-
-async def test_a_session_id_the_server_closed_before_is_replaced(worker: NodeProc, sink: ReportSink) -> None:
-    """Derived ids repeat when a database starts afresh (ids and codes from sequences) against the same
-    server, which refuses a closed session's id: the task then takes a random one and runs."""
-    client = RpcClient(TEST_SECRET, timeout=10)
-    first = task("SPARK", {"programType": "SQL", "sql": "SELECT 1 AS one", "master": "connect"}, sink.address)
-    again = task("SPARK", {"programType": "SQL", "sql": "SELECT 2 AS two", "master": "connect"}, sink.address,
-                 workflow_instance_id=first.workflow_instance_id, task_code=first.task_code)  # fmt: skip
-    results = []
-    for msg in (first, again):  # one after the other: the first one's session is closed when it ends
-        assert (await dispatch(client, worker.address, msg))["accepted"] is True
-        results.append(await sink.result(msg.task_instance_id, timeout=180))
-    await client.close()
-    texts = [await log_text(r["log_path"]) for r in results]
-    assert [r["state"] for r in results] == ["SUCCESS", "SUCCESS"], texts
-    derived = session_id(first.workflow_instance_id, first.task_code, 1)
-    assert results[0]["app_id"] == derived and "session id taken" not in texts[0]
-    assert f"session id taken on the server: using {results[1]['app_id']}" in texts[1]
-    assert results[1]["app_id"] != derived and "\n2\n" in texts[1]
 
 
 def test_connect_launch_and_its_refusals(tmp_path: Path) -> None:

@@ -17,13 +17,13 @@ before it: a failed-over task does not leave its first attempt's queries running
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import runpy
 import signal
 import sys
 import time
-import uuid
 from types import FrameType
 from typing import Any
 
@@ -48,12 +48,14 @@ def interrupt(url: str, session_id: str, release: bool) -> list[str]:
     """Interrupt every operation of a session (from a client of its own); optionally release it."""
     client = _client(url, session_id)
     try:
-        ids = client.interrupt_all() or []
+        ids = list(client.interrupt_all() or [])
         if release:
-            client.release_session()
-        return list(ids)
+            with contextlib.suppress(Exception):  # interrupted already; the server expires it if this fails
+                client.release_session()
+        return ids
     finally:
-        client.close()
+        with contextlib.suppress(Exception):
+            client.close()
 
 
 def _interrupt_previous(url: str, previous: str) -> None:
@@ -65,24 +67,6 @@ def _interrupt_previous(url: str, previous: str) -> None:
         print(f"[porpoise] previous attempt's session {previous}: {type(exc).__name__}")
 
 
-def _open_session(url: str, session_id: str) -> tuple[Any, str]:
-    """The task's session and its id: the derived one, or a random one when the server already closed a
-    session of that id (another installation, or a database started afresh, on the same server; a later
-    attempt then cannot interrupt this one's operations)."""
-    from pyspark.sql.connect.session import SparkSession
-
-    spark = SparkSession.builder.remote(session_url(url, session_id)).create()
-    try:
-        print(f"[porpoise] Spark {spark.version}")  # the first call: the server opens (or refuses) the session
-    except Exception as exc:
-        if "SESSION_CLOSED" not in str(exc):
-            raise
-        session_id = str(uuid.uuid4())
-        print(f"[porpoise] session id taken on the server: using {session_id}")
-        spark = SparkSession.builder.remote(session_url(url, session_id)).create()
-    return spark, session_id
-
-
 def main(argv: list[str]) -> int:
     with open(argv[1]) as fh:
         job = json.load(fh)
@@ -90,7 +74,10 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     if job.get("previous_session_id"):
         _interrupt_previous(url, job["previous_session_id"])
-    spark, session_id = _open_session(url, job["session_id"])
+    session_id = job["session_id"]
+    from pyspark.sql.connect.session import SparkSession
+
+    spark = SparkSession.builder.remote(session_url(url, session_id)).create()
 
     def on_term(signum: int, _frame: FrameType | None) -> None:
         print("[porpoise] killed: interrupting the session's operations", flush=True)
