@@ -55,8 +55,11 @@ test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Standalone all-in-one: private etcd + PostgreSQL (data kept under $(RUN_DIR)/standalone) + nodes.
+# SPARK=cluster: the example's Spark step on a Spark standalone cluster; SPARK=connect: through a Spark
+# Connect server (combine: SPARK=cluster,connect). Default local: spark-submit local[2].
+SPARK ?= local
 run: install
-	$(BIN)/porpoise standalone --run-dir $(RUN_DIR)/standalone --example
+	$(BIN)/porpoise standalone --run-dir $(RUN_DIR)/standalone --example --spark $(SPARK)
 
 # Separate real processes on loopback (masters, workers, API servers); logs and pids under $(RUN_DIR)/cluster,
 # the CLI's client file (API URL + admin token) at $(RUN_DIR)/cluster/client.json.

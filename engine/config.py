@@ -139,6 +139,7 @@ class WorkerConfig:
     task_env_passthrough: list[str]
     task_env: list[str]
     sql_load_dirs: list[str]
+    spark_connect_url: str
 
     def check(self) -> None:
         if not self.group or "/" in self.group:
@@ -155,6 +156,8 @@ class WorkerConfig:
         for d in self.sql_load_dirs:
             if not d.startswith("/"):
                 raise ConfigError(f"worker.sql_load_dirs: {d!r} must be an absolute path")
+        if self.spark_connect_url and not self.spark_connect_url.startswith("sc://"):
+            raise ConfigError(f"worker.spark_connect_url: {self.spark_connect_url!r} must be an sc://HOST:PORT URL")
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from engine.errors import PorpoiseError
 from engine.infra.access import ensure_client_file
 from engine.infra.process import ManagedProcess
 from engine.infra.stack import Stack
+from engine.standalone_spark import SparkServices, start_spark
 
 log = logs.get(__name__)
 
@@ -66,7 +67,13 @@ async def _prepare_access(stack: Stack, client_path: Path, api_url: str) -> None
         await conn.close()
 
 
-def run(cfg: Config, run_dir: Path, ready: threading.Event | None = None, example: bool = False) -> int:
+def run(
+    cfg: Config,
+    run_dir: Path,
+    ready: threading.Event | None = None,
+    example: bool = False,
+    spark: frozenset[str] = frozenset({"local"}),
+) -> int:
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -77,8 +84,10 @@ def run(cfg: Config, run_dir: Path, ready: threading.Event | None = None, exampl
     stack = Stack(run_dir, cfg)
     code = 0
     example_proc: subprocess.Popen[bytes] | None = None
+    services = SparkServices()
     try:
         stack.start_infra()
+        services = start_spark(stack, spark)
         api_port = stack.api_port()
         api_url = f"http://127.0.0.1:{api_port}"
         client_path = stack.run_dir / CLIENT_FILE
@@ -87,13 +96,13 @@ def run(cfg: Config, run_dir: Path, ready: threading.Event | None = None, exampl
         for role, name in NODES:
             if stop.is_set():
                 break
-            procs[name] = stack.start_node(role, name, port=api_port if role == "api" else None)
+            procs[name] = _start_node(stack, role, name, api_port, services)
         if not stop.is_set():
-            _banner(stack, api_url, client_path)
+            _banner(stack, api_url, client_path, services)
             if ready is not None:
                 ready.set()
             if example:
-                example_proc = _start_example(stack, client_path)
+                example_proc = _start_example(stack, client_path, services.example_master)
         while not stop.wait(0.5):
             if example_proc is not None and example_proc.poll() is not None:
                 result = "succeeded" if example_proc.returncode == 0 else f"failed (exit {example_proc.returncode})"
@@ -104,7 +113,7 @@ def run(cfg: Config, run_dir: Path, ready: threading.Event | None = None, exampl
                 proc = procs[name]
                 if proc.exited() is not None:
                     log.error("node exited; restarting", name=name, code=proc.exited(), log=str(proc.log_path))
-                    procs[name] = stack.start_node(role, name, port=api_port if role == "api" else None)
+                    procs[name] = _start_node(stack, role, name, api_port, services)
     except PorpoiseError as exc:
         log.error("standalone failed", error=str(exc))
         code = 1
@@ -112,6 +121,7 @@ def run(cfg: Config, run_dir: Path, ready: threading.Event | None = None, exampl
         if example_proc is not None and example_proc.poll() is None:
             example_proc.terminate()
             example_proc.wait(10)
+        services.stop()
         stopped = stack.stop_started()
         log.info("stopped", processes=stopped)
         for sig, handler in previous.items():
@@ -119,13 +129,19 @@ def run(cfg: Config, run_dir: Path, ready: threading.Event | None = None, exampl
     return code
 
 
-def _start_example(stack: Stack, client_path: Path) -> subprocess.Popen[bytes]:
+def _start_node(stack: Stack, role: str, name: str, api_port: int, services: SparkServices) -> ManagedProcess:
+    overrides = services.worker_overrides if role == "worker" else []
+    return stack.start_node(role, name, overrides, port=api_port if role == "api" else None)
+
+
+def _start_example(stack: Stack, client_path: Path, spark_master: str) -> subprocess.Popen[bytes]:
     """apply + start --watch of the example, through the real CLI; output goes to this terminal."""
     data_root = stack.run_dir / "example-data"
     cli = [sys.executable, "-m", "engine"]
     script = (
         f"{shlex.join(cli)} apply {EXAMPLE_DIR / 'taxi.yaml'} && "
         f"{shlex.join(cli)} start taxi_daily --watch --param data_root={data_root} --param example_dir={EXAMPLE_DIR}"
+        f" --param {shlex.quote('spark_master=' + spark_master)}"
     )
     print(f"\nRunning the example pipeline ({EXAMPLE_DIR / 'README.md'}):\n", flush=True)
     env = {**stack.node_env(), "PORPOISE_CLIENT_CONFIG": str(client_path)}
@@ -145,7 +161,7 @@ def _try_text(client_path: Path) -> str:
     )
 
 
-def _banner(stack: Stack, api_url: str, client_path: Path) -> None:
+def _banner(stack: Stack, api_url: str, client_path: Path, services: SparkServices) -> None:
     assert stack.etcd is not None and stack.postgres is not None
     built = (ui_dist(stack.cfg.api.ui_dir) / "index.html").is_file()
     ui = f"{api_url}/" if built else f"{api_url}/ (not built here: run make install)"
@@ -156,6 +172,7 @@ def _banner(stack: Stack, api_url: str, client_path: Path) -> None:
         f"  API token   in {client_path}\n"
         f"  etcd        {stack.etcd.endpoint}\n"
         f"  PostgreSQL  127.0.0.1:{stack.postgres.port} (data {stack.postgres.data_dir})\n"
+        + services.banner()
         + "".join(f"  {p.name:<11} pid {p.record.pid if p.record else '?'}, log {p.log_path}\n" for p in stack.nodes)
         + f"  state       {stack.state_path}\n"
         + _try_text(client_path),

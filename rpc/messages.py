@@ -178,6 +178,10 @@ class TaskRunning:
     log_path: str
     execute_path: str
     start_time: int
+    #: the external application the task started (a Spark application id) and its UI link, once known:
+    #: a RUNNING report is sent again when they appear
+    app_id: str = ""
+    app_link: str = ""
 
 
 @dataclass(frozen=True)
@@ -198,6 +202,9 @@ class TaskResult:
     #: the task's process and exec dir (0 / "" if it never started): a quick task reports no RUNNING
     pid: int = 0
     execute_path: str = ""
+    #: as in TaskRunning
+    app_id: str = ""
+    app_link: str = ""
 
 
 @dataclass(frozen=True)

@@ -195,6 +195,10 @@ class ApiCluster:
         return asyncio.run(run())
 
 
+#: node environment without the load guard (master claims, worker admission)
+UNGUARDED = {"PORPOISE_MASTER_MAX_CPU_LOAD_AVG": "100000", "PORPOISE_WORKER_MAX_CPU_LOAD_AVG": "100000"}
+
+
 @pytest.fixture(scope="session")
 def api_cluster(workdir: Path, pg_server: PostgresServer, etcd_server: EtcdServer) -> Iterator[ApiCluster]:
     """Shared by the API, CLI and example tests (each uses workflow names of its own)."""
@@ -217,10 +221,7 @@ def api_cluster(workdir: Path, pg_server: PostgresServer, etcd_server: EtcdServe
     def start(role: str, overrides: list[str]) -> NodeProc:
         # the load guard off: these tests share the machine with other suites, and a master above its load
         # limit holds every command back (tests/test_worker.py and the chaos suite exercise the guard)
-        env = node_env(
-            etcd_server.endpoint, root, 3, PORPOISE_DATABASE_DSN=dsn,
-            PORPOISE_MASTER_MAX_CPU_LOAD_AVG="10000", PORPOISE_WORKER_MAX_CPU_LOAD_AVG="10000",
-        )  # fmt: skip
+        env = node_env(etcd_server.endpoint, root, 3, PORPOISE_DATABASE_DSN=dsn, **UNGUARDED)
         node = NodeProc(role, env, workdir / "logs", f"{name}-{role}", overrides)
         nodes.append(node)
         return node.start()

@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import asyncpg
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -56,7 +57,22 @@ def test_example_pipeline_end_to_end(api_cluster: ApiCluster, warehouse: str, tm
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     assert "finished SUCCESS" in run.stdout and "(4/4 tasks succeeded)" in run.stdout
+    day, manifest, trips = check_output(data_root, warehouse)
 
+    # the quality gate really checks: the same day again, but with the clean count in the manifest off by one
+    status = api_cluster.client().get("/api/v1/instances", workflow=_code(api_cluster))["items"][0]
+    check = next(t for t in api_cluster.client().get(f"/api/v1/instances/{status['id']}")["tasks"]
+                 if t["name"] == "quality_check")  # fmt: skip
+    assert "data quality check passed" in porpoise(api_cluster, "logs", str(check["id"])).stdout
+    manifest["clean"] += 1
+    (day / "manifest.json").write_text(json.dumps(manifest))
+    rerun = _run_check(day, loaded_trips=trips.num_rows)
+    assert rerun.returncode == 1 and "FAIL parquet trips == manifest clean trips" in rerun.stdout
+    assert "ok   postgres trips == parquet trips" in rerun.stdout
+
+
+def check_output(data_root: Path, warehouse: str) -> tuple[Path, dict, pa.Table]:
+    """The example's day of data is all there and consistent: Parquet, aggregates, the PostgreSQL table."""
     day = data_root / DATE
     manifest = json.loads((day / "manifest.json").read_text())
     assert manifest["rows"] == 4000 and sum(manifest["dirty"].values()) > 0 and manifest["duplicates"] > 0
@@ -82,17 +98,7 @@ def test_example_pipeline_end_to_end(api_cluster: ApiCluster, warehouse: str, tm
         assert row["business_date"].strftime("%Y%m%d") == DATE
         assert (row["zone_id"], row["trips"], row["passengers"]) == (agg["zone_id"], agg["trips"], agg["passengers"])
         assert row["total_fare"] == Decimal(str(agg["total_fare"]))
-
-    # the quality gate really checks: the same day again, but with the clean count in the manifest off by one
-    status = api_cluster.client().get("/api/v1/instances", workflow=_code(api_cluster))["items"][0]
-    check = next(t for t in api_cluster.client().get(f"/api/v1/instances/{status['id']}")["tasks"]
-                 if t["name"] == "quality_check")  # fmt: skip
-    assert "data quality check passed" in porpoise(api_cluster, "logs", str(check["id"])).stdout
-    manifest["clean"] += 1
-    (day / "manifest.json").write_text(json.dumps(manifest))
-    rerun = _run_check(day, loaded_trips=trips.num_rows)
-    assert rerun.returncode == 1 and "FAIL parquet trips == manifest clean trips" in rerun.stdout
-    assert "ok   postgres trips == parquet trips" in rerun.stdout
+    return day, manifest, trips
 
 
 def _code(c: ApiCluster) -> int:

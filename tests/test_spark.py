@@ -17,6 +17,7 @@ from engine.tasks.base import ParamError
 from engine.tasks.spark import SparkTask
 from rpc import RpcClient
 from rpc.messages import TaskKill
+from tests.conftest import UNGUARDED
 from tests.helpers import TEST_SECRET, NodeProc, eventually
 from tests.worker_harness import ReportSink, dispatch, log_text, task
 
@@ -38,7 +39,7 @@ spark.stop()
 @pytest.fixture
 async def worker(node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, tmp_path: Path):
     overrides = [f"worker.log_dir={tmp_path / 'logs'}", f"worker.exec_dir={tmp_path / 'exec'}"]
-    return await asyncio.to_thread(node_factory, "worker", etcd_server.endpoint, etcd_root, 3, overrides)
+    return await asyncio.to_thread(node_factory, "worker", etcd_server.endpoint, etcd_root, 3, overrides, **UNGUARDED)
 
 
 async def test_spark_python_sql_and_failure(worker: NodeProc, sink: ReportSink) -> None:
@@ -76,6 +77,9 @@ async def test_spark_python_sql_and_failure(worker: NodeProc, sink: ReportSink) 
     assert r_py["state"] == "SUCCESS", await log_text(r_py["log_path"])
     assert "GROUPS [(0, 1000), (1, 1000), (2, 1000)]" in await log_text(r_py["log_path"])
     assert r_py["var_pool"] == [{"prop": "rows", "direct": "OUT", "type": "VARCHAR", "value": "3000"}]
+    # the bootstrap announced the application (UI disabled here: no link); the result carries it
+    assert r_py["app_id"].startswith("local-") and r_py["app_link"] == ""
+    assert f"[porpoise] application {r_py['app_id']}\n" in await log_text(r_py["log_path"])
     assert r_sql["state"] == "SUCCESS", await log_text(r_sql["log_path"])
     text = await log_text(r_sql["log_path"])
     assert "answer" in text and "\n42\n" in text

@@ -446,3 +446,21 @@ def test_the_workflow_document_carries_disabled_both_ways() -> None:
     doc["tasks"][1]["disabled"] = "yes"
     with pytest.raises(ValueError, match=r"tasks\[1\]\.disabled"):
         document.parse(doc)
+
+
+def test_the_application_a_running_task_announces_is_persisted_once_known() -> None:
+    """The worker sends RUNNING again when the task's Spark application is known: only its fields are
+    written; an application reported with the result is written with it; a stale one is dropped."""
+    sim = Sim(spec({"a": [], "b": []}))
+    a = sim.attempt("a")
+    sim.running("a")
+    again = sim.run.handle(TaskRunningEvent(a.id, a.attempt, "w:1", 42, "/l", "/e", 1, app_id="app-1", app_link="h"))
+    assert [(type(x), x.state, x.fields) for x in again] == [
+        (PersistTask, TaskState.RUNNING_EXECUTION, (("app_id", "app-1"), ("app_link", "h")))
+    ]
+    b = sim.attempt("b")
+    done = sim.run.handle(TaskResultEvent(b.id, b.attempt, S, 0, 1, 2, app_id="app-2", app_link="u"))
+    persisted = dict(next(x for x in done if isinstance(x, PersistTask)).fields)
+    assert (persisted["app_id"], persisted["app_link"]) == ("app-2", "u")
+    sim.finish("a")
+    assert sim.run.handle(TaskRunningEvent(a.id, a.attempt, "w:1", 42, "/l", "/e", 1, app_id="app-3")) == []

@@ -122,6 +122,8 @@ def task_detail(row: Mapping[str, Any]) -> dict[str, Any]:
         pid=row["pid"],
         log_path=row["log_path"],
         execute_path=row["execute_path"],
+        app_id=row["app_id"],
+        app_link=row["app_link"],
         task_params=_json(row["task_params"]),
         var_pool=_json(row["var_pool"]),
         priority=PRIORITY_NAMES[row["task_instance_priority"]],

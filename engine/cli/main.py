@@ -8,7 +8,8 @@
     porpoise stop | pause | resume ID                   control an instance
     porpoise cluster                                    live masters and workers
     porpoise worker drain|undrain HOST                  a worker takes no new tasks (running ones finish)
-    porpoise standalone [--run-dir DIR] [--example]     all-in-one, foreground (make run)
+    porpoise standalone [--run-dir DIR] [--example] [--spark local|cluster|connect]
+                                                        all-in-one, foreground (make run)
     porpoise cluster start --masters N --workers M --apis K   detached local cluster (make cluster)
     porpoise cluster stop | status                      (make stop; status: every process of it)
     porpoise db init|upgrade|version                    the schema, as its owner (engine/cli/db.py)
@@ -61,6 +62,13 @@ def _parser() -> argparse.ArgumentParser:
     sa = sub.add_parser("standalone", parents=[common], help="run etcd + PostgreSQL + master + worker (foreground)")
     sa.add_argument("--run-dir", default=None, help="data, logs and state (default: standalone.run_dir)")
     sa.add_argument("--example", action="store_true", help="apply and run the example pipeline once started")
+    sa.add_argument(
+        "--spark",
+        type=standalone_spark_modes,
+        default=frozenset({"local"}),
+        help="Spark for SPARK tasks: local (default), cluster (a standalone Spark cluster on loopback), connect "
+        "(a Spark Connect server); combine with commas",
+    )
 
     from engine.cli import remote as cli_remote
 
@@ -105,11 +113,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def standalone_spark_modes(text: str) -> frozenset[str]:
+    from engine.standalone_spark import parse_modes
+
+    return parse_modes(text)
+
+
 def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
     if args.command == "standalone":
         from engine import standalone
 
-        return standalone.run(cfg, Path(args.run_dir or cfg.standalone.run_dir), example=args.example)
+        return standalone.run(cfg, Path(args.run_dir or cfg.standalone.run_dir), example=args.example, spark=args.spark)
     if args.command in ("user", "token"):
         from engine.cli import users as cli_users
 

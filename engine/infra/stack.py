@@ -80,6 +80,10 @@ class Stack:
         self.state["processes"].append(record.to_json())
         self._save()
 
+    def remember(self, record: ProcessRecord) -> None:
+        """Record a process started beside the stack (a Spark service): stopped with the rest."""
+        self._remember(record)
+
     def alive(self) -> list[ProcessRecord]:
         return [r for r in self.records() if r.alive()]
 

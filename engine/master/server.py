@@ -473,6 +473,8 @@ class Master(Node):
             msg.log_path,
             msg.execute_path,
             msg.start_time,
+            app_id=msg.app_id,
+            app_link=msg.app_link,
         )
         return await self._deliver_report(msg.workflow_instance_id, event)
 
@@ -493,6 +495,8 @@ class Master(Node):
             msg.message,
             pid=msg.pid,
             execute_path=msg.execute_path,
+            app_id=msg.app_id,
+            app_link=msg.app_link,
         )
         self.metrics.inc("task_results")
         self.dispatcher.freed(msg.host)  # the attempt's slot on that worker is free again

@@ -136,7 +136,9 @@ _KEEP_BACKFILL = (
     " SELECT workflow_definition_code, $2::timestamptz[] FROM workflow_instance WHERE id = $1 RETURNING id"
 )
 
-_TASK_FIELDS = {"host", "pid", "log_path", "execute_path", "start_time", "end_time", "exit_code", "var_pool"}
+_TASK_FIELDS = {
+    "host", "pid", "log_path", "execute_path", "start_time", "end_time", "exit_code", "var_pool", "app_id", "app_link"
+}  # fmt: skip
 
 
 class MasterStore:

@@ -103,6 +103,8 @@ class TaskRunningEvent:
     execute_path: str
     start_time: int
     cause_id: str = ""
+    app_id: str = ""
+    app_link: str = ""
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,8 @@ class TaskResultEvent:
     skip: tuple[int, ...] = ()
     pid: int = 0
     execute_path: str = ""
+    app_id: str = ""
+    app_link: str = ""
 
 
 @dataclass(frozen=True)
@@ -453,6 +457,9 @@ class WorkflowRun:
 
     def _on_running(self, ev: TaskRunningEvent) -> list[Action]:
         a = self._current_attempt(ev.task_instance_id, ev.attempt)
+        if a is not None and a.state is TaskState.RUNNING_EXECUTION and ev.app_id:
+            # a report sent again once the task's application (a Spark application) is known
+            return [PersistTask(a, a.state, (("app_id", ev.app_id), ("app_link", ev.app_link)))]
         if a is None or a.state.finished or a.state is TaskState.RUNNING_EXECUTION:
             return []  # stale, duplicate, or the result already arrived
         self._task_to(a, TaskState.RUNNING_EXECUTION, ev.cause_id or "running report")
@@ -467,6 +474,7 @@ class WorkflowRun:
                     ("log_path", ev.log_path),
                     ("execute_path", ev.execute_path),
                     ("start_time", ev.start_time),
+                    *((("app_id", ev.app_id), ("app_link", ev.app_link)) if ev.app_id else ()),
                 ),
             )
         ]
@@ -502,6 +510,8 @@ class WorkflowRun:
             fields.append(("log_path", ev.log_path))
         if ev.pid:  # the RUNNING report may have been skipped (a quick task): the result carries these
             fields += [("pid", ev.pid), ("execute_path", ev.execute_path)]
+        if ev.app_id:
+            fields += [("app_id", ev.app_id), ("app_link", ev.app_link)]
         actions: list[Action] = [PersistTask(a, a.state, tuple(fields)), CancelTimer(("task-timeout", a.id))]
         if a.state.succeeded:
             self.succeeded_order.append(a.code)

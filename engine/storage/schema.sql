@@ -507,6 +507,7 @@ CREATE TABLE task_instance (
     cpu_quota INTEGER DEFAULT -1 NOT NULL,
     memory_max INTEGER DEFAULT -1 NOT NULL,
     update_time TIMESTAMP WITH TIME ZONE DEFAULT now() NOT NULL,
+    app_id VARCHAR(255),
     PRIMARY KEY (id),
     UNIQUE (workflow_instance_id, task_code, attempt),
     FOREIGN KEY(workflow_instance_id) REFERENCES workflow_instance (id) ON DELETE CASCADE

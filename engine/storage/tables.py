@@ -499,6 +499,8 @@ task_instance = Table(
     Column("cpu_quota", Integer, nullable=False, server_default=text("-1")),
     Column("memory_max", Integer, nullable=False, server_default=text("-1")),
     Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    # the external application the attempt started (a Spark application id); app_link: its UI link
+    Column("app_id", String(255)),
     UniqueConstraint("workflow_instance_id", "task_code", "attempt"),
 )
 

@@ -43,6 +43,12 @@ class TaskContext:
     python_interpreter: str = "python3"
     #: directories SQL loadFiles may read from (worker.sql_load_dirs)
     load_dirs: tuple[str, ...] = ()
+    #: the attempt's identity beyond its task instance id (a later attempt is another task instance)
+    workflow_instance_id: int = 0
+    task_code: int = 0
+    attempt: int = 1
+    #: settings the worker gives its plugins (worker configuration), e.g. ``spark_connect_url``
+    options: Mapping[str, str] = field(default_factory=dict)
 
     def render(self, text: str) -> str:
         """Apply ${name} and $[...] placeholders."""

@@ -1,8 +1,21 @@
-"""SPARK: spark-submit (from the installed pyspark) of a PySpark application or Spark SQL.
+"""SPARK: a PySpark application or Spark SQL, through spark-submit (from the installed pyspark) or a
+Spark Connect server.
 
-The master URL defaults to ``local[*]``; any ``spark://``, ``yarn`` or ``k8s://`` URL works by
-configuration. In client deploy mode the driver is the spark-submit JVM, a child of the task's
-process group, so killing the task kills the driver.
+``master`` (placeholders allowed):
+
+- ``local[*]`` (default), ``spark://HOST:PORT`` (a Spark standalone cluster), ``yarn``, ``k8s://...``:
+  spark-submit, passed through. In client deploy mode (the default) the driver is the spark-submit JVM,
+  a child of the task's process group: a kill, a timeout or the worker's reaper kills the driver, and the
+  cluster manager then ends the application and its executors. The driver runs a small bootstrap
+  (``spark_boot.py``) that prints the Spark application id and UI link, which the worker records
+  (task instance ``app_id`` / ``app_link``). In cluster deploy mode (``yarn``, ``k8s://``) spark-submit
+  only submits: killing it does not end the application on the cluster (Spark standalone refuses cluster
+  deploy mode for Python applications, so ``spark://`` + ``cluster`` is refused here at save time).
+- ``sc://HOST:PORT`` (a Spark Connect server) or ``connect`` (the worker's own server,
+  ``worker.spark_connect_url``): no JVM per task; ``spark_connect_runner`` runs the application in a
+  Spark Connect session of its own; a kill interrupts that session's operations. The spark-submit
+  resource parameters (deployMode, driver*/executor*/numExecutors, others) do not apply; ``conf`` entries
+  are set as session settings.
 """
 
 from __future__ import annotations
@@ -10,6 +23,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +33,28 @@ from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, optio
 PROGRAM_TYPES = ("PYTHON", "SQL")
 DEPLOY_MODES = ("client", "cluster")
 _SQL_APP = Path(__file__).with_name("spark_sql_app.py")
+_BOOT = Path(__file__).with_name("spark_boot.py")
+#: the master URL schemes spark-submit takes (and Spark Connect's)
+MASTERS = ("local", "spark://", "yarn", "k8s://", "mesos://", "sc://", "connect")
+#: master value: the Spark Connect server configured on the worker (worker.spark_connect_url)
+CONNECT = "connect"
+#: namespace of Spark Connect session ids (one per attempt, derived, so the next attempt knows it)
+_SESSIONS = uuid.UUID("6f1b3c1e-8d1a-4c1e-9a55-7b0d5e0c2f19")
+
+
+def is_connect(master: str) -> bool:
+    return master == CONNECT or master.startswith("sc://")
+
+
+def check_master(master: str) -> None:
+    if not master.startswith(MASTERS):
+        raise ParamError("master", f"unsupported master URL {master!r} (local, spark://, yarn, k8s://, sc://, connect)")
+
+
+def session_id(workflow_instance_id: int, task_code: int, attempt: int) -> str:
+    """The Spark Connect session of one attempt (a UUID, version 4 form as Spark Connect expects)."""
+    derived = uuid.uuid5(_SESSIONS, f"{workflow_instance_id}/{task_code}/{attempt}")
+    return str(uuid.UUID(bytes=derived.bytes, version=4))
 
 
 #: why a SPARK task fails on a worker installed without the ``spark`` extra
@@ -54,10 +90,15 @@ class SparkTask(TaskPlugin):
         if program == "SQL" and not (isinstance(params.get("sql"), str) and params["sql"].strip()):
             raise ParamError("sql", "a SQL Spark task needs the sql to run")
         master = optional(params, "master", str, "local[*]")
-        if not master.startswith(("local", "spark://", "yarn", "k8s://", "mesos://")):
-            raise ParamError("master", f"unsupported master URL {master!r}")
-        if optional(params, "deployMode", str, "client") not in DEPLOY_MODES:
+        if "${" not in master and "$[" not in master:  # a placeholder is checked once resolved
+            check_master(master)
+        deploy = optional(params, "deployMode", str, "client")
+        if deploy not in DEPLOY_MODES:
             raise ParamError("deployMode", "must be client or cluster")
+        if deploy == "cluster" and master.startswith("spark://"):
+            raise ParamError(
+                "deployMode", "Spark standalone clusters run Python applications in client deploy mode only"
+            )
         for name in ("driverCores", "executorCores", "numExecutors"):
             value = optional(params, name, int, None)
             if value is not None and value < 1:
@@ -70,13 +111,12 @@ class SparkTask(TaskPlugin):
 
     def launch(self, ctx: TaskContext) -> Launch:
         p = ctx.task_params
-        argv = [
-            spark_submit(),
-            "--master",
-            p.get("master", "local[*]"),
-            "--deploy-mode",
-            p.get("deployMode", "client"),
-        ]
+        master = ctx.render(p.get("master", "local[*]"))
+        check_master(master)
+        if is_connect(master):
+            return self._launch_connect(ctx, master)
+        deploy = p.get("deployMode", "client")
+        argv = [spark_submit(), "--master", master, "--deploy-mode", deploy]
         argv += ["--name", ctx.render(p.get("appName") or f"porpoise-{ctx.task_name}-{ctx.task_instance_id}")]
         for flag, name in (
             ("--driver-cores", "driverCores"),
@@ -92,22 +132,55 @@ class SparkTask(TaskPlugin):
             argv += ["--conf", f"{key}={ctx.render(value)}"]
         if p.get("others"):
             argv += shlex.split(ctx.render(p["others"]))
-        files: dict[str, str] = {}
-        if p.get("programType", "PYTHON") == "SQL":
-            files["app.py"] = _SQL_APP.read_text()
-            files["statements.json"] = json.dumps({"sql": ctx.render(p["sql"]), "max_rows": 100})
-            argv += ["app.py", "statements.json"]
+        files, main, args = _program(ctx)
+        if deploy == "client":  # the driver is here: the bootstrap announces the application
+            files["boot.py"] = _BOOT.read_text()
+            argv += ["boot.py", main, *args]
         else:
-            if p.get("rawScript"):
-                files["app.py"] = ctx.render(p["rawScript"])
-                main = "app.py"
-            else:
-                main = ctx.render(p["mainFile"])
-            argv.append(main)
-            if p.get("mainArgs"):
-                argv += shlex.split(ctx.render(p["mainArgs"]))
+            argv += [main, *args]
         env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         if ctx.environment_config.strip():
             files["run.sh"] = ctx.environment_config.strip() + "\nexec " + shlex.join(argv) + "\n"
             return Launch(argv=["bash", "run.sh"], files=files, env=env)
         return Launch(argv=argv, files=files, env=env)
+
+    def _launch_connect(self, ctx: TaskContext, master: str) -> Launch:
+        url = master if master != CONNECT else ctx.options.get("spark_connect_url", "")
+        if not url:
+            raise ParamError("master", "this worker has no Spark Connect server (worker.spark_connect_url is empty)")
+        p = ctx.task_params
+        files, main, args = _program(ctx)
+        sid = session_id(ctx.workflow_instance_id, ctx.task_code, ctx.attempt)
+        previous = session_id(ctx.workflow_instance_id, ctx.task_code, ctx.attempt - 1) if ctx.attempt > 1 else ""
+        files["job.json"] = json.dumps(
+            {
+                "url": url,
+                "session_id": sid,
+                "previous_session_id": previous,
+                "tag": f"porpoise-{ctx.task_instance_id}",
+                "main": main,
+                "args": args,
+                "conf": {k: ctx.render(str(v)) for k, v in p.get("conf", {}).items()},
+            }
+        )
+        argv = [sys.executable, "-m", "engine.tasks.spark_connect_runner", "job.json"]
+        if ctx.environment_config.strip():
+            files["run.sh"] = ctx.environment_config.strip() + "\nexec " + shlex.join(argv) + "\n"
+            return Launch(argv=["bash", "run.sh"], files=files)
+        return Launch(argv=argv, files=files)
+
+
+def _program(ctx: TaskContext) -> tuple[dict[str, str], str, list[str]]:
+    """The files to write, the main file and its arguments of the task's program (PYTHON or SQL)."""
+    p = ctx.task_params
+    files: dict[str, str] = {}
+    if p.get("programType", "PYTHON") == "SQL":
+        files["app.py"] = _SQL_APP.read_text()
+        files["statements.json"] = json.dumps({"sql": ctx.render(p["sql"]), "max_rows": 100})
+        return files, "app.py", ["statements.json"]
+    if p.get("rawScript"):
+        files["app.py"] = ctx.render(p["rawScript"])
+        main = "app.py"
+    else:
+        main = ctx.render(p["mainFile"])
+    return files, main, shlex.split(ctx.render(p["mainArgs"])) if p.get("mainArgs") else []

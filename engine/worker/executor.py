@@ -47,6 +47,10 @@ ENDED_KEPT = 20_000
 #: why a worker takes no new attempts (Executor.draining)
 DRAIN_REQUESTED = "drained by request"
 SHUTTING_DOWN = "shutting down"
+#: a task output line ``[porpoise] application <id> [<ui link>]`` names the external application it started
+#: (the SPARK plugin's bootstrap prints one as soon as the SparkContext exists): it goes to the master in a
+#: RUNNING report sent again, and with the result, into the task instance's app_id / app_link
+APP_MARKER = b"[porpoise] application "
 
 
 def now_ms() -> int:
@@ -74,6 +78,9 @@ class TaskRun:
     ended: bool = False
     #: when this worker admitted it (epoch ms): its queue time here ends when its process starts
     admitted_ms: int = field(default_factory=now_ms)
+    #: the external application the task announced (APP_MARKER line: a Spark application) and its UI link
+    app_id: str = ""
+    app_link: str = ""
 
     @property
     def key(self) -> tuple[int, int]:
@@ -95,11 +102,14 @@ class Executor:
         may_start: Callable[[], str] = lambda: "",
         on_ended: Callable[[TaskRun, TaskResult], None] = lambda _run, _result: None,
         policy: TaskPolicy | None = None,
+        plugin_options: dict[str, str] | None = None,
     ) -> None:
         #: told of every attempt's end here (metrics)
         self.on_ended = on_ended
         #: who tasks may run as and what they get (engine/worker/taskenv.py)
         self.policy = policy or TaskPolicy()
+        #: settings from the worker's configuration its task plugins read (TaskContext.options)
+        self.plugin_options = dict(plugin_options or {})
         #: checked right before and right after a task process starts: a worker paused between admitting
         #: an attempt and starting it must not start it once its lease may be gone (invariant 3)
         self.may_start = may_start
@@ -249,6 +259,8 @@ class Executor:
             message=message,
             pid=run.proc.pid if run.proc is not None else 0,
             execute_path=str(run.exec_dir) if run.proc is not None else "",
+            app_id=run.app_id,
+            app_link=run.app_link,
         )
 
     def _prepare(self, run: TaskRun) -> tuple[Launch, list]:
@@ -278,6 +290,10 @@ class Executor:
             datasources=d.datasources,
             python_interpreter=self.policy.python_interpreter,
             load_dirs=self.policy.load_dirs,
+            workflow_instance_id=d.workflow_instance_id,
+            task_code=d.task_code,
+            attempt=d.attempt,
+            options=self.plugin_options,
         )
         return plugin_cls().launch(ctx), local
 
@@ -350,26 +366,42 @@ class Executor:
         run.proc = proc
         if self.reaper is not None:
             self.reaper.add(proc.pid)
+        self._report_running(run)
+        log.info("task started", pid=proc.pid, argv0=launch.argv[0])
+        return proc
+
+    def _report_running(self, run: TaskRun) -> None:
+        d = run.dispatch
+        assert run.proc is not None
         self.reporter.report(
             TaskRunning(
                 task_instance_id=d.task_instance_id,
                 attempt=d.attempt,
                 workflow_instance_id=d.workflow_instance_id,
                 host=self.address,
-                pid=proc.pid,
+                pid=run.proc.pid,
                 log_path=str(run.log_path),
                 execute_path=str(run.exec_dir),
                 start_time=run.start_ms,
+                app_id=run.app_id,
+                app_link=run.app_link,
             ),
             d.master,
         )
-        log.info("task started", pid=proc.pid, argv0=launch.argv[0])
-        return proc
+
+    def _on_app(self, run: TaskRun, line: bytes) -> None:
+        """The task announced its application: remember it and tell the master (RUNNING again)."""
+        words = line[line.index(APP_MARKER) + len(APP_MARKER) :].decode(errors="replace").split()
+        if not words or run.ended or run.proc is None:
+            return
+        run.app_id, run.app_link = words[0][:255], (words[1] if len(words) > 1 else "")[:2048]
+        log.info("task application", app_id=run.app_id, app_link=run.app_link)
+        self._report_running(run)
 
     async def _wait_and_drain(self, run: TaskRun, proc: Child, logfile: IO[bytes], emitted: dict[str, str]) -> None:
         """Wait for the task (enforcing its timeout) while its output streams into the log."""
         d = run.dispatch
-        pump = asyncio.create_task(_pump(proc, logfile, emitted))
+        pump = asyncio.create_task(_pump(proc, logfile, emitted, lambda line: self._on_app(run, line)))
         try:
             if d.timeout_seconds > 0:
                 await asyncio.wait_for(proc.wait(), d.timeout_seconds)
@@ -492,8 +524,11 @@ async def _write(fh: IO[bytes], text: str) -> None:
     await asyncio.to_thread(fh.write, text.encode())
 
 
-async def _pump(proc: Child, logfile: IO[bytes], emitted: dict[str, str]) -> None:
-    """Copy the task's output into its log as it arrives; collect ${setValue(k=v)} lines."""
+async def _pump(
+    proc: Child, logfile: IO[bytes], emitted: dict[str, str], on_app: Callable[[bytes], None] = lambda _: None
+) -> None:
+    """Copy the task's output into its log as it arrives; collect ${setValue(k=v)} lines; hand
+    APP_MARKER lines to ``on_app``."""
     assert proc.stdout is not None
     partial = b""
     while True:
@@ -506,6 +541,8 @@ async def _pump(proc: Child, logfile: IO[bytes], emitted: dict[str, str]) -> Non
         for line in lines:
             if b"setValue(" in line:
                 emitted.update(parse_set_values(line.decode(errors="replace")))
+            elif line.startswith(APP_MARKER):
+                on_app(line)
     if partial and b"setValue(" in partial:
         emitted.update(parse_set_values(partial.decode(errors="replace")))
 

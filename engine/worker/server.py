@@ -101,6 +101,7 @@ class Worker(Node):
             may_start=self._may_start,
             on_ended=self._ended,
             policy=TaskPolicy.of(w),
+            plugin_options={"spark_connect_url": w.spark_connect_url},
         )
         self.metrics.gauge("report_backlog", lambda: len(self.reporter.pending))
         self.metrics.gauge("tasks_running", lambda: len(self.executor.runs))

@@ -1,0 +1,157 @@
+"""SPARK task timings, side by side in one run: spark-submit ``local[1]``, spark-submit on a Spark
+standalone cluster (a Spark master and two Spark workers, one core and 512 MB each), and a Spark Connect
+server (``local[2]``, long-lived: no JVM per task).
+
+On a standalone-shaped stack (private etcd + PostgreSQL, 1 master, 1 worker):
+
+- trivial: a one-task workflow whose PySpark task counts ``range(10)`` and sets an OUT parameter; total =
+  command inserted -> instance finished (wall clock, polled every 20 ms), task = the task instance's own
+  start -> end. p50 and max over the runs of each mode.
+- example: the example pipeline's Spark step (examples/taxi/clean_aggregate.py on one generated day) as
+  a one-task workflow; the task's duration.
+
+The Connect server's first query pays its JIT warm-up once per server, not per task: reported apart
+(``connect_first_total_s``), not in the p50.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from bench.common import bench_config, main, percentile, rounded, save_released, workdir
+from engine.infra.spark import SparkCluster, SparkConnectServer
+from engine.infra.stack import Stack
+from engine.workflows.model import TaskDef
+
+SIZES = {"tiny": {"trivial": 1, "example": 1, "rows": 5000}, "full": {"trivial": 5, "example": 1, "rows": 100000}}
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "taxi"
+DATE = "20260115"
+TRIVIAL = """
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+print("${setValue(n=%d)}" % spark.range(10).count())
+"""
+FINAL = (3, 5, 6, 7)
+SUCCESS = 7
+
+
+def _params(master: str, **kw: Any) -> dict[str, Any]:
+    return {"master": master, "driverMemory": "512m", "executorMemory": "512m",
+            "conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}, **kw}  # fmt: skip
+
+
+async def _run_once(dsn: str, code: int) -> tuple[float, float, int]:
+    """Start the workflow; (total seconds, its task's seconds, final state)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        t0 = time.monotonic()
+        cid = await conn.fetchval(
+            "INSERT INTO command (command_type, workflow_definition_code) VALUES (0, $1) RETURNING id", code
+        )
+        deadline = t0 + 900
+        while True:
+            row = await conn.fetchrow(
+                "SELECT id, state FROM workflow_instance WHERE command_id = $1 AND state = ANY($2)", cid, list(FINAL)
+            )
+            if row is not None:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"workflow {code} not finished after 900 s")
+            await asyncio.sleep(0.02)
+        total = time.monotonic() - t0
+        task = await conn.fetchrow(
+            "SELECT start_time, end_time FROM task_instance WHERE workflow_instance_id = $1", row["id"]
+        )
+        return total, (task["end_time"] - task["start_time"]).total_seconds(), int(row["state"])
+    finally:
+        await conn.close()
+
+
+async def _save(dsn: str, name: str, params: dict[str, Any]) -> int:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await save_released(conn, name, [TaskDef("spark", "SPARK", params)])
+    finally:
+        await conn.close()
+
+
+async def _measure(dsn: str, modes: dict[str, str], params: dict[str, Any], day: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    states: list[int] = []
+    codes = {
+        mode: await _save(dsn, f"trivial_{mode}", _params(master, rawScript=TRIVIAL)) for mode, master in modes.items()
+    }
+    example_args = f"--day-dir {day} --date {DATE}"
+    examples = {
+        mode: await _save(
+            dsn, f"example_{mode}", _params(master, mainFile=str(EXAMPLE / "clean_aggregate.py"), mainArgs=example_args)
+        )
+        for mode, master in modes.items()
+    }
+    total, _, state = await _run_once(dsn, codes["connect"])  # the server's JIT warm-up, once per server
+    out["connect_first_total_s"] = total
+    states.append(state)
+    for mode in modes:
+        totals, tasks = [], []
+        for _ in range(params["trivial"]):
+            total, task, state = await _run_once(dsn, codes[mode])
+            totals.append(total)
+            tasks.append(task)
+            states.append(state)
+        out |= {
+            f"trivial_{mode}_total_p50_s": percentile(totals, 50),
+            f"trivial_{mode}_total_max_s": max(totals),
+            f"trivial_{mode}_task_p50_s": percentile(tasks, 50),
+        }
+    for mode in modes:
+        tasks = []
+        for _ in range(params["example"]):
+            _, task, state = await _run_once(dsn, examples[mode])
+            tasks.append(task)
+            states.append(state)
+        out[f"example_{mode}_task_p50_s"] = percentile(tasks, 50)
+    out["all_success"] = float(all(s == SUCCESS for s in states))
+    out["runs"] = len(states)
+    return out
+
+
+def run(size: str = "full") -> dict[str, Any]:
+    params = SIZES[size]
+    result: dict[str, Any] = {"benchmark": "spark", "size": size}
+    with workdir() as base:
+        day = base / "data" / DATE
+        subprocess.run(
+            [sys.executable, str(EXAMPLE / "generate.py"), "--date", DATE, "--rows", str(params["rows"]),
+             "--out", str(day)],
+            check=True, capture_output=True, timeout=300,
+        )  # fmt: skip
+        stack = Stack(base / "stack", bench_config())
+        cluster = SparkCluster(base / "spark", workers=2, worker_cores=1, worker_memory="512m")
+        connect = SparkConnectServer(base / "spark", master="local[2]")
+        with contextlib.ExitStack() as cleanup:  # each one stopped even when another's stop fails
+            cleanup.callback(cluster.stop)
+            cleanup.callback(connect.stop)
+            cleanup.callback(stack.stop_all)
+            stack.start_infra()
+            cluster.start()
+            connect.start()
+            stack.start_node("master", "master", ["logging.level=warning", "master.max_cpu_load_avg=100000"])
+            stack.start_node("worker", "worker", [
+                "logging.level=warning", "worker.max_cpu_load_avg=100000", f"worker.spark_connect_url={connect.url}",
+            ])  # fmt: skip
+            assert stack.postgres is not None
+            modes = {"local": "local[1]", "cluster": cluster.master_url, "connect": "connect"}
+            result |= asyncio.run(_measure(stack.postgres.dsn, modes, params, day))
+    return rounded(result)
+
+
+if __name__ == "__main__":
+    main(run)
