@@ -18,6 +18,8 @@ import pytest
 
 from engine.config import SECTIONS
 from engine.infra.etcd import EtcdServer
+from engine.infra.postgres import RUNTIME_ROLE
+from tests.databases import EmptyDb
 from tests.helpers import ROOT, NodeProc, http_json, node_env, wait_sync
 
 pytestmark = pytest.mark.slow
@@ -105,8 +107,9 @@ def test_wheel_ships_the_data_files_and_spark_is_an_extra(installed: tuple[Path,
 
 
 def test_installed_package_runs_nodes_outside_the_checkout(
-    installed: tuple[Path, Path], fresh_db: str, etcd_server: EtcdServer, tmp_path: Path
+    installed: tuple[Path, Path], empty_db: EmptyDb, etcd_server: EtcdServer, tmp_path: Path
 ) -> None:
+    fresh_db = empty_db.dsn  # the runtime role's; the schema is made as its owner below
     venv, _ = installed
     python, porpoise = str(venv / "bin" / "python"), str(venv / "bin" / "porpoise")
     cwd = tmp_path / "elsewhere"
@@ -120,8 +123,8 @@ def test_installed_package_runs_nodes_outside_the_checkout(
 
     helped = _run([porpoise, "--help"], cwd, env)
     assert helped.returncode == 0 and "db" in helped.stdout, helped.stderr
-    init = _run([porpoise, "db", "init", "--dsn", fresh_db], cwd, env)
-    assert init.returncode == 0 and "schema version" in init.stdout, init.stdout + init.stderr
+    init = _run([porpoise, "db", "init", "--dsn", empty_db.owner, "--runtime-role", RUNTIME_ROLE], cwd, env)
+    assert init.returncode == 0 and "schema at version" in init.stdout, init.stdout + init.stderr
     admin = _run(
         [porpoise, "user", "create", "admin", "--admin", "--dsn", fresh_db, "--print-token", "--password-stdin"],
         cwd, env, stdin="a long enough password 123\n",
