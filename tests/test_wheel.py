@@ -124,7 +124,7 @@ def test_installed_package_runs_nodes_outside_the_checkout(
     helped = _run([porpoise, "--help"], cwd, env)
     assert helped.returncode == 0 and "db" in helped.stdout, helped.stderr
     init = _run([porpoise, "db", "init", "--dsn", empty_db.owner, "--runtime-role", RUNTIME_ROLE], cwd, env)
-    assert init.returncode == 0 and "schema at version" in init.stdout, init.stdout + init.stderr
+    assert init.returncode == 0 and "schema created at version" in init.stdout, init.stdout + init.stderr
     admin = _run(
         [porpoise, "user", "create", "admin", "--admin", "--dsn", fresh_db, "--print-token", "--password-stdin"],
         cwd, env, stdin="a long enough password 123\n",
