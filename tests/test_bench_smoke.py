@@ -50,8 +50,17 @@ def _hosts(r: dict[str, Any], size: dict[str, Any]) -> None:
     assert r["delay_0ms_throughput_all_success"] == 1.0, "the loopback-delay round must always run"
 
 
+def _history(r: dict[str, Any], size: dict[str, Any]) -> None:
+    assert r["history_generated_workflow_instances"] >= size["instances"], "the generator fell short"
+    assert r["history_generated_task_instances"] >= size["instances"] * 10
+    for phase in ("empty", "history"):
+        assert r[f"{phase}_throughput_all_success"] == 1.0, f"{phase}: a workflow did not end SUCCESS"
+        assert r[f"{phase}_master_failover_gated_reruns"] == 0.0, f"{phase}: an adopted task ran again"
+
+
 CORRECT: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "engine": _engine, "failover": _failover, "registry": _registry, "scale": _scale, "hosts": _hosts,
+    "history": _history,
 }  # fmt: skip
 
 

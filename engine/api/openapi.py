@@ -63,6 +63,11 @@ def _operation(route: Route) -> dict[str, Any]:
                 "size": {"type": "integer"},
             },
         }
+        if any(p.name == "before" for p in route.query):
+            answer["properties"]["next_before"] = {
+                "type": ["integer", "null"],
+                "description": "the `before` of the next page (keyset paging); null on the last page",
+            }
     error = {
         "description": "error",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
