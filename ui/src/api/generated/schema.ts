@@ -501,7 +501,8 @@ export interface paths {
         delete: operations["delete_api_v1_projects_name"];
         options?: never;
         head?: never;
-        patch?: never;
+        /** Change a project's description or how long its finished runs are kept */
+        patch: operations["patch_api_v1_projects_name"];
         trace?: never;
     };
     "/api/v1/projects/{name}/grants": {
@@ -1715,12 +1716,16 @@ export interface operations {
                             address: string;
                             group: string | null;
                             heartbeat: Record<string, never>;
+                            /** @description why it takes no new work (a full log disk, a drain), or empty */
+                            reason?: string;
                             status: string;
                         }[];
                         workers: {
                             address: string;
                             group: string | null;
                             heartbeat: Record<string, never>;
+                            /** @description why it takes no new work (a full log disk, a drain), or empty */
+                            reason?: string;
                             status: string;
                         }[];
                     };
@@ -2695,6 +2700,8 @@ export interface operations {
                 until?: string;
                 /** @description owning master host:port */
                 host?: string;
+                /** @description only instances with a smaller id: pass the previous answer's next_before to page through history at any depth (with page=1; total counts them all) */
+                before?: number;
                 /** @description page number, from 1 */
                 page?: number;
                 /** @description items per page (at most 500) */
@@ -2736,6 +2743,8 @@ export interface operations {
                             workflow_code: number;
                             workflow_version: number;
                         }[];
+                        /** @description the `before` of the next page (keyset paging); null on the last page */
+                        next_before?: number | null;
                         page: number;
                         size: number;
                         total: number;
@@ -3657,6 +3666,8 @@ export interface operations {
                         items: {
                             code?: number;
                             description?: string | null;
+                            /** @description days its finished runs are kept (null: the cluster's history.keep_days; 0: for ever) */
+                            keep_days?: number | null;
                             name?: string;
                             workflows?: number;
                         }[];
@@ -3738,6 +3749,8 @@ export interface operations {
                     "application/json": {
                         code?: number;
                         description?: string | null;
+                        /** @description days its finished runs are kept (null: the cluster's history.keep_days; 0: for ever) */
+                        keep_days?: number | null;
                         name?: string;
                         workflows?: number;
                     };
@@ -3810,6 +3823,8 @@ export interface operations {
                     "application/json": {
                         code?: number;
                         description?: string | null;
+                        /** @description days its finished runs are kept (null: the cluster's history.keep_days; 0: for ever) */
+                        keep_days?: number | null;
                         name?: string;
                         workflows?: number;
                     };
@@ -3881,6 +3896,87 @@ export interface operations {
                 content: {
                     "application/json": {
                         deleted?: string;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    patch_api_v1_projects_name: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    description?: string;
+                    keep_days?: number | null;
+                };
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code?: number;
+                        description?: string | null;
+                        /** @description days its finished runs are kept (null: the cluster's history.keep_days; 0: for ever) */
+                        keep_days?: number | null;
+                        name?: string;
+                        workflows?: number;
                     };
                 };
             };
