@@ -19,6 +19,8 @@ from rpc.messages import WorkflowControl
 
 wi = t.workflow_instance
 ti = t.task_instance
+#: the instances list counts matches up to this many (``total_capped`` says there are more)
+COUNT_CAP = 10_000
 _STATES = tuple(s.name for s in WorkflowState)
 _INSTANCE = {
     "type": "object",
@@ -89,13 +91,16 @@ async def list_instances(api: Any, call: Call) -> dict[str, Any]:
         where.append(wi.c.start_time < q["until"])
     if q["host"]:
         where.append(wi.c.host == q["host"])
-    total = await sql.fetchval(api.db, select(func.count()).select_from(wi).where(*where))
+    # counted up to COUNT_CAP: a count over a million rows costs more than the page itself
+    matching = select(wi.c.id).where(*where).limit(COUNT_CAP + 1).subquery()
+    total = await sql.fetchval(api.db, select(func.count()).select_from(matching))
     if q["before"] is not None:
         where.append(wi.c.id < q["before"])  # keyset: as cheap a thousand pages deep as on the first
     found = await sql.fetch(
         api.db, select(wi).where(*where).order_by(wi.c.id.desc()).limit(q["size"]).offset(call.offset)
     )
-    answer = page([rows.instance(r) for r in found], total, call)
+    answer = page([rows.instance(r) for r in found], min(total, COUNT_CAP), call)
+    answer["total_capped"] = total > COUNT_CAP
     answer["next_before"] = found[-1]["id"] if len(found) == q["size"] else None
     return answer
 

@@ -68,6 +68,10 @@ def _operation(route: Route) -> dict[str, Any]:
                 "type": ["integer", "null"],
                 "description": "the `before` of the next page (keyset paging); null on the last page",
             }
+            answer["properties"]["total_capped"] = {
+                "type": "boolean",
+                "description": "there are more matches than total (counting stops there; page on with before)",
+            }
     error = {
         "description": "error",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},

@@ -595,6 +595,8 @@ Index(
     workflow_instance.c.host,
     postgresql_where=text("state IN (0, 1, 2, 4, 12)"),
 )
+Index("workflow_instance_state_idx", workflow_instance.c.state, workflow_instance.c.id)
+Index("workflow_instance_project_idx", workflow_instance.c.project_code, workflow_instance.c.id)
 Index(
     "workflow_instance_retention_idx",
     workflow_instance.c.project_code,

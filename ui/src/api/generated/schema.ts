@@ -2748,6 +2748,8 @@ export interface operations {
                         page: number;
                         size: number;
                         total: number;
+                        /** @description there are more matches than total (counting stops there; page on with before) */
+                        total_capped?: boolean;
                     };
                 };
             };
