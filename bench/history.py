@@ -215,29 +215,10 @@ def _phase(stack: Stack, base: Path, name: str, params: dict[str, Any], history:
 
 
 def _claims(dsn: str, n: int) -> dict[str, float]:
-    """Claims per second of ``n`` commands at once (bench/scale.py's round, scoped to its own workflow)."""
+    """Claims per second of ``n`` commands at once (bench/scale.py's round)."""
     code = asyncio.run(scale_bench._waiting_workflow(dsn))
-
-    async def claim() -> float:
-        conn = await asyncpg.connect(dsn)
-        try:
-            t0 = time.monotonic()
-            await conn.execute("INSERT INTO command (command_type, workflow_definition_code)"
-                               " SELECT 0, $1 FROM generate_series(1, $2)", code, n)  # fmt: skip
-            while await conn.fetchval("SELECT count(*) FROM command") > 0:
-                if time.monotonic() - t0 > 900:
-                    raise TimeoutError("backlog not claimed in time")
-                await asyncio.sleep(0.05)
-            seconds = time.monotonic() - t0
-            made = await conn.fetchval("SELECT count(*) FROM workflow_instance WHERE workflow_definition_code = $1",
-                                       code)  # fmt: skip
-            if made != n:
-                raise RuntimeError(f"{made} instances for {n} commands")
-            return seconds
-        finally:
-            await conn.close()
-
-    return {"claims_per_s": n / asyncio.run(claim())}
+    seconds, _ = asyncio.run(scale_bench._claim_round(dsn, code, n, 900))
+    return {"claims_per_s": n / seconds}
 
 
 COMPARED = ("claims_per_s", "trigger_p50_ms", "trigger_p99_ms", "throughput_tasks_per_s", "master_failover_owned_s")
