@@ -13,6 +13,9 @@ on a database holding a long history, against the same figures on an empty datab
 - API: each call repeated, p50 and p95 in ms, as an admin: the instances list (first page, page 100, a
   keyset page deep in the history, filtered by state, workflow, project, last day), an instance's detail
   with its task instances, a task instance, the workflow list with its last-runs strip, the overview.
+- retention (history phase, last): the first batches of a pass with keep_days 90 over the generated history
+  (half of it older): instances removed per second and each batch transaction's duration (the nodes run with
+  retention off while the figures above are taken).
 """
 
 from __future__ import annotations
@@ -36,13 +39,14 @@ from bench.common import bench_config, main, percentile, rounded, workdir
 from engine.api.tokens import create_token, ensure_user
 from engine.infra.stack import Stack
 from engine.storage.definitions import save_workflow
+from engine.storage.retention import Retention
 from engine.workflows.model import TaskDef, WorkflowDef
 
 SIZES = {
     "tiny": {"instances": 2_000, "workflows": 20, "projects": 4, "repeats": 10, "claims": 100, "triggers": 3,
-             "throughput": (2, 10), "failover": 3},
+             "throughput": (2, 10), "failover": 3, "retention_batches": 2},
     "full": {"instances": 1_000_000, "workflows": 200, "projects": 10, "repeats": 100, "claims": 2_000,
-             "triggers": 30, "throughput": (20, 50), "failover": 50},
+             "triggers": 30, "throughput": (20, 50), "failover": 50, "retention_batches": 100},
 }  # fmt: skip
 TASKS = 10
 DAYS = 180
@@ -187,7 +191,8 @@ def _phase(stack: Stack, base: Path, name: str, params: dict[str, Any], history:
     # the same definitions in both; runs only in the history phase
     instances = params["instances"] if history else 0
     result: dict[str, Any] = asyncio.run(generate(dsn, instances, params["workflows"], params["projects"]))
-    db = [f"database.dsn={dsn}", "logging.level=warning"]
+    # retention off while the engine is measured (its own figures come last, from a pass run here)
+    db = [f"database.dsn={dsn}", "logging.level=warning", "history.keep_days=0"]
     master = stack.start_node("master", f"{name}-master", db)
     worker = stack.start_node("worker", f"{name}-worker", [*db, "worker.exec_slots=400"])
     api = stack.start_node("api", f"{name}-api", db)
@@ -207,11 +212,41 @@ def _phase(stack: Stack, base: Path, name: str, params: dict[str, Any], history:
             failover_bench._master_failover(stack, dsn, params["failover"], gate, ledger, master, survivor)
         )
         result |= {k: failover[k] for k in ("master_failover_owned_s", "master_failover_gated_reruns")}
+        if history:
+            result |= asyncio.run(retention_pass(dsn, params["retention_batches"]))
     finally:
         for proc in stack.nodes:
             if proc.exited() is None and proc.name.startswith(name):
                 proc.stop(15)
     return result
+
+
+async def retention_pass(dsn: str, batches: int, keep_days: int = 90) -> dict[str, float]:
+    """The first ``batches`` batches of a retention pass over the generated history (half of it is older than
+    90 days): instances removed per second, and how long each batch's transaction (its locks) lasted."""
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
+    spans: list[float] = []
+    last = time.perf_counter()
+
+    def go_on() -> bool:
+        nonlocal last
+        now = time.perf_counter()
+        spans.append((now - last) * 1000)
+        last = now
+        return len(spans) <= batches
+
+    try:
+        t0 = time.perf_counter()
+        removed = await Retention(pool, keep_days, 0, 500, go_on=go_on).run()
+        seconds = time.perf_counter() - t0
+    finally:
+        await pool.close()
+    return {
+        "retention_instances_removed": removed.instances,
+        "retention_instances_per_s": removed.instances / seconds,
+        "retention_batch_p95_ms": percentile(spans[1:], 95),
+        "retention_batch_max_ms": max(spans[1:], default=0.0),
+    }
 
 
 def _claims(dsn: str, n: int) -> dict[str, float]:
