@@ -38,7 +38,18 @@ async def _until(check: Any, timeout: float, what: str) -> float:
     return time.monotonic()
 
 
-async def _master_failover(stack: Stack, dsn: str, n: int, gate: Path, ledger: Path) -> dict[str, float]:
+async def _master_failover(
+    stack: Stack,
+    dsn: str,
+    n: int,
+    gate: Path,
+    ledger: Path,
+    owner: ManagedProcess | None = None,
+    survivor: tuple[str, list[str]] = ("master-2", []),
+) -> dict[str, float]:
+    """``owner``: the one master running (default: the stack's first node); ``survivor``: the name and extra
+    settings of the master started to take over. Every query is scoped to this benchmark's workflow, so it
+    measures the same on a database full of history (bench/history.py)."""
     conn = await asyncpg.connect(dsn)
     try:
         script = f"echo $$ >> {ledger}; while [ ! -f {gate} ]; do sleep 0.2; done"  # 100 pollers: keep forks cheap
@@ -52,32 +63,40 @@ async def _master_failover(stack: Stack, dsn: str, n: int, gate: Path, ledger: P
             n,
         )
 
+        mine = "workflow_instance_id IN (SELECT id FROM workflow_instance WHERE workflow_definition_code = $1)"
+
         async def all_running() -> bool:
-            got = await conn.fetchval("SELECT count(*) FROM task_instance WHERE name = 'gated' AND state = 1")
+            got = await conn.fetchval(
+                f"SELECT count(*) FROM task_instance WHERE name = 'gated' AND state = 1 AND {mine}", code
+            )
             return int(got) == n
 
         await _until(all_running, 120, "all gated tasks running")
-        owner = stack.nodes[0]
-        survivor = await asyncio.to_thread(stack.start_node, "master", "master-2", ["logging.level=warning"])
-        dead = await conn.fetchval("SELECT DISTINCT host FROM workflow_instance")
+        owner = owner or stack.nodes[0]
+        name, extra = survivor
+        live = await asyncio.to_thread(stack.start_node, "master", name, ["logging.level=warning", *extra])
+        dead = await conn.fetchval("SELECT DISTINCT host FROM workflow_instance WHERE workflow_definition_code = $1",
+                                   code)  # fmt: skip
         assert owner.record is not None
         killed = time.monotonic()
         owner.record.signal(9)
         await asyncio.to_thread(gate.touch)
 
         async def owned() -> bool:
-            return not await conn.fetchval("SELECT 1 FROM workflow_instance WHERE host = $1 LIMIT 1", dead)
+            return not await conn.fetchval(
+                "SELECT 1 FROM workflow_instance WHERE host = $1 AND workflow_definition_code = $2 LIMIT 1", dead, code
+            )
 
         async def progressed() -> bool:
             got = await conn.fetchval(
-                "SELECT count(*) FROM task_instance WHERE name = 'next' AND start_time IS NOT NULL"
+                f"SELECT count(*) FROM task_instance WHERE name = 'next' AND start_time IS NOT NULL AND {mine}", code
             )
             return int(got) == n
 
         t_owned = await _until(owned, 60, "instances owned by the live master")
         t_progress = await _until(progressed, 60, "follow-up tasks started")
         reruns = len((await asyncio.to_thread(ledger.read_text)).split()) - n
-        assert survivor.exited() is None
+        assert live.exited() is None
         return {
             "master_failover_instances": float(n),
             "master_failover_owned_s": t_owned - killed,

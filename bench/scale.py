@@ -98,8 +98,13 @@ async def _claim_round(dsn: str, code: int, n: int, timeout: float) -> tuple[flo
                 raise TimeoutError("backlog not claimed in time")
             await asyncio.sleep(0.05)
         seconds = time.monotonic() - t0
-        per_host = await conn.fetch("SELECT host, count(*) AS n FROM workflow_instance GROUP BY host ORDER BY host")
-        created = await conn.fetchval("SELECT count(*) FROM workflow_instance")
+        # scoped to the round's workflow: the same on a database holding history (bench/history.py)
+        per_host = await conn.fetch(
+            "SELECT host, count(*) AS n FROM workflow_instance WHERE workflow_definition_code = $1"
+            " GROUP BY host ORDER BY host",
+            code,
+        )
+        created = sum(int(r["n"]) for r in per_host)
         if created != n:
             raise RuntimeError(f"{created} instances for {n} commands")
         return seconds, [int(r["n"]) for r in per_host]

@@ -140,6 +140,10 @@ class WorkerConfig:
     task_env: list[str]
     sql_load_dirs: list[str]
     spark_connect_url: str
+    log_keep_days: float = field(metadata=_bounded(0, 36_500))
+    max_log_bytes: int = field(metadata=_bounded(0, 1 << 50))
+    min_free_disk_bytes: int = field(metadata=_bounded(0, 1 << 60))
+    min_free_disk_percent: float = field(metadata=_bounded(0, 100))
 
     def check(self) -> None:
         if not self.group or "/" in self.group:
@@ -158,6 +162,37 @@ class WorkerConfig:
                 raise ConfigError(f"worker.sql_load_dirs: {d!r} must be an absolute path")
         if self.spark_connect_url and not self.spark_connect_url.startswith("sc://"):
             raise ConfigError(f"worker.spark_connect_url: {self.spark_connect_url!r} must be an sc://HOST:PORT URL")
+
+
+#: days before a run's business date that a DEPENDENT task may look at (``lastMonth`` from the last day of a
+#: month reaches back to the first day of the month before: 61 days, plus a day for time zones);
+#: retention must keep at least that much history or a dependent task would wait for a run it deleted
+DEPENDENT_LOOKBACK_DAYS = 62
+
+
+def check_keep_days(name: str, days: int) -> str:
+    """Why ``days`` is not a valid history retention, or "" (0 keeps history for ever)."""
+    if days != 0 and days < DEPENDENT_LOOKBACK_DAYS:
+        return (
+            f"{name}: {days} is below {DEPENDENT_LOOKBACK_DAYS} days, the longest look-back of a DEPENDENT task"
+            " (lastMonth); use 0 to keep history for ever"
+        )
+    return ""
+
+
+@dataclass(frozen=True)
+class HistoryConfig:
+    """Retention of finished runs (engine/master/retention.py), run by one master at a time."""
+
+    keep_days: int = field(metadata=_bounded(0, 36_500))
+    audit_keep_days: int = field(metadata=_bounded(0, 36_500))
+    interval_seconds: float = field(metadata=_bounded(0.1, 86_400 * 7))
+    batch_size: int = field(metadata=_bounded(1, 100_000))
+
+    def check(self) -> None:
+        reason = check_keep_days("history.keep_days", self.keep_days)
+        if reason:
+            raise ConfigError(reason)
 
 
 @dataclass(frozen=True)
@@ -235,6 +270,7 @@ class Config:
     database: DatabaseConfig
     master: MasterConfig
     worker: WorkerConfig
+    history: HistoryConfig
     api: ApiConfig
     standalone: StandaloneConfig
     logging: LoggingConfig

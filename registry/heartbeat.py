@@ -59,6 +59,8 @@ class Heartbeat:
     host_name: str = ""
     machine: str = ""
     process_start: float = 0.0
+    #: why the node takes no new work although it is up ("log disk nearly full: ...", a drain), or ""
+    reason: str = ""
 
     def incarnation(self) -> Incarnation:
         return Incarnation(self.node_id, self.host_name, self.machine, self.pid, self.process_start)

@@ -3,6 +3,7 @@
 <root>/nodes/master/<host:port>            master heartbeat, bound to its session lease
 <root>/nodes/worker/<group>/<host:port>    worker heartbeat, bound to its session lease
 <root>/lock/failover/<role>/<host:port>    failover lock of a dead node, bound to the holder's lease
+<root>/lock/job/<name>                     a cluster-wide job one node runs at a time (retention)
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ def parse_node_key(root: str, key: str) -> NodeId | None:
 
 def failover_lock_key(root: str, node: NodeId) -> str:
     return f"{root}/lock/failover/{node.role}/{node.address}"
+
+
+def job_lock_key(root: str, name: str) -> str:
+    return f"{root}/lock/job/{name}"
 
 
 def _is_address(text: str) -> bool:

@@ -8,7 +8,7 @@ from engine import logs
 from engine.config import RegistryConfig
 from registry.client import EtcdClient
 from registry.heartbeat import Heartbeat, Registration
-from registry.keys import NodeId, failover_lock_key, node_key
+from registry.keys import NodeId, failover_lock_key, job_lock_key, node_key
 from registry.lock import Lock
 from registry.membership import MembershipView
 from registry.session import Session, SessionState
@@ -52,6 +52,10 @@ class RegistryNode:
 
     def failover_lock(self, dead: NodeId) -> Lock:
         return Lock(self.session, failover_lock_key(self.cfg.root, dead), owner=str(self.node))
+
+    def job_lock(self, name: str) -> Lock:
+        """The lock of a job one node of the cluster runs at a time (held by this session's lease)."""
+        return Lock(self.session, job_lock_key(self.cfg.root, name), owner=str(self.node))
 
     async def close(self, revoke: bool = True) -> None:
         if self._closed:

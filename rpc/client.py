@@ -8,10 +8,11 @@ the peer (``RpcRefused``, or ``RpcTimeout`` with ``maybe_delivered=False``); one
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
@@ -107,26 +108,40 @@ class RpcClient:
             self.observe(method, time.perf_counter() - start, outcome)
 
     async def _call_raw(self, address: str, method: str, body: bytes, timeout: float | None = None) -> bytes:
+        async with self._request(address, method, body, aiohttp.ClientTimeout(total=timeout or self.timeout)) as resp:
+            return await resp.read()
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, address: str, msg: Any, idle_timeout: float | None = None
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """Send ``msg``; the reply as a response whose body the caller reads in chunks (a file of any size
+        passes through in bounded memory). No total time limit: connecting is bounded by the client's
+        timeout, and every read by ``idle_timeout``. Errors while reading are mapped as for a call."""
+        wait = idle_timeout or self.timeout
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=wait)
+        async with self._request(address, msg.METHOD, _body(msg), timeout) as resp:
+            yield resp
+
+    @contextlib.asynccontextmanager
+    async def _request(
+        self, address: str, method: str, body: bytes, timeout: aiohttp.ClientTimeout
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
         headers = {"Content-Type": "application/json", auth.HEADER: auth.sign(self.secret, method, body)}
         url = f"http://{address}/rpc/{method}"
         progress = _Progress()
+        limit = timeout.total or timeout.sock_read
         try:
             async with self._http().post(
-                url,
-                data=body,
-                headers=headers,
-                timeout=aiohttp.ClientTimeout(total=timeout or self.timeout),
-                trace_request_ctx=progress,
+                url, data=body, headers=headers, timeout=timeout, trace_request_ctx=progress
             ) as resp:
-                payload = await resp.read()
                 if resp.status >= 400:
-                    raise _status_error(method, address, resp.status, payload)
-                return payload
+                    raise _status_error(method, address, resp.status, await resp.read())
+                yield resp
         except TimeoutError as exc:
             where = "" if progress.written else " before the request was sent"
             raise RpcTimeout(
-                f"{method} to {address} timed out after {timeout or self.timeout}s{where}",
-                maybe_delivered=progress.written,
+                f"{method} to {address} timed out after {limit}s{where}", maybe_delivered=progress.written
             ) from exc
         except aiohttp.ClientConnectionError as exc:
             text = f"{method} to {address}: {type(exc).__name__}: {exc}"

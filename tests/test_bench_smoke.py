@@ -55,9 +55,18 @@ def _spark(r: dict[str, Any], size: dict[str, Any]) -> None:
     assert r["runs"] == 1 + 3 * (size["trivial"] + size["example"]), "a run missing"
 
 
+def _history(r: dict[str, Any], size: dict[str, Any]) -> None:
+    assert r["history_generated_workflow_instances"] >= size["instances"], "the generator fell short"
+    assert r["history_generated_task_instances"] >= size["instances"] * 10
+    for phase in ("empty", "history"):
+        assert r[f"{phase}_throughput_all_success"] == 1.0, f"{phase}: a workflow did not end SUCCESS"
+        assert r[f"{phase}_master_failover_gated_reruns"] == 0.0, f"{phase}: an adopted task ran again"
+
+
 CORRECT: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "engine": _engine, "failover": _failover, "registry": _registry, "scale": _scale, "hosts": _hosts,
     "spark": _spark,
+    "history": _history,
 }  # fmt: skip
 
 

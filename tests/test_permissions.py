@@ -35,6 +35,7 @@ RULES = {
     ("GET", "/api/v1/projects"): "USER",
     ("POST", "/api/v1/projects"): "USER",
     ("GET", "/api/v1/projects/{name}"): "READ project path.name",
+    ("PATCH", "/api/v1/projects/{name}"): "WRITE project path.name",
     ("DELETE", "/api/v1/projects/{name}"): "OWNER project path.name",
     ("GET", "/api/v1/workflows"): "USER",
     ("POST", "/api/v1/workflows"): "WRITE project body.project create",

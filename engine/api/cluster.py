@@ -22,6 +22,7 @@ _NODE = {
         "address": {"type": "string"},
         "group": {"type": ["string", "null"]},
         "status": {"type": "string"},
+        "reason": {"type": "string", "description": "why it takes no new work (a full log disk, a drain), or empty"},
         "heartbeat": {"type": "object"},
     },
 }
@@ -38,6 +39,7 @@ def _node(info: Any) -> dict[str, Any]:
         "address": info.address,
         "group": info.node.group or None,
         "status": ServerStatus(info.heartbeat.status).name,
+        "reason": info.heartbeat.reason,
         "heartbeat": hb,
     }
 

@@ -63,6 +63,15 @@ def _operation(route: Route) -> dict[str, Any]:
                 "size": {"type": "integer"},
             },
         }
+        if any(p.name == "before" for p in route.query):
+            answer["properties"]["next_before"] = {
+                "type": ["integer", "null"],
+                "description": "the `before` of the next page (keyset paging); null on the last page",
+            }
+            answer["properties"]["total_capped"] = {
+                "type": "boolean",
+                "description": "there are more matches than total (counting stops there; page on with before)",
+            }
     error = {
         "description": "error",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},

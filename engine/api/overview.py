@@ -12,8 +12,9 @@ from engine.api.routing import Call, Route
 from engine.states import WORKFLOW_FINISHED, TaskState, WorkflowState
 from registry.heartbeat import ServerStatus
 
-_UNFINISHED = [int(s) for s in WorkflowState if s not in WORKFLOW_FINISHED]
-_FAILED_TASK = [int(TaskState.FAILURE), int(TaskState.KILL), int(TaskState.NEED_FAULT_TOLERANCE)]
+#: SQL lists of states (in the statements' text: see _counts)
+_UNFINISHED = "(" + ", ".join(str(int(s)) for s in WorkflowState if s not in WORKFLOW_FINISHED) + ")"
+_FAILED_TASK = f"({int(TaskState.FAILURE)}, {int(TaskState.KILL)}, {int(TaskState.NEED_FAULT_TOLERANCE)})"
 RECENT = 10
 
 _COUNTS = {"type": "object", "additionalProperties": {"type": "integer"}, "description": "state name -> instances"}
@@ -70,10 +71,11 @@ def _brief(row: Any, failed: bool = False) -> dict[str, Any]:
 
 
 async def _counts(db: Any, interval: dt.timedelta, scope: Callable[..., str], who: list[int]) -> dict[str, int]:
+    # constants in the text, not parameters: a prepared statement's generic plan cannot see how short the
+    # time range is (or which states) and scans the whole table once it holds a million instances
     rows = await db.fetch(
-        "SELECT state, count(*) AS n FROM workflow_instance WHERE start_time >= now() - $1::interval"
-        f"{scope(2)} GROUP BY state",
-        interval,
+        f"SELECT state, count(*) AS n FROM workflow_instance WHERE start_time >= now() - interval"
+        f" '{int(interval.total_seconds())} seconds'{scope(1)} GROUP BY state",
         *who,
     )
     return {WorkflowState(r["state"]).name: r["n"] for r in rows}
@@ -100,25 +102,21 @@ async def get_overview(api: Any, call: Call) -> dict[str, Any]:
     db = api.db
     scope, who = _scope(call)
     running = await db.fetch(
-        "SELECT id, name, state, start_time, end_time FROM workflow_instance WHERE state = ANY($1::smallint[])"
-        f"{scope(2)} ORDER BY id DESC LIMIT {RECENT}",
-        _UNFINISHED,
+        f"SELECT id, name, state, start_time, end_time FROM workflow_instance WHERE state IN {_UNFINISHED}"
+        f"{scope(1)} ORDER BY id DESC LIMIT {RECENT}",
         *who,
     )
     running_total = await db.fetchval(
-        f"SELECT count(*) FROM workflow_instance WHERE state = ANY($1::smallint[]){scope(2)}",
-        _UNFINISHED,
+        f"SELECT count(*) FROM workflow_instance WHERE state IN {_UNFINISHED}{scope(1)}",
         *who,
     )
     failures = await db.fetch(
         "SELECT w.id, w.name, w.state, w.start_time, w.end_time, f.id AS task_id, f.name AS task_name"
         " FROM workflow_instance w LEFT JOIN LATERAL (SELECT id, name FROM task_instance"
-        " WHERE workflow_instance_id = w.id AND flag = 1 AND state = ANY($2::smallint[])"
+        f" WHERE workflow_instance_id = w.id AND flag = 1 AND state IN {_FAILED_TASK}"
         " ORDER BY end_time DESC NULLS LAST, id DESC LIMIT 1) f ON true"
-        f" WHERE w.state = $1{scope(3, 'w.project_code')}"
+        f" WHERE w.state = {int(WorkflowState.FAILURE)}{scope(1, 'w.project_code')}"
         f" ORDER BY w.id DESC LIMIT {RECENT}",
-        int(WorkflowState.FAILURE),
-        _FAILED_TASK,
         *who,
     )
     return {

@@ -9,18 +9,32 @@ from sqlalchemy import func, select
 
 from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, one, page
+from engine.config import check_keep_days
 from engine.storage import sql
 from engine.storage import tables as t
 from engine.storage.definitions import ensure_project
 
-_COLUMNS = ("code", "name", "description", "create_time", "update_time")
+_COLUMNS = ("code", "name", "description", "keep_days", "create_time", "update_time")
 _PROJECT = {
     "type": "object",
     "properties": {
         "code": {"type": "integer"},
         "name": {"type": "string"},
         "description": {"type": ["string", "null"]},
+        "keep_days": {
+            "type": ["integer", "null"],
+            "description": "days its finished runs are kept (null: the cluster's history.keep_days; 0: for ever)",
+        },
         "workflows": {"type": "integer"},
+    },
+}
+_CHANGE = {
+    "type": "object",
+    "additionalProperties": False,
+    "minProperties": 1,
+    "properties": {
+        "description": {"type": "string"},
+        "keep_days": {"type": ["integer", "null"], "minimum": 0, "maximum": 36500},
     },
 }
 _CREATE = {
@@ -76,6 +90,23 @@ async def get_project(api: Any, call: Call) -> dict[str, Any]:
     return _project(await project_by_name(api.db, call.path["name"]))
 
 
+async def change_project(api: Any, call: Call) -> dict[str, Any]:
+    """Change a project's description or its history retention (``keep_days``)."""
+    row = await project_by_name(api.db, call.path["name"])
+    body = call.body
+    if body.get("keep_days") is not None:
+        reason = check_keep_days("keep_days", int(body["keep_days"]))
+        if reason:
+            raise ApiError(400, reason, "keep_days")
+    sets = [f"{k} = ${i}" for i, k in enumerate(sorted(body), start=2)]
+    await api.db.execute(
+        f"UPDATE project SET {', '.join(sets)}, update_time = now() WHERE code = $1",
+        row["code"],
+        *(body[k] for k in sorted(body)),
+    )
+    return _project(await project_by_name(api.db, call.path["name"]))
+
+
 async def delete_project(api: Any, call: Call) -> dict[str, Any]:
     row = await project_by_name(api.db, call.path["name"])
     if row["workflows"]:
@@ -93,6 +124,9 @@ ROUTES = [
           response=_PROJECT, status=201, rule=access.SIGNED_IN),
     Route("GET", "/api/v1/projects/{name}", get_project, "A project", "projects", response=_PROJECT,
           rule=access.read("project", "path.name")),
+    Route("PATCH", "/api/v1/projects/{name}", change_project,
+          "Change a project's description or how long its finished runs are kept", "projects", body=_CHANGE,
+          response=_PROJECT, rule=access.write("project", "path.name")),
     Route("DELETE", "/api/v1/projects/{name}", delete_project, "Delete an empty project", "projects", response=_ONE,
           rule=access.owner("project", "path.name")),
 ]  # fmt: skip

@@ -7,12 +7,15 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy import select
 
+from engine import logs
 from engine.api import access, rows
 from engine.api.routing import ApiError, Call, Param, Route, one
 from engine.states import TaskState
 from engine.storage import tables as t
 from rpc.errors import BadRequest, RpcError
 from rpc.messages import LogDownload, LogLines, LogRange
+
+log = logs.get(__name__)
 
 ti = t.task_instance
 TASK_INSTANCE = {
@@ -85,20 +88,34 @@ async def get_log(api: Any, call: Call) -> dict[str, Any]:
     return {"lines": lines.lines, "start": lines.start, "total": lines.total, "next": lines.next, "complete": complete}
 
 
-async def download_log(api: Any, call: Call) -> web.Response:
+#: bytes passed from the worker to the client at a time (the API holds no more of a log than this)
+DOWNLOAD_CHUNK = 64 * 1024
+#: seconds a download may wait for the next chunk from the worker
+DOWNLOAD_IDLE_TIMEOUT = 60.0
+
+
+async def download_log(api: Any, call: Call) -> web.StreamResponse:
+    """The log file streamed from the worker through to the client, a chunk at a time."""
     row = await _task(api, call.path_int("id"))
     host, path = _log_source(row)
-    try:
-        raw = await api.rpc.fetch(host, LogDownload(path), timeout=60.0)
-    except RpcError as exc:
-        raise _worker_error(host, exc) from exc
     name = f"{row['name']}-{row['id']}-{row['attempt']}.log"
-    return web.Response(
-        body=raw,
-        content_type="text/plain",
-        charset="utf-8",
-        headers={"Content-Disposition": f'attachment; filename="{name}"'},
-    )
+    out = web.StreamResponse(headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    out.content_type, out.charset = "text/plain", "utf-8"
+    try:
+        async with api.rpc.stream(host, LogDownload(path), idle_timeout=DOWNLOAD_IDLE_TIMEOUT) as resp:
+            if resp.content_length is not None:
+                out.content_length = resp.content_length  # a cut-off transfer is seen as one by the client
+            await out.prepare(call.request)
+            async for chunk in resp.content.iter_chunked(DOWNLOAD_CHUNK):
+                await out.write(chunk)
+    except RpcError as exc:
+        if not out.prepared:
+            raise _worker_error(host, exc) from exc
+        # the answer has begun: its status cannot change any more; the client sees a short body
+        log.warning("log download cut off", task_instance_id=row["id"], worker=host, error=str(exc))
+        return out
+    await out.write_eof()
+    return out
 
 
 ROUTES = [

@@ -402,7 +402,8 @@ def cmd_cluster(client: ApiClient, args: argparse.Namespace, out: Console) -> in
             hb = n["heartbeat"]
             tasks = f"{hb['running_tasks']} running, {hb['waiting_tasks']} waiting" if role == "worker" else ""
             since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(hb["startup_time"] / 1000))
-            table.add_row(role, n["address"], n["group"] or "", n["status"], f"{hb['cpu_usage']:.0%}",
+            status = f"{n['status']}: {n['reason']}" if n.get("reason") else n["status"]
+            table.add_row(role, n["address"], n["group"] or "", status, f"{hb['cpu_usage']:.0%}",
                           f"{hb['memory_usage']:.0%}", f"{hb['load_average']:.2f}", tasks, since)  # fmt: skip
     out.print(table)
     return 0

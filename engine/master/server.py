@@ -29,6 +29,7 @@ from engine.master.commands import Claimed, CommandPoller, DefinitionCache
 from engine.master.dispatcher import Dispatcher
 from engine.master.failover import FailoverService
 from engine.master.gcpolicy import GcPolicy
+from engine.master.retention import LOCK_NAME, RetentionService
 from engine.master.serial_sql import SerialRepair
 from engine.master.store import MasterStore
 from engine.master.task_groups_sql import GroupListener
@@ -106,6 +107,7 @@ class Master(Node):
         self.scheduler: Scheduler | None = None
         self.serial_repair: SerialRepair | None = None
         self.groups: GroupListener | None = None
+        self.retention: RetentionService | None = None
         self.dispatcher = Dispatcher(
             self.rpc, self._workers, m.host_selector, metrics=self.metrics, valid_until=self._valid_until_ms
         )
@@ -183,6 +185,12 @@ class Master(Node):
             self.cfg.master.misfire_max_fires,
             self.metrics,
         )
+        self.retention = RetentionService(
+            self.pool,
+            self.cfg.history,
+            lambda: self.registry.job_lock(LOCK_NAME) if self.registry is not None else None,
+            self.metrics,
+        )
         self.wheel.start(self._deliver_timer)
         self.dispatcher.start()
 
@@ -206,6 +214,8 @@ class Master(Node):
             self.serial_repair.start()
         if self.groups is not None:
             self.groups.start()
+        if self.retention is not None:
+            self.retention.start()
 
     async def on_fenced(self) -> None:
         # Lease lost: stop claiming, dispatching and driving instances at once (invariant 6). The
@@ -215,8 +225,8 @@ class Master(Node):
         # would never re-register (tests/test_hosts.py, the network cut).
         self.dispatcher.paused = True
         bound = self.cfg.registry.lease_ttl
-        services = [s for s in (self.poller, self.scheduler, self.failover, self.serial_repair, self.groups)
-                    if s is not None]  # fmt: skip
+        services = [s for s in (self.poller, self.scheduler, self.failover, self.serial_repair, self.groups,
+                                self.retention) if s is not None]  # fmt: skip
         await asyncio.gather(*(s.close(timeout=bound) for s in services))
         await self._stop_actors(timeout=bound)
         # a re-registration is a new incarnation: what we owned until now is failed over (by a peer or us)
@@ -239,6 +249,8 @@ class Master(Node):
             await self.serial_repair.close()
         if self.groups is not None:
             await self.groups.close()
+        if self.retention is not None:
+            await self.retention.close()
         await self._stop_actors()
         await self.dispatcher.close()
         await self.wheel.close()

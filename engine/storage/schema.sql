@@ -88,6 +88,7 @@ CREATE TABLE project (
     user_id BIGINT,
     create_time TIMESTAMP WITH TIME ZONE DEFAULT now() NOT NULL,
     update_time TIMESTAMP WITH TIME ZONE DEFAULT now() NOT NULL,
+    keep_days INTEGER CHECK (keep_days >= 0),
     PRIMARY KEY (id),
     UNIQUE (code),
     UNIQUE (name)
@@ -327,6 +328,12 @@ CREATE TABLE workflow_instance (
 );
 
 CREATE INDEX workflow_instance_definition_idx ON workflow_instance (workflow_definition_code, id);
+
+CREATE INDEX workflow_instance_project_idx ON workflow_instance (project_code, id);
+
+CREATE INDEX workflow_instance_retention_idx ON workflow_instance (project_code, end_time, id) WHERE state IN (3, 5, 6, 7, 16);
+
+CREATE INDEX workflow_instance_state_idx ON workflow_instance (state, id);
 
 CREATE INDEX workflow_instance_time_idx ON workflow_instance (start_time, end_time);
 

@@ -145,6 +145,7 @@ project = Table(
     Column("user_id", BigInteger),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("keep_days", Integer, CheckConstraint("keep_days >= 0")),  # None: history.keep_days
 )
 
 
@@ -592,6 +593,15 @@ Index(
     "workflow_instance_unfinished_host_idx",
     workflow_instance.c.host,
     postgresql_where=text("state IN (0, 1, 2, 4, 12)"),
+)
+Index("workflow_instance_state_idx", workflow_instance.c.state, workflow_instance.c.id)
+Index("workflow_instance_project_idx", workflow_instance.c.project_code, workflow_instance.c.id)
+Index(
+    "workflow_instance_retention_idx",
+    workflow_instance.c.project_code,
+    workflow_instance.c.end_time,
+    workflow_instance.c.id,
+    postgresql_where=text("state IN (3, 5, 6, 7, 16)"),
 )
 Index("task_instance_workflow_idx", task_instance.c.workflow_instance_id)
 Index("task_instance_code_version_idx", task_instance.c.task_code, task_instance.c.task_definition_version)

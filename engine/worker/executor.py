@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import psutil
 
@@ -29,7 +28,7 @@ from engine.params import builtins, out_params, parse_set_values, parse_time, pr
 from engine.tasks import registry
 from engine.tasks.base import Launch, TaskContext
 from engine.worker.execdirs import ExecDirs
-from engine.worker.logfiles import log_path
+from engine.worker.logfiles import CappedLog, log_path
 from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
 from engine.worker.spawn import Child, spawn
@@ -103,6 +102,8 @@ class Executor:
         on_ended: Callable[[TaskRun, TaskResult], None] = lambda _run, _result: None,
         policy: TaskPolicy | None = None,
         plugin_options: dict[str, str] | None = None,
+        max_log_bytes: int = 0,
+        disk_full: Callable[[], str] = lambda: "",
     ) -> None:
         #: told of every attempt's end here (metrics)
         self.on_ended = on_ended
@@ -110,6 +111,10 @@ class Executor:
         self.policy = policy or TaskPolicy()
         #: settings from the worker's configuration its task plugins read (TaskContext.options)
         self.plugin_options = dict(plugin_options or {})
+        #: a task's log keeps at most this many bytes, its newest (0: no limit)
+        self.max_log_bytes = max_log_bytes
+        #: why the log disk cannot take new tasks, or "" (checked at admission)
+        self.disk_full = disk_full
         #: checked right before and right after a task process starts: a worker paused between admitting
         #: an attempt and starting it must not start it once its lease may be gone (invariant 3)
         self.may_start = may_start
@@ -188,6 +193,9 @@ class Executor:
             return 0, "worker is shutting down"
         if len(self.runs) >= self.slots:
             return 0, f"all {self.slots} exec slots are busy"
+        disk = self.disk_full()
+        if disk:
+            return 0, disk
         over = self.overloaded()
         if over is None:
             self._held = None
@@ -310,7 +318,7 @@ class Executor:
         # one trip to a thread for the file system work before the start: log file, exec dir, files
         run.files = frozenset(launch.files)
         logfile = await acquire_in_thread(
-            _close, _set_up, run.log_path, header, self.dirs, run.exec_dir, launch.files, user
+            _close, _set_up, run.log_path, header, self.max_log_bytes, self.dirs, run.exec_dir, launch.files, user
         )
         try:
             if d.dry_run:
@@ -398,7 +406,7 @@ class Executor:
         log.info("task application", app_id=run.app_id, app_link=run.app_link)
         self._report_running(run)
 
-    async def _wait_and_drain(self, run: TaskRun, proc: Child, logfile: IO[bytes], emitted: dict[str, str]) -> None:
+    async def _wait_and_drain(self, run: TaskRun, proc: Child, logfile: CappedLog, emitted: dict[str, str]) -> None:
         """Wait for the task (enforcing its timeout) while its output streams into the log."""
         d = run.dispatch
         pump = asyncio.create_task(_pump(proc, logfile, emitted, lambda line: self._on_app(run, line)))
@@ -484,7 +492,7 @@ class Executor:
         await asyncio.gather(*(self.kill(*run.key) for run in runs))
 
 
-async def _close(fh: IO[bytes]) -> None:
+async def _close(fh: CappedLog) -> None:
     await asyncio.to_thread(fh.close)
 
 
@@ -492,26 +500,20 @@ def _stamp() -> str:
     return dt.datetime.now().astimezone().isoformat(timespec="milliseconds")
 
 
-def _open_log(path: Path, first: str = "") -> IO[bytes]:
-    # the directory usually exists (one per workflow instance): try first, create on demand
-    try:
-        fh = open(path, "ab", buffering=0)  # noqa: SIM115 - closed by the caller when the task ends
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(path, "ab", buffering=0)  # noqa: SIM115
-    if first:
-        fh.write(first.encode())
-    return fh
-
-
 def _write_log(path: Path, text: str) -> None:
-    _open_log(path, text).close()
+    CappedLog(path, 0, text).close()
 
 
 def _set_up(
-    log: Path, header: str, dirs: ExecDirs, exec_dir: Path, files: dict[str, str], user: pwd.struct_passwd | None
-) -> IO[bytes]:
-    fh = _open_log(log, header)
+    log: Path,
+    header: str,
+    cap: int,
+    dirs: ExecDirs,
+    exec_dir: Path,
+    files: dict[str, str],
+    user: pwd.struct_passwd | None,
+) -> CappedLog:
+    fh = CappedLog(log, cap, header)
     try:
         dirs.prepare(exec_dir, files, user)
     except BaseException:
@@ -520,12 +522,12 @@ def _set_up(
     return fh
 
 
-async def _write(fh: IO[bytes], text: str) -> None:
+async def _write(fh: CappedLog, text: str) -> None:
     await asyncio.to_thread(fh.write, text.encode())
 
 
 async def _pump(
-    proc: Child, logfile: IO[bytes], emitted: dict[str, str], on_app: Callable[[bytes], None] = lambda _: None
+    proc: Child, logfile: CappedLog, emitted: dict[str, str], on_app: Callable[[bytes], None] = lambda _: None
 ) -> None:
     """Copy the task's output into its log as it arrives; collect ${setValue(k=v)} lines; hand
     APP_MARKER lines to ``on_app``."""

@@ -17,6 +17,7 @@ import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 from rpc.errors import BadRequest
 
@@ -56,6 +57,74 @@ class LineIndex:
             if start:
                 self.scanned = pos + start  # a partial last line is counted once its newline is written
             pos += len(chunk)
+
+
+class CappedLog:
+    """A task's log file opened for appending, kept to at most ``cap`` bytes (0: no limit).
+
+    Writes go straight to the file (unbuffered, as before). When the file grows past the cap, its newest
+    part (the last ``cap // 2`` bytes, from a line start) is copied in 1 MiB chunks to a new file, headed by
+    a line saying how many bytes were dropped, which replaces the log (rename); the file then grows again.
+    Each byte is copied at most once on its way out, so a capped log costs at most twice its writes, the
+    file never holds more than the cap plus one write, and the worker never holds more than a chunk of it
+    in memory. Readers notice the replacement (a new inode) and re-index. Called from a thread."""
+
+    def __init__(self, path: Path, cap: int = 0, first: str = "") -> None:
+        self.path = path
+        self.cap = cap
+        self.fh = _append(path)
+        self.size = os.fstat(self.fh.fileno()).st_size
+        #: bytes of the task's output dropped so far, and the length of the notice heading the file
+        self.dropped = 0
+        self._notice = 0
+        if first:
+            self.write(first.encode())
+
+    def write(self, data: bytes) -> None:
+        self.fh.write(data)
+        self.size += len(data)
+        if self.cap and self.size > self.cap:
+            self._keep_tail()
+
+    def close(self) -> None:
+        self.fh.close()
+
+    def _keep_tail(self) -> None:
+        keep = max(1, self.cap // 2)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(self.path, "rb") as src:
+            src.seek(max(0, self.size - keep))
+            head = src.read(_CHUNK)
+            nl = head.find(b"\n")
+            if 0 <= nl < len(head) - 1:
+                head = head[nl + 1 :]  # start the kept part at a line
+            start = src.tell() - len(head)
+            self.dropped += start - self._notice
+            notice = (
+                f"[porpoise] log truncated: the first {self.dropped} bytes of output were dropped"
+                f" (worker.max_log_bytes = {self.cap}); the newest output follows\n"
+            ).encode()
+            with open(tmp, "wb") as dst:
+                dst.write(notice)
+                dst.write(head)
+                while chunk := src.read(_CHUNK):
+                    dst.write(chunk)
+                size = dst.tell()
+        os.replace(tmp, self.path)
+        old, self.fh = self.fh, _append(self.path)
+        old.close()
+        self.size, self._notice = size, len(notice)
+
+
+def _append(path: Path) -> Any:
+    """The file opened for appending, unbuffered; its directory is made when missing (the first task of
+    an instance; again when the log janitor removed it empty just then)."""
+    for _ in range(3):
+        try:
+            return open(path, "ab", buffering=0)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "ab", buffering=0)
 
 
 def log_path(

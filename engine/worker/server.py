@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from engine import logs
 from engine.errors import ConfigError
 from engine.node import Node
 from engine.worker.executor import DRAIN_REQUESTED, SHUTTING_DOWN, Executor, TaskRun
+from engine.worker.logdisk import LogJanitor, disk_short
 from engine.worker.logfiles import LogFiles
 from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
@@ -54,15 +56,30 @@ START_MARGIN = 0.5
 
 
 class WorkerHeartbeat(HeartbeatSource):
-    """The host's heartbeat, with status DRAINING while the worker takes no new tasks."""
+    """The host's heartbeat, with status DRAINING while the worker takes no new tasks, and ABNORMAL with
+    the reason while its log disk is nearly full (checked with each heartbeat, in a thread)."""
 
-    def __init__(self, *args: Any, draining: Any = lambda: False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        draining: Callable[[], str] = lambda: "",
+        log_disk: Callable[[], str] = lambda: "",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.draining = draining
+        self.log_disk = log_disk
+        #: why the log disk takes no new task logs, or "" (as of the last heartbeat)
+        self.disk_reason = ""
 
     async def __call__(self) -> Heartbeat:
         hb = await super().__call__()
-        return dataclasses.replace(hb, status=int(ServerStatus.DRAINING)) if self.draining() else hb
+        self.disk_reason = await asyncio.to_thread(self.log_disk)
+        if self.draining():
+            return dataclasses.replace(hb, status=int(ServerStatus.DRAINING), reason=self.draining())
+        if self.disk_reason:
+            return dataclasses.replace(hb, status=int(ServerStatus.ABNORMAL), reason=self.disk_reason)
+        return hb
 
 
 class Worker(Node):
@@ -71,15 +88,18 @@ class Worker(Node):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         w = self.cfg.worker
+        log_dir = Path(w.log_dir).resolve()
         self.limits = LoadLimits(w.max_cpu_load_avg, w.reserved_memory_gb)
         self.source = WorkerHeartbeat(
             self.limits,
             host_weight=w.host_weight,
             counts=self.counts,
             busy=lambda: self.cpu.busy,
-            draining=lambda: bool(self.executor.draining),
+            draining=lambda: self.executor.draining,
+            log_disk=lambda: disk_short(log_dir, w.min_free_disk_bytes, w.min_free_disk_percent),
         )
-        self.log_files = LogFiles(Path(w.log_dir))
+        self.log_files = LogFiles(log_dir)
+        self.janitor = LogJanitor(log_dir, w.log_keep_days, self._logs_written)
         self.spool = Spool(Path(w.spool_dir).resolve(), self.cfg.registry.root)
         self.reporter = Reporter(
             self.rpc,
@@ -92,7 +112,7 @@ class Worker(Node):
         self.reaper = Reaper(self.cfg.registry.lease_ttl, children_of=os.getpid())
         self.executor = Executor(
             slots=w.exec_slots,
-            log_dir=Path(w.log_dir).resolve(),
+            log_dir=log_dir,
             exec_dir=Path(w.exec_dir).resolve(),
             address="",  # known once the listener is bound
             reporter=self.reporter,
@@ -102,6 +122,8 @@ class Worker(Node):
             on_ended=self._ended,
             policy=TaskPolicy.of(w),
             plugin_options={"spark_connect_url": w.spark_connect_url},
+            max_log_bytes=w.max_log_bytes,
+            disk_full=lambda: self.source.disk_reason,
         )
         self.metrics.gauge("report_backlog", lambda: len(self.reporter.pending))
         self.metrics.gauge("tasks_running", lambda: len(self.executor.runs))
@@ -126,6 +148,9 @@ class Worker(Node):
 
     def _busy_with(self, workflow_instance_id: int) -> bool:
         return self.executor.busy_with(workflow_instance_id)
+
+    def _logs_written(self) -> set[Path]:
+        return {run.log_path.resolve() for run in self.executor.runs.values()}
 
     def _live_masters(self) -> list[str]:
         return [m.address for m in self.registry.membership.masters()] if self.registry is not None else []
@@ -158,6 +183,7 @@ class Worker(Node):
         await self.reaper.start()
         self.reporter.restore(left)
         self.reporter.start()
+        self.janitor.start()
         if left:
             # Send what an earlier run left before registering: our registration deletes a key an earlier
             # incarnation at this address left, and its REMOVED event makes the masters run that
@@ -192,6 +218,7 @@ class Worker(Node):
                 # Leave our key to expire with the lease instead of deleting it: its removal makes the
                 # masters run those attempts again, and a start within one TTL delivers their results first.
                 await self.registry.close(revoke=False)
+        await self.janitor.close()
         await self.reporter.close()
         await self.reaper.close()
         await asyncio.to_thread(self.spool.close)
@@ -210,6 +237,7 @@ class Worker(Node):
             "slots": self.cfg.worker.exec_slots,
             "pending_reports": len(self.reporter.pending),
             "draining": self.executor.draining,
+            "log_disk": self.source.disk_reason,
         }
 
     # -- RPC handlers -----------------------------------------------------------------------------

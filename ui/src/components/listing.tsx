@@ -48,12 +48,15 @@ export function Pager({
   size,
   noun,
   onPage,
+  capped = false,
 }: {
   page: number;
   total: number;
   size: number;
   noun: string;
   onPage: (page: number) => void;
+  /** the server stopped counting at ``total``: there are more */
+  capped?: boolean;
 }) {
   const pages = Math.max(1, Math.ceil(total / size));
   return (
@@ -62,7 +65,9 @@ export function Pager({
         ← Previous
       </button>
       <span>
-        page {page} of {pages} ({total} {noun})
+        page {page} of {pages}
+        {capped ? "+" : ""} ({total}
+        {capped ? "+" : ""} {noun})
       </span>
       <button disabled={page >= pages} onClick={() => onPage(page + 1)}>
         Next →

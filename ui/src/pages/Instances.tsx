@@ -136,6 +136,7 @@ export function Instances() {
           <Pager
             page={page}
             total={data.total}
+            capped={data.total_capped ?? false}
             size={SIZE}
             noun="instances"
             onPage={(n) => set("page", String(n))}

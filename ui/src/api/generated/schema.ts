@@ -501,7 +501,8 @@ export interface paths {
         delete: operations["delete_api_v1_projects_name"];
         options?: never;
         head?: never;
-        patch?: never;
+        /** Change a project's description or how long its finished runs are kept */
+        patch: operations["patch_api_v1_projects_name"];
         trace?: never;
     };
     "/api/v1/projects/{name}/grants": {
@@ -1784,12 +1785,16 @@ export interface operations {
                             address: string;
                             group: string | null;
                             heartbeat: Record<string, never>;
+                            /** @description why it takes no new work (a full log disk, a drain), or empty */
+                            reason?: string;
                             status: string;
                         }[];
                         workers: {
                             address: string;
                             group: string | null;
                             heartbeat: Record<string, never>;
+                            /** @description why it takes no new work (a full log disk, a drain), or empty */
+                            reason?: string;
                             status: string;
                         }[];
                     };
@@ -2764,6 +2769,8 @@ export interface operations {
                 until?: string;
                 /** @description owning master host:port */
                 host?: string;
+                /** @description only instances with a smaller id: pass the previous answer's next_before to page through history at any depth (with page=1; total counts them all) */
+                before?: number;
                 /** @description page number, from 1 */
                 page?: number;
                 /** @description items per page (at most 500) */
@@ -2805,9 +2812,13 @@ export interface operations {
                             workflow_code: number;
                             workflow_version: number;
                         }[];
+                        /** @description the `before` of the next page (keyset paging); null on the last page */
+                        next_before?: number | null;
                         page: number;
                         size: number;
                         total: number;
+                        /** @description there are more matches than total (counting stops there; page on with before) */
+                        total_capped?: boolean;
                     };
                 };
             };
@@ -3726,6 +3737,8 @@ export interface operations {
                         items: {
                             code?: number;
                             description?: string | null;
+                            /** @description days its finished runs are kept (null: the cluster's history.keep_days; 0: for ever) */
+                            keep_days?: number | null;
                             name?: string;
                             workflows?: number;
                         }[];
@@ -3807,6 +3820,8 @@ export interface operations {
                     "application/json": {
                         code?: number;
                         description?: string | null;
+                        /** @description days its finished runs are kept (null: the cluster's history.keep_days; 0: for ever) */
+                        keep_days?: number | null;
                         name?: string;
                         workflows?: number;
                     };
@@ -3879,6 +3894,8 @@ export interface operations {
                     "application/json": {
                         code?: number;
                         description?: string | null;
+                        /** @description days its finished runs are kept (null: the cluster's history.keep_days; 0: for ever) */
+                        keep_days?: number | null;
                         name?: string;
                         workflows?: number;
                     };
@@ -3950,6 +3967,87 @@ export interface operations {
                 content: {
                     "application/json": {
                         deleted?: string;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    patch_api_v1_projects_name: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    description?: string;
+                    keep_days?: number | null;
+                };
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code?: number;
+                        description?: string | null;
+                        /** @description days its finished runs are kept (null: the cluster's history.keep_days; 0: for ever) */
+                        keep_days?: number | null;
+                        name?: string;
+                        workflows?: number;
                     };
                 };
             };
