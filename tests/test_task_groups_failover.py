@@ -1,11 +1,13 @@
-"""A task waiting for its task group keeps its place in the queue when its master dies (kill -9): the
-new owner holds the same attempt in the same queue row instead of running it again at the back, and the
-API and the CLI show where it stands ("waiting for task group X, position n"). Real masters, a worker,
-the API, etcd and PostgreSQL."""
+"""Task groups across failover, with real masters, workers, the API, etcd and PostgreSQL: a task waiting
+for its group keeps its place in the queue when its master dies (kill -9) — the new owner holds the same
+attempt in the same queue row instead of running it again at the back, and the API and the CLI show
+where it stands ("waiting for task group X, position n"); a slot held by a task whose worker dies passes
+on only once the task's process is gone."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -20,9 +22,10 @@ import pytest
 from engine.api.tokens import create_token, ensure_user
 from engine.client import ApiClient, Target
 from engine.infra.etcd import EtcdServer
-from tests.cluster_harness import command, query, save, shell
+from tests.cluster_harness import command, max_overlap, query, save, shell
 from tests.cluster_harness import started_unguarded as started
 from tests.helpers import ROOT, NodeProc, eventually
+from tests.task_watch import WATCH_PREAMBLE, TaskWatcher
 
 pytestmark = pytest.mark.slow
 SUCCESS = 7
@@ -129,3 +132,61 @@ async def test_a_task_waiting_for_its_group_keeps_its_place_when_its_master_is_k
                            early["id"])  # fmt: skip
     assert attempts[0]["n"] == 1  # held, not lost and run again
     assert await query(fresh_db, "SELECT * FROM task_group_queue") == []
+
+
+async def test_a_killed_worker_s_slot_goes_to_the_next_task_only_once_its_process_is_gone(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
+    """A size-1 group: the task holding the slot loses its worker (kill -9) while another task waits. The
+    slot is released once (the waiting task and the re-run each get it in turn), and never while the
+    killed attempt's process was still alive, as watched from outside the worker."""
+    _, workers = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=1, workers=2, ttl=2)
+    await query(fresh_db, "INSERT INTO task_group (name, group_size) VALUES ('line', 1)")
+    marker = tmp_path / "first-started"
+    watcher = TaskWatcher().start()
+    try:
+        # the holder's first attempt blocks until its worker dies; its re-run, and the waiter, end at once
+        holder = WATCH_PREAMBLE % {"port": watcher.port, "label": "holder"}
+        holder += f"if [ -f {marker} ]; then exit 0; fi; touch {marker}; sleep 120"
+        waiter = WATCH_PREAMBLE % {"port": watcher.port, "label": "waiter"} + "sleep 0.5"
+        code = await save(fresh_db, "held", [
+            shell("holder", holder, task_group="line", task_group_priority=1, retries=0),
+            shell("waiter", waiter, task_group="line"),
+        ])  # fmt: skip
+        (cid,) = await command(fresh_db, code)
+
+        async def holding_and_waiting() -> bool:
+            rows = await query(fresh_db, "SELECT t.name, t.state, t.host, q.status FROM task_group_queue q"
+                               " JOIN task_instance t ON t.id = q.task_instance_id ORDER BY t.name")  # fmt: skip
+            got = [(r["name"], r["state"], r["status"]) for r in rows]
+            return got == [("holder", 1, 1), ("waiter", 0, 0)] and marker.exists()
+
+        await eventually(holding_and_waiting, 60, "the holder running in the slot, the waiter queued")
+        (running,) = await query(fresh_db, "SELECT host FROM task_instance WHERE name = 'holder' AND state = 1")
+        dead = next(w for w in workers if w.address == running["host"])
+        assert dead.proc.record is not None
+        dead.proc.record.signal(signal.SIGKILL)
+
+        async def finished() -> bool:
+            row = await _instance(fresh_db, cid)
+            return row is not None and row["state"] in (5, 6, 7)
+
+        await eventually(finished, 90, "the workflow finished on the surviving worker")
+        assert (await _instance(fresh_db, cid))["state"] == SUCCESS  # type: ignore[index]
+        holders = await query(fresh_db, "SELECT attempt, state FROM task_instance WHERE name = 'holder' ORDER BY 1")
+        assert [(r["attempt"], r["state"]) for r in holders] == [(1, 8), (2, SUCCESS)]  # lost, then run again
+        await eventually(lambda: not watcher.alive(), 30, "every task process gone")
+        first, rerun = watcher.life("holder")
+        (other,) = watcher.life("waiter")
+        assert first.died is not None
+        # the slot passed on only after the killed attempt's process was gone, and one at a time
+        assert other.started >= first.died and rerun.started >= first.died, (first, other, rerun)
+        assert max_overlap([(_ts(x.started), _ts(x.died)) for x in (first, other, rerun)]) == 1  # type: ignore[arg-type]
+        assert await query(fresh_db, "SELECT * FROM task_group_queue") == []
+    finally:
+        watcher.close()
+
+
+def _ts(seconds: float | None) -> dt.datetime:
+    assert seconds is not None
+    return dt.datetime.fromtimestamp(seconds, dt.UTC)
