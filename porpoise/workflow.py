@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 
 Priority = Literal["HIGHEST", "HIGH", "MEDIUM", "LOW", "LOWEST"]
 TimeoutStrategy = Literal["WARN", "FAILED", "WARNFAILED"]
+#: what a run does when its workflow already runs ``max_active_runs`` (engine/master/serial.py)
+ExecutionType = Literal["PARALLEL", "SERIAL_WAIT", "SERIAL_DISCARD", "SERIAL_PRIORITY"]
+#: the workflow's time limit: WARN (an alert) or FAILED (an alert, then the run is stopped: FAILURE)
+WorkflowTimeoutStrategy = Literal["WARN", "FAILED"]
 ParamValue = str | int | float | bool
 
 #: the workflow whose ``with`` block is open (tasks created now join it)
@@ -50,8 +54,11 @@ class Task:
 
     The options are the workflow file's task fields: ``retries``, ``retry_interval`` (minutes),
     ``timeout`` (minutes) with ``timeout_strategy``, ``priority``, ``worker_group``, ``delay_time``
-    (minutes), ``description``, ``disabled``; ``inputs`` are IN local params (name -> value), ``outputs``
-    the names of OUT params the task sets with ``${setValue(name=value)}``.
+    (minutes), ``description``, ``disabled`` (switched off: never runs, its downstream runs as though it
+    had succeeded); ``task_group`` names the task group whose slots the task takes while it runs, with
+    ``task_group_priority`` (higher first in the group's queue) and ``task_group_slots``; ``inputs`` are IN
+    local params (name -> value), ``outputs`` the names of OUT params the task sets with
+    ``${setValue(name=value)}``.
     """
 
     task_type: str = ""
@@ -72,6 +79,9 @@ class Task:
         delay_time: int = 0,
         description: str = "",
         disabled: bool = False,
+        task_group: str | None = None,
+        task_group_priority: int = 0,
+        task_group_slots: int = 1,
         inputs: Mapping[str, ParamValue] | None = None,
         outputs: Sequence[str] = (),
         workflow: Workflow | None = None,
@@ -90,6 +100,9 @@ class Task:
         self.delay_time = delay_time
         self.description = description
         self.disabled = disabled
+        self.task_group = task_group
+        self.task_group_priority = task_group_priority
+        self.task_group_slots = task_group_slots
         local = [{"prop": k, "direct": "IN", "type": "VARCHAR", "value": _text(v)} for k, v in (inputs or {}).items()]
         local += [{"prop": k, "direct": "OUT", "type": "VARCHAR", "value": ""} for k in outputs]
         if local:
@@ -158,12 +171,23 @@ class Task:
             item["timeout_strategy"] = self.timeout_strategy
         if self.disabled:
             item["disabled"] = True
+        if self.task_group is not None:
+            item["task_group"] = self.task_group
+        if self.task_group is not None or self.task_group_priority != 0 or self.task_group_slots != 1:
+            # given without a group too, so that the server's checks see them (they take effect with one)
+            item.update(task_group_priority=self.task_group_priority, task_group_slots=self.task_group_slots)
         return item
 
 
 class Workflow:
     """A workflow definition built in Python. ``schedule`` (cron or Quartz style) with ``timezone`` is
-    created or updated by :meth:`apply` as the workflow's one schedule, put online with it."""
+    created or updated by :meth:`apply` as the workflow's one schedule, put online with it.
+
+    ``timeout`` is the whole run's limit in minutes (0: none), with ``timeout_strategy`` WARN (an alert)
+    or FAILED (an alert, then the run is stopped and ends FAILURE). ``execution_type`` and
+    ``max_active_runs`` limit the runs at once (0: no limit for PARALLEL, one for the serial types): a run
+    that finds the workflow full waits (PARALLEL, SERIAL_WAIT), is not started (SERIAL_DISCARD) or stops
+    the oldest run and starts once it ended (SERIAL_PRIORITY)."""
 
     def __init__(
         self,
@@ -173,6 +197,9 @@ class Workflow:
         params: Mapping[str, ParamValue] | None = None,
         description: str = "",
         timeout: int = 0,
+        timeout_strategy: WorkflowTimeoutStrategy = "WARN",
+        execution_type: ExecutionType = "PARALLEL",
+        max_active_runs: int = 0,
         tenant: str = "default",
         schedule: str | None = None,
         timezone: str = "UTC",
@@ -183,6 +210,9 @@ class Workflow:
         self.params = {k: _text(v) for k, v in (params or {}).items()}
         self.description = description
         self.timeout = timeout
+        self.timeout_strategy = timeout_strategy
+        self.execution_type = execution_type
+        self.max_active_runs = max_active_runs
         self.tenant = tenant
         self.schedule = schedule
         self.timezone = timezone
@@ -220,9 +250,14 @@ class Workflow:
         doc: dict[str, Any] = {"name": self.name, "project": self.project}
         if self.description:
             doc["description"] = self.description
+        doc.update(timeout=self.timeout, tenant=self.tenant)
+        if self.execution_type != "PARALLEL":
+            doc["execution_type"] = self.execution_type
+        if self.max_active_runs != 0:
+            doc["max_active_runs"] = self.max_active_runs
+        if self.timeout_strategy != "WARN":
+            doc["timeout_strategy"] = self.timeout_strategy
         doc.update(
-            timeout=self.timeout,
-            tenant=self.tenant,
             params=[{"prop": k, "value": v, "direct": "IN", "type": "VARCHAR"} for k, v in self.params.items()],
             tasks=[t.to_dict() for t in self.tasks.values()],
         )

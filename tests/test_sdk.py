@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 from engine.workflows import document
 from porpoise import (
@@ -256,3 +257,91 @@ def test_apply_a_python_file_with_the_cli_and_its_schedule(api_cluster: ApiClust
     path.write_text("raise ValueError('nope')\n")
     bad = porpoise(api_cluster, "apply", str(path))
     assert bad.returncode != 0 and "ValueError: nope" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_concurrency_options_build_the_workflow_files_fields() -> None:
+    with Workflow("limited", project=PROJECT, timeout=30, timeout_strategy="FAILED", execution_type="SERIAL_WAIT",
+                  max_active_runs=2) as wf:  # fmt: skip
+        load = Shell("load", "true", task_group="etl_db", task_group_priority=5, task_group_slots=2)
+        Shell("report", "true", upstream=[load], disabled=True)
+        Shell("plain", "true")
+    doc = wf.to_document()
+    assert (doc["execution_type"], doc["max_active_runs"], doc["timeout"], doc["timeout_strategy"]) == (
+        "SERIAL_WAIT", 2, 30, "FAILED")  # fmt: skip
+    t = {x["name"]: x for x in doc["tasks"]}
+    assert (t["load"]["task_group"], t["load"]["task_group_priority"], t["load"]["task_group_slots"]) == (
+        "etl_db",
+        5,
+        2,
+    )
+    assert t["report"]["disabled"] is True and "task_group" not in t["plain"] and "disabled" not in t["plain"]
+    yaml_twin = textwrap.dedent(f"""\
+        name: limited
+        project: {PROJECT}
+        timeout: 30
+        timeout_strategy: FAILED
+        execution_type: SERIAL_WAIT
+        max_active_runs: 2
+        tasks:
+          - {{name: load, type: SHELL, params: {{rawScript: "true"}}, task_group: etl_db, task_group_priority: 5,
+              task_group_slots: 2}}
+          - {{name: report, type: SHELL, params: {{rawScript: "true"}}, upstream: [load], disabled: true}}
+          - {{name: plain, type: SHELL, params: {{rawScript: "true"}}}}
+        """)  # fmt: skip
+    assert document.parse(doc) == document.parse(yaml.safe_load(yaml_twin))
+    with Workflow("defaults", project=PROJECT) as plain:
+        Shell("a", "true")
+    assert not {"execution_type", "max_active_runs", "timeout_strategy"} & set(plain.to_document())
+    parsed = document.parse(plain.to_document())
+    assert (parsed.execution_type, parsed.max_active_runs, parsed.timeout_strategy) == (0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("workflow", "task", "field"),
+    [
+        ({"execution_type": "SERIAL"}, {}, "x: execution_type"),
+        ({"max_active_runs": -1}, {}, "x: max_active_runs"),
+        ({"timeout_strategy": "WARNFAILED"}, {}, "x: timeout_strategy"),
+        ({}, {"task_group": ""}, "x: tasks[0].task_group"),
+        ({}, {"task_group": "g", "task_group_slots": 0}, "x: tasks[0].task_group_slots"),
+        ({}, {"task_group_slots": 0}, "x: tasks[0].task_group_slots"),  # checked without a group too
+        ({}, {"task_group": "g", "task_group_priority": 10**9}, "x: tasks[0].task_group_priority"),
+    ],
+)
+def test_bad_concurrency_options_are_refused_locally_naming_the_field(
+    workflow: dict[str, object], task: dict[str, object], field: str
+) -> None:
+    with Workflow("x", project=PROJECT, **workflow) as wf:  # type: ignore[arg-type]
+        Shell("a", "true", **task)  # type: ignore[arg-type]
+    with pytest.raises(WorkflowError) as err:
+        wf.validate()
+    assert err.value.field == field, err.value
+
+
+def test_a_logic_task_naming_a_task_group_is_refused_locally() -> None:
+    with Workflow("x", project=PROJECT) as wf:
+        SubWorkflow("sub", "child", task_group="g")
+    with pytest.raises(WorkflowError) as err:
+        wf.validate()
+    assert err.value.field == "x: tasks[0].task_group" and "logic tasks" in err.value.reason
+
+
+@pytest.mark.slow
+def test_concurrency_options_apply_through_the_api_and_a_disabled_task_is_skipped(
+    api_cluster: ApiCluster, sdk: Client
+) -> None:
+    group = _name("sdk_group")
+    api_cluster.client().post("/api/v1/task-groups", {"name": group, "size": 2})
+    with Workflow(_name("sdk_limited"), project=PROJECT, timeout=10, timeout_strategy="FAILED",
+                  execution_type="SERIAL_DISCARD", client=sdk) as wf:  # fmt: skip
+        first = Shell("first", "echo first", task_group=group, task_group_priority=3, task_group_slots=2)
+        off = Shell("off", "echo never", disabled=True, upstream=[first])
+        Shell("last", "echo last", upstream=[off])
+    wf.apply()
+    stored = sdk.workflow(wf.code)  # the server's document of what the SDK sent
+    stored = stored.get("document", stored)
+    assert document.parse(stored) == document.parse(wf.to_document())
+    run = wf.start(wait=True, timeout=60)
+    states = {t["name"]: t["state"] for t in run.data["tasks"]}
+    assert run.state == "SUCCESS" and states["first"] == states["last"] == "SUCCESS", states
+    assert states["off"] == "DISABLED"

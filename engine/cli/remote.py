@@ -284,10 +284,16 @@ def cmd_list(client: ApiClient, args: argparse.Namespace, out: Console) -> int:
     return 0
 
 
+def _task_state(t: dict[str, Any]) -> str:
+    """A task's state, and its place in its task group's queue while it waits there."""
+    waiting = (t.get("task_group") or {}).get("waiting")
+    return f"{_state(t['state'])} ({waiting})" if waiting else _state(t["state"])
+
+
 def _task_table(detail: dict[str, Any]) -> Table:
     table = Table("task", "id", "type", "state", "attempt", "worker", "queued", "ran")
     for t in detail["tasks"]:
-        table.add_row(t["name"], str(t["id"] or "-"), t["type"], _state(t["state"]), str(t["attempt"]), t["host"] or "",
+        table.add_row(t["name"], str(t["id"] or "-"), t["type"], _task_state(t), str(t["attempt"]), t["host"] or "",
                       _duration(t["queued_ms"]), _duration(t["duration_ms"]))  # fmt: skip
     return table
 

@@ -147,6 +147,7 @@ class WorkflowActor:
         on_finished: Callable[[WorkflowActor, WorkflowState | None], None],
         logic_interval: float = 5.0,
         control: Callable[[int, str], Awaitable[None]] | None = None,
+        group_waiting: frozenset[int] = frozenset(),
     ) -> None:
         self.info = info
         self.spec = spec
@@ -167,6 +168,8 @@ class WorkflowActor:
         self.logic = LogicRunner(self, logic_interval, control)
         #: attempts waiting in their task group's queue (not dispatched): task instance id -> attempt
         self.group_waiting: dict[int, Attempt] = {}
+        #: taken over still waiting in their group's queue: held from the start (they keep their place)
+        self._restored_waiting = group_waiting
 
     @property
     def id(self) -> int:
@@ -207,6 +210,7 @@ class WorkflowActor:
                     # attempts of earlier runs keep their numbers: new ones continue after them
                     for code, top in (await self.store.attempt_floors(self.info.id)).items():
                         self.run.floors[code] = max(self.run.floors.get(code, 0), top)
+                await self._restore_group_waiting()
                 await self._perform(self.run.start(), [])
                 while not self.run.finished:
                     batch = [await self.queue.get()]
@@ -243,6 +247,20 @@ class WorkflowActor:
                 self._cancel_timers()
                 self.task = None
                 self._on_finished(self, final)
+
+    async def _restore_group_waiting(self) -> None:
+        """Hold the taken-over attempts still queued in their task group; send those admitted meanwhile
+        (the listener delivers later admissions)."""
+        for tid in self._restored_waiting:
+            a = self.run.by_id.get(tid)
+            if a is not None and self.run.current.get(a.code) is a and a.state is TaskState.SUBMITTED_SUCCESS:
+                self.group_waiting[tid] = a
+        if self.group_waiting:
+            log.info("waiting for task group slots (taken over)", task_instance_ids=sorted(self.group_waiting))
+            for _, tid in await self.store.group_holding(list(self.group_waiting)):
+                a = self.group_waiting.pop(tid, None)
+                if a is not None:
+                    await self._send(a)
 
     def _fail_waiters(self) -> None:
         while not self.queue.empty():

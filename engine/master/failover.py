@@ -58,7 +58,7 @@ class FailoverService(BackgroundService):
         rpc: RpcClient,
         registry: Callable[[], RegistryNode | None],
         actors: dict[int, Any],
-        start_actor: Callable[[InstanceInfo, Any, WorkflowState, list[Attempt]], Any],
+        start_actor: Callable[..., Any],
         interval: float,
         metrics: Any = None,
     ) -> None:
@@ -187,7 +187,7 @@ class FailoverService(BackgroundService):
         result = await self.store.take_over(instance_id, host, epoch, workers)
         if result is None:
             return False  # moved by someone else meanwhile
-        row, attempt_rows = result
+        row, attempt_rows, group_waiting = result
         info = InstanceInfo.from_row(row)
         attempts = [Attempt.from_row(r) for r in attempt_rows]
         try:
@@ -197,7 +197,10 @@ class FailoverService(BackgroundService):
                       error=str(exc))  # fmt: skip
             return True
         # logic tasks (sub-workflows, dependents ...) ran on the dead master: the new actor takes them up
-        on_workers = [a for a in attempts if spec.tasks[a.code].task_type not in LOGIC_TYPES]
+        # attempts waiting in their task group's queue were never dispatched: they stay queued, in place
+        on_workers = [
+            a for a in attempts if spec.tasks[a.code].task_type not in LOGIC_TYPES and a.id not in group_waiting
+        ]
         lost, unsure = await self._adopt(info, on_workers, workers)
         if lost:
             batch = WriteBatch(updates=[TaskUpdate(a.id, int(TaskState.NEED_FAULT_TOLERANCE)) for a in lost])
@@ -206,7 +209,7 @@ class FailoverService(BackgroundService):
                 a.state = TaskState.NEED_FAULT_TOLERANCE
         if unsure:
             self.retake(info.id, info.epoch)  # ask again on the next sweep, under a fresh epoch
-        self.start_actor(info, spec, WorkflowState(row["state"]), attempts)
+        self.start_actor(info, spec, WorkflowState(row["state"]), attempts, group_waiting=frozenset(group_waiting))
         log.info("instance taken over", workflow_instance_id=info.id, epoch=info.epoch, lost_attempts=len(lost))
         return True
 

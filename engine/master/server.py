@@ -300,12 +300,14 @@ class Master(Node):
         attempts: list[Attempt],
         rerun: frozenset[TaskState] = frozenset(),
         elapsed: float | None = None,
+        group_waiting: frozenset[int] = frozenset(),
     ) -> WorkflowActor:
         """Drive an instance. ``rerun``: states of taken-back attempts that run again (only when a
         command asks for it; a failover adopts attempts as they are). ``elapsed``: seconds of the
         workflow's time limit already spent (a claim starts the clock; a takeover continues it from the
         instance's start, or from now for an instance a command restarted, whose restart time a
-        takeover overwrites)."""
+        takeover overwrites). ``group_waiting``: taken-over attempts still queued in their task group (held
+        until admitted, in their place)."""
         assert self.store is not None
         start = info.command_param.get("StartNodeList") or []
         scope = scope_for(spec.dag, [int(c) for c in start], info.task_depend_type) if start else None
@@ -326,6 +328,7 @@ class Master(Node):
             self._actor_done,
             logic_interval=self.cfg.master.logic_check_interval,
             control=self._control_instance,
+            group_waiting=group_waiting,
         )
         self.actors[info.id] = actor
         actor.start()

@@ -315,11 +315,12 @@ class MasterStore:
 
     async def take_over(
         self, instance_id: int, old_host: str, old_epoch: int, live_workers: set[str]
-    ) -> tuple[asyncpg.Record, list[asyncpg.Record]] | None:
+    ) -> tuple[asyncpg.Record, list[asyncpg.Record], set[int]] | None:
         """One transaction: make the instance ours with a fresh epoch (if it is still where we found it),
         and mark its active attempts on workers that are gone NEED_FAULT_TOLERANCE (attempts without a
         host are left to the caller, who asks the live workers about them). Returns the instance
-        row and its current attempts, or None if someone else moved it first."""
+        row, its current attempts and those still waiting in their task group's queue (never admitted,
+        so never dispatched: they keep their place), or None if someone else moved it first."""
         async with self.pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(
                 "UPDATE workflow_instance SET host = $2, epoch = nextval('workflow_epoch_seq'), recovery = 1,"
@@ -352,9 +353,14 @@ class MasterStore:
                 f"workflow instance {instance_id} moved from {old_host} to {self.me}",
             )
             attempts = await conn.fetch(_CURRENT_ATTEMPTS, instance_id)
-            return row, attempts
+            waiting = await task_groups_sql.waiting_of(conn, instance_id)
+            return row, attempts, waiting
 
     # -- reads ------------------------------------------------------------------------------------
+
+    async def group_holding(self, task_instance_ids: Sequence[int]) -> list[tuple[int, int]]:
+        """Which of these attempts their task groups admitted: (workflow instance id, task instance id)."""
+        return await task_groups_sql.holding(self.pool, task_instance_ids)
 
     async def current_attempts(self, instance_id: int) -> list[asyncpg.Record]:
         """The current attempt (flag = 1) of every task an instance has started."""

@@ -115,6 +115,16 @@ async def release_lost(conn: asyncpg.Connection, instance_id: int) -> None:
     await release(conn, [int(r["task_instance_id"]) for r in rows])
 
 
+async def waiting_of(conn: asyncpg.Connection, instance_id: int) -> set[int]:
+    """The instance's attempts still waiting in their group's queue (task instance ids)."""
+    rows = await conn.fetch(
+        "SELECT task_instance_id FROM task_group_queue WHERE workflow_instance_id = $1 AND status = $2",
+        instance_id,
+        WAITING,
+    )
+    return {int(r[0]) for r in rows}
+
+
 async def repair(pool: asyncpg.Pool) -> None:
     """Release rows whose attempt ended or was superseded without its release (a safety net: the writes
     that end attempts release them), and let every group with waiting rows admit what fits (a group that
