@@ -70,6 +70,7 @@ RULES = {
     ("GET", "/api/v1/tasks/{id}/log"): "READ task path.id",
     ("GET", "/api/v1/tasks/{id}/log/download"): "READ task path.id",
     ("GET", "/api/v1/cluster"): "USER",
+    ("GET", "/api/v1/task-types"): "USER",
     ("GET", "/api/v1/events"): "USER",
     ("GET", "/api/v1/overview"): "USER",
     ("GET", "/api/v1/task-groups"): "USER",

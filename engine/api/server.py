@@ -39,6 +39,7 @@ from engine.api import (
     sessions,
     static,
     task_groups,
+    task_types,
     tasks,
     tokens,
     users,
@@ -85,6 +86,7 @@ ROUTES: list[Route] = [
     *task_groups.ROUTES,
     *live.ROUTES,
     *overview.ROUTES,
+    *task_types.ROUTES,
 ]
 
 
