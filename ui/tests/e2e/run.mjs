@@ -22,6 +22,26 @@ const consoleErrors = [];
 page.on("pageerror", (err) => consoleErrors.push(String(err)));
 
 let step = "start";
+
+/** In the selected task's side form: rename it and set its script. */
+const editTask = async (name, script) => {
+  const form = page.getByTestId("task-form");
+  await form.locator("#task-name").fill(name);
+  await form.locator("#task-name").press("Enter");
+  await page.getByTestId(`node-${name}`).waitFor();
+  await form.getByLabel("rawScript").fill(script);
+};
+
+/** Press on ``from``, move in steps, release over ``to`` (offset by dx, dy): React Flow's drag and connect. */
+const drag = async (from, to, { dx = 0, dy = 0 } = {}) => {
+  const a = await from.boundingBox();
+  const b = await to.boundingBox();
+  if (!a || !b) throw new Error("drag: element not on screen");
+  await page.mouse.move(a.x + a.width / 2, a.y + a.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(b.x + b.width / 2 + dx, b.y + b.height / 2 + dy, { steps: 12 });
+  await page.mouse.up();
+};
 const shot = async (name) => {
   if (shots) await page.screenshot({ path: join(shots, `${name}.png`) });
 };
@@ -48,32 +68,60 @@ try {
   await page.getByTestId("recent-failures").waitFor();
   await shot("overview");
 
-  step = "create a workflow in the editor (YAML), its graph drawn as typed";
+  step = "create a 3-task workflow on the graph: rename, add, link by dragging, move, delete";
   await page.goto(`${url}/workflows/new`);
-  await page
-    .getByTestId("editor-text")
-    .fill(
-      [
-        `name: ui_${tag}`,
-        "project: ui-e2e",
-        "tasks:",
-        "  - name: a",
-        "    type: SHELL",
-        "    params:",
-        '      rawScript: "echo start of a; sleep 3; echo done with a"',
-        "  - name: b",
-        "    type: SHELL",
-        "    upstream: [a]",
-        "    params:",
-        "      rawScript: echo b",
-        "",
-      ].join("\n"),
-    );
-  await page.getByTestId("node-b").waitFor();
+  await page.getByTestId("node-hello").waitFor();
+  await page.locator("#wf-name").fill(`ui_${tag}`);
+  await page.locator("#wf-project").fill("ui-e2e");
+  await page.getByTestId("node-hello").click();
+  await editTask("a", "echo start of a; sleep 3; echo done with a");
+  await page.getByRole("button", { name: "Add task" }).click();
+  await page.getByTestId("node-shell_1").waitFor();
+  await editTask("b", "echo b");
+  await page.getByLabel("Task type").selectOption("PYTHON");
+  await page.getByRole("button", { name: "Add task" }).click();
+  await page.getByTestId("node-python_1").waitFor();
+  await editTask("c", ""); // left empty on purpose: the server refuses it at the field
+  await drag(
+    page.locator('[data-testid="node-a"] .react-flow__handle-right'),
+    page.locator('[data-testid="node-b"] .react-flow__handle-left'),
+  );
+  await drag(
+    page.locator('[data-testid="node-b"] .react-flow__handle-right'),
+    page.locator('[data-testid="node-c"] .react-flow__handle-left'),
+  );
+  await page.getByTestId("rf__edge-a->b").waitFor({ state: "attached" });
+  await page.getByTestId("rf__edge-b->c").waitFor({ state: "attached" });
+  const before = await page.getByTestId("node-c").boundingBox();
+  await drag(page.getByTestId("node-c"), page.getByTestId("node-c"), { dx: 60, dy: 90 });
+  const after = await page.getByTestId("node-c").boundingBox();
+  if (!before || !after || Math.abs(after.y - before.y) < 30) throw new Error("node c did not move");
+  await page.getByRole("button", { name: "Add task" }).click();
+  await page.getByTestId("node-python_1").waitFor();
+  await page.keyboard.press("Delete"); // the new task is selected
+  await page.getByTestId("node-python_1").waitFor({ state: "detached" });
+
+  step = "the text view shows the same document; back to the graph";
+  await page.getByRole("button", { name: "YAML" }).click();
+  const yaml = await page.getByTestId("editor-text").inputValue();
+  if (!/upstream:\s*\n\s*- a/.test(yaml) || !/- b/.test(yaml)) throw new Error(`links missing:\n${yaml}`);
+  await page.getByRole("button", { name: "Graph" }).click();
+  await page.getByTestId("node-c").waitFor();
+  const [bBox, cBox] = [
+    await page.getByTestId("node-b").boundingBox(),
+    await page.getByTestId("node-c").boundingBox(),
+  ];
+  if (!bBox || !cBox || cBox.y - bBox.y < 30) throw new Error("the moved node lost its place");
+
+  step = "save: the server's refusal is shown on the task and at its field, then fixed and saved";
+  await page.getByRole("button", { name: "Save as new version" }).click();
+  await page.getByTestId("node-c").getByTestId("node-error").waitFor();
+  await page.getByTestId("field-rawScript").getByRole("alert").waitFor();
   await shot("editor");
+  await page.getByLabel("rawScript").fill("print('c ran')");
   await page.getByRole("button", { name: "Save as new version" }).click();
   await page.waitForURL(/\/workflows\/\d+$/);
-  await page.getByTestId("node-a").waitFor();
+  await page.getByTestId("node-c").waitFor();
 
   step = "edit a schedule: next fire times as you type";
   await page.getByRole("button", { name: "New schedule" }).click();
@@ -106,6 +154,7 @@ try {
 
   step = "watch task a run, then the graph turn green (live, no reload)";
   await page.locator('[data-testid="node-a"][data-state="RUNNING_EXECUTION"]').waitFor();
+  await page.locator('[data-testid="node-c"][data-state="SUCCESS"]').waitFor();
   await page.locator('[data-testid="node-b"][data-state="SUCCESS"]').waitFor();
   await page.locator('[data-testid="node-a"][data-state="SUCCESS"]').waitFor();
   await page.locator('.pagehead [data-state="SUCCESS"]').waitFor();

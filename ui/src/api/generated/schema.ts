@@ -1100,8 +1100,10 @@ export interface components {
             /** @description switched off: never runs; its downstream runs as though it had succeeded */
             disabled?: boolean;
             name: string;
-            /** @description the task plugin's parameters */
-            params?: Record<string, never>;
+            /** @description the task plugin's parameters (GET /api/v1/task-types: each type's schema) */
+            params?: {
+                [key: string]: unknown;
+            };
             /** @enum {unknown} */
             priority?: "HIGHEST" | "HIGH" | "MEDIUM" | "LOW" | "LOWEST";
             retries?: number;
