@@ -12,7 +12,7 @@ from pathlib import Path
 from bench.common import exit_on_sigterm, machine
 from engine import logs
 
-BENCHMARKS = ["registry", "engine", "failover", "scale", "hosts"]
+BENCHMARKS = ["registry", "engine", "failover", "scale", "hosts", "ui"]
 DOC = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
 
 

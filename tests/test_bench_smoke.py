@@ -50,8 +50,14 @@ def _hosts(r: dict[str, Any], size: dict[str, Any]) -> None:
     assert r["delay_0ms_throughput_all_success"] == 1.0, "the loopback-delay round must always run"
 
 
+def _ui(r: dict[str, Any], size: dict[str, Any]) -> None:
+    # each timing raises when what it waits for never shows; these say the pages stayed bounded
+    assert 0 < r["instance_1000_dom_rows"] < size["tasks"], "the task table is not virtualised"
+    assert r["editor_1000_dom_nodes"] > 0, "the editor drew no node"
+
+
 CORRECT: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
-    "engine": _engine, "failover": _failover, "registry": _registry, "scale": _scale, "hosts": _hosts,
+    "engine": _engine, "failover": _failover, "registry": _registry, "scale": _scale, "hosts": _hosts, "ui": _ui,
 }  # fmt: skip
 
 

@@ -69,6 +69,8 @@ RULES = {
     ("GET", "/api/v1/tasks/{id}"): "READ task path.id",
     ("GET", "/api/v1/tasks/{id}/log"): "READ task path.id",
     ("GET", "/api/v1/tasks/{id}/log/download"): "READ task path.id",
+    ("GET", "/api/v1/tasks/{id}/log/search"): "READ task path.id",
+    ("GET", "/api/v1/tasks/{id}/log/follow"): "READ task path.id",
     ("GET", "/api/v1/cluster"): "USER",
     ("GET", "/api/v1/task-types"): "USER",
     ("GET", "/api/v1/events"): "USER",

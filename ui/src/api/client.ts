@@ -28,6 +28,7 @@ export type WorkflowDetail = Json<"/api/v1/workflows/{code}", "get">;
 export type WorkflowDoc = Schemas["Workflow"];
 export type Cluster = Json<"/api/v1/cluster", "get">;
 export type LogLines = Json<"/api/v1/tasks/{id}/log", "get">;
+export type LogSearch = Json<"/api/v1/tasks/{id}/log/search", "get">;
 export type Overview = Json<"/api/v1/overview", "get">;
 export type ControlResult = Json<"/api/v1/instances/{id}/stop", "post">;
 

@@ -168,6 +168,10 @@ try {
   await page.waitForURL(/\/tasks\/\d+\/log$/);
   await page.getByTestId("log").getByText("done with a").waitFor();
   await page.getByTestId("log-status").filter({ hasText: "(complete)" }).waitFor();
+  await page.getByLabel("Search the log").fill("DONE WITH");
+  await page.getByLabel("Search the log").press("Enter");
+  await page.getByTestId("search-hits").getByText("done with a").waitFor();
+  await page.getByTestId("search-status").filter({ hasText: "1 match" }).waitFor();
   await shot("log");
 
   step = "stop a running instance; the state shows stopped";
