@@ -2,7 +2,7 @@ import { useVirtualizer } from "@tanstack/react-virtual";
 import { useCallback, useEffect, useReducer, useRef, useState } from "react";
 import { Link, useParams } from "react-router";
 
-import { api, baseUrl, call, errorOf, token, type LogSearch } from "../api/client";
+import { api, authHeaders, baseUrl, call, errorOf, type LogSearch } from "../api/client";
 import { useTask } from "../api/queries";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { StateBadge } from "../components/StateBadge";
@@ -75,10 +75,7 @@ export function TaskLog() {
       if (stop || store.complete) return;
       stream = openStream({
         url: () => `${baseUrl()}/api/v1/tasks/${id}/log/follow?skip=${store.known}`,
-        headers: (): Record<string, string> => {
-          const value = token.get();
-          return value ? { Authorization: `Bearer ${value}` } : {};
-        },
+        headers: () => authHeaders(),
         onEvent: (e) => {
           const data = JSON.parse(e.data) as FollowData;
           if (e.event === "lines" && data.lines && data.start !== undefined) {
@@ -90,7 +87,7 @@ export function TaskLog() {
           redraw();
         },
         onStatus: () => {},
-        onUnauthorized: signOut,
+        onUnauthorized: () => void signOut(),
       });
     })();
     return () => {
@@ -115,7 +112,7 @@ export function TaskLog() {
   const download = async () => {
     try {
       const response = await fetch(`${baseUrl()}/api/v1/tasks/${id}/log/download`, {
-        headers: { Authorization: `Bearer ${token.get() ?? ""}` },
+        headers: authHeaders(),
       });
       if (!response.ok) throw errorOf(response.status, await response.json().catch(() => undefined));
       const url = URL.createObjectURL(await response.blob());

@@ -1,10 +1,14 @@
 // End-to-end run in real headless Chromium (Debian's package) against a live API server.
 // Started by tests/test_ui_e2e.py, which starts the cluster and passes, in the environment:
-//   PORPOISE_URL, PORPOISE_TOKEN, E2E_TAG (unique suffix for names), E2E_LONG_INSTANCE (a running
-//   instance to stop), E2E_FAILED_INSTANCE (a failed instance whose task succeeds when run again),
-//   E2E_SCREENSHOTS (directory, optional)
+//   PORPOISE_URL, PORPOISE_TOKEN, E2E_USER and E2E_PASSWORD (an admin user), E2E_TAG (unique suffix for
+//   names), E2E_LONG_INSTANCE (a running instance to stop), E2E_FAILED_INSTANCE (a failed instance whose
+//   task succeeds when run again), E2E_SCREENSHOTS (directory, optional)
+// To test the lost-connection banner it prints "STOP_API" and waits for a line on stdin (the API server is
+// down), then "START_API" and waits again (it is back).
 // Exit 0 when every step passed; otherwise the failing step and the page's text are printed.
 import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { violations } from "./a11y.mjs";
 import { launch } from "./browser.mjs";
 
 const url = process.env.PORPOISE_URL;
@@ -13,6 +17,18 @@ const tag = process.env.E2E_TAG;
 const failedInstance = process.env.E2E_FAILED_INSTANCE;
 const longInstance = process.env.E2E_LONG_INSTANCE;
 const shots = process.env.E2E_SCREENSHOTS;
+const user = process.env.E2E_USER;
+const password = process.env.E2E_PASSWORD;
+const input = createInterface({ input: process.stdin });
+const lines = input[Symbol.asyncIterator]();
+/** Ask the test driving this run to do something (STOP_API, START_API) and wait until it is done. */
+const ask = async (what) => {
+  console.log(what);
+  await lines.next();
+};
+const a11y = [];
+/** axe-core on the page as it is now; the run fails at the end when any page had a serious violation. */
+const audit = async (name) => a11y.push(...(await violations(page, name)));
 const TIMEOUT = 60_000;
 
 const { page, close } = await launch();
@@ -51,21 +67,61 @@ try {
   await page.goto(`${url}/instances`);
   await page.waitForURL(/\/signin\?next=/);
 
-  step = "a wrong token shows the server's message";
+  step = "a wrong password shows the server's message";
+  await page.getByLabel("User").fill(user);
+  await page.getByLabel("Password").fill("not-the-password");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("alert").filter({ hasText: "wrong user name or password" }).waitFor();
+  await audit("signin");
+  await shot("signin");
+
+  step = "a wrong API token shows the server's message";
+  await page.getByRole("button", { name: "API token" }).click();
   await page.getByLabel("API token").fill("not-a-token");
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("alert").filter({ hasText: "invalid or expired API token" }).waitFor();
-  await shot("signin");
 
-  step = "sign in with the token";
-  await page.getByLabel("API token").fill(token);
+  step = "sign in with user and password: an HttpOnly session cookie, writes need the CSRF token";
+  await page.getByRole("button", { name: "User and password" }).click();
+  await page.getByLabel("User").fill(user);
+  await page.getByLabel("Password").fill(password);
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.waitForURL(/\/instances$/);
   await page.getByTestId("instances").waitFor();
+  const cookie = (await page.context().cookies()).find((c) => c.name === "porpoise_session");
+  if (!cookie?.httpOnly || cookie.sameSite !== "Strict")
+    throw new Error(`session cookie: ${JSON.stringify(cookie)}`);
+  const forged = await page.evaluate(async () => {
+    const r = await fetch("api/v1/projects", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ name: "csrf-probe" }),
+    });
+    return { status: r.status, body: await r.text() };
+  });
+  if (forged.status !== 403 || !forged.body.includes("X-CSRF-Token"))
+    throw new Error(`no CSRF check: ${JSON.stringify(forged)}`);
+  await audit("instances");
+
+  step = "keyboard: the navigation is reachable with Tab and followed with Enter";
+  await page.locator("body").focus();
+  let reached = false;
+  for (let i = 0; i < 15 && !reached; i += 1) {
+    await page.keyboard.press("Tab");
+    reached = await page.evaluate(() => document.activeElement?.textContent === "Workflows");
+  }
+  if (!reached) throw new Error("the Workflows link is not reachable with Tab");
+  const outline = await page.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
+  if (outline === "none") throw new Error("the focused link shows no focus outline");
+  await page.keyboard.press("Enter");
+  await page.waitForURL(/\/workflows$/);
+  await page.getByTestId("workflows").waitFor();
+  await audit("workflows");
 
   step = "overview";
   await page.goto(`${url}/overview`);
   await page.getByTestId("recent-failures").waitFor();
+  await audit("overview");
   await shot("overview");
 
   step = "create a 3-task workflow on the graph: rename, add, link by dragging, move, delete";
@@ -117,6 +173,7 @@ try {
   await page.getByRole("button", { name: "Save as new version" }).click();
   await page.getByTestId("node-c").getByTestId("node-error").waitFor();
   await page.getByTestId("field-rawScript").getByRole("alert").waitFor();
+  await audit("editor");
   await shot("editor");
   await page.getByLabel("rawScript").fill("print('c ran')");
   await page.getByRole("button", { name: "Save as new version" }).click();
@@ -145,6 +202,7 @@ try {
   step = "put it online";
   await page.getByRole("button", { name: "Put online" }).click();
   await page.getByRole("button", { name: "Take offline" }).waitFor();
+  await audit("workflow");
   await shot("workflow");
 
   step = "start it from the page: it opens the new instance";
@@ -160,6 +218,7 @@ try {
   await page.locator('.pagehead [data-state="SUCCESS"]').waitFor();
   // times come with the refetch that follows a state change
   await page.getByTestId("task-b").filter({ hasNotText: "—" }).waitFor();
+  await audit("instance");
   await shot("instance");
 
   step = "open task a's log from the graph";
@@ -172,6 +231,7 @@ try {
   await page.getByLabel("Search the log").press("Enter");
   await page.getByTestId("search-hits").getByText("done with a").waitFor();
   await page.getByTestId("search-status").filter({ hasText: "1 match" }).waitFor();
+  await audit("log");
   await shot("log");
 
   step = "stop a running instance; the state shows stopped";
@@ -207,13 +267,26 @@ try {
   await shot("workflows");
   await page.goto(`${url}/cluster`);
   await page.getByRole("heading", { name: /Workers \(\d+\)/ }).waitFor();
+  await audit("cluster");
   await shot("cluster");
+
+  step = "the API server goes away: a banner says so; it comes back: the banner goes, the page is live again";
+  await page.goto(`${url}/instances`);
+  await page.getByTestId("instances").waitFor();
+  await ask("STOP_API");
+  await page.getByTestId("connection-lost").waitFor();
+  await shot("connection-lost");
+  await ask("START_API");
+  await page.getByTestId("connection-lost").waitFor({ state: "detached" });
+  await page.getByTestId(`instance-${longInstance}`).waitFor();
 
   step = "unknown page: a message, not a blank page";
   await page.goto(`${url}/no/such/page`);
   await page.getByRole("heading", { name: "Nothing here" }).waitFor();
 
   if (consoleErrors.length) throw new Error(`uncaught page errors: ${consoleErrors.join("; ")}`);
+  step = "accessibility (axe-core, WCAG 2 A/AA): no serious or critical violation on any page";
+  if (a11y.length) throw new Error(a11y.join("\n"));
   console.log("e2e: all steps passed");
 } catch (err) {
   console.error(`e2e FAILED at step: ${step}\n${err}`);
@@ -225,5 +298,6 @@ try {
   if (consoleErrors.length) console.error(`page errors: ${consoleErrors.join("; ")}`);
   process.exitCode = 1;
 } finally {
+  input.close(); // an open stdin would keep node running
   await close();
 }
