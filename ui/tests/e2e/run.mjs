@@ -1,6 +1,6 @@
 // End-to-end run in real headless Chromium (Debian's package) against a live API server.
 // Started by tests/test_ui_e2e.py, which starts the cluster and passes, in the environment:
-//   PORPOISE_URL, PORPOISE_TOKEN, E2E_USER and E2E_PASSWORD (an admin user), E2E_TAG (unique suffix for
+//   PORPOISE_URL, E2E_USER and E2E_PASSWORD (an admin user), E2E_TAG (unique suffix for
 //   names), E2E_LONG_INSTANCE (a running instance to stop), E2E_FAILED_INSTANCE (a failed instance whose
 //   task succeeds when run again), E2E_SCREENSHOTS (directory, optional)
 // To test the lost-connection banner it prints "STOP_API" and waits for a line on stdin (the API server is
@@ -12,7 +12,6 @@ import { violations } from "./a11y.mjs";
 import { launch } from "./browser.mjs";
 
 const url = process.env.PORPOISE_URL;
-const token = process.env.PORPOISE_TOKEN;
 const tag = process.env.E2E_TAG;
 const failedInstance = process.env.E2E_FAILED_INSTANCE;
 const longInstance = process.env.E2E_LONG_INSTANCE;
