@@ -269,6 +269,56 @@ try {
   await audit("cluster");
   await shot("cluster");
 
+  step =
+    "admin: create a user, disable it, reset its password; grant it a project; a data source shows no password";
+  await page.goto(`${url}/admin?tab=users`);
+  const other = `ui_other_${tag}`;
+  await page.getByLabel("New user name").fill(other);
+  await page.getByLabel("New user password").fill("first-password");
+  await page.getByRole("button", { name: "Create user" }).click();
+  await page.getByTestId(`user-${other}`).getByText("enabled").waitFor();
+  await page.getByTestId(`user-${other}`).getByRole("button", { name: "Disable" }).click();
+  await page.getByTestId(`user-${other}`).getByText("disabled").waitFor();
+  await page.getByTestId(`user-${other}`).getByRole("button", { name: "Reset password…" }).click();
+  await page.getByLabel(`New password for ${other}`).fill("second-password");
+  await page.getByRole("button", { name: "Set password", exact: true }).click();
+  await page.getByLabel(`New password for ${other}`).waitFor({ state: "detached" });
+  await audit("admin-users");
+  await page.getByRole("button", { name: "Project grants" }).click();
+  await page.getByLabel("Project").selectOption("ui-e2e");
+  await page.getByLabel("User to grant").fill(other);
+  await page.getByRole("button", { name: "Grant", exact: true }).click();
+  await page.getByTestId("admin-grants").getByRole("cell", { name: other }).waitFor();
+  await page.getByRole("button", { name: "Data sources" }).click();
+  await page.getByRole("button", { name: "New data source" }).click();
+  const form = page.getByRole("form", { name: "Data source" });
+  await form.getByLabel("name").fill(`ds_${tag}`);
+  await form.getByLabel("database").fill("warehouse");
+  await form.getByLabel("password").fill("very-secret-pw");
+  await form.getByRole("button", { name: "Save" }).click();
+  await page.getByTestId(`datasource-ds_${tag}`).getByText('"password":"***"').waitFor();
+  if ((await page.locator("body").innerText()).includes("very-secret-pw"))
+    throw new Error("a password is shown");
+  await page.getByTestId(`datasource-ds_${tag}`).getByRole("button", { name: "Edit" }).click();
+  await form.getByLabel("host").fill("db.example");
+  await form.getByRole("button", { name: "Save" }).click();
+  await page.getByTestId(`datasource-ds_${tag}`).getByText("db.example").waitFor();
+  await audit("admin-datasources");
+
+  step = "admin: a task group, resized live, its queue";
+  await page.getByRole("button", { name: "Task groups" }).click();
+  await page.getByLabel("Task group name").fill(`tg_${tag}`);
+  await page.getByRole("button", { name: "Create task group" }).click();
+  const group = page.getByTestId(`task-group-tg_${tag}`);
+  await group.getByText("0 / 1").waitFor();
+  await group.getByRole("spinbutton").fill("3");
+  await group.getByRole("button", { name: "Resize" }).click();
+  await group.getByText("0 / 3").waitFor();
+  await group.getByRole("button", { name: "Queue" }).click();
+  await page.locator('[data-testid^="queue-"]').getByText("empty").waitFor();
+  await audit("admin-task-groups");
+  await shot("admin");
+
   step = "the API server goes away: a banner says so; it comes back: the banner goes, the page is live again";
   await page.goto(`${url}/instances`);
   await page.getByTestId("instances").waitFor();

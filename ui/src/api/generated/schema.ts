@@ -1277,7 +1277,9 @@ export interface operations {
                             senders?: {
                                 name: string;
                                 /** @description the sender's settings (secrets are never shown back) */
-                                params: Record<string, never>;
+                                params: {
+                                    [key: string]: unknown;
+                                };
                                 /** @description WEBHOOK or EMAIL */
                                 type: string;
                             }[];
@@ -1350,7 +1352,9 @@ export interface operations {
                     senders?: {
                         name: string;
                         /** @description the sender's settings (secrets are never shown back) */
-                        params: Record<string, never>;
+                        params: {
+                            [key: string]: unknown;
+                        };
                         /** @description WEBHOOK or EMAIL */
                         type: string;
                     }[];
@@ -1370,7 +1374,9 @@ export interface operations {
                         senders?: {
                             name: string;
                             /** @description the sender's settings (secrets are never shown back) */
-                            params: Record<string, never>;
+                            params: {
+                                [key: string]: unknown;
+                            };
                             /** @description WEBHOOK or EMAIL */
                             type: string;
                         }[];
@@ -1447,7 +1453,9 @@ export interface operations {
                         senders?: {
                             name: string;
                             /** @description the sender's settings (secrets are never shown back) */
-                            params: Record<string, never>;
+                            params: {
+                                [key: string]: unknown;
+                            };
                             /** @description WEBHOOK or EMAIL */
                             type: string;
                         }[];
@@ -2146,6 +2154,7 @@ export interface operations {
                         /** @description a full postgresql:// URL instead of the fields */
                         dsn?: string;
                         host?: string;
+                        /** @description *** keeps the stored password */
                         password?: string;
                         port?: number;
                         user?: string;
@@ -4002,8 +4011,12 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        perms?: string[];
-                        user?: string;
+                        items: {
+                            perms?: string[];
+                            user?: string;
+                        }[];
+                        owner?: string | null;
+                        project: string;
                     };
                 };
             };
