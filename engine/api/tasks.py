@@ -111,7 +111,7 @@ async def search_log(api: Any, call: Call) -> dict[str, Any]:
         raise ApiError(400, f"must be 1 to {MAX_NEEDLE} characters", "query.q")
     try:
         ask = LogSearch(path, needle, call.query["after"], call.query["limit"])
-        found = await api.rpc.call(host, ask, LogHits, timeout=FOLLOW_READ_TIMEOUT)
+        found = await api.rpc.call(host, ask, LogHits, timeout=WORKER_READ_TIMEOUT)
     except RpcError as exc:
         raise _worker_error(host, exc) from exc
     return {"hits": [{"line": n, "text": text} for n, text in found.hits], "next": found.next, "done": found.done,
@@ -121,7 +121,7 @@ async def search_log(api: Any, call: Call) -> dict[str, Any]:
 #: a follow stream ends after this long (the page opens another from where it was); polls while idle
 FOLLOW_SECONDS = 3600.0
 FOLLOW_POLL = 0.5
-FOLLOW_READ_TIMEOUT = 30.0
+WORKER_READ_TIMEOUT = 30.0
 MAX_NEEDLE = 200
 _PING_EVERY = 15.0
 
@@ -140,7 +140,7 @@ async def follow_log(api: Any, call: Call) -> web.StreamResponse:
     try:
         while not api.live.closed:
             try:
-                page = await api.rpc.call(host, LogRange(path, skip, 1000), LogLines, timeout=FOLLOW_READ_TIMEOUT)
+                page = await api.rpc.call(host, LogRange(path, skip, 1000), LogLines, timeout=WORKER_READ_TIMEOUT)
             except RpcError as exc:
                 await response.write(frame("error", {"message": _worker_error(host, exc).message}))
                 break
