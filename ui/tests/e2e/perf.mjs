@@ -70,14 +70,19 @@ const handle = async (node, side) => {
   const box = await page.locator(`[data-testid="node-${node}"] .react-flow__handle-${side}`).boundingBox();
   return { x: box.x + box.width / 2, y: box.y + box.height / 2 };
 };
-const from = await handle("at", "right");
+// from a task drawn on screen (the big graph draws only what is in view)
+const source = await page
+  .locator('.react-flow__node:not([data-id="shell_1"])')
+  .first()
+  .getAttribute("data-id");
+const from = await handle(source, "right");
 const to = await handle("shell_1", "left");
 await page.mouse.move(from.x, from.y);
 await page.mouse.down();
 await page.mouse.move(to.x, to.y, { steps: 8 });
 at = await since();
 await page.mouse.up();
-await page.getByTestId("rf__edge-at->shell_1").waitFor({ state: "attached" });
+await page.getByTestId(`rf__edge-${source}->shell_1`).waitFor({ state: "attached" });
 out.editor_1000_connect_ms = await until(at);
 at = await since();
 await page.getByRole("button", { name: "Auto layout" }).click();
