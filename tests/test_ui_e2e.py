@@ -78,36 +78,36 @@ def test_ui_in_headless_chromium(api_cluster: ApiCluster, tmp_path: Path) -> Non
         "E2E_PASSWORD": password,
         "CHROMIUM": chromium,
     }
-    proc = subprocess.Popen(
+    api_down = False
+    output: list[str] = []
+    errors = ""
+    with subprocess.Popen(
         ["node", "tests/e2e/run.mjs"], cwd=UI, env=env, text=True,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    watchdog = threading.Timer(420, proc.kill)
-    watchdog.start()
-    output: list[str] = []
-    api_down = False
-    try:
-        assert proc.stdin is not None and proc.stdout is not None
-        for line in proc.stdout:  # the run asks for the API server to go away and come back
-            output.append(line)
-            if line.strip() in ("STOP_API", "START_API"):
-                api_down = line.strip() == "STOP_API"
-                if api_down:
-                    c.api.stop()
-                else:
-                    c.api.start()
-                proc.stdin.write("done\n")
-                proc.stdin.flush()
-        proc.stdin.close()
-        errors = proc.stderr.read() if proc.stderr else ""
-        proc.wait(60)
-    finally:
-        watchdog.cancel()
-        if proc.poll() is None:
-            proc.kill()
-        if api_down:
-            c.api.start()
-        detail = c.client().get(f"/api/v1/instances/{long_instance}")
-        if not detail["finished"]:
-            c.client().post(f"/api/v1/instances/{long_instance}/stop")
+    ) as proc:  # fmt: skip
+        watchdog = threading.Timer(420, proc.kill)
+        watchdog.start()
+        try:
+            assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+            for line in proc.stdout:  # the run asks for the API server to go away and come back
+                output.append(line)
+                if line.strip() in ("STOP_API", "START_API"):
+                    api_down = line.strip() == "STOP_API"
+                    if api_down:
+                        c.api.stop()
+                    else:
+                        c.api.start()
+                    proc.stdin.write("done\n")
+                    proc.stdin.flush()
+            errors = proc.stderr.read()
+            proc.wait(60)
+        finally:
+            watchdog.cancel()
+            if proc.poll() is None:
+                proc.kill()
+            if api_down:
+                c.api.start()
+            detail = c.client().get(f"/api/v1/instances/{long_instance}")
+            if not detail["finished"]:
+                c.client().post(f"/api/v1/instances/{long_instance}/stop")
     assert proc.returncode == 0, "".join(output) + errors
