@@ -129,21 +129,21 @@ def run(size: str = "full") -> dict[str, Any]:
             env = {"PORPOISE_URL": url, "PORPOISE_TOKEN": token, "BIG_INSTANCE": str(big_instance),
                    "BIG_WORKFLOW": str(big), "FLIP_INSTANCE": str(flip), "CHROMIUM": chromium,
                    "PATH": "/usr/bin:/bin"}  # fmt: skip
-            proc = subprocess.Popen(
+            with subprocess.Popen(
                 ["node", "tests/e2e/perf.mjs"],
                 cwd=UI,
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
-            )
-            assert proc.stdin is not None and proc.stdout is not None
-            assert proc.stdout.readline().strip() == "READY"
-            proc.stdin.write(f"GO {asyncio.run(_flip(dsn, flip))}\n")
-            proc.stdin.flush()
-            result |= json.loads(proc.stdout.readline())
-            proc.stdin.close()
-            proc.wait(60)
+            ) as proc:  # the context closes the pipes
+                assert proc.stdin is not None and proc.stdout is not None
+                assert proc.stdout.readline().strip() == "READY"
+                proc.stdin.write(f"GO {asyncio.run(_flip(dsn, flip))}\n")
+                proc.stdin.flush()
+                result |= json.loads(proc.stdout.readline())
+                proc.stdin.close()
+                proc.wait(60)
             result["initial_js_gzip_kb"] = initial_js_gzip_kb()
         finally:
             stack.stop_all()
