@@ -105,6 +105,7 @@ export function Editor() {
     [taskTypes.data],
   );
   const typeNames = useMemo(() => [...types.keys()], [types]);
+  const taskNames = useMemo(() => (draft ? draft.tasks.map((t) => t.name) : []), [draft]);
   const errors = useMemo(() => new Map(refusal?.task ? [[refusal.task, refusal.message]] : []), [refusal]);
 
   // every edit goes through here: the graph's callbacks read the latest draft from the ref, so they stay
@@ -268,6 +269,8 @@ export function Editor() {
               }}
               onRemove={() => onRemove([task.name])}
               onUnlink={(up) => onDisconnect([{ source: up, target: task.name }])}
+              others={taskNames}
+              onLink={(up) => onConnect(up, task.name)}
             />
           ) : (
             <WorkflowForm

@@ -147,6 +147,9 @@ try {
   );
   await page.getByTestId("rf__edge-a->b").waitFor({ state: "attached" });
   await page.getByTestId("rf__edge-b->c").waitFor({ state: "attached" });
+  await page.getByTestId("task-form").getByLabel("Wait also for").fill("a"); // a link without dragging
+  await page.getByTestId("task-form").getByRole("button", { name: "Link", exact: true }).click();
+  await page.getByTestId("rf__edge-a->c").waitFor({ state: "attached" });
   const before = await page.getByTestId("node-c").boundingBox();
   await drag(page.getByTestId("node-c"), page.getByTestId("node-c"), { dx: 60, dy: 90 });
   const after = await page.getByTestId("node-c").boundingBox();

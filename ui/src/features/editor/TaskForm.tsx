@@ -37,6 +37,37 @@ function paramErrors(error: { field: string; message: string } | null): Map<stri
   return out;
 }
 
+/** Add a link without dragging: pick the task this one waits for. */
+function LinkPicker({ options, onLink }: { options: readonly string[]; onLink: (name: string) => void }) {
+  const [pick, setPick] = useState("");
+  if (options.length === 0) return null;
+  return (
+    <div className="inline-form">
+      <input
+        aria-label="Wait also for"
+        list="link-options"
+        placeholder="wait also for…"
+        value={pick}
+        onChange={(e) => setPick(e.target.value)}
+      />
+      <datalist id="link-options">
+        {options.slice(0, 500).map((o) => (
+          <option key={o} value={o} />
+        ))}
+      </datalist>
+      <button
+        disabled={!options.includes(pick)}
+        onClick={() => {
+          onLink(pick);
+          setPick("");
+        }}
+      >
+        Link
+      </button>
+    </div>
+  );
+}
+
 export function TaskForm({
   task,
   types,
@@ -45,6 +76,8 @@ export function TaskForm({
   onRename,
   onRemove,
   onUnlink,
+  others,
+  onLink,
 }: {
   task: DraftTask;
   types: ReadonlyMap<string, JsonSchema>;
@@ -54,6 +87,9 @@ export function TaskForm({
   onRename: (name: string) => string | undefined;
   onRemove: () => void;
   onUnlink: (upstream: string) => void;
+  /** the other tasks' names: a link can be added from the keyboard too */
+  others: readonly string[];
+  onLink: (upstream: string) => void;
 }) {
   const [name, setName] = useState(task.name);
   const [renameProblem, setRenameProblem] = useState<string>();
@@ -131,6 +167,10 @@ export function TaskForm({
             ))}
           </ul>
         )}
+        <LinkPicker
+          options={others.filter((o) => o !== task.name && !upstreamOf(task).includes(o))}
+          onLink={onLink}
+        />
         {taskError?.field === "upstream" && (
           <div className="error-inline" role="alert">
             {taskError.message}
