@@ -4,6 +4,9 @@ processes on private etcd + PostgreSQL:
 - instance_1000_*: opening the page of a 1,000-task instance (a layered DAG, run as a dry run), from
   navigation start to the graph drawn and the task table filled; cold (layout computed) and warm (the
   layout cached for the version); the longest main-thread task and the blocking time (sum over 50 ms).
+- editor_1000_*: the graph editor on that workflow: open (graph drawn; the layout cached for the version),
+  add a task (click -> node on screen), link it by dragging (release -> edge drawn), lay the 1,001 tasks out
+  again in the elkjs worker, and the longest main-thread task over those steps.
 - list_after_data_ms: the instances list on screen after its API answer arrived.
 - state_change_on_screen_ms: a workflow instance's state committed in the database -> shown in the list
   (trigger -> NOTIFY -> API server batch -> server-sent event -> query cache -> DOM).
@@ -124,22 +127,23 @@ def run(size: str = "full") -> dict[str, Any]:
             big_instance = _run_to_end(url, token, big, {"dry_run": True}, 600)
             flip = _run_to_end(url, token, small, {}, 60)
             env = {"PORPOISE_URL": url, "PORPOISE_TOKEN": token, "BIG_INSTANCE": str(big_instance),
-                   "FLIP_INSTANCE": str(flip), "CHROMIUM": chromium, "PATH": "/usr/bin:/bin"}  # fmt: skip
-            proc = subprocess.Popen(
+                   "BIG_WORKFLOW": str(big), "FLIP_INSTANCE": str(flip), "CHROMIUM": chromium,
+                   "PATH": "/usr/bin:/bin"}  # fmt: skip
+            with subprocess.Popen(
                 ["node", "tests/e2e/perf.mjs"],
                 cwd=UI,
                 env=env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
-            )
-            assert proc.stdin is not None and proc.stdout is not None
-            assert proc.stdout.readline().strip() == "READY"
-            proc.stdin.write(f"GO {asyncio.run(_flip(dsn, flip))}\n")
-            proc.stdin.flush()
-            result |= json.loads(proc.stdout.readline())
-            proc.stdin.close()
-            proc.wait(60)
+            ) as proc:  # the context closes the pipes
+                assert proc.stdin is not None and proc.stdout is not None
+                assert proc.stdout.readline().strip() == "READY"
+                proc.stdin.write(f"GO {asyncio.run(_flip(dsn, flip))}\n")
+                proc.stdin.flush()
+                result |= json.loads(proc.stdout.readline())
+                proc.stdin.close()
+                proc.wait(60)
             result["initial_js_gzip_kb"] = initial_js_gzip_kb()
         finally:
             stack.stop_all()

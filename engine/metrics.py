@@ -99,7 +99,7 @@ CATALOG: dict[str, tuple[Spec, ...]] = {
         Spec(
             "histogram", "http_request_seconds", "API requests by route and status class", ("method", "route", "status")
         ),
-        Spec("gauge", "event_streams", "Open live-event streams (/api/v1/events)"),
+        Spec("gauge", "event_streams", "Open event streams (live events, log follows)"),
     ),
 }
 

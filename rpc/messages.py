@@ -156,6 +156,30 @@ class LogLines:
 
 
 @dataclass(frozen=True)
+class LogSearch:
+    """Lines of a task log containing ``needle`` (case-insensitive), from line ``after`` on; the worker reads
+    at most ``logfiles.MAX_SEARCH_BYTES`` per request, so a search of a huge log goes on with ``next``."""
+
+    METHOD: ClassVar[str] = "log.search"
+    path: str
+    needle: str
+    after: int = 0
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class LogHits:
+    #: [line number (from 0), the line] of each match, in order
+    hits: list[list[Any]]
+    #: line number to continue the search from
+    next: int = 0
+    #: the search reached the end of the complete lines
+    done: bool = False
+    #: complete lines in the file when read
+    total: int = 0
+
+
+@dataclass(frozen=True)
 class LogDownload:
     METHOD: ClassVar[str] = "log.download"
     path: str

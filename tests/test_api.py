@@ -507,6 +507,13 @@ def test_datasources_hide_secrets(api_cluster: ApiCluster) -> None:
     assert "s3cret" not in json.dumps(listed)
     stored = api_cluster.query("SELECT connection_params FROM datasource WHERE name = $1", name)[0][0]
     assert "s3cret" in stored
+    # an edit that sends the mask back keeps the stored password; a new source has none to keep
+    edited = {**params, "host": "db.example", "password": "***"}
+    assert client.request("PUT", f"/api/v1/datasources/{name}", {"params": edited})["params"]["host"] == "db.example"
+    stored = api_cluster.query("SELECT connection_params FROM datasource WHERE name = $1", name)[0][0]
+    assert json.loads(stored)["password"] == "s3cret" and json.loads(stored)["host"] == "db.example"
+    fresh = error_of(lambda: client.request("PUT", f"/api/v1/datasources/{name}-new", {"params": edited}))
+    assert (fresh.status, fresh.field) == (400, "params.password")
     assert error_of(lambda: client.request("PUT", f"/api/v1/datasources/{name}", {"params": {"pw": 1}})).field
     assert client.request("DELETE", f"/api/v1/datasources/{name}") == {"deleted": name}
     assert error_of(lambda: client.request("DELETE", f"/api/v1/datasources/{name}")).status == 404

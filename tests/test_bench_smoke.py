@@ -63,10 +63,17 @@ def _history(r: dict[str, Any], size: dict[str, Any]) -> None:
         assert r[f"{phase}_master_failover_gated_reruns"] == 0.0, f"{phase}: an adopted task ran again"
 
 
+def _ui(r: dict[str, Any], size: dict[str, Any]) -> None:
+    # each timing raises when what it waits for never shows; these say the pages stayed bounded
+    assert 0 < r["instance_1000_dom_rows"] < size["tasks"], "the task table is not virtualised"
+    assert r["editor_1000_dom_nodes"] > 0, "the editor drew no node"
+
+
 CORRECT: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "engine": _engine, "failover": _failover, "registry": _registry, "scale": _scale, "hosts": _hosts,
     "spark": _spark,
     "history": _history,
+    "ui": _ui,
 }  # fmt: skip
 
 

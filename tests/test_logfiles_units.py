@@ -56,3 +56,43 @@ async def test_index_cache_is_bounded(tmp_path: Path, monkeypatch: pytest.Monkey
         (tmp_path / f"{i}.log").write_text("a\n")
         await files.range(str(tmp_path / f"{i}.log"), 0, 1)
     assert [p.name for p in files._indexes] == ["2.log", "3.log"]
+
+
+async def test_search_finds_every_match_in_steps_and_is_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "s.log"
+    lines = [f"row {i} {'ERROR disk' if i % 7 == 3 else 'ok'}" for i in range(60)]
+    log.write_text("\n".join(lines) + "\npartial Error")  # the unfinished last line is not searched
+    files = LogFiles(tmp_path)
+    expected = [[i, text] for i, text in enumerate(lines) if "error" in text.lower()]
+    # all at once, case-insensitive
+    hits, after, done, total = await files.search(str(log), "error", 0, 1000)
+    assert (hits, done, total) == (expected, True, 60)
+    assert after == 60
+    # in steps of 2 matches, going on from `after`: the same matches, none twice
+    found: list[list[object]] = []
+    after, done = 0, False
+    while not done:
+        hits, after, done, _ = await files.search(str(log), "ERROR", after, 2)
+        assert len(hits) <= 2
+        found += hits
+    assert found == expected
+    # a request reads a bounded number of bytes, then says where to go on
+    monkeypatch.setattr(logfiles, "MAX_SEARCH_BYTES", 100)
+    hits, after, done, _ = await files.search(str(log), "error", 0, 1000)
+    assert not done and 0 < after < 60
+    assert hits == [h for h in expected if int(h[0]) < after]  # type: ignore[call-overload]
+
+
+async def test_search_refuses_an_empty_or_huge_needle_and_a_path_outside(tmp_path: Path) -> None:
+    from rpc.errors import BadRequest
+
+    log = tmp_path / "s.log"
+    log.write_text("a\n")
+    files = LogFiles(tmp_path)
+    for needle in ("", "x" * 201):
+        with pytest.raises(BadRequest):
+            await files.search(str(log), needle, 0, 10)
+    with pytest.raises(BadRequest):
+        await files.search("/etc/passwd", "root", 0, 10)

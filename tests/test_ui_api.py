@@ -1,14 +1,20 @@
 """API answers made for the web UI: the overview, the workflows list's last runs and next fire time, sub-workflow
-links, and logs opened at their end."""
+links, logs opened at their end, followed while a task writes and searched on the worker."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+from engine.client import ApiClientError
 
 from tests.conftest import ApiCluster
-from tests.helpers import start_workflow
+from tests.helpers import start_workflow, wait_sync
 
 pytestmark = pytest.mark.slow
 
@@ -87,3 +93,67 @@ def test_log_opens_at_its_end_and_pages_by_line(api_cluster: ApiCluster) -> None
     assert "2500" in end["lines"][-2]  # the last line is the runner's "finished" line
     page = client.get(f"/api/v1/tasks/{task['id']}/log", skip=1500, limit=3)
     assert (page["lines"], page["start"], page["next"]) == (whole[1500:1503], 1500, 1503)
+
+
+def _events(c: ApiCluster, path: str) -> Iterator[tuple[str, Any]]:
+    """(event, data) of a server-sent-events answer, as they arrive."""
+    req = urllib.request.Request(c.url + path, headers={"Authorization": f"Bearer {c.token}"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        event = ""
+        for raw in resp:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                event = line[len("event: ") :]
+            elif line.startswith("data: "):
+                yield event, json.loads(line[len("data: ") :])
+
+
+def test_log_follow_streams_lines_while_the_task_runs_and_search_runs_on_the_worker(
+    api_cluster: ApiCluster, tmp_path: Path
+) -> None:
+    c = api_cluster
+    client = c.client()
+    go = tmp_path / "go"
+    script = f"echo first line; while [ ! -f {go} ]; do sleep 0.05; done; seq 1 300 | sed 's/^/row /'; echo Needle end"
+    doc = {"name": f"follow_{uuid.uuid4().hex[:8]}", "project": "ui-api",
+           "tasks": [{"name": "waits", "type": "SHELL", "params": {"rawScript": script}}]}  # fmt: skip
+    code = client.request("POST", "/api/v1/workflows", doc, query={"release": True})["code"]
+    instance = start_workflow(client, code, finished=False)["id"]
+    task = wait_sync(
+        lambda: next((t for t in client.get(f"/api/v1/instances/{instance}")["tasks"] if t["host"]), None),
+        60,
+        what="the task runs on a worker",
+    )
+    seen: list[str] = []
+    end: dict[str, Any] = {}
+    for event, data in _events(c, f"/api/v1/tasks/{task['id']}/log/follow"):
+        assert event in ("lines", "end"), (event, data)
+        if event == "end":
+            end = data
+            break
+        assert data["start"] == len(seen)
+        seen += data["lines"]
+        if any("first line" in line for line in seen) and not go.exists():
+            # the task is still blocked on the file: these lines came while it runs
+            assert not client.get(f"/api/v1/tasks/{task['id']}")["finished"]
+            go.touch()
+    whole = client.get(f"/api/v1/tasks/{task['id']}/log/download").splitlines()
+    assert go.exists() and end == {"next": len(whole), "complete": True}
+    assert seen == whole
+
+    found = client.get(f"/api/v1/tasks/{task['id']}/log/search", q="needle")
+    assert found["done"] and found["total"] == len(whole)
+    assert [(h["line"], h["text"]) for h in found["hits"]] == [
+        (i, t) for i, t in enumerate(whole) if "needle" in t.lower()
+    ]
+    # in steps: two matches at a time, going on from next
+    rows: list[int] = []
+    after, done = 0, False
+    while not done:
+        step = client.get(f"/api/v1/tasks/{task['id']}/log/search", q="ROW 1", after=after, limit=2)
+        rows += [h["line"] for h in step["hits"]]
+        after, done = step["next"], step["done"]
+    assert rows == [i for i, t in enumerate(whole) if "row 1" in t.lower()]
+    with pytest.raises(ApiClientError) as refused:
+        client.get(f"/api/v1/tasks/{task['id']}/log/search", q="")
+    assert refused.value.field == "query.q"

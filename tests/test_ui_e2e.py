@@ -1,16 +1,20 @@
 """The web UI end to end: real headless Chromium (Debian's package, driven by playwright-core from
 ui/node_modules) against the real API server, master and worker of tests/conftest.py::api_cluster, which
-serve the built UI (ui/dist, made by ``make install``). The steps are in ui/tests/e2e/run.mjs: sign in;
-create a workflow in the editor; edit a schedule and see its next fire times; start the workflow and
-watch its graph turn green live; open a task's log; stop a running instance; see a refused action's 409
-reason; see a failure on the overview, open its log, recover it. Screenshots go to $E2E_SCREENSHOTS when
-set (docs/ui/)."""
+serve the built UI (ui/dist, made by ``make install``). The steps are in ui/tests/e2e/run.mjs: sign in with
+a password (session cookie, CSRF on writes) after a wrong password and a wrong token; keyboard navigation;
+create a 3-task workflow on the graph by clicking and dragging, see the server's refusal at the field, save;
+edit a schedule and see its next fire times; start the workflow and watch its graph turn green live; open a
+task's log and search it; stop a running instance; see a refused action's 409 reason; see a failure on the
+overview, open its log, recover it; the API server stopped and started again under the page (the
+lost-connection banner comes and goes); axe-core on every page. Screenshots go to $E2E_SCREENSHOTS when set
+(docs/ui/)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import threading
 import uuid
 from pathlib import Path
 
@@ -60,6 +64,8 @@ def test_ui_in_headless_chromium(api_cluster: ApiCluster, tmp_path: Path) -> Non
         ],
     }  # fmt: skip
     failed_instance = _start(c, flaky_doc, finished=True)
+    user, password = f"ui_{tag}", uuid.uuid4().hex
+    c.client().post("/api/v1/users", {"name": user, "password": password, "admin": True})
     assert c.client().get(f"/api/v1/instances/{failed_instance}")["state"] == "FAILURE"
     env = {
         **os.environ,
@@ -68,14 +74,40 @@ def test_ui_in_headless_chromium(api_cluster: ApiCluster, tmp_path: Path) -> Non
         "E2E_TAG": tag,
         "E2E_LONG_INSTANCE": str(long_instance),
         "E2E_FAILED_INSTANCE": str(failed_instance),
+        "E2E_USER": user,
+        "E2E_PASSWORD": password,
         "CHROMIUM": chromium,
     }
-    try:
-        result = subprocess.run(
-            ["node", "tests/e2e/run.mjs"], check=False, cwd=UI, env=env, capture_output=True, text=True, timeout=300
-        )
-    finally:
-        detail = c.client().get(f"/api/v1/instances/{long_instance}")
-        if not detail["finished"]:
-            c.client().post(f"/api/v1/instances/{long_instance}/stop")
-    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+    api_down = False
+    output: list[str] = []
+    errors = ""
+    with subprocess.Popen(
+        ["node", "tests/e2e/run.mjs"], cwd=UI, env=env, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    ) as proc:  # fmt: skip
+        watchdog = threading.Timer(420, proc.kill)
+        watchdog.start()
+        try:
+            assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+            for line in proc.stdout:  # the run asks for the API server to go away and come back
+                output.append(line)
+                if line.strip() in ("STOP_API", "START_API"):
+                    api_down = line.strip() == "STOP_API"
+                    if api_down:
+                        c.api.stop()
+                    else:
+                        c.api.start()
+                    proc.stdin.write("done\n")
+                    proc.stdin.flush()
+            errors = proc.stderr.read()
+            proc.wait(60)
+        finally:
+            watchdog.cancel()
+            if proc.poll() is None:
+                proc.kill()
+            if api_down:
+                c.api.start()
+            detail = c.client().get(f"/api/v1/instances/{long_instance}")
+            if not detail["finished"]:
+                c.client().post(f"/api/v1/instances/{long_instance}/stop")
+    assert proc.returncode == 0, "".join(output) + errors

@@ -20,7 +20,11 @@ _SENDER = {
     "properties": {
         "type": {"type": "string", "description": "WEBHOOK or EMAIL"},
         "name": {"type": "string", "minLength": 1, "maxLength": 255},
-        "params": {"type": "object", "description": "the sender's settings (secrets are never shown back)"},
+        "params": {
+            "type": "object",
+            "additionalProperties": True,
+            "description": "the sender's settings (secrets are never shown back)",
+        },
     },
 }
 _GROUP_IN = {

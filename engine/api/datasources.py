@@ -1,4 +1,5 @@
-"""Data sources SQL tasks name (PostgreSQL). Passwords are stored, never returned."""
+"""Data sources SQL tasks name (PostgreSQL). Passwords are stored, never returned: shown as ``***``, and a PUT
+that sends ``***`` back keeps the stored one (an edit form that never saw it)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import json
 from typing import Any
 
 from engine.api import access
-from engine.api.routing import PAGE, Call, Route, not_found, page, select_page
+from engine.api.routing import PAGE, ApiError, Call, Route, not_found, page, select_page
 
 _SECRET_KEYS = ("password", "dsn")
+#: what a secret is shown as; sent back in a PUT, it keeps the stored secret
+MASK = "***"
 _PARAMS = {
     "type": "object",
     "additionalProperties": False,
@@ -17,7 +20,7 @@ _PARAMS = {
         "port": {"type": "integer", "minimum": 1, "maximum": 65535},
         "database": {"type": "string"},
         "user": {"type": "string"},
-        "password": {"type": "string"},
+        "password": {"type": "string", "description": "*** keeps the stored password"},
         "dsn": {"type": "string", "description": "a full postgresql:// URL instead of the fields"},
     },
 }
@@ -36,7 +39,7 @@ _SOURCE = {
 def _public(row: Any) -> dict[str, Any]:
     params = row["connection_params"]
     params = json.loads(params) if isinstance(params, str) else dict(params)
-    shown = {k: ("***" if k in _SECRET_KEYS else v) for k, v in params.items()}
+    shown = {k: (MASK if k in _SECRET_KEYS else v) for k, v in params.items()}
     return {"name": row["name"], "type": row["type"], "params": shown, "note": row["note"]}
 
 
@@ -45,14 +48,30 @@ async def list_sources(api: Any, call: Call) -> dict[str, Any]:
     return page([_public(r) for r in rows], total, call)
 
 
+async def _kept_secrets(api: Any, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with each secret sent back as its mask ("***", what GET shows) replaced by the stored value:
+    an edit form that never saw the password keeps it."""
+    masked = [k for k in _SECRET_KEYS if params.get(k) == MASK]
+    if not masked:
+        return params
+    stored = await api.db.fetchval("SELECT connection_params FROM datasource WHERE name = $1", name)
+    old = (json.loads(stored) if isinstance(stored, str) else dict(stored)) if stored is not None else {}
+    for key in masked:
+        if key not in old:
+            raise ApiError(400, f"no stored {key} to keep: give the {key} itself", f"params.{key}")
+        params = {**params, key: old[key]}
+    return params
+
+
 async def put_source(api: Any, call: Call) -> dict[str, Any]:
+    params = await _kept_secrets(api, call.path["name"], call.body["params"])
     row = await api.db.fetchrow(
         "INSERT INTO datasource (name, type, connection_params, note, user_id) VALUES ($1, $2, $3::jsonb, $4, $5)"
         " ON CONFLICT (name) DO UPDATE SET type = EXCLUDED.type, connection_params = EXCLUDED.connection_params,"
         " note = EXCLUDED.note, update_time = now() RETURNING name, type, connection_params, note",
         call.path["name"],
         call.body.get("type", "POSTGRESQL"),
-        json.dumps(call.body["params"]),
+        json.dumps(params),
         call.body.get("note"),
         call.user_id,
     )

@@ -33,6 +33,12 @@ _GRANT = {
     "type": "object",
     "properties": {"user": {"type": "string"}, "perms": {"type": "array", "items": {"type": "string"}}},
 }
+_GRANTS = {
+    "type": "object",
+    "required": ["project", "items"],
+    "properties": {"project": {"type": "string"}, "owner": {"type": ["string", "null"]},
+                   "items": {"type": "array", "items": _GRANT}},
+}  # fmt: skip
 
 
 async def _project_code(api: Any, name: str) -> int:
@@ -164,7 +170,7 @@ _OWNER = access.owner("project", "path.name")
 _ONE = "/api/v1/projects/{name}/grants/{user}"
 ROUTES = [
     Route("GET", "/api/v1/projects/{name}/grants", list_project_grants, "Who may do what in a project (owner, admins)",
-          "grants", response=_GRANT, rule=_OWNER),
+          "grants", response=_GRANTS, rule=_OWNER),
     Route("PUT", _ONE, put_project_grant, "Give a user rights on a project (owner, admins)", "grants",
           body=_PROJECT_GRANT, response=_GRANT, rule=_OWNER),
     Route("DELETE", _ONE, delete_project_grant, "Take a user's rights on a project away (owner, admins)", "grants",

@@ -187,7 +187,15 @@ class LiveHub:
             await asyncio.wait_for(self._published.wait(), timeout)
 
 
-def _frame(event: str, data: Any, event_id: str | None = None) -> bytes:
+#: the headers of a server-sent-events answer (no proxy buffering, no caching)
+SSE_HEADERS = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache, no-transform",
+    "X-Accel-Buffering": "no",
+}
+
+
+def frame(event: str, data: Any, event_id: str | None = None) -> bytes:
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
@@ -211,21 +219,15 @@ async def events(api: Any, call: Call) -> web.StreamResponse:
     who = access.principal_of(call)
     if instance is not None and instance not in await _visible(api, who, [instance]):
         raise ApiError(404, f"workflow instance {instance} does not exist", "query.instance")
-    response = web.StreamResponse(
-        headers={
-            "Content-Type": "text/event-stream",
-            "Cache-Control": "no-cache, no-transform",
-            "X-Accel-Buffering": "no",
-        }
-    )
+    response = web.StreamResponse(headers=SSE_HEADERS)
     await response.prepare(request)
     last = request.headers.get("Last-Event-ID", "")
     seq = hub.resume_point(last) if last else None
     if seq is None:
         seq = hub.seq
         if last:
-            await response.write(_frame("reset", {"reason": "cannot resume from that event id"}))
-        await response.write(_frame("hello", {}, hub.event_id(seq)))
+            await response.write(frame("reset", {"reason": "cannot resume from that event id"}))
+        await response.write(frame("hello", {}, hub.event_id(seq)))
     try:
         while not hub.closed:
             await hub.wait(seq, hub.heartbeat_seconds)
@@ -236,18 +238,18 @@ async def events(api: Any, call: Call) -> web.StreamResponse:
                 continue
             if hub.behind(seq):
                 seq = hub.seq
-                await response.write(_frame("reset", {"reason": "fell behind"}, hub.event_id(seq)))
+                await response.write(frame("reset", {"reason": "fell behind"}, hub.event_id(seq)))
                 continue
             for number, batch in hub.since(seq):
                 seq = number
                 if batch is None:
-                    await response.write(_frame("reset", {"reason": "updates were interrupted"}, hub.event_id(seq)))
+                    await response.write(frame("reset", {"reason": "updates were interrupted"}, hub.event_id(seq)))
                     continue
                 mine = [c for c in batch if c.kind == "instance" or c.instance == instance]
                 seen = await _visible(api, who, sorted({c.id for c in mine if c.kind == "instance"}))
                 wanted = [c.as_json() for c in mine if c.kind != "instance" or c.id in seen]
                 if wanted:
-                    await response.write(_frame("states", wanted, hub.event_id(seq)))
+                    await response.write(frame("states", wanted, hub.event_id(seq)))
     except ConnectionResetError:
         pass  # the page went away
     return response

@@ -40,6 +40,7 @@ from engine.api import (
     sessions,
     static,
     task_groups,
+    task_types,
     tasks,
     tenants,
     tokens,
@@ -70,8 +71,8 @@ from rpc.messages import CacheExpire
 
 log = logs.get(__name__)
 
-#: the live-event stream's route (counted open, not timed)
-EVENTS_ROUTE = "/api/v1/events"
+#: routes whose answers are streams lasting as long as a browser tab (counted open, not timed)
+STREAM_ROUTES = frozenset({"/api/v1/events", "/api/v1/tasks/{id}/log/follow"})
 
 ROUTES: list[Route] = [
     *projects.ROUTES,
@@ -92,6 +93,7 @@ ROUTES: list[Route] = [
     *live.ROUTES,
     *overview.ROUTES,
     *tenants.ROUTES,
+    *task_types.ROUTES,
 ]
 
 
@@ -182,7 +184,7 @@ class ApiServer:
         status class; the live-event streams are counted open instead (they last for hours)."""
         resource = request.match_info.route.resource
         route = resource.canonical if resource is not None and request.path.startswith("/api/") else "other"
-        if route == EVENTS_ROUTE:
+        if route in STREAM_ROUTES:
             self.streams += 1
             try:
                 return await handler(request)

@@ -1,7 +1,11 @@
-"""Task instances: detail, and the log, read from the worker that ran the task (paged or whole)."""
+"""Task instances: detail, and the log, read from the worker that ran the task: paged, searched on the
+worker (bounded per request, go on with ``after``), followed as server-sent events while the task writes, or
+whole."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 from aiohttp import web
@@ -9,11 +13,12 @@ from sqlalchemy import select
 
 from engine import logs
 from engine.api import access, rows
+from engine.api.live import SSE_HEADERS, frame
 from engine.api.routing import ApiError, Call, Param, Route, one
 from engine.states import TaskState
 from engine.storage import tables as t
 from rpc.errors import BadRequest, RpcError
-from rpc.messages import LogDownload, LogLines, LogRange
+from rpc.messages import LogDownload, LogHits, LogLines, LogRange, LogSearch
 
 log = logs.get(__name__)
 
@@ -55,6 +60,19 @@ _LINES = {
 }
 
 
+_HITS = {
+    "type": "object",
+    "required": ["hits", "next", "done", "total"],
+    "properties": {
+        "hits": {"type": "array", "items": {"type": "object", "required": ["line", "text"],
+                 "properties": {"line": {"type": "integer"}, "text": {"type": "string"}}}},
+        "next": {"type": "integer", "description": "line number to go on from (after=next)"},
+        "done": {"type": "boolean", "description": "the search reached the end of the log"},
+        "total": {"type": "integer", "description": "complete lines in the log when searched"},
+    },
+}  # fmt: skip
+
+
 async def _task(api: Any, task_id: int) -> Any:
     return await one(api.db, select(ti).where(ti.c.id == task_id), f"task instance {task_id}")
 
@@ -86,6 +104,65 @@ async def get_log(api: Any, call: Call) -> dict[str, Any]:
     # the worker answers complete=True for any file nobody writes; a task still active has more to come
     complete = lines.complete and TaskState(row["state"]).finished
     return {"lines": lines.lines, "start": lines.start, "total": lines.total, "next": lines.next, "complete": complete}
+
+
+async def search_log(api: Any, call: Call) -> dict[str, Any]:
+    row = await _task(api, call.path_int("id"))
+    host, path = _log_source(row)
+    needle = call.query["q"]
+    if not needle or len(needle) > MAX_NEEDLE:
+        raise ApiError(400, f"must be 1 to {MAX_NEEDLE} characters", "query.q")
+    try:
+        ask = LogSearch(path, needle, call.query["after"], call.query["limit"])
+        found = await api.rpc.call(host, ask, LogHits, timeout=WORKER_READ_TIMEOUT)
+    except RpcError as exc:
+        raise _worker_error(host, exc) from exc
+    return {"hits": [{"line": n, "text": text} for n, text in found.hits], "next": found.next, "done": found.done,
+            "total": found.total}  # fmt: skip
+
+
+#: a follow stream ends after this long (the page opens another from where it was); polls while idle
+FOLLOW_SECONDS = 3600.0
+FOLLOW_POLL = 0.5
+WORKER_READ_TIMEOUT = 30.0
+MAX_NEEDLE = 200
+_PING_EVERY = 15.0
+
+
+async def follow_log(api: Any, call: Call) -> web.StreamResponse:
+    """New lines of a task's log as server-sent events while the task writes: ``lines`` {start, lines, total},
+    then ``end`` {next, complete} when the task finished (or the stream's time is up: open it again from
+    ``next``); ``error`` {message} when the worker cannot be read."""
+    task_id = call.path_int("id")
+    row = await _task(api, task_id)
+    host, path = _log_source(row)
+    response = web.StreamResponse(headers=SSE_HEADERS)
+    await response.prepare(call.request)
+    skip = call.query["skip"]
+    started = pinged = time.monotonic()
+    try:
+        while not api.live.closed:
+            try:
+                page = await api.rpc.call(host, LogRange(path, skip, 1000), LogLines, timeout=WORKER_READ_TIMEOUT)
+            except RpcError as exc:
+                await response.write(frame("error", {"message": _worker_error(host, exc).message}))
+                break
+            if page.lines:
+                await response.write(frame("lines", {"start": page.start, "lines": page.lines, "total": page.total}))
+                skip = page.next
+                continue
+            state = await api.db.fetchval("SELECT state FROM task_instance WHERE id = $1", task_id)
+            finished = state is None or TaskState(state).finished
+            if (page.complete and finished) or time.monotonic() - started > FOLLOW_SECONDS:
+                await response.write(frame("end", {"next": skip, "complete": page.complete and finished}))
+                break
+            if time.monotonic() - pinged > _PING_EVERY:
+                await response.write(b": ping\n\n")
+                pinged = time.monotonic()
+            await asyncio.sleep(FOLLOW_POLL)
+    except ConnectionResetError:
+        pass  # the page went away
+    return response
 
 
 #: bytes passed from the worker to the client at a time (the API holds no more of a log than this)
@@ -126,6 +203,18 @@ ROUTES = [
                           Param("limit", int, "lines to return", 1000, minimum=1, maximum=10000),
                           Param("from_end", bool, "the last `limit` lines (open a log at its end)", False)),
           response=_LINES, rule=access.read("task", "path.id")),
+    Route("GET", "/api/v1/tasks/{id}/log/search", search_log,
+          "Lines of a task's log containing a text (case-insensitive), searched on the worker; a long log is"
+          " searched in steps: go on from next until done", "tasks",
+          query=(Param("q", str, "the text to find (1 to 200 characters)"),
+                 Param("after", int, "line number (from 0) to search from", 0, minimum=0),
+                 Param("limit", int, "matches to return at most", 100, minimum=1, maximum=1000)),
+          response=_HITS, rule=access.read("task", "path.id")),
+    Route("GET", "/api/v1/tasks/{id}/log/follow", follow_log,
+          "New lines of a task's log as server-sent events while it runs (lines, then end)", "tasks",
+          query=(Param("skip", int, "line number (from 0) to start from", 0, minimum=0),),
+          response={"type": "string", "description": "text/event-stream: lines, end, error events"},
+          produces="text/event-stream", rule=access.read("task", "path.id")),
     Route("GET", "/api/v1/tasks/{id}/log/download", download_log, "The whole log file", "tasks",
           response={"type": "string"}, produces="text/plain", rule=access.read("task", "path.id")),
 ]  # fmt: skip

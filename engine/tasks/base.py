@@ -66,14 +66,54 @@ class Launch:
     secret_env: dict[str, str] = field(default_factory=dict)
 
 
+#: ``localParams``, which every task type accepts: IN values and OUT names (engine/params.py Property)
+LOCAL_PARAMS: dict[str, Any] = {
+    "type": "array",
+    "description": "IN values and OUT names of this task (print ${setValue(name=value)} to set an OUT one)",
+    "items": {
+        "type": "object",
+        "required": ["prop"],
+        "properties": {
+            "prop": {"type": "string", "minLength": 1},
+            "direct": {"type": "string", "description": "IN or OUT"},
+            "type": {"type": "string", "description": "VARCHAR, INTEGER, LIST, ..."},
+            "value": {},
+        },
+    },
+}
+
+
+def describe_params(
+    properties: Mapping[str, Any], required: tuple[str, ...] = (), examples: tuple[Mapping[str, Any], ...] = ()
+) -> dict[str, Any]:
+    """A task type's parameter schema (JSON Schema): its own properties and localParams; ``examples[0]`` is
+    the params of a new task of the type (the UI's template). Unknown keys stay allowed, as they always were
+    (documents imported from DolphinScheduler carry extra ones)."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {**properties, "localParams": LOCAL_PARAMS},
+        "required": list(required),
+    }
+    if examples:
+        schema["examples"] = [dict(e) for e in examples]
+    return schema
+
+
 class TaskPlugin(ABC):
     task_type: ClassVar[str]
+    #: JSON Schema of the params (describe_params): the API serves it (GET /api/v1/task-types) and the UI draws
+    #: its form from it; registry.validate checks it after validate(), and tests/test_task_param_schemas.py
+    #: fails when validate() reads a parameter the schema does not declare, so the two cannot drift apart
+    params_schema: ClassVar[dict[str, Any]] = describe_params({})
 
     @classmethod
     def validate(cls, params: Mapping[str, Any]) -> None:
         """Raise ParamError naming the field when the definition's params are invalid."""
         if not isinstance(params, Mapping):
             raise ParamError("task_params", "must be an object")
+        local = params.get("localParams")
+        if local is not None and not (isinstance(local, list) and all(isinstance(p, Mapping) for p in local)):
+            raise ParamError("localParams", "must be a list of {prop, direct, type, value}")
         try:
             properties(params.get("localParams"))
         except ValueError as exc:

@@ -27,7 +27,16 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, optional, require_str, runner_env
+from engine.tasks.base import (
+    Launch,
+    ParamError,
+    TaskContext,
+    TaskPlugin,
+    describe_params,
+    optional,
+    require_str,
+    runner_env,
+)
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 BODY_TYPES = ("json", "form", "raw")
@@ -63,6 +72,31 @@ def _string_map(params: Mapping[str, Any], name: str) -> dict[str, str]:
 
 class HttpTask(TaskPlugin):
     task_type = "HTTP"
+    params_schema = describe_params(
+        {
+            "url": {"type": "string", "description": "http(s) URL; placeholders allowed"},
+            "httpMethod": {"type": "string", "examples": list(METHODS), "default": "GET"},
+            "headers": {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]},
+                        "description": "secret-looking values are masked in the log"},
+            "query": {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}},
+            "body": {"type": ["string", "object", "array"], "description": "an object (json / form) or text"},
+            "bodyType": {"enum": list(BODY_TYPES)},
+            "timeoutSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "default": 60},
+            "expectedStatus": {"type": "array", "items": {"type": "integer", "minimum": 100, "maximum": 599},
+                               "description": "default: any 2xx"},
+            "check": {"type": "object", "description": "{contains}, {not_contains} or {json_path, equals}"},
+            "extract": {"type": "object", "additionalProperties": {"type": "string"},
+                        "description": "OUT param name -> JSON path of the answer"},
+            "maxLogBytes": {"type": "integer", "minimum": 0, "default": 65536},
+        },
+        required=("url",),
+        examples=(
+            {"url": "https://example.com/", "httpMethod": "GET"},
+            {"url": "https://example.com/", "httpMethod": "POST", "headers": {"a": "b"}, "query": {"q": 1},
+             "body": {"x": 1}, "bodyType": "json", "timeoutSeconds": 5, "expectedStatus": [200],
+             "check": {"json_path": "$.a", "equals": 1}, "extract": {"v": "$.a"}, "maxLogBytes": 10},
+        ),
+    )  # fmt: skip
 
     @classmethod
     def validate(cls, params: Mapping[str, Any]) -> None:

@@ -6,11 +6,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, optional, require_str
+from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, describe_params, optional, require_str
 
 
 class PythonTask(TaskPlugin):
     task_type = "PYTHON"
+    params_schema = describe_params(
+        {
+            "rawScript": {"type": "string", "contentMediaType": "text/x-python", "description": "Python script"},
+            "interpreter": {"type": "string", "description": "path of the interpreter; default: the worker's own"},
+        },
+        required=("rawScript",),
+        examples=({"rawScript": "print('hello')"},),
+    )
 
     @classmethod
     def validate(cls, params: Mapping[str, Any]) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import entry_points
 from typing import Any
+
+import jsonschema
 
 from engine.tasks.base import ParamError, TaskPlugin
 
@@ -45,4 +48,22 @@ def plugin(task_type: str) -> type[TaskPlugin]:
 
 def validate(task_type: str, params: Mapping[str, Any]) -> None:
     """Validate a task definition's params for its type; raises ParamError naming the field."""
-    plugin(task_type).validate(params)
+    cls = plugin(task_type)
+    cls.validate(params)
+    check_schema(cls.params_schema, params)
+
+
+@cache
+def _validator(schema_json: str) -> jsonschema.protocols.Validator:
+    return jsonschema.Draft202012Validator(json.loads(schema_json))
+
+
+def check_schema(schema: Mapping[str, Any], params: Mapping[str, Any]) -> None:
+    """ParamError for what ``schema`` (a task type's params_schema) refuses in ``params``: run after the
+    type's own checks, whose messages come first; this catches what the form promises and they do not test."""
+    from engine.workflows.document import schema_problem  # the document module imports the plugins
+
+    problem = schema_problem(_validator(json.dumps(schema, sort_keys=True)), dict(params))
+    if problem is not None:
+        field, reason = problem
+        raise ParamError(field if field != "(document)" else "task_params", reason)

@@ -5,11 +5,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.tasks.base import Launch, TaskContext, TaskPlugin, require_str, script_with_environment
+from engine.tasks.base import (
+    Launch,
+    TaskContext,
+    TaskPlugin,
+    describe_params,
+    require_str,
+    script_with_environment,
+)
 
 
 class ShellTask(TaskPlugin):
     task_type = "SHELL"
+    params_schema = describe_params(
+        {"rawScript": {"type": "string", "contentMediaType": "text/x-shellscript", "description": "bash script"}},
+        required=("rawScript",),
+        examples=({"rawScript": "echo hello"},),
+    )
 
     @classmethod
     def validate(cls, params: Mapping[str, Any]) -> None:

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, optional
+from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, describe_params, optional
 
 PROGRAM_TYPES = ("PYTHON", "SQL")
 DEPLOY_MODES = ("client", "cluster")
@@ -78,6 +78,36 @@ def spark_submit() -> str:
 
 class SparkTask(TaskPlugin):
     task_type = "SPARK"
+    params_schema = describe_params(
+        {
+            "programType": {"enum": list(PROGRAM_TYPES), "default": "PYTHON"},
+            "mainFile": {"type": "string", "description": "path of the PySpark application (or rawScript)"},
+            "rawScript": {"type": "string", "contentMediaType": "text/x-python", "description": "inline PySpark"},
+            "sql": {"type": "string", "contentMediaType": "text/x-sql", "description": "Spark SQL (programType SQL)"},
+            "master": {"type": "string", "default": "local[*]", "description": "local[*], spark://, yarn, k8s://"},
+            "deployMode": {"enum": list(DEPLOY_MODES), "default": "client"},
+            "driverCores": {"type": "integer", "minimum": 1},
+            "driverMemory": {"type": "string", "description": "e.g. 1g"},
+            "executorCores": {"type": "integer", "minimum": 1},
+            "executorMemory": {"type": "string", "description": "e.g. 2g"},
+            "numExecutors": {"type": "integer", "minimum": 1},
+            "appName": {"type": "string"},
+            "mainArgs": {"type": "string", "description": "arguments of the application"},
+            "others": {"type": "string", "description": "more spark-submit options"},
+            "conf": {
+                "type": "object",
+                "additionalProperties": {"type": ["string", "number", "boolean"]},
+                "description": "Spark properties",
+            },
+        },
+        examples=(
+            {"programType": "PYTHON", "rawScript": "print('hello from spark')"},
+            {"programType": "SQL", "sql": "select 1", "master": "local[2]", "deployMode": "client",
+             "driverCores": 1, "driverMemory": "1g", "executorCores": 1, "executorMemory": "1g", "numExecutors": 1,
+             "appName": "a", "mainArgs": "", "others": "", "conf": {"spark.x": "1"}},
+            {"mainFile": "app.py"},
+        ),
+    )  # fmt: skip
 
     @classmethod
     def validate(cls, params: Mapping[str, Any]) -> None:

@@ -19,7 +19,16 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, optional, require_str, runner_env
+from engine.tasks.base import (
+    Launch,
+    ParamError,
+    TaskContext,
+    TaskPlugin,
+    describe_params,
+    optional,
+    require_str,
+    runner_env,
+)
 
 SQL_TYPES = ("query", "non_query")
 
@@ -35,6 +44,27 @@ def datasource_dsn(params: Mapping[str, Any]) -> str:
 
 class SqlTask(TaskPlugin):
     task_type = "SQL"
+    params_schema = describe_params(
+        {
+            "datasource": {"type": "string", "description": "name of a PostgreSQL data source"},
+            "sql": {"type": "string", "contentMediaType": "text/x-sql", "description": "the statement to run"},
+            "sqlType": {"enum": list(SQL_TYPES), "default": "query", "description": "query: rows to the log"},
+            "preStatements": {"type": "array", "items": {"type": "string"}, "description": "run first"},
+            "postStatements": {"type": "array", "items": {"type": "string"}, "description": "run last"},
+            "maxRows": {"type": "integer", "minimum": 0, "default": 1000, "description": "rows logged at most"},
+            "loadFiles": {
+                "type": "array",
+                "description": "CSV files bulk-loaded before sql: [{file, table, columns, header}]",
+                "items": {"type": "object"},
+            },
+        },
+        required=("datasource", "sql"),
+        examples=(
+            {"datasource": "warehouse", "sql": "select 1", "sqlType": "query"},
+            {"datasource": "warehouse", "sql": "select 1", "preStatements": ["select 0"], "postStatements": [],
+             "maxRows": 10, "loadFiles": [{"file": "a.csv", "table": "t", "columns": ["x"], "header": True}]},
+        ),
+    )  # fmt: skip
 
     @classmethod
     def validate(cls, params: Mapping[str, Any]) -> None:

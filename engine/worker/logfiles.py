@@ -24,6 +24,11 @@ from rpc.errors import BadRequest
 MAX_REPLY_BYTES = 64 * 1024
 MAX_LINE_BYTES = 16 * 1024
 INDEX_EVERY = 1000
+#: bytes one search request reads at most (then it answers with where to go on): a search of a 200 MB log
+#: never holds a worker thread for long
+MAX_SEARCH_BYTES = 32 * 1024 * 1024
+#: characters of a needle
+MAX_NEEDLE = 200
 #: files whose line index is kept (least recently used dropped)
 INDEXED_FILES = 256
 _CHUNK = 1 << 20
@@ -166,6 +171,16 @@ class LogFiles:
         limit = max(0, min(limit, 10_000))
         return await asyncio.to_thread(_range, target, self._index(target), max(0, skip), limit, from_end)
 
+    async def search(self, path: str, needle: str, after: int, limit: int) -> tuple[list[list[object]], int, bool, int]:
+        """Lines from ``after`` on containing ``needle`` (case-insensitive): (hits as [line number, text], the
+        line to go on from, whether the end was reached, complete lines in the file). Bounded: at most
+        ``limit`` hits, MAX_SEARCH_BYTES read and MAX_REPLY_BYTES answered per call."""
+        target = self.checked(path)
+        if not needle or len(needle) > MAX_NEEDLE:
+            raise BadRequest(f"search text must be 1 to {MAX_NEEDLE} characters", 400)
+        limit = max(1, min(limit, 1000))
+        return await asyncio.to_thread(_search, target, self._index(target), needle, max(0, after), limit)
+
     async def remove(self, path: str) -> bool:
         target = self.checked(path)
         return await asyncio.to_thread(_remove, target)
@@ -229,6 +244,37 @@ def _range(path: Path, index: LineIndex, skip: int, limit: int, from_end: bool) 
     except FileNotFoundError:
         raise BadRequest(f"log {path} does not exist", 404) from None
     return out, skip, total
+
+
+def _search(
+    path: Path, index: LineIndex, needle: str, after: int, limit: int
+) -> tuple[list[list[object]], int, bool, int]:
+    # bytes compared lower-cased: ASCII case folding, and no decoding of the lines that do not match
+    wanted = needle.lower().encode()
+    hits: list[list[object]] = []
+    used = read = 0
+    try:
+        with open(path, "rb") as fh, index.lock:
+            index.extend(fh)
+            total = index.lines
+            checkpoint = min(after // INDEX_EVERY, len(index.offsets) - 1)
+            fh.seek(index.offsets[checkpoint])
+            line_no = checkpoint * INDEX_EVERY
+            for raw in fh:
+                if line_no >= total or not raw.endswith(b"\n"):
+                    break
+                if line_no >= after:
+                    if len(hits) >= limit or read >= MAX_SEARCH_BYTES or used > MAX_REPLY_BYTES:
+                        return hits, line_no, False, total
+                    read += len(raw)
+                    if wanted in raw.lower():
+                        line = _clip(raw[:-1].decode(errors="replace"))
+                        used += len(line) + 16
+                        hits.append([line_no, line])
+                line_no += 1
+    except FileNotFoundError:
+        raise BadRequest(f"log {path} does not exist", 404) from None
+    return hits, max(line_no, after), True, total
 
 
 def _remove(path: Path) -> bool:

@@ -37,9 +37,11 @@ from rpc.messages import (
     HostUpdateReply,
     KillReply,
     LogDownload,
+    LogHits,
     LogLines,
     LogRange,
     LogRemove,
+    LogSearch,
     LogView,
     TaskDispatch,
     TaskDispatchBatch,
@@ -141,6 +143,7 @@ class Worker(Node):
             (LogView, self.on_log_view),
             (LogRange, self.on_log_range),
             (LogDownload, self.on_log_download),
+            (LogSearch, self.on_log_search),
             (LogRemove, self.on_log_remove),
             (WorkerDrain, self.on_drain),
         ):
@@ -325,6 +328,10 @@ class Worker(Node):
         complete = not self._writing(msg.path)  # read before the lines: no line can be missed
         lines, start, total = await self.log_files.range(msg.path, msg.skip, msg.limit, msg.from_end)
         return LogLines(lines=lines, next=start + len(lines), complete=complete, start=start, total=total)
+
+    async def on_log_search(self, msg: LogSearch) -> LogHits:
+        hits, after, done, total = await self.log_files.search(msg.path, msg.needle, msg.after, msg.limit)
+        return LogHits(hits=hits, next=after, done=done, total=total)
 
     async def on_log_download(self, msg: LogDownload) -> web.StreamResponse:
         target = self.log_files.checked(msg.path)

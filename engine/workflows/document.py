@@ -85,7 +85,11 @@ TASK_SCHEMA: dict[str, Any] = {
     "properties": {
         "name": _NAME,
         "type": {"type": "string", "minLength": 1, "description": "task plugin: SHELL, PYTHON, SQL, SPARK, ..."},
-        "params": {"type": "object", "description": "the task plugin's parameters"},
+        "params": {
+            "type": "object",
+            "additionalProperties": True,
+            "description": "the task plugin's parameters (GET /api/v1/task-types: each type's schema)",
+        },
         "upstream": {
             "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
             "description": "names of the tasks this one waits for",

@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.scheduling.dependent import check_params as check_dependent
-from engine.tasks.base import ParamError
+from engine.tasks.base import ParamError, describe_params
+from engine.tasks.registry import check_schema
 from engine.workflows import expressions
 from engine.workflows.expressions import ExpressionError
 
@@ -39,6 +40,62 @@ _VAR = re.compile(r"\$\{([^}]+)\}")
 MAX_CASES = 100
 
 
+_NAMES = {"type": "array", "items": {"type": "string"}}
+_DEPENDENT_ITEMS = {
+    "type": "array",
+    "items": {"type": "object"},
+    "description": "[{workflow (or workflow_code), task, cycle, date_value}]",
+}
+#: the parameter schemas of the logic tasks (as the plugins' params_schema: served to the UI, checked in
+#: validate after the checks above, pinned to them by tests/test_task_param_schemas.py)
+SCHEMAS: dict[str, dict[str, Any]] = {
+    SUB_PROCESS: describe_params(
+        {
+            "workflow": {"type": "string", "description": "the child workflow's name"},
+            "project": {"type": "string", "description": "its project (default: this one)"},
+            "workflow_code": {"type": "integer", "description": "or the child workflow's code"},
+        },
+        examples=({"workflow": "child"}, {"workflow_code": 1}, {"workflow": "child", "project": "p"}),
+    ),
+    DEPENDENT: describe_params(
+        {
+            "relation": {"enum": ["AND", "OR"], "default": "AND"},
+            "items": _DEPENDENT_ITEMS,
+            "groups": {"type": "array", "items": {"type": "object"}, "description": "[{relation, items}]"},
+            "check_interval": {"type": "number", "minimum": 0.05, "default": 10, "description": "seconds"},
+            "failure_policy": {"enum": ["FAIL", "WAIT"], "default": "FAIL"},
+            "timeout_seconds": {"type": "number", "minimum": 0, "default": 0, "description": "0 = no limit"},
+            "failure_waiting_time": {"type": "number", "minimum": 0, "default": 0, "description": "minutes"},
+        },
+        examples=(
+            {"items": [{"workflow": "upstream_workflow", "cycle": "day", "date_value": "today"}]},
+            {"relation": "OR", "check_interval": 1, "failure_policy": "WAIT", "timeout_seconds": 5,
+             "failure_waiting_time": 1,
+             "groups": [{"relation": "AND", "items": [{"workflow": "w", "cycle": "day", "date_value": "today"}]}]},
+        ),
+    ),
+    CONDITIONS: describe_params(
+        {
+            "relation": {"enum": ["AND", "OR"], "default": "AND"},
+            "conditions": {"type": "array", "items": {"type": "object"}, "description": "[{task, status}]"},
+            "success": {**_NAMES, "description": "downstream tasks run when the conditions hold"},
+            "failure": {**_NAMES, "description": "downstream tasks run when they do not"},
+        },
+        required=("conditions",),
+        examples=({"relation": "AND", "conditions": [{"task": "up", "status": "SUCCESS"}], "success": ["ok"],
+                   "failure": ["ko"]},),
+    ),
+    SWITCH: describe_params(
+        {
+            "cases": {"type": "array", "items": {"type": "object"}, "description": "[{condition, next}]"},
+            "default": {"type": "string", "description": "the downstream task when no case holds"},
+        },
+        required=("cases",),
+        examples=({"cases": [{"condition": "1 == 1", "next": "ok"}], "default": "ko"},),
+    ),
+}  # fmt: skip
+
+
 def validate(task_type: str, params: Mapping[str, Any], upstream: set[str], downstream: set[str]) -> None:
     """Check a logic task's params against its place in the DAG; ParamError names the field."""
     if task_type == CONDITIONS:
@@ -46,10 +103,14 @@ def validate(task_type: str, params: Mapping[str, Any], upstream: set[str], down
     elif task_type == SWITCH:
         _switch(params, downstream)
     elif task_type == SUB_PROCESS:
+        if "workflow_code" in params and not isinstance(params["workflow_code"], int):
+            raise ParamError("workflow_code", "must be an integer (the code of a workflow)")
         if not isinstance(params.get("workflow"), str) and not isinstance(params.get("workflow_code"), int):
             raise ParamError("workflow", "SUB_PROCESS needs workflow (a name) or workflow_code")
     elif task_type == DEPENDENT:
         check_dependent(params)
+    if task_type in SCHEMAS:
+        check_schema(SCHEMAS[task_type], params)
 
 
 def _names(params: Mapping[str, Any], key: str, allowed: set[str], where: str) -> list[str]:
@@ -94,7 +155,7 @@ def _switch(params: Mapping[str, Any], downstream: set[str]) -> None:
         if problem:
             raise ParamError(f"cases[{i}].condition", problem)
     default = params.get("default")
-    if default is not None and default not in downstream:
+    if default is not None and (not isinstance(default, str) or default not in downstream):
         raise ParamError("default", "must name a downstream task of this task")
 
 

@@ -8,7 +8,7 @@ import { router } from "./app/router";
 import { signOut } from "./app/session";
 import "./styles.css";
 
-setUnauthorizedHandler(signOut);
+setUnauthorizedHandler(() => void signOut());
 
 const queryClient = new QueryClient({
   defaultOptions: {

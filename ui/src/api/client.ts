@@ -28,6 +28,7 @@ export type WorkflowDetail = Json<"/api/v1/workflows/{code}", "get">;
 export type WorkflowDoc = Schemas["Workflow"];
 export type Cluster = Json<"/api/v1/cluster", "get">;
 export type LogLines = Json<"/api/v1/tasks/{id}/log", "get">;
+export type LogSearch = Json<"/api/v1/tasks/{id}/log/search", "get">;
 export type Overview = Json<"/api/v1/overview", "get">;
 export type ControlResult = Json<"/api/v1/instances/{id}/stop", "post">;
 
@@ -49,6 +50,30 @@ export const token = {
   clear: () => sessionStorage.removeItem(TOKEN_KEY),
 };
 
+/** A password sign-in: the session itself is an HttpOnly cookie the browser sends; this tab keeps the CSRF
+ * token the server answered, repeated in X-CSRF-Token on every call that changes something. */
+const CSRF_KEY = "porpoise.csrf";
+export const session = {
+  csrf: (): string | null => sessionStorage.getItem(CSRF_KEY),
+  set: (csrf: string) => sessionStorage.setItem(CSRF_KEY, csrf),
+  clear: () => sessionStorage.removeItem(CSRF_KEY),
+};
+
+/** Signed in here: with an API token or a session cookie. */
+export function signedIn(): boolean {
+  return token.get() !== null || session.csrf() !== null;
+}
+
+const SAFE = new Set(["GET", "HEAD", "OPTIONS"]);
+
+/** The headers that authenticate a call of ``method``. */
+export function authHeaders(method = "GET"): Record<string, string> {
+  const value = token.get();
+  if (value) return { Authorization: `Bearer ${value}` };
+  const csrf = session.csrf();
+  return csrf && !SAFE.has(method.toUpperCase()) ? { "X-CSRF-Token": csrf } : {};
+}
+
 /** The app's base URL without the trailing slash (from <base href>: it may live under a proxy prefix). */
 export function baseUrl(): string {
   return new URL(".", document.baseURI).href.replace(/\/$/, "");
@@ -56,8 +81,7 @@ export function baseUrl(): string {
 
 const auth: Middleware = {
   onRequest({ request }) {
-    const value = token.get();
-    if (value) request.headers.set("Authorization", `Bearer ${value}`);
+    for (const [name, value] of Object.entries(authHeaders(request.method))) request.headers.set(name, value);
     return request;
   },
 };

@@ -159,3 +159,12 @@ export function workflowAction(code: number, action: WorkflowAction): Promise<un
       return call(api.POST("/api/v1/workflows/{code}/start", { ...path, body: {} }));
   }
 }
+
+/** Task types and their parameter schemas (the editor's forms); they change only with a server upgrade. */
+export function useTaskTypes() {
+  return useQuery({
+    queryKey: ["task-types"],
+    staleTime: Infinity,
+    queryFn: () => call(api.GET("/api/v1/task-types")),
+  });
+}

@@ -17,7 +17,7 @@ export function Layout() {
           <NavLink to="/cluster">Cluster</NavLink>
           <NavLink to="/admin">Admin</NavLink>
         </nav>
-        <button className="link" onClick={signOut}>
+        <button className="link" onClick={() => void signOut()}>
           Sign out
         </button>
       </header>

@@ -1,6 +1,6 @@
 import { createBrowserRouter, Navigate, redirect, type LoaderFunction } from "react-router";
 
-import { token } from "../api/client";
+import { signedIn } from "../api/client";
 import { AdminPage } from "../pages/Admin";
 import { ClusterPage } from "../pages/Cluster";
 import { Editor } from "../pages/Editor";
@@ -18,7 +18,7 @@ import { Layout } from "./Layout";
 export const basename = new URL(".", document.baseURI).pathname.replace(/\/$/, "") || "/";
 
 const requireToken: LoaderFunction = ({ request }) => {
-  if (token.get()) return null;
+  if (signedIn()) return null;
   const url = new URL(request.url);
   const here = url.pathname.slice(basename === "/" ? 0 : basename.length) + url.search;
   return redirect(`/signin?next=${encodeURIComponent(here)}`);

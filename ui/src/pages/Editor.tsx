@@ -1,29 +1,39 @@
-// Edit a workflow as YAML or JSON text, with its graph redrawn as you type; save = a new version. The
-// server checks the document (400 naming the field). New workflow: /workflows/new.
+// Create or change a workflow: on the graph (add, link by dragging, move, delete; a side form per task built
+// from its type's parameter schema) or as YAML / JSON text, switching between them. Save = a new version;
+// the server checks the document and its refusal is shown on the task and at the field it names.
+// New workflow: /workflows/new.
 import { useQueryClient } from "@tanstack/react-query";
-import { useEffect, useMemo, useState } from "react";
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { useNavigate, useParams } from "react-router";
 import { parse, stringify } from "yaml";
 
-import { api, call, type WorkflowDoc } from "../api/client";
-import { useWorkflow } from "../api/queries";
+import { api, ApiError, call, type WorkflowDoc } from "../api/client";
+import { useTaskTypes, useWorkflow } from "../api/queries";
 import { ErrorBox, Loading } from "../components/ErrorBox";
+import {
+  addTask,
+  connect,
+  disconnect,
+  errorTarget,
+  freshName,
+  removeTasks,
+  updateTask,
+  type Draft,
+} from "../features/editor/draft";
+import { EditGraph, type PlaceHints } from "../features/editor/EditGraph";
+import { templateOf, type JsonSchema } from "../features/editor/schemaFields";
+import { TaskForm } from "../features/editor/TaskForm";
+import { WorkflowForm } from "../features/editor/WorkflowForm";
 import { buildGraph, type TaskSpec } from "../features/graph/buildGraph";
 import { DagView } from "../features/graph/DagView";
 
-const TEMPLATE = `name: my_workflow
-project: default
-tasks:
-  - name: hello
-    type: SHELL
-    params:
-      rawScript: echo hello
-  - name: world
-    type: SHELL
-    upstream: [hello]
-    params:
-      rawScript: echo world
-`;
+const TEMPLATE: Draft = {
+  name: "my_workflow",
+  project: "default",
+  tasks: [{ name: "hello", type: "SHELL", params: { rawScript: "echo hello" } }],
+};
+
+type Mode = "graph" | "yaml" | "json";
 
 /** The text as a document, or the reason it is not one. */
 export function readDocument(text: string, format: "yaml" | "json"): { doc?: WorkflowDoc; problem?: string } {
@@ -38,6 +48,10 @@ export function readDocument(text: string, format: "yaml" | "json"): { doc?: Wor
   }
 }
 
+function toText(doc: Draft, format: "yaml" | "json"): string {
+  return format === "json" ? JSON.stringify(doc, null, 2) : stringify(doc);
+}
+
 /** A layout key from the graph's shape: the same tasks and links reuse the cached layout. */
 function shapeKey(tasks: readonly TaskSpec[]): string {
   let h = 0;
@@ -46,51 +60,142 @@ function shapeKey(tasks: readonly TaskSpec[]): string {
   return `draft:${h}:${text.length}`;
 }
 
+/** The server's refusal, placed: on a task (by name, from the document that was sent) or the workflow. */
+interface Refusal {
+  task?: string;
+  field: string;
+  message: string;
+}
+
+function placeRefusal(exc: unknown, sent: Draft): Refusal | null {
+  if (!(exc instanceof ApiError) || exc.status !== 400) return null;
+  const target = errorTarget(exc.field);
+  if (!target) return null;
+  const task = target.task === undefined ? undefined : sent.tasks[target.task]?.name;
+  return { task, field: target.field, message: exc.message };
+}
+
 export function Editor() {
   const param = useParams().code;
   const code = param === undefined ? null : Number(param);
   const existing = useWorkflow(code ?? 0);
+  const taskTypes = useTaskTypes();
   const navigate = useNavigate();
   const client = useQueryClient();
-  const [format, setFormat] = useState<"yaml" | "json">("yaml");
-  const [text, setText] = useState<string | null>(code === null ? TEMPLATE : null);
+  const [draft, setDraft] = useState<Draft | null>(code === null ? TEMPLATE : null);
+  const [mode, setMode] = useState<Mode>("graph");
+  const [text, setText] = useState("");
+  const [textProblem, setTextProblem] = useState<string>();
+  const [selected, setSelected] = useState<string | null>(null);
   const [error, setError] = useState<unknown>(null);
+  const [refusal, setRefusal] = useState<Refusal | null>(null);
+  const [notice, setNotice] = useState<string>();
   const [busy, setBusy] = useState(false);
+  const hints = useRef<PlaceHints>(new Map()).current;
+  const kept = useRef(new Map<string, { x: number; y: number }>()).current;
+  const draftRef = useRef(draft);
+  draftRef.current = draft;
 
   useEffect(() => {
-    if (text === null && existing.data) setText(stringify(existing.data.document));
-  }, [existing.data, text]);
+    if (draft === null && existing.data) setDraft(existing.data.document);
+  }, [existing.data, draft]);
 
-  const read = useMemo(() => (text === null ? {} : readDocument(text, format)), [text, format]);
-  const tasks = read.doc?.tasks as TaskSpec[] | undefined;
-  const graph = useMemo(() => (tasks ? buildGraph(tasks) : null), [tasks]);
+  const types = useMemo(
+    () => new Map((taskTypes.data?.items ?? []).map((t) => [t.type, t.params as JsonSchema])),
+    [taskTypes.data],
+  );
+  const typeNames = useMemo(() => [...types.keys()], [types]);
+  const taskNames = useMemo(() => (draft ? draft.tasks.map((t) => t.name) : []), [draft]);
+  const errors = useMemo(() => new Map(refusal?.task ? [[refusal.task, refusal.message]] : []), [refusal]);
 
-  const switchFormat = (next: "yaml" | "json") => {
-    if (next === format || !read.doc) return setFormat(next);
-    setText(next === "json" ? JSON.stringify(read.doc, null, 2) : stringify(read.doc));
-    setFormat(next);
+  // every edit goes through here: the graph's callbacks read the latest draft from the ref, so they stay
+  // the same functions across edits (the graph's memoised nodes are not re-rendered by a new callback)
+  const edit = useCallback((fn: (d: Draft) => Draft) => {
+    const current = draftRef.current;
+    if (!current) return;
+    const next = fn(current);
+    draftRef.current = next;
+    setDraft(next);
+    setNotice(undefined);
+  }, []);
+  const onConnect = useCallback(
+    (source: string, target: string) => {
+      const current = draftRef.current;
+      if (!current) return;
+      const result = connect(current, source, target);
+      if (result.refused) setNotice(`Not linked: ${result.refused}`);
+      else edit(() => result.draft);
+    },
+    [edit],
+  );
+  const onDisconnect = useCallback(
+    (links: { source: string; target: string }[]) =>
+      edit((d) => links.reduce((acc, l) => disconnect(acc, l.source, l.target), d)),
+    [edit],
+  );
+  const onRemove = useCallback(
+    (names: string[]) => {
+      edit((d) => removeTasks(d, new Set(names)));
+      setSelected((s) => (s && names.includes(s) ? null : s));
+    },
+    [edit],
+  );
+  const onAdd = useCallback(
+    (type: string): string => {
+      const current = draftRef.current as Draft;
+      const name = freshName(current, type);
+      edit((d) => addTask(d, { name, type, params: templateOf(types.get(type)) }));
+      setSelected(name);
+      return name;
+    },
+    [edit, types],
+  );
+  const onSelect = useCallback((name: string | null) => setSelected(name), []);
+
+  const switchMode = (next: Mode) => {
+    if (next === mode) return;
+    let doc = draft;
+    if (mode !== "graph") {
+      const read = readDocument(text, mode);
+      if (!read.doc) return setTextProblem(read.problem);
+      doc = read.doc;
+      setDraft(doc);
+    }
+    if (next !== "graph" && doc) setText(toText(doc, next));
+    setTextProblem(undefined);
+    setMode(next);
   };
+
   const save = async () => {
-    if (!read.doc) return;
+    let doc = draft;
+    if (mode !== "graph") {
+      const read = readDocument(text, mode);
+      if (!read.doc) return setTextProblem(read.problem);
+      doc = read.doc;
+      setDraft(doc);
+    }
+    if (!doc) return;
     setBusy(true);
     setError(null);
+    setRefusal(null);
     try {
       const saved =
         code === null
-          ? await call(
-              api.POST("/api/v1/workflows", { params: { query: { release: false } }, body: read.doc }),
-            )
+          ? await call(api.POST("/api/v1/workflows", { params: { query: { release: false } }, body: doc }))
           : await call(
-              api.PUT("/api/v1/workflows/{code}", {
-                params: { path: { code: String(code) } },
-                body: read.doc,
-              }),
+              api.PUT("/api/v1/workflows/{code}", { params: { path: { code: String(code) } }, body: doc }),
             );
       void client.invalidateQueries({ queryKey: ["workflow", saved.code] });
       void client.invalidateQueries({ queryKey: ["workflows"] });
       navigate(`/workflows/${saved.code}`);
     } catch (exc) {
       setError(exc);
+      const placed = placeRefusal(exc, doc);
+      setRefusal(placed);
+      if (placed?.task) {
+        setSelected(placed.task);
+        if (mode !== "graph") setMode("graph");
+      } else if (placed) setSelected(null);
     } finally {
       setBusy(false);
     }
@@ -99,32 +204,110 @@ export function Editor() {
   if (code !== null && existing.isPending) return <Loading what={`workflow ${code}`} />;
   if (code !== null && !existing.data)
     return <ErrorBox error={existing.error} title="Cannot load the workflow" />;
+  if (!draft) return <Loading what="the document" />;
+  const task = selected ? draft.tasks.find((t) => t.name === selected) : undefined;
+  // the saved version's layout (cached by version) while the graph is the saved one
+  const layoutKey =
+    code !== null && existing.data && draft === existing.data.document
+      ? `${code}:${existing.data.version}`
+      : shapeKey(draft.tasks);
   return (
     <section>
       <div className="pagehead">
         <h1>{code === null ? "New workflow" : `Edit ${existing.data?.name ?? ""}`}</h1>
         <div className="actions">
-          <div role="group" aria-label="Text format">
-            <button aria-pressed={format === "yaml"} onClick={() => switchFormat("yaml")}>
-              YAML
-            </button>
-            <button aria-pressed={format === "json"} onClick={() => switchFormat("json")}>
-              JSON
-            </button>
+          <div role="group" aria-label="Editor view">
+            {(["graph", "yaml", "json"] as const).map((m) => (
+              <button key={m} aria-pressed={mode === m} onClick={() => switchMode(m)}>
+                {m === "graph" ? "Graph" : m.toUpperCase()}
+              </button>
+            ))}
           </div>
-          <button disabled={busy || !read.doc} onClick={() => void save()}>
+          <button disabled={busy} onClick={() => void save()}>
             Save as new version
           </button>
         </div>
       </div>
       <ErrorBox error={error} title="Not saved" />
+      <ErrorBox error={taskTypes.error} title="Cannot load the task types" />
+      {notice && (
+        <div className="error" role="status">
+          {notice}
+        </div>
+      )}
+      {textProblem && <div className="error">Not a workflow document yet: {textProblem}</div>}
+      {mode === "graph" ? (
+        <div className="graph-editor">
+          <EditGraph
+            tasks={draft.tasks}
+            layoutKey={layoutKey}
+            errors={errors}
+            selected={selected}
+            hints={hints}
+            kept={kept}
+            types={typeNames}
+            onSelect={onSelect}
+            onConnect={onConnect}
+            onDisconnect={onDisconnect}
+            onRemove={onRemove}
+            onAdd={onAdd}
+          />
+          {task ? (
+            <TaskForm
+              key={task.name}
+              task={task}
+              types={types}
+              error={refusal?.task === task.name ? refusal : null}
+              onChange={(next) => edit((d) => updateTask(d, task.name, next))}
+              onRename={(name) => {
+                if (!name) return "a task needs a name";
+                if (draft.tasks.some((t) => t.name === name)) return `there is already a task ${name}`;
+                hints.set(name, task.name);
+                edit((d) => updateTask(d, task.name, { ...task, name }));
+                setSelected(name);
+                return undefined;
+              }}
+              onRemove={() => onRemove([task.name])}
+              onUnlink={(up) => onDisconnect([{ source: up, target: task.name }])}
+              others={taskNames}
+              onLink={(up) => onConnect(up, task.name)}
+            />
+          ) : (
+            <WorkflowForm
+              draft={draft}
+              error={refusal && !refusal.task ? refusal : null}
+              onChange={(next) => edit(() => next)}
+            />
+          )}
+        </div>
+      ) : (
+        <TextView text={text} format={mode} onChange={setText} />
+      )}
+    </section>
+  );
+}
+
+function TextView({
+  text,
+  format,
+  onChange,
+}: {
+  text: string;
+  format: "yaml" | "json";
+  onChange: (text: string) => void;
+}) {
+  const read = useMemo(() => readDocument(text, format), [text, format]);
+  const tasks = read.doc?.tasks as TaskSpec[] | undefined;
+  const graph = useMemo(() => (tasks ? buildGraph(tasks) : null), [tasks]);
+  return (
+    <>
       {read.problem && <div className="error">Not a workflow document yet: {read.problem}</div>}
       <div className="editor">
         <textarea
           aria-label="Workflow document"
           spellCheck={false}
-          value={text ?? ""}
-          onChange={(e) => setText(e.target.value)}
+          value={text}
+          onChange={(e) => onChange(e.target.value)}
           data-testid="editor-text"
         />
         <div>
@@ -134,6 +317,6 @@ export function Editor() {
           {graph && tasks && <DagView layoutKey={shapeKey(tasks)} graph={graph} />}
         </div>
       </div>
-    </section>
+    </>
   );
 }

@@ -2,13 +2,25 @@ import { useVirtualizer } from "@tanstack/react-virtual";
 import { useCallback, useEffect, useReducer, useRef, useState } from "react";
 import { Link, useParams } from "react-router";
 
-import { api, baseUrl, call, errorOf, token } from "../api/client";
+import { api, authHeaders, baseUrl, call, errorOf, type LogSearch } from "../api/client";
 import { useTask } from "../api/queries";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { StateBadge } from "../components/StateBadge";
+import { signOut } from "../app/session";
+import { openStream } from "../features/live/sse";
 import { LogStore, PAGE } from "../features/logs/logStore";
 
 const ROW = 18;
+
+interface FollowData {
+  start?: number;
+  lines?: string[];
+  total?: number;
+  next?: number;
+  complete?: boolean;
+  message?: string;
+}
+type SearchPage = LogSearch;
 
 export function TaskLog() {
   const id = Number(useParams().id);
@@ -18,7 +30,7 @@ export function TaskLog() {
   const [error, setError] = useState<unknown>(null);
   const [follow, setFollow] = useState(true);
   const [needle, setNeedle] = useState("");
-  const [hits, setHits] = useState<number[]>([]);
+  const [found, setFound] = useState<SearchPage | null>(null);
   const [hit, setHit] = useState(0);
   const inflight = useRef(new Set<string>());
   const scroller = useRef<HTMLDivElement>(null);
@@ -53,23 +65,36 @@ export function TaskLog() {
     [id, store],
   );
 
-  // open at the end (the last page, with the line count), then poll for new lines while the task writes
+  // open at the end (the last page, with the line count), then follow the new lines while the task writes
+  // (one server-sent-events stream from where the log is known to end; it reconnects from there)
   useEffect(() => {
     let stop = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const tail = async (first: boolean) => {
-      if (stop) return;
-      const before = store.known;
-      await fetchLines(store.known, PAGE, first);
+    let stream: { close: () => void } | null = null;
+    void (async () => {
+      await fetchLines(0, PAGE, true);
       if (stop || store.complete) return;
-      timer = setTimeout(() => void tail(false), store.known > before ? 0 : 1000);
-    };
-    void tail(true);
+      stream = openStream({
+        url: () => `${baseUrl()}/api/v1/tasks/${id}/log/follow?skip=${store.known}`,
+        headers: () => authHeaders(),
+        onEvent: (e) => {
+          const data = JSON.parse(e.data) as FollowData;
+          if (e.event === "lines" && data.lines && data.start !== undefined) {
+            store.put(data.start, data.lines, data.start + data.lines.length, false, data.total);
+          } else if (e.event === "end" && data.next !== undefined) {
+            store.put(data.next, [], data.next, Boolean(data.complete));
+            if (data.complete) stream?.close();
+          } else if (e.event === "error") setError(new Error(data.message ?? "the log cannot be read"));
+          redraw();
+        },
+        onStatus: () => {},
+        onUnauthorized: () => void signOut(),
+      });
+    })();
     return () => {
       stop = true;
-      clearTimeout(timer);
+      stream?.close();
     };
-  }, [fetchLines, store]);
+  }, [fetchLines, store, id]);
 
   // the lines in view (after a jump or a scroll back to evicted pages)
   const items = rows.getVirtualItems();
@@ -87,7 +112,7 @@ export function TaskLog() {
   const download = async () => {
     try {
       const response = await fetch(`${baseUrl()}/api/v1/tasks/${id}/log/download`, {
-        headers: { Authorization: `Bearer ${token.get() ?? ""}` },
+        headers: authHeaders(),
       });
       if (!response.ok) throw errorOf(response.status, await response.json().catch(() => undefined));
       const url = URL.createObjectURL(await response.blob());
@@ -101,22 +126,30 @@ export function TaskLog() {
     }
   };
 
-  const find = (text: string) => {
-    setNeedle(text);
-    const found = store.search(text);
-    setHits(found);
-    setHit(0);
-    if (found.length > 0) {
-      setFollow(false);
-      rows.scrollToIndex(found[0] as number, { align: "center" });
+  // search on the worker (the whole log, not just the lines held here), 100 matches at a time
+  const search = async (more: boolean) => {
+    if (!needle) return setFound(null);
+    try {
+      const after = more && found ? found.next : 0;
+      const page = await call(
+        api.GET("/api/v1/tasks/{id}/log/search", {
+          params: { path: { id: String(id) }, query: { q: needle, after, limit: 100 } },
+        }),
+      );
+      const hits = more && found ? [...found.hits, ...page.hits] : page.hits;
+      setFound({ ...page, hits });
+      setError(null);
+      if (!more && hits[0]) goTo(0, hits[0].line);
+    } catch (exc) {
+      setError(exc);
     }
   };
-  const jump = (delta: number) => {
-    if (hits.length === 0) return;
-    const next = (hit + delta + hits.length) % hits.length;
-    setHit(next);
-    rows.scrollToIndex(hits[next] as number, { align: "center" });
+  const goTo = (index: number, line: number) => {
+    setFollow(false);
+    setHit(index);
+    rows.scrollToIndex(line, { align: "center" });
   };
+  const hits = found?.hits ?? [];
 
   const t = task.data;
   return (
@@ -134,15 +167,32 @@ export function TaskLog() {
         <label>
           <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.target.checked)} /> Follow
         </label>
-        <input
-          type="search"
-          placeholder="Search loaded lines (Enter: next)"
-          aria-label="Search the log"
-          value={needle}
-          onChange={(e) => find(e.target.value)}
-          onKeyDown={(e) => e.key === "Enter" && jump(e.shiftKey ? -1 : 1)}
-        />
-        <span className="muted">{needle ? `${hits.length ? hit + 1 : 0} / ${hits.length}` : ""}</span>
+        <form
+          role="search"
+          onSubmit={(e) => {
+            e.preventDefault();
+            void search(false);
+          }}
+        >
+          <input
+            type="search"
+            placeholder="Search the whole log (Enter)"
+            aria-label="Search the log"
+            value={needle}
+            onChange={(e) => setNeedle(e.target.value)}
+          />
+        </form>
+        {found && (
+          <span className="muted" data-testid="search-status">
+            {hits.length} match{hits.length === 1 ? "" : "es"}
+            {found.done ? "" : ` in lines 1–${found.next}`}{" "}
+            {!found.done && (
+              <button className="link" onClick={() => void search(true)}>
+                search on
+              </button>
+            )}
+          </span>
+        )}
         <span className="spacer" />
         <span className="muted" data-testid="log-status">
           {store.known} lines{store.complete ? " (complete)" : " (task still writing)"}
@@ -150,6 +200,18 @@ export function TaskLog() {
         <button onClick={() => void download()}>Download</button>
       </div>
       <ErrorBox error={error} title="Cannot read the log" />
+      {hits.length > 0 && (
+        <ol className="hits" aria-label="Matches" data-testid="search-hits">
+          {hits.map((h, i) => (
+            <li key={h.line}>
+              <button className={`link${i === hit ? " current" : ""}`} onClick={() => goTo(i, h.line)}>
+                {h.line + 1}
+              </button>{" "}
+              <span>{h.text}</span>
+            </li>
+          ))}
+        </ol>
+      )}
       {store.known === 0 && !error && !store.complete && <Loading what="log" />}
       <div
         className="log"
@@ -163,7 +225,7 @@ export function TaskLog() {
         <div style={{ height: rows.getTotalSize(), position: "relative" }}>
           {items.map((row) => {
             const text = store.line(row.index);
-            const isHit = hits[hit] === row.index;
+            const isHit = hits[hit]?.line === row.index;
             return (
               <div
                 key={row.key}

@@ -1,5 +1,6 @@
 // UI timings in real headless Chromium, driven by bench/ui.py (which starts the cluster and the data):
-//   PORPOISE_URL, PORPOISE_TOKEN, BIG_INSTANCE (an instance of a 1,000-task workflow), FLIP_INSTANCE (a
+//   PORPOISE_URL, PORPOISE_TOKEN, BIG_INSTANCE (an instance of a 1,000-task workflow), BIG_WORKFLOW (that
+//   workflow's code, opened in the editor), FLIP_INSTANCE (a
 //   finished instance whose state bench/ui.py changes in the database when this script prints READY and
 //   then writes "GO <epoch ms of the commit>" on stdin). Prints one JSON object of milliseconds.
 import { createInterface } from "node:readline";
@@ -51,7 +52,45 @@ await measure("instance_1000_warm", back);
 await page.reload(); // a new page load: the layout comes from IndexedDB
 await measure("instance_1000_reload", 0);
 
-// 2. the instances list: its API answer received -> rows on screen
+// 2. the editor on the same 1,000-task workflow: open (graph drawn, its layout cached by version), add a
+// task, link it by dragging, lay the whole graph out again; the longest main-thread task meanwhile
+const since = async () => page.evaluate(() => performance.now());
+const until = async (at) => Math.round((await since()) - at);
+await page.evaluate(() => (window.__longTasks.length = 0));
+let at = await since();
+await page.goto(`${url}/workflows/${process.env.BIG_WORKFLOW}/edit`);
+await page.locator('[data-testid="edit-graph"]:not([data-layouts="0"]) .react-flow__node').first().waitFor();
+out.editor_1000_open_ms = await until(0);
+out.editor_1000_dom_nodes = await page.locator(".react-flow__node").count();
+at = await since();
+await page.getByRole("button", { name: "Add task" }).click();
+await page.getByTestId("node-shell_1").waitFor();
+out.editor_1000_add_ms = await until(at);
+const handle = async (node, side) => {
+  const box = await page.locator(`[data-testid="node-${node}"] .react-flow__handle-${side}`).boundingBox();
+  return { x: box.x + box.width / 2, y: box.y + box.height / 2 };
+};
+// from a task drawn on screen (the big graph draws only what is in view)
+const source = await page
+  .locator('.react-flow__node:not([data-id="shell_1"])')
+  .first()
+  .getAttribute("data-id");
+const from = await handle(source, "right");
+const to = await handle("shell_1", "left");
+await page.mouse.move(from.x, from.y);
+await page.mouse.down();
+await page.mouse.move(to.x, to.y, { steps: 8 });
+at = await since();
+await page.mouse.up();
+await page.getByTestId(`rf__edge-${source}->shell_1`).waitFor({ state: "attached" });
+out.editor_1000_connect_ms = await until(at);
+at = await since();
+await page.getByRole("button", { name: "Auto layout" }).click();
+await page.locator('[data-testid="edit-graph"][data-layouts="2"]').waitFor();
+out.editor_1000_relayout_ms = await until(at);
+out.editor_1000_longest_task_ms = Math.round(await page.evaluate(() => Math.max(0, ...window.__longTasks)));
+
+// 3. the instances list: its API answer received -> rows on screen
 await page.goto(`${url}/overview`);
 await page.getByRole("link", { name: "Instances" }).first().waitFor();
 const answered = page.waitForResponse((r) => r.url().includes("/api/v1/instances?"));
@@ -62,7 +101,7 @@ const t0 = await page.evaluate(() => performance.now());
 await page.getByTestId("instances").locator("tbody tr").first().waitFor();
 out.list_after_data_ms = Math.round((await page.evaluate(() => performance.now())) - t0);
 
-// 3. a state change in the database -> on screen
+// 4. a state change in the database -> on screen
 const flip = process.env.FLIP_INSTANCE;
 await page.getByTestId(`instance-${flip}`).locator('[data-state="SUCCESS"]').waitFor();
 await streaming; // the page's live stream is open

@@ -699,6 +699,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/task-types": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Task types and their parameter schemas */
+        get: operations["get_api_v1_task_types"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tasks/{id}": {
         parameters: {
             query?: never;
@@ -759,6 +776,40 @@ export interface paths {
         };
         /** The whole log file */
         get: operations["get_api_v1_tasks_id_log_download"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tasks/{id}/log/follow": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** New lines of a task's log as server-sent events while it runs (lines, then end) */
+        get: operations["get_api_v1_tasks_id_log_follow"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tasks/{id}/log/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Lines of a task's log containing a text (case-insensitive), searched on the worker; a long log is searched in steps: go on from next until done */
+        get: operations["get_api_v1_tasks_id_log_search"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1153,8 +1204,10 @@ export interface components {
             /** @description switched off: never runs; its downstream runs as though it had succeeded */
             disabled?: boolean;
             name: string;
-            /** @description the task plugin's parameters */
-            params?: Record<string, never>;
+            /** @description the task plugin's parameters (GET /api/v1/task-types: each type's schema) */
+            params?: {
+                [key: string]: unknown;
+            };
             /** @enum {unknown} */
             priority?: "HIGHEST" | "HIGH" | "MEDIUM" | "LOW" | "LOWEST";
             retries?: number;
@@ -1294,7 +1347,9 @@ export interface operations {
                             senders?: {
                                 name: string;
                                 /** @description the sender's settings (secrets are never shown back) */
-                                params: Record<string, never>;
+                                params: {
+                                    [key: string]: unknown;
+                                };
                                 /** @description WEBHOOK or EMAIL */
                                 type: string;
                             }[];
@@ -1367,7 +1422,9 @@ export interface operations {
                     senders?: {
                         name: string;
                         /** @description the sender's settings (secrets are never shown back) */
-                        params: Record<string, never>;
+                        params: {
+                            [key: string]: unknown;
+                        };
                         /** @description WEBHOOK or EMAIL */
                         type: string;
                     }[];
@@ -1387,7 +1444,9 @@ export interface operations {
                         senders?: {
                             name: string;
                             /** @description the sender's settings (secrets are never shown back) */
-                            params: Record<string, never>;
+                            params: {
+                                [key: string]: unknown;
+                            };
                             /** @description WEBHOOK or EMAIL */
                             type: string;
                         }[];
@@ -1464,7 +1523,9 @@ export interface operations {
                         senders?: {
                             name: string;
                             /** @description the sender's settings (secrets are never shown back) */
-                            params: Record<string, never>;
+                            params: {
+                                [key: string]: unknown;
+                            };
                             /** @description WEBHOOK or EMAIL */
                             type: string;
                         }[];
@@ -2167,6 +2228,7 @@ export interface operations {
                         /** @description a full postgresql:// URL instead of the fields */
                         dsn?: string;
                         host?: string;
+                        /** @description *** keeps the stored password */
                         password?: string;
                         port?: number;
                         user?: string;
@@ -4116,8 +4178,12 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        perms?: string[];
-                        user?: string;
+                        items: {
+                            perms?: string[];
+                            user?: string;
+                        }[];
+                        owner?: string | null;
+                        project: string;
                     };
                 };
             };
@@ -5557,6 +5623,83 @@ export interface operations {
             };
         };
     };
+    get_api_v1_task_types: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: {
+                            /** @description JSON Schema of the task's params; examples[0] = a new task's */
+                            params: Record<string, never>;
+                            /**
+                             * @description a worker plugin, or a logic task of the master
+                             * @enum {unknown}
+                             */
+                            runs_on: "worker" | "master";
+                            summary: string;
+                            type: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     get_api_v1_tasks_id: {
         parameters: {
             query?: never;
@@ -5822,6 +5965,161 @@ export interface operations {
                 };
                 content: {
                     "text/plain": string;
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_v1_tasks_id_log_follow: {
+        parameters: {
+            query?: {
+                /** @description line number (from 0) to start from */
+                skip?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_v1_tasks_id_log_search: {
+        parameters: {
+            query?: {
+                /** @description the text to find (1 to 200 characters) */
+                q?: string;
+                /** @description line number (from 0) to search from */
+                after?: number;
+                /** @description matches to return at most */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the search reached the end of the log */
+                        done: boolean;
+                        hits: {
+                            line: number;
+                            text: string;
+                        }[];
+                        /** @description line number to go on from (after=next) */
+                        next: number;
+                        /** @description complete lines in the log when searched */
+                        total: number;
+                    };
                 };
             };
             /** @description error */

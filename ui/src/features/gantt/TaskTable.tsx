@@ -58,14 +58,17 @@ export function TaskTable({
       </div>
       <div className="tt-body" ref={scroller} data-testid="task-table" role="table" aria-label="Tasks">
         <div className="tt-head" role="row" style={columns}>
-          <span>Task</span>
-          <span>State</span>
-          <span>Try</span>
-          <span>Duration</span>
-          <span>Log</span>
-          <span>Timeline (queued ░, running █)</span>
+          <span role="columnheader">Task</span>
+          <span role="columnheader">State</span>
+          <span role="columnheader">Try</span>
+          <span role="columnheader">Duration</span>
+          <span role="columnheader">Log</span>
+          <span role="columnheader">Timeline (queued ░, running █)</span>
         </div>
-        <div style={{ height: rows.getTotalSize(), position: "relative", width: FIXED + width }}>
+        <div
+          role="rowgroup"
+          style={{ height: rows.getTotalSize(), position: "relative", width: FIXED + width }}
+        >
           {rows.getVirtualItems().map((row) => {
             const t = tasks[row.index] as TaskInstance;
             const bar = axis ? barOf(t, axis, now) : null;
@@ -80,15 +83,15 @@ export function TaskTable({
                 onClick={() => onSelect(t.name)}
                 onKeyDown={(e) => e.key === "Enter" && onSelect(t.name)}
               >
-                <span className="tt-name" title={t.name}>
+                <span role="cell" className="tt-name" title={t.name}>
                   {t.name} <span className="muted">{t.type}</span>
                 </span>
-                <span>
+                <span role="cell">
                   <StateBadge state={t.state} />
                 </span>
-                <span>{t.attempt}</span>
-                <span>{formatDuration(t.duration_ms)}</span>
-                <span>
+                <span role="cell">{t.attempt}</span>
+                <span role="cell">{formatDuration(t.duration_ms)}</span>
+                <span role="cell">
                   {t.sub_instance_id ? (
                     <Link to={`/instances/${t.sub_instance_id}`} title="open the sub-workflow instance">
                       child
@@ -99,7 +102,7 @@ export function TaskTable({
                     "—"
                   )}
                 </span>
-                <span className="tt-bar">
+                <span role="cell" className="tt-bar">
                   {bar && bar.queuedFrom !== null && (
                     <i
                       className="bar-queued"

@@ -24,15 +24,18 @@ export interface TaskNodeData extends Record<string, unknown> {
   type: string;
   state?: string;
   selected?: boolean;
+  /** the server's reason this task was refused (editor) */
+  error?: string;
 }
 
-const TaskNode = memo(function TaskNode({ data }: NodeProps<Node<TaskNodeData>>) {
-  const tone = data.state ? toneOf(data.state) : "none";
+export const TaskNode = memo(function TaskNode({ data, selected }: NodeProps<Node<TaskNodeData>>) {
+  const tone = data.error ? "bad" : data.state ? toneOf(data.state) : "none";
   return (
     <div
-      className={`dag-node tone-${tone}${data.selected ? " selected" : ""}`}
+      className={`dag-node tone-${tone}${data.selected || selected ? " selected" : ""}`}
       data-testid={`node-${data.name}`}
       data-state={data.state ?? ""}
+      title={data.error}
     >
       <Handle type="target" position={Position.Left} />
       <div className="dag-node-name" title={data.name}>
@@ -40,6 +43,11 @@ const TaskNode = memo(function TaskNode({ data }: NodeProps<Node<TaskNodeData>>)
       </div>
       <div className="dag-node-meta">
         <span className="dag-node-type">{data.type}</span>
+        {data.error && (
+          <span className="dag-node-state" data-testid="node-error">
+            <span aria-hidden="true">⚠</span> error
+          </span>
+        )}
         {data.state && (
           <span className="dag-node-state">
             <span aria-hidden="true">{symbolOf(data.state)}</span> {labelOf(data.state)}
@@ -51,7 +59,7 @@ const TaskNode = memo(function TaskNode({ data }: NodeProps<Node<TaskNodeData>>)
   );
 });
 
-const nodeTypes = { task: TaskNode };
+export const nodeTypes = { task: TaskNode };
 
 export function DagView({
   layoutKey,

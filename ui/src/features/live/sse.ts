@@ -32,7 +32,8 @@ export function parseSse(buffer: string): { events: SseEvent[]; rest: string } {
 }
 
 export interface StreamOptions {
-  url: string;
+  /** a function when each reconnection asks from a new place */
+  url: string | (() => string);
   headers: () => Record<string, string>;
   onEvent: (event: SseEvent) => void;
   onStatus: (connected: boolean) => void;
@@ -53,7 +54,8 @@ export function openStream(options: StreamOptions): { close: () => void } {
     try {
       const headers: Record<string, string> = { Accept: "text/event-stream", ...options.headers() };
       if (lastId) headers["Last-Event-ID"] = lastId;
-      const response = await fetch(options.url, { headers, signal: controller.signal, cache: "no-store" });
+      const url = typeof options.url === "string" ? options.url : options.url();
+      const response = await fetch(url, { headers, signal: controller.signal, cache: "no-store" });
       if (response.status === 401) {
         options.onUnauthorized();
         return;

@@ -3,7 +3,7 @@
 import { useQueryClient, type QueryClient } from "@tanstack/react-query";
 import { useEffect } from "react";
 
-import { baseUrl, token, type InstanceDetail, type InstancePage } from "../../api/client";
+import { authHeaders, baseUrl, type InstanceDetail, type InstancePage } from "../../api/client";
 import { signOut } from "../../app/session";
 import { connection } from "./connection";
 import { patchInstanceDetail, patchInstancePage, type Change } from "./patch";
@@ -62,12 +62,9 @@ export function useLive(instance?: number): void {
     const query = instance === undefined ? "" : `?instance=${instance}`;
     const stream = openStream({
       url: `${baseUrl()}/api/v1/events${query}`,
-      headers: (): Record<string, string> => {
-        const value = token.get();
-        return value ? { Authorization: `Bearer ${value}` } : {};
-      },
+      headers: () => authHeaders(),
       onStatus: (ok) => connection.reportStream(ok),
-      onUnauthorized: signOut,
+      onUnauthorized: () => void signOut(),
       onEvent: (event) => {
         if (event.event === "hello" || event.event === "reset") {
           void client.invalidateQueries();

@@ -46,11 +46,4 @@ describe("LogStore", () => {
     expect(s.line(5 * PAGE + 14)).toBe(`line ${5 * PAGE + 14}`);
     expect(s.missing(5 * PAGE, 5 * PAGE + 14)).toEqual([{ skip: 5 * PAGE, limit: PAGE }]);
   });
-
-  it("searches the held lines", () => {
-    const s = new LogStore();
-    s.put(0, ["start", "ERROR one", "ok", "error two"], 4, true);
-    expect(s.search("error")).toEqual([1, 3]);
-    expect(s.search("")).toEqual([]);
-  });
 });

@@ -63,19 +63,4 @@ export class LogStore {
   get heldPages(): number {
     return this.pages.size;
   }
-
-  /** Line numbers among the held lines containing ``needle`` (case-insensitive), at most ``limit``. */
-  search(needle: string, limit = 1000): number[] {
-    if (!needle) return [];
-    const lower = needle.toLowerCase();
-    const hits: number[] = [];
-    for (const index of [...this.pages.keys()].sort((a, b) => a - b)) {
-      const page = this.pages.get(index) as string[];
-      page.forEach((text, i) => {
-        if (hits.length < limit && text !== undefined && text.toLowerCase().includes(lower))
-          hits.push(index * PAGE + i);
-      });
-    }
-    return hits;
-  }
 }
