@@ -14,6 +14,7 @@
     porpoise db init                                    apply schema.sql to the configured database
     porpoise user create|list|disable|enable|delete|passwd   users (create --admin --dsn: the first admin)
     porpoise token create|list|revoke                   API tokens
+    porpoise secrets init|encrypt-all|rotate-key|prune-keys   the keyring sealing stored credentials
 
 The API commands find the server and token as engine/client.py describes (``make run`` writes them).
 
@@ -57,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     sa = sub.add_parser("standalone", parents=[common], help="run etcd + PostgreSQL + master + worker (foreground)")
     sa.add_argument("--run-dir", default=None, help="data, logs and state (default: standalone.run_dir)")
     sa.add_argument("--example", action="store_true", help="apply and run the example pipeline once started")
+    sa.add_argument("--secure-etcd", action="store_true", help="etcd with client TLS and auth (standalone.secure_etcd)")
 
     from engine import cli_remote
 
@@ -64,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     from engine import cli_users
 
     cli_users.add_parsers(sub, common)
+    from engine import cli_secrets
+
+    cli_secrets.add_parsers(sub, common)
 
     cl = sub.add_parser("cluster", help="live nodes (no action), or a local multi-process cluster")
     cl.add_argument("--api", help="API URL")
@@ -102,11 +107,17 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
     if args.command == "standalone":
         from engine import standalone
 
+        if args.secure_etcd:
+            cfg = cfg.replace(standalone={"secure_etcd": True})
         return standalone.run(cfg, Path(args.run_dir or cfg.standalone.run_dir), example=args.example)
     if args.command in ("user", "token"):
         from engine import cli_users
 
         return cli_users.run(args)
+    if args.command == "secrets":
+        from engine import cli_secrets
+
+        return cli_secrets.run(args, cfg)
     if args.command in REMOTE or (args.command == "cluster" and args.action is None):
         from engine import cli_remote
 

@@ -15,6 +15,7 @@ Every value is converted to the field's type and checked against its bounds; a b
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import types
 import typing
@@ -28,6 +29,16 @@ import yaml
 from engine.errors import ConfigError
 
 ENV_PREFIX = "PORPOISE_"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a listen host is a loopback address or name (an empty host or 0.0.0.0 is every interface)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _bounded(lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
@@ -48,6 +59,11 @@ class RegistryConfig:
     request_timeout: float = field(metadata=_bounded(0.1, 120))
     loop_stall_limit: float = field(metadata=_bounded(0, 300))
     on_lost: str = field(metadata=_choice("exit", "reregister"))
+    tls_ca: str
+    tls_cert: str
+    tls_key: str
+    user: str
+    password: str
 
     def stall_limit(self) -> float:
         """Seconds the event loop may go without ticking before the lease is no longer renewed."""
@@ -64,6 +80,12 @@ class RegistryConfig:
         for url in self.endpoints:
             if not url.startswith(("http://", "https://")):
                 raise ConfigError(f"registry.endpoints: {url!r} is not an http(s):// URL")
+        if bool(self.tls_ca) != bool(self.tls_cert) or bool(self.tls_cert) != bool(self.tls_key):
+            raise ConfigError("registry.tls_ca, registry.tls_cert and registry.tls_key: set all three, or none")
+        if self.tls_cert and not all(url.startswith("https://") for url in self.endpoints):
+            raise ConfigError("registry.endpoints: with registry.tls_* set, every endpoint must be an https:// URL")
+        if bool(self.user) != bool(self.password):
+            raise ConfigError("registry.user and registry.password: set both (etcd auth), or neither")
         if not self.root.startswith("/") or (self.root.endswith("/") and self.root != "/"):
             raise ConfigError(f"registry.root: {self.root!r} must start with '/' and not end with '/'")
 
@@ -154,6 +176,18 @@ class ApiConfig:
     events_batch_seconds: float = field(metadata=_bounded(0.01, 10))
     events_heartbeat_seconds: float = field(metadata=_bounded(0.1, 600))
     events_history: int = field(metadata=_bounded(1, 100000))
+    tls_cert: str
+    tls_key: str
+    allow_plain_http: bool
+
+    def check(self) -> None:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ConfigError("api.tls_cert and api.tls_key: set both (HTTPS) or neither (plain HTTP)")
+        if not self.tls_cert and not self.allow_plain_http and not is_loopback(self.listen_host):
+            raise ConfigError(
+                f"api.listen_host: {self.listen_host!r} is not a loopback address; serve HTTPS there (api.tls_cert,"
+                " api.tls_key) or set api.allow_plain_http: true (behind a TLS proxy)"
+            )
 
 
 @dataclass(frozen=True)
@@ -165,6 +199,7 @@ class StandaloneConfig:
     api_port: int = field(metadata=_bounded(0, 65535))
     start_timeout: float = field(metadata=_bounded(1, 3600))
     stop_timeout: float = field(metadata=_bounded(0.1, 3600))
+    secure_etcd: bool
 
 
 @dataclass(frozen=True)
@@ -179,6 +214,22 @@ class RpcConfig:
     timeout: float = field(metadata=_bounded(0.05, 3600))
     max_body_bytes: int = field(metadata=_bounded(1024, 1 << 30))
     max_clock_skew: float = field(metadata=_bounded(1, 86400))
+    tls_ca: str
+    tls_cert: str
+    tls_key: str
+
+    def check(self) -> None:
+        from rpc.tls import TlsFiles
+
+        TlsFiles.of(self)
+
+
+@dataclass(frozen=True)
+class SecretsConfig:
+    """The keyring credential fields are sealed with at rest (engine/secretbox.py)."""
+
+    key_file: str
+    keys: str
 
 
 @dataclass(frozen=True)
@@ -198,6 +249,7 @@ class Config:
     standalone: StandaloneConfig
     logging: LoggingConfig
     rpc: RpcConfig
+    secrets: SecretsConfig
     debug: DebugConfig
 
     def replace(self, **sections: Mapping[str, Any]) -> Config:

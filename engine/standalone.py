@@ -33,6 +33,7 @@ from engine.config import Config
 from engine.errors import PorpoiseError
 from engine.infra.process import ManagedProcess
 from engine.infra.stack import Stack
+from engine.secretbox import DATASOURCE_SECRETS, Keyring, seal_params
 
 log = logs.get(__name__)
 
@@ -51,6 +52,7 @@ async def _prepare_access(stack: Stack, client_path: Path, api_url: str, token: 
     """Runs before any node starts (asyncio.run in the launcher thread): blocking file I/O is fine here."""
     assert stack.postgres is not None
     pg = stack.postgres
+    keyring = Keyring.from_file(stack.key_file)
     conn = await asyncpg.connect(pg.dsn, timeout=30)
     try:
         if not token or await token_user(conn, token_hash(token)) is None:
@@ -70,7 +72,7 @@ async def _prepare_access(stack: Stack, client_path: Path, api_url: str, token: 
             "INSERT INTO datasource (name, type, connection_params, note) VALUES ($1, 'POSTGRESQL', $2::jsonb, $3)"
             " ON CONFLICT (name) DO UPDATE SET connection_params = EXCLUDED.connection_params, update_time = now()",
             WAREHOUSE,
-            json.dumps({"dsn": warehouse_dsn}),
+            json.dumps(seal_params(keyring, {"dsn": warehouse_dsn}, DATASOURCE_SECRETS, "datasource")),
             "the standalone node's own PostgreSQL, database warehouse",
         )
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import ssl as ssl_mod
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
@@ -43,17 +44,24 @@ def _tracing() -> aiohttp.TraceConfig:
 
 
 class RpcClient:
-    """Calls ``POST http://<address>/rpc/<method>`` with keep-alive connections reused across calls."""
+    """Calls ``POST http(s)://<address>/rpc/<method>`` with keep-alive connections reused across calls; with
+    ``ssl`` (``rpc.tls.client_context``) over mutual TLS, presenting this node's certificate."""
 
-    def __init__(self, secret: str, timeout: float = 5.0, limit_per_host: int = 32) -> None:
+    def __init__(
+        self, secret: str, timeout: float = 5.0, limit_per_host: int = 32, ssl: ssl_mod.SSLContext | None = None
+    ) -> None:
         self.secret = secret
         self.timeout = timeout
         self.limit_per_host = limit_per_host
+        self.ssl = ssl
+        self.scheme = "https" if ssl is not None else "http"
         self._session: aiohttp.ClientSession | None = None
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=0, limit_per_host=self.limit_per_host, keepalive_timeout=30)
+            connector = aiohttp.TCPConnector(
+                limit=0, limit_per_host=self.limit_per_host, keepalive_timeout=30, ssl=self.ssl or True
+            )
             self._session = aiohttp.ClientSession(connector=connector, trace_configs=[_tracing()])
         return self._session
 
@@ -85,7 +93,7 @@ class RpcClient:
 
     async def call_raw(self, address: str, method: str, body: bytes, timeout: float | None = None) -> bytes:
         headers = {"Content-Type": "application/json", auth.HEADER: auth.sign(self.secret, method, body)}
-        url = f"http://{address}/rpc/{method}"
+        url = f"{self.scheme}://{address}/rpc/{method}"
         progress = _Progress()
         try:
             async with self._http().post(

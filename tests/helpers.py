@@ -16,9 +16,12 @@ from typing import Any
 
 from engine.infra.ports import free_port
 from engine.infra.process import ManagedProcess, in_netns
+from engine.secretbox import new_key_line
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_SECRET = "test-secret-0123456789"
+#: the keyring sealing stored credentials in tests (one random key per test session)
+TEST_KEYS = new_key_line("test")
 
 
 async def eventually(predicate: Callable[[], Any], timeout: float, what: str = "condition", interval: float = 0.02):
@@ -46,9 +49,15 @@ def wait_sync(predicate: Callable[[], Any], timeout: float, what: str = "conditi
         time.sleep(interval)
 
 
-def http_json(url: str, timeout: float = 2.0) -> tuple[int, Any]:
+def http_json(url: str, timeout: float = 2.0, ca_file: str | None = None) -> tuple[int, Any]:
+    """GET a JSON answer; an https:// URL's certificate is checked against ``ca_file`` (default: the test CA)."""
+    context = None
+    if url.startswith("https://"):
+        from tests import tls
+
+        context = tls.trusting(ca_file)
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"null")
@@ -81,6 +90,10 @@ class NodeProc:
         argv = in_netns(netns, argv)
         self.proc = ManagedProcess(name, argv, log_dir / f"{name}.log", env=env, cwd=ROOT)
         self.address = f"{host}:{self.port}"
+        #: how this node's listener is reached: the API's by its own TLS keys, the others' by the RPC's
+        tls_key = "PORPOISE_API_TLS_CERT" if role == "api" else "PORPOISE_RPC_TLS_CERT"
+        self.scheme = "https" if env.get(tls_key) else "http"
+        self.url = f"{self.scheme}://{self.address}"
 
     def start(self, timeout: float = 30) -> NodeProc:
         self.proc.start()
@@ -91,7 +104,7 @@ class NodeProc:
         if self.proc.exited() is not None:
             raise AssertionError(f"{self.role} exited with {self.proc.exited()}:\n{self.proc.tail(40)}")
         try:
-            return http_json(f"http://{self.address}/health")
+            return http_json(f"{self.url}/health")
         except OSError:
             return 0, None
 
@@ -122,9 +135,14 @@ def node_env(endpoint: str, root: str, ttl: float = 2, **extra: str) -> dict[str
             "PORPOISE_REGISTRY_LOOP_STALL_LIMIT": str(ttl),
             "PORPOISE_LOGGING_LEVEL": "debug",
             "PORPOISE_RPC_SECRET": TEST_SECRET,
+            "PORPOISE_SECRETS_KEYS": TEST_KEYS,
             "PYTHONUNBUFFERED": "1",
         }
     )
+    from tests import tls
+
+    if tls.ENABLED:
+        env.update(tls.rpc_env())
     env.update(extra)
     return env
 

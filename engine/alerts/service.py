@@ -18,7 +18,8 @@ import asyncpg
 
 from engine import logs
 from engine.aio import BackgroundService
-from engine.alerts.senders import SendError, plugins, redact
+from engine.alerts.senders import SECRET_KEYS, SendError, plugins, redact
+from engine.secretbox import Keyring, SecretError, open_params
 from engine.storage.failures import DB_FAILURES
 
 log = logs.get(__name__)
@@ -42,9 +43,17 @@ class AlertService(BackgroundService):
     task_name = "alert-sender"
 
     def __init__(
-        self, pool: asyncpg.Pool, interval: float, max_attempts: int, retry_seconds: float, timeout: float
+        self,
+        pool: asyncpg.Pool,
+        interval: float,
+        max_attempts: int,
+        retry_seconds: float,
+        timeout: float,
+        keyring: Keyring | None = None,
     ) -> None:
         self.pool = pool
+        #: opens the senders' sealed secrets just before a delivery
+        self.keyring = keyring or Keyring([])
         self.interval = interval
         self.max_attempts = max_attempts
         self.retry_seconds = retry_seconds
@@ -95,6 +104,10 @@ class AlertService(BackgroundService):
             try:
                 if cls is None:
                     raise SendError(f"unknown sender type {sender['plugin_type']}")
+                try:
+                    params = open_params(self.keyring, params, SECRET_KEYS, "alert_sender")
+                except SecretError as exc:
+                    raise SendError(str(exc)) from None
                 await cls().send(payload, params, self.timeout)
                 delivered.append(sender["id"])
             except SendError as exc:

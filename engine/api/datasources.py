@@ -1,4 +1,5 @@
-"""Data sources SQL tasks name (PostgreSQL). Passwords are stored, never returned."""
+"""Data sources SQL tasks name (PostgreSQL). Passwords and DSNs are sealed with the secrets keyring before
+they are stored (engine/secretbox.py), and never returned."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import json
 from typing import Any
 
 from engine.api import access
-from engine.api.routing import PAGE, Call, Route, not_found, page, select_page
+from engine.api.routing import PAGE, ApiError, Call, Route, not_found, page, select_page
+from engine.secretbox import DATASOURCE_SECRETS, MASK, SecretError, seal_params
 
-_SECRET_KEYS = ("password", "dsn")
+_SECRET_KEYS = DATASOURCE_SECRETS
 _PARAMS = {
     "type": "object",
     "additionalProperties": False,
@@ -36,7 +38,7 @@ _SOURCE = {
 def _public(row: Any) -> dict[str, Any]:
     params = row["connection_params"]
     params = json.loads(params) if isinstance(params, str) else dict(params)
-    shown = {k: ("***" if k in _SECRET_KEYS else v) for k, v in params.items()}
+    shown = {k: (MASK if k in _SECRET_KEYS else v) for k, v in params.items()}
     return {"name": row["name"], "type": row["type"], "params": shown, "note": row["note"]}
 
 
@@ -46,13 +48,17 @@ async def list_sources(api: Any, call: Call) -> dict[str, Any]:
 
 
 async def put_source(api: Any, call: Call) -> dict[str, Any]:
+    try:
+        params = seal_params(api.keyring, call.body["params"], DATASOURCE_SECRETS, "datasource")
+    except SecretError as exc:
+        raise ApiError(503, str(exc), "params") from None
     row = await api.db.fetchrow(
         "INSERT INTO datasource (name, type, connection_params, note, user_id) VALUES ($1, $2, $3::jsonb, $4, $5)"
         " ON CONFLICT (name) DO UPDATE SET type = EXCLUDED.type, connection_params = EXCLUDED.connection_params,"
         " note = EXCLUDED.note, update_time = now() RETURNING name, type, connection_params, note",
         call.path["name"],
         call.body.get("type", "POSTGRESQL"),
-        json.dumps(call.body["params"]),
+        json.dumps(params),
         call.body.get("note"),
         call.user_id,
     )

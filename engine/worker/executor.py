@@ -16,16 +16,17 @@ import os
 import pwd
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import psutil
 
 from engine import logs
 from engine.aio import acquire_in_thread
 from engine.params import builtins, out_params, parse_set_values, parse_time, properties, resolve
+from engine.secretbox import DATASOURCE_SECRETS, Keyring, SecretError, open_params
 from engine.tasks import registry
 from engine.tasks.base import Launch, ParamError, TaskContext
 from engine.worker.execdirs import ExecDirs
@@ -90,7 +91,10 @@ class Executor:
         kill_grace: float = 3.0,
         reaper: Reaper | None = None,
         may_start: Callable[[], str] = lambda: "",
+        keyring: Keyring | None = None,
     ) -> None:
+        #: opens the sealed secrets of a task's data sources right before it starts (engine/secretbox.py)
+        self.keyring = keyring or Keyring([])
         #: checked right before and right after a task process starts: a worker paused between admitting
         #: an attempt and starting it must not start it once its lease may be gone (invariant 3)
         self.may_start = may_start
@@ -241,6 +245,15 @@ class Executor:
             execute_path=str(run.exec_dir) if run.proc is not None else "",
         )
 
+    def _open_sources(self, sources: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        try:
+            return {
+                name: open_params(self.keyring, params, DATASOURCE_SECRETS, "datasource")
+                for name, params in sources.items()
+            }
+        except SecretError as exc:
+            raise ValueError(f"data source secrets: {exc}") from None
+
     def _prepare(self, run: TaskRun) -> tuple[Launch, list]:
         d = run.dispatch
         plugin_cls = registry.plugin(d.task_type)
@@ -265,7 +278,7 @@ class Executor:
             when=when,
             exec_dir=run.exec_dir,
             environment_config=d.environment_config,
-            datasources=d.datasources,
+            datasources=self._open_sources(d.datasources),
         )
         return plugin_cls().launch(ctx), local
 

@@ -20,6 +20,7 @@ from aiohttp import web
 from engine import logs
 from engine.errors import ConfigError
 from engine.node import Node
+from engine.secretbox import Keyring
 from engine.worker.executor import DRAIN_REQUESTED, SHUTTING_DOWN, Executor
 from engine.worker.logfiles import LogFiles
 from engine.worker.reaper import Reaper
@@ -96,6 +97,7 @@ class Worker(Node):
             overloaded=self.source.overload,
             reaper=self.reaper,
             may_start=self._may_start,
+            keyring=Keyring.from_config(self.cfg.secrets),
         )
         for msg_cls, handler in (
             (TaskDispatch, self.on_dispatch),
