@@ -19,6 +19,7 @@ import ipaddress
 import os
 import types
 import typing
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,17 +103,29 @@ class DatabaseConfig:
     pool_max: int = field(metadata=_bounded(1, 1000))
     connect_timeout: float = field(metadata=_bounded(0.1, 600))
     command_timeout: float = field(metadata=_bounded(0.1, 86400))
+    sslmode: str = field(metadata=_choice("", "disable", "allow", "prefer", "require", "verify-ca", "verify-full"))
+    sslrootcert: str
 
     def check(self) -> None:
         if self.pool_min > self.pool_max:
             raise ConfigError(f"database.pool_min: {self.pool_min} is above database.pool_max ({self.pool_max})")
+        if self.sslmode in ("verify-ca", "verify-full") and not self.sslrootcert:
+            raise ConfigError(f"database.sslrootcert: required with database.sslmode {self.sslmode}")
 
     def url(self) -> str:
-        """The DSN asyncpg accepts (``postgresql://user:pw@host:port/db``)."""
+        """The DSN asyncpg accepts (``postgresql://user:pw@host:port/db``), with ``sslmode`` / ``sslrootcert``
+        as query parameters when configured (a DSN's own take precedence)."""
         if self.dsn:
-            return self.dsn
-        auth = self.user if not self.password else f"{self.user}:{self.password}"
-        return f"postgresql://{auth}@{self.host}:{self.port}/{self.name}"
+            base = self.dsn
+        else:
+            auth = self.user if not self.password else f"{self.user}:{self.password}"
+            base = f"postgresql://{auth}@{self.host}:{self.port}/{self.name}"
+        query = {k: v for k, v in (("sslmode", self.sslmode), ("sslrootcert", self.sslrootcert)) if v}
+        present = urllib.parse.parse_qs(urllib.parse.urlsplit(base).query)
+        extra = {k: v for k, v in query.items() if k not in present}
+        if not extra:
+            return base
+        return base + ("&" if "?" in base else "?") + urllib.parse.urlencode(extra)
 
 
 @dataclass(frozen=True)
