@@ -99,9 +99,12 @@ class Keyring:
     @classmethod
     def from_file(cls, path: Path) -> Keyring:
         try:
+            mode = path.stat().st_mode
             text = path.read_text()
         except OSError as exc:
             raise ConfigError(f"secrets.key_file: cannot read {path}: {exc.strerror}") from exc
+        if mode & 0o077:
+            raise ConfigError(f"secrets.key_file: {path} is readable by others (mode {mode & 0o777:o}); chmod 600 it")
         keys = _parse(text.splitlines(), f"secrets.key_file {path}")
         if not keys:
             raise ConfigError(f"secrets.key_file: {path} holds no key")

@@ -48,8 +48,11 @@ def workdir() -> Iterator[Path]:
 
 def _start_etcd(base: Path) -> EtcdServer:
     name = uuid.uuid4().hex[:8]
-    server = EtcdServer(base / f"etcd-{name}", free_port(), free_port(), base / "logs" / f"etcd-{name}.log")
+    server = EtcdServer(
+        base / f"etcd-{name}", free_port(), free_port(), base / "logs" / f"etcd-{name}.log", **tls_mod.etcd_kwargs()
+    )
     server.start()
+    tls_mod.secure_etcd(server)
     return server
 
 
@@ -126,6 +129,7 @@ def registry_config(etcd_server: EtcdServer, etcd_root: str) -> Config:
             "registry.keepalive_interval=0.5",
             "registry.heartbeat_interval=0.5",
             "registry.request_timeout=1",
+            *tls_mod.registry_overrides(),
         ],
         environ={},
     )
@@ -133,7 +137,7 @@ def registry_config(etcd_server: EtcdServer, etcd_root: str) -> Config:
 
 @pytest.fixture
 async def etcd(etcd_server: EtcdServer) -> EtcdClient:
-    client = EtcdClient([etcd_server.endpoint], request_timeout=2)
+    client = EtcdClient([etcd_server.endpoint], request_timeout=2, access=tls_mod.etcd_access())
     yield client
     await client.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import ssl
 import urllib.error
 import urllib.request
 import uuid
@@ -86,7 +87,8 @@ def raw(c: ApiCluster, method: str, path: str, body: bytes | None = None, token:
     if body is not None:
         req.add_header("Content-Type", "application/json")
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        context = ssl.create_default_context(cafile=c.ca_file) if c.url.startswith("https://") else None
+        with urllib.request.urlopen(req, timeout=10, context=context) as resp:
             data = resp.read()
             return resp.status, json.loads(data) if resp.headers.get_content_type() == "application/json" else data
     except urllib.error.HTTPError as exc:

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from engine.infra.etcd import EtcdServer
-from rpc import RpcClient
 from rpc.messages import WorkflowControl
 from tests.cluster_harness import command, instance_for, query, save, shell, started, tasks_of
-from tests.helpers import TEST_SECRET, NodeProc, eventually
+from tests.helpers import NodeProc, eventually, http_text, rpc_client
 
 SUCCESS, FAILURE, STOP = 7, 6, 5
 
@@ -116,7 +115,7 @@ async def test_stop_kills_the_running_task_and_ends_stop(cluster, fresh_db: str)
         return bool(rows) and rows[0]["state"] == 1
 
     await eventually(running, 20, "task running")
-    client = RpcClient(TEST_SECRET)
+    client = rpc_client()
     reply = await client.call(masters[0].address, WorkflowControl(wi["id"], "stop"))
     await client.close()
     assert reply == {"accepted": True}
@@ -126,15 +125,12 @@ async def test_stop_kills_the_running_task_and_ends_stop(cluster, fresh_db: str)
 
 
 async def test_metrics_endpoint(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
-    import urllib.request
 
     masters, _ = cluster
     code = await save(fresh_db, "metered", [shell("t", "true")])
     (cid,) = await command(fresh_db, code)
     await instance_for(fresh_db, cid)
-    text = await asyncio.to_thread(
-        lambda: urllib.request.urlopen(f"http://{masters[0].address}/metrics").read().decode()
-    )
+    text = await asyncio.to_thread(lambda: http_text(f"{masters[0].url}/metrics"))
     assert "porpoise_master_commands_claimed_total 1" in text
     assert 'porpoise_master_instances_finished{state="SUCCESS"} 1' in text
     assert "porpoise_master_event_loop_lag_seconds" in text and "porpoise_master_actors 0" in text
@@ -142,7 +138,6 @@ async def test_metrics_endpoint(cluster, fresh_db: str) -> None:  # type: ignore
 
 async def test_dispatches_and_reports_due_together_travel_in_one_call(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
     import re
-    import urllib.request
 
     masters, _ = cluster
     code = await save(fresh_db, "wide", [shell(f"t{i}", "true") for i in range(60)])
@@ -151,9 +146,7 @@ async def test_dispatches_and_reports_due_together_travel_in_one_call(cluster, f
     assert wi["state"] == 7
     rows = await tasks_of(fresh_db, wi["id"])
     assert len(rows) == 60 and all(r["state"] == 7 and r["pid"] and r["host"] for r in rows)
-    text = await asyncio.to_thread(
-        lambda: urllib.request.urlopen(f"http://{masters[0].address}/metrics").read().decode()
-    )
+    text = await asyncio.to_thread(lambda: http_text(f"{masters[0].url}/metrics"))
     batches = re.search(r"porpoise_master_report_batches_total (\d+)", text)
     results = re.search(r"porpoise_master_task_results_total (\d+)", text)
     assert batches and results and int(results.group(1)) == 60
@@ -168,7 +161,6 @@ async def test_a_full_worker_is_not_sent_what_it_would_refuse(
     node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
 ) -> None:
     import re
-    import urllib.request
 
     # 40 tasks for 2 slots: the worker's replies say how many more it takes, its results free slots,
     # so the master holds the rest instead of sending them to be refused (each retry used to send all)
@@ -186,9 +178,7 @@ async def test_a_full_worker_is_not_sent_what_it_would_refuse(
         running += step
         peak = max(peak, running)
     assert peak <= 2
-    text = await asyncio.to_thread(
-        lambda: urllib.request.urlopen(f"http://{masters[0].address}/metrics").read().decode()
-    )
+    text = await asyncio.to_thread(lambda: http_text(f"{masters[0].url}/metrics"))
     refusals = re.search(r"porpoise_master_dispatch_refusals_total (\d+)", text)
     # only the probes of a worker thought full may be refused (one per retry period at most)
     assert refusals is None or int(refusals.group(1)) <= 5
@@ -283,7 +273,7 @@ async def test_cache_expire_makes_a_taken_offline_definition_refuse_commands(clu
     conn = await asyncpg.connect(fresh_db)
     await set_release(conn, code, online=False)
     await conn.close()
-    client = RpcClient(TEST_SECRET)
+    client = rpc_client()
     assert await client.call(masters[0].address, CacheExpire(code)) == {"ok": True}
     await client.close()
     (second,) = await command(fresh_db, code)
@@ -298,7 +288,6 @@ async def test_cache_expire_makes_a_taken_offline_definition_refuse_commands(clu
 async def test_overloaded_master_claims_nothing_and_counts_it(
     node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str
 ) -> None:
-    import urllib.request
 
     from engine.storage.schema import apply_schema
 
@@ -312,7 +301,7 @@ async def test_overloaded_master_claims_nothing_and_counts_it(
     await command(fresh_db, code, 5)
 
     def overload_events() -> int:
-        text = urllib.request.urlopen(f"http://{master.address}/metrics").read().decode()
+        text = http_text(f"{master.url}/metrics")
         line = next((ln for ln in text.splitlines() if ln.startswith("porpoise_master_overload_events_total")), "x 0")
         return int(line.split()[-1])
 

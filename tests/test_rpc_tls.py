@@ -56,9 +56,8 @@ class FakeWorker:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", self.port, ssl_context=self.context).start()
-        cfg = config_mod.load(
-            overrides=[f"registry.endpoints={self.endpoint}", f"registry.root={self.root}"], environ={}
-        )
+        where = [f"registry.endpoints={self.endpoint}", f"registry.root={self.root}", *tls.registry_overrides()]
+        cfg = config_mod.load(overrides=where, environ={})
         source = HeartbeatSource(LoadLimits(), counts=lambda: TaskCounts(running=0, slots=8))
         node = RegistryNode(cfg.registry, NodeId("worker", self.address, "default"), source)
         await node.start()  # etcd is open in this test: the registry's own protection is etcd auth

@@ -78,6 +78,9 @@ def test_a_key_file_is_reread_when_a_rotation_added_a_key(tmp_path: Path) -> Non
     assert sealed["password"].startswith("pps1:new:")
     assert open_params(node, sealed, PASSWORD_FIELDS, "datasource") == {"password": "x-secret"}
     assert node.primary == "new"  # and it now seals with the new key too
+    path.chmod(0o644)
+    with pytest.raises(ConfigError, match="readable by others"):
+        Keyring.from_file(path)
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import trustme
 
-from rpc.tls import TlsFiles
+from registry import EtcdAccess
+from rpc.tls import TlsFiles, client_context, server_context
 
 #: whether the suite runs with TLS everywhere the fixtures control
 ENABLED = os.environ.get("PORPOISE_TEST_TLS", "") not in ("", "0")
@@ -67,3 +68,52 @@ def api_env() -> dict[str, str]:
 def trusting(ca_file: str | None = None) -> ssl.SSLContext:
     """A client context trusting the cluster CA (for health probes and API calls)."""
     return ssl.create_default_context(cafile=ca_file or node_files().ca)
+
+
+# -- etcd with TLS and auth (PORPOISE_TEST_TLS) ---------------------------------------------------------------
+
+ETCD_USER = "porpoise"
+ETCD_PASSWORD = "porpoise-test-etcd-pw"
+#: the tests' roots are random (/t-..., /api-...): in the suite the porpoise role is granted all of "/"
+ETCD_PREFIX = "/"
+
+
+def etcd_kwargs() -> dict[str, object]:
+    """EtcdServer arguments: its TLS files when the suite runs with TLS."""
+    return {"tls": node_files()} if ENABLED else {}
+
+
+def secure_etcd(server: object) -> None:
+    """After ``server.start()``: turn on etcd auth when the suite runs with TLS."""
+    if ENABLED:
+        server.enable_auth("root-test-pw", ETCD_USER, ETCD_PASSWORD, ETCD_PREFIX)  # type: ignore[attr-defined]
+
+
+def etcd_access() -> EtcdAccess | None:
+    files = node_files()
+    return EtcdAccess(files.ca, files.cert, files.key, ETCD_USER, ETCD_PASSWORD) if ENABLED else None
+
+
+def registry_env() -> dict[str, str]:
+    if not ENABLED:
+        return {}
+    files = node_files()
+    return {
+        "PORPOISE_REGISTRY_TLS_CA": files.ca, "PORPOISE_REGISTRY_TLS_CERT": files.cert,
+        "PORPOISE_REGISTRY_TLS_KEY": files.key, "PORPOISE_REGISTRY_USER": ETCD_USER,
+        "PORPOISE_REGISTRY_PASSWORD": ETCD_PASSWORD,
+    }  # fmt: skip
+
+
+def registry_overrides() -> list[str]:
+    return [f"registry.{k[len('PORPOISE_REGISTRY_') :].lower()}={v}" for k, v in registry_env().items()]
+
+
+def server_ssl() -> ssl.SSLContext | None:
+    """The listener context of a test playing a node (None without TLS)."""
+    return server_context(node_files()) if ENABLED else None
+
+
+def client_ssl() -> ssl.SSLContext | None:
+    """The RPC client context of a test playing a node (None without TLS)."""
+    return client_context(node_files()) if ENABLED else None
