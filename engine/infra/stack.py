@@ -245,21 +245,26 @@ class Stack:
         log.info("node ready", name=name, role=role, address=f"127.0.0.1:{port}", pid=record.pid)
         return proc
 
-    def _wait_healthy(self, proc: ManagedProcess, port: int, tls: bool = True) -> None:
+    def probe(self, port: int, path: str, timeout: float = 2, tls: bool = True) -> bytes:
+        """GET ``path`` (/health, /metrics) from a node of this stack: over TLS, checked against the stack's CA,
+        when its nodes serve mutual TLS (a probe needs no client certificate)."""
         tls = tls and self.rpc_tls is not None
-        url = f"{'https' if tls else 'http'}://127.0.0.1:{port}/health"
+        url = f"{'https' if tls else 'http'}://127.0.0.1:{port}{path}"
         context = ssl.create_default_context(cafile=self.rpc_tls.ca) if tls and self.rpc_tls else None
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
+            return bytes(resp.read())
 
+    def _wait_healthy(self, proc: ManagedProcess, port: int, tls: bool = True) -> None:
         def healthy() -> bool:
             if proc.exited() is not None:
                 raise InfraError(f"{proc.name} exited with code {proc.exited()}:\n{proc.tail()}")
             try:
-                with urllib.request.urlopen(url, timeout=1, context=context) as resp:
-                    return bool(resp.status == 200)
-            except (OSError, urllib.error.URLError):
+                self.probe(port, "/health", timeout=1, tls=tls)
+                return True
+            except (OSError, urllib.error.URLError):  # HTTPError (503: not ready yet) is a URLError
                 return False
 
-        wait_until(healthy, self.cfg.standalone.start_timeout, interval=0.1, what=f"{proc.name} on {url}")
+        wait_until(healthy, self.cfg.standalone.start_timeout, interval=0.1, what=f"{proc.name} on port {port}")
 
     # -- stopping ---------------------------------------------------------------------------------
 
