@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -142,19 +141,17 @@ def _wait_slots(stack: Stack, procs: list[Any], count: int) -> None:
         seen = []
         for p in procs:
             port = p.record.extra["port"]
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2) as resp:
-                seen.append(json.loads(resp.read()).get("slot") or {})
+            seen.append(json.loads(stack.probe(port, "/ready")).get("slot") or {})
         if all(s.get("count") == count for s in seen):
             return
         time.sleep(0.1)
     raise TimeoutError("masters did not settle their slots")
 
 
-def _metric(port: int, name: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        for line in resp.read().decode().splitlines():
-            if line.startswith(name):
-                return float(line.rsplit(" ", 1)[1])
+def _metric(stack: Stack, port: int, name: str) -> float:
+    for line in stack.probe(port, "/metrics", timeout=10).decode().splitlines():
+        if line.startswith(name):
+            return float(line.rsplit(" ", 1)[1])
     raise KeyError(name)
 
 
@@ -182,10 +179,10 @@ def concurrency(stack: Stack, n: int, hold: float) -> dict[str, float]:
                 raise TimeoutError("instances did not all reach their waiting task")
             time.sleep(0.5)
         time.sleep(hold)  # steady state: every instance waiting; the lag probe keeps the last 60 s
-        actors = _metric(port, "porpoise_master_actors")
-        lag_p99 = _metric(port, 'porpoise_master_event_loop_lag_10s_seconds{quantile="0.99"}')
-        lag_p99_60 = _metric(port, 'porpoise_master_event_loop_lag_seconds{quantile="0.99"}')
-        gc_max_60 = _metric(port, 'porpoise_master_gc_pause_max_60s_seconds{generation="2"}')
+        actors = _metric(stack, port, "porpoise_master_actors")
+        lag_p99 = _metric(stack, port, 'porpoise_master_event_loop_lag_10s_seconds{quantile="0.99"}')
+        lag_p99_60 = _metric(stack, port, 'porpoise_master_event_loop_lag_seconds{quantile="0.99"}')
+        gc_max_60 = _metric(stack, port, 'porpoise_master_gc_pause_max_60s_seconds{generation="2"}')
         rss = proc.memory_info().rss
     finally:
         master.stop(15)

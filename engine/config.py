@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.resources
+import ipaddress
 import os
 import types
 import typing
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +31,16 @@ import yaml
 from engine.errors import ConfigError
 
 ENV_PREFIX = "PORPOISE_"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a listen host is a loopback address or name (an empty host or 0.0.0.0 is every interface)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _bounded(lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
@@ -49,6 +61,11 @@ class RegistryConfig:
     request_timeout: float = field(metadata=_bounded(0.1, 120))
     loop_stall_limit: float = field(metadata=_bounded(0, 300))
     on_lost: str = field(metadata=_choice("exit", "reregister"))
+    tls_ca: str
+    tls_cert: str
+    tls_key: str
+    user: str
+    password: str
 
     def stall_limit(self) -> float:
         """Seconds the event loop may go without ticking before the lease is no longer renewed."""
@@ -65,6 +82,12 @@ class RegistryConfig:
         for url in self.endpoints:
             if not url.startswith(("http://", "https://")):
                 raise ConfigError(f"registry.endpoints: {url!r} is not an http(s):// URL")
+        if bool(self.tls_ca) != bool(self.tls_cert) or bool(self.tls_cert) != bool(self.tls_key):
+            raise ConfigError("registry.tls_ca, registry.tls_cert and registry.tls_key: set all three, or none")
+        if self.tls_cert and not all(url.startswith("https://") for url in self.endpoints):
+            raise ConfigError("registry.endpoints: with registry.tls_* set, every endpoint must be an https:// URL")
+        if bool(self.user) != bool(self.password):
+            raise ConfigError("registry.user and registry.password: set both (etcd auth), or neither")
         if not self.root.startswith("/") or (self.root.endswith("/") and self.root != "/"):
             raise ConfigError(f"registry.root: {self.root!r} must start with '/' and not end with '/'")
 
@@ -81,6 +104,8 @@ class DatabaseConfig:
     pool_max: int = field(metadata=_bounded(1, 1000))
     connect_timeout: float = field(metadata=_bounded(0.1, 600))
     command_timeout: float = field(metadata=_bounded(0.1, 86400))
+    sslmode: str = field(metadata=_choice("", "disable", "allow", "prefer", "require", "verify-ca", "verify-full"))
+    sslrootcert: str
     #: the schema owner's DSN, used only by ``porpoise db init|upgrade`` ("": the runtime DSN above)
     owner_dsn: str = ""
 
@@ -90,13 +115,23 @@ class DatabaseConfig:
     def check(self) -> None:
         if self.pool_min > self.pool_max:
             raise ConfigError(f"database.pool_min: {self.pool_min} is above database.pool_max ({self.pool_max})")
+        if self.sslmode in ("verify-ca", "verify-full") and not self.sslrootcert:
+            raise ConfigError(f"database.sslrootcert: required with database.sslmode {self.sslmode}")
 
     def url(self) -> str:
-        """The DSN asyncpg accepts (``postgresql://user:pw@host:port/db``)."""
+        """The DSN asyncpg accepts (``postgresql://user:pw@host:port/db``), with ``sslmode`` / ``sslrootcert``
+        as query parameters when configured (a DSN's own take precedence)."""
         if self.dsn:
-            return self.dsn
-        auth = self.user if not self.password else f"{self.user}:{self.password}"
-        return f"postgresql://{auth}@{self.host}:{self.port}/{self.name}"
+            base = self.dsn
+        else:
+            auth = self.user if not self.password else f"{self.user}:{self.password}"
+            base = f"postgresql://{auth}@{self.host}:{self.port}/{self.name}"
+        query = {k: v for k, v in (("sslmode", self.sslmode), ("sslrootcert", self.sslrootcert)) if v}
+        present = urllib.parse.parse_qs(urllib.parse.urlsplit(base).query)
+        extra = {k: v for k, v in query.items() if k not in present}
+        if not extra:
+            return base
+        return base + ("&" if "?" in base else "?") + urllib.parse.urlencode(extra)
 
 
 @dataclass(frozen=True)
@@ -221,6 +256,9 @@ class ApiConfig:
     rate_limit_burst: int = field(metadata=_bounded(1, 10_000_000))
     anonymous_rate_limit_per_second: float = field(metadata=_bounded(0, 1_000_000))
     anonymous_rate_limit_burst: int = field(metadata=_bounded(1, 10_000_000))
+    tls_cert: str
+    tls_key: str
+    allow_plain_http: bool
 
     def check(self) -> None:
         from engine.alerts.netguard import networks
@@ -230,6 +268,13 @@ class ApiConfig:
                 networks(getattr(self, key))
             except ValueError as exc:
                 raise ConfigError(f"api.{key}: {exc}") from None
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ConfigError("api.tls_cert and api.tls_key: set both (HTTPS) or neither (plain HTTP)")
+        if not self.tls_cert and not self.allow_plain_http and not is_loopback(self.listen_host):
+            raise ConfigError(
+                f"api.listen_host: {self.listen_host!r} is not a loopback address; serve HTTPS there (api.tls_cert,"
+                " api.tls_key) or set api.allow_plain_http: true (behind a TLS proxy)"
+            )
 
 
 @dataclass(frozen=True)
@@ -241,6 +286,7 @@ class StandaloneConfig:
     api_port: int = field(metadata=_bounded(0, 65535))
     start_timeout: float = field(metadata=_bounded(1, 3600))
     stop_timeout: float = field(metadata=_bounded(0.1, 3600))
+    secure_etcd: bool
 
 
 @dataclass(frozen=True)
@@ -255,6 +301,22 @@ class RpcConfig:
     timeout: float = field(metadata=_bounded(0.05, 3600))
     max_body_bytes: int = field(metadata=_bounded(1024, 1 << 30))
     max_clock_skew: float = field(metadata=_bounded(1, 86400))
+    tls_ca: str
+    tls_cert: str
+    tls_key: str
+
+    def check(self) -> None:
+        from rpc.tls import TlsFiles
+
+        TlsFiles.of(self)
+
+
+@dataclass(frozen=True)
+class SecretsConfig:
+    """The keyring credential fields are sealed with at rest (engine/secretbox.py)."""
+
+    key_file: str
+    keys: str
 
 
 @dataclass(frozen=True)
@@ -275,6 +337,7 @@ class Config:
     standalone: StandaloneConfig
     logging: LoggingConfig
     rpc: RpcConfig
+    secrets: SecretsConfig
     debug: DebugConfig
 
     def replace(self, **sections: Mapping[str, Any]) -> Config:

@@ -34,6 +34,7 @@ from registry import (
 from registry.identity import advertise_host
 from registry.load import CpuMeter
 from rpc import RpcClient, RpcServer
+from rpc.tls import TlsFiles, client_context, server_context
 
 log = logs.get(__name__)
 
@@ -68,8 +69,18 @@ class Node:
         self.app.router.add_get("/health", self._health)
         self.app.router.add_get("/ready", self._ready_check)
         self.app.router.add_get("/metrics", self._metrics)
-        self.rpc_server = RpcServer(self.app, cfg.rpc.secret, cfg.rpc.max_clock_skew, cfg.rpc.max_body_bytes)
-        self.rpc = RpcClient(cfg.rpc.secret, cfg.rpc.timeout, observe=self.metrics.rpc_latency)
+        tls = TlsFiles.of(cfg.rpc)
+        #: the listener's TLS (mutual: callers' certificates are checked); None: plain HTTP
+        self.ssl = server_context(tls) if tls else None
+        self.rpc_server = RpcServer(
+            self.app, cfg.rpc.secret, cfg.rpc.max_clock_skew, cfg.rpc.max_body_bytes, require_client_cert=bool(tls)
+        )
+        self.rpc = RpcClient(
+            cfg.rpc.secret,
+            cfg.rpc.timeout,
+            ssl=client_context(tls) if tls else None,
+            observe=self.metrics.rpc_latency,
+        )
         self.runner: web.AppRunner | None = None
         self.address = ""
         self.registry: RegistryNode | None = None
@@ -147,7 +158,7 @@ class Node:
         advertise = await asyncio.to_thread(advertise_host, self.role, host, advertise, self.cfg.registry.endpoints)
         self.runner = web.AppRunner(self.app, access_log=None)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, host, port)
+        site = web.TCPSite(self.runner, host, port, ssl_context=self.ssl)
         await site.start()
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self.address = f"{advertise}:{self.advertise_port() or bound}"

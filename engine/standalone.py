@@ -31,6 +31,7 @@ from engine.errors import PorpoiseError
 from engine.infra.access import ensure_client_file
 from engine.infra.process import ManagedProcess
 from engine.infra.stack import Stack
+from engine.secretbox import DATASOURCE_SECRETS, Keyring, seal_params
 from engine.standalone_spark import SparkServices, start_spark
 
 log = logs.get(__name__)
@@ -44,6 +45,7 @@ async def _prepare_access(stack: Stack, client_path: Path, api_url: str) -> None
     """Runs before any node starts (asyncio.run in the launcher thread): blocking file I/O is fine here."""
     assert stack.postgres is not None
     pg = stack.postgres
+    keyring = Keyring.from_file(stack.key_file)
     conn = await asyncpg.connect(pg.dsn, timeout=30)
     try:
         await ensure_client_file(conn, client_path, api_url, "standalone")
@@ -60,7 +62,7 @@ async def _prepare_access(stack: Stack, client_path: Path, api_url: str) -> None
             "INSERT INTO datasource (name, type, connection_params, note) VALUES ($1, 'POSTGRESQL', $2::jsonb, $3)"
             " ON CONFLICT (name) DO UPDATE SET connection_params = EXCLUDED.connection_params, update_time = now()",
             WAREHOUSE,
-            json.dumps({"dsn": warehouse_dsn}),
+            json.dumps(seal_params(keyring, {"dsn": warehouse_dsn}, DATASOURCE_SECRETS, "datasource")),
             "the standalone node's own PostgreSQL, database warehouse",
         )
     finally:

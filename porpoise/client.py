@@ -26,9 +26,16 @@ class Client:
     """A connection to one Porpoise API (``url`` and ``token``, or found as the CLI finds them)."""
 
     def __init__(
-        self, url: str | None = None, token: str | None = None, timeout: float = 30.0, api: ApiClient | None = None
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        timeout: float = 30.0,
+        api: ApiClient | None = None,
+        ca_file: str | None = None,
     ) -> None:
-        self.api = api or ApiClient(discover(url, token), timeout=timeout)
+        """``ca_file``: the CA that signed an https:// API's certificate (default: ``PORPOISE_CA_FILE``, the
+        client file's, else the system's trusted CAs); the certificate is always verified."""
+        self.api = api or ApiClient(discover(url, token, ca_file), timeout=timeout)
 
     # -- definitions -------------------------------------------------------------------------------
 

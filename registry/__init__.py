@@ -1,6 +1,6 @@
 """Registry on etcd: sessions, heartbeats, membership, command slots and the failover lock."""
 
-from registry.client import EtcdClient
+from registry.client import EtcdAccess, EtcdClient
 from registry.errors import DuplicateNode, LeaseLost, LockTimeout, NotLockOwner, RegistryUnavailable
 from registry.heartbeat import Heartbeat, HeartbeatSource, LoadLimits, Registration, ServerStatus, TaskCounts
 from registry.keys import MASTER, WORKER, NodeId, failover_lock_key, node_key
@@ -16,6 +16,7 @@ __all__ = [
     "WORKER",
     "ChangeKind",
     "DuplicateNode",
+    "EtcdAccess",
     "EtcdClient",
     "Heartbeat",
     "HeartbeatSource",

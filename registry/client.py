@@ -3,6 +3,11 @@
 Every call has a timeout; aiohttp / etcd3-py failures become :class:`RegistryUnavailable`. Several
 endpoints may be given; a call that cannot reach the current one moves on to the next.
 Stream calls (keep-alive, watch) use etcd3-py's stream responses, which need :mod:`registry.compat`.
+
+With :class:`EtcdAccess` the client talks TLS (the CA verifies the server and its name; the client presents its
+certificate, for an etcd started with ``--client-cert-auth``) and signs in with etcd's user / password auth: a
+token from ``Authenticate``, sent with every call, fetched again when etcd says it is no longer valid (etcd
+forgets its simple tokens on a restart and after their TTL).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -55,6 +61,35 @@ class WatchBatch:
     canceled: bool = False
 
 
+@dataclass(frozen=True)
+class EtcdAccess:
+    """How to reach a protected etcd: TLS files (all three, or none) and a user / password (or none)."""
+
+    ca: str = ""
+    cert: str = ""
+    key: str = ""
+    user: str = ""
+    password: str = ""
+
+    @classmethod
+    def of(cls, cfg: Any) -> EtcdAccess | None:
+        """From a ``RegistryConfig``; None when it asks for neither TLS nor auth."""
+        access = cls(cfg.tls_ca, cfg.tls_cert, cfg.tls_key, cfg.user, cfg.password)
+        return access if (access.cert or access.user) else None
+
+    def __repr__(self) -> str:  # never show the password
+        return f"EtcdAccess(ca={self.ca!r}, cert={self.cert!r}, user={self.user!r})"
+
+
+#: etcd's answers meaning "sign in again" (a restart or the token's TTL made it forget the token)
+_STALE_TOKEN = ("invalid auth token", "user name is empty", "auth token")
+
+
+def _stale_token(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(marker in text for marker in _STALE_TOKEN)
+
+
 class _Client(AioClient):  # type: ignore[misc]
     """AioClient without its blocking HTTP version probe in the constructor (it would block the loop)."""
 
@@ -84,11 +119,14 @@ def prefix_end(prefix: str) -> bytes:
 class EtcdClient:
     """The registry's only door to etcd."""
 
-    def __init__(self, endpoints: Sequence[str], request_timeout: float = 3.0) -> None:
+    def __init__(
+        self, endpoints: Sequence[str], request_timeout: float = 3.0, access: EtcdAccess | None = None
+    ) -> None:
         if not endpoints:
             raise ValueError("at least one etcd endpoint is required")
         self.endpoints = list(endpoints)
         self.request_timeout = request_timeout
+        self.access = access
         self._index = 0
         self._clients: dict[int, _Client] = {}
 
@@ -96,13 +134,21 @@ class EtcdClient:
         client = self._clients.get(self._index)
         if client is None:
             url = urlparse(self.endpoints[self._index])
+            access = self.access or EtcdAccess()
             client = _Client(
                 host=url.hostname or "127.0.0.1",
                 port=url.port or 2379,
                 protocol=url.scheme or "http",
+                cert=(access.cert, access.key) if access.cert else (),
+                verify=access.ca or None,
+                username=access.user or None,
+                password=access.password or None,
                 server_version="3.5.0",
                 cluster_version="3.5.0",
             )
+            if client.ssl_context is not None:  # etcd3-py checks the CA but not the name: check both
+                client.ssl_context.check_hostname = True
+                client.ssl_context.minimum_version = ssl.TLSVersion.TLSv1_2
             self._clients[self._index] = client
         return client
 
@@ -121,14 +167,27 @@ class EtcdClient:
         if clients:
             await asyncio.sleep(0)  # let the closed transports run their close callbacks
 
+    async def _signed_in(self, timeout: float | None = None) -> _Client:
+        """The current endpoint's client, with an auth token when etcd auth is configured."""
+        client = self._client()
+        if self.access is not None and self.access.user and not client.token:
+            await asyncio.wait_for(client.auth(), timeout or self.request_timeout)
+        return client
+
     async def _call(self, what: str, make: Any, timeout: float | None = None) -> Any:
-        """Run one unary call with a timeout, trying each endpoint once."""
+        """Run one unary call with a timeout, trying each endpoint once (and signing in again once when etcd
+        no longer knows the token)."""
         last: BaseException | None = None
-        for _ in range(len(self.endpoints)):
+        tries = len(self.endpoints) + (1 if self.access is not None and self.access.user else 0)
+        for _ in range(tries):
             try:
-                return await asyncio.wait_for(make(self._client()), timeout or self.request_timeout)
+                client = await self._signed_in(timeout)
+                return await asyncio.wait_for(make(client), timeout or self.request_timeout)
             except _TRANSPORT_ERRORS as exc:
                 last = exc
+                if self.access is not None and self.access.user and _stale_token(exc):
+                    self._client().token = None
+                    continue
                 self._rotate()
         raise RegistryUnavailable(f"etcd {what} failed: {type(last).__name__}: {last}") from last
 
@@ -266,7 +325,11 @@ class EtcdClient:
         else arrived in the same read, so two watch responses landing together lose the second
         (tests/test_registry_client.py shows the loss). Requests still go through etcd3-py.
         """
-        client = self._client()
+        try:
+            client = await self._signed_in()
+        except _TRANSPORT_ERRORS as exc:
+            self._rotate()
+            raise RegistryUnavailable(f"etcd sign-in failed: {type(exc).__name__}: {exc}") from exc
         request: dict[str, Any] = {"key": _b64(prefix), "start_revision": start_revision}
         if not key_only:
             request["range_end"] = base64.b64encode(prefix_end(prefix)).decode()
@@ -279,6 +342,8 @@ class EtcdClient:
                     raise RegistryUnavailable(f"etcd watch refused: HTTP {resp.status}")
                 async for obj in _json_objects(resp.content):
                     if "error" in obj:
+                        if _stale_token(Exception(str(obj["error"]))):
+                            client.token = None  # the next call signs in again
                         raise RegistryUnavailable(f"etcd watch error: {obj['error']}")
                     yield _watch_batch(obj.get("result", obj))
         except aiohttp.SocketTimeoutError:

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 
 from engine import logs
 from engine.config import RegistryConfig
-from registry.client import EtcdClient
+from registry.client import EtcdAccess, EtcdClient
 from registry.heartbeat import Heartbeat, Registration
 from registry.keys import NodeId, failover_lock_key, job_lock_key, node_key
 from registry.lock import Lock
@@ -28,7 +28,7 @@ class RegistryNode:
     ) -> None:
         self.cfg = cfg
         self.node = node
-        self.client = client or EtcdClient(cfg.endpoints, cfg.request_timeout)
+        self.client = client or EtcdClient(cfg.endpoints, cfg.request_timeout, EtcdAccess.of(cfg))
         self._own_client = client is None
         self.session = Session(self.client, cfg.lease_ttl, cfg.keepalive_interval, loop_stall_limit=cfg.stall_limit())
         self.registration = Registration(self.session, node_key(cfg.root, node), heartbeat, cfg.heartbeat_interval)

@@ -218,7 +218,7 @@ class Session:
         self._thread_loop = asyncio.get_running_loop()
         self._thread_stop = asyncio.Event()
         self._thread_ready.set()
-        client = EtcdClient(self.client.endpoints, self.client.request_timeout)
+        client = EtcdClient(self.client.endpoints, self.client.request_timeout, self.client.access)
         try:
             lost = await self._keepalive_loop(client)
         finally:

@@ -1,36 +1,77 @@
-"""Shared-secret request signatures.
+"""Shared-secret request signatures with a nonce against replay.
 
-Header ``X-Porpoise-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<method>.<body>")>``.
-A request is accepted when the HMAC matches and ``t`` is within ``max_skew`` seconds of now.
+Header ``X-Porpoise-Signature: t=<unix seconds>,n=<nonce>,v1=<hex HMAC-SHA256(secret, "<t>.<n>.<method>.<body>")>``.
+A request is accepted when the HMAC matches, ``t`` is within ``max_skew`` seconds of now, and its nonce was not
+seen before within that window (:class:`ReplayGuard`). Over mutual TLS (``rpc.tls``) this is the second factor.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import hmac
+import secrets
 import time
 
 HEADER = "X-Porpoise-Signature"
 
 
-def sign(secret: str, method: str, body: bytes, now: float | None = None) -> str:
+def _mac(secret: str, ts: str, nonce: str, method: str, body: bytes) -> str:
+    return hmac.new(secret.encode(), f"{ts}.{nonce}.{method}.".encode() + body, hashlib.sha256).hexdigest()
+
+
+def sign(secret: str, method: str, body: bytes, now: float | None = None, nonce: str | None = None) -> str:
     ts = str(int(now if now is not None else time.time()))
-    mac = hmac.new(secret.encode(), f"{ts}.{method}.".encode() + body, hashlib.sha256).hexdigest()
-    return f"t={ts},v1={mac}"
+    nonce = nonce or secrets.token_hex(12)
+    return f"t={ts},n={nonce},v1={_mac(secret, ts, nonce, method, body)}"
 
 
-def verify(secret: str, method: str, body: bytes, header: str | None, max_skew: float, now: float | None = None) -> str:
-    """Empty string if valid, else the reason it is not."""
+class ReplayGuard:
+    """Nonces of accepted requests, each remembered until its timestamp can no longer pass the skew check.
+
+    Entries leave in arrival order once ``2 * max_skew`` seconds old (a timestamp accepted at arrival is at most
+    ``max_skew`` ahead of it, so it is out of the window by then); memory is the call rate times that window."""
+
+    def __init__(self, max_skew: float) -> None:
+        self.window = 2 * max_skew
+        self._seen: set[str] = set()
+        self._order: collections.deque[tuple[float, str]] = collections.deque()
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def first_use(self, nonce: str, now: float) -> bool:
+        """Record ``nonce``; False when it was already used within the window (a replay)."""
+        while self._order and self._order[0][0] <= now:
+            self._seen.discard(self._order.popleft()[1])
+        if nonce in self._seen:
+            return False
+        self._seen.add(nonce)
+        self._order.append((now + self.window, nonce))
+        return True
+
+
+def verify(
+    secret: str,
+    method: str,
+    body: bytes,
+    header: str | None,
+    max_skew: float,
+    now: float | None = None,
+    replay: ReplayGuard | None = None,
+) -> str:
+    """Empty string if valid (and, with ``replay``, its nonce now remembered), else the reason it is not."""
     if not header:
         return f"missing {HEADER} header"
     parts = dict(p.split("=", 1) for p in header.split(",") if "=" in p)
-    ts, mac = parts.get("t", ""), parts.get("v1", "")
-    if not ts.isdigit() or not mac:
+    ts, nonce, mac = parts.get("t", ""), parts.get("n", ""), parts.get("v1", "")
+    if not ts.isdigit() or not mac or not (8 <= len(nonce) <= 64):
         return f"malformed {HEADER} header"
     now = now if now is not None else time.time()
     if abs(now - int(ts)) > max_skew:
         return "signature expired (clock skew or replay)"
-    expected = hmac.new(secret.encode(), f"{ts}.{method}.".encode() + body, hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(expected, mac):
+    if not hmac.compare_digest(_mac(secret, ts, nonce, method, body), mac):
         return "bad signature"
+    if replay is not None and not replay.first_use(nonce, time.monotonic()):
+        return "replayed request (nonce already used)"
     return ""

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import ssl as ssl_mod
 import time
 from collections.abc import AsyncIterator, Callable
 from types import SimpleNamespace
@@ -46,7 +47,8 @@ def _tracing() -> aiohttp.TraceConfig:
 
 
 class RpcClient:
-    """Calls ``POST http://<address>/rpc/<method>`` with keep-alive connections reused across calls."""
+    """Calls ``POST http(s)://<address>/rpc/<method>`` with keep-alive connections reused across calls; with
+    ``ssl`` (``rpc.tls.client_context``) over mutual TLS, presenting this node's certificate."""
 
     def __init__(
         self,
@@ -54,17 +56,22 @@ class RpcClient:
         timeout: float = 5.0,
         limit_per_host: int = 32,
         observe: Callable[[str, float, str], None] | None = None,
+        ssl: ssl_mod.SSLContext | None = None,
     ) -> None:
         #: called after each call with (method, seconds, outcome: "ok" or the error's class name)
         self.observe = observe
         self.secret = secret
         self.timeout = timeout
         self.limit_per_host = limit_per_host
+        self.ssl = ssl
+        self.scheme = "https" if ssl is not None else "http"
         self._session: aiohttp.ClientSession | None = None
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=0, limit_per_host=self.limit_per_host, keepalive_timeout=30)
+            connector = aiohttp.TCPConnector(
+                limit=0, limit_per_host=self.limit_per_host, keepalive_timeout=30, ssl=self.ssl or True
+            )
             self._session = aiohttp.ClientSession(connector=connector, trace_configs=[_tracing()])
         return self._session
 
@@ -128,7 +135,7 @@ class RpcClient:
         self, address: str, method: str, body: bytes, timeout: aiohttp.ClientTimeout
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         headers = {"Content-Type": "application/json", auth.HEADER: auth.sign(self.secret, method, body)}
-        url = f"http://{address}/rpc/{method}"
+        url = f"{self.scheme}://{address}/rpc/{method}"
         progress = _Progress()
         limit = timeout.total or timeout.sock_read
         try:

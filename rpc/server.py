@@ -1,6 +1,7 @@
 """RPC server side: POST /rpc/<method> on a node's aiohttp application.
 
-Every request is size-limited (413), signature-checked (401), decoded into its message type (400
+Every request is size-limited (413), checked for a verified client certificate when the listener serves mutual
+TLS (``rpc.tls``; 401), signature-checked and checked against replay (401), decoded into its message type (400
 naming the bad field), then handled. A handler's reply dataclass becomes the JSON body; an aiohttp
 response (log download) is returned as is. Unexpected handler errors are logged with their traceback
 and answered 500 without one. Nothing is changed by a refused request: refusals happen before the
@@ -17,7 +18,9 @@ from aiohttp import web
 
 from engine import logs
 from rpc import auth, codec
+from rpc.auth import ReplayGuard
 from rpc.errors import BadRequest
+from rpc.tls import peer_verified
 
 log = logs.get(__name__)
 
@@ -29,12 +32,23 @@ def _error(status: int, message: str) -> web.Response:
 
 
 class RpcServer:
-    def __init__(self, app: web.Application, secret: str, max_skew: float = 60, max_body_bytes: int = 8 << 20):
+    def __init__(
+        self,
+        app: web.Application,
+        secret: str,
+        max_skew: float = 60,
+        max_body_bytes: int = 8 << 20,
+        require_client_cert: bool = False,
+    ):
         if not secret:
             raise ValueError("an RPC secret is required (rpc.secret)")
         self.secret = secret
         self.max_skew = max_skew
         self.max_body_bytes = max_body_bytes
+        #: the listener serves mutual TLS: a call without a verified client certificate is refused
+        self.require_client_cert = require_client_cert
+        #: nonces of accepted calls within the signature window (a replayed call is refused)
+        self.replay = ReplayGuard(max_skew)
         self._handlers: dict[str, tuple[type, Handler]] = {}
         app.router.add_post("/rpc/{method}", self._serve)
 
@@ -46,6 +60,8 @@ class RpcServer:
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
         method = request.match_info["method"]
+        if self.require_client_cert and not peer_verified(request.transport):
+            return _error(401, "a client certificate signed by the cluster CA is required")
         if request.content_length is not None and request.content_length > self.max_body_bytes:
             return _error(413, f"body of {request.content_length} bytes exceeds {self.max_body_bytes}")
         try:
@@ -54,7 +70,9 @@ class RpcServer:
             return _error(400, "could not read the request body")
         if len(body) > self.max_body_bytes:
             return _error(413, f"body exceeds {self.max_body_bytes} bytes")
-        reason = auth.verify(self.secret, method, body, request.headers.get(auth.HEADER), self.max_skew)
+        reason = auth.verify(
+            self.secret, method, body, request.headers.get(auth.HEADER), self.max_skew, replay=self.replay
+        )
         if reason:
             return _error(401, reason)
         entry = self._handlers.get(method)

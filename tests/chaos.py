@@ -44,7 +44,7 @@ from engine.infra.postgres import PostgresServer, pg_bindir
 from engine.storage.definitions import save_workflow
 from engine.storage.failures import DB_FAILURES
 from engine.workflows.model import TaskDef, WorkflowDef
-from tests import chaos_concurrency, databases
+from tests import chaos_concurrency, databases, tls
 from tests.chaos_faults import Chaos, drive, insert_commands, parse_weights, weights
 from tests.chaos_ledger import check_ledger
 from tests.delay_proxy import DelayProxy
@@ -140,7 +140,7 @@ class Cluster:
     def __init__(self, base: Path, rng: random.Random) -> None:
         self.base = base
         self.rng = rng
-        self.etcd = EtcdServer(base / "etcd", free_port(), free_port(), base / "logs" / "etcd.log")
+        self.etcd = EtcdServer(base / "etcd", free_port(), free_port(), base / "logs" / "etcd.log", **tls.etcd_kwargs())
         self.pg = PostgresServer(base / "pg", free_port(), base / "logs" / "postgres.log", durable=True)
         self.root = f"/chaos-{uuid.uuid4().hex[:6]}"
         self.nodes: dict[str, NodeProc] = {}
@@ -152,6 +152,7 @@ class Cluster:
 
     def start_infra(self) -> None:
         self.etcd.start()
+        tls.secure_etcd(self.etcd)
         self.pg.start()
 
     def spool_dir(self, slot: str) -> Path:

@@ -5,6 +5,7 @@ get a private one from the factories instead."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import sys
@@ -26,8 +27,10 @@ from engine.config import Config
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer
+from engine.secretbox import ensure_key_file
 from registry import EtcdClient
 from tests import databases
+from tests import tls as tls_mod
 from tests.helpers import NodeProc, node_env, wait_sync
 from tests.worker_harness import ReportSink
 
@@ -46,8 +49,11 @@ def workdir() -> Iterator[Path]:
 
 def _start_etcd(base: Path) -> EtcdServer:
     name = uuid.uuid4().hex[:8]
-    server = EtcdServer(base / f"etcd-{name}", free_port(), free_port(), base / "logs" / f"etcd-{name}.log")
+    server = EtcdServer(
+        base / f"etcd-{name}", free_port(), free_port(), base / "logs" / f"etcd-{name}.log", **tls_mod.etcd_kwargs()
+    )
     server.start()
+    tls_mod.secure_etcd(server)
     return server
 
 
@@ -130,6 +136,7 @@ def registry_config(etcd_server: EtcdServer, etcd_root: str) -> Config:
             "registry.keepalive_interval=0.5",
             "registry.heartbeat_interval=0.5",
             "registry.request_timeout=1",
+            *tls_mod.registry_overrides(),
         ],
         environ={},
     )
@@ -137,7 +144,7 @@ def registry_config(etcd_server: EtcdServer, etcd_root: str) -> Config:
 
 @pytest.fixture
 async def etcd(etcd_server: EtcdServer) -> EtcdClient:
-    client = EtcdClient([etcd_server.endpoint], request_timeout=2)
+    client = EtcdClient([etcd_server.endpoint], request_timeout=2, access=tls_mod.etcd_access())
     yield client
     await client.close()
 
@@ -180,9 +187,13 @@ class ApiCluster:
     master: NodeProc
     worker: NodeProc
     work: Path
+    #: the keyring file the nodes seal and open stored credentials with
+    key_file: Path
+    #: the CA of an https:// API ("" for plain HTTP)
+    ca_file: str = ""
 
     def client(self, token: str | None = None) -> ApiClient:
-        return ApiClient(Target(self.url, self.token if token is None else token, "test"))
+        return ApiClient(Target(self.url, self.token if token is None else token, "test", self.ca_file))
 
     def query(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         async def run() -> list[asyncpg.Record]:
@@ -199,9 +210,19 @@ class ApiCluster:
 UNGUARDED = {"PORPOISE_MASTER_MAX_CPU_LOAD_AVG": "100000", "PORPOISE_WORKER_MAX_CPU_LOAD_AVG": "100000"}
 
 
-@pytest.fixture(scope="session")
-def api_cluster(workdir: Path, pg_server: PostgresServer, etcd_server: EtcdServer) -> Iterator[ApiCluster]:
-    """Shared by the API, CLI and example tests (each uses workflow names of its own)."""
+@contextlib.contextmanager
+def launch_api_cluster(
+    workdir: Path,
+    pg_server: PostgresServer,
+    etcd_endpoint: str,
+    worker: bool = True,
+    tls: bool = tls_mod.ENABLED,
+    **env: str,
+) -> Iterator[ApiCluster]:
+    """A master, a worker (unless ``worker`` is false: ``ApiCluster.worker`` is then None) and an API on a new
+    database, with a keyring file in its own directory; with ``tls``, mutual TLS between the nodes and HTTPS
+    for the API (certificates of the test cluster CA, tests/tls.py). ``env``: more environment for every node."""
+    name = f"api_{uuid.uuid4().hex[:8]}"
 
     async def prepare() -> tuple[str, str]:
         _, dsn = await databases.create_migrated(pg_server, "api")
@@ -217,40 +238,56 @@ def api_cluster(workdir: Path, pg_server: PostgresServer, etcd_server: EtcdServe
     root = f"/api-{uuid.uuid4().hex[:8]}"
     work = workdir / name
     nodes: list[NodeProc] = []
+    key_file = ensure_key_file(work / "secrets.key")  # as standalone does in its run dir
+    tls_env = {**tls_mod.rpc_env(), **tls_mod.api_env()} if tls else {}
+    # the API tests are about the API, not load: a machine shared with other suites must not make the master
+    # refuse commands (the overload guard has tests of its own), as in tests/hosts.py
+    env = {**UNGUARDED, **env}
+    ca_file = tls_mod.node_files().ca if tls else ""
 
     def start(role: str, overrides: list[str]) -> NodeProc:
-        # the load guard off: these tests share the machine with other suites, and a master above its load
-        # limit holds every command back (tests/test_worker.py and the chaos suite exercise the guard)
-        env = node_env(etcd_server.endpoint, root, 3, PORPOISE_DATABASE_DSN=dsn, **UNGUARDED)
-        node = NodeProc(role, env, workdir / "logs", f"{name}-{role}", overrides)
+        node_vars = node_env(
+            etcd_endpoint, root, 3, PORPOISE_DATABASE_DSN=dsn, PORPOISE_SECRETS_KEY_FILE=str(key_file), **tls_env, **env
+        )
+        node = NodeProc(role, node_vars, workdir / "logs", f"{name}-{role}", overrides)
         nodes.append(node)
         return node.start()
 
     try:
         master = start("master", [])
-        worker = start(
-            "worker",
-            [f"worker.log_dir={work / 'logs'}", f"worker.exec_dir={work / 'exec'}",
-             # the example's quality check imports pyarrow; its SQL task loads from the test's tmp_path
-             f"worker.python_interpreter={sys.executable}", f"worker.sql_load_dirs=[{tempfile.gettempdir()}]"],
-        )  # fmt: skip
+        worker_overrides = [
+            f"worker.log_dir={work / 'logs'}",
+            f"worker.exec_dir={work / 'exec'}",
+            # the example's quality check imports pyarrow; its SQL task loads from the test's tmp_path
+            f"worker.python_interpreter={sys.executable}",
+            f"worker.sql_load_dirs=[{tempfile.gettempdir()}]",
+        ]
+        runner = start("worker", worker_overrides) if worker else None
         api = start(
             "api",
             ["api.token_cache_seconds=0", "api.alert_retry_seconds=0.2", "api.alert_poll_interval=0.1",
              "api.alert_timeout=2", "api.alert_webhook_allow=[127.0.0.0/8]"],
         )  # fmt: skip
-        wait_sync(lambda: _cluster_seen(api, token), 30, what="api sees the cluster")
-        yield ApiCluster(dsn, f"http://{api.address}", token, root, api, master, worker, work)
+        cluster = ApiCluster(dsn, api.url, token, root, api, master, runner, work, key_file, ca_file)  # type: ignore[arg-type]
+        wait_sync(lambda: _cluster_seen(cluster, worker), 30, what="api sees the cluster")
+        yield cluster
     finally:
         for node in reversed(nodes):
             node.stop()
 
 
-def _cluster_seen(api: NodeProc, token: str) -> bool:
+@pytest.fixture(scope="session")
+def api_cluster(workdir: Path, pg_server: PostgresServer, etcd_server: EtcdServer) -> Iterator[ApiCluster]:
+    """Shared by the API, CLI and example tests (each uses workflow names of its own)."""
+    with launch_api_cluster(workdir, pg_server, etcd_server.endpoint) as cluster:
+        yield cluster
+
+
+def _cluster_seen(cluster: ApiCluster, worker: bool = True) -> bool:
     from engine.cli.client import ApiClientError
 
     try:
-        data = ApiClient(Target(f"http://{api.address}", token, "test")).get("/api/v1/cluster")
+        data = cluster.client().get("/api/v1/cluster")
     except ApiClientError:
         return False
-    return bool(data["masters"]) and bool(data["workers"])
+    return bool(data["masters"]) and (bool(data["workers"]) or not worker)

@@ -18,9 +18,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from engine.infra.ports import free_port
 from engine.infra.process import ManagedProcess, in_netns
+from engine.secretbox import new_key_line
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_SECRET = "test-secret-0123456789"
+#: the keyring sealing stored credentials in tests (one random key per test session)
+TEST_KEYS = new_key_line("test")
 
 
 async def eventually(predicate: Callable[[], Any], timeout: float, what: str = "condition", interval: float = 0.02):
@@ -48,10 +51,11 @@ def wait_sync(predicate: Callable[[], Any], timeout: float, what: str = "conditi
         time.sleep(interval)
 
 
-def scrape(address: str, timeout: float = 5.0) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """A node's /metrics, parsed by prometheus_client: (sample name, labels) -> value."""
-    with urllib.request.urlopen(f"http://{address}/metrics", timeout=timeout) as resp:
-        text = resp.read().decode()
+def scrape(target: str, timeout: float = 5.0) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """A node's /metrics (``target``: its base URL, or host:port for plain HTTP), parsed by prometheus_client:
+    (sample name, labels) -> value."""
+    base = target if "://" in target else f"http://{target}"
+    text = http_text(f"{base}/metrics", timeout)
     return {
         (sample.name, frozenset(sample.labels.items())): sample.value
         for family in text_string_to_metric_families(text)
@@ -59,14 +63,40 @@ def scrape(address: str, timeout: float = 5.0) -> dict[tuple[str, frozenset[tupl
     }
 
 
-def metric(address: str, name: str, **labels: str) -> float | None:
+def metric(target: str, name: str, **labels: str) -> float | None:
     """One sample of a node's /metrics (None: not exposed)."""
-    return scrape(address).get((name, frozenset(labels.items())))
+    return scrape(target).get((name, frozenset(labels.items())))
 
 
-def http_json(url: str, timeout: float = 2.0) -> tuple[int, Any]:
+def rpc_client(timeout: float = 5.0) -> Any:
+    """An RPC client for a test playing a node: signed with the test secret, over mutual TLS when the suite runs
+    with TLS."""
+    from rpc import RpcClient
+    from tests import tls
+
+    return RpcClient(TEST_SECRET, timeout, ssl=tls.client_ssl())
+
+
+def http_text(url: str, timeout: float = 5.0) -> str:
+    """GET a text answer (an https:// URL checked against the test CA)."""
+    context = None
+    if url.startswith("https://"):
+        from tests import tls
+
+        context = tls.trusting()
+    with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
+        return str(resp.read().decode())
+
+
+def http_json(url: str, timeout: float = 2.0, ca_file: str | None = None) -> tuple[int, Any]:
+    """GET a JSON answer; an https:// URL's certificate is checked against ``ca_file`` (default: the test CA)."""
+    context = None
+    if url.startswith("https://"):
+        from tests import tls
+
+        context = tls.trusting(ca_file)
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"null")
@@ -101,6 +131,10 @@ class NodeProc:
         argv = in_netns(netns, argv)
         self.proc = ManagedProcess(name, argv, log_dir / f"{name}.log", env=env, cwd=cwd)
         self.address = f"{host}:{self.port}"
+        #: how this node's listener is reached: the API's by its own TLS keys, the others' by the RPC's
+        tls_key = "PORPOISE_API_TLS_CERT" if role == "api" else "PORPOISE_RPC_TLS_CERT"
+        self.scheme = "https" if env.get(tls_key) else "http"
+        self.url = f"{self.scheme}://{self.address}"
 
     def start(self, timeout: float = 30) -> NodeProc:
         self.proc.start()
@@ -111,7 +145,7 @@ class NodeProc:
         if self.proc.exited() is not None:
             raise AssertionError(f"{self.role} exited with {self.proc.exited()}:\n{self.proc.tail(40)}")
         try:
-            return http_json(f"http://{self.address}/ready")
+            return http_json(f"{self.url}/ready")
         except OSError:
             return 0, None
 
@@ -145,9 +179,18 @@ def node_env(endpoint: str, root: str, ttl: float = 2, **extra: str) -> dict[str
             # tests run as root: the default tenant is the worker's own user, refused unless allowed
             # (tests/test_tenants_e2e.py starts workers without it)
             "PORPOISE_WORKER_ALLOW_ROOT_TENANT": "true",
+            "PORPOISE_SECRETS_KEYS": TEST_KEYS,
             "PYTHONUNBUFFERED": "1",
         }
     )
+    if os.environ.get("PORPOISE_TEST_IGNORE_LOAD"):
+        # a machine shared with other suites: the overload guard (tested on its own) must not hold the nodes
+        env.update({"PORPOISE_MASTER_MAX_CPU_LOAD_AVG": "1000", "PORPOISE_WORKER_MAX_CPU_LOAD_AVG": "1000"})
+    from tests import tls
+
+    if tls.ENABLED:
+        env.update(tls.rpc_env())
+        env.update(tls.registry_env())
     env.update(extra)
     return env
 

@@ -273,7 +273,7 @@ class HostCluster:
                 self.start_node("master", name)
                 self.start_node("worker", name)
             if self.want_api:
-                self.api = self._node("api", "db", [])
+                self.api = self._node("api", "db", ["api.allow_plain_http=true"])  # private test network
         except BaseException:
             self.down()
             raise

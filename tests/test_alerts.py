@@ -139,6 +139,10 @@ def test_a_failure_alert_reaches_webhook_and_mail_with_a_retry_and_no_duplicate(
     assert mail["To"] == "oncall@example.com" and "failed" in mail["Subject"]
     shown = json.dumps(c.client().get(f"/api/v1/alert-groups/{group}"))
     assert SMTP_PASSWORD not in shown and HOOK_TOKEN not in shown and url not in shown
+    stored = json.dumps(
+        [r["params"] for r in c.query("SELECT params FROM alert_sender WHERE alert_group_id = $1", group)]
+    )
+    assert SMTP_PASSWORD not in stored and HOOK_TOKEN not in stored and "pps1:" in stored  # sealed at rest
     log_text = c.api.proc.log_path.read_text()
     assert "alert not delivered" in log_text  # the first webhook attempt was logged ...
     assert SMTP_PASSWORD not in log_text and HOOK_TOKEN not in log_text  # ... without a secret

@@ -108,3 +108,16 @@ def test_database_url() -> None:
     assert cfg.database.url() == "postgresql://porpoise:pw@127.0.0.1:6543/porpoise"
     cfg = config_mod.load(environ={"PORPOISE_DATABASE_DSN": "postgresql://x@h/db"})
     assert cfg.database.url() == "postgresql://x@h/db"
+
+
+def test_database_sslmode_goes_into_the_dsn() -> None:
+    cfg = config_mod.load(
+        environ={"PORPOISE_DATABASE_SSLMODE": "verify-full", "PORPOISE_DATABASE_SSLROOTCERT": "/etc/ca.pem"}
+    )
+    assert cfg.database.url().endswith("/porpoise?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem")
+    cfg = config_mod.load(
+        environ={"PORPOISE_DATABASE_DSN": "postgresql://x@h/db?sslmode=disable", "PORPOISE_DATABASE_SSLMODE": "require"}
+    )
+    assert cfg.database.url() == "postgresql://x@h/db?sslmode=disable"  # the DSN's own wins
+    with pytest.raises(ConfigError, match=r"database\.sslrootcert"):
+        config_mod.load(environ={"PORPOISE_DATABASE_SSLMODE": "verify-ca"})

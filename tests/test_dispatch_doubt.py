@@ -44,7 +44,7 @@ def _worker(node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, 
 
 
 async def _counter(master: NodeProc, name: str) -> int:
-    return int(await asyncio.to_thread(metric, master.address, f"porpoise_master_{name}_total") or 0)
+    return int(await asyncio.to_thread(metric, master.url, f"porpoise_master_{name}_total") or 0)
 
 
 async def _health(node: NodeProc) -> dict:  # type: ignore[type-arg]

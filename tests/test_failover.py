@@ -19,10 +19,9 @@ from engine.infra.etcd import EtcdServer
 from engine.node import EXIT_LEASE_LOST
 from engine.workflows.model import TaskDef
 from registry import EtcdClient
-from rpc import RpcClient
 from rpc.messages import HostUpdate, HostUpdateReply, TaskDispatch, TaskKill
 from tests.cluster_harness import command, instance_for, query, save, shell, started, tasks_of
-from tests.helpers import TEST_SECRET, NodeProc, eventually
+from tests.helpers import NodeProc, eventually, rpc_client
 from tests.task_watch import WATCH_PREAMBLE, TaskWatcher
 from tests.worker_harness import ReportSink, dispatch, task
 
@@ -193,7 +192,7 @@ async def test_a_worker_refuses_dispatches_from_an_owner_older_than_one_it_knows
     node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str
 ) -> None:
     worker = node_factory("worker", etcd_server.endpoint, etcd_root, 3, PORPOISE_DATABASE_DSN=fresh_db)
-    client = RpcClient(TEST_SECRET)
+    client = rpc_client()
     try:
         reply = await client.call(worker.address, HostUpdate(424242, "127.0.0.1:1", epoch=10), HostUpdateReply)
         assert isinstance(reply, HostUpdateReply) and reply.known == []
@@ -266,7 +265,7 @@ async def test_a_worker_refuses_kills_from_an_older_owner(
         "worker", etcd_server.endpoint, etcd_root, 3,
         overrides=[f"worker.log_dir={tmp_path / 'logs'}", f"worker.exec_dir={tmp_path / 'exec'}"],
     )  # fmt: skip
-    client = RpcClient(TEST_SECRET)
+    client = rpc_client()
     try:
         msg = task("SHELL", {"rawScript": "sleep 1000"}, sink.address)
         msg = dataclasses.replace(msg, epoch=5)

@@ -103,7 +103,8 @@ def test_cluster_start_status_stop(workdir: Path) -> None:
         masters = [r for r in records if r.name.startswith("master")]
 
         def slots_settled() -> bool:
-            bodies = [http_json(f"http://127.0.0.1:{m.extra['port']}/health")[1] for m in masters]
+            ca = str(run_dir / "tls" / "ca.pem")  # the launcher's own CA: the nodes speak mutual TLS
+            bodies = [http_json(f"https://127.0.0.1:{m.extra['port']}/health", ca_file=ca)[1] for m in masters]
             return sorted((b["slot"]["index"], b["slot"]["count"]) for b in bodies) == [
                 (0, 3),
                 (1, 3),

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from engine.infra.etcd import EtcdServer
-from rpc import RpcClient
 from rpc.messages import WorkflowControl
 from tests.cluster_harness import command, instance_for, query, save, shell, started, tasks_of
-from tests.helpers import TEST_SECRET, NodeProc, eventually, metric, scrape
+from tests.helpers import NodeProc, eventually, metric, rpc_client, scrape
 
 SUCCESS, FAILURE, STOP = 7, 6, 5
 
@@ -116,7 +115,7 @@ async def test_stop_kills_the_running_task_and_ends_stop(cluster, fresh_db: str)
         return bool(rows) and rows[0]["state"] == 1
 
     await eventually(running, 20, "task running")
-    client = RpcClient(TEST_SECRET)
+    client = rpc_client()
     reply = await client.call(masters[0].address, WorkflowControl(wi["id"], "stop"))
     await client.close()
     assert reply == {"accepted": True}
@@ -131,7 +130,7 @@ async def test_metrics_endpoint(cluster, fresh_db: str) -> None:  # type: ignore
     code = await save(fresh_db, "metered", [shell("t", "true")])
     (cid,) = await command(fresh_db, code)
     await instance_for(fresh_db, cid)
-    seen = await asyncio.to_thread(scrape, masters[0].address)
+    seen = await asyncio.to_thread(scrape, masters[0].url)
     assert seen[("porpoise_master_commands_claimed_total", frozenset())] == 1
     assert seen[("porpoise_master_instances_finished", frozenset({("state", "SUCCESS")}))] == 1
     assert seen[("porpoise_master_actors", frozenset())] == 0
@@ -151,7 +150,7 @@ async def test_dispatches_and_reports_due_together_travel_in_one_call(cluster, f
     assert wi["state"] == 7
     rows = await tasks_of(fresh_db, wi["id"])
     assert len(rows) == 60 and all(r["state"] == 7 and r["pid"] and r["host"] for r in rows)
-    seen = await asyncio.to_thread(scrape, masters[0].address)
+    seen = await asyncio.to_thread(scrape, masters[0].url)
 
     def total(name: str) -> float:
         return seen[(f"porpoise_master_{name}_total", frozenset())]
@@ -182,7 +181,7 @@ async def test_a_full_worker_is_not_sent_what_it_would_refuse(
         running += step
         peak = max(peak, running)
     assert peak <= 2
-    refusals = await asyncio.to_thread(metric, masters[0].address, "porpoise_master_dispatch_refusals_total")
+    refusals = await asyncio.to_thread(metric, masters[0].url, "porpoise_master_dispatch_refusals_total")
     # only the probes of a worker thought full may be refused (one per retry period at most)
     assert refusals is not None and refusals <= 5
 
@@ -276,7 +275,7 @@ async def test_cache_expire_makes_a_taken_offline_definition_refuse_commands(clu
     conn = await asyncpg.connect(fresh_db)
     await set_release(conn, code, online=False)
     await conn.close()
-    client = RpcClient(TEST_SECRET)
+    client = rpc_client()
     assert await client.call(masters[0].address, CacheExpire(code)) == {"ok": True}
     await client.close()
     (second,) = await command(fresh_db, code)
@@ -300,7 +299,7 @@ async def test_overloaded_master_claims_nothing_and_counts_it(
     await command(fresh_db, code, 5)
 
     def overload_events() -> float:
-        return metric(master.address, "porpoise_master_overload_events_total") or 0
+        return metric(master.url, "porpoise_master_overload_events_total") or 0
 
     await eventually(lambda: overload_events() >= 1, 15, "an overload event")
     assert len(await query(fresh_db, "SELECT 1 FROM command")) == 5

@@ -79,13 +79,12 @@ def test_every_node_serves_health_ready_and_metrics(api_cluster: ApiCluster) -> 
     name = _name("metered")
     code = client.post("/api/v1/workflows", shell_doc(name), release=True)["code"]
     assert wait_final(api_cluster, start(api_cluster, code))["state"] == "SUCCESS"
-    api_address = api_cluster.url.removeprefix("http://")
-    nodes = {"master": api_cluster.master.address, "worker": api_cluster.worker.address, "api": api_address}
+    nodes = {"master": api_cluster.master.url, "worker": api_cluster.worker.url, "api": api_cluster.url}
     documented = _documented()
     for role, address in nodes.items():
-        status, body = http_json(f"http://{address}/health")
+        status, body = http_json(f"{address}/health")
         assert status == 200 and body["role"] == role
-        status, body = http_json(f"http://{address}/ready")
+        status, body = http_json(f"{address}/ready")
         assert status == 200 and body["ready"] is True, (role, body)
         if role != "worker":
             assert body["database"] is True

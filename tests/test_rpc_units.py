@@ -74,6 +74,27 @@ def test_malformed_headers() -> None:
     assert "malformed" in auth.verify("s", "m", b"", "t=abc,v1=", 60)
 
 
+def test_the_nonce_is_signed_and_a_replay_within_the_window_is_refused() -> None:
+    body = b'{"x":1}'
+    header = auth.sign("s3cret", "m", body, now=1000)
+    nonce = dict(p.split("=", 1) for p in header.split(","))["n"]
+    other = header.replace(f"n={nonce}", "n=" + "0" * len(nonce))
+    assert auth.verify("s3cret", "m", body, other, 60, now=1000) == "bad signature"  # the nonce is under the MAC
+    assert "malformed" in auth.verify("s3cret", "m", body, header.replace(f"n={nonce},", ""), 60, now=1000)
+    guard = auth.ReplayGuard(max_skew=60)
+    assert auth.verify("s3cret", "m", body, header, 60, now=1000, replay=guard) == ""
+    assert "replayed" in auth.verify("s3cret", "m", body, header, 60, now=1001, replay=guard)
+    fresh = auth.sign("s3cret", "m", body, now=1000)
+    assert auth.verify("s3cret", "m", body, fresh, 60, now=1000, replay=guard) == ""
+
+
+def test_the_replay_guard_forgets_a_nonce_once_its_timestamp_is_out_of_the_window() -> None:
+    guard = auth.ReplayGuard(max_skew=60)
+    assert guard.first_use("abc", now=0) and guard.first_use("def", now=10)
+    assert not guard.first_use("abc", now=119.9)
+    assert guard.first_use("abc", now=120.1) and len(guard) == 2  # "abc" again, "def"
+
+
 def test_every_request_message_has_a_method() -> None:
     from rpc import messages
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import asyncpg
 import pytest
-from engine.client import ApiClient, Target
 
 from engine.api.tokens import create_token, ensure_user
+from engine.cli.client import ApiClient, Target
 from engine.infra.etcd import EtcdServer
 from tests.cluster_harness import command, max_overlap, query, save, shell
 from tests.cluster_harness import started_unguarded as started

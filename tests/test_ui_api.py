@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine.client import ApiClientError
 
+from engine.cli.client import ApiClientError
 from tests.conftest import ApiCluster
 from tests.helpers import start_workflow, wait_sync
 

@@ -18,6 +18,7 @@ from aiohttp import web
 from engine.infra.ports import free_port
 from rpc import RpcClient, RpcServer
 from rpc.messages import TaskDispatch, TaskResult, TaskRunning
+from tests import tls
 from tests.helpers import TEST_SECRET, eventually
 
 _ids = itertools.count(1000)
@@ -41,12 +42,13 @@ class ReportSink:
                 " state text, body jsonb, PRIMARY KEY (task_instance_id, attempt, kind))"
             )
         app = web.Application()
-        server = RpcServer(app, TEST_SECRET)
+        server_tls = tls.server_ssl()  # a master's listener: mutual TLS when the suite runs with TLS
+        server = RpcServer(app, TEST_SECRET, require_client_cert=server_tls is not None)
         server.register(TaskRunning, self._running)
         server.register(TaskResult, self._result)
         self.runner = web.AppRunner(app)
         await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port, ssl_context=server_tls).start()
         return self
 
     async def stop(self) -> None:

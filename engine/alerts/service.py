@@ -19,7 +19,8 @@ import asyncpg
 from engine import logs
 from engine.aio import BackgroundService
 from engine.alerts.netguard import AddressPolicy
-from engine.alerts.senders import SendError, plugins, redact
+from engine.alerts.senders import SECRET_KEYS, SendError, plugins, redact
+from engine.secretbox import Keyring, SecretError, open_params
 from engine.storage.failures import DB_FAILURES
 
 log = logs.get(__name__)
@@ -50,10 +51,13 @@ class AlertService(BackgroundService):
         retry_seconds: float,
         timeout: float,
         guard: AddressPolicy | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
         self.pool = pool
         #: where webhook senders may connect (api.alert_webhook_allow / deny)
         self.guard = guard or AddressPolicy()
+        #: opens the senders' sealed secrets just before a delivery
+        self.keyring = keyring or Keyring([])
         self.interval = interval
         self.max_attempts = max_attempts
         self.retry_seconds = retry_seconds
@@ -104,6 +108,10 @@ class AlertService(BackgroundService):
             try:
                 if cls is None:
                     raise SendError(f"unknown sender type {sender['plugin_type']}")
+                try:
+                    params = open_params(self.keyring, params, SECRET_KEYS, "alert_sender")
+                except SecretError as exc:
+                    raise SendError(str(exc)) from None
                 await cls(self.guard).send(payload, params, self.timeout)
                 delivered.append(sender["id"])
             except SendError as exc:

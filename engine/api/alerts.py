@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.alerts.senders import masked, validate
+from engine.alerts.senders import SECRET_KEYS, masked, validate
 from engine.alerts.service import ALERT_TYPES
 from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page, select_page
+from engine.secretbox import SecretError, seal_params
 from engine.tasks.base import ParamError
 
 STATUS = ("WAIT_EXECUTION", "EXECUTION_SUCCESS", "EXECUTION_FAILURE", "EXECUTION_PARTIAL_SUCCESS")
@@ -72,6 +73,10 @@ async def create_group(api: Any, call: Call) -> dict[str, Any]:
         except ParamError as exc:
             field = "type" if exc.field == "type" else f"params.{exc.field}"
             raise ApiError(400, exc.reason, f"senders[{i}].{field}") from None
+    try:
+        sealed = [seal_params(api.keyring, s["params"], SECRET_KEYS, "alert_sender") for s in senders]
+    except SecretError as exc:
+        raise ApiError(503, str(exc), "senders") from None
     async with api.db.acquire() as conn, conn.transaction():
         if await conn.fetchval("SELECT 1 FROM alert_group WHERE group_name = $1", body["name"]):
             raise ApiError(409, f"alert group {body['name']!r} exists", "name")
@@ -81,13 +86,13 @@ async def create_group(api: Any, call: Call) -> dict[str, Any]:
             body.get("description"),
             call.user_id,
         )
-        for sender in senders:
+        for sender, params in zip(senders, sealed, strict=True):
             await conn.execute(
                 "INSERT INTO alert_sender (alert_group_id, plugin_type, name, params) VALUES ($1, $2, $3, $4::jsonb)",
                 group_id,
                 sender["type"],
                 sender["name"],
-                json.dumps(sender["params"]),
+                json.dumps(params),
             )
     return await _group(api, group_id)
 

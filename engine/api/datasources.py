@@ -1,5 +1,6 @@
-"""Data sources SQL tasks name (PostgreSQL). Passwords are stored, never returned: shown as ``***``, and a PUT
-that sends ``***`` back keeps the stored one (an edit form that never saw it)."""
+"""Data sources SQL tasks name (PostgreSQL). Passwords and DSNs are sealed with the secrets keyring before
+they are stored (engine/secretbox.py) and never returned: shown as ``***``, and a PUT that sends ``***``
+back keeps the stored one (an edit form that never saw it)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ from typing import Any
 
 from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Route, not_found, page, select_page
+from engine.secretbox import DATASOURCE_SECRETS, MASK, SecretError, seal_params
 
-_SECRET_KEYS = ("password", "dsn")
-#: what a secret is shown as; sent back in a PUT, it keeps the stored secret
-MASK = "***"
+_SECRET_KEYS = DATASOURCE_SECRETS
 _PARAMS = {
     "type": "object",
     "additionalProperties": False,
@@ -65,6 +65,10 @@ async def _kept_secrets(api: Any, name: str, params: dict[str, Any]) -> dict[str
 
 async def put_source(api: Any, call: Call) -> dict[str, Any]:
     params = await _kept_secrets(api, call.path["name"], call.body["params"])
+    try:
+        params = seal_params(api.keyring, params, DATASOURCE_SECRETS, "datasource")
+    except SecretError as exc:
+        raise ApiError(503, str(exc), "params") from None
     row = await api.db.fetchrow(
         "INSERT INTO datasource (name, type, connection_params, note, user_id) VALUES ($1, $2, $3::jsonb, $4, $5)"
         " ON CONFLICT (name) DO UPDATE SET type = EXCLUDED.type, connection_params = EXCLUDED.connection_params,"

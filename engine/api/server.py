@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import ssl
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -59,15 +60,17 @@ from engine.api.routing import (
     errors_middleware,
     json_response,
 )
-from engine.config import Config
+from engine.config import Config, is_loopback
 from engine.errors import ConfigError, PorpoiseError
 from engine.metrics import CONTENT_TYPE, NodeMetrics
 from engine.node import exit_code, parse_args
+from engine.secretbox import Keyring
 from engine.storage.pool import connect_pool, database_reachable
-from registry import EtcdClient, MembershipView, RegistryUnavailable
+from registry import EtcdAccess, EtcdClient, MembershipView, RegistryUnavailable
 from rpc import RpcClient
 from rpc.errors import RpcError
 from rpc.messages import CacheExpire
+from rpc.tls import TlsFiles, client_context
 
 log = logs.get(__name__)
 
@@ -113,11 +116,19 @@ class ApiServer:
         self.cfg = cfg
         self.pool: asyncpg.Pool | None = None
         self.metrics = NodeMetrics("api")
-        #: open live-event streams (their requests last as long as the browser tab)
+        #: open event streams (their requests last as long as the browser tab)
         self.streams = 0
         self.metrics.gauge("event_streams", lambda: self.streams)
-        self.rpc = RpcClient(cfg.rpc.secret, cfg.rpc.timeout, observe=self.metrics.rpc_latency)
-        self.etcd = EtcdClient(cfg.registry.endpoints, cfg.registry.request_timeout)
+        tls = TlsFiles.of(cfg.rpc)
+        self.rpc = RpcClient(
+            cfg.rpc.secret,
+            cfg.rpc.timeout,
+            ssl=client_context(tls) if tls else None,
+            observe=self.metrics.rpc_latency,
+        )
+        #: seals data source and alert sender secrets before they are stored; opens them to deliver alerts
+        self.keyring = Keyring.from_config(cfg.secrets)
+        self.etcd = EtcdClient(cfg.registry.endpoints, cfg.registry.request_timeout, EtcdAccess.of(cfg.registry))
         self.membership = MembershipView(self.etcd, cfg.registry.root)
         self._membership_task: asyncio.Task[None] | None = None
         self.alerts: AlertService | None = None
@@ -333,17 +344,33 @@ class ApiServer:
                 api.alert_retry_seconds,
                 api.alert_timeout,
                 guard,
+                self.keyring,
             )
             self.alerts.start()
         self.live.start()
         self.metrics.start_lag_probe()
         self.runner = web.AppRunner(self.app, access_log=None)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, api.listen_host, api.listen_port)
+        ssl_context = None
+        if api.tls_cert:
+            ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ssl_context.minimum_version = ssl.TLSVersion.TLSv1_2
+            try:
+                ssl_context.load_cert_chain(api.tls_cert, api.tls_key)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(f"api.tls_cert / api.tls_key: {exc}") from exc
+        site = web.TCPSite(self.runner, api.listen_host, api.listen_port, ssl_context=ssl_context)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self.address = f"{api.listen_host}:{port}"
-        log.info("api started", address=self.address)
+        if ssl_context is None:
+            log.warning(
+                "the API serves plain HTTP: tokens and passwords cross the network in clear (set api.tls_cert and"
+                " api.tls_key)",
+                address=self.address,
+                loopback=is_loopback(api.listen_host),
+            )
+        log.info("api started", address=self.address, https=ssl_context is not None)
 
     async def close(self) -> None:
         await self.live.close()  # ends the event streams, so the runner's cleanup does not wait for them

@@ -4,15 +4,19 @@ Where the API is and which token to send, first found wins:
 
 1. ``--api URL`` / ``--token TOKEN`` on the command line;
 2. ``PORPOISE_URL`` / ``PORPOISE_TOKEN`` in the environment;
-3. a client file ``{"api_url": ..., "token": ...}``: ``PORPOISE_CLIENT_CONFIG``, else the first that
-   exists of ``.run/standalone/client.json`` under the current directory (what ``make run`` writes),
-   ``.run/cluster/client.json`` (what ``make cluster`` writes) and ``~/.config/porpoise/client.json``.
+3. a client file ``{"api_url": ..., "token": ..., "ca_file": ...}``: ``PORPOISE_CLIENT_CONFIG``, else the
+   first that exists of ``.run/standalone/client.json`` under the current directory (what ``make run``
+   writes), ``.run/cluster/client.json`` (what ``make cluster`` writes) and ``~/.config/porpoise/client.json``.
+
+An ``https://`` API's certificate is always verified: against ``ca_file`` (``--ca-file``, ``PORPOISE_CA_FILE``
+or the client file's), else the system's trusted CAs.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -46,19 +50,23 @@ class Target:
     url: str
     token: str
     source: str
+    #: PEM file of the CA that signed an https:// API's certificate ("": the system's trusted CAs)
+    ca_file: str = ""
 
 
-def write_client_file(path: Path, url: str, token: str) -> None:
+def write_client_file(path: Path, url: str, token: str, ca_file: str = "") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"api_url": url, "token": token}, indent=2) + "\n")
+    data = {"api_url": url, "token": token, **({"ca_file": ca_file} if ca_file else {})}
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
     os.chmod(tmp, 0o600)
     tmp.replace(path)
 
 
-def discover(url: str | None = None, token: str | None = None) -> Target:
+def discover(url: str | None = None, token: str | None = None, ca_file: str | None = None) -> Target:
     url = url or os.environ.get("PORPOISE_URL")
     token = token or os.environ.get("PORPOISE_TOKEN")
+    ca_file = ca_file or os.environ.get("PORPOISE_CA_FILE")
     source = "command line / environment"
     if not (url and token):
         explicit = os.environ.get("PORPOISE_CLIENT_CONFIG")
@@ -72,6 +80,7 @@ def discover(url: str | None = None, token: str | None = None) -> Target:
                 raise ApiClientError(f"cannot read client file {path}: {exc}") from exc
             url = url or data.get("api_url")
             token = token or data.get("token")
+            ca_file = ca_file or data.get("ca_file")
             source = str(path)
             break
     if not url:
@@ -79,13 +88,19 @@ def discover(url: str | None = None, token: str | None = None) -> Target:
             "no API configured: start Porpoise with `make run` or `make cluster`, or set PORPOISE_URL and "
             "PORPOISE_TOKEN (or pass --api/--token)"
         )
-    return Target(url.rstrip("/"), token or "", source)
+    return Target(url.rstrip("/"), token or "", source, ca_file or "")
 
 
 class ApiClient:
     def __init__(self, target: Target, timeout: float = 30.0) -> None:
         self.target = target
         self.timeout = timeout
+        self._ssl: ssl.SSLContext | None = None
+        if target.url.startswith("https://"):
+            try:
+                self._ssl = ssl.create_default_context(cafile=target.ca_file or None)
+            except (OSError, ssl.SSLError) as exc:
+                raise ApiClientError(f"cannot read the API's CA file {target.ca_file}: {exc}") from None
 
     def request(self, method: str, path: str, body: Any = None, query: dict[str, Any] | None = None) -> Any:
         url = self.target.url + path
@@ -102,7 +117,7 @@ class ApiClient:
         if self.target.token:
             req.add_header("Authorization", f"Bearer {self.target.token}")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as resp:
                 raw = resp.read()
                 if resp.headers.get_content_type() != "application/json":
                     return raw.decode(errors="replace")

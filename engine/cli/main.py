@@ -15,6 +15,7 @@
     porpoise db init|upgrade|version                    the schema, as its owner (engine/cli/db.py)
     porpoise user create|list|disable|enable|delete|passwd   users (create --admin --dsn: the first admin)
     porpoise token create|list|revoke                   API tokens
+    porpoise secrets init|encrypt-all|rotate-key|prune-keys   the keyring sealing stored credentials
 
 The API commands find the server and token as engine/cli/client.py describes (``make run`` writes them).
 
@@ -69,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
         help="Spark for SPARK tasks: local (default), cluster (a standalone Spark cluster on loopback), connect "
         "(a Spark Connect server); combine with commas",
     )
+    sa.add_argument("--secure-etcd", action="store_true", help="etcd with client TLS and auth (standalone.secure_etcd)")
 
     from engine.cli import remote as cli_remote
 
@@ -79,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     from engine.cli import tenants as cli_tenants
 
     cli_tenants.add_parsers(sub, common)
+    from engine.cli import secrets as cli_secrets
+
+    cli_secrets.add_parsers(sub, common)
 
     cl = sub.add_parser("cluster", help="live nodes (no action), or a local multi-process cluster")
     cl.add_argument("--api", help="API URL")
@@ -123,6 +128,8 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
     if args.command == "standalone":
         from engine import standalone
 
+        if args.secure_etcd:
+            cfg = cfg.replace(standalone={"secure_etcd": True})
         return standalone.run(cfg, Path(args.run_dir or cfg.standalone.run_dir), example=args.example, spark=args.spark)
     if args.command in ("user", "token"):
         from engine.cli import users as cli_users
@@ -132,6 +139,10 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
         from engine.cli import tenants as cli_tenants
 
         return cli_tenants.run(args)
+    if args.command == "secrets":
+        from engine.cli import secrets as cli_secrets
+
+        return cli_secrets.run(args, cfg)
     if args.command in REMOTE or (args.command == "cluster" and args.action is None):
         from engine.cli import remote as cli_remote
 

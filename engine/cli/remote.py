@@ -49,6 +49,7 @@ CLAIM_WAIT_SECONDS = 30.0
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     conn = argparse.ArgumentParser(add_help=False, parents=[common])
     conn.add_argument("--api", help="API URL (default: PORPOISE_URL or the client file make run writes)")
+    conn.add_argument("--ca-file", help="CA of an https:// API (default: PORPOISE_CA_FILE or the client file)")
     conn.add_argument("--token", help="API token (default: PORPOISE_TOKEN or the client file)")
     conn.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -114,7 +115,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    client = ApiClient(discover(args.api, args.token))
+    client = ApiClient(discover(args.api, args.token, getattr(args, "ca_file", None)))
     # piped output (scripts, CI logs) is not squeezed to 80 columns
     out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     handler: Callable[[ApiClient, argparse.Namespace, Console], int] = _COMMANDS[args.command]

@@ -26,6 +26,7 @@ from engine.errors import PorpoiseError
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     conn = argparse.ArgumentParser(add_help=False, parents=[common])
     conn.add_argument("--api", help="API URL (default: PORPOISE_URL or the client file make run writes)")
+    conn.add_argument("--ca-file", help="CA of an https:// API (default: PORPOISE_CA_FILE or the client file)")
     conn.add_argument("--token", help="API token (default: PORPOISE_TOKEN or the client file)")
     conn.add_argument("--json", action="store_true", help="machine-readable output")
     stdin = "read the password(s) from standard input, one a line, instead of prompting"
@@ -80,7 +81,7 @@ def _show(data: Any, args: argparse.Namespace, text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.command == "user" and args.action == "create" and args.dsn:
         return _create_in_database(args)
-    client = ApiClient(discover(args.api, args.token))
+    client = ApiClient(discover(args.api, args.token, getattr(args, "ca_file", None)))
     return (_user if args.command == "user" else _token)(client, args)
 
 

@@ -112,9 +112,13 @@ class PostgresServer:
         host: str = "127.0.0.1",
         netns: str = "",
         clients: str = "",
+        ssl_files: tuple[str, str] | None = None,
     ) -> None:
         """``host``: the address it listens on and DSNs name; ``netns``: run it in that network
-        namespace; ``clients``: a CIDR allowed to connect besides loopback (password auth)."""
+        namespace; ``clients``: a CIDR allowed to connect besides loopback (password auth);
+        ``ssl_files``: (certificate, key) PEM files to serve TLS with (copied into the data directory's
+        parent, owned by the server's user, key mode 0600)."""
+        self.ssl_files = ssl_files
         self.requested_dir = base_dir
         self.port = port
         self.log_path = log_path
@@ -252,9 +256,24 @@ class PostgresServer:
         ]  # fmt: skip
         if not self.durable:
             args += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
+        if self.ssl_files is not None:
+            cert, key = self._tls_paths()
+            args += ["-c", "ssl=on", "-c", f"ssl_cert_file={cert}", "-c", f"ssl_key_file={key}"]
         if self.netns and self.user is not None:  # nsenter needs root; it becomes the user after entering
             return in_netns(self.netns, args, self.user.pw_uid, self.user.pw_gid)
         return in_netns(self.netns, args)
+
+    def _tls_paths(self) -> tuple[Path, Path]:
+        return self.base_dir / "server.crt", self.base_dir / "server.key"
+
+    def _install_tls(self) -> None:
+        """PostgreSQL reads its key only when its own user owns it with mode 0600: copy both files there."""
+        if self.ssl_files is None:
+            return
+        for source, target in zip(self.ssl_files, self._tls_paths(), strict=True):
+            shutil.copyfile(source, target)
+            self._own(target)
+            os.chmod(target, 0o600)
 
     def _allow_clients(self) -> None:
         """Let ``clients`` connect (initdb allows loopback only); once per cluster."""
@@ -267,6 +286,7 @@ class PostgresServer:
     def start(self, timeout: float = 60) -> ProcessRecord:
         created = self.ensure_initialized()
         self._allow_clients()
+        self._install_tls()
         self.proc = ManagedProcess(
             "postgres",
             self.argv(),

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import secrets
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -18,14 +19,20 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import asyncpg
+
 from engine import logs
 from engine.config import Config
 from engine.errors import InfraError
+from engine.infra.certs import CertDir
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import choose_port, free_port
 from engine.infra.postgres import RUNTIME_ROLE, PostgresServer
 from engine.infra.process import ManagedProcess, ProcessRecord, wait_until
+from engine.secretbox import Keyring, ensure_key_file
 from engine.storage.schema import upgrade
+from engine.storage.secret_rows import reseal_all
+from rpc.tls import TlsFiles
 
 log = logs.get(__name__)
 
@@ -35,8 +42,30 @@ log = logs.get(__name__)
 REGISTRY_TIMING = ("lease_ttl", "keepalive_interval", "heartbeat_interval", "request_timeout", "loop_stall_limit")
 
 
+#: the stack's nodes are on loopback: the names their certificates carry
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+#: the etcd user of the nodes (a secure etcd); its role may read and write only below registry.root
+ETCD_USER = "porpoise"
+
+
+def tls_env(files: TlsFiles | None) -> dict[str, str]:
+    """The environment handing a node its RPC TLS files."""
+    if files is None:
+        return {}
+    return {"PORPOISE_RPC_TLS_CA": files.ca, "PORPOISE_RPC_TLS_CERT": files.cert, "PORPOISE_RPC_TLS_KEY": files.key}
+
+
 def registry_timing_env(cfg: Config) -> dict[str, str]:
     return {f"PORPOISE_REGISTRY_{key.upper()}": str(getattr(cfg.registry, key)) for key in REGISTRY_TIMING}
+
+
+async def _reseal(dsn: str, keyring: Keyring) -> int:
+    """The upgrade step for secrets stored in plain text by an older version (idempotent)."""
+    conn = await asyncpg.connect(dsn, timeout=30)
+    try:
+        return sum(done.changed for done in (await reseal_all(conn, keyring)).values())
+    finally:
+        await conn.close()
 
 
 class Stack:
@@ -51,6 +80,10 @@ class Stack:
         self.nodes: list[ManagedProcess] = []
         #: processes this Stack object started (a failed start rolls back only these)
         self.started: list[ProcessRecord] = []
+        #: the RPC's mutual TLS: the configured files, else a CA and a node certificate made in the run dir
+        self.rpc_tls = TlsFiles.of(cfg.rpc)
+        #: the keyring sealing stored credentials: the configured one, else one made in the run dir
+        self.key_file = Path(cfg.secrets.key_file) if cfg.secrets.key_file else self.run_dir / "secrets.key"
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -110,9 +143,26 @@ class Stack:
             taken.add(ports[name])
         self._save()
         logs_dir = self.run_dir / "logs"
-        self.etcd = EtcdServer(self.run_dir / "etcd", ports["etcd_client"], ports["etcd_peer"], logs_dir / "etcd.log")
+        certs = CertDir(self.run_dir / "tls")
+        if self.rpc_tls is None:  # every node of this stack is on loopback and shares one certificate
+            issued = certs.issue("node", LOOPBACK)
+            self.rpc_tls = TlsFiles(str(issued.ca), str(issued.cert), str(issued.key))
+        etcd_tls = None
+        if sc.secure_etcd:  # client TLS with client certificates, and etcd auth
+            issued = certs.issue("etcd", LOOPBACK)
+            etcd_tls = TlsFiles(str(issued.ca), str(issued.cert), str(issued.key))
+            self.state.setdefault("etcd_root_password", secrets.token_urlsafe(24))
+            self.state.setdefault("etcd_password", secrets.token_urlsafe(24))
+        self.etcd = EtcdServer(
+            self.run_dir / "etcd", ports["etcd_client"], ports["etcd_peer"], logs_dir / "etcd.log", tls=etcd_tls
+        )
         self._remember(self.etcd.start(sc.start_timeout))
-        log.info("etcd ready", endpoint=self.etcd.endpoint)
+        if etcd_tls is not None:
+            self.etcd.enable_auth(
+                self.state["etcd_root_password"], ETCD_USER, self.state["etcd_password"], self.cfg.registry.root
+            )
+        self._save()
+        log.info("etcd ready", endpoint=self.etcd.endpoint, secure=etcd_tls is not None)
         self.postgres = PostgresServer(
             self.run_dir / "postgres",
             ports["postgres"],
@@ -128,6 +178,9 @@ class Stack:
         # the schema, as its owner, once, before any node starts (nodes only check the version)
         result = asyncio.run(upgrade(self.postgres.owner_dsn, RUNTIME_ROLE))
         log.info("schema ready", change=result.describe())
+        ensure_key_file(self.key_file)
+        resealed = asyncio.run(_reseal(self.postgres.dsn, Keyring.from_file(self.key_file)))
+        log.info("secrets sealed", key_file=str(self.key_file), resealed=resealed)
 
     def node_env(self) -> dict[str, str]:
         if self.etcd is None or self.postgres is None:
@@ -151,6 +204,9 @@ class Stack:
                 "PORPOISE_REGISTRY_ENDPOINTS": self.etcd.endpoint,
                 "PORPOISE_DATABASE_DSN": self.postgres.dsn,
                 "PORPOISE_RPC_SECRET": self.state["rpc_secret"],
+                "PORPOISE_SECRETS_KEY_FILE": str(self.key_file),
+                **tls_env(self.rpc_tls),
+                **self._etcd_env(),
                 "PORPOISE_LOGGING_FORMAT": "json",
                 "PORPOISE_LOGGING_LEVEL": self.cfg.logging.level,
                 "PYTHONUNBUFFERED": "1",
@@ -158,6 +214,19 @@ class Stack:
             }
         )
         return env
+
+    def _etcd_env(self) -> dict[str, str]:
+        """A secure etcd's access for the nodes: the node certificate (the same CA signed etcd's) and the
+        user whose role is limited to the registry root."""
+        if self.etcd is None or self.etcd.tls is None or self.rpc_tls is None:
+            return {}
+        return {
+            "PORPOISE_REGISTRY_TLS_CA": self.rpc_tls.ca,
+            "PORPOISE_REGISTRY_TLS_CERT": self.rpc_tls.cert,
+            "PORPOISE_REGISTRY_TLS_KEY": self.rpc_tls.key,
+            "PORPOISE_REGISTRY_USER": ETCD_USER,
+            "PORPOISE_REGISTRY_PASSWORD": self.state["etcd_password"],
+        }
 
     def api_port(self) -> int:
         """The standalone API port: configured, else the one used last time when still free, else a free one."""
@@ -187,23 +256,30 @@ class Stack:
         record.extra = {"role": role, "port": port}
         self._remember(record)
         self.nodes.append(proc)
-        self._wait_healthy(proc, port)
+        self._wait_healthy(proc, port, tls=role != "api")  # the API's own listener is configured apart
         log.info("node ready", name=name, role=role, address=f"127.0.0.1:{port}", pid=record.pid)
         return proc
 
-    def _wait_healthy(self, proc: ManagedProcess, port: int) -> None:
-        url = f"http://127.0.0.1:{port}/ready"
+    def probe(self, port: int, path: str, timeout: float = 2, tls: bool = True) -> bytes:
+        """GET ``path`` (/health, /metrics) from a node of this stack: over TLS, checked against the stack's CA,
+        when its nodes serve mutual TLS (a probe needs no client certificate)."""
+        tls = tls and self.rpc_tls is not None
+        url = f"{'https' if tls else 'http'}://127.0.0.1:{port}{path}"
+        context = ssl.create_default_context(cafile=self.rpc_tls.ca) if tls and self.rpc_tls else None
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as resp:
+            return bytes(resp.read())
 
+    def _wait_healthy(self, proc: ManagedProcess, port: int, tls: bool = True) -> None:
         def healthy() -> bool:
             if proc.exited() is not None:
                 raise InfraError(f"{proc.name} exited with code {proc.exited()}:\n{proc.tail()}")
             try:
-                with urllib.request.urlopen(url, timeout=1) as resp:
-                    return bool(resp.status == 200)
-            except (OSError, urllib.error.URLError):
+                self.probe(port, "/ready", timeout=1, tls=tls)
+                return True
+            except (OSError, urllib.error.URLError):  # HTTPError (503: not ready yet) is a URLError
                 return False
 
-        wait_until(healthy, self.cfg.standalone.start_timeout, interval=0.1, what=f"{proc.name} on {url}")
+        wait_until(healthy, self.cfg.standalone.start_timeout, interval=0.1, what=f"{proc.name} on port {port}")
 
     # -- stopping ---------------------------------------------------------------------------------
 

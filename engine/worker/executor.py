@@ -16,15 +16,17 @@ import os
 import pwd
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from engine import logs
 from engine.aio import acquire_in_thread
 from engine.params import builtins, out_params, parse_set_values, parse_time, properties, resolve
+from engine.secretbox import DATASOURCE_SECRETS, Keyring, SecretError, open_params
 from engine.tasks import registry
 from engine.tasks.base import Launch, TaskContext
 from engine.worker.execdirs import ExecDirs
@@ -104,6 +106,7 @@ class Executor:
         plugin_options: dict[str, str] | None = None,
         max_log_bytes: int = 0,
         disk_full: Callable[[], str] = lambda: "",
+        keyring: Keyring | None = None,
     ) -> None:
         #: told of every attempt's end here (metrics)
         self.on_ended = on_ended
@@ -115,6 +118,8 @@ class Executor:
         self.max_log_bytes = max_log_bytes
         #: why the log disk cannot take new tasks, or "" (checked at admission)
         self.disk_full = disk_full
+        #: opens the sealed secrets of a task's data sources right before it starts (engine/secretbox.py)
+        self.keyring = keyring or Keyring([])
         #: checked right before and right after a task process starts: a worker paused between admitting
         #: an attempt and starting it must not start it once its lease may be gone (invariant 3)
         self.may_start = may_start
@@ -271,6 +276,15 @@ class Executor:
             app_link=run.app_link,
         )
 
+    def _open_sources(self, sources: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        try:
+            return {
+                name: open_params(self.keyring, params, DATASOURCE_SECRETS, "datasource")
+                for name, params in sources.items()
+            }
+        except SecretError as exc:
+            raise ValueError(f"data source secrets: {exc}") from None
+
     def _prepare(self, run: TaskRun) -> tuple[Launch, list]:
         d = run.dispatch
         plugin_cls = registry.plugin(d.task_type)
@@ -295,7 +309,7 @@ class Executor:
             when=when,
             exec_dir=run.exec_dir,
             environment_config=d.environment_config,
-            datasources=d.datasources,
+            datasources=self._open_sources(d.datasources),
             python_interpreter=self.policy.python_interpreter,
             load_dirs=self.policy.load_dirs,
             workflow_instance_id=d.workflow_instance_id,

@@ -21,6 +21,7 @@ from aiohttp import web
 from engine import logs
 from engine.errors import ConfigError
 from engine.node import Node
+from engine.secretbox import Keyring
 from engine.worker.executor import DRAIN_REQUESTED, SHUTTING_DOWN, Executor, TaskRun
 from engine.worker.logdisk import LogJanitor, disk_short
 from engine.worker.logfiles import LogFiles
@@ -126,6 +127,7 @@ class Worker(Node):
             plugin_options={"spark_connect_url": w.spark_connect_url},
             max_log_bytes=w.max_log_bytes,
             disk_full=lambda: self.source.disk_reason,
+            keyring=Keyring.from_config(self.cfg.secrets),
         )
         self.metrics.gauge("report_backlog", lambda: len(self.reporter.pending))
         self.metrics.gauge("tasks_running", lambda: len(self.executor.runs))

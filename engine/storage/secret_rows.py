@@ -1,0 +1,74 @@
+"""Re-sealing the secrets stored in PostgreSQL under a keyring's primary key (engine/secretbox.py).
+
+Used by ``porpoise secrets encrypt-all`` (the upgrade step that seals rows stored in plain text by older
+versions), ``rotate-key`` (after a new primary key was added) and ``prune-keys`` (which keys are still in
+use). Rows are handled a few at a time, each batch in its own short transaction that locks only its rows,
+so a live cluster keeps working: a row is either still under its old key (which the keyring still holds)
+or already under the new one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from engine.alerts.senders import SECRET_KEYS
+from engine.secretbox import DATASOURCE_SECRETS, Keyring, key_ids, reseal_params
+
+#: (table, JSON column, secret fields, sealing context)
+TABLES = (
+    ("datasource", "connection_params", DATASOURCE_SECRETS, "datasource"),
+    ("alert_sender", "params", SECRET_KEYS, "alert_sender"),
+)
+
+
+@dataclass
+class Resealed:
+    scanned: int = 0
+    changed: int = 0
+
+
+def _params(raw: Any) -> dict[str, Any]:
+    return json.loads(raw) if isinstance(raw, str) else dict(raw)
+
+
+async def reseal_all(conn: asyncpg.Connection, keyring: Keyring, batch: int = 50) -> dict[str, Resealed]:
+    """Seal every secret value not yet under ``keyring.primary``; counts per table. Idempotent."""
+    out: dict[str, Resealed] = {}
+    for table, column, fields, kind in TABLES:
+        done = out[table] = Resealed()
+        last = 0
+        while True:
+            async with conn.transaction():
+                rows = await conn.fetch(
+                    f"SELECT id, {column} AS params FROM {table} WHERE id > $1 ORDER BY id LIMIT $2 FOR UPDATE",
+                    last,
+                    batch,
+                )
+                for row in rows:
+                    params = _params(row["params"])
+                    sealed = reseal_params(keyring, params, fields, kind)
+                    if sealed != params:
+                        await conn.execute(
+                            f"UPDATE {table} SET {column} = $2::jsonb, update_time = now() WHERE id = $1",
+                            row["id"],
+                            json.dumps(sealed),
+                        )
+                        done.changed += 1
+            done.scanned += len(rows)
+            if len(rows) < batch:
+                break
+            last = rows[-1]["id"]
+    return out
+
+
+async def keys_in_use(conn: asyncpg.Connection) -> set[str]:
+    """Key ids the stored secrets are sealed with; ``""`` when some secret is still plain text."""
+    used: set[str] = set()
+    for table, column, fields, _ in TABLES:
+        for row in await conn.fetch(f"SELECT {column} AS params FROM {table}"):
+            used |= key_ids(_params(row["params"]), fields)
+    return used
