@@ -102,9 +102,14 @@ class Workload:
         return self.cluster.pg.dsn
 
     async def submit(self, workflows: int = 4, width: int = 3, sleep: float = 2.0) -> None:
+        assert self.cluster.pg is not None
+        owner = await asyncpg.connect(self.cluster.pg.owner_dsn)  # the ledger table: DDL, as the schema owner
+        try:
+            await owner.execute(LEDGER_DDL)
+        finally:
+            await owner.close()
         conn = await asyncpg.connect(self.dsn)
         try:
-            await conn.execute(LEDGER_DDL)
             wf = fan_in(f"fan-{len(self.command_ids)}", width, sleep)
             code, _ = await save_workflow(conn, wf, release=True)
             rows = await conn.fetch(
