@@ -37,6 +37,7 @@ from bench import failover as failover_bench
 from bench import scale as scale_bench
 from bench.common import bench_config, main, percentile, rounded, workdir
 from engine.api.tokens import create_token, ensure_user
+from engine.infra.postgres import OWNER_ROLE
 from engine.infra.stack import Stack
 from engine.storage.definitions import save_workflow
 from engine.storage.retention import Retention
@@ -190,7 +191,10 @@ def _phase(stack: Stack, base: Path, name: str, params: dict[str, Any], history:
     dsn = asyncio.run(scale_bench._fresh_db(stack))
     # the same definitions in both; runs only in the history phase
     instances = params["instances"] if history else 0
-    result: dict[str, Any] = asyncio.run(generate(dsn, instances, params["workflows"], params["projects"]))
+    assert stack.postgres is not None
+    # as the schema owner: the generator turns the tables' triggers off while it fills them, then VACUUMs
+    owner = stack.postgres.dsn_for(OWNER_ROLE, dsn.rsplit("/", 1)[1])
+    result: dict[str, Any] = asyncio.run(generate(owner, instances, params["workflows"], params["projects"]))
     # retention off while the engine is measured (its own figures come last, from a pass run here)
     db = [f"database.dsn={dsn}", "logging.level=warning", "history.keep_days=0"]
     master = stack.start_node("master", f"{name}-master", db)
