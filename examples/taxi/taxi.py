@@ -35,7 +35,7 @@ with Workflow(
     project="examples",
     description="Clean, enrich and aggregate one day of taxi trips; load the daily zone stats into PostgreSQL",
     params={"biz_date": "$[yyyyMMdd]", "data_root": "/tmp/porpoise-example", "example_dir": "examples/taxi",
-            "rows": "300000"},
+            "rows": "300000", "spark_master": "local[2]"},
 ) as wf:  # fmt: skip
     generate = Python(
         "generate", GENERATE, retries=1, retry_interval=0,
@@ -45,8 +45,9 @@ with Workflow(
         "clean_aggregate",
         main_file="${example_dir}/clean_aggregate.py",
         main_args="--day-dir ${data_root}/${biz_date} --date ${biz_date}",
-        master="local[2]",
+        master="${spark_master}",
         driver_memory="1g",
+        executor_memory="512m",
         conf={"spark.sql.shuffle.partitions": "4"},
         retries=1, retry_interval=0, timeout=30, timeout_strategy="FAILED",
         description="Clean, enrich, deduplicate; trips as partitioned Parquet, per-zone daily aggregates",
