@@ -65,6 +65,8 @@ CATALOG: dict[str, tuple[Spec, ...]] = {
         Spec("counter", "instances_failed_over", "Workflow instances taken over from dead masters"),
         Spec("counter", "schedule_fires", "Cron fire times turned into commands"),
         Spec("counter", "schedule_misfires_dropped", "Cron fire times dropped by the misfire policy"),
+        Spec("counter", "retention_passes", "Retention passes this master ran (holding the retention job lock)"),
+        Spec("counter", "retention_removed_instances", "Finished workflow instances the retention job removed"),
         Spec("counter", "dispatch_batches", "Dispatch calls sent to workers"),
         Spec("counter", "dispatch_errors", "Dispatch calls that failed"),
         Spec("counter", "dispatch_refusals", "Attempts a worker refused"),

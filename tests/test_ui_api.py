@@ -120,7 +120,11 @@ def test_log_follow_streams_lines_while_the_task_runs_and_search_runs_on_the_wor
     code = client.request("POST", "/api/v1/workflows", doc, query={"release": True})["code"]
     instance = start_workflow(client, code, finished=False)["id"]
     task = wait_sync(
-        lambda: next((t for t in client.get(f"/api/v1/instances/{instance}")["tasks"] if t["host"]), None),
+        # RUNNING: its worker reported it started, with its log's path (a dispatched task has a host but no log)
+        lambda: next(
+            (t for t in client.get(f"/api/v1/instances/{instance}")["tasks"] if t["state"] == "RUNNING_EXECUTION"),
+            None,
+        ),
         60,
         what="the task runs on a worker",
     )
