@@ -14,6 +14,7 @@ Every value is converted to the field's type and checked against its bounds; a b
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import importlib.resources
 import ipaddress
@@ -514,3 +515,16 @@ def _convert(name: str, value: Any, hint: Any, meta: Mapping[str, Any], where: s
             raise bad(f"one of {', '.join(choices)}")
         return text
     raise ConfigError(f"{name}: unsupported field type {hint!r}")  # pragma: no cover - programming error
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every ``porpoise`` / ``python -m engine.<role>`` command reads its configuration from."""
+    parser.add_argument("--config", help="YAML file with configuration sections")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a key",
+    )

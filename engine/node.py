@@ -260,15 +260,7 @@ class Node:
 
 def parse_args(prog: str, argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=prog)
-    parser.add_argument("--config", help="YAML file with configuration sections")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="override a key",
-    )
+    config_mod.add_arguments(parser)
     return parser.parse_args(argv)
 
 

@@ -14,6 +14,7 @@ or the client file's), else the system's trusted CAs.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import ssl
@@ -153,3 +154,13 @@ def _error(exc: urllib.error.HTTPError) -> ApiClientError:
         return ApiClientError(err.get("message", exc.reason), exc.code, err.get("field"), err.get("details"))
     except (ValueError, AttributeError, OSError):
         return ApiClientError(f"HTTP {exc.code}: {exc.reason}", exc.code)
+
+
+def connection_parser(common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of every command that talks to the API (a parent parser)."""
+    conn = argparse.ArgumentParser(add_help=False, parents=[common])
+    conn.add_argument("--api", help="API URL (default: PORPOISE_URL or the client file make run writes)")
+    conn.add_argument("--ca-file", help="CA of an https:// API (default: PORPOISE_CA_FILE or the client file)")
+    conn.add_argument("--token", help="API token (default: PORPOISE_TOKEN or the client file)")
+    conn.add_argument("--json", action="store_true", help="machine-readable output")
+    return conn

@@ -47,15 +47,7 @@ REMOTE = {
 
 def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", help="YAML file with configuration sections")
-    common.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="override a key",
-    )
+    config_mod.add_arguments(common)
     parser = argparse.ArgumentParser(prog="porpoise", description="Porpoise workflow scheduler")
     parser.add_argument("--version", action="version", version=f"porpoise {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -21,7 +21,7 @@ from rich.table import Table
 from engine.cli import migrate as cli_migrate
 from engine.cli import schedule as cli_schedule
 from engine.cli import task_groups as cli_task_groups
-from engine.cli.client import ApiClient, ApiClientError, discover
+from engine.cli.client import ApiClient, ApiClientError, connection_parser, discover
 from engine.workflows import document
 from engine.workflows.model import DefinitionError
 
@@ -47,11 +47,7 @@ CLAIM_WAIT_SECONDS = 30.0
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    conn = argparse.ArgumentParser(add_help=False, parents=[common])
-    conn.add_argument("--api", help="API URL (default: PORPOISE_URL or the client file make run writes)")
-    conn.add_argument("--ca-file", help="CA of an https:// API (default: PORPOISE_CA_FILE or the client file)")
-    conn.add_argument("--token", help="API token (default: PORPOISE_TOKEN or the client file)")
-    conn.add_argument("--json", action="store_true", help="machine-readable output")
+    conn = connection_parser(common)
 
     p = sub.add_parser(
         "apply", parents=[conn], help="create or update workflows from a YAML file or a Python file (SDK)"

@@ -13,14 +13,11 @@ import argparse
 import json
 from typing import Any
 
-from engine.cli.client import ApiClient, ApiClientError, discover
+from engine.cli.client import ApiClient, ApiClientError, connection_parser, discover
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    conn = argparse.ArgumentParser(add_help=False, parents=[common])
-    conn.add_argument("--api", help="API URL (default: PORPOISE_URL or the client file make run writes)")
-    conn.add_argument("--token", help="API token (default: PORPOISE_TOKEN or the client file)")
-    conn.add_argument("--json", action="store_true", help="machine-readable output")
+    conn = connection_parser(common)
     tenant = sub.add_parser("tenant", help="tenants: OS users tasks run as (admins)")
     actions = tenant.add_subparsers(dest="action", required=True)
     p = actions.add_parser("create", parents=[conn], help="create a tenant (an OS user on the workers)")
@@ -39,7 +36,7 @@ def _show(data: Any, args: argparse.Namespace, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    client = ApiClient(discover(args.api, args.token))
+    client = ApiClient(discover(args.api, args.token, args.ca_file))
     if args.action == "create":
         body = {"name": args.name, **({"description": args.description} if args.description else {})}
         _show(client.post("/api/v1/tenants", body), args, f"created tenant {args.name}")

@@ -19,16 +19,12 @@ import json
 import sys
 from typing import Any
 
-from engine.cli.client import ApiClient, ApiClientError, discover
+from engine.cli.client import ApiClient, ApiClientError, connection_parser, discover
 from engine.errors import PorpoiseError
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    conn = argparse.ArgumentParser(add_help=False, parents=[common])
-    conn.add_argument("--api", help="API URL (default: PORPOISE_URL or the client file make run writes)")
-    conn.add_argument("--ca-file", help="CA of an https:// API (default: PORPOISE_CA_FILE or the client file)")
-    conn.add_argument("--token", help="API token (default: PORPOISE_TOKEN or the client file)")
-    conn.add_argument("--json", action="store_true", help="machine-readable output")
+    conn = connection_parser(common)
     stdin = "read the password(s) from standard input, one a line, instead of prompting"
 
     user = sub.add_parser("user", help="users (admins), your password").add_subparsers(dest="action", required=True)
