@@ -271,6 +271,8 @@ class WorkflowControl:
     METHOD: ClassVar[str] = "workflow.control"
     workflow_instance_id: int
     action: str  # "stop" | "pause"
+    #: why, for the instance's state history ("" from the API: "api stop" / "api pause")
+    reason: str = ""
 
 
 @dataclass(frozen=True)

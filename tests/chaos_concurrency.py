@@ -56,11 +56,8 @@ LIMITS = {0: (SERIAL_WAIT, 0), 1: (PARALLEL, 2), 2: (SERIAL_DISCARD, 0), 3: (SER
 #: runs go one (or two) at a time, so a full share of long runs would outlast the round
 LIMITED_TASKS, LIMITED_WEIGHT = 4, 0.25
 
-#: share of the random tasks put in a task group (``PORPOISE_CHAOS_GROUP_SHARE``). 0 by default while an
-#: open defect stands: the round of seed 20261121 with 0.2 saw three attempts (task-group tasks among them)
-#: each run twice on the same worker address, overlapping (docs/ARCHITECTURE.md, invariants); 0.2 reproduces
-#: it at times, not every run
-GROUP_SHARE = float(os.environ.get("PORPOISE_CHAOS_GROUP_SHARE", "0"))
+#: share of the random tasks put in a task group (``PORPOISE_CHAOS_GROUP_SHARE``; 0 leaves groups out)
+GROUP_SHARE = float(os.environ.get("PORPOISE_CHAOS_GROUP_SHARE", "0.2"))
 
 Row = Mapping[str, Any]
 Span = tuple[dt.datetime, dt.datetime]

@@ -412,3 +412,53 @@ async def test_a_batch_in_doubt_is_asked_about_as_a_batch_on_the_same_worker() -
         TaskDispatched(7, 1, "a:1", "dispatch in doubt"),
         TaskDispatched(8, 1, "a:1", "dispatch in doubt"),
     ]
+
+
+class _GatedRpc(_FakeRpc):
+    """The first call waits for ``gate`` before the script answers it (a slow worker, a held reply)."""
+
+    def __init__(self, script: Callable[[str, object], object]) -> None:
+        super().__init__(script)
+        self.gate = asyncio.Event()
+        self.first_in = asyncio.Event()
+
+    async def call(self, host: str, msg: object, reply_cls: object = None, timeout: float | None = None) -> object:
+        if not self.first_in.is_set():
+            self.first_in.set()
+            await self.gate.wait()
+        return await super().call(host, msg, reply_cls, timeout)
+
+
+async def test_a_send_planned_before_its_actor_ended_never_leaves() -> None:
+    # the only send slot is busy; the next attempt is planned and waits for it; meanwhile the master lost
+    # its lease (its actors stopped) and registered anew: the planned send must not leave under the new
+    # lease with the old owner's epoch (a worker that never heard of the next owner would run it twice)
+    rpc = _GatedRpc(lambda _h, _m: DispatchReply(True, "", 5))
+    busy, fenced = _FakeActor(), _FakeActor()
+    d = Dispatcher(rpc, lambda _group: [_worker("a:1")], selector="round_robin", retry_delay=0.01,  # type: ignore[arg-type]
+                   concurrency=1, valid_until=lambda: now_ms() + 60_000)  # fmt: skip
+    d.start()
+    try:
+        d.submit(_request(busy, 7))
+        await rpc.first_in.wait()
+        d.submit(_request(fenced, 8))
+        await eventually(lambda: not d._heap, 5, "the second attempt planned")
+        fenced.task = None  # type: ignore[assignment]
+        rpc.gate.set()
+        await eventually(lambda: busy.events and not d._sends, 5, "every planned send done")
+    finally:
+        await d.close()
+    assert [c[1] for c in rpc.calls] == [(7,)]
+    assert fenced.events == []
+
+
+async def test_an_attempt_refused_after_its_actor_ended_tries_no_other_worker() -> None:
+    rpc = _GatedRpc(lambda _h, _m: DispatchReply(False, "all 10 exec slots are busy", 0))
+    actor = _FakeActor()
+    async with _dispatcher(rpc, [_worker("a:1"), _worker("b:1")]) as d:
+        d.submit(_request(actor, 7))
+        await rpc.first_in.wait()
+        actor.task = None  # type: ignore[assignment]
+        rpc.gate.set()
+        await eventually(lambda: rpc.calls and not d._sends, 5, "the refusal handled")
+    assert len(rpc.calls) == 1 and actor.events == []

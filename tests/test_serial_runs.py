@@ -75,9 +75,13 @@ async def test_a_capped_workflow_runs_at_most_its_cap_at_once_and_the_rest_wait_
     assert [r["state"] for r in rows] == [SUCCESS] * 6
     assert max_overlap(ran(rows)) <= 2
     assert max_overlap(task_spans(rows)) <= 2
-    # those that waited started in the order they were made, and say why they waited
+    # those that waited started in the order they were made, and say why they waited. Two runs woken by
+    # the same end (or by two ends a moment apart) are claimed concurrently, by either master, so their
+    # start times may swap by the claims' few milliseconds; out of order (a later run admitted at one
+    # end while an earlier one still waits for the next) would put it a whole run (1 s) ahead.
     starts = [r["start_time"] for r in rows]
-    assert starts[2:] == sorted(starts[2:])
+    concurrent = dt.timedelta(seconds=0.4)
+    assert all(later >= earlier - concurrent for i, earlier in enumerate(starts[2:]) for later in starts[3 + i :])
     waited = [r for r in rows if "SERIAL_WAIT" in reasons(r)]
     assert len(waited) >= 4 and all("at most 2" in reasons(r) or "waiting behind" in reasons(r) for r in waited)
     assert all("woken" in reasons(r) for r in waited)
@@ -137,5 +141,8 @@ async def test_serial_modes_hold_while_cron_fires_every_second_and_a_master_is_k
             assert states.count(STOP) >= len(rows) // 2
             superseded = [r for r in rows if r["state"] == STOP and r["tasks"] == 0]
             assert all("superseded" in reasons(r) for r in superseded)
+            # each stopped run says why, whichever master drove it (the stop crosses masters by RPC)
+            stopped = [r for r in rows if r["state"] == STOP]
+            assert all("SERIAL_PRIORITY" in reasons(r) for r in stopped), [reasons(r) for r in stopped]
     errors = await query(fresh_db, "SELECT message FROM error_command")
     assert not errors, errors

@@ -287,6 +287,9 @@ class WorkflowActor:
             elif isinstance(action, SetWorkflowState):
                 write.workflow_state = int(action.state)
                 write.workflow_finished = write.workflow_finished or action.finished
+                if action.cause:
+                    now = dt.datetime.now(dt.UTC).isoformat()
+                    write.workflow_history.append({"time": now, "state": action.state.name, "desc": action.cause})
             elif isinstance(action, RaiseAlert):
                 write.alerts.append((action.alert_type, action.title, action.content))
             else:

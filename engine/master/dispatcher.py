@@ -259,6 +259,12 @@ class Dispatcher:
     async def _send_batch(self, host: str, requests: list[DispatchRequest]) -> None:
         """Send attempts planned (and their credit spent) for ``host`` in one call."""
         valid_until = self.valid_until()
+        live = self._live(requests)
+        if len(live) < len(requests):
+            self._said(host, len(requests) - len(live), None)
+            requests = live
+            if not requests:
+                return
         if not valid_until:
             self._said(host, len(requests), None)
             for r in requests:  # as in _send: no order may leave while our lease is in doubt
@@ -366,6 +372,9 @@ class Dispatcher:
             if not (spent and host == first):
                 self._spend(host, 1)
             valid_until = self.valid_until()
+            if not self._live([request]):
+                self._said(host, 1, None)
+                return  # its actor ended meanwhile (finished, or stopped when our lease was lost)
             if not valid_until:
                 # our lease may be running out (etcd unreachable?): wait; if it is lost, the actors stop
                 # and the instance's next owner dispatches the attempt anew (invariant 3)
@@ -439,6 +448,15 @@ class Dispatcher:
             if w.address == host:
                 return w.create_revision
         return None
+
+    @staticmethod
+    def _live(requests: list[DispatchRequest]) -> list[DispatchRequest]:
+        """Those whose actor still runs. Checked right before every send, with no await between it and
+        the lease check: a send planned before our lease was lost (waiting for a send slot, or for a
+        worker's refusal before trying the next) must not leave under the lease we registered anew,
+        with the old epoch, once the instance is another master's (a worker that never heard of the
+        new owner would take it: one attempt running twice)."""
+        return [r for r in requests if r.actor.task is not None]
 
     @staticmethod
     def _undecided(requests: list[DispatchRequest]) -> list[DispatchRequest]:

@@ -389,19 +389,17 @@ class Master(Node):
 
     async def _control_instance(self, instance_id: int, action: str, reason: str = "") -> None:
         """Stop or pause an instance wherever it runs (a parent's stop / pause reaching its child)."""
+        why = reason or ("parent stopped" if action == "stop" else "parent paused")
         actor = self.actors.get(instance_id)
         if actor is not None:
-            if action == "stop":
-                actor.post(StopRequested(reason or "parent stopped"))
-            else:
-                actor.post(PauseRequested(reason or "parent paused"))
+            actor.post(StopRequested(why) if action == "stop" else PauseRequested(why))
             return
         assert self.store is not None
         row = await self.store.owner(instance_id)
         if row is None or not row["host"]:
             return
         try:
-            await self.rpc.call(row["host"], WorkflowControl(instance_id, action), timeout=5.0)
+            await self.rpc.call(row["host"], WorkflowControl(instance_id, action, why), timeout=5.0)
         except RpcError as exc:
             log.warning("could not pass the request to the sub-workflow", action=action, child=instance_id,
                         error=str(exc))  # fmt: skip
@@ -538,7 +536,8 @@ class Master(Node):
         actor = self.actors.get(msg.workflow_instance_id)
         if actor is None:
             return {"accepted": False, "reason": "this master is not driving that instance"}
-        event = StopRequested("api stop") if msg.action == "stop" else PauseRequested("api pause")
+        reason = msg.reason[:200]
+        event = StopRequested(reason or "api stop") if msg.action == "stop" else PauseRequested(reason or "api pause")
         fut = actor.post(event, wait=True)
         assert fut is not None
         return {"accepted": await fut}

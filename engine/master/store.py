@@ -87,6 +87,8 @@ class WriteBatch:
     workflow_state: int | None = None
     workflow_finished: bool = False
     workflow_var_pool: list[dict[str, Any]] | None = None
+    #: entries for the instance's state history ({time, state, desc}), appended with the state
+    workflow_history: list[dict[str, str]] = field(default_factory=list)
     new_attempts: list[NewAttempt] = field(default_factory=list)
     updates: list[TaskUpdate] = field(default_factory=list)
     alerts: list[tuple[int, str, str]] = field(default_factory=list)
@@ -234,11 +236,13 @@ class MasterStore:
             await conn.execute(
                 "UPDATE workflow_instance SET state = coalesce($2, state),"
                 " end_time = CASE WHEN $3 THEN now() ELSE end_time END,"
-                " var_pool = coalesce($4::jsonb, var_pool), update_time = now() WHERE id = $1",
+                " var_pool = coalesce($4::jsonb, var_pool), state_history = state_history || $5::jsonb,"
+                " update_time = now() WHERE id = $1",
                 instance_id,
                 batch.workflow_state,
                 batch.workflow_finished,
                 None if batch.workflow_var_pool is None else json.dumps(batch.workflow_var_pool),
+                json.dumps(batch.workflow_history),
             )
         if batch.workflow_finished:
             await serial_sql.on_run_ended(conn, instance_id)  # a place is free: wake a waiting run

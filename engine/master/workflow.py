@@ -245,6 +245,8 @@ class CancelTimer:
 class SetWorkflowState:
     state: WorkflowState
     finished: bool = False
+    #: why, for the instance's state history
+    cause: str = ""
 
 
 @dataclass(frozen=True)
@@ -586,8 +588,9 @@ class WorkflowRun:
     def _on_stop(self, ev: StopRequested) -> list[Action]:
         if self.state not in (WorkflowState.RUNNING_EXECUTION, WorkflowState.READY_PAUSE):
             return []
-        self._workflow_to(WorkflowState.READY_STOP, ev.cause_id or "stop requested")
-        actions: list[Action] = [SetWorkflowState(self.state)]
+        cause = ev.cause_id or "stop requested"
+        self._workflow_to(WorkflowState.READY_STOP, cause)
+        actions: list[Action] = [SetWorkflowState(self.state, cause=cause)]
         for code in sorted(self.retry_pending):
             actions.append(CancelTimer(("retry", code)))
             self.failed.add(code)
@@ -631,8 +634,9 @@ class WorkflowRun:
     def _on_pause(self, ev: PauseRequested) -> list[Action]:
         if self.state is not WorkflowState.RUNNING_EXECUTION:
             return []
-        self._workflow_to(WorkflowState.READY_PAUSE, ev.cause_id or "pause requested")
-        actions: list[Action] = [SetWorkflowState(self.state)]
+        cause = ev.cause_id or "pause requested"
+        self._workflow_to(WorkflowState.READY_PAUSE, cause)
+        actions: list[Action] = [SetWorkflowState(self.state, cause=cause)]
         actions += [ControlChild(a, "pause") for a in self.active() if a.code in self.logic]
         for code in sorted(self.retry_pending):
             actions.append(CancelTimer(("retry", code)))
@@ -716,7 +720,7 @@ class WorkflowRun:
             final = WorkflowState.FAILURE
         self._workflow_to(final, "no task left to run")
         self.finished = True
-        return [SetWorkflowState(final, finished=True)]
+        return [SetWorkflowState(final, finished=True, cause="no task left to run")]
 
 
 TASK_ONLY, TASK_PRE, TASK_POST = 0, 1, 2
