@@ -209,3 +209,13 @@ def start_workflow(client: Any, code: int, body: dict[str, Any] | None = None, f
 
     wait_sync(ready, 60, what="the instance " + ("finished" if finished else "exists"))
     return found
+
+
+def start_worker(
+    node_factory: Callable[..., NodeProc], endpoint: str, root: str, base: Path, *extra: str, **env: str
+) -> NodeProc:
+    """A real worker (``node_factory``) registered under ``root`` with a 3 s lease, its task logs and exec
+    dirs under ``base``; ``extra``: more config overrides; ``env``: more environment (blocking: call it
+    in a thread from a test)."""
+    dirs = [f"worker.log_dir={base / 'logs'}", f"worker.exec_dir={base / 'exec'}"]
+    return node_factory("worker", endpoint, root, 3, [*dirs, *extra], **env)

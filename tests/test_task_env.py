@@ -20,7 +20,7 @@ import pytest
 from engine.infra.etcd import EtcdServer
 from engine.worker.taskenv import TaskPolicy, passed_through, resolve_tenant
 from rpc.client import RpcClient
-from tests.helpers import TEST_SECRET, NodeProc
+from tests.helpers import TEST_SECRET, NodeProc, start_worker
 from tests.worker_harness import ReportSink, dispatch, log_text, task
 
 
@@ -32,13 +32,9 @@ async def client() -> RpcClient:
 
 
 def _worker(node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, base: Path, *extra: str, **env: str):
-    return node_factory(
-        "worker", etcd.endpoint, root, 3,
-        # a machine shared with other suites is often loaded: the worker must not refuse these dispatches
-        [f"worker.log_dir={base / 'logs'}", f"worker.exec_dir={base / 'exec'}", "worker.max_cpu_load_avg=100000",
-         "worker.reserved_memory_gb=0", *extra],
-        **env,
-    )  # fmt: skip
+    # a machine shared with other suites is often loaded: the worker must not refuse these dispatches
+    unguarded = ("worker.max_cpu_load_avg=100000", "worker.reserved_memory_gb=0")
+    return start_worker(node_factory, etcd.endpoint, root, base, *unguarded, *extra, **env)
 
 
 async def test_a_task_sees_none_of_the_node_s_secrets(

@@ -30,7 +30,7 @@ from rpc.messages import (
     TaskKill,
 )
 from tests.databases import EmptyDb
-from tests.helpers import TEST_SECRET, NodeProc, eventually
+from tests.helpers import TEST_SECRET, NodeProc, eventually, start_worker
 from tests.worker_harness import ReportSink, dispatch, log_text, task
 
 
@@ -43,19 +43,8 @@ async def client() -> AsyncIterator[RpcClient]:
 
 def _start_worker(
     node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, tmp: Path, slots: int = 10, *extra: str
-):  # fmt: skip
-    return node_factory(
-        "worker",
-        etcd.endpoint,
-        root,
-        3,
-        overrides=[
-            f"worker.log_dir={tmp / 'logs'}",
-            f"worker.exec_dir={tmp / 'exec'}",
-            f"worker.exec_slots={slots}",
-            *extra,
-        ],
-    )
+) -> NodeProc:
+    return start_worker(node_factory, etcd.endpoint, root, tmp, f"worker.exec_slots={slots}", *extra)
 
 
 @pytest.fixture

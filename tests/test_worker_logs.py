@@ -28,7 +28,7 @@ from registry.keys import node_key
 from registry.membership import NodeInfo
 from rpc import RpcClient
 from tests.conftest import ApiCluster
-from tests.helpers import TEST_SECRET, NodeProc, eventually
+from tests.helpers import TEST_SECRET, NodeProc, eventually, start_worker
 from tests.worker_harness import ReportSink, dispatch, task
 
 _NOTICE = re.compile(rb"^\[porpoise\] log truncated: the first (\d+) bytes of output were dropped")
@@ -104,8 +104,7 @@ def test_the_disk_guard_names_the_limit_it_is_below(tmp_path: Path) -> None:
 
 
 def _worker(node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, tmp: Path, *extra: str) -> NodeProc:
-    dirs = [f"worker.log_dir={tmp / 'logs'}", f"worker.exec_dir={tmp / 'exec'}"]
-    return node_factory("worker", etcd.endpoint, root, 3, overrides=[*dirs, *extra])
+    return start_worker(node_factory, etcd.endpoint, root, tmp, *extra)
 
 
 async def test_a_task_printing_more_than_the_cap_leaves_the_newest_output_and_the_notice(
