@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 Priority = Literal["HIGHEST", "HIGH", "MEDIUM", "LOW", "LOWEST"]
 TimeoutStrategy = Literal["WARN", "FAILED", "WARNFAILED"]
-#: what a run does when its workflow already runs ``max_active_runs`` (engine/master/serial.py)
+#: what a run does when its workflow already runs ``max_active_runs`` (engine/concurrency/serial.py)
 ExecutionType = Literal["PARALLEL", "SERIAL_WAIT", "SERIAL_DISCARD", "SERIAL_PRIORITY"]
 #: the workflow's time limit: WARN (an alert) or FAILED (an alert, then the run is stopped: FAILURE)
 WorkflowTimeoutStrategy = Literal["WARN", "FAILED"]

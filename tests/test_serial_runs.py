@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import asyncpg
 
+from engine.concurrency.serial import Mode
 from engine.infra.etcd import EtcdServer
-from engine.master.serial import Mode
 from engine.scheduling.scheduler import set_online
 from tests.cluster_harness import command, max_overlap, query, save, shell
 from tests.cluster_harness import started_unguarded as started

@@ -1,10 +1,10 @@
-"""Serial execution and concurrency caps: the pure decisions (engine/master/serial.py), table-tested."""
+"""Serial execution and concurrency caps: the pure decisions (engine/concurrency/serial.py), table-tested."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.master.serial import Mode, Rule, Verdict, admit, to_wake
+from engine.concurrency.serial import Mode, Rule, Verdict, admit, to_wake
 from engine.scheduling.downstream import downstream_order, references
 from engine.workflows.document import parse
 from engine.workflows.model import DefinitionError

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.concurrency.task_groups import admissible
 from engine.infra.etcd import EtcdServer
-from engine.master.task_groups import admissible
 from tests.cluster_harness import command, max_overlap, query, save, shell
 from tests.cluster_harness import started_unguarded as started
 from tests.helpers import NodeProc, eventually

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from engine.api import access, rows, task_groups
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
-from engine.master import serial_sql
+from engine.concurrency import serial_sql
 from engine.states import RESTART_FROM, CommandType, TaskState, WorkflowState
 from engine.storage import sql
 from engine.storage import tables as t

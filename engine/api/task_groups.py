@@ -2,7 +2,7 @@
 a group's queue with positions; force-start of a waiting task. Changing groups and force-starting
 need an admin user (``users.user_type = 0``); anyone may read.
 
-Admission itself is the masters' (engine/master/task_groups_sql.py); a resize or a force start here
+Admission itself is the masters' (engine/concurrency/task_groups_sql.py); a resize or a force start here
 runs the same admission under the group's row lock and notifies the masters on commit.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Route, not_found, page
-from engine.master import task_groups_sql
+from engine.concurrency import task_groups_sql
 from engine.storage.definitions import ensure_project
 
 ADMIN_USER = 0

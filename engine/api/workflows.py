@@ -16,7 +16,6 @@ from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, on
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
 from engine.api.schedules import schedule_json
 from engine.api.tenants import check_tenant
-from engine.master.commands import resolve_globals
 from engine.scheduling.backfill import BackfillError, backfill_param, chunks, list_dates, range_dates
 from engine.states import CommandType, WorkflowState
 from engine.storage import sql
@@ -25,6 +24,7 @@ from engine.storage.definitions import delete_workflow, load_spec, save_workflow
 from engine.tasks.base import ParamError
 from engine.workflows import document
 from engine.workflows.model import DefinitionError, name_error
+from engine.workflows.start_params import resolve_globals
 
 _UNFINISHED = [int(s) for s in WorkflowState if not s.finished]
 

@@ -12,7 +12,7 @@ per command), and when a statement of one command fails, claimed again with a sa
 command. Only a lost connection or a failing server (:func:`engine.storage.failures.transient`)
 fails the whole page, which the poller tries again.
 
-Serial execution and concurrency caps (:mod:`engine.master.serial_sql`): a command of a workflow with a
+Serial execution and concurrency caps (:mod:`engine.concurrency.serial_sql`): a command of a workflow with a
 limited rule is admitted under the workflow's lock (taken up front for the whole page, in code order, so
 two claiming masters never wait on each other): its instance runs (``host = me``), waits (SERIAL_WAIT,
 no owner) or is discarded (STOP with the reason); a restart that would be discarded goes to
@@ -27,8 +27,8 @@ from typing import Any
 import asyncpg
 
 from engine import logs
-from engine.master import serial_sql
-from engine.master.serial import Rule, Verdict
+from engine.concurrency import serial_sql
+from engine.concurrency.serial import Rule, Verdict
 from engine.states import RESTART_FROM, CommandType, WorkflowState
 from engine.storage.failures import transient
 

@@ -15,23 +15,22 @@ import contextlib
 import datetime as dt
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
 
 from engine import logs
 from engine.aio import BackgroundService
-from engine.master.serial import Rule
+from engine.concurrency.serial import Rule
 from engine.master.store import MasterStore
 from engine.master.workflow import Attempt
-from engine.params import builtins, properties, substitute
 from engine.scheduling.backfill import position
 from engine.states import CLAIMABLE, RESTART_FROM, CommandType, WorkflowState
 from engine.storage.definitions import ONLINE, WorkflowSpec, load_spec
 from engine.storage.failures import DB_FAILURES
-from engine.tasks.base import ParamError
 from engine.workflows.model import DefinitionError, instance_name
+from engine.workflows.start_params import resolve_globals
 
 log = logs.get(__name__)
 
@@ -80,32 +79,6 @@ class DefinitionCache:
         while len(self.specs) > self.size:
             self.specs.popitem(last=False)
         return spec
-
-
-def resolve_globals(
-    global_params: Iterable[Mapping[str, Any]], start_params: dict[str, Any], when: dt.datetime
-) -> list[dict[str, Any]]:
-    """Global params at instance creation: start-time overrides, then placeholders against built-ins.
-    ParamError names the parameter that cannot be resolved (``StartParams.<name>`` when a start
-    parameter gave its value, else ``global_params.<name>``)."""
-    system = builtins(when)
-
-    def resolved(name: str, value: str) -> str:
-        try:
-            return substitute(value, system, when)
-        except ValueError as exc:
-            field = f"StartParams.{name}" if name in start_params else f"global_params.{name}"
-            raise ParamError(field, f"{exc} (business time {when.isoformat()})") from None
-
-    out = []
-    seen = set()
-    for p in properties(global_params):
-        out.append({**p.to_dict(), "value": resolved(p.prop, str(start_params.get(p.prop, p.value)))})
-        seen.add(p.prop)
-    for name, value in start_params.items():
-        if name not in seen:
-            out.append({"prop": name, "direct": "IN", "type": "VARCHAR", "value": resolved(name, str(value))})
-    return out
 
 
 def instance_values(cmd: asyncpg.Record, spec: WorkflowSpec, now: dt.datetime) -> dict[str, Any]:

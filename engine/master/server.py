@@ -24,15 +24,15 @@ import asyncpg
 
 from engine import logs
 from engine.aio import cancel_and_wait
+from engine.concurrency.serial_sql import SerialRepair
+from engine.concurrency.task_groups_sql import GroupListener
 from engine.master.actor import DispatchRequest, GroupAdmitted, InstanceInfo, WorkflowActor
 from engine.master.commands import Claimed, CommandPoller, DefinitionCache
 from engine.master.dispatcher import Dispatcher
 from engine.master.failover import FailoverService
 from engine.master.gcpolicy import GcPolicy
 from engine.master.retention import LOCK_NAME, RetentionService
-from engine.master.serial_sql import SerialRepair
 from engine.master.store import MasterStore
-from engine.master.task_groups_sql import GroupListener
 from engine.master.wheel import StateWheel
 from engine.master.workflow import (
     RERUN_ON_RESUME,

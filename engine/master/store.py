@@ -27,8 +27,8 @@ from typing import Any
 import asyncpg
 
 from engine import logs
+from engine.concurrency import serial_sql, task_groups_sql
 from engine.errors import StorageError
-from engine.master import serial_sql, task_groups_sql
 from engine.master.claim import Rules, claim
 from engine.master.workflow import ALERT_FAULT_TOLERANCE
 from engine.scheduling.backfill import BACKFILL_ID, INDEX

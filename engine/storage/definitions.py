@@ -60,7 +60,7 @@ class WorkflowSpec:
     execution_type: int
     tasks: Mapping[int, TaskSpec]
     dag: Dag
-    #: active runs at once (0 = the execution type's default: engine.master.serial.Rule)
+    #: active runs at once (0 = the execution type's default: engine.concurrency.serial.Rule)
     max_active_runs: int = 0
     #: the workflow timeout's strategy: 0 WARN (an alert), 1 FAILED (alert, stop, FAILURE)
     timeout_strategy: int = 0

@@ -20,7 +20,7 @@ from engine.workflows import logic
 
 PRIORITIES = {"HIGHEST": 0, "HIGH": 1, "MEDIUM": 2, "LOW": 3, "LOWEST": 4}
 TIMEOUT_STRATEGIES = {"WARN": 0, "FAILED": 1, "WARNFAILED": 2}
-#: workflow_definition.execution_type (engine/master/serial.py: what they mean)
+#: workflow_definition.execution_type (engine/concurrency/serial.py: what they mean)
 EXECUTION_TYPES = {"PARALLEL": 0, "SERIAL_WAIT": 1, "SERIAL_DISCARD": 2, "SERIAL_PRIORITY": 3}
 #: the workflow timeout's strategies
 WORKFLOW_TIMEOUT_STRATEGIES = {"WARN": 0, "FAILED": 1}
@@ -90,7 +90,7 @@ class WorkflowDef:
     global_params: tuple[Mapping[str, Any], ...] = ()
     #: minutes; 0 = none (alerts only, as DolphinScheduler)
     timeout: int = 0
-    #: 0 PARALLEL, 1 SERIAL_WAIT, 2 SERIAL_DISCARD, 3 SERIAL_PRIORITY (engine.master.serial)
+    #: 0 PARALLEL, 1 SERIAL_WAIT, 2 SERIAL_DISCARD, 3 SERIAL_PRIORITY (engine.concurrency.serial)
     execution_type: int = 0
     tenant: str = "default"
     #: active runs at once; 0 = the execution type's default (PARALLEL: no limit; serial types: 1)

@@ -1,4 +1,4 @@
-"""Task groups: the pure admission rule (no I/O; the SQL is engine/master/task_groups_sql.py).
+"""Task groups: the pure admission rule (no I/O; the SQL is engine/concurrency/task_groups_sql.py).
 
 A group has ``size`` slots. Its queue is ordered by priority (higher first), then by arrival. Admission
 goes down the queue from its head while the head fits in the free slots, and stops at the first that does

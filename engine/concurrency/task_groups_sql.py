@@ -1,5 +1,5 @@
 """Task groups in the database: queueing, admission and release of an attempt's slots, and the
-master's listener that hands admitted attempts to their actors (the rule: engine/master/task_groups.py).
+master's listener that hands admitted attempts to their actors (the rule: engine/concurrency/task_groups.py).
 
 Every change of a group's use runs under its row lock (``SELECT ... FOR NO KEY UPDATE`` on ``task_group``) and
 the use is the sum of the slots of the group's HOLDING queue rows, so two masters cannot over-admit and
@@ -25,7 +25,7 @@ import asyncpg
 
 from engine import logs
 from engine.aio import BackgroundService
-from engine.master.task_groups import admissible
+from engine.concurrency.task_groups import admissible
 from engine.storage.failures import DB_FAILURES
 
 log = logs.get(__name__)

@@ -1,5 +1,5 @@
 """Serial execution and concurrency caps in the database: the per-workflow lock, admission at claim time,
-and the wake-up of waiting runs (the decisions themselves are pure: :mod:`engine.master.serial`).
+and the wake-up of waiting runs (the decisions themselves are pure: :mod:`engine.concurrency.serial`).
 
 Every step that reads or changes how many runs of a workflow are active or waiting runs inside a
 transaction holding the workflow's advisory lock (:func:`lock`), so the rule holds across masters:
@@ -32,7 +32,7 @@ import asyncpg
 
 from engine import logs
 from engine.aio import BackgroundService
-from engine.master.serial import Decision, Mode, Rule, admit, superseded_reason, to_wake
+from engine.concurrency.serial import Decision, Mode, Rule, admit, superseded_reason, to_wake
 from engine.states import CommandType, WorkflowState
 from engine.storage.failures import DB_FAILURES
 

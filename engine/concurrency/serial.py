@@ -15,7 +15,7 @@ PARALLEL, one for the serial types). PARALLEL with a cap behaves as SERIAL_WAIT 
   run at once, next to the run it is stopping).
 
 "Active" = an unfinished instance that is not waiting: SUBMITTED_SUCCESS, RUNNING_EXECUTION, READY_PAUSE,
-READY_STOP, DELAY_EXECUTION. The callers (``engine/master/serial_sql.py``) take these decisions under a
+READY_STOP, DELAY_EXECUTION. The callers (``engine/concurrency/serial_sql.py``) take these decisions under a
 per-workflow database lock, so they hold across masters.
 """
 
