@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import json
 import os
@@ -39,7 +38,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,10 +45,12 @@ from typing import Any
 
 import psutil
 
+from engine.errors import InfraError
 from engine.infra.etcd import EtcdServer
 from engine.infra.postgres import PostgresServer
 from engine.infra.process import ProcessRecord
-from tests import databases
+from rpc.tls import TlsFiles
+from tests import databases, tls
 from tests.helpers import NodeProc, node_env, wait_sync
 
 STATE_DIR = Path("/run/porpoise-hosts")
@@ -258,6 +258,8 @@ class HostCluster:
         self.pg: PostgresServer | None = None
         self.records: list[ProcessRecord] = []
         self.all_nodes: list[NodeProc] = []
+        #: with PORPOISE_TEST_TLS: one certificate for every host's address (etcd clients, RPC, the API)
+        self.tls: TlsFiles | None = None
 
     # -- bring up / down
 
@@ -265,6 +267,9 @@ class HostCluster:
         down_all(only_orphans=True)
         self.net = Network.plan(_free_tag(), ["db", *self.names])
         _write_state(self.net, [])  # recorded before anything exists, so a crash leaves nothing behind
+        if tls.ENABLED:
+            addresses = tuple(h.address for h in self.net.hosts)
+            self.tls = tls.issue(f"hosts-{self.net.tag}-{uuid.uuid4().hex[:6]}", hosts=(*addresses, *tls.HOSTS))
         try:
             self.net.create()
             self._start_pg()
@@ -272,8 +277,8 @@ class HostCluster:
             for name in self.names:
                 self.start_node("master", name)
                 self.start_node("worker", name)
-            if self.want_api:
-                self.api = self._node("api", "db", ["api.allow_plain_http=true"])  # private test network
+            if self.want_api:  # plain HTTP on the private test network unless the suite runs with TLS
+                self.api = self._node("api", "db", [] if self.tls else ["api.allow_plain_http=true"])
         except BaseException:
             self.down()
             raise
@@ -308,11 +313,13 @@ class HostCluster:
             log = self.base / "logs" / f"etcd-{h.name}.log"
             self.etcd[h.name] = EtcdServer(
                 self.base / f"etcd-{h.name}", ETCD_CLIENT_PORT, ETCD_PEER_PORT, log,
-                name=f"e{h.name}", host=h.address, initial_cluster=cluster, netns=h.netns,
+                name=f"e{h.name}", host=h.address, initial_cluster=cluster, netns=h.netns, tls=self.tls,
             )  # fmt: skip
             self.record(self.etcd[h.name].start(wait=False))
         for server in self.etcd.values():
             server.wait_ready(60)
+        if self.tls:  # auth is the cluster's: turned on through one member
+            tls.secure_etcd(next(iter(self.etcd.values())))
 
     def endpoints(self, name: str) -> str:
         """Etcd client URLs for a node on host ``name``: its own member first."""
@@ -330,6 +337,13 @@ class HostCluster:
             # make the masters refuse commands (the overload guard has tests of its own)
             PORPOISE_MASTER_MAX_CPU_LOAD_AVG="1000", PORPOISE_WORKER_MAX_CPU_LOAD_AVG="1000",
         )  # fmt: skip
+        if self.tls:  # the hosts' own certificate (the suite's names only loopback)
+            t = self.tls
+            for kind in ("RPC", "REGISTRY"):
+                env.update({f"PORPOISE_{kind}_TLS_CA": t.ca, f"PORPOISE_{kind}_TLS_CERT": t.cert,
+                            f"PORPOISE_{kind}_TLS_KEY": t.key})  # fmt: skip
+            if role == "api":
+                env.update({"PORPOISE_API_TLS_CERT": t.cert, "PORPOISE_API_TLS_KEY": t.key})
         label = f"{role}-{name}-{len(self.all_nodes)}"
         node = NodeProc(role, env, self.base / "logs", label, overrides, port=port, host=h.address, netns=h.netns)
         self.all_nodes.append(node)
@@ -355,14 +369,17 @@ class HostCluster:
         """SIGKILL every process of host ``name`` (nodes, etcd member, task processes, reaper)."""
         kill_namespace_processes(self.net.host(name).netns)
 
+    def _etcd(self, server: EtcdServer, *args: str) -> Any:
+        """etcdctl's JSON answer from one member (as the nodes' etcd user when auth is on)."""
+        user = f"{tls.ETCD_USER}:{tls.ETCD_PASSWORD}" if self.tls else ""
+        return json.loads(server.ctl(*args, "--write-out=json", "--command-timeout=2s", user=user))
+
     def etcd_leader(self, required: bool = True) -> str:
         """The host whose etcd member leads now (asked of the members that answer); "" when none does
         and not ``required`` (during an election)."""
         for name, server in self.etcd.items():
-            with contextlib.suppress(OSError, ValueError):
-                req = urllib.request.Request(f"{server.endpoint}/v3/maintenance/status", data=b"{}", method="POST")
-                with urllib.request.urlopen(req, timeout=2) as resp:
-                    status = json.loads(resp.read())
+            with contextlib.suppress(InfraError, ValueError, KeyError, IndexError):
+                status = self._etcd(server, "endpoint", "status")[0]["Status"]
                 if status["leader"] == status["header"]["member_id"]:
                     return name
         if required:
@@ -373,12 +390,9 @@ class HostCluster:
         """The create revision of the registry key of host ``name``'s ``role`` node (0 = no key)."""
         node = (self.masters if role == "master" else self.workers)[name]
         path = f"{self.root}/nodes/{role}/{'default/' if role == 'worker' else ''}{node.address}"
-        body = json.dumps({"key": base64.b64encode(path.encode()).decode()}).encode()
         for server in self.etcd.values():
-            with contextlib.suppress(OSError, ValueError):
-                req = urllib.request.Request(f"{server.endpoint}/v3/kv/range", data=body, method="POST")
-                with urllib.request.urlopen(req, timeout=2) as resp:
-                    kvs = json.loads(resp.read()).get("kvs", [])
+            with contextlib.suppress(InfraError, ValueError):
+                kvs = self._etcd(server, "get", path).get("kvs", [])
                 return int(kvs[0]["create_revision"]) if kvs else 0
         raise AssertionError("no etcd member answers")
 
@@ -390,7 +404,7 @@ class HostCluster:
             "dsn": self.pg.dsn,
             "etcd": self.endpoints(""),
             "registry_root": self.root,
-            "api": f"http://{self.api.address}" if self.api else None,
+            "api": self.api.url if self.api else None,
             "hosts": {h.name: {"netns": h.netns, "address": h.address} for h in self.net.hosts},
             "masters": {n: m.address for n, m in self.masters.items()},
             "workers": {n: w.address for n, w in self.workers.items()},

@@ -97,7 +97,7 @@ class EtcdServer:
         t = self.tls
         return ["--cert-file", t.cert, "--key-file", t.key, "--trusted-ca-file", t.ca, "--client-cert-auth"]
 
-    def _ctl(self, *args: str, user: str = "") -> str:
+    def ctl(self, *args: str, user: str = "") -> str:
         """Run etcdctl against this member (as ``user`` = "name:password" when given)."""
         argv = [str(etcd_binary().with_name("etcdctl")), f"--endpoints={self.endpoint}", "--command-timeout=10s"]
         if self.tls is not None:
@@ -116,16 +116,16 @@ class EtcdServer:
         Idempotent: on a member whose auth is already on, nothing is done."""
         if self.auth_enabled():
             return
-        self._ctl("user", "add", f"root:{root_password}", "--interactive=false")
-        self._ctl("role", "add", user)
-        self._ctl("role", "grant-permission", user, "--prefix=true", "readwrite", prefix)
-        self._ctl("user", "add", f"{user}:{password}", "--interactive=false")
-        self._ctl("user", "grant-role", user, user)
-        self._ctl("auth", "enable")
+        self.ctl("user", "add", f"root:{root_password}", "--interactive=false")
+        self.ctl("role", "add", user)
+        self.ctl("role", "grant-permission", user, "--prefix=true", "readwrite", prefix)
+        self.ctl("user", "add", f"{user}:{password}", "--interactive=false")
+        self.ctl("user", "grant-role", user, user)
+        self.ctl("auth", "enable")
 
     def auth_enabled(self) -> bool:
         try:
-            return "Status: true" in self._ctl("auth", "status")
+            return "Status: true" in self.ctl("auth", "status")
         except InfraError:
             return True  # refused without a user (or as an unknown certificate name): auth is on
 
