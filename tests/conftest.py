@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 import tempfile
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -33,6 +34,11 @@ from tests import databases
 from tests import tls as tls_mod
 from tests.helpers import NodeProc, node_env, wait_sync
 from tests.worker_harness import ReportSink
+
+if tls_mod.ENABLED:
+    # with TLS on, a test's plain urllib calls (API, health probes) trust the cluster CA the nodes' certificates
+    # come from, as an operator's client given that CA would
+    urllib.request.install_opener(urllib.request.build_opener(urllib.request.HTTPSHandler(context=tls_mod.trusting())))
 
 logs.configure("console", "warning")
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli.client import write_client_file
+from tests import tls
 from tests.conftest import ApiCluster
 from tests.helpers import ROOT, wait_sync
 
@@ -23,6 +24,7 @@ def porpoise(c: ApiCluster | None, *args: str, env: dict[str, str] | None = None
     base = {k: v for k, v in os.environ.items() if not k.startswith("PORPOISE_")}
     if c is not None:
         base.update(PORPOISE_URL=c.url, PORPOISE_TOKEN=c.token)
+    base.update(tls.cli_env())
     base.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "engine", *args],
@@ -154,7 +156,7 @@ def test_follow_logs_stop_and_resume(api_cluster: ApiCluster, tmp_path: Path) ->
     follower = subprocess.Popen(
         [sys.executable, "-m", "engine", "logs", str(task_id()), "--follow"],
         stdout=subprocess.PIPE, text=True, cwd=ROOT,
-        env={**os.environ, "PORPOISE_URL": api_cluster.url, "PORPOISE_TOKEN": api_cluster.token},
+        env={**os.environ, "PORPOISE_URL": api_cluster.url, "PORPOISE_TOKEN": api_cluster.token, **tls.cli_env()},
     )  # fmt: skip
     try:
         gate.touch()

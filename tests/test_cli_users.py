@@ -14,6 +14,7 @@ import asyncpg
 import pytest
 
 from engine.api.tokens import token_hash, token_user
+from tests import tls
 from tests.conftest import ApiCluster
 from tests.helpers import ROOT
 from tests.test_users_e2e import _http
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.slow
 def porpoise(c: ApiCluster | None, *args: str, stdin: str = "", token: str | None = None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PORPOISE_")}
     if c is not None:
-        env.update(PORPOISE_URL=c.url, PORPOISE_TOKEN=token or c.token)
+        env.update(PORPOISE_URL=c.url, PORPOISE_TOKEN=token or c.token, **tls.cli_env())
     return subprocess.run(
         [sys.executable, "-m", "engine", *args],
         input=stdin, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120, check=False,

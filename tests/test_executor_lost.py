@@ -12,14 +12,13 @@ import pytest
 from engine.worker.executor import Executor
 from engine.worker.reporter import Reporter
 from engine.worker.taskenv import TaskPolicy
-from rpc import RpcClient
-from tests.helpers import TEST_SECRET
+from tests.helpers import rpc_client
 from tests.worker_harness import ReportSink, task
 
 
 @pytest.fixture
 async def executor(tmp_path: Path) -> AsyncIterator[Executor]:
-    rpc = RpcClient(TEST_SECRET, timeout=10)
+    rpc = rpc_client(timeout=10)  # mutual TLS when the suite runs with it
     reporter = Reporter(rpc, retry_initial=0.05)
     reporter.start()
     ex = Executor(

@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests import tls
 from tests.conftest import ApiCluster
 from tests.helpers import eventually
 
@@ -88,7 +89,7 @@ async def test_stream_pushes_state_changes_and_resumes(api_cluster: ApiCluster) 
         ],
     }
     timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    async with aiohttp.ClientSession(timeout=timeout, connector=tls.connector()) as session:
         async with open_stream(session, c) as stream:
             event, hello_id, _ = await stream.next()
             assert event == "hello" and hello_id
@@ -122,7 +123,10 @@ async def test_stream_pushes_state_changes_and_resumes(api_cluster: ApiCluster) 
 
 
 async def test_stream_needs_a_token(api_cluster: ApiCluster) -> None:
-    async with aiohttp.ClientSession() as session, session.get(f"{api_cluster.url}/api/v1/events") as response:
+    async with (
+        aiohttp.ClientSession(connector=tls.connector()) as session,
+        session.get(f"{api_cluster.url}/api/v1/events") as response,
+    ):
         assert response.status == 401
         assert "token" in (await response.json())["error"]["message"]
 
@@ -130,7 +134,7 @@ async def test_stream_needs_a_token(api_cluster: ApiCluster) -> None:
 async def test_unknown_api_path_is_a_json_404_not_the_app(api_cluster: ApiCluster) -> None:
     headers = {"Authorization": f"Bearer {api_cluster.token}"}
     async with (
-        aiohttp.ClientSession() as session,
+        aiohttp.ClientSession(connector=tls.connector()) as session,
         session.get(f"{api_cluster.url}/api/v1/no-such-thing", headers=headers) as response,
     ):
         assert response.status == 404

@@ -19,7 +19,7 @@ from engine.infra.etcd import EtcdServer
 from engine.worker.reaper import Reaper
 from registry import EtcdClient
 from rpc import RpcClient
-from tests.helpers import ROOT, TEST_SECRET, NodeProc, eventually
+from tests.helpers import ROOT, NodeProc, eventually, rpc_client
 from tests.worker_harness import ReportSink, dispatch, task
 
 pytestmark = pytest.mark.slow
@@ -29,7 +29,7 @@ TTL = 3.0
 
 @pytest.fixture
 async def client() -> AsyncIterator[RpcClient]:
-    c = RpcClient(TEST_SECRET, timeout=10)
+    c = rpc_client(10)
     yield c
     await c.close()
 

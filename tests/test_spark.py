@@ -15,10 +15,9 @@ import pytest
 from engine.infra.etcd import EtcdServer
 from engine.tasks.base import ParamError
 from engine.tasks.spark import SparkTask
-from rpc import RpcClient
 from rpc.messages import TaskKill
 from tests.conftest import UNGUARDED
-from tests.helpers import TEST_SECRET, NodeProc, eventually
+from tests.helpers import NodeProc, eventually, rpc_client
 from tests.worker_harness import ReportSink, dispatch, log_text, task
 
 FAST = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
@@ -43,7 +42,7 @@ async def worker(node_factory: Callable[..., NodeProc], etcd_server: EtcdServer,
 
 
 async def test_spark_python_sql_and_failure(worker: NodeProc, sink: ReportSink) -> None:
-    client = RpcClient(TEST_SECRET, timeout=10)
+    client = rpc_client(10)
     py = task(
         "SPARK",
         {
@@ -87,7 +86,7 @@ async def test_spark_python_sql_and_failure(worker: NodeProc, sink: ReportSink) 
 
 
 async def test_killing_a_spark_task_kills_the_driver(worker: NodeProc, sink: ReportSink) -> None:
-    client = RpcClient(TEST_SECRET, timeout=10)
+    client = rpc_client(10)
     app = (
         "from pyspark.sql import SparkSession\nimport time\n"
         "spark = SparkSession.builder.getOrCreate()\nprint('UP', flush=True)\ntime.sleep(600)\n"

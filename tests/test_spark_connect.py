@@ -20,10 +20,9 @@ from engine.infra.etcd import EtcdServer
 from engine.infra.spark import SparkConnectServer
 from engine.tasks.base import ParamError, TaskContext
 from engine.tasks.spark import SparkTask, session_id
-from rpc import RpcClient
 from rpc.messages import TaskKill
 from tests.conftest import UNGUARDED
-from tests.helpers import TEST_SECRET, NodeProc, eventually
+from tests.helpers import NodeProc, eventually, rpc_client
 from tests.worker_harness import ReportSink, dispatch, log_text, task
 
 pytestmark = pytest.mark.slow
@@ -90,7 +89,7 @@ async def _job_started(server: SparkConnectServer, log_path: str) -> None:
 async def test_pyspark_and_spark_sql_tasks_through_connect(
     worker: NodeProc, sink: ReportSink, connect_server: SparkConnectServer
 ) -> None:
-    client = RpcClient(TEST_SECRET, timeout=10)
+    client = rpc_client(10)
     py = task(
         "SPARK",
         {
@@ -135,7 +134,7 @@ async def test_pyspark_and_spark_sql_tasks_through_connect(
 async def test_a_kill_interrupts_the_session_s_operations(
     worker: NodeProc, sink: ReportSink, connect_server: SparkConnectServer
 ) -> None:
-    client = RpcClient(TEST_SECRET, timeout=30)
+    client = rpc_client(30)
     msg = task("SPARK", {"programType": "SQL", "sql": LONG, "master": "connect"}, sink.address)
     assert (await dispatch(client, worker.address, msg))["accepted"] is True
     await _job_started(connect_server, (await sink.running(msg.task_instance_id))["log_path"])
@@ -152,7 +151,7 @@ async def test_the_next_attempt_interrupts_a_sigkilled_attempt_s_operations(
 ) -> None:
     """The reaper SIGKILLs a dead worker's tasks: no handler runs, the query would go on on the server.
     The attempt after it (on any worker) interrupts the previous attempt's session first."""
-    client = RpcClient(TEST_SECRET, timeout=10)
+    client = rpc_client(10)
     first = task("SPARK", {"programType": "SQL", "sql": LONG, "master": "connect"}, sink.address)
     assert (await dispatch(client, worker.address, first))["accepted"] is True
     running = await sink.running(first.task_instance_id)

@@ -17,7 +17,7 @@ from engine.worker.reporter import Pending, Reporter
 from engine.worker.spool import Spool, Spooled
 from rpc import RpcClient, RpcServer
 from rpc.messages import TaskResult
-from tests.helpers import TEST_SECRET, eventually
+from tests.helpers import TEST_SECRET, eventually, rpc_client
 from tests.worker_harness import ReportSink
 
 
@@ -111,7 +111,7 @@ def test_clusters_do_not_see_each_other_s_results_and_broken_files_are_set_aside
 
 @pytest.fixture
 async def rpc() -> AsyncIterator[RpcClient]:
-    client = RpcClient(TEST_SECRET, timeout=2)
+    client = rpc_client(2)
     yield client
     await client.close()
 

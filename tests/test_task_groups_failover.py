@@ -22,6 +22,7 @@ import pytest
 from engine.api.tokens import create_token, ensure_user
 from engine.cli.client import ApiClient, Target
 from engine.infra.etcd import EtcdServer
+from tests import tls
 from tests.cluster_harness import command, max_overlap, query, save, shell
 from tests.cluster_harness import started_unguarded as started
 from tests.helpers import ROOT, NodeProc, eventually
@@ -52,7 +53,7 @@ async def _queue_row(dsn: str, instance_id: int) -> asyncpg.Record | None:
 
 def _cli_status(url: str, token: str, instance_id: int) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PORPOISE_")}
-    env |= {"PORPOISE_URL": url, "PORPOISE_TOKEN": token, "COLUMNS": "250"}
+    env |= {"PORPOISE_URL": url, "PORPOISE_TOKEN": token, "COLUMNS": "250", **tls.cli_env()}
     out = subprocess.run([sys.executable, "-m", "engine", "status", str(instance_id)], capture_output=True, text=True,
                          env=env, cwd=ROOT, timeout=60, check=False)  # fmt: skip
     assert out.returncode == 0, out.stderr

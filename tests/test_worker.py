@@ -29,14 +29,15 @@ from rpc.messages import (
     TaskDispatchBatch,
     TaskKill,
 )
+from tests import tls
 from tests.databases import EmptyDb
-from tests.helpers import TEST_SECRET, NodeProc, eventually, start_worker
+from tests.helpers import TEST_SECRET, NodeProc, eventually, rpc_client, start_worker
 from tests.worker_harness import ReportSink, dispatch, log_text, task
 
 
 @pytest.fixture
 async def client() -> AsyncIterator[RpcClient]:
-    c = RpcClient(TEST_SECRET, timeout=10)
+    c = rpc_client(10)
     yield c
     await c.close()
 
@@ -491,7 +492,7 @@ async def test_malformed_and_unauthenticated_calls_are_refused_and_change_nothin
 
     from rpc import auth
 
-    url = f"http://{worker.address}/rpc/task.dispatch"
+    url = f"{worker.url}/rpc/task.dispatch"
     good = json.dumps(
         {
             "v": 1,
@@ -536,7 +537,7 @@ async def test_malformed_and_unauthenticated_calls_are_refused_and_change_nothin
     ]
     big = b'{"v": 1, "pad": "' + b"x" * (9 * 1024 * 1024) + b'"}'
     cases.append((url, big, signed(big), 413, "exceeds"))
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(connector=tls.connector(client_cert=True)) as http:
         for target, body, headers, status, message in cases:
             data = io.BytesIO(body) if len(body) > 1 << 20 else body
             async with http.post(target, data=data, headers=headers) as resp:

@@ -27,8 +27,9 @@ from registry.client import EtcdClient
 from registry.keys import node_key
 from registry.membership import NodeInfo
 from rpc import RpcClient
+from tests import tls
 from tests.conftest import ApiCluster
-from tests.helpers import TEST_SECRET, NodeProc, eventually, start_worker
+from tests.helpers import NodeProc, eventually, rpc_client, start_worker
 from tests.worker_harness import ReportSink, dispatch, task
 
 _NOTICE = re.compile(rb"^\[porpoise\] log truncated: the first (\d+) bytes of output were dropped")
@@ -36,7 +37,7 @@ _NOTICE = re.compile(rb"^\[porpoise\] log truncated: the first (\d+) bytes of ou
 
 @pytest.fixture
 async def client() -> AsyncIterator[RpcClient]:
-    c = RpcClient(TEST_SECRET, timeout=10)
+    c = rpc_client(10)
     yield c
     await c.close()
 
@@ -186,7 +187,7 @@ async def test_a_log_larger_than_every_buffer_streams_through_the_api_in_bounded
     before = peak = api.memory_info().rss
     digest, size = hashlib.sha256(), 0
     headers = {"Authorization": f"Bearer {api_cluster.token}"}
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(connector=tls.connector()) as http:
         url = f"{api_cluster.url}/api/v1/tasks/{task_id}/log/download"
         async with http.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=120)) as resp:
             assert resp.status == 200

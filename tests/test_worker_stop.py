@@ -27,10 +27,9 @@ from engine.api.tokens import create_token, ensure_user
 from engine.infra.etcd import EtcdServer
 from registry import EtcdClient
 from registry.heartbeat import Heartbeat, ServerStatus
-from rpc import RpcClient
 from rpc.messages import TaskResult, WorkerDrain
 from tests.cluster_harness import command, instance_for, query, save, started, tasks_of
-from tests.helpers import ROOT, TEST_SECRET, NodeProc, eventually, node_env, wait_sync
+from tests.helpers import ROOT, NodeProc, eventually, node_env, rpc_client, wait_sync
 from tests.test_cli import porpoise
 from tests.test_failover import kill, ledgered, running_task, runs, start_gated, start_victim
 from tests.worker_harness import ReportSink, dispatch, task
@@ -127,7 +126,7 @@ async def test_reports_pending_at_a_graceful_exit_are_delivered_by_the_next_star
         return node_factory("worker", etcd_server.endpoint, etcd_root, TTL, [*dirs(tmp_path), *extra])
 
     held = await asyncio.to_thread(start, "worker.test_hold_results=true", "worker.report_flush_timeout=0.5")
-    client = RpcClient(TEST_SECRET, timeout=10)
+    client = rpc_client(10)
     try:
         msg = task("SHELL", {"rawScript": "echo done"}, sink.address)
         assert (await dispatch(client, held.address, msg))["accepted"] is True
@@ -155,7 +154,7 @@ async def test_a_drained_worker_refuses_new_tasks_says_draining_lets_running_one
 ) -> None:
     w = await asyncio.to_thread(node_factory, "worker", etcd_server.endpoint, etcd_root, TTL, dirs(tmp_path))
     gate = tmp_path / "gate"
-    client = RpcClient(TEST_SECRET, timeout=10)
+    client = rpc_client(10)
 
     async def status() -> int:
         kv = await etcd.get(f"{etcd_root}/nodes/worker/default/{w.address}")
@@ -290,7 +289,7 @@ async def test_a_master_that_does_not_own_the_instance_names_its_owner_and_epoch
     long = await running_task(fresh_db, wi["id"], "long")
     other = next(m for m in masters if m.address != wi["host"])
     late = TaskResult(long["id"], 1, wi["id"], "127.0.0.1:1", "SUCCESS", 0, 1, 2)
-    client = RpcClient(TEST_SECRET, timeout=10)
+    client = rpc_client(10)
     try:
         assert await client.call(other.address, late) == {"ack": False, "owner": wi["host"], "epoch": wi["epoch"]}
     finally:

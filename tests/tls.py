@@ -14,6 +14,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+import aiohttp
 import trustme
 
 from registry import EtcdAccess
@@ -63,6 +64,19 @@ def rpc_env() -> dict[str, str]:
 def api_env() -> dict[str, str]:
     files = node_files()
     return {"PORPOISE_API_TLS_CERT": files.cert, "PORPOISE_API_TLS_KEY": files.key}
+
+
+def cli_env() -> dict[str, str]:
+    """Environment for the CLI (and SDK) run by a test: the CA the API's certificate comes from."""
+    return {"PORPOISE_CA_FILE": node_files().ca} if ENABLED else {}
+
+
+def connector(client_cert: bool = False) -> aiohttp.TCPConnector | None:
+    """For a test's aiohttp session: trusting the cluster CA (and showing a node certificate to a node's RPC
+    listener with ``client_cert``) when the suite runs with TLS; None (aiohttp's default) without."""
+    if not ENABLED:
+        return None
+    return aiohttp.TCPConnector(ssl=client_ssl() if client_cert else trusting())
 
 
 def trusting(ca_file: str | None = None) -> ssl.SSLContext:
