@@ -32,7 +32,9 @@ from registry import (
     TaskCounts,
 )
 from registry.identity import Incarnation, Verdict, advertise_host, judge_holder, process_alive
-from tests.helpers import NodeProc, node_env, wait_sync
+from rpc.errors import RpcError
+from tests.helpers import NodeProc, eventually, node_env, rpc_client, wait_sync
+from tests.worker_harness import ReportSink, dispatch, task
 
 TTL = 2.0
 
@@ -213,3 +215,51 @@ async def test_a_node_whose_key_was_taken_away_fences_itself(registry_config: Co
         assert await etcd.get(key) is None, "the fenced node must not write its key back"
     finally:
         await node.close(revoke=False)
+
+
+async def test_a_worker_takes_no_dispatch_before_its_key_is_registered(
+    etcd_server: EtcdServer,
+    etcd: EtcdClient,
+    etcd_root: str,
+    workdir: Path,
+    pg_server: PostgresServer,
+    sink: ReportSink,
+) -> None:
+    """A worker listens (and holds its lease) before its key exists: while it waits for its address's key
+    (a previous incarnation's, being replaced), a master still sees that previous incarnation there; an
+    attempt it accepted then would be declared lost with the previous incarnation's key and run again
+    while it runs here (a chaos round saw it: a size-1 task group ran two tasks at once). It refuses."""
+    port = free_port()
+    key = _key(etcd_root, "worker", f"127.0.0.1:{port}")
+    elsewhere = Heartbeat(0, 0, 0, 0, 0, 0, 0, pid=1, node_id="x", host_name="other", machine="another/1")
+    holder = await Session(etcd, ttl=TTL, keepalive_interval=0.5).start()
+    client = rpc_client(5)
+    try:
+        await etcd.put(key, elsewhere.to_json(), lease=holder.lease_id)
+        waiting = _unstarted("worker", etcd_server, etcd_root, (workdir, pg_server.dsn), port, [])
+        waiting.proc.start()
+        try:
+            msg = task("SHELL", {"rawScript": "true"}, sink.address)
+
+            async def answer() -> dict | None:
+                try:
+                    return await dispatch(client, waiting.address, msg)
+                except RpcError as exc:
+                    if exc.maybe_delivered:
+                        raise
+                    return None  # not listening yet
+
+            await eventually(answer, 20, "the worker listening")
+            await eventually(
+                lambda: "waiting for its lease to run out" in waiting.proc.tail(50),
+                20,
+                "its lease, waiting for the key",
+            )
+            reply = await answer()
+            assert reply == {"accepted": False, "reason": "worker is not registered", "free_slots": reply["free_slots"]}
+            assert (await etcd.get(key)) is not None and waiting.proc.exited() is None  # still waiting for the key
+        finally:
+            waiting.stop()
+    finally:
+        await client.close()
+        await holder.orphan()

@@ -250,7 +250,12 @@ class Worker(Node):
     async def on_dispatch(self, msg: TaskDispatch, valid_until_ms: int = 0) -> DispatchReply:
         # an attempt already here (a dispatch sent again) is acknowledged whatever our state: a refusal
         # would tell the master it is not here while it runs (or ran)
-        registered = self.registry is not None and self.registry.session.alive
+        # registered = our key exists, not merely our lease: while the key is being made (an earlier
+        # incarnation's deleted first, or another holder waited out) masters see that earlier incarnation
+        # here, and its REMOVED event would declare lost an attempt we took meanwhile, while it runs here
+        registered = (
+            self.registry is not None and self.registry.session.alive and self.registry.registration.revision > 0
+        )
         if not registered and not self.executor.holds(msg):
             return DispatchReply(False, "worker is not registered")
         reply = self.executor.dispatch(msg, valid_until_ms or msg.valid_until_ms)
