@@ -111,3 +111,36 @@ def test_ui_in_headless_chromium(api_cluster: ApiCluster, tmp_path: Path) -> Non
             if not detail["finished"]:
                 c.client().post(f"/api/v1/instances/{long_instance}/stop")
     assert proc.returncode == 0, "".join(output) + errors
+
+
+def _generated_dag(name: str, branches: int = 10, length: int = 8) -> dict[str, object]:
+    """start -> b<i>_0 -> ... -> b<i>_<length-1> -> join for each branch, and b2_0 -> b3_4 (so b3_0's branch,
+    what runs only after it, stops at b3_3) and b3_2 -> b3_4 (two links from that branch to b3_4)."""
+    tasks: list[dict[str, object]] = [{"name": "start", "type": "SHELL", "params": {"rawScript": "true"}}]
+    for i in range(branches):
+        for j in range(length):
+            up = ["start"] if j == 0 else [f"b{i}_{j - 1}"]
+            if (i, j) == (3, 4):
+                up += ["b2_0", "b3_2"]
+            tasks.append({"name": f"b{i}_{j}", "type": "SHELL", "params": {"rawScript": "true"}, "upstream": up})
+    last = [f"b{i}_{length - 1}" for i in range(branches)]
+    tasks.append({"name": "join", "type": "SHELL", "params": {"rawScript": "true"}, "upstream": last})
+    return {"name": name, "project": "ui-e2e", "tasks": tasks}
+
+
+def test_editor_collapse_in_headless_chromium(api_cluster: ApiCluster) -> None:
+    """ui/tests/e2e/collapse.mjs: collapse a branch of a generated DAG in the editor (one node with its count,
+    edges to it once, laid out again), expand it, collapse a selection (a cycle-making one refused), find a
+    task hidden in a group."""
+    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
+    assert chromium, "Chromium is missing: `make install` installs it (apt-get install chromium, as root)"
+    c = api_cluster
+    doc = _generated_dag(f"ui_collapse_{uuid.uuid4().hex[:8]}")
+    code = c.client().request("POST", "/api/v1/workflows", doc)["code"]
+    env = {**os.environ, "PORPOISE_URL": c.url, "PORPOISE_TOKEN": c.token, "E2E_WORKFLOW": str(code),
+           "CHROMIUM": chromium}  # fmt: skip
+    done = subprocess.run(
+        ["node", "tests/e2e/collapse.mjs"], check=False, cwd=UI, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "collapse: all steps passed" in done.stdout
