@@ -5,9 +5,10 @@ a password (session cookie, CSRF on writes) after a wrong password and a wrong t
 create a 3-task workflow on the graph by clicking and dragging, see the server's refusal at the field, save;
 edit a schedule and see its next fire times; start the workflow and watch its graph turn green live; open a
 task's log and search it; stop a running instance; see a refused action's 409 reason; see a failure on the
-overview, open its log, recover it; the API server stopped and started again under the page (the
-lost-connection banner comes and goes); axe-core on every page. Screenshots go to $E2E_SCREENSHOTS when set
-(docs/ui/)."""
+overview, open its log, recover it; admin: users, project grants, a tenant created and granted to a project;
+the API server stopped and started again under the page (the lost-connection banner comes and goes);
+axe-core on every page. Screenshots go to $E2E_SCREENSHOTS when set (docs/ui/). Beside it: collapse in the
+editor (collapse.mjs) and the streamed log download (download.mjs)"""
 
 from __future__ import annotations
 
@@ -144,3 +145,30 @@ def test_editor_collapse_in_headless_chromium(api_cluster: ApiCluster) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "collapse: all steps passed" in done.stdout
+
+
+def test_log_download_streams_to_disk(api_cluster: ApiCluster, tmp_path: Path) -> None:
+    """ui/tests/e2e/download.mjs: signed in with a password, the log page's Download is a link to the streaming
+    endpoint (no fetch by the page); the file the browser saves is the whole log, byte for byte."""
+    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
+    assert chromium, "Chromium is missing: `make install` installs it (apt-get install chromium, as root)"
+    c = api_cluster
+    tag = uuid.uuid4().hex[:8]
+    doc = {"name": f"ui_download_{tag}", "project": "ui-e2e",
+           "tasks": [{"name": "many", "type": "SHELL", "params": {"rawScript": "seq 1 1000000"}}]}  # fmt: skip
+    instance = _start(c, doc, finished=True)
+    (task,) = c.client().get(f"/api/v1/instances/{instance}")["tasks"]
+    assert task["state"] == "SUCCESS"
+    user, password = f"ui_dl_{tag}", uuid.uuid4().hex
+    c.client().post("/api/v1/users", {"name": user, "password": password, "admin": True})
+    saved = tmp_path / "saved.log"
+    env = {**os.environ, "PORPOISE_URL": c.url, "E2E_USER": user, "E2E_PASSWORD": password,
+           "E2E_TASK": str(task["id"]), "E2E_DOWNLOAD_TO": str(saved), "CHROMIUM": chromium}  # fmt: skip
+    done = subprocess.run(
+        ["node", "tests/e2e/download.mjs"], check=False, cwd=UI, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    whole = c.client().get(f"/api/v1/tasks/{task['id']}/log/download")
+    received = saved.read_text()
+    assert len(received) == len(whole) and received == whole
+    assert "\n1000000\n" in received

@@ -292,6 +292,20 @@ try {
   await page.getByLabel("User to grant").fill(other);
   await page.getByRole("button", { name: "Grant", exact: true }).click();
   await page.getByTestId("admin-grants").getByRole("cell", { name: other }).waitFor();
+
+  step = "admin: create a tenant, grant it to a project; a second one of the name shows the API's refusal";
+  await page.getByRole("button", { name: "Tenants", exact: true }).click();
+  const tenant = `tn_${tag}`;
+  await page.getByLabel("Tenant name").fill(tenant);
+  await page.getByRole("button", { name: "Create tenant" }).click();
+  const tenantRow = page.getByTestId(`tenant-${tenant}`);
+  await tenantRow.getByLabel(`Project to grant ${tenant} to`).selectOption("ui-e2e");
+  await tenantRow.getByRole("button", { name: "Grant", exact: true }).click();
+  await tenantRow.getByRole("button", { name: `Revoke ${tenant} from ui-e2e` }).waitFor();
+  await page.getByLabel("Tenant name").fill(tenant);
+  await page.getByRole("button", { name: "Create tenant" }).click();
+  await page.getByTestId("admin-tenants").getByRole("alert").filter({ hasText: "exists already" }).waitFor();
+  await audit("admin-tenants");
   await page.getByRole("button", { name: "Data sources" }).click();
   await page.getByRole("button", { name: "New data source" }).click();
   const form = page.getByRole("form", { name: "Data source" });
