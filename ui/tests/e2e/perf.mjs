@@ -32,6 +32,17 @@ const measure = async (key, since) => {
     longest: Math.max(0, ...window.__longTasks),
     blocked: window.__longTasks.reduce((a, b) => a + Math.max(0, b - 50), 0),
   }));
+  const layouts = await page.evaluate(() =>
+    performance
+      .getEntriesByType("measure")
+      .filter((m) => m.name.startsWith("porpoise:layout:"))
+      .map((m) => [m.startTime, m.duration]),
+  );
+  const last = layouts.filter(([start]) => start >= since).pop();
+  if (last)
+    [out[`${key}_layout_start_ms`], out[`${key}_layout_ms`]] = last.map((v, i) =>
+      Math.round(v - (i ? 0 : since)),
+    );
   out[`${key}_table_ms`] = Math.round(table - since);
   out[`${key}_graph_ms`] = Math.round(t.graph - since);
   out[`${key}_longest_task_ms`] = Math.round(t.longest);

@@ -6,6 +6,7 @@ import type { GraphEdge } from "../graph/buildGraph";
 import { isGroupId, type GroupSummary } from "../graph/collapse";
 import type { TaskNodeData } from "../graph/DagView";
 import type { GroupNodeType } from "../graph/GroupNode";
+import { PRESIZED } from "../graph/layout";
 import type { DraftTask } from "./draft";
 
 export type TaskNode = Node<TaskNodeData, "task">;
@@ -42,6 +43,7 @@ export function syncNodes(
       position: old?.position ?? place(t.name),
       selected: old?.selected ?? false,
       data,
+      ...PRESIZED,
     };
   });
 }
@@ -79,6 +81,7 @@ export function syncGroupNodes(
       deletable: false,
       connectable: false,
       data: { summary, onExpand },
+      ...PRESIZED,
     };
   });
 }
