@@ -28,7 +28,6 @@ import { WorkflowForm } from "../features/editor/WorkflowForm";
 import { buildGraph, type TaskSpec } from "../features/graph/buildGraph";
 import { NO_GROUPS, type Groups } from "../features/graph/collapse";
 import { DagView } from "../features/graph/DagView";
-import { prewarmLayout } from "../features/graph/layout";
 
 const TEMPLATE: Draft = {
   name: "my_workflow",
@@ -97,7 +96,6 @@ export function Editor() {
   const [groups, setGroups] = useState<Groups>(NO_GROUPS);
   const hints = useRef<PlaceHints>(new Map()).current;
   const kept = useRef(new Map<string, { x: number; y: number }>()).current;
-  useEffect(prewarmLayout, []);
   const draftRef = useRef(draft);
   draftRef.current = draft;
 

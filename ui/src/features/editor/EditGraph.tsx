@@ -38,6 +38,7 @@ import type { DraftTask } from "./draft";
 import { placeNew, syncEdges, syncGroupNodes, syncNodes, type EditorNode, type XY } from "./elements";
 
 const nodeTypes = { task: TaskNode, collapsed: GroupNode };
+const NONE: never[] = [];
 
 /** Where a task that has no position yet goes: a name -> a position, or the name of the node it was
  * renamed from. The editor page fills it on a rename; the toolbar on an add. */
@@ -316,8 +317,9 @@ export function EditGraph(props: EditGraphProps) {
   return (
     <div className="dag editor-graph" data-testid="edit-graph" data-layouts={layouts}>
       <ReactFlow
-        nodes={nodes}
-        edges={edges}
+        // nothing before the first layout: unplaced nodes would all be in view, and all drawn
+        nodes={layouts > 0 ? nodes : NONE}
+        edges={layouts > 0 ? edges : NONE}
         nodeTypes={nodeTypes}
         onNodesChange={onNodesChange}
         onEdgesChange={onEdgesChange}

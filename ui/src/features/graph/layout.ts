@@ -131,6 +131,7 @@ export function sampleGraph(layers: number): Graph {
  * waits for its data: the worker's script loads and ELK's code warms up off the critical path (a cold worker's
  * first layout of a 1,000-task graph takes about a third longer). Once per page load. */
 export function prewarmLayout(): void {
+  void openDb(); // a fresh profile creates the store: not on the way of the first layout
   warming ??= worker()
     .layout({ ...toElk(sampleGraph(20)), layoutOptions: layoutOptions(101) })
     .catch(() => undefined);
