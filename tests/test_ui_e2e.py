@@ -29,6 +29,13 @@ pytestmark = pytest.mark.slow
 UI = ROOT / "ui"
 
 
+def _chromium() -> str:
+    """The system Chromium (Debian's package), or $CHROMIUM."""
+    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
+    assert chromium, "Chromium is missing: `make install` installs it (apt-get install chromium, as root)"
+    return chromium
+
+
 def _start(c: ApiCluster, doc: dict[str, object], finished: bool = False) -> int:
     """Save, release and start ``doc``; the instance id (once finished, when asked)."""
     client = c.client()
@@ -39,8 +46,7 @@ def _start(c: ApiCluster, doc: dict[str, object], finished: bool = False) -> int
 def test_ui_in_headless_chromium(api_cluster: ApiCluster, tmp_path: Path) -> None:
     assert (UI / "dist" / "index.html").is_file(), "the UI is not built: run `make install`"
     assert (UI / "node_modules" / "playwright-core").is_dir(), "ui/node_modules is missing: run `make install`"
-    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
-    assert chromium, "Chromium is missing: `make install` installs it (apt-get install chromium, as root)"
+    chromium = _chromium()
     c = api_cluster
     tag = uuid.uuid4().hex[:8]
     project = "ui-e2e"
@@ -133,8 +139,7 @@ def test_editor_collapse_in_headless_chromium(api_cluster: ApiCluster) -> None:
     """ui/tests/e2e/collapse.mjs: collapse a branch of a generated DAG in the editor (one node with its count,
     edges to it once, laid out again), expand it, collapse a selection (a cycle-making one refused), find a
     task hidden in a group."""
-    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
-    assert chromium, "Chromium is missing: `make install` installs it (apt-get install chromium, as root)"
+    chromium = _chromium()
     c = api_cluster
     doc = _generated_dag(f"ui_collapse_{uuid.uuid4().hex[:8]}")
     code = c.client().request("POST", "/api/v1/workflows", doc)["code"]
@@ -150,8 +155,7 @@ def test_editor_collapse_in_headless_chromium(api_cluster: ApiCluster) -> None:
 def test_log_download_streams_to_disk(api_cluster: ApiCluster, tmp_path: Path) -> None:
     """ui/tests/e2e/download.mjs: signed in with a password, the log page's Download is a link to the streaming
     endpoint (no fetch by the page); the file the browser saves is the whole log, byte for byte."""
-    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
-    assert chromium, "Chromium is missing: `make install` installs it (apt-get install chromium, as root)"
+    chromium = _chromium()
     c = api_cluster
     tag = uuid.uuid4().hex[:8]
     doc = {"name": f"ui_download_{tag}", "project": "ui-e2e",

@@ -4,7 +4,7 @@
 // links go from that branch to b3_4.
 // Environment: PORPOISE_URL, PORPOISE_TOKEN, E2E_WORKFLOW (the DAG's code), CHROMIUM.
 // Exit 0 when every step passed; otherwise the failing step and the page's text are printed.
-import { launch } from "./browser.mjs";
+import { launch, reportFailure } from "./browser.mjs";
 
 const url = process.env.PORPOISE_URL;
 const code = process.env.E2E_WORKFLOW;
@@ -88,14 +88,7 @@ try {
   if (pageErrors.length) throw new Error(`uncaught page errors: ${pageErrors.join("; ")}`);
   console.log("collapse: all steps passed");
 } catch (err) {
-  console.error(`collapse FAILED at step: ${step}\n${err}`);
-  const text = await page
-    .locator("body")
-    .innerText()
-    .catch(() => "(no page)");
-  console.error(`page ${page.url()}:\n${text.slice(0, 2000)}`);
-  if (pageErrors.length) console.error(`page errors: ${pageErrors.join("; ")}`);
-  process.exitCode = 1;
+  await reportFailure("collapse", page, step, err, pageErrors);
 } finally {
   await close();
 }

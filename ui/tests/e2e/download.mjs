@@ -4,7 +4,7 @@
 // asks, which then compares it with the log (tests/test_ui_e2e.py).
 // Environment: PORPOISE_URL, E2E_USER, E2E_PASSWORD, E2E_TASK (a finished task with a long log),
 // E2E_DOWNLOAD_TO (a file path), CHROMIUM.
-import { launch } from "./browser.mjs";
+import { launch, reportFailure } from "./browser.mjs";
 
 const url = process.env.PORPOISE_URL;
 const task = process.env.E2E_TASK;
@@ -45,13 +45,7 @@ try {
   if (pageErrors.length) throw new Error(`uncaught page errors: ${pageErrors.join("; ")}`);
   console.log(`download: all steps passed (${download.suggestedFilename()})`);
 } catch (err) {
-  console.error(`download FAILED at step: ${step}\n${err}`);
-  const text = await page
-    .locator("body")
-    .innerText()
-    .catch(() => "(no page)");
-  console.error(`page ${page.url()}:\n${text.slice(0, 2000)}`);
-  process.exitCode = 1;
+  await reportFailure("download", page, step, err, pageErrors);
 } finally {
   await close();
 }

@@ -9,7 +9,7 @@
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { violations } from "./a11y.mjs";
-import { launch } from "./browser.mjs";
+import { launch, reportFailure } from "./browser.mjs";
 
 const url = process.env.PORPOISE_URL;
 const tag = process.env.E2E_TAG;
@@ -355,14 +355,7 @@ try {
   if (a11y.length) throw new Error(a11y.join("\n"));
   console.log("e2e: all steps passed");
 } catch (err) {
-  console.error(`e2e FAILED at step: ${step}\n${err}`);
-  const text = await page
-    .locator("body")
-    .innerText()
-    .catch(() => "(no page)");
-  console.error(`page ${page.url()}:\n${text.slice(0, 2000)}`);
-  if (consoleErrors.length) console.error(`page errors: ${consoleErrors.join("; ")}`);
-  process.exitCode = 1;
+  await reportFailure("e2e", page, step, err, consoleErrors);
 } finally {
   input.close(); // an open stdin would keep node running
   await close();
