@@ -30,7 +30,7 @@ import {
 } from "../graph/collapse";
 import { TaskNode } from "../graph/DagView";
 import { GroupNode } from "../graph/GroupNode";
-import { layout, NODE_HEIGHT, NODE_WIDTH, type Positions } from "../graph/layout";
+import { layout, layoutOnce, NODE_HEIGHT, NODE_WIDTH, type Positions } from "../graph/layout";
 import { CollapseButtons } from "./CollapseButtons";
 import { FitOnLayout, Toolbar } from "./GraphPanels";
 import type { DraftTask } from "./draft";
@@ -109,16 +109,11 @@ export function EditGraph(props: EditGraphProps) {
     setLayouts((n) => n + 1);
   }, []);
 
-  /** Lay out what is drawn now, under a fresh key (a draft's shape is not a version). */
-  const seq = useRef(0);
+  /** Lay out what is drawn now (not cached: a draft's shape is not a version). */
   const layoutNow = useCallback(
     (groupsNow: Groups) => {
-      seq.current += 1;
       const all = tasksRef.current;
-      layout(
-        `draft:view:${Date.now()}:${seq.current}`,
-        collapsedGraph(all, pruneGroups(groupsNow, all)),
-      ).then(applyLayout, setLayoutError);
+      layoutOnce(collapsedGraph(all, pruneGroups(groupsNow, all))).then(applyLayout, setLayoutError);
     },
     [applyLayout],
   );

@@ -148,6 +148,11 @@ async function compute(graph: Graph): Promise<Positions> {
   return out;
 }
 
+/** A layout asked for once (the editor's "lay out again", a collapse): computed, never cached. */
+export function layoutOnce(graph: Graph): Promise<Positions> {
+  return compute(graph);
+}
+
 export function layout(key: string, graph: Graph): Promise<Positions> {
   const hit = cache.get(key);
   if (hit) return hit;
