@@ -5,9 +5,10 @@ a password (session cookie, CSRF on writes) after a wrong password and a wrong t
 create a 3-task workflow on the graph by clicking and dragging, see the server's refusal at the field, save;
 edit a schedule and see its next fire times; start the workflow and watch its graph turn green live; open a
 task's log and search it; stop a running instance; see a refused action's 409 reason; see a failure on the
-overview, open its log, recover it; the API server stopped and started again under the page (the
-lost-connection banner comes and goes); axe-core on every page. Screenshots go to $E2E_SCREENSHOTS when set
-(docs/ui/)."""
+overview, open its log, recover it; admin: users, project grants, a tenant created and granted to a project;
+the API server stopped and started again under the page (the lost-connection banner comes and goes);
+axe-core on every page. Screenshots go to $E2E_SCREENSHOTS when set (docs/ui/). Beside it: collapse in the
+editor (collapse.mjs) and the streamed log download (download.mjs)"""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ pytestmark = pytest.mark.slow
 UI = ROOT / "ui"
 
 
+def _chromium() -> str:
+    """The system Chromium (Debian's package), or $CHROMIUM."""
+    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
+    assert chromium, "Chromium is missing: `make install` installs it (apt-get install chromium, as root)"
+    return chromium
+
+
 def _start(c: ApiCluster, doc: dict[str, object], finished: bool = False) -> int:
     """Save, release and start ``doc``; the instance id (once finished, when asked)."""
     client = c.client()
@@ -38,8 +46,7 @@ def _start(c: ApiCluster, doc: dict[str, object], finished: bool = False) -> int
 def test_ui_in_headless_chromium(api_cluster: ApiCluster, tmp_path: Path) -> None:
     assert (UI / "dist" / "index.html").is_file(), "the UI is not built: run `make install`"
     assert (UI / "node_modules" / "playwright-core").is_dir(), "ui/node_modules is missing: run `make install`"
-    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
-    assert chromium, "Chromium is missing: `make install` installs it (apt-get install chromium, as root)"
+    chromium = _chromium()
     c = api_cluster
     tag = uuid.uuid4().hex[:8]
     project = "ui-e2e"
@@ -111,3 +118,61 @@ def test_ui_in_headless_chromium(api_cluster: ApiCluster, tmp_path: Path) -> Non
             if not detail["finished"]:
                 c.client().post(f"/api/v1/instances/{long_instance}/stop")
     assert proc.returncode == 0, "".join(output) + errors
+
+
+def _generated_dag(name: str, branches: int = 10, length: int = 8) -> dict[str, object]:
+    """start -> b<i>_0 -> ... -> b<i>_<length-1> -> join for each branch, and b2_0 -> b3_4 (so b3_0's branch,
+    what runs only after it, stops at b3_3) and b3_2 -> b3_4 (two links from that branch to b3_4)."""
+    tasks: list[dict[str, object]] = [{"name": "start", "type": "SHELL", "params": {"rawScript": "true"}}]
+    for i in range(branches):
+        for j in range(length):
+            up = ["start"] if j == 0 else [f"b{i}_{j - 1}"]
+            if (i, j) == (3, 4):
+                up += ["b2_0", "b3_2"]
+            tasks.append({"name": f"b{i}_{j}", "type": "SHELL", "params": {"rawScript": "true"}, "upstream": up})
+    last = [f"b{i}_{length - 1}" for i in range(branches)]
+    tasks.append({"name": "join", "type": "SHELL", "params": {"rawScript": "true"}, "upstream": last})
+    return {"name": name, "project": "ui-e2e", "tasks": tasks}
+
+
+def test_editor_collapse_in_headless_chromium(api_cluster: ApiCluster) -> None:
+    """ui/tests/e2e/collapse.mjs: collapse a branch of a generated DAG in the editor (one node with its count,
+    edges to it once, laid out again), expand it, collapse a selection (a cycle-making one refused), find a
+    task hidden in a group."""
+    chromium = _chromium()
+    c = api_cluster
+    doc = _generated_dag(f"ui_collapse_{uuid.uuid4().hex[:8]}")
+    code = c.client().request("POST", "/api/v1/workflows", doc)["code"]
+    env = {**os.environ, "PORPOISE_URL": c.url, "PORPOISE_TOKEN": c.token, "E2E_WORKFLOW": str(code),
+           "CHROMIUM": chromium}  # fmt: skip
+    done = subprocess.run(
+        ["node", "tests/e2e/collapse.mjs"], check=False, cwd=UI, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "collapse: all steps passed" in done.stdout
+
+
+def test_log_download_streams_to_disk(api_cluster: ApiCluster, tmp_path: Path) -> None:
+    """ui/tests/e2e/download.mjs: signed in with a password, the log page's Download is a link to the streaming
+    endpoint (no fetch by the page); the file the browser saves is the whole log, byte for byte."""
+    chromium = _chromium()
+    c = api_cluster
+    tag = uuid.uuid4().hex[:8]
+    doc = {"name": f"ui_download_{tag}", "project": "ui-e2e",
+           "tasks": [{"name": "many", "type": "SHELL", "params": {"rawScript": "seq 1 1000000"}}]}  # fmt: skip
+    instance = _start(c, doc, finished=True)
+    (task,) = c.client().get(f"/api/v1/instances/{instance}")["tasks"]
+    assert task["state"] == "SUCCESS"
+    user, password = f"ui_dl_{tag}", uuid.uuid4().hex
+    c.client().post("/api/v1/users", {"name": user, "password": password, "admin": True})
+    saved = tmp_path / "saved.log"
+    env = {**os.environ, "PORPOISE_URL": c.url, "E2E_USER": user, "E2E_PASSWORD": password,
+           "E2E_TASK": str(task["id"]), "E2E_DOWNLOAD_TO": str(saved), "CHROMIUM": chromium}  # fmt: skip
+    done = subprocess.run(
+        ["node", "tests/e2e/download.mjs"], check=False, cwd=UI, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    whole = c.client().get(f"/api/v1/tasks/{task['id']}/log/download")
+    received = saved.read_text()
+    assert len(received) == len(whole) and received == whole
+    assert "\n1000000\n" in received

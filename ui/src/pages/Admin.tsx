@@ -1,4 +1,4 @@
-// Admin: users, project grants, data sources, alert groups, task groups, API tokens; one tab each, reachable
+// Admin: users, project grants, tenants, data sources, alert groups, task groups, API tokens; one tab each, reachable
 // by URL (?tab=users ...).
 import { useSearchParams } from "react-router";
 
@@ -6,12 +6,14 @@ import { AlertGroups } from "../features/admin/AlertGroups";
 import { DataSources } from "../features/admin/DataSources";
 import { ProjectGrants } from "../features/admin/Grants";
 import { TaskGroups } from "../features/admin/TaskGroups";
+import { Tenants } from "../features/admin/Tenants";
 import { Tokens } from "../features/admin/Tokens";
 import { Users } from "../features/admin/Users";
 
 const TABS = {
   users: ["Users", Users],
   grants: ["Project grants", ProjectGrants],
+  tenants: ["Tenants", Tenants],
   datasources: ["Data sources", DataSources],
   alerts: ["Alert groups", AlertGroups],
   "task-groups": ["Task groups", TaskGroups],

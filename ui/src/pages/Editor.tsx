@@ -1,6 +1,7 @@
 // Create or change a workflow: on the graph (add, link by dragging, move, delete; a side form per task built
 // from its type's parameter schema) or as YAML / JSON text, switching between them. Save = a new version;
 // the server checks the document and its refusal is shown on the task and at the field it names.
+// Big graphs: find a task, lay out again, collapse a branch or a selection into one node.
 // New workflow: /workflows/new.
 import { useQueryClient } from "@tanstack/react-query";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
@@ -25,6 +26,7 @@ import { templateOf, type JsonSchema } from "../features/editor/schemaFields";
 import { TaskForm } from "../features/editor/TaskForm";
 import { WorkflowForm } from "../features/editor/WorkflowForm";
 import { buildGraph, type TaskSpec } from "../features/graph/buildGraph";
+import { NO_GROUPS, type Groups } from "../features/graph/collapse";
 import { DagView } from "../features/graph/DagView";
 
 const TEMPLATE: Draft = {
@@ -91,6 +93,7 @@ export function Editor() {
   const [refusal, setRefusal] = useState<Refusal | null>(null);
   const [notice, setNotice] = useState<string>();
   const [busy, setBusy] = useState(false);
+  const [groups, setGroups] = useState<Groups>(NO_GROUPS);
   const hints = useRef<PlaceHints>(new Map()).current;
   const kept = useRef(new Map<string, { x: number; y: number }>()).current;
   const draftRef = useRef(draft);
@@ -246,6 +249,8 @@ export function Editor() {
             hints={hints}
             kept={kept}
             types={typeNames}
+            groups={groups}
+            onGroups={setGroups}
             onSelect={onSelect}
             onConnect={onConnect}
             onDisconnect={onDisconnect}

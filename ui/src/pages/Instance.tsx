@@ -1,4 +1,4 @@
-import { useMemo, useState } from "react";
+import { useEffect, useMemo, useState } from "react";
 import { Link, useParams } from "react-router";
 
 import {
@@ -14,6 +14,7 @@ import { formatDuration, formatTime } from "../components/time";
 import { TaskTable } from "../features/gantt/TaskTable";
 import { buildGraph, statesByName, type TaskSpec } from "../features/graph/buildGraph";
 import { DagView } from "../features/graph/DagView";
+import { prewarmLayout } from "../features/graph/layout";
 import { useLive } from "../features/live/useLive";
 
 const LABELS: Record<InstanceAction, string> = {
@@ -27,6 +28,7 @@ const LABELS: Record<InstanceAction, string> = {
 export function InstancePage() {
   const id = Number(useParams().id);
   useLive(id);
+  useEffect(prewarmLayout, []);
   const query = useInstance(id);
   const detail = query.data;
   const version = useWorkflowVersion(detail?.workflow_code, detail?.workflow_version);

@@ -2,7 +2,7 @@ import { useVirtualizer } from "@tanstack/react-virtual";
 import { useCallback, useEffect, useReducer, useRef, useState } from "react";
 import { Link, useParams } from "react-router";
 
-import { api, authHeaders, baseUrl, call, errorOf, type LogSearch } from "../api/client";
+import { api, authHeaders, baseUrl, call, errorOf, token, type LogSearch } from "../api/client";
 import { useTask } from "../api/queries";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { StateBadge } from "../components/StateBadge";
@@ -109,11 +109,12 @@ export function TaskLog() {
     if (follow && store.known > 0) rows.scrollToIndex(store.known - 1, { align: "end" });
   }, [follow, store.known, rows]);
 
+  // With a session cookie the download is a plain link: the browser streams the file to disk (nothing is held
+  // in the page). An API token is not sent by a link, so a token sign-in fetches it into the page instead.
+  const downloadUrl = `${baseUrl()}/api/v1/tasks/${id}/log/download`;
   const download = async () => {
     try {
-      const response = await fetch(`${baseUrl()}/api/v1/tasks/${id}/log/download`, {
-        headers: authHeaders(),
-      });
+      const response = await fetch(downloadUrl, { headers: authHeaders() });
       if (!response.ok) throw errorOf(response.status, await response.json().catch(() => undefined));
       const url = URL.createObjectURL(await response.blob());
       const a = document.createElement("a");
@@ -197,7 +198,15 @@ export function TaskLog() {
         <span className="muted" data-testid="log-status">
           {store.known} lines{store.complete ? " (complete)" : " (task still writing)"}
         </span>
-        <button onClick={() => void download()}>Download</button>
+        {token.get() === null ? (
+          <a className="button" href={downloadUrl} download data-testid="log-download">
+            Download
+          </a>
+        ) : (
+          <button onClick={() => void download()} title="signed in with a token: fetched into the page first">
+            Download
+          </button>
+        )}
       </div>
       <ErrorBox error={error} title="Cannot read the log" />
       {hits.length > 0 && (

@@ -33,3 +33,16 @@ export async function launch(options = {}) {
   };
   return { context, page, close };
 }
+
+/** A run's failure on stderr: the step, the error, the page's address and text, its uncaught errors; the
+ * process then exits 1. */
+export async function reportFailure(run, page, step, err, pageErrors = []) {
+  console.error(`${run} FAILED at step: ${step}\n${err}`);
+  const text = await page
+    .locator("body")
+    .innerText()
+    .catch(() => "(no page)");
+  console.error(`page ${page.url()}:\n${text.slice(0, 2000)}`);
+  if (pageErrors.length) console.error(`page errors: ${pageErrors.join("; ")}`);
+  process.exitCode = 1;
+}

@@ -9,7 +9,7 @@
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { violations } from "./a11y.mjs";
-import { launch } from "./browser.mjs";
+import { launch, reportFailure } from "./browser.mjs";
 
 const url = process.env.PORPOISE_URL;
 const tag = process.env.E2E_TAG;
@@ -292,6 +292,20 @@ try {
   await page.getByLabel("User to grant").fill(other);
   await page.getByRole("button", { name: "Grant", exact: true }).click();
   await page.getByTestId("admin-grants").getByRole("cell", { name: other }).waitFor();
+
+  step = "admin: create a tenant, grant it to a project; a second one of the name shows the API's refusal";
+  await page.getByRole("button", { name: "Tenants", exact: true }).click();
+  const tenant = `tn_${tag}`;
+  await page.getByLabel("Tenant name").fill(tenant);
+  await page.getByRole("button", { name: "Create tenant" }).click();
+  const tenantRow = page.getByTestId(`tenant-${tenant}`);
+  await tenantRow.getByLabel(`Project to grant ${tenant} to`).selectOption("ui-e2e");
+  await tenantRow.getByRole("button", { name: "Grant", exact: true }).click();
+  await tenantRow.getByRole("button", { name: `Revoke ${tenant} from ui-e2e` }).waitFor();
+  await page.getByLabel("Tenant name").fill(tenant);
+  await page.getByRole("button", { name: "Create tenant" }).click();
+  await page.getByTestId("admin-tenants").getByRole("alert").filter({ hasText: "exists already" }).waitFor();
+  await audit("admin-tenants");
   await page.getByRole("button", { name: "Data sources" }).click();
   await page.getByRole("button", { name: "New data source" }).click();
   const form = page.getByRole("form", { name: "Data source" });
@@ -341,14 +355,7 @@ try {
   if (a11y.length) throw new Error(a11y.join("\n"));
   console.log("e2e: all steps passed");
 } catch (err) {
-  console.error(`e2e FAILED at step: ${step}\n${err}`);
-  const text = await page
-    .locator("body")
-    .innerText()
-    .catch(() => "(no page)");
-  console.error(`page ${page.url()}:\n${text.slice(0, 2000)}`);
-  if (consoleErrors.length) console.error(`page errors: ${consoleErrors.join("; ")}`);
-  process.exitCode = 1;
+  await reportFailure("e2e", page, step, err, consoleErrors);
 } finally {
   input.close(); // an open stdin would keep node running
   await close();

@@ -1,30 +1,43 @@
 // The editable graph: drag to move, drag from a node's right handle to another node to link them, Delete
 // removes the selected tasks or links, the toolbar adds a task, finds one, or lays the graph out again.
 // Positions live here (never in the document); the layout runs in the elkjs worker, only when the editor
-// opens and on demand. Big graphs draw only the visible nodes.
+// opens, on demand, and when a collapse or an expand changes what is drawn. Big graphs draw only the visible
+// nodes; a branch or a selection collapses into one group node (graph/collapse.ts).
 import {
   applyEdgeChanges,
   applyNodeChanges,
   Background,
   Controls,
   MiniMap,
-  Panel,
   ReactFlow,
-  useReactFlow,
   type Connection,
   type Edge,
   type EdgeChange,
   type NodeChange,
 } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
-import { useCallback, useEffect, useRef, useState, type FormEvent } from "react";
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 
 import { ErrorBox } from "../../components/ErrorBox";
-import { buildGraph } from "../graph/buildGraph";
-import { nodeTypes } from "../graph/DagView";
-import { layout, NODE_HEIGHT, NODE_WIDTH, type Positions } from "../graph/layout";
+import {
+  collapsedGraph,
+  expand,
+  groupOfTask,
+  isGroupId,
+  pruneGroups,
+  summarise,
+  type Groups,
+} from "../graph/collapse";
+import { TaskNode } from "../graph/DagView";
+import { GroupNode } from "../graph/GroupNode";
+import { layout, layoutOnce, NODE_HEIGHT, NODE_WIDTH, type Positions } from "../graph/layout";
+import { CollapseButtons } from "./CollapseButtons";
+import { FitOnLayout, Toolbar } from "./GraphPanels";
 import type { DraftTask } from "./draft";
-import { placeNew, syncEdges, syncNodes, type TaskNode, type XY } from "./elements";
+import { syncEdges, syncGroupNodes, syncNodes, type EditorNode, type XY } from "./elements";
+
+const nodeTypes = { task: TaskNode, collapsed: GroupNode };
+const NONE: never[] = [];
 
 /** Where a task that has no position yet goes: a name -> a position, or the name of the node it was
  * renamed from. The editor page fills it on a rename; the toolbar on an add. */
@@ -42,6 +55,9 @@ export interface EditGraphProps {
   /** positions kept while the graph is not shown (the text view): read on mount, written on unmount */
   kept: Map<string, XY>;
   types: readonly string[];
+  /** collapsed groups (kept by the page across the text view) */
+  groups: Groups;
+  onGroups: (groups: Groups) => void;
   onSelect: (name: string | null) => void;
   onConnect: (source: string, target: string) => void;
   onDisconnect: (links: { source: string; target: string }[]) => void;
@@ -54,101 +70,65 @@ function gridSpot(index: number): XY {
   return { x: (index % 10) * (NODE_WIDTH + 40), y: Math.floor(index / 10) * (NODE_HEIGHT + 30) };
 }
 
-/** Fits a small graph into view once its layout arrived (a big one opens at its start, readable). */
-function FitOnLayout({ laidOut, big }: { laidOut: boolean; big: boolean }) {
-  const flow = useReactFlow();
-  useEffect(() => {
-    if (laidOut && !big) void flow.fitView({ maxZoom: 1 });
-  }, [laidOut, big, flow]);
-  return null;
-}
-
-function Toolbar({
-  nodes,
-  types,
-  selected,
-  hints,
-  onAdd,
-  onSelect,
-  onLayout,
-}: {
-  nodes: readonly TaskNode[];
-  types: readonly string[];
-  selected: string | null;
-  hints: PlaceHints;
-  onAdd: (type: string) => string;
-  onSelect: (name: string) => void;
-  onLayout: () => void;
-}) {
-  const flow = useReactFlow();
-  const [type, setType] = useState("SHELL");
-  const [find, setFind] = useState("");
-  const [missing, setMissing] = useState(false);
-
-  const add = () => {
-    const near = nodes.find((n) => n.id === selected)?.position;
-    const pane = document.querySelector(".editor-graph .react-flow")?.getBoundingClientRect();
-    const center = pane
-      ? flow.screenToFlowPosition({ x: pane.left + pane.width / 2, y: pane.top + pane.height / 2 })
-      : { x: 0, y: 0 };
-    const at = placeNew(nodes, near, center);
-    const name = onAdd(type);
-    hints.set(name, at);
-  };
-  const search = (e: FormEvent) => {
-    e.preventDefault();
-    const needle = find.trim().toLowerCase();
-    const hit =
-      nodes.find((n) => n.id.toLowerCase() === needle) ??
-      nodes.find((n) => n.id.toLowerCase().includes(needle));
-    setMissing(!hit);
-    if (!hit) return;
-    onSelect(hit.id);
-    void flow.setCenter(hit.position.x + NODE_WIDTH / 2, hit.position.y + NODE_HEIGHT / 2, {
-      zoom: Math.max(flow.getZoom(), 0.8),
-    });
-  };
-  return (
-    <Panel position="top-left" className="editor-toolbar">
-      <label>
-        Task type{" "}
-        <select value={type} onChange={(e) => setType(e.target.value)}>
-          {types.map((t) => (
-            <option key={t}>{t}</option>
-          ))}
-        </select>
-      </label>
-      <button onClick={add}>Add task</button>
-      <button onClick={onLayout}>Auto layout</button>
-      <form onSubmit={search} role="search">
-        <input
-          aria-label="Find a task"
-          placeholder="find a task"
-          value={find}
-          aria-invalid={missing}
-          onChange={(e) => setFind(e.target.value)}
-        />
-      </form>
-      {missing && <span className="error-inline">no such task</span>}
-    </Panel>
-  );
+/** Centre on a task once the layout count reaches ``after`` (a hidden task is placed by the next layout). */
+interface Centre {
+  name: string;
+  after: number;
 }
 
 export function EditGraph(props: EditGraphProps) {
-  const { tasks, errors, selected, hints, onSelect, onConnect, onDisconnect, onRemove } = props;
-  const [nodes, setNodes] = useState<TaskNode[]>([]);
+  const { tasks, errors, selected, hints, onSelect, onConnect, onDisconnect, onRemove, onGroups } = props;
+  const [nodes, setNodes] = useState<EditorNode[]>([]);
   const [edges, setEdges] = useState<Edge[]>([]);
   const [layoutError, setLayoutError] = useState<unknown>(null);
   /** layouts applied so far (data-layouts: the benchmark waits on it) */
   const [layouts, setLayouts] = useState(0);
-  const laidOut = layouts > 0;
+  const [centre, setCentre] = useState<Centre | null>(null);
+  const groups = useMemo(() => pruneGroups(props.groups, tasks), [props.groups, tasks]);
+  const drawn = useMemo(() => collapsedGraph(tasks, groups), [tasks, groups]);
+  const shown = useMemo(() => {
+    if (groups.size === 0) return tasks;
+    const ids = new Set(drawn.nodes.map((n) => n.id));
+    return tasks.filter((t) => ids.has(t.name));
+  }, [tasks, groups, drawn]);
+  const summaries = useMemo(() => [...groups.values()].map((g) => summarise(g, tasks)), [groups, tasks]);
   const tasksRef = useRef(tasks);
   tasksRef.current = tasks;
+  const groupsRef = useRef(groups);
+  groupsRef.current = groups;
+  const selectedRef = useRef(selected);
+  selectedRef.current = selected;
+  const layoutsRef = useRef(layouts);
+  layoutsRef.current = layouts;
+  /** the latest layout: places nodes that appear after it arrived (a group, tasks of an expanded one) */
+  const lastLayout = useRef<Positions>(new Map());
 
   const applyLayout = useCallback((at: Positions) => {
+    lastLayout.current = at;
     setNodes((prev) => prev.map((n) => ({ ...n, position: at.get(n.id) ?? n.position })));
     setLayouts((n) => n + 1);
   }, []);
+
+  /** Lay out what is drawn now (not cached: a draft's shape is not a version). */
+  const layoutNow = useCallback(
+    (groupsNow: Groups) => {
+      const all = tasksRef.current;
+      layoutOnce(collapsedGraph(all, pruneGroups(groupsNow, all))).then(applyLayout, setLayoutError);
+    },
+    [applyLayout],
+  );
+
+  /** Collapse or expand: new groups, the selection dropped when it is hidden now, a new layout. */
+  const regroup = useCallback(
+    (next: Groups) => {
+      onGroups(next);
+      const chosen = selectedRef.current;
+      if (chosen && groupOfTask(next, chosen)) onSelect(null);
+      layoutNow(next);
+    },
+    [onGroups, onSelect, layoutNow],
+  );
+  const onExpand = useCallback((id: string) => regroup(expand(groupsRef.current, id)), [regroup]);
 
   // (before the first layout below: its positions apply to the nodes this makes)
   useEffect(() => {
@@ -157,12 +137,15 @@ export function EditGraph(props: EditGraphProps) {
       const place = (name: string): XY => {
         const hint = hints.get(name);
         if (typeof hint === "string") return byId.get(hint)?.position ?? gridSpot(byId.size);
-        return hint ?? gridSpot(byId.size);
+        return hint ?? lastLayout.current.get(name) ?? gridSpot(byId.size);
       };
-      return syncNodes(prev, tasks, place, errors);
+      const taskNodes: EditorNode[] = syncNodes(prev, shown, place, errors);
+      return summaries.length
+        ? taskNodes.concat(syncGroupNodes(prev, summaries, place, onExpand))
+        : taskNodes;
     });
-    setEdges((prev) => syncEdges(prev, tasks));
-  }, [tasks, errors, hints]);
+    setEdges((prev) => syncEdges(prev, drawn.edges));
+  }, [shown, summaries, drawn, errors, hints, onExpand]);
 
   // the first layout (cached by version), once; positions kept from an earlier visit when all are known
   const firstKey = useRef(props.layoutKey);
@@ -172,9 +155,12 @@ export function EditGraph(props: EditGraphProps) {
   useEffect(() => {
     let live = true;
     const all = tasksRef.current;
-    if (all.length > 0 && all.every((t) => kept.has(t.name))) applyLayout(new Map(kept));
+    const now = groupsRef.current;
+    const view = collapsedGraph(all, now);
+    if (view.nodes.length > 0 && view.nodes.every((n) => kept.has(n.id))) applyLayout(new Map(kept));
+    else if (now.size > 0) layoutNow(now);
     else
-      layout(firstKey.current, buildGraph(all)).then(
+      layout(firstKey.current, view).then(
         (at) => live && applyLayout(at),
         (exc: unknown) => live && setLayoutError(exc),
       );
@@ -183,15 +169,23 @@ export function EditGraph(props: EditGraphProps) {
       kept.clear();
       for (const n of nodesRef.current) kept.set(n.id, n.position);
     };
-  }, [applyLayout, kept]);
+  }, [applyLayout, layoutNow, kept]);
 
-  const relayout = () => {
-    const shape = tasks.map((t) => t.name).join("\u0000");
-    layout(`draft:relayout:${shape.length}:${Date.now()}`, buildGraph(tasks)).then(
-      applyLayout,
-      setLayoutError,
-    );
-  };
+  const onFind = useCallback(
+    (needle: string): boolean => {
+      const all = tasksRef.current;
+      const hit =
+        all.find((t) => t.name.toLowerCase() === needle) ??
+        all.find((t) => t.name.toLowerCase().includes(needle));
+      if (!hit) return false;
+      const inside = groupOfTask(groupsRef.current, hit.name);
+      if (inside) regroup(expand(groupsRef.current, inside.id));
+      setCentre({ name: hit.name, after: layoutsRef.current + (inside ? 1 : 0) });
+      onSelect(hit.name);
+      return true;
+    },
+    [regroup, onSelect],
+  );
 
   // the selection chosen outside the graph (search, a refused field, the form) is the graph's too
   useEffect(() => {
@@ -203,7 +197,7 @@ export function EditGraph(props: EditGraphProps) {
   }, [selected]);
 
   const onNodesChange = useCallback(
-    (changes: NodeChange<TaskNode>[]) => setNodes((nds) => applyNodeChanges(changes, nds)),
+    (changes: NodeChange<EditorNode>[]) => setNodes((nds) => applyNodeChanges(changes, nds)),
     [],
   );
   const onEdgesChange = useCallback(
@@ -212,7 +206,7 @@ export function EditGraph(props: EditGraphProps) {
   );
   const connect = useCallback(
     (c: Connection) => {
-      if (c.source && c.target) onConnect(c.source, c.target);
+      if (c.source && c.target && !isGroupId(c.source) && !isGroupId(c.target)) onConnect(c.source, c.target);
     },
     [onConnect],
   );
@@ -222,15 +216,17 @@ export function EditGraph(props: EditGraphProps) {
   return (
     <div className="dag editor-graph" data-testid="edit-graph" data-layouts={layouts}>
       <ReactFlow
-        nodes={nodes}
-        edges={edges}
+        // nothing before the first layout: unplaced nodes would all be in view, and all drawn
+        nodes={layouts > 0 ? nodes : NONE}
+        edges={layouts > 0 ? edges : NONE}
         nodeTypes={nodeTypes}
         onNodesChange={onNodesChange}
         onEdgesChange={onEdgesChange}
         onConnect={connect}
-        onNodeClick={(_, node) => onSelect(node.id)}
+        // with Shift / Ctrl / Meta a click adds to React Flow's selection (to collapse a set)
+        onNodeClick={(e, node) => !(e.shiftKey || e.ctrlKey || e.metaKey) && onSelect(node.id)}
         onPaneClick={() => onSelect(null)}
-        onNodesDelete={(gone) => onRemove(gone.map((n) => n.id))}
+        onNodesDelete={(gone) => onRemove(gone.filter((n) => n.type === "task").map((n) => n.id))}
         onEdgesDelete={(gone) => onDisconnect(gone.map((e) => ({ source: e.source, target: e.target })))}
         deleteKeyCode={["Delete", "Backspace"]}
         defaultViewport={{ x: 16, y: 16, zoom: 0.75 }}
@@ -246,13 +242,20 @@ export function EditGraph(props: EditGraphProps) {
           selected={selected}
           hints={hints}
           onAdd={props.onAdd}
-          onSelect={onSelect}
-          onLayout={relayout}
+          onLayout={() => layoutNow(groupsRef.current)}
+          onFind={onFind}
         />
-        <FitOnLayout laidOut={laidOut} big={big} />
+        <CollapseButtons tasks={tasks} groups={groups} nodes={nodes} selected={selected} onGroups={regroup} />
+        <FitOnLayout
+          layouts={layouts}
+          big={big}
+          nodes={nodes}
+          centre={centre}
+          onCentred={() => setCentre(null)}
+        />
         <Background />
         <Controls showInteractive={false} />
-        {tasks.length > 30 && tasks.length <= 500 && <MiniMap pannable zoomable />}
+        {drawn.nodes.length > 30 && drawn.nodes.length <= 500 && <MiniMap pannable zoomable />}
       </ReactFlow>
     </div>
   );

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 
 import type { DraftTask } from "./draft";
-import { placeNew, syncEdges, syncNodes } from "./elements";
+import { collapse, collapsedGraph, NO_GROUPS, summarise } from "../graph/collapse";
+import { placeNew, syncEdges, syncGroupNodes, syncNodes } from "./elements";
 
 const tasks: DraftTask[] = [
   { name: "a", type: "SHELL" },
@@ -34,11 +35,30 @@ describe("editor elements", () => {
   });
 
   it("reuses edges by id and drops links to missing tasks", () => {
-    const first = syncEdges([], [...tasks, { name: "c", type: "SHELL", upstream: ["b", "ghost"] }]);
+    const three = [...tasks, { name: "c", type: "SHELL", upstream: ["b", "ghost"] }];
+    const first = syncEdges([], collapsedGraph(three, NO_GROUPS).edges);
     expect(first.map((e) => e.id)).toEqual(["a->b", "b->c"]);
-    const again = syncEdges(first, tasks);
+    const again = syncEdges(first, collapsedGraph(tasks, NO_GROUPS).edges);
     expect(again).toHaveLength(1);
     expect(again[0]).toBe(first[0]);
+  });
+
+  it("draws a group as one node that cannot be deleted or linked, its edges not deletable by hand", () => {
+    const three = [...tasks, { name: "c", type: "SHELL", upstream: ["a"] }];
+    const { groups, group } = collapse(three, NO_GROUPS, ["b", "c"]);
+    const summary = summarise(group!, three);
+    const expand = () => {};
+    const nodes = syncGroupNodes([], [summary], () => ({ x: 3, y: 4 }), expand);
+    expect(nodes[0]).toMatchObject({
+      id: "group:1",
+      type: "collapsed",
+      deletable: false,
+      connectable: false,
+    });
+    expect(nodes[0]?.position).toEqual({ x: 3, y: 4 });
+    expect(syncGroupNodes(nodes, [{ ...summary }], () => ({ x: 0, y: 0 }), expand)[0]).toBe(nodes[0]);
+    const edges = syncEdges([], collapsedGraph(three, groups).edges);
+    expect(edges).toEqual([{ id: "a->group:1", source: "a", target: "group:1", deletable: false }]);
   });
 
   it("puts a new task right of the selected one, below what is there", () => {

@@ -2,11 +2,16 @@
 // that did not change, so an edit of one task re-renders one node, not a thousand.
 import type { Edge, Node } from "@xyflow/react";
 
-import { upstreamOf } from "../graph/buildGraph";
+import type { GraphEdge } from "../graph/buildGraph";
+import { isGroupId, type GroupSummary } from "../graph/collapse";
 import type { TaskNodeData } from "../graph/DagView";
+import type { GroupNodeType } from "../graph/GroupNode";
+import { PRESIZED } from "../graph/layout";
 import type { DraftTask } from "./draft";
 
-export type TaskNode = Node<TaskNodeData>;
+export type TaskNode = Node<TaskNodeData, "task">;
+/** What the editor draws: tasks, and collapsed groups of tasks. */
+export type EditorNode = TaskNode | GroupNodeType;
 export type XY = { x: number; y: number };
 
 function sameData(a: TaskNodeData, b: TaskNodeData): boolean {
@@ -16,12 +21,13 @@ function sameData(a: TaskNodeData, b: TaskNodeData): boolean {
 /** Nodes for ``tasks``: a node keeps its position (else ``place(name)``) and its selection, and its
  * object when its data is unchanged. */
 export function syncNodes(
-  prev: readonly TaskNode[],
+  prev: readonly EditorNode[],
   tasks: readonly DraftTask[],
   place: (name: string) => XY,
   errors: ReadonlyMap<string, string>,
 ): TaskNode[] {
-  const before = new Map(prev.map((n) => [n.id, n]));
+  const before = new Map<string, TaskNode>();
+  for (const n of prev) if (n.type === "task") before.set(n.id, n);
   return tasks.map((t) => {
     const data: TaskNodeData = {
       name: t.name,
@@ -37,25 +43,51 @@ export function syncNodes(
       position: old?.position ?? place(t.name),
       selected: old?.selected ?? false,
       data,
+      ...PRESIZED,
     };
   });
 }
 
-export function syncEdges(prev: readonly Edge[], tasks: readonly DraftTask[]): Edge[] {
-  const names = new Set(tasks.map((t) => t.name));
+/** Edges for the drawn links (``collapsedGraph``), reusing the objects of those already drawn; an edge to or
+ * from a group stands for several links and is not deleted by hand. */
+export function syncEdges(prev: readonly Edge[], drawn: readonly GraphEdge[]): Edge[] {
   const before = new Map(prev.map((e) => [e.id, e]));
-  const out: Edge[] = [];
-  for (const t of tasks)
-    for (const up of upstreamOf(t)) {
-      if (!names.has(up)) continue;
-      const id = `${up}->${t.name}`;
-      out.push(before.get(id) ?? { id, source: up, target: t.name });
-    }
-  return out;
+  return drawn.map((e) => {
+    const old = before.get(e.id);
+    if (old) return old;
+    const grouped = isGroupId(e.source) || isGroupId(e.target);
+    return grouped
+      ? { id: e.id, source: e.source, target: e.target, deletable: false }
+      : { id: e.id, source: e.source, target: e.target };
+  });
+}
+
+/** Nodes for the collapsed groups: placed like tasks, the object kept while its summary is the same. */
+export function syncGroupNodes(
+  prev: readonly EditorNode[],
+  groups: readonly GroupSummary[],
+  place: (id: string) => XY,
+  onExpand: (id: string) => void,
+): GroupNodeType[] {
+  const before = new Map(prev.map((n) => [n.id, n]));
+  return groups.map((summary) => {
+    const old = before.get(summary.id);
+    if (old?.type === "collapsed" && JSON.stringify(old.data.summary) === JSON.stringify(summary)) return old;
+    return {
+      id: summary.id,
+      type: "collapsed",
+      position: old?.position ?? place(summary.id),
+      selected: old?.selected ?? false,
+      deletable: false,
+      connectable: false,
+      data: { summary, onExpand },
+      ...PRESIZED,
+    };
+  });
 }
 
 /** Where a new task goes: right of ``near`` when given (below what is already there), else ``fallback``. */
-export function placeNew(nodes: readonly TaskNode[], near: XY | undefined, fallback: XY): XY {
+export function placeNew(nodes: readonly EditorNode[], near: XY | undefined, fallback: XY): XY {
   if (!near) return fallback;
   const x = near.x + 240;
   let y = near.y;

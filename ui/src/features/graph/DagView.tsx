@@ -17,7 +17,7 @@ import { memo, useEffect, useMemo, useState } from "react";
 import { ErrorBox, Loading } from "../../components/ErrorBox";
 import { labelOf, symbolOf, toneOf } from "../../components/state";
 import type { Graph } from "./buildGraph";
-import { layout, type Positions } from "./layout";
+import { layout, PRESIZED, type Positions } from "./layout";
 
 export interface TaskNodeData extends Record<string, unknown> {
   name: string;
@@ -105,6 +105,7 @@ export function DagView({
       },
       draggable: false,
       connectable: false,
+      ...PRESIZED,
     }));
   }, [graph, positions, layoutKey, states, selected]);
 
