@@ -47,6 +47,12 @@ log = logs.get(__name__)
 _RUNNING_SOMEWHERE = frozenset({TaskState.DISPATCH, TaskState.RUNNING_EXECUTION, TaskState.DELAY_EXECUTION})
 
 
+def still_orphaned(rows: list[Any], floors: dict[str, int]) -> list[Any]:
+    """Those of ``rows`` (id, host, epoch) whose owner is not a live master (``floors``: live master ->
+    its epoch floor), or is an earlier incarnation at a live master's address (epoch below its floor)."""
+    return [r for r in rows if r["host"] not in floors or r["epoch"] < floors[r["host"]]]
+
+
 class FailoverService(BackgroundService):
     task_name = "failover"
 
@@ -135,8 +141,15 @@ class FailoverService(BackgroundService):
         for instance_id, epoch in list(self._retake.items()):
             await self._take(instance_id, self.me, epoch, live_workers)  # raises while the DB is down
             del self._retake[instance_id]
+        # The live masters are read again AFTER the orphans: a master that registered since the first
+        # read (and took instances meanwhile, e.g. from a dead peer) is in the second, so its instances are
+        # not taken from it; a takeover of an instance made after the orphans were read fails on its own
+        # (host and epoch changed). A sweep that lasts (RPCs to workers) never uses a stale view of masters.
+        candidates = await self.store.orphans(floors)
+        if candidates:
+            floors, live_workers = await self._live_nodes(node)
         by_host: dict[str, list[asyncpg.Record]] = collections.defaultdict(list)
-        for row in await self.store.orphans(floors):
+        for row in still_orphaned(candidates, floors):
             by_host[row["host"]].append(row)
         taken = 0
         for host, rows in by_host.items():
