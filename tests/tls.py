@@ -11,6 +11,7 @@ import os
 import shutil
 import ssl
 import tempfile
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
@@ -117,6 +118,15 @@ def registry_env() -> dict[str, str]:
         "PORPOISE_REGISTRY_TLS_KEY": files.key, "PORPOISE_REGISTRY_USER": ETCD_USER,
         "PORPOISE_REGISTRY_PASSWORD": ETCD_PASSWORD,
     }  # fmt: skip
+
+
+def etcd_access_of(env: Mapping[str, str]) -> EtcdAccess | None:
+    """For a test's own subprocess given ``registry_env()``: its certificates come from the parent's CA (a
+    process of its own would make another CA)."""
+    if "PORPOISE_REGISTRY_TLS_CA" not in env:
+        return None
+    keys = ("TLS_CA", "TLS_CERT", "TLS_KEY", "USER", "PASSWORD")
+    return EtcdAccess(*(env[f"PORPOISE_REGISTRY_{key}"] for key in keys))
 
 
 def registry_overrides() -> list[str]:
