@@ -91,6 +91,8 @@ ETCD_USER = "porpoise"
 ETCD_PASSWORD = "porpoise-test-etcd-pw"
 #: the tests' roots are random (/t-..., /api-...): in the suite the porpoise role is granted all of "/"
 ETCD_PREFIX = "/"
+#: of an etcd endpoint the nodes accept (with registry.tls_* set, only https:// ones)
+ETCD_SCHEME = "https" if ENABLED else "http"
 
 
 def etcd_kwargs() -> dict[str, object]:
