@@ -5,6 +5,10 @@ Bytes from the client go to the upstream at once (or are dropped while ``droppin
 lost on the way, the client still sees it written); bytes from the upstream back to the client are
 held while ``holding`` is set and delivered, in order, once it is cleared (unless the client gave up
 and closed first). The proxy records the RPC methods of the requests it got.
+
+With the suite's TLS (PORPOISE_TEST_TLS) the proxy ends TLS on both sides, with the node certificate: it
+reads requests and holds or drops them as HTTP, not as encrypted bytes (holding encrypted bytes would hold
+the handshake too, and dropping some would break the TLS stream instead of losing a request).
 """
 
 from __future__ import annotations
@@ -13,12 +17,16 @@ import asyncio
 import contextlib
 import re
 
+from tests import tls
+
 _METHOD = re.compile(rb"POST /rpc/([A-Za-z0-9_.]+) HTTP/1\.1")
 
 
 class DelayProxy:
     def __init__(self, upstream_port: int, host: str = "127.0.0.1") -> None:
         self.host = host
+        #: TLS towards the client (the master) and towards the upstream (the worker); None: plain TCP
+        self._server_ssl, self._client_ssl = tls.server_ssl(), tls.client_ssl()
         self.upstream_port = upstream_port
         self.port = 0
         #: RPC methods of the requests forwarded, in order
@@ -48,7 +56,7 @@ class DelayProxy:
         self._released.set()
 
     async def start(self) -> DelayProxy:
-        self._server = await asyncio.start_server(self._accept, self.host, 0)
+        self._server = await asyncio.start_server(self._accept, self.host, 0, ssl=self._server_ssl)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -66,7 +74,9 @@ class DelayProxy:
 
     async def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         try:
-            up_r, up_w = await asyncio.wait_for(asyncio.open_connection(self.host, self.upstream_port), 5)
+            up_r, up_w = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.upstream_port, ssl=self._client_ssl), 5
+            )
         except (OSError, TimeoutError):
             client_w.transport.abort()
             return

@@ -16,10 +16,11 @@ import sys
 
 from engine import logs
 from registry import EtcdClient, Lock, Session
+from tests import tls
 
 
 async def main(endpoint: str, key: str, marker: str, iterations: int, hold_ms: int, forever: bool) -> int:
-    client = EtcdClient([endpoint], request_timeout=2)
+    client = EtcdClient([endpoint], request_timeout=2, access=tls.etcd_access_of(os.environ))
     session = await Session(client, ttl=2, keepalive_interval=0.5).start()
     lock = Lock(session, key, owner=f"pid-{os.getpid()}")
     violations = 0

@@ -48,7 +48,7 @@ async def _counter(master: NodeProc, name: str) -> int:
 
 
 async def _health(node: NodeProc) -> dict:  # type: ignore[type-arg]
-    return (await asyncio.to_thread(http_json, f"http://{node.address}/health"))[1] or {}
+    return (await asyncio.to_thread(http_json, f"{node.url}/health"))[1] or {}
 
 
 async def _cluster(

@@ -156,9 +156,7 @@ def server() -> Iterator[Server]:
 
 
 def _wf(api_cluster: ApiCluster, prefix: str) -> Workflow:
-    return Workflow(
-        f"{prefix}_{uuid.uuid4().hex[:8]}", project=PROJECT, client=Client(api_cluster.url, api_cluster.token)
-    )
+    return Workflow(f"{prefix}_{uuid.uuid4().hex[:8]}", project=PROJECT, client=Client(api=api_cluster.client()))
 
 
 @pytest.mark.slow

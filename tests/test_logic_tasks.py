@@ -15,6 +15,7 @@ import pytest
 from engine.infra.etcd import EtcdServer
 from engine.workflows.model import TaskDef
 from registry import EtcdClient, MembershipView
+from tests import tls
 from tests.cluster_harness import command, instance_for, save, shell, started, tasks_of
 from tests.conftest import ApiCluster
 from tests.helpers import NodeProc, wait_sync
@@ -122,7 +123,7 @@ FAILURE, SUCCESS = 6, 7
 
 
 async def _master_registration(endpoint: str, root: str) -> int:
-    client = EtcdClient([endpoint])
+    client = EtcdClient([endpoint], access=tls.etcd_access())
     try:
         view = MembershipView(client, root)
         await view.start()

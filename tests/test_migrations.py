@@ -32,7 +32,7 @@ from engine.infra.ports import free_port
 from engine.infra.postgres import OWNER_ROLE, RUNTIME_ROLE, PostgresServer
 from engine.infra.process import ManagedProcess
 from engine.storage.schema import head, migrations, upgrade
-from tests import databases
+from tests import databases, tls
 from tests.databases import EmptyDb
 from tests.helpers import ROOT, TEST_SECRET, NodeProc, http_json, node_env, wait_sync
 from tests.schema_catalog import differences, snapshot
@@ -210,12 +210,19 @@ asyncio.run(main())
 
 
 @pytest.fixture
-def old_release(old_tree: Path, empty_db: EmptyDb, etcd_server: EtcdServer, workdir: Path) -> Iterator[OldRelease]:
-    old = OldRelease(old_tree, empty_db.owner, etcd_server.endpoint, workdir / "logs")
+def old_release(old_tree: Path, empty_db: EmptyDb, workdir: Path) -> Iterator[OldRelease]:
+    # The first release knows no TLS (neither for etcd nor between its nodes): whatever the suite's
+    # PORPOISE_TEST_TLS says, its nodes run in plain HTTP on a plain etcd of their own. Today's nodes, later in
+    # the test, run as the suite says (mutual TLS, the API over HTTPS, etcd with TLS and auth when it is on).
+    name = f"old-etcd-{uuid.uuid4().hex[:6]}"
+    etcd = EtcdServer(workdir / name, free_port(), free_port(), workdir / "logs" / f"{name}.log")
+    etcd.start()
+    old = OldRelease(old_tree, empty_db.owner, etcd.endpoint, workdir / "logs")
     try:
         yield old
     finally:
         old.stop()
+        etcd.stop()
 
 
 def test_first_release_database_upgrades_and_keeps_working(
@@ -262,7 +269,8 @@ def test_first_release_database_upgrades_and_keeps_working(
     assert [r["version"] for r in after["schema_version"]] == list(range(1, head() + 1))
 
     # today's nodes, as the runtime role: the old token is the admin's, with every right
-    env = node_env(etcd_server.endpoint, etcd_root, 3, PORPOISE_DATABASE_DSN=empty_db.dsn, **NO_LOAD_GUARD)
+    api_tls = tls.api_env() if tls.ENABLED else {}
+    env = node_env(etcd_server.endpoint, etcd_root, 3, PORPOISE_DATABASE_DSN=empty_db.dsn, **api_tls, **NO_LOAD_GUARD)
     nodes = [
         NodeProc("master", env, workdir / "logs", "new-master", []),
         NodeProc("worker", env, workdir / "logs", "new-worker",
@@ -272,7 +280,8 @@ def test_first_release_database_upgrades_and_keeps_working(
     try:
         for node in nodes:
             node.start()
-        api = ApiClient(Target(f"http://{nodes[2].address}", token, "test"))
+        ca_file = tls.node_files().ca if tls.ENABLED else ""
+        api = ApiClient(Target(nodes[2].url, token, "test", ca_file))
         me = api.get("/api/v1/me")
         assert me["name"] == "admin" and me["admin"] is True, me
         (workflow,) = api.get("/api/v1/workflows")["items"]

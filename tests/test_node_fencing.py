@@ -13,6 +13,7 @@ from collections.abc import Callable
 from engine.infra.etcd import EtcdServer
 from engine.node import EXIT_LEASE_LOST
 from registry import EtcdClient, MembershipView
+from tests import tls
 from tests.helpers import NodeProc, eventually, wait_sync
 
 
@@ -52,7 +53,7 @@ def test_worker_reregisters_as_a_new_node_after_losing_its_lease(
     worker = node_factory("worker", server.endpoint, etcd_root, 2, PORPOISE_REGISTRY_ON_LOST="reregister")
 
     async def create_revision() -> int:
-        client = EtcdClient([server.endpoint])
+        client = EtcdClient([server.endpoint], access=tls.etcd_access())
         try:
             view = MembershipView(client, etcd_root)
             await view.start()

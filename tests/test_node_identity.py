@@ -155,7 +155,8 @@ def test_a_loopback_advertise_address_is_refused_when_etcd_is_elsewhere(
     node = _unstarted(
         "master", etcd_server, etcd_root, (workdir, pg_server.dsn), free_port(), ["master.advertise_host="]
     )
-    node.proc.env = {**(node.proc.env or {}), "PORPOISE_REGISTRY_ENDPOINTS": "http://192.0.2.7:2379"}
+    elsewhere = f"{etcd_server.endpoint.split('://')[0]}://192.0.2.7:2379"  # https:// with the suite's TLS
+    node.proc.env = {**(node.proc.env or {}), "PORPOISE_REGISTRY_ENDPOINTS": elsewhere}
     node.proc.start()
     try:
         code = _exit_code(node, 30)

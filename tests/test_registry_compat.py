@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 
 from engine.infra.etcd import EtcdServer
 from registry import EtcdClient, compat
+from tests import tls
 
 PROBE = textwrap.dedent(
     """
-    import asyncio, sys
+    import asyncio, os, sys
     import etcd3.aio_client
     from etcd3 import AioClient
 
     async def main(port):
-        client = AioClient(host="127.0.0.1", port=port)
+        env, access = os.environ, {}
+        if "PORPOISE_REGISTRY_TLS_CA" in env:  # the suite's etcd with TLS and auth (not through registry: it shims)
+            access = dict(
+                protocol="https", verify=env["PORPOISE_REGISTRY_TLS_CA"],
+                cert=(env["PORPOISE_REGISTRY_TLS_CERT"], env["PORPOISE_REGISTRY_TLS_KEY"]),
+                username=env["PORPOISE_REGISTRY_USER"], password=env["PORPOISE_REGISTRY_PASSWORD"],
+            )
+        client = AioClient(host="127.0.0.1", port=port, **access)
+        if access:
+            await client.auth()
         lease = await client.lease_grant(TTL=5)
         try:
             async for resp in client.lease_keep_alive(b'{"ID":%d}\\n' % lease.ID):
@@ -40,6 +51,7 @@ def _probe(etcd: EtcdServer, mode: str) -> str:
         [sys.executable, "-W", "ignore", "-c", PROBE, str(etcd.client_port), mode],
         capture_output=True,
         text=True,
+        env={**os.environ, **tls.registry_env()},
         timeout=60,
         check=False,
     )

@@ -4,6 +4,7 @@ test, hand-over when the holder dies, timeouts and ownership errors."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from engine.infra.etcd import EtcdServer
 from registry import EtcdClient, Lock, LockTimeout, NotLockOwner, Session
+from tests import tls
 from tests.helpers import ROOT
 
 
@@ -33,6 +35,7 @@ def _contender(endpoint: str, key: str, marker: str, iterations: int, hold_ms: i
             *extra,
         ],
         cwd=ROOT,
+        env={**os.environ, **tls.registry_env()},  # its etcd client's TLS files and user, with TLS on
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -56,7 +59,7 @@ def test_lock_passes_on_when_the_holder_is_killed(etcd_server: EtcdServer, etcd_
     assert "ACQUIRED" in (line.strip() for line in holder.stdout)
 
     async def contend() -> float:
-        client = EtcdClient([etcd_server.endpoint])
+        client = EtcdClient([etcd_server.endpoint], access=tls.etcd_access())
         session = await Session(client, ttl=2, keepalive_interval=0.5).start()
         lock = Lock(session, key, "test")
         assert not await lock.try_acquire()
@@ -87,7 +90,7 @@ def test_property_never_two_holders(etcd_server: EtcdServer, holds: list[list[in
     async def run() -> int:
         inside = 0
         most = 0
-        client = EtcdClient([etcd_server.endpoint])
+        client = EtcdClient([etcd_server.endpoint], access=tls.etcd_access())
 
         async def contender(plan: list[int]) -> None:
             nonlocal inside, most

@@ -22,6 +22,7 @@ from registry import (
     RegistryNode,
     TaskCounts,
 )
+from tests import tls
 from tests.helpers import NodeProc, eventually
 
 
@@ -137,6 +138,7 @@ async def test_view_resyncs_across_an_etcd_restart(etcd_factory: Callable[[], Et
             "registry.keepalive_interval=0.5",
             "registry.heartbeat_interval=0.5",
             "registry.request_timeout=2",  # a loaded CI machine answers slower than 0.5 s
+            *tls.registry_overrides(),
         ],
         environ={},
     ).registry

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from engine.infra.etcd import EtcdServer
 from registry import EtcdClient, Session, SessionState
+from tests import tls
 from tests.helpers import eventually
 
 
@@ -48,7 +49,7 @@ async def test_sigstopped_etcd_makes_the_session_lost_within_one_ttl(
     etcd_factory: Callable[[], EtcdServer],
 ) -> None:
     server = etcd_factory()
-    client = EtcdClient([server.endpoint], request_timeout=0.5)
+    client = EtcdClient([server.endpoint], request_timeout=0.5, access=tls.etcd_access())
     states: list[SessionState] = []
     session = await Session(client, ttl=2, keepalive_interval=0.5).start()
     session.subscribe(states.append)
@@ -77,7 +78,7 @@ async def test_session_survives_an_etcd_restart_shorter_than_its_ttl(
     etcd_factory: Callable[[], EtcdServer],
 ) -> None:
     server = etcd_factory()
-    client = EtcdClient([server.endpoint], request_timeout=0.5)
+    client = EtcdClient([server.endpoint], request_timeout=0.5, access=tls.etcd_access())
     states: list[SessionState] = []
     session = await Session(client, ttl=8, keepalive_interval=0.5).start()
     session.subscribe(states.append)
@@ -94,7 +95,7 @@ async def test_session_survives_an_etcd_restart_shorter_than_its_ttl(
 
 async def test_etcd_down_longer_than_the_ttl_reports_lost(etcd_factory: Callable[[], EtcdServer]) -> None:
     server = etcd_factory()
-    client = EtcdClient([server.endpoint], request_timeout=0.5)
+    client = EtcdClient([server.endpoint], request_timeout=0.5, access=tls.etcd_access())
     session = await Session(client, ttl=2, keepalive_interval=0.5).start()
     await asyncio.to_thread(server.stop)
     await asyncio.wait_for(session.lost.wait(), timeout=4)
@@ -151,7 +152,7 @@ async def test_a_wedged_event_loop_lets_the_lease_expire(etcd: EtcdClient, etcd_
 
     def watch_lease() -> None:  # its own loop and client: the test's loop is about to be blocked
         async def poll() -> None:
-            client = EtcdClient(etcd.endpoints, request_timeout=1)
+            client = EtcdClient(etcd.endpoints, request_timeout=1, access=etcd.access)
             try:
                 await eventually(lambda: _missing(client, key), timeout=15, what="the lease's key to expire")
                 gone.set()

@@ -160,7 +160,7 @@ def test_loading_a_file_collects_its_workflows_and_skips_its_main_block(tmp_path
 
 @pytest.fixture
 def sdk(api_cluster: ApiCluster) -> Client:
-    return Client(api_cluster.url, api_cluster.token)
+    return Client(api=api_cluster.client())
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from engine.worker.reporter import Pending, Reporter
 from engine.worker.spool import Spool, Spooled
 from rpc import RpcClient, RpcServer
 from rpc.messages import TaskResult
+from tests import tls
 from tests.helpers import TEST_SECRET, eventually, rpc_client
 from tests.worker_harness import ReportSink
 
@@ -136,11 +137,11 @@ async def test_a_restored_result_for_a_dead_master_reaches_the_owner_a_live_mast
         return {"ack": False, "owner": sink.address, "epoch": 6}
 
     app = web.Application()
-    RpcServer(app, TEST_SECRET).register(TaskResult, redirect)
+    RpcServer(app, TEST_SECRET, require_client_cert=tls.ENABLED).register(TaskResult, redirect)
     runner = web.AppRunner(app)
     await runner.setup()
     port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    await web.TCPSite(runner, "127.0.0.1", port, ssl_context=tls.server_ssl()).start()
     live = f"127.0.0.1:{port}"
     reporter = Reporter(rpc, retry_initial=0.05, retry_max=0.2, spool=spool, live_masters=lambda: [live])
     try:

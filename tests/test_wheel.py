@@ -19,6 +19,7 @@ import pytest
 from engine.config import SECTIONS
 from engine.infra.etcd import EtcdServer
 from engine.infra.postgres import RUNTIME_ROLE
+from tests import tls
 from tests.databases import EmptyDb
 from tests.helpers import ROOT, NodeProc, http_json, node_env, wait_sync
 
@@ -142,7 +143,7 @@ def test_installed_package_runs_nodes_outside_the_checkout(
     def start(role: str, *overrides: str) -> str:
         node = NodeProc(role, environment, tmp_path, role, list(overrides), python=python, cwd=cwd)
         nodes.append(node)
-        return node.start(timeout=60).address
+        return node.start(timeout=60).url
 
     try:
         master = start("master")
@@ -150,9 +151,9 @@ def test_installed_package_runs_nodes_outside_the_checkout(
         start("worker", f"worker.log_dir={work / 'logs'}", f"worker.exec_dir={work / 'exec'}",
               f"worker.spool_dir={work / 'spool'}")  # fmt: skip
         api = start("api")
-        wait_sync(lambda: len(http_json(f"http://{master}/health")[1]["workers"]) == 1, 30, "the worker registered")
+        wait_sync(lambda: len(http_json(f"{master}/health")[1]["workers"]) == 1, 30, "the worker registered")
 
-        cli_env = _clean_env(PORPOISE_URL=f"http://{api}", PORPOISE_TOKEN=token)
+        cli_env = _clean_env(PORPOISE_URL=api, PORPOISE_TOKEN=token, **tls.cli_env())
         flow = cwd / "wheel_check.yaml"
         flow.write_text(WORKFLOW)
         applied = _run([porpoise, "apply", str(flow)], cwd, cli_env)

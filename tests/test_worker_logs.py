@@ -147,7 +147,7 @@ async def test_a_worker_whose_log_disk_is_nearly_full_refuses_tasks_and_says_why
         reply["reason"].startswith("log disk nearly full:")
         and "worker.min_free_disk_percent (100 %)" in reply["reason"]
     )
-    etcd = EtcdClient([etcd_server.endpoint], 2)
+    etcd = EtcdClient([etcd_server.endpoint], 2, tls.etcd_access())
     try:
         kv = await etcd.get(node_key(etcd_root, NodeId("worker", w.address, "default")))
     finally:

@@ -28,6 +28,7 @@ from engine.infra.etcd import EtcdServer
 from registry import EtcdClient
 from registry.heartbeat import Heartbeat, ServerStatus
 from rpc.messages import TaskResult, WorkerDrain
+from tests import tls
 from tests.cluster_harness import command, instance_for, query, save, started, tasks_of
 from tests.helpers import ROOT, NodeProc, eventually, node_env, rpc_client, wait_sync
 from tests.test_cli import porpoise
@@ -269,7 +270,7 @@ def test_an_unusable_spool_dir_stops_the_worker_with_one_line_naming_the_key(tmp
         f"worker.spool_dir={spool}",
     ]
     argv += [x for item in dirs(tmp_path)[:2] for x in ("--set", item)]
-    env = node_env("http://127.0.0.1:9", "/unused")
+    env = node_env(f"{tls.ETCD_SCHEME}://127.0.0.1:9", "/unused")
     out = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 1
     assert f"worker.spool_dir: cannot keep results in {spool}" in out.stdout + out.stderr

@@ -11,6 +11,7 @@ import os
 import shutil
 import ssl
 import tempfile
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
@@ -90,6 +91,8 @@ ETCD_USER = "porpoise"
 ETCD_PASSWORD = "porpoise-test-etcd-pw"
 #: the tests' roots are random (/t-..., /api-...): in the suite the porpoise role is granted all of "/"
 ETCD_PREFIX = "/"
+#: of an etcd endpoint the nodes accept (with registry.tls_* set, only https:// ones)
+ETCD_SCHEME = "https" if ENABLED else "http"
 
 
 def etcd_kwargs() -> dict[str, object]:
@@ -117,6 +120,15 @@ def registry_env() -> dict[str, str]:
         "PORPOISE_REGISTRY_TLS_KEY": files.key, "PORPOISE_REGISTRY_USER": ETCD_USER,
         "PORPOISE_REGISTRY_PASSWORD": ETCD_PASSWORD,
     }  # fmt: skip
+
+
+def etcd_access_of(env: Mapping[str, str]) -> EtcdAccess | None:
+    """For a test's own subprocess given ``registry_env()``: its certificates come from the parent's CA (a
+    process of its own would make another CA)."""
+    if "PORPOISE_REGISTRY_TLS_CA" not in env:
+        return None
+    keys = ("TLS_CA", "TLS_CERT", "TLS_KEY", "USER", "PASSWORD")
+    return EtcdAccess(*(env[f"PORPOISE_REGISTRY_{key}"] for key in keys))
 
 
 def registry_overrides() -> list[str]:
