@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import tls
 from tests.conftest import ApiCluster
 from tests.helpers import ROOT, start_workflow
 
@@ -83,6 +84,7 @@ def test_ui_in_headless_chromium(api_cluster: ApiCluster, tmp_path: Path) -> Non
         "E2E_FAILED_INSTANCE": str(failed_instance),
         "E2E_USER": user,
         "E2E_PASSWORD": password,
+        **tls.browser_env(),
         "CHROMIUM": chromium,
     }
     api_down = False
@@ -143,8 +145,8 @@ def test_editor_collapse_in_headless_chromium(api_cluster: ApiCluster) -> None:
     c = api_cluster
     doc = _generated_dag(f"ui_collapse_{uuid.uuid4().hex[:8]}")
     code = c.client().request("POST", "/api/v1/workflows", doc)["code"]
-    env = {**os.environ, "PORPOISE_URL": c.url, "PORPOISE_TOKEN": c.token, "E2E_WORKFLOW": str(code),
-           "CHROMIUM": chromium}  # fmt: skip
+    env = {**os.environ, **tls.browser_env(), "PORPOISE_URL": c.url, "PORPOISE_TOKEN": c.token,
+           "E2E_WORKFLOW": str(code), "CHROMIUM": chromium}  # fmt: skip
     done = subprocess.run(
         ["node", "tests/e2e/collapse.mjs"], check=False, cwd=UI, env=env, capture_output=True, text=True, timeout=300
     )
@@ -166,7 +168,7 @@ def test_log_download_streams_to_disk(api_cluster: ApiCluster, tmp_path: Path) -
     user, password = f"ui_dl_{tag}", uuid.uuid4().hex
     c.client().post("/api/v1/users", {"name": user, "password": password, "admin": True})
     saved = tmp_path / "saved.log"
-    env = {**os.environ, "PORPOISE_URL": c.url, "E2E_USER": user, "E2E_PASSWORD": password,
+    env = {**os.environ, **tls.browser_env(), "PORPOISE_URL": c.url, "E2E_USER": user, "E2E_PASSWORD": password,
            "E2E_TASK": str(task["id"]), "E2E_DOWNLOAD_TO": str(saved), "CHROMIUM": chromium}  # fmt: skip
     done = subprocess.run(
         ["node", "tests/e2e/download.mjs"], check=False, cwd=UI, env=env, capture_output=True, text=True, timeout=300

@@ -67,6 +67,22 @@ def api_env() -> dict[str, str]:
     return {"PORPOISE_API_TLS_CERT": files.cert, "PORPOISE_API_TLS_KEY": files.key}
 
 
+def browser_env() -> dict[str, str]:
+    """For the browser tests (ui/tests/e2e/browser.mjs): the SHA-256 of the node certificate's public key,
+    which Chromium then accepts for the API's HTTPS (its key only, no other certificate error)."""
+    if not ENABLED:
+        return {}
+    import base64
+    import hashlib
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    cert = x509.load_pem_x509_certificate(Path(node_files().cert).read_bytes())
+    spki = cert.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    return {"E2E_TRUST_SPKI": base64.b64encode(hashlib.sha256(spki).digest()).decode()}
+
+
 def cli_env() -> dict[str, str]:
     """Environment for the CLI (and SDK) run by a test: the CA the API's certificate comes from."""
     return {"PORPOISE_CA_FILE": node_files().ca} if ENABLED else {}

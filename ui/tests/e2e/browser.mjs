@@ -23,7 +23,11 @@ export async function launch(options = {}) {
     headless: true,
     viewport: { width: 1400, height: 900 },
     timezoneId: "UTC",
-    args: FLAGS,
+    // the suite run with TLS (PORPOISE_TEST_TLS): the API's certificate comes from the test cluster's CA;
+    // accept that key alone, not any certificate error
+    args: process.env.E2E_TRUST_SPKI
+      ? [...FLAGS, `--ignore-certificate-errors-spki-list=${process.env.E2E_TRUST_SPKI}`]
+      : FLAGS,
     ...options,
   });
   const page = context.pages()[0] ?? (await context.newPage());
