@@ -30,9 +30,10 @@ from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer
 from engine.secretbox import ensure_key_file
 from registry import EtcdClient
+from rpc import RpcClient
 from tests import databases
 from tests import tls as tls_mod
-from tests.helpers import NodeProc, node_env, wait_sync
+from tests.helpers import NodeProc, node_env, rpc_client, wait_sync
 from tests.worker_harness import ReportSink
 
 if tls_mod.ENABLED:
@@ -124,6 +125,14 @@ async def sink(sink_db: str) -> AsyncIterator[ReportSink]:
     s = await ReportSink(sink_db).start()
     yield s
     await s.close()
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[RpcClient]:
+    """An RPC client for a test playing a master (tests.helpers.rpc_client: mutual TLS with the suite's TLS)."""
+    c = rpc_client(10)
+    yield c
+    await c.close()
 
 
 @pytest.fixture

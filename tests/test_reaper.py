@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -19,19 +19,12 @@ from engine.infra.etcd import EtcdServer
 from engine.worker.reaper import Reaper
 from registry import EtcdClient
 from rpc import RpcClient
-from tests.helpers import ROOT, NodeProc, eventually, rpc_client
+from tests.helpers import ROOT, NodeProc, eventually
 from tests.worker_harness import ReportSink, dispatch, task
 
 pytestmark = pytest.mark.slow
 
 TTL = 3.0
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[RpcClient]:
-    c = rpc_client(10)
-    yield c
-    await c.close()
 
 
 def _alive(pid: int) -> bool:

@@ -20,15 +20,8 @@ import pytest
 from engine.infra.etcd import EtcdServer
 from engine.worker.taskenv import TaskPolicy, passed_through, resolve_tenant
 from rpc.client import RpcClient
-from tests.helpers import TEST_SECRET, NodeProc, rpc_client, start_worker
+from tests.helpers import TEST_SECRET, NodeProc, start_worker
 from tests.worker_harness import ReportSink, dispatch, log_text, task
-
-
-@pytest.fixture
-async def client() -> RpcClient:
-    c = rpc_client(10)
-    yield c
-    await c.close()
 
 
 def _worker(node_factory: Callable[..., NodeProc], etcd: EtcdServer, root: str, base: Path, *extra: str, **env: str):

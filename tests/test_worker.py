@@ -10,7 +10,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -31,15 +31,8 @@ from rpc.messages import (
 )
 from tests import tls
 from tests.databases import EmptyDb
-from tests.helpers import TEST_SECRET, NodeProc, eventually, rpc_client, start_worker
+from tests.helpers import TEST_SECRET, NodeProc, eventually, start_worker
 from tests.worker_harness import ReportSink, dispatch, log_text, task
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[RpcClient]:
-    c = rpc_client(10)
-    yield c
-    await c.close()
 
 
 def _start_worker(

@@ -11,7 +11,7 @@ import random
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -29,17 +29,10 @@ from registry.membership import NodeInfo
 from rpc import RpcClient
 from tests import tls
 from tests.conftest import ApiCluster
-from tests.helpers import NodeProc, eventually, rpc_client, start_worker
+from tests.helpers import NodeProc, eventually, start_worker
 from tests.worker_harness import ReportSink, dispatch, task
 
 _NOTICE = re.compile(rb"^\[porpoise\] log truncated: the first (\d+) bytes of output were dropped")
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[RpcClient]:
-    c = rpc_client(10)
-    yield c
-    await c.close()
 
 
 def test_a_capped_log_keeps_its_newest_lines_and_counts_what_it_dropped(tmp_path: Path) -> None:
