@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
@@ -174,15 +175,22 @@ class EtcdClient:
             await asyncio.wait_for(client.auth(), timeout or self.request_timeout)
         return client
 
-    async def _call(self, what: str, make: Any, timeout: float | None = None) -> Any:
+    async def _call(self, what: str, make: Any, timeout: float | None = None, total: float | None = None) -> Any:
         """Run one unary call with a timeout, trying each endpoint once (and signing in again once when etcd
-        no longer knows the token)."""
+        no longer knows the token); ``total`` bounds all the tries together."""
         last: BaseException | None = None
         tries = len(self.endpoints) + (1 if self.access is not None and self.access.user else 0)
+        deadline = None if total is None else time.monotonic() + total
         for _ in range(tries):
+            each = timeout or self.request_timeout
+            if deadline is not None:
+                each = min(each, deadline - time.monotonic())
+                if each <= 0:
+                    last = last or TimeoutError(f"no time left of {total:g}s")
+                    break
             try:
-                client = await self._signed_in(timeout)
-                return await asyncio.wait_for(make(client), timeout or self.request_timeout)
+                client = await self._signed_in(each)
+                return await asyncio.wait_for(make(client), each)
             except _TRANSPORT_ERRORS as exc:
                 last = exc
                 if self.access is not None and self.access.user and _stale_token(exc):
@@ -292,14 +300,16 @@ class EtcdClient:
         return int(resp.TTL or -1)
 
     async def keepalive_once(self, lease_id: int, timeout: float | None = None) -> int:
-        """One keep-alive round trip on the keep-alive stream; returns the new TTL (<= 0: lease gone)."""
+        """One keep-alive round trip on the keep-alive stream; returns the new TTL (<= 0: lease gone).
+        ``timeout`` bounds the whole call, every endpoint tried included (a session's lease has only so
+        much time left); each endpoint gets at most the request timeout of it."""
 
         async def once(c: _Client) -> int:
             stream = c.call_rpc(
                 "/lease/keepalive",
                 data=b'{"ID":%d}\n' % lease_id,
                 stream=True,
-                timeout=aiohttp.ClientTimeout(total=timeout or self.request_timeout),
+                timeout=aiohttp.ClientTimeout(total=min(timeout or self.request_timeout, self.request_timeout)),
             )
             try:
                 async for resp in stream:
@@ -308,7 +318,7 @@ class EtcdClient:
             finally:
                 _close_stream(stream)
 
-        return int(await self._call("lease keep-alive", once, timeout))
+        return int(await self._call("lease keep-alive", once, total=timeout))
 
     # -- watch ------------------------------------------------------------------------------------
 

@@ -265,9 +265,8 @@ class Session:
                 log.warning("event loop ticking again: renewing the lease", lease=f"{self.lease_id:x}")
             sent = self._clock()
             try:
-                ttl = await client.keepalive_once(
-                    self.lease_id, timeout=max(0.05, min(client.request_timeout, self.remaining()))
-                )
+                # every endpoint may be tried (one may hang in an election), all within the lease's time
+                ttl = await client.keepalive_once(self.lease_id, timeout=max(0.05, self.remaining()))
             except RegistryUnavailable as exc:
                 if self.remaining() <= 0:
                     return True

@@ -40,6 +40,18 @@ def fan_in(name: str, width: int, sleep: float) -> WorkflowDef:
     return WorkflowDef(name=name, project="hosts", tasks=tuple(tasks), global_params=())
 
 
+def _boot_time_error() -> float:
+    """What to add to psutil's ``create_time`` to get the wall-clock start of a process.
+
+    psutil adds the process's start (clock ticks since boot) to the boot time the kernel gives in whole
+    seconds (``btime`` in /proc/stat): its start times are early by the truncated fraction, up to a whole
+    second, the same for every process of the machine. The boot time from the precise uptime does not
+    have that error (one 10 ms tick is left)."""
+    with open("/proc/uptime") as f:
+        uptime = float(f.read().split()[0])
+    return (time.time() - uptime) - psutil.boot_time()
+
+
 class TaskSampler:
     """Every ``interval`` s, which task processes (cwd under ``base``) are alive; ``gone_by[pid]`` is
     the first sample that no longer saw a process seen before: an upper bound on its death."""
@@ -51,6 +63,7 @@ class TaskSampler:
         self.gone_by: dict[int, float] = {}
         #: pid -> the process's start time (epoch seconds, from the kernel)
         self.started: dict[int, float] = {}
+        self._boot_error = _boot_time_error()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="task-sampler", daemon=True)
 
@@ -69,7 +82,7 @@ class TaskSampler:
                 with contextlib.suppress(psutil.Error, TypeError):
                     if p.info["cwd"] and p.info["cwd"].startswith(self.base) and "/exec" in p.info["cwd"]:
                         now.add(p.info["pid"])
-                        self.started.setdefault(p.info["pid"], p.info["create_time"])
+                        self.started.setdefault(p.info["pid"], p.info["create_time"] + self._boot_error)
             stamp = time.time()
             for pid in self.alive - now:
                 self.gone_by.setdefault(pid, stamp)
@@ -77,8 +90,9 @@ class TaskSampler:
 
 
 def _reaped(log_dir: Path) -> dict[int, float]:
-    """task instance id -> when its worker saw its process end (``task finished`` lines of the workers'
-    logs, written on the worker's own host whatever its network does)."""
+    """task instance id -> when its process ended: when the worker's task reaper killed it, else when the
+    worker saw it end (``task finished`` lines of the workers' logs, written on the worker's own host
+    whatever its network does; a loaded worker's loop may see an exit late)."""
     ended: dict[int, float] = {}
     for path in log_dir.glob("worker-*.log"):
         for line in path.read_text(errors="replace").splitlines():
@@ -86,7 +100,8 @@ def _reaped(log_dir: Path) -> dict[int, float]:
                 continue
             with contextlib.suppress(ValueError, KeyError):
                 event = json.loads(line)
-                ended[int(event["task_instance_id"])] = datetime.fromisoformat(event["timestamp"]).timestamp()
+                seen = datetime.fromisoformat(event["timestamp"]).timestamp()
+                ended[int(event["task_instance_id"])] = float(event.get("reaped_at") or seen)
     return ended
 
 

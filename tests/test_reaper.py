@@ -123,7 +123,7 @@ async def test_lines_other_than_renewals_do_not_move_the_deadline(tmp_path: Path
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(sleeper.wait(), 0.05)
         assert sleeper.returncode == -signal.SIGKILL
-        assert reaper.took(sleeper.pid)
+        assert reaper.took(sleeper.pid) is not None
     finally:
         if sleeper.returncode is None:
             sleeper.kill()
@@ -136,11 +136,14 @@ async def test_the_reaper_kills_when_renewals_stop_and_says_whom(tmp_path: Path)
     await reaper.start()
     sleeper = await asyncio.create_subprocess_exec("sleep", "1000", start_new_session=True)
     try:
+        added = time.time()
         reaper.add(sleeper.pid)
         assert await asyncio.wait_for(sleeper.wait(), 10) == -signal.SIGKILL
-        assert reaper.took(sleeper.pid)
-        assert not reaper.took(sleeper.pid)  # reported once
-        assert not reaper.took(123456789)
+        seen = time.time()
+        killed_at = reaper.took(sleeper.pid)
+        assert killed_at is not None and added < killed_at <= seen  # when it killed, on the wall clock
+        assert reaper.took(sleeper.pid) is None  # reported once
+        assert reaper.took(123456789) is None
     finally:
         if sleeper.returncode is None:
             sleeper.kill()
@@ -164,7 +167,7 @@ async def main():
     await reaper.start()
     print("task", task.pid, flush=True)
     code = await task.wait()
-    took = reaper.took(task.pid)
+    took = reaper.took(task.pid) is not None
     await reaper.close()  # end of file: a live reaper exits 0
     print("ended", code, took, reaper.proc.returncode, flush=True)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from engine.infra.etcd import EtcdServer
 from registry import EtcdClient, Session, SessionState
+from registry.errors import RegistryUnavailable
 from tests import tls
 from tests.helpers import eventually
 
@@ -172,3 +173,32 @@ async def test_a_wedged_event_loop_lets_the_lease_expire(etcd: EtcdClient, etcd_
     await eventually(lambda: session.state is SessionState.LOST, timeout=5, what="LOST after the wedge")
     assert len(renewals) == renewed_while_wedged, "renewed after the lease expired"
     await session.close()
+
+
+async def test_a_keepalive_spends_no_more_than_its_budget_across_endpoints() -> None:
+    """Endpoints that accept and never answer (a member waiting out an election): the keep-alive gives up
+    when the lease's time is spent, not after a request timeout per endpoint."""
+    connections: list[int] = []
+    held: list[asyncio.StreamWriter] = []
+
+    def silent(n: int) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], None]:
+        def accept(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            connections.append(n)
+            held.append(writer)
+
+        return accept
+
+    servers = [await asyncio.start_server(silent(n), "127.0.0.1", 0) for n in range(3)]
+    client = EtcdClient([f"http://127.0.0.1:{s.sockets[0].getsockname()[1]}" for s in servers], request_timeout=30)
+    try:
+        with contextlib.suppress(RegistryUnavailable):
+            # each endpoint alone may take 30 s: only the 0.5 s budget makes this end within 10 s
+            await asyncio.wait_for(client.keepalive_once(1, timeout=0.5), 10)
+            raise AssertionError("a silent endpoint answered")
+        assert connections == [0]  # the budget was spent on the first: no other endpoint was tried
+    finally:
+        await client.close()
+        for writer in held:
+            writer.close()
+        for server in servers:
+            server.close()

@@ -324,8 +324,24 @@ class PostgresServer:
 
         wait_until(ready, timeout, interval=0.1, what=f"PostgreSQL on {self.host}:{self.port}")
 
+    async def _admin_connection(self, timeout: float = 30) -> asyncpg.Connection:
+        """The superuser's connection to a server that just said it is ready. A first connection can still
+        fail for a moment (the server finishing its start-up on a loaded machine, a slow first TLS or
+        SCRAM handshake): try again until ``timeout``, then say what the last try met."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            try:
+                return await asyncpg.connect(self.admin_dsn(), timeout=min(10, max(1.0, deadline - loop.time())))
+            except (OSError, TimeoutError, asyncpg.CannotConnectNowError) as exc:
+                if self.proc is not None and self.proc.exited() is not None:
+                    raise InfraError(f"postgres exited with code {self.proc.exited()}:\n{self.proc.tail()}") from exc
+                if loop.time() >= deadline:
+                    raise InfraError(f"PostgreSQL on {self.host}:{self.port} accepts no connection: {exc!r}") from exc
+            await asyncio.sleep(0.2)
+
     async def _ensure_database(self) -> None:
-        conn = await asyncpg.connect(self.admin_dsn(), timeout=10)
+        conn = await self._admin_connection()
         try:
             for role in (OWNER_ROLE, RUNTIME_ROLE):
                 await self.ensure_role(conn, role)

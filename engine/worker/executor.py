@@ -70,6 +70,8 @@ class TaskRun:
     lost: bool = False
     #: why it was lost, for the report (default: the lease)
     lost_why: str = ""
+    #: when the task reaper killed its process group (epoch seconds; None: it did not)
+    reaped_at: float | None = None
     timed_out: bool = False
     #: the names of the files the plugin wrote into the exec dir
     files: frozenset[str] = frozenset()
@@ -245,7 +247,10 @@ class Executor:
                 self._ended(run, result.state)  # a dispatch sent again is answered, not run again
                 self.on_ended(run, result)
                 run.done.set()
-            log.info("task finished", state=result.state, exit_code=result.exit_code)
+            if run.reaped_at is None:
+                log.info("task finished", state=result.state, exit_code=result.exit_code)
+            else:  # the loop may see the exit long after the kill: say when the reaper killed it
+                log.info("task finished", state=result.state, exit_code=result.exit_code, reaped_at=run.reaped_at)
             await asyncio.to_thread(self.dirs.release, run.exec_dir, run.files)
 
     def _ended(self, run: TaskRun, state: str) -> None:
@@ -351,8 +356,9 @@ class Executor:
             emitted: dict[str, str] = {}
             await self._wait_and_drain(run, proc, logfile, emitted)
             code = proc.returncode if proc.returncode is not None else -1
-            reaped = code == -signal.SIGKILL and self.reaper is not None and self.reaper.took(proc.pid)
-            if run.lost or (reaped and not run.killed):
+            if code == -signal.SIGKILL and self.reaper is not None:
+                run.reaped_at = self.reaper.took(proc.pid)
+            if run.lost or (run.reaped_at is not None and not run.killed):
                 state, message = (
                     "LOST",
                     f"killed: {run.lost_why or 'the worker lost (or nearly lost) its registry lease'}",

@@ -18,8 +18,9 @@ process, each with its group: a task whose process the spawn thread created whil
 stopped runs although the worker never got to say ``add`` (a SIGSTOP stops the worker, not a child it
 is creating).
 
-It names each group on its output before killing it, so a worker that wakes from a pause can tell a task
-the reaper killed (report it LOST: run it again elsewhere) from one that failed on its own.
+It names each group on its output before killing it, with the time (``killed PGID EPOCHSECONDS``), so a
+worker that wakes from a pause can tell a task the reaper killed (report it LOST: run it again elsewhere)
+from one that failed on its own, and when it died (the worker's loop may see the exit much later).
 
 A few kilobytes of bash, no Python start-up, no polling.
 """
@@ -41,7 +42,7 @@ declare -A groups
 deadline=$(( ${EPOCHREALTIME/[.,]/} + $1 ))  # microseconds
 parent=$2  # whose other children are tasks too (0: none)
 kill_all() {
-    for g in "${!groups[@]}"; do echo "killed $g" 2>/dev/null; kill -KILL -- "-$g" 2>/dev/null; done
+    for g in "${!groups[@]}"; do echo "killed $g $EPOCHREALTIME" 2>/dev/null; kill -KILL -- "-$g" 2>/dev/null; done
     groups=()
     (( parent > 0 )) || return 0
     # a task started but not added yet (the worker was paused between the two; a new process runs even
@@ -51,7 +52,7 @@ kill_all() {
         [[ -r $f ]] || continue
         for c in $(< "$f"); do
             (( c == $$ )) && continue
-            echo "killed $c" 2>/dev/null; kill -KILL -- "-$c" "$c" 2>/dev/null
+            echo "killed $c $EPOCHREALTIME" 2>/dev/null; kill -KILL -- "-$c" "$c" 2>/dev/null
         done
     done
 }
@@ -94,7 +95,8 @@ class Reaper:
         self.proc: asyncio.subprocess.Process | None = None
         self._fd = -1
         self._out = -1
-        self._killed: set[int] = set()
+        #: group -> when the reaper killed it (epoch seconds), until took() reports it
+        self._killed: dict[int, float] = {}
         self._partial = b""
 
     async def start(self) -> None:
@@ -123,9 +125,9 @@ class Reaper:
     def remove(self, pgid: int) -> None:
         self._send(f"del {pgid}\n")
 
-    def took(self, pgid: int) -> bool:
-        """Whether the reaper killed this group (it says so before it kills, so by the time the task's
-        exit is seen the line is readable)."""
+    def took(self, pgid: int) -> float | None:
+        """When the reaper killed this group (epoch seconds), None if it did not (it says so before it
+        kills, so by the time the task's exit is seen the line is readable). Reported once."""
         with contextlib.suppress(BlockingIOError, OSError):
             while self._out >= 0:
                 chunk = os.read(self._out, 65536)
@@ -134,13 +136,11 @@ class Reaper:
                 data = self._partial + chunk
                 *lines, self._partial = data.split(b"\n")
                 for line in lines:
-                    word, _, value = line.decode(errors="replace").partition(" ")
-                    if word == "killed" and value.strip().isdigit():
-                        self._killed.add(int(value))
-        if pgid in self._killed:
-            self._killed.discard(pgid)
-            return True
-        return False
+                    word, *values = line.decode(errors="replace").split()
+                    if word == "killed" and len(values) == 2 and values[0].isdigit():
+                        with contextlib.suppress(ValueError):
+                            self._killed[int(values[0])] = float(values[1].replace(",", "."))
+        return self._killed.pop(pgid, None)
 
     def renewed(self, remaining: float) -> None:
         """Lease renewed with ``remaining`` seconds left (called from the keep-alive thread)."""
