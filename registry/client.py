@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import time
 import ssl
+import time
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar

@@ -27,7 +27,7 @@ from engine.master.selectors import (
     RoundRobinSelector,
     load_weight,
 )
-from engine.master.workflow import DispatchLost, TaskDispatched
+from engine.master.workflow_messages import DispatchLost, TaskDispatched
 from registry import NodeInfo
 from registry.heartbeat import Heartbeat
 from registry.keys import NodeId

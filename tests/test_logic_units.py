@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.master.workflow import TASK_ONLY, TASK_POST, TASK_PRE, TaskResultEvent, WorkflowRun, scope_for
+from engine.master.workflow import TASK_ONLY, TASK_POST, TASK_PRE, WorkflowRun, scope_for
+from engine.master.workflow_messages import TaskResultEvent
 from engine.scheduling import dependent
 from engine.scheduling.backfill import backfill_param, chunks, next_param, position, range_dates
 from engine.states import TaskState, WorkflowState

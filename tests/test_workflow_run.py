@@ -10,10 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.master.workflow import (
-    CONTINUE,
-    END,
-    TIMEOUT_FAILED,
+from engine.master.workflow import CONTINUE, END, TIMEOUT_FAILED, WorkflowRun
+from engine.master.workflow_messages import (
     ArmTimer,
     Attempt,
     CancelTimer,
@@ -30,7 +28,6 @@ from engine.master.workflow import (
     TaskResultEvent,
     TaskRunningEvent,
     TaskTimedOut,
-    WorkflowRun,
     WorkflowTimedOut,
 )
 from engine.states import (

@@ -46,6 +46,7 @@ from engine.api import (
     tenants,
     tokens,
     users,
+    workflow_start,
     workflows,
 )
 from engine.api.access import Principal
@@ -80,6 +81,7 @@ STREAM_ROUTES = frozenset({"/api/v1/events", "/api/v1/tasks/{id}/log/follow"})
 ROUTES: list[Route] = [
     *projects.ROUTES,
     *workflows.ROUTES,
+    *workflow_start.ROUTES,
     *instances.ROUTES,
     *schedules.ROUTES,
     *tasks.ROUTES,

@@ -24,7 +24,8 @@ from engine.aio import cancel_until_done
 from engine.master.logic_runner import LogicRunner
 from engine.master.store import FencedOut, MasterStore, NewAttempt, TaskUpdate, WriteBatch
 from engine.master.wheel import StateWheel
-from engine.master.workflow import (
+from engine.master.workflow import WorkflowRun, dispatch_timeout
+from engine.master.workflow_messages import (
     Action,
     ArmTimer,
     Attempt,
@@ -37,8 +38,6 @@ from engine.master.workflow import (
     RunLogic,
     SetWorkflowState,
     TaskResultEvent,
-    WorkflowRun,
-    dispatch_timeout,
 )
 from engine.scheduling.backfill import BACKFILL_ID, LEGACY_DATES, next_param, position
 from engine.states import CommandType, TaskState, WorkflowState

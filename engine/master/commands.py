@@ -24,7 +24,7 @@ from engine import logs
 from engine.aio import BackgroundService
 from engine.concurrency.serial import Rule
 from engine.master.store import MasterStore
-from engine.master.workflow import Attempt
+from engine.master.workflow_messages import Attempt
 from engine.scheduling.backfill import position
 from engine.states import CLAIMABLE, RESTART_FROM, CommandType, WorkflowState
 from engine.storage.definitions import ONLINE, WorkflowSpec, load_spec

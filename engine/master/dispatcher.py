@@ -42,7 +42,7 @@ from engine import logs
 from engine.aio import cancel_and_wait
 from engine.master.actor import DispatchRequest
 from engine.master.selectors import SELECTORS, Candidate
-from engine.master.workflow import DispatchLost, TaskDispatched
+from engine.master.workflow_messages import DispatchLost, TaskDispatched
 from registry import NodeInfo, ServerStatus
 from rpc import RpcClient
 from rpc.errors import BadRequest, RpcError

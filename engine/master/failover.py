@@ -29,7 +29,7 @@ from engine.aio import BackgroundService
 from engine.master.actor import InstanceInfo
 from engine.master.commands import DefinitionCache
 from engine.master.store import MasterStore, TaskUpdate, WriteBatch
-from engine.master.workflow import Attempt, WorkerLost
+from engine.master.workflow_messages import Attempt, WorkerLost
 from engine.states import TaskState, WorkflowState
 from engine.storage.failures import DB_FAILURES
 from engine.tasks.registry import LOGIC_TYPES

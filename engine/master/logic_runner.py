@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from engine import logs
 from engine.master.store import FencedOut
-from engine.master.workflow import FAILED, WARNFAILED, Attempt, LogicCheck, TaskResultEvent, TaskRunningEvent
+from engine.master.workflow import FAILED, WARNFAILED
+from engine.master.workflow_messages import Attempt, LogicCheck, TaskResultEvent, TaskRunningEvent
 from engine.scheduling import dependent
 from engine.states import TaskState, WorkflowState
 from engine.workflows import logic

@@ -34,7 +34,8 @@ from engine.master.gcpolicy import GcPolicy
 from engine.master.retention import LOCK_NAME, RetentionService
 from engine.master.store import MasterStore
 from engine.master.wheel import StateWheel
-from engine.master.workflow import (
+from engine.master.workflow import WorkflowRun, scope_for
+from engine.master.workflow_messages import (
     RERUN_ON_RESUME,
     Attempt,
     LogicCheck,
@@ -42,8 +43,6 @@ from engine.master.workflow import (
     StopRequested,
     TaskResultEvent,
     TaskRunningEvent,
-    WorkflowRun,
-    scope_for,
 )
 from engine.node import Node
 from engine.scheduling.scheduler import Scheduler

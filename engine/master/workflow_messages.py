@@ -1,0 +1,255 @@
+"""What a running workflow instance's core (``WorkflowRun``, workflow.py) works on and speaks: the attempt
+record (one task instance row), the events it is fed (worker reports, timers, requests) and the actions it
+returns for the actor (actor.py) to perform. Plain frozen data, no behaviour."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.states import TaskState, WorkflowState
+
+# -- the attempt record -------------------------------------------------------------------------
+
+
+@dataclass
+class Attempt:
+    """One task instance row: one attempt of one task."""
+
+    code: int
+    attempt: int
+    retry_times: int
+    state: TaskState = TaskState.SUBMITTED_SUCCESS
+    id: int = 0  # assigned when persisted
+    host: str = ""
+    var_pool: list[dict[str, Any]] = field(default_factory=list)
+    #: var pool this attempt starts with (upstream OUT values)
+    var_in: list[dict[str, Any]] = field(default_factory=list)
+    start_time: int = 0
+    end_time: int = 0
+
+    @classmethod
+    def from_row(cls, row: Any) -> Attempt:
+        """A persisted attempt (task_instance row) taken back by a resumed or failed-over instance."""
+        pool = row["var_pool"]
+        pool = json.loads(pool) if isinstance(pool, str) else list(pool or [])
+        return cls(
+            code=int(row["task_code"]),
+            attempt=int(row["attempt"]),
+            retry_times=int(row["retry_times"]),
+            state=TaskState(row["state"]),
+            id=int(row["id"]),
+            host=row["host"] or "",
+            var_pool=pool,
+            var_in=pool,
+            start_time=_ms(row["start_time"]),
+            end_time=_ms(row["end_time"]),
+        )
+
+
+def _ms(when: Any) -> int:
+    return int(when.timestamp() * 1000) if when is not None else 0
+
+
+#: attempts a resumed instance runs again (DolphinScheduler re-inits the KILL tasks on recover-suspended)
+RERUN_ON_RESUME = frozenset({TaskState.KILL, TaskState.PAUSE, TaskState.STOP})
+
+
+# -- events ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskRunningEvent:
+    task_instance_id: int
+    attempt: int
+    host: str
+    pid: int
+    log_path: str
+    execute_path: str
+    start_time: int
+    cause_id: str = ""
+    app_id: str = ""
+    app_link: str = ""
+
+
+@dataclass(frozen=True)
+class TaskResultEvent:
+    task_instance_id: int
+    attempt: int
+    state: TaskState
+    exit_code: int
+    start_time: int
+    end_time: int
+    host: str = ""
+    log_path: str = ""
+    var_pool: tuple[dict[str, Any], ...] = ()
+    message: str = ""
+    cause_id: str = ""
+    #: CONDITIONS / SWITCH: the downstream tasks of the branch not taken
+    skip: tuple[int, ...] = ()
+    pid: int = 0
+    execute_path: str = ""
+    app_id: str = ""
+    app_link: str = ""
+
+
+@dataclass(frozen=True)
+class LogicCheck:
+    """Time to look again at a waiting logic task (a sub-workflow's state, a dependency)."""
+
+    task_instance_id: int
+    attempt: int
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class TaskDispatched:
+    task_instance_id: int
+    attempt: int
+    host: str
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class RetryDue:
+    code: int
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class TaskTimedOut:
+    task_instance_id: int
+    attempt: int
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class WorkflowTimedOut:
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class StopRequested:
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class PauseRequested:
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class DispatchLost:
+    """A dispatch to ``host`` whose reply was lost turned out not to have been taken: the worker said,
+    after every copy sent to it had expired, that it does not have the attempt. It runs again."""
+
+    task_instance_id: int
+    attempt: int
+    host: str
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class WorkerLost:
+    """The worker at ``host`` lost its registry lease: its attempts are dead (it kills them itself)."""
+
+    host: str
+    cause_id: str = ""
+
+
+Event = (
+    TaskRunningEvent
+    | TaskResultEvent
+    | TaskDispatched
+    | RetryDue
+    | TaskTimedOut
+    | WorkflowTimedOut
+    | StopRequested
+    | PauseRequested
+    | WorkerLost
+    | DispatchLost
+    | LogicCheck
+)
+
+
+# -- actions ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreateAttempts:
+    """Insert these attempts (superseding earlier attempts of the same tasks), then dispatch them."""
+
+    attempts: tuple[Attempt, ...]
+
+
+@dataclass(frozen=True)
+class PersistTask:
+    attempt: Attempt
+    state: TaskState
+    fields: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class KillTask:
+    attempt: Attempt
+
+
+@dataclass(frozen=True)
+class ArmTimer:
+    key: tuple[Any, ...]
+    delay: float
+    event: Any
+
+
+@dataclass(frozen=True)
+class CancelTimer:
+    key: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class SetWorkflowState:
+    state: WorkflowState
+    finished: bool = False
+    #: why, for the instance's state history
+    cause: str = ""
+
+
+@dataclass(frozen=True)
+class RunLogic:
+    """Start (idempotently) or look again at a logic task the master runs itself."""
+
+    attempt: Attempt
+
+
+@dataclass(frozen=True)
+class ControlChild:
+    """Pass a pause on to a running sub-workflow (or end a waiting dependent as paused)."""
+
+    attempt: Attempt
+    action: str
+
+
+@dataclass(frozen=True)
+class RaiseAlert:
+    alert_type: int
+    title: str
+    content: str
+
+
+Action = (
+    CreateAttempts
+    | PersistTask
+    | KillTask
+    | ArmTimer
+    | CancelTimer
+    | SetWorkflowState
+    | RaiseAlert
+    | RunLogic
+    | ControlChild
+)
+
+# alert types (DolphinScheduler's AlertType codes)
+ALERT_WORKFLOW_TIMEOUT = 3
+ALERT_FAULT_TOLERANCE = 4
+ALERT_TASK_TIMEOUT = 7
