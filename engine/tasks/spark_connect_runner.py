@@ -29,6 +29,18 @@ from typing import Any
 
 #: exit code after a kill (128 + SIGTERM, what a shell reports)
 KILLED = 128 + signal.SIGTERM
+#: what the worker's fork server (engine/worker/forkserver.py) imports once, so that a task forked from it
+#: starts with the Spark Connect client loaded: the modules ``main`` and a session's first queries import
+PRELOAD = (
+    "pyspark.sql.connect.session",
+    "pyspark.sql.connect.client",
+    "pyspark.sql.connect.dataframe",
+    "pyspark.sql.connect.functions",
+    "pyspark.sql.functions",
+    "pandas",
+    "pyarrow",
+    "grpc",
+)
 
 
 def session_url(url: str, session_id: str) -> str:
