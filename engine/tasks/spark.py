@@ -13,9 +13,10 @@ Spark Connect server.
   deploy mode for Python applications, so ``spark://`` + ``cluster`` is refused here at save time).
 - ``sc://HOST:PORT`` (a Spark Connect server) or ``connect`` (the worker's own server,
   ``worker.spark_connect_url``): no JVM per task; ``spark_connect_runner`` runs the application in a
-  Spark Connect session of its own; a kill interrupts that session's operations. The spark-submit
-  resource parameters (deployMode, driver*/executor*/numExecutors, others) do not apply; ``conf`` entries
-  are set as session settings.
+  Spark Connect session of its own, forked from the worker's pre-imported fork server
+  (``worker.spark_connect_prefork``) unless the task has an environment_config; a kill interrupts that
+  session's operations. The spark-submit resource parameters (deployMode, driver*/executor*/numExecutors,
+  others) do not apply; ``conf`` entries are set as session settings.
 """
 
 from __future__ import annotations
