@@ -2,7 +2,7 @@
 
 As a forked task (``main``): ``info CODE`` prints what the process is (ids, session, descriptors,
 environment, the environment block it started with) and exits with CODE; ``sleep`` says so and sleeps;
-``raise`` raises; ``exit TEXT`` is ``sys.exit(TEXT)``.
+``raise`` raises; ``exit TEXT`` is ``sys.exit(TEXT)``; ``threads`` leaves a thread pool and a late thread.
 
 As a script, ``python -m tests.forkserver_probe worker MODE`` plays a worker: it starts a fork server, has it
 fork a ``sleep`` task, prints ``{"server": PID, "task": PID}`` and waits to be killed. MODE ``paused``: it
@@ -13,11 +13,15 @@ also starts the task reaper with itself as ``children_of`` and never renews its 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
+
+_pools: list[concurrent.futures.ThreadPoolExecutor] = []
 
 
 def main(argv: list[str]) -> int:
@@ -37,6 +41,11 @@ def main(argv: list[str]) -> int:
     if what == "sleep":
         print("sleeping", flush=True)
         time.sleep(600)
+        return 0
+    if what == "threads":  # a pool's idle worker and a late non-daemon thread: the exit waits as Python's
+        _pools.append(concurrent.futures.ThreadPoolExecutor(1))  # kept: its idle worker waits for work
+        _pools[0].submit(print, "from the pool", flush=True).result()
+        threading.Thread(target=lambda: (time.sleep(0.2), print("late thread", flush=True))).start()
         return 0
     if what == "raise":
         raise RuntimeError("raised by the probe")

@@ -85,6 +85,9 @@ async def test_exit_codes_as_python_reports_them(server: ForkServer) -> None:
     assert "RuntimeError: raised by the probe" in await _output(raised) and await raised.wait() == 1
     exited = await _spawn(server, "exit", "a message")
     assert "a message" in await _output(exited) and await exited.wait() == 1
+    threads = await _spawn(server, "threads")
+    assert await asyncio.wait_for(_output(threads), 30) == "from the pool\nlate thread\n"
+    assert await threads.wait() == 0
     assert await server.spawn("not.preloaded", [], Path("/"), {}, None) is None  # started the normal way
 
 

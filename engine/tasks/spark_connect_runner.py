@@ -10,7 +10,8 @@ It opens the task's own Spark Connect session (its id is derived from the workfl
 the attempt, so a later attempt knows the session of the one before), tags it, applies ``conf`` as
 session settings, announces it (``[porpoise] application <session id>``, read by the worker), and runs
 the main file as ``__main__`` with ``SPARK_REMOTE`` pointing at that session:
-``SparkSession.builder.getOrCreate()`` in the task's code returns it. Output, exit code and ``${setValue(...)}`` OUT parameters are the task's as usual.
+``SparkSession.builder.getOrCreate()`` in the task's code returns it. Output, exit code and
+``${setValue(...)}`` OUT parameters are the task's as usual.
 
 Kill: the worker's SIGTERM interrupts every operation of the session on the server (a fresh client,
 not the one the main thread may be blocked in), then the runner exits. A SIGKILL (the reaper, after the

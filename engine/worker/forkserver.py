@@ -89,9 +89,9 @@ def exit_code(main: Callable[[list[str]], Any], argv: list[str]) -> int:
         traceback.print_exc()
         code = 1
     try:
-        for thread in threading.enumerate():
-            if thread is not threading.current_thread() and not thread.daemon:
-                thread.join()
+        # what Py_FinalizeEx does first: threading's exit hooks (a thread pool's workers told to end),
+        # then every non-daemon thread joined; then the atexit functions
+        threading._shutdown()  # type: ignore[attr-defined]
         atexit._run_exitfuncs()
     finally:
         for stream in (sys.stdout, sys.stderr):
