@@ -29,7 +29,8 @@ from engine.infra.etcd import EtcdServer
 from engine.infra.spark import SparkConnectServer
 from engine.tasks.base import ParamError, TaskContext
 from engine.tasks.spark import SparkTask, session_id
-from rpc.messages import TaskKill
+from rpc.client import RpcClient
+from rpc.messages import TaskDispatch, TaskKill
 from tests.conftest import UNGUARDED
 from tests.helpers import TEST_SECRET, NodeProc, eventually, rpc_client, start_worker
 from tests.worker_harness import ReportSink, dispatch, log_text, task
@@ -107,6 +108,17 @@ async def _job_started(server: SparkConnectServer, log_path: str) -> None:
         raise AssertionError(f"{exc}; the task's log:\n{await log_text(log_path)}") from None
 
 
+async def _long_query_running(
+    client: RpcClient, worker: NodeProc, sink: ReportSink, server: SparkConnectServer
+) -> tuple[TaskDispatch, dict]:
+    """A Connect task running LONG, its job started on the server; the task and its RUNNING report."""
+    msg = task("SPARK", {"programType": "SQL", "sql": LONG, "master": "connect"}, sink.address)
+    assert (await dispatch(client, worker.address, msg))["accepted"] is True
+    running = await sink.running(msg.task_instance_id)
+    await _job_started(server, running["log_path"])
+    return msg, running
+
+
 async def test_pyspark_and_spark_sql_tasks_through_connect(
     worker: NodeProc, sink: ReportSink, connect_server: SparkConnectServer
 ) -> None:
@@ -168,9 +180,7 @@ async def test_a_kill_interrupts_the_session_s_operations(
     worker: NodeProc, sink: ReportSink, connect_server: SparkConnectServer
 ) -> None:
     client = rpc_client(30)
-    msg = task("SPARK", {"programType": "SQL", "sql": LONG, "master": "connect"}, sink.address)
-    assert (await dispatch(client, worker.address, msg))["accepted"] is True
-    await _job_started(connect_server, (await sink.running(msg.task_instance_id))["log_path"])
+    msg, _ = await _long_query_running(client, worker, sink, connect_server)
     assert (await client.call(worker.address, TaskKill(msg.task_instance_id, 1)))["killed"] is True
     result = await sink.result(msg.task_instance_id)
     await client.close()
@@ -185,13 +195,18 @@ async def test_the_next_attempt_interrupts_a_sigkilled_attempt_s_operations(
     """The reaper SIGKILLs a dead worker's tasks: no handler runs, the query would go on on the server.
     The attempt after it (on any worker) interrupts the previous attempt's session first."""
     client = rpc_client(10)
-    first = task("SPARK", {"programType": "SQL", "sql": LONG, "master": "connect"}, sink.address)
-    assert (await dispatch(client, worker.address, first))["accepted"] is True
-    running = await sink.running(first.task_instance_id)
-    await _job_started(connect_server, running["log_path"])
+    first, running = await _long_query_running(client, worker, sink, connect_server)
     os.killpg(running["pid"], signal.SIGKILL)  # what the reaper does
     await sink.result(first.task_instance_id)
     assert await _jobs(connect_server), "a SIGKILLed client leaves its query running on the server"
+    await _second_attempt_interrupts_the_first(client, worker, sink, connect_server, first)
+    await client.close()
+
+
+async def _second_attempt_interrupts_the_first(
+    client: RpcClient, worker: NodeProc, sink: ReportSink, server: SparkConnectServer, first: TaskDispatch
+) -> str:
+    """Attempt 2 of ``first`` succeeds, having interrupted attempt 1's query on the server; its log."""
     second = task(
         "SPARK",
         {"programType": "SQL", "sql": "SELECT 1 AS one", "master": "connect"},
@@ -201,13 +216,13 @@ async def test_the_next_attempt_interrupts_a_sigkilled_attempt_s_operations(
         task_code=first.task_code,
     )
     assert (await dispatch(client, worker.address, second))["accepted"] is True
-    result = await sink.result(second.task_instance_id, timeout=120)
-    await client.close()
+    result = await sink.result(second.task_instance_id, timeout=180)
     text = await log_text(result["log_path"])
     assert result["state"] == "SUCCESS", text
     previous = session_id(first.workflow_instance_id, first.task_code, 1)
     assert f"previous attempt's session {previous}: 1 operation(s) interrupted" in text
-    await eventually(lambda: _idle(connect_server), 60, "the first attempt's job to be cancelled", interval=0.5)
+    await eventually(lambda: _idle(server), 60, "the first attempt's job to be cancelled", interval=0.5)
+    return text
 
 
 def _alive(pid: int) -> bool:
@@ -266,10 +281,7 @@ async def test_the_fork_server_killed_mid_task_loses_it_and_the_next_attempt_run
     worker: NodeProc, sink: ReportSink, connect_server: SparkConnectServer
 ) -> None:
     client = rpc_client(10)
-    first = task("SPARK", {"programType": "SQL", "sql": LONG, "master": "connect"}, sink.address)
-    assert (await dispatch(client, worker.address, first))["accepted"] is True
-    running = await sink.running(first.task_instance_id)
-    await _job_started(connect_server, running["log_path"])
+    first, running = await _long_query_running(client, worker, sink, connect_server)
     server = _fork_server(worker)
     assert running["pid"] in [c.pid for c in server.children()]
     server.kill()
@@ -278,22 +290,9 @@ async def test_the_fork_server_killed_mid_task_loses_it_and_the_next_attempt_run
     # not the task's failure: run again elsewhere (its process died with the server)
     assert result["state"] == "LOST" and "the fork server died" in result["message"], (result, text)
     assert not _alive(running["pid"])
-    second = task(
-        "SPARK",
-        {"programType": "SQL", "sql": "SELECT 1 AS one", "master": "connect"},
-        sink.address,
-        attempt=2,
-        workflow_instance_id=first.workflow_instance_id,
-        task_code=first.task_code,
-    )
-    assert (await dispatch(client, worker.address, second))["accepted"] is True
-    result = await sink.result(second.task_instance_id, timeout=180)
+    text = await _second_attempt_interrupts_the_first(client, worker, sink, connect_server, first)
     await client.close()
-    text = await log_text(result["log_path"])
-    assert result["state"] == "SUCCESS" and FORKED not in text, text  # the normal way while no server
-    previous = session_id(first.workflow_instance_id, first.task_code, 1)
-    assert f"previous attempt's session {previous}: 1 operation(s) interrupted" in text
-    await eventually(lambda: _idle(connect_server), 60, "the first attempt's job to be cancelled", interval=0.5)
+    assert FORKED not in text  # started the normal way while there is no fork server
 
 
 async def test_a_stopped_worker_leaves_no_process(
@@ -310,10 +309,7 @@ async def test_a_stopped_worker_leaves_no_process(
         "worker.max_cpu_load_avg=100000", "worker.reserved_memory_gb=0",
     )  # fmt: skip
     client = rpc_client(10)
-    msg = task("SPARK", {"programType": "SQL", "sql": LONG, "master": "connect"}, sink.address)
-    assert (await dispatch(client, w.address, msg))["accepted"] is True
-    running = await sink.running(msg.task_instance_id)
-    await _job_started(connect_server, running["log_path"])
+    msg, running = await _long_query_running(client, w, sink, connect_server)
     await client.close()
     pids = {"worker": w.pid, "fork server": _fork_server(w).pid, "task": running["pid"]}
     await asyncio.to_thread(w.stop)
