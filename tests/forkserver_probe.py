@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
             "groups": os.getgroups(), "pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0),
             "sid": os.getsid(0), "cwd": os.getcwd(), "env": dict(os.environ), "initial_environ": initial,
             "stdin": os.readlink("/proc/self/fd/0"), "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
-            "path0": sys.path[0],
+            "path0": sys.path[0], "tz": time.strftime("%Z"),
         }  # fmt: skip
         print(json.dumps(info), flush=True)
         return int(argv[2])

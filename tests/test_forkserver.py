@@ -57,7 +57,7 @@ async def _output(task: ForkedTask) -> str:
 async def test_a_forked_task_is_set_up_as_a_started_one(server: ForkServer, tmp_path: Path) -> None:
     nobody = pwd.getpwnam("nobody")
     os.chmod(tmp_path, 0o755)
-    env = {"PATH": "/usr/bin:/bin", "TASK_VAR": "given", "HOME": nobody.pw_dir}
+    env = {"PATH": "/usr/bin:/bin", "TASK_VAR": "given", "HOME": nobody.pw_dir, "TZ": "Asia/Tokyo"}
     saved = os.getgroups()
     os.setgroups([0, 100])  # the worker's supplementary groups (root's: none here), which the server inherits
     try:
@@ -73,7 +73,7 @@ async def test_a_forked_task_is_set_up_as_a_started_one(server: ForkServer, tmp_
     assert info["pid"] == task.pid == info["pgid"] == info["sid"]  # its own session and group
     assert info["ppid"] == server.pid
     assert info["cwd"] == str(tmp_path) == info["path0"]
-    assert info["env"] == env  # replaced, not merged
+    assert info["env"] == env and info["tz"] == "JST"  # replaced, not merged; its time zone applied
     assert SECRET not in text  # neither in its environment nor in the block it started with (the server's)
     assert "PORPOISE_" not in info["initial_environ"]
     assert info["stdin"] == "/dev/null"

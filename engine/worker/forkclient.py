@@ -145,7 +145,14 @@ class ForkServer:
             if asyncio.get_running_loop().time() < self._retry_at:
                 return False
             self._starting = asyncio.create_task(self._start(), name="forkserver-start")
-        return await asyncio.shield(self._starting)  # shared: one waiter's cancellation is not the start's
+        start = self._starting
+        try:
+            return await asyncio.shield(start)  # shared: one waiter's cancellation is not the start's
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if start.cancelled() and (current is None or not current.cancelling()):
+                return False  # the start was cancelled (the worker stops), not this waiter
+            raise
 
     async def _start(self) -> bool:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

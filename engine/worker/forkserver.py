@@ -51,6 +51,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from types import ModuleType
@@ -221,6 +222,7 @@ class Server:
             os.kill(os.getpid(), signal.SIGKILL)
         os.environ.clear()
         os.environ.update(spec["env"])
+        time.tzset()  # its TZ, not ours
         sys.path[0] = os.getcwd()  # as `python -m` started in the exec dir
         _reseed()
         sys.argv = [str(module.__file__), *spec["args"]]
