@@ -1,8 +1,9 @@
 """A task module for the fork server's tests (tests/test_forkserver.py), light to preload.
 
 As a forked task (``main``): ``info CODE`` prints what the process is (ids, session, descriptors,
-environment, the environment block it started with) and exits with CODE; ``sleep`` says so and sleeps;
-``raise`` raises; ``exit TEXT`` is ``sys.exit(TEXT)``; ``threads`` leaves a thread pool and a late thread.
+environment, the environment block it started with) and exits with CODE; ``say WORDS`` prints them;
+``sleep`` says so and sleeps; ``raise`` raises; ``exit TEXT`` is ``sys.exit(TEXT)``; ``threads`` leaves a
+thread pool and a late thread.
 
 As a script, ``python -m tests.forkserver_probe worker MODE`` plays a worker: it starts a fork server, has it
 fork a ``sleep`` task, prints ``{"server": PID, "task": PID}`` and waits to be killed. MODE ``paused``: it
@@ -38,6 +39,9 @@ def main(argv: list[str]) -> int:
         }  # fmt: skip
         print(json.dumps(info), flush=True)
         return int(argv[2])
+    if what == "say":
+        print(*argv[2:], flush=True)
+        return 0
     if what == "sleep":
         print("sleeping", flush=True)
         time.sleep(600)

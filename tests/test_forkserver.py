@@ -3,7 +3,9 @@
 tenant's ids and no supplementary group, its exec dir, exactly the environment it was given and nothing of
 the worker's, no stray descriptor); exit codes as ``python -m`` reports them; a kill; the server's death
 ends its tasks (LOST) and leaves new tasks to the normal path; the server and its tasks die with the worker
-(SIGKILLed, or past the reaper's deadline before the task was added); a closed server leaves no process."""
+(SIGKILLed, or past the reaper's deadline before the task was added); a closed server leaves no process.
+Last, an in-process Executor forking a task whose launch allows it: output and OUT parameter, a kill, the
+server's death reported LOST, and the normal start when there is no server."""
 
 from __future__ import annotations
 
@@ -21,8 +23,14 @@ from pathlib import Path
 import psutil
 import pytest
 
+from engine.tasks.base import Launch, TaskContext
+from engine.tasks.spark import SparkTask
+from engine.worker.executor import Executor
 from engine.worker.forkclient import ForkedTask, ForkServer
-from tests.helpers import ROOT, eventually
+from engine.worker.reporter import Reporter
+from engine.worker.taskenv import TaskPolicy
+from tests.helpers import ROOT, eventually, rpc_client
+from tests.worker_harness import ReportSink, log_text, task
 
 PROBE = "tests.forkserver_probe"
 SECRET = "probe-secret-4f1d2c"
@@ -159,3 +167,66 @@ async def test_the_fork_server_and_its_tasks_die_with_the_worker(mode: str) -> N
         with contextlib.suppress(ProcessLookupError):
             os.killpg(worker.pid, signal.SIGKILL)
         await worker.wait()
+
+
+# -- the executor with a fork server ---------------------------------------------------------------
+
+
+@pytest.fixture
+async def executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Executor]:
+    """An in-process Executor whose SPARK launches run the probe (``rawScript``: its arguments), allowed
+    to fork; PYTHONPATH passed through so that the normal start finds the probe too."""
+
+    def launch(self: SparkTask, ctx: TaskContext) -> Launch:
+        argv = [sys.executable, "-m", PROBE, *ctx.render(ctx.task_params["rawScript"]).split()]
+        return Launch(argv=argv, inprocess=PROBE)
+
+    monkeypatch.setattr(SparkTask, "launch", launch)
+    rpc = rpc_client(timeout=10)
+    reporter = Reporter(rpc, retry_initial=0.05)
+    reporter.start()
+    policy = TaskPolicy(allow_root_tenant=True, passthrough=("PATH", "PYTHONPATH"))
+    ex = Executor(
+        slots=8, log_dir=tmp_path / "logs", exec_dir=tmp_path / "exec", address="127.0.0.1:1", reporter=reporter,
+        policy=policy, forkserver=ForkServer([PROBE], {"PATH": os.environ["PATH"]}),
+    )  # fmt: skip
+    yield ex
+    await ex.kill_all()
+    assert ex.forkserver is not None
+    await ex.forkserver.close()
+    await reporter.close()
+    await rpc.close()
+
+
+async def test_the_executor_forks_what_it_may_and_reports_a_dead_server_s_task_lost(
+    executor: Executor, sink: ReportSink
+) -> None:
+    assert executor.forkserver is not None
+    ok = task("SPARK", {"rawScript": "say ${setValue(n=7)}", "localParams": [{"prop": "n", "direct": "OUT"}]},
+              sink.address)  # fmt: skip
+    assert executor.dispatch(ok).accepted
+    result = await sink.result(ok.task_instance_id)
+    text = await log_text(result["log_path"])
+    assert result["state"] == "SUCCESS" and "[porpoise] forked by the worker's fork server" in text, text
+    assert result["var_pool"] == [{"prop": "n", "direct": "OUT", "type": "VARCHAR", "value": "7"}]
+
+    killed = task("SPARK", {"rawScript": "sleep"}, sink.address)
+    assert executor.dispatch(killed).accepted
+    await eventually(lambda: killed.task_instance_id in executor.runs and executor.runs[killed.task_instance_id].proc,
+                     10, "the task started")  # fmt: skip
+    assert (await executor.kill(killed.task_instance_id, 1)).state == "KILL"
+    assert (await sink.result(killed.task_instance_id))["state"] == "KILL"
+
+    lost = task("SPARK", {"rawScript": "sleep"}, sink.address)
+    assert executor.dispatch(lost).accepted
+    running = await sink.running(lost.task_instance_id)
+    os.kill(executor.forkserver.pid, signal.SIGKILL)
+    result = await sink.result(lost.task_instance_id)
+    assert result["state"] == "LOST" and "the fork server died" in result["message"], result
+    assert not _alive(running["pid"]) and executor.runs == {}
+
+    normal = task("SPARK", {"rawScript": "say started the normal way"}, sink.address)
+    assert executor.dispatch(normal).accepted
+    result = await sink.result(normal.task_instance_id)
+    text = await log_text(result["log_path"])
+    assert result["state"] == "SUCCESS" and "started the normal way" in text and "forked" not in text, text
