@@ -224,6 +224,8 @@ class ForkServer:
             raise
         finally:
             self._pending.pop(rid, None)
+            if answer.done() and not answer.cancelled():
+                answer.exception()  # retrieved (failed by a drop while this request was still being sent)
         task.close_stdout()
         await self._gone()  # a server that may have forked it is dead, and so is what it forked
         return None
