@@ -44,6 +44,7 @@ PRELOAD = (
     "pandas",
     "pyarrow",
     "grpc",
+    "grpc._channel",
 )
 
 

@@ -281,6 +281,10 @@ def main(argv: list[str]) -> int:
             importlib.import_module(extra)
         modules[name] = module
     os.chdir("/")  # hold no directory of the worker's
+    if threading.active_count() > 1:  # a forked child would miss them (native ones, numpy's and pyarrow's
+        # pools, are theirs to restart after a fork): refuse rather than fork from an inconsistent state
+        print(f"fork server: {threading.active_count()} Python threads after the imports", file=sys.stderr)
+        return 1
     Server(sock, modules).serve()
     return 0
 
