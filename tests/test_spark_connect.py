@@ -243,6 +243,7 @@ async def test_a_forked_task_runs_as_its_tenant_without_the_worker_s_secrets(
     etcd_root: str,
     workdir: Path,
     sink: ReportSink,
+    client: RpcClient,
     connect_server: SparkConnectServer,
 ) -> None:
     env_secret, file_secret = f"env-secret-{uuid.uuid4().hex}", f"file-secret-{uuid.uuid4().hex}"
@@ -256,12 +257,10 @@ async def test_a_forked_task_runs_as_its_tenant_without_the_worker_s_secrets(
         "worker.max_cpu_load_avg=100000", "worker.reserved_memory_gb=0",
         CLOUD_API_TOKEN=env_secret, PORPOISE_CONFIG=str(config),
     )  # fmt: skip
-    client = rpc_client(10)
     params = {"rawScript": WHOAMI, "master": "connect", "localParams": [{"prop": "n", "direct": "OUT"}]}
     msg = task("SPARK", params, sink.address, tenant="nobody")
     assert (await dispatch(client, w.address, msg))["accepted"] is True
     result = await sink.result(msg.task_instance_id, timeout=180)
-    await client.close()
     text = await log_text(result["log_path"])
     assert result["state"] == "SUCCESS" and FORKED in text, text
     assert result["var_pool"] == [{"prop": "n", "direct": "OUT", "type": "VARCHAR", "value": "7"}]
@@ -278,9 +277,8 @@ async def test_a_forked_task_runs_as_its_tenant_without_the_worker_s_secrets(
 
 
 async def test_the_fork_server_killed_mid_task_loses_it_and_the_next_attempt_runs(
-    worker: NodeProc, sink: ReportSink, connect_server: SparkConnectServer
+    worker: NodeProc, sink: ReportSink, client: RpcClient, connect_server: SparkConnectServer
 ) -> None:
-    client = rpc_client(10)
     first, running = await _long_query_running(client, worker, sink, connect_server)
     server = _fork_server(worker)
     assert running["pid"] in [c.pid for c in server.children()]
@@ -291,7 +289,6 @@ async def test_the_fork_server_killed_mid_task_loses_it_and_the_next_attempt_run
     assert result["state"] == "LOST" and "the fork server died" in result["message"], (result, text)
     assert not _alive(running["pid"])
     text = await _second_attempt_interrupts_the_first(client, worker, sink, connect_server, first)
-    await client.close()
     assert FORKED not in text  # started the normal way while there is no fork server
 
 
@@ -301,6 +298,7 @@ async def test_a_stopped_worker_leaves_no_process(
     etcd_root: str,
     tmp_path: Path,
     sink: ReportSink,
+    client: RpcClient,
     connect_server: SparkConnectServer,
 ) -> None:
     w = await asyncio.to_thread(
@@ -308,9 +306,7 @@ async def test_a_stopped_worker_leaves_no_process(
         f"worker.spark_connect_url={connect_server.url}", "worker.drain_timeout=0",
         "worker.max_cpu_load_avg=100000", "worker.reserved_memory_gb=0",
     )  # fmt: skip
-    client = rpc_client(10)
     msg, running = await _long_query_running(client, w, sink, connect_server)
-    await client.close()
     pids = {"worker": w.pid, "fork server": _fork_server(w).pid, "task": running["pid"]}
     await asyncio.to_thread(w.stop)
     result = await sink.result(msg.task_instance_id)
