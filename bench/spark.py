@@ -12,12 +12,18 @@ On a standalone-shaped stack (private etcd + PostgreSQL, 1 master, 1 worker):
 
 The Connect server's first query pays its JIT warm-up once per server, not per task: reported apart
 (``connect_first_total_s``), not in the p50.
+
+``python -m bench.spark connect``: the trivial task through Spark Connect only, forked by the worker's fork
+server (worker.spark_connect_prefork, worker group ``default``) and started as a new Python process (a
+second worker with it off, group ``spawn``), CONNECT_RUNS runs of each, interleaved; no cluster, no
+spark-submit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -32,6 +38,8 @@ from engine.infra.stack import Stack
 from engine.workflows.model import TaskDef
 
 SIZES = {"tiny": {"trivial": 1, "example": 1, "rows": 5000}, "full": {"trivial": 5, "example": 1, "rows": 100000}}
+#: runs of each mode in ``connect``
+CONNECT_RUNS = 10
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "taxi"
 DATE = "20260115"
 TRIVIAL = """
@@ -75,10 +83,10 @@ async def _run_once(dsn: str, code: int) -> tuple[float, float, int]:
         await conn.close()
 
 
-async def _save(dsn: str, name: str, params: dict[str, Any]) -> int:
+async def _save(dsn: str, name: str, params: dict[str, Any], group: str = "default") -> int:
     conn = await asyncpg.connect(dsn)
     try:
-        return await save_released(conn, name, [TaskDef("spark", "SPARK", params)])
+        return await save_released(conn, name, [TaskDef("spark", "SPARK", params, worker_group=group)])
     finally:
         await conn.close()
 
@@ -123,7 +131,66 @@ async def _measure(dsn: str, modes: dict[str, str], params: dict[str, Any], day:
     return out
 
 
+async def _measure_connect(dsn: str, runs: int) -> dict[str, Any]:
+    groups = {"prefork": "default", "spawn": "spawn"}
+    codes = {mode: await _save(dsn, f"trivial_{mode}", _params("connect", rawScript=TRIVIAL), group)
+             for mode, group in groups.items()}  # fmt: skip
+    out: dict[str, Any] = {"load_avg_1m_start": os.getloadavg()[0]}
+    states: list[int] = []
+    for mode in groups:  # each worker's first task: the server's JIT warm-up, the fork server's start
+        total, _, state = await _run_once(dsn, codes[mode])
+        out[f"connect_{mode}_first_total_s"] = total
+        states.append(state)
+    totals: dict[str, list[float]] = {mode: [] for mode in groups}
+    tasks: dict[str, list[float]] = {mode: [] for mode in groups}
+    for _ in range(runs):
+        for mode in groups:  # interleaved: a change of load meets both modes
+            total, task, state = await _run_once(dsn, codes[mode])
+            totals[mode].append(total)
+            tasks[mode].append(task)
+            states.append(state)
+    for mode in groups:
+        out |= {
+            f"trivial_connect_{mode}_total_p50_s": percentile(totals[mode], 50),
+            f"trivial_connect_{mode}_total_max_s": max(totals[mode]),
+            f"trivial_connect_{mode}_task_p50_s": percentile(tasks[mode], 50),
+            f"trivial_connect_{mode}_task_max_s": max(tasks[mode]),
+        }
+    out["load_avg_1m_end"] = os.getloadavg()[0]
+    out["all_success"] = float(all(s == SUCCESS for s in states))
+    out["runs"] = len(states)
+    return out
+
+
+def run_connect() -> dict[str, Any]:
+    result: dict[str, Any] = {"benchmark": "spark", "size": "connect"}
+    with workdir() as base:
+        stack = Stack(base / "stack", bench_config())
+        connect = SparkConnectServer(base / "spark", master="local[2]")
+        with contextlib.ExitStack() as cleanup:
+            cleanup.callback(connect.stop)
+            cleanup.callback(stack.stop_all)
+            stack.start_infra()
+            connect.start()
+            stack.start_node("master", "master", ["logging.level=warning", "master.max_cpu_load_avg=100000"])
+            common = [
+                "logging.level=warning",
+                "worker.max_cpu_load_avg=100000",
+                f"worker.spark_connect_url={connect.url}",
+            ]
+            stack.start_node("worker", "worker-prefork", common)
+            stack.start_node("worker", "worker-spawn", [
+                *common, "worker.group=spawn", "worker.spark_connect_prefork=false",
+                f"worker.exec_dir={base / 'exec-spawn'}", f"worker.log_dir={base / 'logs-spawn'}",
+            ])  # fmt: skip
+            assert stack.postgres is not None
+            result |= asyncio.run(_measure_connect(stack.postgres.dsn, CONNECT_RUNS))
+    return rounded(result)
+
+
 def run(size: str = "full") -> dict[str, Any]:
+    if size == "connect":
+        return run_connect()
     params = SIZES[size]
     result: dict[str, Any] = {"benchmark": "spark", "size": size}
     with workdir() as base:

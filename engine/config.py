@@ -176,6 +176,7 @@ class WorkerConfig:
     task_env: list[str]
     sql_load_dirs: list[str]
     spark_connect_url: str
+    spark_connect_prefork: bool
     log_keep_days: float = field(metadata=_bounded(0, 36_500))
     max_log_bytes: int = field(metadata=_bounded(0, 1 << 50))
     min_free_disk_bytes: int = field(metadata=_bounded(0, 1 << 60))

@@ -64,6 +64,10 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)
     #: environment values that must never be written to the log
     secret_env: dict[str, str] = field(default_factory=dict)
+    #: a module whose ``main(argv)`` the worker's fork server (engine/worker/forkserver.py) may run in a
+    #: process forked from its pre-imported state instead of starting ``argv``, which must then be
+    #: ``[python, "-m", inprocess, *args]`` (the same program, started cold); "" = always ``argv``
+    inprocess: str = ""
 
 
 #: ``localParams``, which every task type accepts: IN values and OUT names (engine/params.py Property)

@@ -13,9 +13,10 @@ Spark Connect server.
   deploy mode for Python applications, so ``spark://`` + ``cluster`` is refused here at save time).
 - ``sc://HOST:PORT`` (a Spark Connect server) or ``connect`` (the worker's own server,
   ``worker.spark_connect_url``): no JVM per task; ``spark_connect_runner`` runs the application in a
-  Spark Connect session of its own; a kill interrupts that session's operations. The spark-submit
-  resource parameters (deployMode, driver*/executor*/numExecutors, others) do not apply; ``conf`` entries
-  are set as session settings.
+  Spark Connect session of its own, forked from the worker's pre-imported fork server
+  (``worker.spark_connect_prefork``) unless the task has an environment_config; a kill interrupts that
+  session's operations. The spark-submit resource parameters (deployMode, driver*/executor*/numExecutors,
+  others) do not apply; ``conf`` entries are set as session settings.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ _BOOT = Path(__file__).with_name("spark_boot.py")
 MASTERS = ("local", "spark://", "yarn", "k8s://", "mesos://", "sc://", "connect")
 #: master value: the Spark Connect server configured on the worker (worker.spark_connect_url)
 CONNECT = "connect"
+#: the module running a Connect task (``python -m``, or forked from the worker's fork server)
+CONNECT_RUNNER = "engine.tasks.spark_connect_runner"
 #: namespace of Spark Connect session ids (one per attempt, derived, so the next attempt knows it)
 _SESSIONS = uuid.UUID("6f1b3c1e-8d1a-4c1e-9a55-7b0d5e0c2f19")
 
@@ -193,11 +196,11 @@ class SparkTask(TaskPlugin):
                 "conf": {k: ctx.render(str(v)) for k, v in p.get("conf", {}).items()},
             }
         )
-        argv = [sys.executable, "-m", "engine.tasks.spark_connect_runner", "job.json"]
-        if ctx.environment_config.strip():
+        argv = [sys.executable, "-m", CONNECT_RUNNER, "job.json"]
+        if ctx.environment_config.strip():  # a bash prelude: started cold, never forked
             files["run.sh"] = ctx.environment_config.strip() + "\nexec " + shlex.join(argv) + "\n"
             return Launch(argv=["bash", "run.sh"], files=files)
-        return Launch(argv=argv, files=files)
+        return Launch(argv=argv, files=files, inprocess=CONNECT_RUNNER)
 
 
 def _program(ctx: TaskContext) -> tuple[dict[str, str], str, list[str]]:

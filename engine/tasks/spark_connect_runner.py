@@ -2,12 +2,16 @@
 
 usage: python -m engine.tasks.spark_connect_runner job.json
 
-The worker runs this in the task's process group, as every task. It opens the task's own Spark Connect
-session (its id is derived from the workflow instance, the task and the attempt, so a later attempt
-knows the session of the one before), tags it, applies ``conf`` as session settings, announces it
-(``[porpoise] application <session id>``, read by the worker), and runs the main file as ``__main__``
-with ``SPARK_REMOTE`` pointing at that session: ``SparkSession.builder.getOrCreate()`` in the task's code
-returns it. Output, exit code and ``${setValue(...)}`` OUT parameters are the task's as usual.
+The worker runs this in the task's process group, as every task: started as a new process, or (without an
+environment_config) forked from the worker's fork server, which has ``PRELOAD`` imported already and calls
+``main`` in the forked process (engine/worker/forkserver.py): seconds of imports saved per task.
+
+It opens the task's own Spark Connect session (its id is derived from the workflow instance, the task and
+the attempt, so a later attempt knows the session of the one before), tags it, applies ``conf`` as
+session settings, announces it (``[porpoise] application <session id>``, read by the worker), and runs
+the main file as ``__main__`` with ``SPARK_REMOTE`` pointing at that session:
+``SparkSession.builder.getOrCreate()`` in the task's code returns it. Output, exit code and
+``${setValue(...)}`` OUT parameters are the task's as usual.
 
 Kill: the worker's SIGTERM interrupts every operation of the session on the server (a fresh client,
 not the one the main thread may be blocked in), then the runner exits. A SIGKILL (the reaper, after the
@@ -29,6 +33,19 @@ from typing import Any
 
 #: exit code after a kill (128 + SIGTERM, what a shell reports)
 KILLED = 128 + signal.SIGTERM
+#: what the worker's fork server (engine/worker/forkserver.py) imports once, so that a task forked from it
+#: starts with the Spark Connect client loaded: the modules ``main`` and a session's first queries import
+PRELOAD = (
+    "pyspark.sql.connect.session",
+    "pyspark.sql.connect.client",
+    "pyspark.sql.connect.dataframe",
+    "pyspark.sql.connect.functions",
+    "pyspark.sql.functions",
+    "pandas",
+    "pyarrow",
+    "grpc",
+    "grpc._channel",
+)
 
 
 def session_url(url: str, session_id: str) -> str:

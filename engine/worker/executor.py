@@ -1,9 +1,10 @@
 """Runs dispatched task attempts in a bounded set of exec slots.
 
-Each attempt runs in its own subprocess and process group (asyncio subprocess APIs, never blocking the
-loop), in its own working directory, with stdout and stderr streamed into its log file as they are
-produced. The executor owns the process: timeout, kill (the whole group, then any descendant that
-escaped it), and the RUNNING / RESULT reports handed to the Reporter.
+Each attempt runs in its own subprocess and process group (started from a thread, or forked by the fork
+server for a Spark Connect task: engine/worker/forkclient.py; never blocking the loop), in its own working
+directory, with stdout and stderr streamed into its log file as they are produced. The executor owns the
+process: timeout, kill (the whole group, then any descendant that escaped it), and the RUNNING / RESULT
+reports handed to the Reporter.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from engine.secretbox import DATASOURCE_SECRETS, Keyring, SecretError, open_para
 from engine.tasks import registry
 from engine.tasks.base import Launch, TaskContext
 from engine.worker.execdirs import ExecDirs
+from engine.worker.forkclient import ForkedTask, ForkServer
 from engine.worker.logfiles import CappedLog, log_path
 from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
-from engine.worker.spawn import Child, spawn
+from engine.worker.spawn import TaskProcess, spawn
 from engine.worker.taskenv import TaskPolicy, resolve_tenant, task_environment
 from registry.heartbeat import Overload
 from rpc.messages import DispatchReply, KillReply, TaskDispatch, TaskResult, TaskRunning
@@ -63,7 +65,7 @@ class TaskRun:
     dispatch: TaskDispatch
     log_path: Path
     exec_dir: Path
-    proc: Child | None = None
+    proc: TaskProcess | None = None
     start_ms: int = 0
     killed: bool = False
     #: killed because this worker lost its registry lease: the master runs the attempt again elsewhere
@@ -109,7 +111,10 @@ class Executor:
         max_log_bytes: int = 0,
         disk_full: Callable[[], str] = lambda: "",
         keyring: Keyring | None = None,
+        forkserver: ForkServer | None = None,
     ) -> None:
+        #: forks the tasks whose launch allows it (Spark Connect's runner) from pre-imported state
+        self.forkserver = forkserver
         #: told of every attempt's end here (metrics)
         self.on_ended = on_ended
         #: who tasks may run as and what they get (engine/worker/taskenv.py)
@@ -349,12 +354,16 @@ class Executor:
                 run.lost = True
                 return self._result(run, "LOST", -1, f"not started: {refused}")
             proc = await self._spawn(run, launch, user)
+            if isinstance(proc, ForkedTask):
+                await _write(logfile, f"[porpoise] forked by the worker's fork server: pid {proc.pid}\n")
             refused = self.may_start()
             if refused:  # paused while the process was being created: it must not run on
                 await self._kill_group(proc.pid, signal.SIGKILL)
                 run.lost = True
             emitted: dict[str, str] = {}
             await self._wait_and_drain(run, proc, logfile, emitted)
+            if proc.lost and not run.killed:  # its fork server died: how it ended is unknown
+                run.lost, run.lost_why = True, proc.lost
             code = proc.returncode if proc.returncode is not None else -1
             if code == -signal.SIGKILL and self.reaper is not None:
                 run.reaped_at = self.reaper.took(proc.pid)
@@ -375,8 +384,9 @@ class Executor:
         finally:
             await asyncio.to_thread(logfile.close)
 
-    async def _spawn(self, run: TaskRun, launch: Launch, user: pwd.struct_passwd | None) -> Child:
-        """Start the task in a new session (its own process group) and report RUNNING."""
+    async def _spawn(self, run: TaskRun, launch: Launch, user: pwd.struct_passwd | None) -> TaskProcess:
+        """Start the task in a new session (its own process group) and report RUNNING: forked by the fork
+        server when its launch allows it and the server is available, else started as ``argv``."""
         d = run.dispatch
         task_vars = {
             "PORPOISE_TASK_INSTANCE_ID": str(d.task_instance_id),
@@ -386,16 +396,20 @@ class Executor:
             "PORPOISE_TASK_EXECUTE_PATH": str(run.exec_dir),
         }
         env = task_environment(self.policy, {**launch.env, **launch.secret_env}, task_vars, user)
-        argv = launch.argv
-        if user is not None:
-            # setpriv execs in place (no extra parent), so the task stays the group leader we kill
-            argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--", *argv]
-        proc = await spawn(argv, run.exec_dir, env)
+        proc: TaskProcess | None = None
+        if self.forkserver is not None and launch.inprocess and launch.argv[1:3] == ["-m", launch.inprocess]:
+            proc = await self.forkserver.spawn(launch.inprocess, launch.argv[3:], run.exec_dir, env, user)
+        if proc is None:
+            argv = launch.argv
+            if user is not None:
+                # setpriv execs in place (no extra parent), so the task stays the group leader we kill
+                argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--", *argv]
+            proc = await spawn(argv, run.exec_dir, env)
         run.proc = proc
         if self.reaper is not None:
             self.reaper.add(proc.pid)
         self._report_running(run)
-        log.info("task started", pid=proc.pid, argv0=launch.argv[0])
+        log.info("task started", pid=proc.pid, argv0=launch.argv[0], forked=isinstance(proc, ForkedTask))
         return proc
 
     def _report_running(self, run: TaskRun) -> None:
@@ -426,7 +440,9 @@ class Executor:
         log.info("task application", app_id=run.app_id, app_link=run.app_link)
         self._report_running(run)
 
-    async def _wait_and_drain(self, run: TaskRun, proc: Child, logfile: CappedLog, emitted: dict[str, str]) -> None:
+    async def _wait_and_drain(
+        self, run: TaskRun, proc: TaskProcess, logfile: CappedLog, emitted: dict[str, str]
+    ) -> None:
         """Wait for the task (enforcing its timeout) while its output streams into the log."""
         d = run.dispatch
         pump = asyncio.create_task(_pump(proc, logfile, emitted, lambda line: self._on_app(run, line)))
@@ -547,7 +563,7 @@ async def _write(fh: CappedLog, text: str) -> None:
 
 
 async def _pump(
-    proc: Child, logfile: CappedLog, emitted: dict[str, str], on_app: Callable[[bytes], None] = lambda _: None
+    proc: TaskProcess, logfile: CappedLog, emitted: dict[str, str], on_app: Callable[[bytes], None] = lambda _: None
 ) -> None:
     """Copy the task's output into its log as it arrives; collect ${setValue(k=v)} lines; hand
     APP_MARKER lines to ``on_app``."""

@@ -16,7 +16,8 @@ loop in its own session reading a pipe from the worker:
 With ``children_of`` (the worker passes its own pid) the deadline also kills every other child of that
 process, each with its group: a task whose process the spawn thread created while the worker was
 stopped runs although the worker never got to say ``add`` (a SIGSTOP stops the worker, not a child it
-is creating).
+is creating). The worker's fork server (engine/worker/forkserver.py) is such a child: killed here, it
+takes the tasks it forked with it (their parent-death signal), those not added yet included.
 
 It names each group on its output before killing it, with the time (``killed PGID EPOCHSECONDS``), so a
 worker that wakes from a pause can tell a task the reaper killed (report it LOST: run it again elsewhere)

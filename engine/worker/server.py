@@ -22,13 +22,15 @@ from engine import logs
 from engine.errors import ConfigError
 from engine.node import Node
 from engine.secretbox import Keyring
+from engine.tasks.spark import CONNECT_RUNNER
 from engine.worker.executor import DRAIN_REQUESTED, SHUTTING_DOWN, Executor, TaskRun
+from engine.worker.forkclient import ForkServer
 from engine.worker.logdisk import LogJanitor, disk_short
 from engine.worker.logfiles import LogFiles
 from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
 from engine.worker.spool import Spool
-from engine.worker.taskenv import TaskPolicy
+from engine.worker.taskenv import TaskPolicy, passed_through
 from registry import WORKER, Heartbeat, HeartbeatSource, LoadLimits, NodeId, ServerStatus, TaskCounts
 from registry.errors import RegistryUnavailable
 from rpc.messages import (
@@ -113,6 +115,13 @@ class Worker(Node):
             on_acked=lambda kind, seconds: self.metrics.observe("report_delay_seconds", seconds, kind=kind),
         )
         self.reaper = Reaper(self.cfg.registry.lease_ttl, children_of=os.getpid())
+        policy = TaskPolicy.of(w)
+        #: forks Spark Connect tasks from a pre-imported runner (its environment: passed-through variables)
+        self.forkserver = (
+            ForkServer([CONNECT_RUNNER], passed_through(os.environ, policy.passthrough))
+            if w.spark_connect_prefork
+            else None
+        )
         self.executor = Executor(
             slots=w.exec_slots,
             log_dir=log_dir,
@@ -123,11 +132,12 @@ class Worker(Node):
             reaper=self.reaper,
             may_start=self._may_start,
             on_ended=self._ended,
-            policy=TaskPolicy.of(w),
+            policy=policy,
             plugin_options={"spark_connect_url": w.spark_connect_url},
             max_log_bytes=w.max_log_bytes,
             disk_full=lambda: self.source.disk_reason,
             keyring=Keyring.from_config(self.cfg.secrets),
+            forkserver=self.forkserver,
         )
         self.metrics.gauge("report_backlog", lambda: len(self.reporter.pending))
         self.metrics.gauge("tasks_running", lambda: len(self.executor.runs))
@@ -179,6 +189,7 @@ class Worker(Node):
         return self.source
 
     async def on_started(self) -> None:
+        w = self.cfg.worker
         self.executor.address = self.address
         await asyncio.to_thread(self.executor.dirs.reset)
         try:
@@ -186,6 +197,8 @@ class Worker(Node):
         except OSError as exc:
             raise ConfigError(f"worker.spool_dir: cannot keep results in {self.spool.dir}: {exc}") from exc
         await self.reaper.start()
+        if self.forkserver is not None and w.spark_connect_url:
+            self.forkserver.start_soon()  # ready for the first Connect task, started in the background
         self.reporter.restore(left)
         self.reporter.start()
         self.janitor.start()
@@ -225,6 +238,8 @@ class Worker(Node):
                 await self.registry.close(revoke=False)
         await self.janitor.close()
         await self.reporter.close()
+        if self.forkserver is not None:
+            await self.forkserver.close()
         await self.reaper.close()
         await asyncio.to_thread(self.spool.close)
 

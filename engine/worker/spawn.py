@@ -17,12 +17,34 @@ import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from engine.aio import acquire_in_thread
 
 
+class TaskProcess(Protocol):
+    """A task's process as the executor sees it: a :class:`Child` started here, or a task the fork server
+    forked (engine/worker/forkclient.py ``ForkedTask``)."""
+
+    pid: int
+    stdout: asyncio.StreamReader
+    close_stdout: Callable[[], None]
+    #: why this worker cannot tell how the task ended (the fork server that was its parent died; the
+    #: process is gone): reported LOST, run again elsewhere; "" otherwise
+    lost: str
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+    def kill(self) -> None: ...
+
+
 class Child:
     """The subset of ``asyncio.subprocess.Process`` the executor uses."""
+
+    lost = ""
 
     def __init__(
         self, popen: subprocess.Popen[bytes], stdout: asyncio.StreamReader, close_stdout: Callable[[], None]
@@ -81,7 +103,7 @@ async def spawn(argv: list[str], cwd: Path, env: dict[str, str]) -> Child:
     fd = os.dup(popen.stdout.fileno())
     popen.stdout.close()
     popen.stdout = None
-    reader = _PipeReader(fd)
+    reader = PipeReader(fd)
     child = Child(popen, reader.stream, reader.close)
     child._watch()
     return child
@@ -95,7 +117,7 @@ async def _discard(popen: subprocess.Popen[bytes]) -> None:
         popen.stdout.close()
 
 
-class _PipeReader:
+class PipeReader:
     """Feeds a non-blocking pipe into a StreamReader from the loop; closes the descriptor once."""
 
     def __init__(self, fd: int) -> None:
