@@ -473,7 +473,8 @@ class HostCluster:
             "logs": str(self.base / "logs"),
             **({"spark": {
                 "master": self.spark.master_url, "status": f"{self.spark.ui_url}/json/",
-                "workers": self.spark_worker_hosts, "logs": str(self.base / "spark" / "logs"),
+                "workers": {n: self.net.host(n).address for n in self.spark_worker_hosts},
+                "logs": str(self.base / "spark" / "logs"),
             }} if self.spark else {}),
         }  # fmt: skip
 
