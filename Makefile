@@ -99,9 +99,11 @@ endif
 # N hosts on this machine (root: network namespaces on a bridge, 10.77.x.0/24): a 3-member etcd
 # cluster, a master and a worker per host, PostgreSQL and the API on their own host (tests/hosts.py).
 # Runs until Ctrl-C, then tears everything down; `make hosts-down` removes what a killed run left.
+# SPARK=cluster (or 1): and a Spark standalone cluster, its master on a host of its own (spark://ADDR:7077,
+# status http://ADDR:8080/json/), a Spark worker on each of the last two hosts.
 N ?= 3
 hosts: install
-	$(BIN)/python -m tests.hosts up --hosts $(N)
+	$(BIN)/python -m tests.hosts up --hosts $(N) $(if $(filter cluster 1,$(SPARK)),--spark)
 
 hosts-down: install
 	$(BIN)/python -m tests.hosts down --all

@@ -215,9 +215,12 @@ class Workload:
         return summary
 
     def stop_and_check_nothing_left(self, summary: Summary) -> None:
-        """Stop every node, etcd member and PostgreSQL gracefully, then: no process of this run is left."""
+        """Stop every node, etcd member, Spark daemon and PostgreSQL gracefully, then: no process of this run
+        is left."""
         for node in self.cluster.all_nodes:
             node.stop(15)
+        if self.cluster.spark is not None:
+            self.cluster.spark.stop()
         for server in self.cluster.etcd.values():
             server.stop(10)
         if self.cluster.pg is not None:

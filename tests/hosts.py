@@ -11,6 +11,18 @@ host). ``HostCluster`` starts on it:
   registry endpoints are its own host's member first, then the others'. Nothing uses loopback to
   reach another host.
 
+Each host also holds an address on a network no other host reaches (``10.78.<tag>.x``, on its loopback
+device, like a management network): a program that picks "this machine's address" by itself instead of
+its host's configured one (Spark does when the machine's name resolves to loopback: it scans the
+interfaces) picks that one, which its peers cannot reach.
+
+With ``spark``: a Spark standalone cluster from the pyspark wheel (engine/infra/spark.py) across the
+hosts: its master on host ``spark`` of its own (``spark://<address>:7077``, JSON status on ``:8080``),
+one Spark worker on each of the last two of ``h1..hN``, every daemon bound to and advertising its host's
+address. A SPARK task's driver runs on the Porpoise worker that runs the task (its child, in its host)
+and advertises that worker's address (engine/tasks/spark.py), which the executors on the other hosts
+call back.
+
 Faults: ``kill_host`` (SIGKILL every process of a host), ``cut`` / ``restore`` (the host's link down /
 up while its processes live on), ``block`` / ``unblock`` (drop traffic between a host and some
 addresses: partitions), ``delay`` (``tc netem`` on every host's link).
@@ -22,6 +34,7 @@ the namespaces and the bridge, and removes the file. A new cluster first tears d
 process is gone. By hand::
 
     python -m tests.hosts up --hosts 3     # make hosts N=3; prints addresses, DSN, API URL; Ctrl-C or:
+    python -m tests.hosts up --spark       # make hosts SPARK=cluster: and the Spark cluster
     python -m tests.hosts down --all       # make hosts-down
 """
 
@@ -49,13 +62,18 @@ from engine.errors import InfraError
 from engine.infra.etcd import EtcdServer
 from engine.infra.postgres import PostgresServer
 from engine.infra.process import ProcessRecord
+from engine.infra.spark import Place, SparkCluster
 from rpc.tls import TlsFiles
 from tests import databases, tls
 from tests.helpers import NodeProc, node_env, wait_sync
 
 STATE_DIR = Path("/run/porpoise-hosts")
 PREFIX = "10.77"
+#: each host's address on a network of its own (no route to it from any other host)
+OTHER_PREFIX = "10.78"
 ETCD_CLIENT_PORT, ETCD_PEER_PORT, PG_PORT = 2379, 2380, 5432
+#: the Spark master's host (with ``spark``) and its ports (Spark's defaults: RPC, web UI and JSON status)
+SPARK_HOST, SPARK_MASTER_PORT, SPARK_UI_PORT = "spark", 7077, 8080
 
 
 class NetemUnavailable(RuntimeError):
@@ -74,6 +92,11 @@ class Host:
     netns: str
     address: str
     veth: str
+
+    @property
+    def unreachable_address(self) -> str:
+        """Its address on a network no other host reaches (on its loopback device)."""
+        return OTHER_PREFIX + self.address.removeprefix(PREFIX)
 
 
 @dataclass
@@ -116,6 +139,7 @@ class Network:
             ip("-n", h.netns, "addr", "add", f"{h.address}/24", "dev", "eth0")
             ip("-n", h.netns, "link", "set", "eth0", "up")
             ip("-n", h.netns, "link", "set", "lo", "up")
+            ip("-n", h.netns, "addr", "add", f"{h.unreachable_address}/32", "dev", "lo")
 
     def destroy(self) -> None:
         for h in self.hosts:
@@ -238,34 +262,55 @@ def _free_tag() -> int:
 
 
 class HostCluster:
-    """PostgreSQL (+ API) on host ``db``; etcd member, master and worker on each of ``h1..hN``."""
+    """PostgreSQL (+ API) on host ``db``; etcd member, master and worker on each of ``h1..hN``; with
+    ``spark``, a Spark standalone cluster (master on host ``spark``, workers on the last two hosts).
+    ``groups``: the worker group of a host's worker (host name -> group; default ``default``)."""
 
     def __init__(
-        self, base: Path, hosts: int = 3, ttl: float = 3.0, api: bool = False, on_lost: str = "exit", **worker: str
+        self,
+        base: Path,
+        hosts: int = 3,
+        ttl: float = 3.0,
+        api: bool = False,
+        on_lost: str = "exit",
+        spark: bool = False,
+        groups: dict[str, str] | None = None,
+        **worker: str,
     ) -> None:
         self.base = base
         self.ttl = ttl
         self.on_lost = on_lost
         self.want_api = api
+        self.want_spark = spark
+        self.groups = dict(groups or {})
         self.worker_overrides = [f"worker.{k}={v}" for k, v in worker.items()]
         self.names = [f"h{i}" for i in range(1, hosts + 1)]
-        self.net = Network.plan(0, ["db", *self.names])
+        self.net = Network.plan(0, self._host_names())
         self.root = f"/hosts-{uuid.uuid4().hex[:6]}"
         self.etcd: dict[str, EtcdServer] = {}
         self.masters: dict[str, NodeProc] = {}
         self.workers: dict[str, NodeProc] = {}
         self.api: NodeProc | None = None
         self.pg: PostgresServer | None = None
+        self.spark: SparkCluster | None = None
         self.records: list[ProcessRecord] = []
         self.all_nodes: list[NodeProc] = []
         #: with PORPOISE_TEST_TLS: one certificate for every host's address (etcd clients, RPC, the API)
         self.tls: TlsFiles | None = None
 
+    def _host_names(self) -> list[str]:
+        return ["db", *self.names, *([SPARK_HOST] if self.want_spark else [])]
+
+    @property
+    def spark_worker_hosts(self) -> list[str]:
+        """The hosts of the Spark workers (with ``spark``): the last two of ``h1..hN``."""
+        return self.names[-2:]
+
     # -- bring up / down
 
     def up(self) -> HostCluster:
         down_all(only_orphans=True)
-        self.net = Network.plan(_free_tag(), ["db", *self.names])
+        self.net = Network.plan(_free_tag(), self._host_names())
         _write_state(self.net, [])  # recorded before anything exists, so a crash leaves nothing behind
         if tls.ENABLED:
             addresses = tuple(h.address for h in self.net.hosts)
@@ -279,6 +324,8 @@ class HostCluster:
                 self.start_node("worker", name)
             if self.want_api:  # plain HTTP on the private test network unless the suite runs with TLS
                 self.api = self._node("api", "db", [] if self.tls else ["api.allow_plain_http=true"])
+            if self.want_spark:
+                self._start_spark()
         except BaseException:
             self.down()
             raise
@@ -287,6 +334,7 @@ class HostCluster:
     def down(self) -> None:
         down(self.net.tag)
         managed = [n.proc for n in self.all_nodes] + [s.proc for s in self.etcd.values()]
+        managed += [d.proc for d in self.spark.daemons] if self.spark else []
         for proc in [*managed, self.pg.proc if self.pg else None]:
             if proc is not None and proc.popen is not None:
                 with contextlib.suppress(subprocess.TimeoutExpired):
@@ -320,6 +368,18 @@ class HostCluster:
             server.wait_ready(60)
         if self.tls:  # auth is the cluster's: turned on through one member
             tls.secure_etcd(next(iter(self.etcd.values())))
+
+    def _start_spark(self) -> None:
+        """The Spark master on its own host, a Spark worker on each of ``spark_worker_hosts``; recorded once
+        all are up (a failed start stops what it started; after a crash, ``down`` empties the namespaces)."""
+        master = self.net.host(SPARK_HOST)
+        places = [Place(h.address, h.netns) for h in map(self.net.host, self.spark_worker_hosts)]
+        self.spark = SparkCluster(
+            self.base / "spark", master.address, master_port=SPARK_MASTER_PORT, ui_port=SPARK_UI_PORT,
+            netns=master.netns, worker_places=places,
+        )  # fmt: skip
+        for rec in self.spark.start():
+            self.record(rec)
 
     def endpoints(self, name: str) -> str:
         """Etcd client URLs for a node on host ``name``: its own member first."""
@@ -357,8 +417,9 @@ class HostCluster:
         overrides = list(extra)
         if role == "worker":
             work = self.base / name
-            overrides = [f"worker.log_dir={work / 'logs'}", f"worker.exec_dir={work / 'exec'}", *self.worker_overrides,
-                         *overrides]  # fmt: skip
+            group = [f"worker.group={self.groups[name]}"] if name in self.groups else []
+            overrides = [f"worker.log_dir={work / 'logs'}", f"worker.exec_dir={work / 'exec'}", *group,
+                         *self.worker_overrides, *overrides]  # fmt: skip
         node = self._node(role, name, overrides, port)
         (self.masters if role == "master" else self.workers)[name] = node
         return node
@@ -389,7 +450,8 @@ class HostCluster:
     def key_revision(self, role: str, name: str) -> int:
         """The create revision of the registry key of host ``name``'s ``role`` node (0 = no key)."""
         node = (self.masters if role == "master" else self.workers)[name]
-        path = f"{self.root}/nodes/{role}/{'default/' if role == 'worker' else ''}{node.address}"
+        group = f"{self.groups.get(name, 'default')}/" if role == "worker" else ""
+        path = f"{self.root}/nodes/{role}/{group}{node.address}"
         for server in self.etcd.values():
             with contextlib.suppress(InfraError, ValueError):
                 kvs = self._etcd(server, "get", path).get("kvs", [])
@@ -409,7 +471,12 @@ class HostCluster:
             "masters": {n: m.address for n, m in self.masters.items()},
             "workers": {n: w.address for n, w in self.workers.items()},
             "logs": str(self.base / "logs"),
-        }
+            **({"spark": {
+                "master": self.spark.master_url, "status": f"{self.spark.ui_url}/json/",
+                "workers": {n: self.net.host(n).address for n in self.spark_worker_hosts},
+                "logs": str(self.base / "spark" / "logs"),
+            }} if self.spark else {}),
+        }  # fmt: skip
 
 
 def main() -> int:
@@ -418,6 +485,8 @@ def main() -> int:
     up = sub.add_parser("up", help="build the hosts and start everything; runs until Ctrl-C, then tears down")
     up.add_argument("--hosts", type=int, default=3)
     up.add_argument("--ttl", type=float, default=15.0, help="registry lease TTL of the nodes (production: 15)")
+    spark_help = "and a Spark standalone cluster: its master on host spark, workers on the last two hosts"
+    up.add_argument("--spark", action="store_true", help=spark_help)
     dn = sub.add_parser("down", help="tear down clusters left behind")
     dn.add_argument("--all", action="store_true", help="also those whose owner process still runs")
     args = parser.parse_args()
@@ -429,7 +498,7 @@ def main() -> int:
         return 0
     base = Path(tempfile.mkdtemp(prefix="porpoise-hosts-"))
     os.chmod(base, 0o755)
-    cluster = HostCluster(base, args.hosts, args.ttl, api=True)
+    cluster = HostCluster(base, args.hosts, args.ttl, api=True, spark=args.spark)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         cluster.up()

@@ -156,3 +156,35 @@ def test_spark_submit_command_line() -> None:
     assert "--driver-cores 2" in joined and "--executor-memory 4g" in joined and "--num-executors 3" in joined
     assert "--conf spark.sql.shuffle.partitions=8" in joined
     assert joined.endswith("/jobs/agg.py --date 20260517")
+
+
+@pytest.mark.parametrize(
+    ("params", "worker_host", "driver_host"),
+    [
+        ({"master": "spark://10.0.0.1:7077"}, "10.0.0.7", "10.0.0.7"),  # executors elsewhere call it back
+        ({"master": "yarn"}, "h7.example", "h7.example"),
+        ({"master": "local[2]"}, "10.0.0.7", None),  # no executor elsewhere
+        ({"master": "yarn", "deployMode": "cluster"}, "10.0.0.7", None),  # the driver runs elsewhere
+        ({"master": "spark://10.0.0.1:7077"}, "", None),  # a worker with no host yet
+        ({"master": "spark://10.0.0.1:7077", "conf": {"spark.driver.host": "10.9.9.9"}}, "10.0.0.7", "10.9.9.9"),
+        ({"master": "spark://10.0.0.1:7077", "others": "--conf spark.driver.host=10.9.9.9"}, "10.0.0.7", "10.9.9.9"),
+    ],
+)
+def test_a_client_mode_driver_on_a_cluster_advertises_its_worker_s_host(
+    params: dict, worker_host: str, driver_host: str | None
+) -> None:
+    """spark-submit gets ``spark.driver.host`` = the host the worker advertises (so a driver in a host
+    whose name resolves to another interface is still reachable), unless the task chose its own; the last
+    ``--conf`` of a key is the one spark-submit keeps."""
+    import datetime as dt
+
+    from engine.tasks.base import TaskContext
+
+    ctx = TaskContext(
+        task_instance_id=5, task_name="agg", task_params={"rawScript": "print(1)", **params}, values={},
+        when=dt.datetime(2026, 5, 17), exec_dir=Path("/tmp"), options={"worker_host": worker_host},
+    )  # fmt: skip
+    argv = SparkTask().launch(ctx).argv
+    confs = [argv[i + 1] for i, a in enumerate(argv) if a == "--conf"]
+    hosts = [c.partition("=")[2] for c in confs if c.startswith("spark.driver.host=")]
+    assert (hosts[-1] if hosts else None) == driver_host, argv

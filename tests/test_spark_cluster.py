@@ -128,7 +128,14 @@ def test_stopping_the_workflow_kills_its_spark_application(
     doc = {"name": f"spark_stop_{uuid.uuid4().hex[:6]}", "project": "spark-tests",
            "tasks": [{"name": "long", "type": "SPARK", "params": spark_params(spark_cluster, LONG_JOB)}]}  # fmt: skip
     code = client.post("/api/v1/workflows", doc, release=True)["code"]
-    instance_id = start(api_cluster, code)
+    stop_while_the_application_runs(api_cluster, spark_cluster, start(api_cluster, code))
+
+
+def stop_while_the_application_runs(api: Any, cluster: SparkCluster, instance_id: int) -> dict[str, Any]:
+    """Instance ``instance_id`` (one SPARK task on ``cluster``, through the API of ``api``, which has a
+    ``client()``) is stopped once its application's executors run: the task is KILLed, its driver is gone
+    and the application ends at the Spark master. The task's detail while it ran."""
+    client = api.client()
 
     def running_app() -> dict[str, Any] | None:
         tasks = client.get(f"/api/v1/instances/{instance_id}")["tasks"]
@@ -139,15 +146,16 @@ def test_stopping_the_workflow_kills_its_spark_application(
     detail = wait_sync(running_app, 240, what="the Spark application in the task's detail", interval=0.5)
     app_id = detail["app_id"]
     assert detail["state"] == "RUNNING_EXECUTION" and detail["app_link"].startswith("http://")
-    wait_sync(lambda: app_id in apps(spark_cluster, "activeapps") and executors_busy(spark_cluster) > 0, 240,
+    wait_sync(lambda: app_id in apps(cluster, "activeapps") and executors_busy(cluster) > 0, 240,
               what="the application's executors running on the cluster", interval=0.5)  # fmt: skip
     driver = psutil.Process(detail["pid"])
 
     assert client.post(f"/api/v1/instances/{instance_id}/stop")["accepted"]
-    stopped = wait_final(api_cluster, instance_id, timeout=60)
+    stopped = wait_final(api, instance_id, timeout=60)
     assert stopped["state"] == "STOP" and stopped["tasks"][0]["state"] == "KILL"
     assert not driver.is_running() or driver.status() == psutil.STATUS_ZOMBIE
-    assert_gone(spark_cluster, app_id)
+    assert_gone(cluster, app_id)
+    return dict(detail)
 
 
 async def test_a_killed_worker_s_attempt_leaves_no_application_running(

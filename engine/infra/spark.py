@@ -6,6 +6,10 @@ Connect server (``spark-submit --class org.apache.spark.sql.connect.service.Spar
 Small by default (this is for a laptop, CI and the tests): daemons with 256 MB heaps, each worker one
 core and 512 MB for executors. Every process is a child in its own session; ``stop`` ends it and
 whatever it started (executors are children of their Spark worker, which may have been killed).
+
+Each daemon has a ``Place``: the address it binds and advertises (``--host`` and SPARK_LOCAL_IP, which its
+executors inherit), inside a network namespace when one is named (``nsenter``, as the multi-host harness
+tests/hosts.py runs every process of a host). By default all of them share the master's place (loopback).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import socket
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +68,15 @@ def fetch_json(url: str, timeout: float = 2.0) -> Any:
         return json.loads(resp.read())
 
 
+@dataclass(frozen=True)
+class Place:
+    """Where a Spark daemon runs: the address it binds and advertises, in network namespace ``netns``
+    (``ip netns`` name; empty = this process's own)."""
+
+    host: str = "127.0.0.1"
+    netns: str = ""
+
+
 @dataclass
 class SparkDaemon:
     """One started Spark process."""
@@ -72,8 +86,9 @@ class SparkDaemon:
 
 
 class SparkCluster:
-    """A Spark standalone cluster: one master (RPC ``master_port``, web UI and JSON status ``ui_port``) and
-    ``workers`` workers, all bound to ``host`` (in network namespace ``netns`` when given)."""
+    """A Spark standalone cluster: one master (RPC ``master_port``, web UI and JSON status ``ui_port``) bound
+    to ``host`` (in network namespace ``netns`` when given) and ``workers`` workers at the same place, or
+    one worker at each of ``worker_places`` (e.g. each on a host of its own)."""
 
     def __init__(
         self,
@@ -86,17 +101,23 @@ class SparkCluster:
         master_port: int = 0,
         ui_port: int = 0,
         netns: str = "",
+        worker_places: Sequence[Place] = (),
     ) -> None:
         self.run_dir = run_dir
-        self.host = host
-        self.workers = workers
+        self.place = Place(host, netns)
+        self.worker_places = list(worker_places) or [self.place] * workers
+        self.workers = len(self.worker_places)
         self.worker_cores = worker_cores
         self.worker_memory = worker_memory
         self.daemon_memory = daemon_memory
+        # a new namespace has every port free; loopback's are checked
         self.master_port = master_port or free_port(host if not netns else "127.0.0.1")
         self.ui_port = ui_port or free_port(host if not netns else "127.0.0.1")
-        self.netns = netns
         self.daemons: list[SparkDaemon] = []
+
+    @property
+    def host(self) -> str:
+        return self.place.host
 
     @property
     def master_url(self) -> str:
@@ -112,9 +133,16 @@ class SparkCluster:
         assert isinstance(data, dict)
         return data
 
-    def _start(self, name: str, argv: list[str]) -> SparkDaemon:
-        env = spark_env(self.host, self.run_dir / "logs", self.daemon_memory)
-        proc = ManagedProcess(name, in_netns(self.netns, argv), self.run_dir / "logs" / f"{name}.log", env=env)
+    def worker_status(self, timeout: float = 2.0) -> dict[str, dict[str, Any]]:
+        """Each registered Spark worker's own JSON status (its web UI's ``/json/``: its ``executors`` and
+        ``finishedexecutors``, each with its ``appid``), by the worker's host; ALIVE workers only."""
+        alive = [w for w in self.status()["workers"] if w["state"] == "ALIVE"]
+        return {w["host"]: fetch_json(f"{w['webuiaddress']}/json/", timeout) for w in alive}
+
+    def _start(self, name: str, argv: list[str], place: Place) -> SparkDaemon:
+        env = spark_env(place.host, self.run_dir / "logs", self.daemon_memory)
+        log = self.run_dir / "logs" / f"{name}.log"  # cwd: what Spark writes there stays in the run dir
+        proc = ManagedProcess(name, in_netns(place.netns, argv), log, env=env, cwd=self.run_dir)
         daemon = SparkDaemon(proc, proc.start())
         self.daemons.append(daemon)
         return daemon
@@ -126,14 +154,14 @@ class SparkCluster:
             self._start("spark-master", [
                 spark_class, "org.apache.spark.deploy.master.Master",
                 "--host", self.host, "--port", str(self.master_port), "--webui-port", str(self.ui_port),
-            ])  # fmt: skip
+            ], self.place)  # fmt: skip
             self._wait(timeout, lambda s: s.get("status") == "ALIVE", "the Spark master")
-            for i in range(1, self.workers + 1):
+            for i, place in enumerate(self.worker_places, 1):
                 self._start(f"spark-worker-{i}", [
                     spark_class, "org.apache.spark.deploy.worker.Worker",
-                    "--host", self.host, "--cores", str(self.worker_cores), "--memory", self.worker_memory,
+                    "--host", place.host, "--cores", str(self.worker_cores), "--memory", self.worker_memory,
                     "--webui-port", "0", "--work-dir", str(self.run_dir / f"worker-{i}"), self.master_url,
-                ])  # fmt: skip
+                ], place)  # fmt: skip
             self._wait(timeout, lambda s: s.get("aliveworkers") == self.workers, f"{self.workers} Spark workers")
         except BaseException:
             self.stop()

@@ -47,7 +47,8 @@ class TaskContext:
     workflow_instance_id: int = 0
     task_code: int = 0
     attempt: int = 1
-    #: settings the worker gives its plugins (worker configuration), e.g. ``spark_connect_url``
+    #: settings the worker gives its plugins: from its configuration (``spark_connect_url``) and the host
+    #: it advertises to its peers (``worker_host``, "" before it has one)
     options: Mapping[str, str] = field(default_factory=dict)
 
     def render(self, text: str) -> str:

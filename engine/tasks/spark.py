@@ -11,6 +11,10 @@ Spark Connect server.
   (task instance ``app_id`` / ``app_link``). In cluster deploy mode (``yarn``, ``k8s://``) spark-submit
   only submits: killing it does not end the application on the cluster (Spark standalone refuses cluster
   deploy mode for Python applications, so ``spark://`` + ``cluster`` is refused here at save time).
+  A client-mode driver on a cluster (any master but ``local``) advertises the host its worker advertises to
+  its peers (``spark.driver.host``, which it also binds): executors on other machines connect back to it,
+  so it must not be a loopback or some other interface's address the machine's name resolves to. A
+  task's own ``conf`` ``spark.driver.host`` (or one in ``others``) wins.
 - ``sc://HOST:PORT`` (a Spark Connect server) or ``connect`` (the worker's own server,
   ``worker.spark_connect_url``): no JVM per task; ``spark_connect_runner`` runs the application in a
   Spark Connect session of its own, forked from the worker's pre-imported fork server
@@ -77,6 +81,15 @@ def spark_submit() -> str:
     if not path.exists():  # pragma: no cover - ships with the pyspark wheel
         raise ParamError("programType", f"spark-submit not found at {path}")
     return str(path)
+
+
+def driver_host(ctx: TaskContext, master: str, deploy: str) -> dict[str, str]:
+    """``spark.driver.host``: the worker's advertised host, for a driver here (client deploy mode) that
+    executors elsewhere call back (any master but ``local``); nothing when the worker has no host yet."""
+    host = ctx.options.get("worker_host", "")
+    if deploy != "client" or master.startswith("local") or not host:
+        return {}
+    return {"spark.driver.host": host}
 
 
 class SparkTask(TaskPlugin):
@@ -160,7 +173,8 @@ class SparkTask(TaskPlugin):
         ):
             if p.get(name) is not None:
                 argv += [flag, str(p[name])]
-        conf = {"spark.ui.showConsoleProgress": "false", **{k: str(v) for k, v in p.get("conf", {}).items()}}
+        conf = {"spark.ui.showConsoleProgress": "false", **driver_host(ctx, master, deploy)}
+        conf.update({k: str(v) for k, v in p.get("conf", {}).items()})
         for key, value in conf.items():
             argv += ["--conf", f"{key}={ctx.render(value)}"]
         if p.get("others"):

@@ -325,7 +325,8 @@ class Executor:
             workflow_instance_id=d.workflow_instance_id,
             task_code=d.task_code,
             attempt=d.attempt,
-            options=self.plugin_options,
+            # the host other machines reach this worker at: a SPARK task's driver advertises it
+            options={**self.plugin_options, "worker_host": self.address.rpartition(":")[0].strip("[]")},
         )
         return plugin_cls().launch(ctx), local
 
