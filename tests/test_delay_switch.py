@@ -1,0 +1,71 @@
+"""The delay switch (tests/delay_switch.py), the multi-host harness's link layer on kernels without
+``sch_netem``: two namespaces through it, a TCP echo server in one and a client in the other. Its
+delay is a functional property of the emulation, so a round trip's lower bound is asserted (two
+one-way delays); nothing about how fast it is (bench/hosts.py measures that)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from engine.infra.process import in_netns
+from tests.helpers import ROOT
+from tests.hosts import Network, network
+
+PORT = 7000
+#: connect plus these round trips per exchange
+ROUND_TRIPS = 3
+
+
+@contextmanager
+def echo_server(net: Network, name: str) -> Iterator[str]:
+    """A TCP echo server on host ``name``; yields its address once it listens."""
+    h = net.host(name)
+    argv = in_netns(h.netns, [sys.executable, "-m", "tests.netprobe", "echo", h.address, str(PORT)])
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT) as proc:
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            line = proc.stdout.readline()  # the server prints one line once it listens, or exits
+            assert json.loads(line or "{}").get("ready"), proc.stderr.read()
+            yield h.address
+        finally:
+            proc.kill()
+
+
+def exchange(net: Network, client: str, server: str, timeout: float = 2.0) -> dict[str, object]:
+    return net.probe(client, "tcp", server, str(PORT), "--count", str(ROUND_TRIPS), "--timeout", str(timeout))
+
+
+def test_every_tcp_round_trip_through_the_switch_takes_its_delay_both_ways() -> None:
+    with network(["a", "b"], link="switch", delay_ms=50) as net, echo_server(net, "a") as address:
+        result = exchange(net, "b", address)
+        assert "error" not in result, result
+        # SYN there, SYN-ACK back; each line there and back: two one-way delays of 50 ms at least
+        assert result["connect_s"] >= 0.1, result
+        assert len(result["rtt_s"]) == ROUND_TRIPS and min(result["rtt_s"]) >= 0.1, result  # type: ignore[arg-type]
+
+
+def test_with_no_delay_the_switch_forwards_and_its_delay_can_be_set_while_it_runs() -> None:
+    with network(["a", "b"], link="switch", delay_ms=0) as net, echo_server(net, "a") as address:
+        result = exchange(net, "b", address)
+        assert "error" not in result and len(result["rtt_s"]) == ROUND_TRIPS, result  # type: ignore[arg-type]
+        net.delay(50)
+        result = exchange(net, "b", address)
+        assert "error" not in result and min(result["rtt_s"]) >= 0.1, result  # type: ignore[type-var]
+
+
+def test_a_cut_host_gets_no_traffic_through_the_switch_until_restored() -> None:
+    with network(["a", "b"], link="switch", delay_ms=0) as net, echo_server(net, "a") as address:
+        assert "error" not in exchange(net, "b", address)
+        assert net.switch is not None
+        dropped = net.switch.stats()["dropped"]
+        net.cut("a")
+        result = exchange(net, "b", address, timeout=1.0)
+        assert str(result.get("error", "")).startswith("connect"), result
+        assert net.switch.stats()["dropped"] > dropped, "the SYNs to the cut host were not dropped by the switch"
+        net.restore("a")
+        result = exchange(net, "b", address)
+        assert "error" not in result and len(result["rtt_s"]) == ROUND_TRIPS, result  # type: ignore[arg-type]
