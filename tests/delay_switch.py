@@ -107,9 +107,12 @@ class Switch:
                     q.append((max(due, q[-1][0]) if q else due, frame))
                     touched.add(target)
         for target in touched:
-            self._flush(target)
+            if target.timer is None:  # else its head is due later than now, and the timer is set for it
+                self._flush(target)
 
     def _flush(self, port: Port) -> None:
+        """Write the frames that are due; set the port's one timer for the next. Called with no timer
+        set, or by that timer."""
         port.timer = None
         now = self.loop.time()
         q = port.queue

@@ -5,19 +5,74 @@ one-way delays); nothing about how fast it is (bench/hosts.py measures that)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from engine.infra.process import in_netns
-from tests.helpers import ROOT
+from tests.delay_switch import Port, Switch
+from tests.helpers import ROOT, eventually
 from tests.hosts import Network, network
 
 PORT = 7000
 #: connect plus these round trips per exchange
 ROUND_TRIPS = 3
+
+
+def _mac(n: int) -> bytes:
+    """MAC 02:00:00:00:00:<n>; 0xff: broadcast."""
+    return b"\xff" * 6 if n == 0xFF else bytes([2, 0, 0, 0, 0, n])
+
+
+def _frame(dst: int, src: int, body: bytes) -> bytes:
+    return _mac(dst) + _mac(src) + b"\x08\x00" + body
+
+
+def _received(sock: socket.socket) -> list[bytes]:
+    frames = []
+    while True:
+        try:
+            frames.append(sock.recv(65536)[14:])
+        except BlockingIOError:
+            return frames
+
+
+async def test_frames_leave_in_order_after_the_delay_to_the_learned_port_or_else_to_all() -> None:
+    """The forwarding itself, on message-preserving socket pairs instead of TAPs (no root needed)."""
+    loop = asyncio.get_running_loop()
+    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(3)]
+    hosts = [a for a, _ in pairs]  # the hosts' ends; the switch's are the others
+    for sock in (s for pair in pairs for s in pair):
+        sock.setblocking(False)
+    switch = Switch(loop, [Port(f"p{i}", b.fileno()) for i, (_, b) in enumerate(pairs)], 0.05)
+    try:
+        start = loop.time()
+        hosts[0].send(_frame(0xFF, 1, b"hello"))  # broadcast from MAC 1 on port 0: flooded, 1 learned
+        await eventually(lambda: _received(hosts[1]) == [b"hello"], timeout=5)
+        assert loop.time() - start >= 0.05
+        assert _received(hosts[2]) == [b"hello"] and _received(hosts[0]) == []
+        switch.delay = 0.2
+        start = loop.time()
+        hosts[1].send(_frame(1, 2, b"first"))  # to the learned MAC 1: port 0 only
+        await eventually(lambda: switch.counts["received"] == 2, timeout=5, what="the switch took 'first'")
+        switch.delay = 0.0
+        hosts[2].send(_frame(1, 3, b"second"))
+        got: list[bytes] = []
+        await eventually(lambda: got.extend(_received(hosts[0])) or len(got) == 2, timeout=5)
+        assert got == [b"first", b"second"], "a frame overtook one ahead of it when the delay was lowered"
+        assert loop.time() - start >= 0.2
+        assert _received(hosts[1]) == [] and _received(hosts[2]) == []
+        assert switch.counts == {"received": 3, "sent": 4, "dropped": 0}
+    finally:
+        switch.close()
+        for sock in hosts:
+            sock.close()
+        for _, b in pairs:
+            b.detach()  # closed by the switch
 
 
 @contextmanager
