@@ -206,6 +206,8 @@ class SwitchProcess:
 
     def start(self, timeout: float = 20) -> ProcessRecord:
         argv = [sys.executable, "-m", "tests.delay_switch", "--delay-ms", str(self.delay_ms), *self.taps]
+        if self.log:
+            self.log.parent.mkdir(parents=True, exist_ok=True)
         err = open(self.log, "ab") if self.log else subprocess.DEVNULL  # noqa: SIM115 (the child owns it)
         try:
             self.popen = subprocess.Popen(
