@@ -172,7 +172,7 @@ async def serve(names: list[str], delay_ms: float) -> None:
             elif line[0] == "stats":
                 print(json.dumps(switch.counts), flush=True)
             else:
-                print(f"error: unknown command {' '.join(line)!r}", flush=True)
+                print(f"error: expected 'delay <ms>' (ms >= 0) or 'stats', got {' '.join(line)!r}", flush=True)
         stop.set()
 
     reader = asyncio.create_task(control())
@@ -180,6 +180,8 @@ async def serve(names: list[str], delay_ms: float) -> None:
         await stop.wait()
     finally:
         reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
         switch.close()
 
 
