@@ -13,6 +13,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
+
 from engine.infra.process import in_netns
 from tests.delay_switch import Port, Switch
 from tests.helpers import ROOT, eventually
@@ -94,6 +96,7 @@ def exchange(net: Network, client: str, server: str, timeout: float = 2.0) -> di
     return net.probe(client, "tcp", server, str(PORT), "--count", str(ROUND_TRIPS), "--timeout", str(timeout))
 
 
+@pytest.mark.slow  # real processes in namespaces, a few seconds
 def test_every_tcp_round_trip_through_the_switch_takes_its_delay_both_ways() -> None:
     with network(["a", "b"], link="switch", delay_ms=50) as net, echo_server(net, "a") as address:
         result = exchange(net, "b", address)
@@ -103,6 +106,7 @@ def test_every_tcp_round_trip_through_the_switch_takes_its_delay_both_ways() -> 
         assert len(result["rtt_s"]) == ROUND_TRIPS and min(result["rtt_s"]) >= 0.1, result  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # real processes in namespaces, a few seconds
 def test_with_no_delay_the_switch_forwards_and_its_delay_can_be_set_while_it_runs() -> None:
     with network(["a", "b"], link="switch", delay_ms=0) as net, echo_server(net, "a") as address:
         result = exchange(net, "b", address)
@@ -112,6 +116,7 @@ def test_with_no_delay_the_switch_forwards_and_its_delay_can_be_set_while_it_run
         assert "error" not in result and min(result["rtt_s"]) >= 0.1, result  # type: ignore[type-var]
 
 
+@pytest.mark.slow  # real processes in namespaces, a few seconds
 def test_a_cut_host_gets_no_traffic_through_the_switch_until_restored() -> None:
     with network(["a", "b"], link="switch", delay_ms=0) as net, echo_server(net, "a") as address:
         assert "error" not in exchange(net, "b", address)
