@@ -99,9 +99,10 @@ endif
 # N hosts on this machine (root: network namespaces on a bridge, 10.77.x.0/24): a 3-member etcd
 # cluster, a master and a worker per host, PostgreSQL and the API on their own host (tests/hosts.py).
 # Runs until Ctrl-C, then tears everything down; `make hosts-down` removes what a killed run left.
+# DELAY_MS=20: the hosts joined by the user-space delay switch (tests/delay_switch.py), 20 ms each way.
 N ?= 3
 hosts: install
-	$(BIN)/python -m tests.hosts up --hosts $(N)
+	$(BIN)/python -m tests.hosts up --hosts $(N) $(if $(DELAY_MS),--link-delay-ms $(DELAY_MS))
 
 hosts-down: install
 	$(BIN)/python -m tests.hosts down --all
