@@ -101,9 +101,10 @@ endif
 # Runs until Ctrl-C, then tears everything down; `make hosts-down` removes what a killed run left.
 # SPARK=cluster (or 1): and a Spark standalone cluster, its master on a host of its own (spark://ADDR:7077,
 # status http://ADDR:8080/json/), a Spark worker on each of the last two hosts.
+# DELAY_MS=20: the hosts joined by the user-space delay switch (tests/delay_switch.py), 20 ms each way.
 N ?= 3
 hosts: install
-	$(BIN)/python -m tests.hosts up --hosts $(N) $(if $(filter cluster 1,$(SPARK)),--spark)
+	$(BIN)/python -m tests.hosts up --hosts $(N) $(if $(filter cluster 1,$(SPARK)),--spark) $(if $(DELAY_MS),--link-delay-ms $(DELAY_MS))
 
 hosts-down: install
 	$(BIN)/python -m tests.hosts down --all

@@ -3,7 +3,10 @@
 ``Network`` builds N+1 namespaces (``ip netns``), each with one veth into a bridge in the root
 namespace and its own address in a private /24 (``10.77.<tag>.0/24``, made here and used only between
 these namespaces; the root namespace holds ``.1`` on the bridge so the test driver reaches every
-host). ``HostCluster`` starts on it:
+host). With ``link="switch"`` (``HostCluster(link_delay_ms=N)``) the link layer is instead
+tests/delay_switch.py, a user-space switch holding every frame N ms: each host's ``eth0`` is one of its
+TAPs, and one more in the root namespace holds ``.1`` (for kernels without ``sch_netem``).
+``HostCluster`` starts on it:
 
 - host ``db`` (``.10``): PostgreSQL (and, when asked, the API);
 - hosts ``h1..hN`` (``.11``..): one member of a single N-member etcd cluster (peer URLs across the
@@ -25,16 +28,17 @@ call back.
 
 Faults: ``kill_host`` (SIGKILL every process of a host), ``cut`` / ``restore`` (the host's link down /
 up while its processes live on), ``block`` / ``unblock`` (drop traffic between a host and some
-addresses: partitions), ``delay`` (``tc netem`` on every host's link).
+addresses: partitions), ``delay`` (``tc netem`` on every host's link, or the switch's delay).
 
 Cleanup survives a failed or killed run: every namespace, link and process record of a cluster is
 written to ``/run/porpoise-hosts/<tag>.json`` before it exists; ``down`` kills every process in the
 namespaces (pid and start time checked for recorded ones, ``ip netns pids`` for the rest), deletes
-the namespaces and the bridge, and removes the file. A new cluster first tears down those whose owner
-process is gone. By hand::
+the namespaces and the bridge (the switch's TAPs go with its process), and removes the file. A new
+cluster first tears down those whose owner process is gone. By hand::
 
     python -m tests.hosts up --hosts 3     # make hosts N=3; prints addresses, DSN, API URL; Ctrl-C or:
     python -m tests.hosts up --spark       # make hosts SPARK=cluster: and the Spark cluster
+    python -m tests.hosts up --link-delay-ms 20   # the same through the delay switch
     python -m tests.hosts down --all       # make hosts-down
 """
 
@@ -52,6 +56,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,11 +66,12 @@ import psutil
 from engine.errors import InfraError
 from engine.infra.etcd import EtcdServer
 from engine.infra.postgres import PostgresServer
-from engine.infra.process import ProcessRecord
+from engine.infra.process import ProcessRecord, in_netns
 from engine.infra.spark import Place, SparkCluster
 from rpc.tls import TlsFiles
 from tests import databases, tls
-from tests.helpers import NodeProc, node_env, wait_sync
+from tests.delay_switch import SwitchProcess
+from tests.helpers import ROOT, NodeProc, node_env, wait_sync
 
 STATE_DIR = Path("/run/porpoise-hosts")
 PREFIX = "10.77"
@@ -86,7 +92,8 @@ def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 @dataclass
 class Host:
-    """One namespace: ``name`` (also the netns name), its address and the root side of its veth."""
+    """One namespace: ``name`` (also the netns name), its address and its link's root-side name (the
+    veth's end on the bridge, or the switch's TAP before it moves into the namespace as ``eth0``)."""
 
     name: str
     netns: str
@@ -99,16 +106,39 @@ class Host:
         return OTHER_PREFIX + self.address.removeprefix(PREFIX)
 
 
+#: the link layers: the kernel's bridge with a veth per host, or tests/delay_switch.py with a TAP per host
+LINKS = ("bridge", "switch")
+#: the switch's TAPs: large frames, as a veth's offloads give the bridge, so the switch (Python) handles
+#: a few big frames, not 43 times as many 1500-byte ones
+SWITCH_MTU = 65000
+
+
 @dataclass
 class Network:
-    """The namespaces, veths and bridge of one cluster (``tag`` = the third octet of its /24)."""
+    """The namespaces and links of one cluster (``tag`` = the third octet of its /24). ``link``: the
+    kernel's bridge (delays through ``tc netem``, when the kernel has it) or the delay switch (its
+    one-way ``delay_ms`` on every frame between any two ports: host to host and driver to host alike)."""
 
     tag: int
     hosts: list[Host] = field(default_factory=list)
+    link: str = "bridge"
+    delay_ms: float = 0.0
+    switch: SwitchProcess | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.link not in LINKS:
+            raise ValueError(f"link: {self.link!r} is not one of {', '.join(LINKS)}")
+        if self.delay_ms < 0:
+            raise ValueError(f"delay_ms: {self.delay_ms} is negative")
 
     @property
     def bridge(self) -> str:
         return f"pp{self.tag}br"
+
+    @property
+    def gateway_port(self) -> str:
+        """The switch's TAP that stays in the root namespace and holds the gateway address."""
+        return f"pp{self.tag}gw"
 
     @property
     def gateway(self) -> str:
@@ -122,36 +152,54 @@ class Network:
         return next(h for h in self.hosts if h.name == name)
 
     @classmethod
-    def plan(cls, tag: int, names: list[str]) -> Network:
-        net = cls(tag)
+    def plan(cls, tag: int, names: list[str], link: str = "bridge", delay_ms: float = 0.0) -> Network:
+        net = cls(tag, link=link, delay_ms=delay_ms)
+        end = "v" if link == "bridge" else "t"
         for i, name in enumerate(names):
-            net.hosts.append(Host(name, f"pp{tag}{name}", f"{PREFIX}.{tag}.{10 + i}", f"pp{tag}{name}v"))
+            net.hosts.append(Host(name, f"pp{tag}{name}", f"{PREFIX}.{tag}.{10 + i}", f"pp{tag}{name}{end}"))
         return net
 
-    def create(self) -> None:
-        ip("link", "add", self.bridge, "type", "bridge")
-        ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
-        ip("link", "set", self.bridge, "up")
+    def create(self, log: Path | None = None) -> ProcessRecord | None:
+        """Make the namespaces and links; the switch's process record when ``link`` is the switch."""
+        record = None
+        if self.link == "bridge":
+            ip("link", "add", self.bridge, "type", "bridge")
+            root_side = self.bridge
+        else:
+            self.switch = SwitchProcess([self.gateway_port, *(h.veth for h in self.hosts)], self.delay_ms, log)
+            record = self.switch.start()
+            root_side = self.gateway_port
+            ip("link", "set", root_side, "mtu", str(SWITCH_MTU))
+        ip("addr", "add", f"{self.gateway}/24", "dev", root_side)
+        ip("link", "set", root_side, "up")
         for h in self.hosts:
             ip("netns", "add", h.netns)
-            ip("link", "add", h.veth, "type", "veth", "peer", "name", "eth0", "netns", h.netns)
-            ip("link", "set", h.veth, "master", self.bridge, "up")
+            if self.link == "bridge":
+                ip("link", "add", h.veth, "type", "veth", "peer", "name", "eth0", "netns", h.netns)
+                ip("link", "set", h.veth, "master", self.bridge, "up")
+            else:  # the switch's fd stays attached to its TAP in the host's namespace
+                ip("link", "set", h.veth, "netns", h.netns)
+                ip("-n", h.netns, "link", "set", h.veth, "name", "eth0", "mtu", str(SWITCH_MTU))
             ip("-n", h.netns, "addr", "add", f"{h.address}/24", "dev", "eth0")
             ip("-n", h.netns, "link", "set", "eth0", "up")
             ip("-n", h.netns, "link", "set", "lo", "up")
             ip("-n", h.netns, "addr", "add", f"{h.unreachable_address}/32", "dev", "lo")
+        return record
 
     def destroy(self) -> None:
         for h in self.hosts:
             kill_namespace_processes(h.netns)
+        if self.switch is not None:
+            self.switch.stop()  # its TAPs go with it
         for h in self.hosts:
             ip("netns", "del", h.netns, check=False)
-            ip("link", "del", h.veth, check=False)  # gone with the namespace's peer, normally
-        ip("link", "del", self.bridge, check=False)
+            ip("link", "del", h.veth, check=False)  # gone with the namespace's peer (or the switch), normally
+        ip("link", "del", self.bridge if self.link == "bridge" else self.gateway_port, check=False)
 
     # -- faults ---------------------------------------------------------------------------------
 
     def cut(self, name: str) -> None:
+        """Host ``name``'s link down: it sends nothing, and what the bridge or switch gives it is dropped."""
         ip("-n", self.host(name).netns, "link", "set", "eth0", "down")
 
     def restore(self, name: str) -> None:
@@ -171,7 +219,14 @@ class Network:
             ip("-n", o.netns, "route", "del", "blackhole", f"{me.address}/32", check=False)
 
     def delay(self, ms: float) -> None:
-        """Every packet leaving any host waits ``ms`` (host to host: ``ms`` each way); 0 removes it."""
+        """Every packet between hosts waits ``ms`` each way; 0 removes it. On the bridge through ``tc
+        netem`` on every host's link (NetemUnavailable without sch_netem), on the switch by the switch."""
+        if ms < 0:
+            raise ValueError(f"delay: {ms} ms is negative")
+        if self.switch is not None:
+            self.switch.set_delay(ms)
+            self.delay_ms = ms
+            return
         for h in self.hosts:
             base = ["ip", "netns", "exec", h.netns, "tc", "qdisc"]
             subprocess.run([*base, "del", "dev", "eth0", "root"], capture_output=True, timeout=10, check=False)
@@ -182,6 +237,17 @@ class Network:
                 )  # fmt: skip
                 if done.returncode != 0:
                     raise NetemUnavailable(f"tc netem delay on {h.netns}: {done.stderr.strip()}")
+        self.delay_ms = ms
+
+    def probe(self, name: str, *args: str, timeout: float = 30) -> dict[str, Any]:
+        """``python -m tests.netprobe ARGS`` run on host ``name``: its JSON answer."""
+        argv = in_netns(self.host(name).netns, [sys.executable, "-m", "tests.netprobe", *args])
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False)
+        try:
+            result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+        except (IndexError, ValueError):
+            raise RuntimeError(f"netprobe {args} on {name}: {done.stderr.strip()}") from None
+        return result
 
 
 def kill_namespace_processes(netns: str) -> None:
@@ -210,6 +276,7 @@ def _write_state(net: Network, records: list[ProcessRecord]) -> None:
         "owner_start": psutil.Process().create_time(),
         "tag": net.tag,
         "hosts": [h.__dict__ for h in net.hosts],
+        "link": net.link,
         "records": [r.to_json() for r in records],
     }
     tmp = _state_path(net.tag).with_suffix(".tmp")
@@ -224,9 +291,12 @@ def down(tag: int) -> None:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return
-    for rec in map(ProcessRecord.from_json, data["records"]):
-        rec.signal(signal.SIGKILL)  # throwaway clusters: nothing to shut down gracefully
-    Network(data["tag"], [Host(**h) for h in data["hosts"]]).destroy()
+    procs = [p for rec in map(ProcessRecord.from_json, data["records"]) if (p := rec.process()) is not None]
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(signal.SIGKILL)  # throwaway clusters: nothing to shut down gracefully
+    psutil.wait_procs(procs, timeout=5)  # the delay switch's TAPs, for one, go only once it is gone
+    Network(data["tag"], [Host(**h) for h in data["hosts"]], data.get("link", "bridge")).destroy()
     path.unlink(missing_ok=True)
 
 
@@ -249,11 +319,28 @@ def down_all(only_orphans: bool = False) -> list[int]:
     return done
 
 
+@contextlib.contextmanager
+def network(names: list[str], link: str = "bridge", delay_ms: float = 0.0) -> Iterator[Network]:
+    """Namespaces ``names`` on a network of their own (no cluster), recorded and torn down like one."""
+    down_all(only_orphans=True)
+    net = Network.plan(_free_tag(), names, link, delay_ms)
+    _write_state(net, [])
+    try:
+        record = net.create()
+        if record is not None:
+            _write_state(net, [record])
+        yield net
+    finally:
+        down(net.tag)
+        if net.switch is not None:
+            net.switch.stop()
+
+
 def _free_tag() -> int:
     taken = {p.stem for p in STATE_DIR.glob("*.json")} if STATE_DIR.is_dir() else set()
     links = ip("-o", "link").stdout
     for tag in random.sample(range(2, 250), 247):
-        if str(tag) not in taken and f"pp{tag}br" not in links:
+        if str(tag) not in taken and f"pp{tag}br" not in links and f"pp{tag}gw" not in links:
             return tag
     raise RuntimeError("no free 10.77.x.0/24 for a host network")
 
@@ -275,9 +362,15 @@ class HostCluster:
         on_lost: str = "exit",
         spark: bool = False,
         groups: dict[str, str] | None = None,
+        link_delay_ms: float | None = None,
+        link: str = "bridge",
         **worker: str,
     ) -> None:
+        """``link_delay_ms``: the hosts are joined by the delay switch with that one-way delay
+        (tests/delay_switch.py; ``link="switch"`` alone: the switch with none), else by the bridge."""
         self.base = base
+        self.link = "switch" if link_delay_ms is not None else link
+        self.link_delay_ms = link_delay_ms or 0.0
         self.ttl = ttl
         self.on_lost = on_lost
         self.want_api = api
@@ -285,7 +378,7 @@ class HostCluster:
         self.groups = dict(groups or {})
         self.worker_overrides = [f"worker.{k}={v}" for k, v in worker.items()]
         self.names = [f"h{i}" for i in range(1, hosts + 1)]
-        self.net = Network.plan(0, self._host_names())
+        self.net = Network.plan(0, self._host_names(), self.link, self.link_delay_ms)  # checks both
         self.root = f"/hosts-{uuid.uuid4().hex[:6]}"
         self.etcd: dict[str, EtcdServer] = {}
         self.masters: dict[str, NodeProc] = {}
@@ -310,13 +403,13 @@ class HostCluster:
 
     def up(self) -> HostCluster:
         down_all(only_orphans=True)
-        self.net = Network.plan(_free_tag(), self._host_names())
+        self.net = Network.plan(_free_tag(), self._host_names(), self.link, self.link_delay_ms)
         _write_state(self.net, [])  # recorded before anything exists, so a crash leaves nothing behind
         if tls.ENABLED:
             addresses = tuple(h.address for h in self.net.hosts)
             self.tls = tls.issue(f"hosts-{self.net.tag}-{uuid.uuid4().hex[:6]}", hosts=(*addresses, *tls.HOSTS))
         try:
-            self.net.create()
+            self.record(self.net.create(self.base / "logs" / "delay-switch.log"))
             self._start_pg()
             self._start_etcd()
             for name in self.names:
@@ -333,6 +426,8 @@ class HostCluster:
 
     def down(self) -> None:
         down(self.net.tag)
+        if self.net.switch is not None:
+            self.net.switch.stop()  # killed by down() through its record: reap it
         managed = [n.proc for n in self.all_nodes] + [s.proc for s in self.etcd.values()]
         managed += [d.proc for d in self.spark.daemons] if self.spark else []
         for proc in [*managed, self.pg.proc if self.pg else None]:
@@ -487,6 +582,7 @@ def main() -> int:
     up.add_argument("--ttl", type=float, default=15.0, help="registry lease TTL of the nodes (production: 15)")
     spark_help = "and a Spark standalone cluster: its master on host spark, workers on the last two hosts"
     up.add_argument("--spark", action="store_true", help=spark_help)
+    up.add_argument("--link-delay-ms", type=float, help="join the hosts by the delay switch with this one-way delay")
     dn = sub.add_parser("down", help="tear down clusters left behind")
     dn.add_argument("--all", action="store_true", help="also those whose owner process still runs")
     args = parser.parse_args()
@@ -498,7 +594,9 @@ def main() -> int:
         return 0
     base = Path(tempfile.mkdtemp(prefix="porpoise-hosts-"))
     os.chmod(base, 0o755)
-    cluster = HostCluster(base, args.hosts, args.ttl, api=True, spark=args.spark)
+    cluster = HostCluster(
+        base, args.hosts, args.ttl, api=True, spark=args.spark, link_delay_ms=args.link_delay_ms
+    )
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         cluster.up()

@@ -40,14 +40,19 @@ def _scale(r: dict[str, Any], size: dict[str, Any]) -> None:
 
 
 def _hosts(r: dict[str, Any], size: dict[str, Any]) -> None:
-    # per link delay: measured (every workflow SUCCESS) or said why not (no sch_netem in this kernel)
+    # per link delay: measured on the bridge (every workflow SUCCESS), or said why not (no sch_netem in
+    # this kernel) and then measured through the delay switch, whose undelayed round runs beside it
+    switched = False
     for delay in size["delays_ms"]:
-        tag = f"delay_{delay}ms"
+        tag = f"bridge_delay_{delay}ms"
         if isinstance(r.get(tag), str):
             assert r[tag].startswith("not measured"), r[tag]
-            continue
+            tag, switched = f"switch_delay_{delay}ms", True
         assert r[f"{tag}_throughput_all_success"] == 1.0, f"{tag}: a workflow did not end SUCCESS"
-    assert r["delay_0ms_throughput_all_success"] == 1.0, "the loopback-delay round must always run"
+        assert r[f"{tag}_ping_lost"] == 0, f"{tag}: pings between hosts lost"
+    assert r["bridge_delay_0ms_throughput_all_success"] == 1.0, "the bridge's undelayed round must always run"
+    if switched:
+        assert r["switch_delay_0ms_throughput_all_success"] == 1.0, "the switch's undelayed round must run too"
 
 
 def _spark(r: dict[str, Any], size: dict[str, Any]) -> None:
