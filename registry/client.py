@@ -164,6 +164,11 @@ class EtcdClient:
     async def close(self) -> None:
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
+            connector = getattr(getattr(client, "session", None), "connector", None)
+            if connector is not None and client.ssl_context is not None:
+                # TLS connections are dropped, not shut down: a shutdown still running when the caller's loop
+                # ends (a session's keep-alive thread) leaves its socket unclosed
+                await connector.close(abort_ssl=True)
             await client.close()
         if clients:
             await asyncio.sleep(0)  # let the closed transports run their close callbacks
@@ -418,6 +423,12 @@ def _watch_batch(result: dict[str, Any]) -> WatchBatch:
 def _close_stream(stream: Any) -> None:
     resp = getattr(stream, "resp", None)
     if isinstance(resp, aiohttp.ClientResponse):
+        # A stream given up (a one-shot keep-alive, a watch left, a call timed out) is dropped, not shut down
+        # gracefully: a TLS shutdown runs on after close() returns, and a loop that ends meanwhile (a session's
+        # keep-alive thread, a test) leaves the socket unclosed (ResourceWarning under TLS and load)
+        transport = resp.connection.transport if resp.connection is not None else None
+        if transport is not None and transport.get_extra_info("sslcontext") is not None:
+            transport.abort()
         resp.close()
         return
     coro = getattr(resp, "_coro", None)  # never awaited: close it so no "never awaited" warning leaks

@@ -594,9 +594,7 @@ def main() -> int:
         return 0
     base = Path(tempfile.mkdtemp(prefix="porpoise-hosts-"))
     os.chmod(base, 0o755)
-    cluster = HostCluster(
-        base, args.hosts, args.ttl, api=True, spark=args.spark, link_delay_ms=args.link_delay_ms
-    )
+    cluster = HostCluster(base, args.hosts, args.ttl, api=True, spark=args.spark, link_delay_ms=args.link_delay_ms)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         cluster.up()

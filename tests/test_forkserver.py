@@ -182,6 +182,8 @@ async def executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
         return Launch(argv=argv, inprocess=PROBE)
 
     monkeypatch.setattr(SparkTask, "launch", launch)
+    # the probe lives in this checkout's tests package: a normal start (cwd = its exec dir) finds it only so
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
     rpc = rpc_client(timeout=10)
     reporter = Reporter(rpc, retry_initial=0.05)
     reporter.start()
