@@ -32,6 +32,8 @@ from engine.worker.taskenv import TaskPolicy
 from tests.helpers import ROOT, eventually, rpc_client
 from tests.worker_harness import ReportSink, log_text, task
 
+#: this checkout (the tests package's parent)
+CHECKOUT = str(Path(__file__).resolve().parents[1])
 PROBE = "tests.forkserver_probe"
 SECRET = "probe-secret-4f1d2c"
 
@@ -183,7 +185,7 @@ async def executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIter
 
     monkeypatch.setattr(SparkTask, "launch", launch)
     # the probe lives in this checkout's tests package: a normal start (cwd = its exec dir) finds it only so
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
+    monkeypatch.setenv("PYTHONPATH", CHECKOUT)
     rpc = rpc_client(timeout=10)
     reporter = Reporter(rpc, retry_initial=0.05)
     reporter.start()
