@@ -353,14 +353,17 @@ class EtcdClient:
             async with client.call_rpc(
                 "/watch", data={"create_request": request}, encode=False, raw=True, timeout=timeout
             ) as resp:
-                if resp.status >= 400:
-                    raise RegistryUnavailable(f"etcd watch refused: HTTP {resp.status}")
-                async for obj in _json_objects(resp.content):
-                    if "error" in obj:
-                        if _stale_token(Exception(str(obj["error"]))):
-                            client.token = None  # the next call signs in again
-                        raise RegistryUnavailable(f"etcd watch error: {obj['error']}")
-                    yield _watch_batch(obj.get("result", obj))
+                try:
+                    if resp.status >= 400:
+                        raise RegistryUnavailable(f"etcd watch refused: HTTP {resp.status}")
+                    async for obj in _json_objects(resp.content):
+                        if "error" in obj:
+                            if _stale_token(Exception(str(obj["error"]))):
+                                client.token = None  # the next call signs in again
+                            raise RegistryUnavailable(f"etcd watch error: {obj['error']}")
+                        yield _watch_batch(obj.get("result", obj))
+                finally:
+                    _drop_tls(resp)  # a watch stream is never reused
         except aiohttp.SocketTimeoutError:
             return
         except RegistryUnavailable:
@@ -420,15 +423,19 @@ def _watch_batch(result: dict[str, Any]) -> WatchBatch:
     )
 
 
+def _drop_tls(resp: aiohttp.ClientResponse) -> None:
+    """Abort the TLS connection of a stream given up (a one-shot keep-alive, a watch left, a call timed out)
+    instead of shutting it down: a TLS shutdown runs on after close() returns, and a loop that ends
+    meanwhile (a session's keep-alive thread, a test's loop) leaves the socket unclosed."""
+    transport = resp.connection.transport if resp.connection is not None else None
+    if transport is not None and transport.get_extra_info("sslcontext") is not None:
+        transport.abort()
+
+
 def _close_stream(stream: Any) -> None:
     resp = getattr(stream, "resp", None)
     if isinstance(resp, aiohttp.ClientResponse):
-        # A stream given up (a one-shot keep-alive, a watch left, a call timed out) is dropped, not shut down
-        # gracefully: a TLS shutdown runs on after close() returns, and a loop that ends meanwhile (a session's
-        # keep-alive thread, a test) leaves the socket unclosed (ResourceWarning under TLS and load)
-        transport = resp.connection.transport if resp.connection is not None else None
-        if transport is not None and transport.get_extra_info("sslcontext") is not None:
-            transport.abort()
+        _drop_tls(resp)
         resp.close()
         return
     coro = getattr(resp, "_coro", None)  # never awaited: close it so no "never awaited" warning leaks
