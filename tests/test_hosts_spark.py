@@ -23,6 +23,7 @@ from engine.api.tokens import create_token, ensure_user
 from engine.cli.client import ApiClient, Target
 from engine.infra.spark import SparkCluster
 from tests.chaos import Summary, _check_no_process_left
+from tests.helpers import wait_sync
 from tests.hosts import HostCluster
 from tests.test_api import start, wait_final
 from tests.test_spark_cluster import LONG_JOB, apps, spark_params, stop_while_the_application_runs
@@ -153,8 +154,13 @@ def test_a_spark_task_on_one_host_runs_its_executors_on_the_spark_workers_of_the
     # the Spark master saw it finish; each Spark worker (h2, h3) ran one of its executors
     assert apps(cluster, "completedapps")[app_id]["state"] == "FINISHED"
     assert app_id not in apps(cluster, "activeapps")
-    ran = {host: [e["appid"] for e in w["finishedexecutors"]] for host, w in cluster.worker_status().items()}
-    assert sorted(ran) == worker_addresses and all(app_id in ids for ids in ran.values()), ran
+
+    def ran() -> dict[str, list[str]]:
+        return {host: [e["appid"] for e in w["finishedexecutors"]] for host, w in cluster.worker_status().items()}
+
+    # a Spark worker lists an executor as finished once its process has exited, a moment after the app ends
+    wait_sync(lambda: all(app_id in ids for ids in ran().values()), 60, "each Spark worker's finished executor")
+    assert sorted(ran()) == worker_addresses
 
 
 def test_stopping_the_workflow_ends_its_application_across_the_hosts(spark_hosts: HostCluster, api: HostsApi) -> None:
