@@ -309,12 +309,16 @@ class PostgresServer:
             raise
         return record
 
+    def _check_running(self) -> None:
+        """Raise with the server's last output if the postmaster has exited."""
+        if self.proc is not None and self.proc.exited() is not None:
+            raise InfraError(f"postgres exited with code {self.proc.exited()}:\n{self.proc.tail()}")
+
     def wait_ready(self, timeout: float) -> None:
         isready = self.bindir / "pg_isready"
 
         def ready() -> bool:
-            if self.proc is not None and self.proc.exited() is not None:
-                raise InfraError(f"postgres exited with code {self.proc.exited()}:\n{self.proc.tail()}")
+            self._check_running()
             if isready.is_file():
                 res = subprocess.run(
                     [str(isready), "-q", "-h", self.host, "-p", str(self.port)], timeout=5, check=False
@@ -334,8 +338,7 @@ class PostgresServer:
             try:
                 return await asyncpg.connect(self.admin_dsn(), timeout=min(10, max(1.0, deadline - loop.time())))
             except (OSError, TimeoutError, asyncpg.CannotConnectNowError) as exc:
-                if self.proc is not None and self.proc.exited() is not None:
-                    raise InfraError(f"postgres exited with code {self.proc.exited()}:\n{self.proc.tail()}") from exc
+                self._check_running()
                 if loop.time() >= deadline:
                     raise InfraError(f"PostgreSQL on {self.host}:{self.port} accepts no connection: {exc!r}") from exc
             await asyncio.sleep(0.2)
