@@ -1,5 +1,5 @@
 """DolphinScheduler export <-> Porpoise documents (pure translation, no processes): every real export
-file under ../shared/fixtures imports or is refused with exactly its unsupported types; field mappings
+file under tests/fixtures/dolphinscheduler-exports imports or is refused with exactly its unsupported types; field mappings
 by table; import -> export -> import gives equal documents and schedules."""
 
 from __future__ import annotations
@@ -19,17 +19,8 @@ from engine.workflows import document
 from engine.workflows.model import DefinitionError
 
 
-def _fixtures() -> Path:
-    """``shared/fixtures/dolphinscheduler-exports`` beside the clone (CI, /work/main) or beside a parent
-    of it (a worktree under /work/wt); a missing directory fails the tests, it never skips them."""
-    for parent in Path(__file__).resolve().parents[1].parents:
-        candidate = parent / "shared" / "fixtures" / "dolphinscheduler-exports"
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("shared/fixtures/dolphinscheduler-exports not found beside the repository")
-
-
-FIXTURES = _fixtures()
+#: the exports (and where each came from: SOURCES.md) live in the repository
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dolphinscheduler-exports"
 
 
 def load(name: str) -> Any:
