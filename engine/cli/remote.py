@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     client = ApiClient(discover(args.api, args.token, getattr(args, "ca_file", None)))
     # piped output (scripts, CI logs) is not squeezed to 80 columns
     out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-    handler: Callable[[ApiClient, argparse.Namespace, Console], int] = _COMMANDS[args.command]
+    handler: Callable[[ApiClient, argparse.Namespace, Console], int] = COMMANDS[args.command]
     try:
         return handler(client, args, out)
     except DefinitionError as exc:
@@ -425,7 +425,8 @@ def cmd_worker(client: ApiClient, args: argparse.Namespace, out: Console) -> int
     return 0
 
 
-_COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, Console], int]] = {
+#: every API command of the CLI and its handler; engine/cli/main.py dispatches on these keys
+COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, Console], int]] = {
     "apply": cmd_apply,
     "start": cmd_start,
     "list": cmd_list,
