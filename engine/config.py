@@ -254,6 +254,8 @@ class ApiConfig:
     events_history: int = field(metadata=_bounded(1, 100000))
     alert_webhook_allow: list[str]
     alert_webhook_deny: list[str]
+    alert_script_dir: str
+    public_url: str
     rate_limit_per_second: float = field(metadata=_bounded(0, 1_000_000))
     rate_limit_burst: int = field(metadata=_bounded(1, 10_000_000))
     anonymous_rate_limit_per_second: float = field(metadata=_bounded(0, 1_000_000))
@@ -270,6 +272,10 @@ class ApiConfig:
                 networks(getattr(self, key))
             except ValueError as exc:
                 raise ConfigError(f"api.{key}: {exc}") from None
+        if self.alert_script_dir and not self.alert_script_dir.startswith("/"):
+            raise ConfigError(f"api.alert_script_dir: {self.alert_script_dir!r} is not an absolute path")
+        if self.public_url and not self.public_url.startswith(("http://", "https://")):
+            raise ConfigError(f"api.public_url: {self.public_url!r} is not an http:// or https:// URL")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ConfigError("api.tls_cert and api.tls_key: set both (HTTPS) or neither (plain HTTP)")
         if not self.tls_cert and not self.allow_plain_http and not is_loopback(self.listen_host):

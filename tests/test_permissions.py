@@ -93,6 +93,8 @@ RULES = {
     ("GET", "/api/v1/alert-groups"): "USER",
     ("POST", "/api/v1/alert-groups"): "ADMIN",
     ("GET", "/api/v1/alert-groups/{id}"): "READ alert_group path.id",
+    ("PATCH", "/api/v1/alert-groups/{id}"): "ADMIN",
+    ("POST", "/api/v1/alert-groups/{id}/test"): "ADMIN",
     ("DELETE", "/api/v1/alert-groups/{id}"): "ADMIN",
     ("GET", "/api/v1/alerts"): "USER",
     ("POST", "/api/v1/import/dolphinscheduler"): "WRITE project body.project create",

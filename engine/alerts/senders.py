@@ -7,35 +7,37 @@ a header or the URL): :func:`redact` removes their values from any text that is 
 
 from __future__ import annotations
 
-import asyncio
 import email.message
-import json
 from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
-import aiohttp
 import aiosmtplib
 
-from engine.alerts.netguard import AddressPolicy, AddressRefused, PinnedResolver
+from engine.alerts.http import SendError, post_json
+from engine.alerts.netguard import AddressPolicy
 from engine.tasks.base import ParamError
 
 GROUP = "porpoise.alerts"
-#: params whose values are secrets wherever they appear
-SECRET_KEYS = frozenset({"password", "headers", "url", "token"})
+#: params whose values are secrets wherever they appear (sealed at rest, masked in answers, cut from logs):
+#: passwords, tokens, signing secrets, and webhook URLs, which carry their service's token
+SECRET_KEYS = frozenset({
+    "password", "headers", "url", "token", "Password", "secret", "Secret", "botToken", "IntegrationKey",
+    "webHook", "WebHook",
+})  # fmt: skip
 
-
-class SendError(Exception):
-    pass
+__all__ = ["SECRET_KEYS", "AlertSender", "SendError", "masked", "plugins", "redact", "require", "validate"]
 
 
 class AlertSender:
     plugin_type: ClassVar[str] = ""
 
-    def __init__(self, guard: AddressPolicy | None = None) -> None:
+    def __init__(self, guard: AddressPolicy | None = None, script_dir: str = "") -> None:
         #: the addresses a sender calling URLs may reach (netguard.py); the strict default when not given
         self.guard = guard or AddressPolicy()
+        #: where SCRIPT senders' executables are (api.alert_script_dir); empty: none may run
+        self.script_dir = script_dir
 
     @classmethod
     def validate(cls, params: Mapping[str, Any]) -> None:
@@ -45,7 +47,7 @@ class AlertSender:
         raise NotImplementedError
 
 
-def _require(params: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+def require(params: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
     value = params.get(key)
     if not isinstance(value, kind) or value in ("", []):
         raise ParamError(key, "is required")
@@ -60,7 +62,7 @@ class WebhookSender(AlertSender):
 
     @classmethod
     def validate(cls, params: Mapping[str, Any]) -> None:
-        url = _require(params, "url", str)
+        url = require(params, "url", str)
         if not url.startswith(("http://", "https://")):
             raise ParamError("url", "must be an http:// or https:// URL")
         headers = params.get("headers", {})
@@ -68,24 +70,9 @@ class WebhookSender(AlertSender):
             raise ParamError("headers", "must map header names to strings")
 
     async def send(self, alert: Mapping[str, Any], params: Mapping[str, Any], timeout: float) -> None:
-        body = json.dumps(alert, default=str)
-        headers = {"Content-Type": "application/json", **dict(params.get("headers", {}))}
-        try:
-            host, addresses = await asyncio.wait_for(self.guard.resolve(params["url"]), timeout)
-        except AddressRefused as exc:
-            raise SendError(str(exc)) from None
-        except TimeoutError:
-            raise SendError("webhook unreachable: resolving its host timed out") from None
-        connector = aiohttp.TCPConnector(resolver=PinnedResolver(host, addresses), use_dns_cache=False)
-        try:
-            async with (
-                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout), connector=connector) as session,
-                session.post(params["url"], data=body, headers=headers, allow_redirects=False) as resp,
-            ):
-                if resp.status >= 300:
-                    raise SendError(f"webhook answered HTTP {resp.status}")
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise SendError(f"webhook unreachable: {type(exc).__name__}: {exc}") from None
+        status, _ = await post_json(self.guard, params["url"], dict(alert), timeout, headers=params.get("headers"))
+        if status >= 300:
+            raise SendError(f"webhook answered HTTP {status}")
 
 
 class EmailSender(AlertSender):
@@ -96,9 +83,9 @@ class EmailSender(AlertSender):
 
     @classmethod
     def validate(cls, params: Mapping[str, Any]) -> None:
-        _require(params, "host", str)
-        _require(params, "sender", str)
-        receivers = _require(params, "receivers", list)
+        require(params, "host", str)
+        require(params, "sender", str)
+        receivers = require(params, "receivers", list)
         if not all(isinstance(r, str) and "@" in r for r in receivers):
             raise ParamError("receivers", "must be a list of e-mail addresses")
         if not isinstance(params.get("port", 25), int):

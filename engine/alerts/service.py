@@ -52,8 +52,14 @@ class AlertService(BackgroundService):
         timeout: float,
         guard: AddressPolicy | None = None,
         keyring: Keyring | None = None,
+        script_dir: str = "",
+        public_url: str = "",
     ) -> None:
         self.pool = pool
+        #: SCRIPT senders' directory (api.alert_script_dir); empty: they fail with the reason
+        self.script_dir = script_dir
+        #: the web UI's address (api.public_url): alerts link to their instance there
+        self.public_url = public_url.rstrip("/")
         #: where webhook senders may connect (api.alert_webhook_allow / deny)
         self.guard = guard or AddressPolicy()
         #: opens the senders' sealed secrets just before a delivery
@@ -96,6 +102,7 @@ class AlertService(BackgroundService):
             "alert_type_name": ALERT_TYPES.get(row["alert_type"], str(row["alert_type"])),
             "workflow_instance_id": row["workflow_instance_id"], "project_code": row["project_code"],
             "workflow_definition_code": row["workflow_definition_code"], "create_time": row["create_time"],
+            "link": instance_link(self.public_url, row["workflow_instance_id"]),
         }  # fmt: skip
         delivered: list[int] = list(state.get("delivered", []))
         errors: dict[str, str] = {}
@@ -112,7 +119,7 @@ class AlertService(BackgroundService):
                     params = open_params(self.keyring, params, SECRET_KEYS, "alert_sender")
                 except SecretError as exc:
                     raise SendError(str(exc)) from None
-                await cls(self.guard).send(payload, params, self.timeout)
+                await cls(self.guard, self.script_dir).send(payload, params, self.timeout)
                 delivered.append(sender["id"])
             except SendError as exc:
                 errors[sender["name"]] = redact(str(exc), params)
@@ -140,6 +147,11 @@ class AlertService(BackgroundService):
             status,
             json.dumps(state),
         )
+
+
+def instance_link(public_url: str, instance_id: int | None) -> str | None:
+    """Where the web UI shows an instance, when the API knows its public address."""
+    return f"{public_url.rstrip('/')}/instances/{instance_id}" if public_url and instance_id else None
 
 
 def _state(raw: str | None) -> dict[str, Any]:

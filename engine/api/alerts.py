@@ -1,16 +1,20 @@
-"""Alert groups with their senders (webhook, email), and the alert records with their delivery state.
-Sender params may hold secrets: they are checked on the way in and never shown on the way out."""
+"""Alert groups with their senders (the channels of engine/alerts: webhook, e-mail, chat tools, PagerDuty,
+script), and the alert records with their delivery state. Sender params may hold secrets: they are checked
+on the way in and never shown on the way out; an edit that sends a secret back masked keeps the stored one."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from engine.alerts.senders import SECRET_KEYS, masked, validate
-from engine.alerts.service import ALERT_TYPES
+from engine.alerts.netguard import AddressPolicy
+from engine.alerts.senders import SECRET_KEYS, SendError, masked, plugins, redact, validate
+from engine.alerts.service import ALERT_TYPES, instance_link
 from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page, select_page
-from engine.secretbox import SecretError, seal_params
+from engine.secretbox import SecretError, open_params, seal_params
 from engine.tasks.base import ParamError
 
 STATUS = ("WAIT_EXECUTION", "EXECUTION_SUCCESS", "EXECUTION_FAILURE", "EXECUTION_PARTIAL_SUCCESS")
@@ -19,7 +23,11 @@ _SENDER = {
     "additionalProperties": False,
     "required": ["type", "name", "params"],
     "properties": {
-        "type": {"type": "string", "description": "WEBHOOK or EMAIL"},
+        "id": {"type": "integer", "description": "on an edit: the sender kept (its masked secrets stay)"},
+        "type": {
+            "type": "string",
+            "description": "WEBHOOK, EMAIL, SLACK, TEAMS, DINGTALK, WECOM, FEISHU, TELEGRAM, PAGERDUTY or SCRIPT",
+        },
         "name": {"type": "string", "minLength": 1, "maxLength": 255},
         "params": {
             "type": "object",
@@ -64,19 +72,29 @@ async def _group(api: Any, group_id: int) -> dict[str, Any]:
     return {"id": row["id"], "name": row["group_name"], "description": row["description"], "senders": out}
 
 
-async def create_group(api: Any, call: Call) -> dict[str, Any]:
-    body = call.body
-    senders = body.get("senders", [])
+def _checked(api: Any, senders: list[dict[str, Any]]) -> None:
     for i, sender in enumerate(senders):
         try:
             validate(sender["type"], sender["params"])
+            if sender["type"] == "SCRIPT" and not api.cfg.api.alert_script_dir:
+                raise ParamError("type", "SCRIPT senders are off on this API server (api.alert_script_dir is empty)")
         except ParamError as exc:
             field = "type" if exc.field == "type" else f"params.{exc.field}"
             raise ApiError(400, exc.reason, f"senders[{i}].{field}") from None
+
+
+def _sealed(api: Any, senders: list[dict[str, Any]]) -> list[dict[str, Any]]:
     try:
-        sealed = [seal_params(api.keyring, s["params"], SECRET_KEYS, "alert_sender") for s in senders]
+        return [seal_params(api.keyring, s["params"], SECRET_KEYS, "alert_sender") for s in senders]
     except SecretError as exc:
         raise ApiError(503, str(exc), "senders") from None
+
+
+async def create_group(api: Any, call: Call) -> dict[str, Any]:
+    body = call.body
+    senders = body.get("senders", [])
+    _checked(api, senders)
+    sealed = _sealed(api, senders)
     async with api.db.acquire() as conn, conn.transaction():
         if await conn.fetchval("SELECT 1 FROM alert_group WHERE group_name = $1", body["name"]):
             raise ApiError(409, f"alert group {body['name']!r} exists", "name")
@@ -95,6 +113,112 @@ async def create_group(api: Any, call: Call) -> dict[str, Any]:
                 json.dumps(params),
             )
     return await _group(api, group_id)
+
+
+def _unmasked(given: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, Any]:
+    """An edited sender's params with every secret sent back masked ("***") replaced by the stored value."""
+    out = dict(given)
+    for key in SECRET_KEYS & given.keys():
+        value = given[key]
+        if value == "***" and key in stored:
+            out[key] = stored[key]
+        elif isinstance(value, Mapping) and isinstance(stored.get(key), Mapping):
+            out[key] = {k: stored[key].get(k, v) if v == "***" else v for k, v in value.items()}
+    return out
+
+
+async def update_group(api: Any, call: Call) -> dict[str, Any]:
+    """Rename, describe, and replace the senders: a sender with an ``id`` of this group is edited in place
+    (so an alert being retried still knows it delivered there), one without is added, one left out removed."""
+    group_id, body = call.path_int("id"), call.body
+    async with api.db.acquire() as conn, conn.transaction():
+        row = await conn.fetchrow("SELECT id FROM alert_group WHERE id = $1 FOR UPDATE", group_id)
+        if row is None:
+            raise not_found(f"alert group {group_id}")
+        if "name" in body and await conn.fetchval(
+            "SELECT 1 FROM alert_group WHERE group_name = $1 AND id <> $2", body["name"], group_id
+        ):
+            raise ApiError(409, f"alert group {body['name']!r} exists", "name")
+        await conn.execute(
+            "UPDATE alert_group SET group_name = COALESCE($2, group_name), description = CASE WHEN $3 THEN $4"
+            " ELSE description END, update_time = now() WHERE id = $1",
+            group_id,
+            body.get("name"),
+            "description" in body,
+            body.get("description"),
+        )
+        if "senders" in body:
+            stored = {
+                r["id"]: open_params(api.keyring, _params(r["params"]), SECRET_KEYS, "alert_sender")
+                for r in await conn.fetch("SELECT id, params FROM alert_sender WHERE alert_group_id = $1", group_id)
+            }
+            senders = []
+            for i, sender in enumerate(body["senders"]):
+                if "id" in sender and sender["id"] not in stored:
+                    raise ApiError(400, f"sender {sender['id']} is not a sender of this group", f"senders[{i}].id")
+                params = _unmasked(sender["params"], stored.get(sender.get("id"), {}))
+                senders.append({**sender, "params": params})
+            _checked(api, senders)
+            sealed = _sealed(api, senders)
+            kept = [s["id"] for s in senders if "id" in s]
+            await conn.execute(
+                "DELETE FROM alert_sender WHERE alert_group_id = $1 AND NOT (id = ANY($2::bigint[]))", group_id, kept
+            )
+            for sender, params in zip(senders, sealed, strict=True):
+                if "id" in sender:
+                    await conn.execute(
+                        "UPDATE alert_sender SET plugin_type = $2, name = $3, params = $4::jsonb WHERE id = $1",
+                        sender["id"], sender["type"], sender["name"], json.dumps(params),
+                    )  # fmt: skip
+                else:
+                    await conn.execute(
+                        "INSERT INTO alert_sender (alert_group_id, plugin_type, name, params)"
+                        " VALUES ($1, $2, $3, $4::jsonb)",
+                        group_id, sender["type"], sender["name"], json.dumps(params),
+                    )  # fmt: skip
+    return await _group(api, group_id)
+
+
+def _params(raw: Any) -> dict[str, Any]:
+    return json.loads(raw) if isinstance(raw, str) else dict(raw)
+
+
+async def test_group(api: Any, call: Call) -> dict[str, Any]:
+    """Send a test alert to every sender of the group now (not through the queue) and answer each outcome."""
+    group_id = call.path_int("id")
+    group = await api.db.fetchrow("SELECT group_name FROM alert_group WHERE id = $1", group_id)
+    if group is None:
+        raise not_found(f"alert group {group_id}")
+    senders = await api.db.fetch(
+        "SELECT id, plugin_type, name, params FROM alert_sender WHERE alert_group_id = $1 ORDER BY id", group_id
+    )
+    cfg = api.cfg.api
+    guard = AddressPolicy(cfg.alert_webhook_allow, cfg.alert_webhook_deny)
+    alert = {
+        "id": 0, "title": f"Porpoise test alert for group {group['group_name']}",
+        "content": "This is a test: the alert group's senders can reach this channel.", "alert_type": -1,
+        "alert_type_name": "TEST", "workflow_instance_id": None, "project_code": None,
+        "workflow_definition_code": None, "create_time": None, "link": instance_link(cfg.public_url, None),
+    }  # fmt: skip
+
+    async def one(sender: Any) -> dict[str, Any]:
+        outcome = {"id": sender["id"], "name": sender["name"], "type": sender["plugin_type"], "sent": True}
+        params: Mapping[str, Any] = _params(sender["params"])
+        try:
+            cls = plugins().get(sender["plugin_type"])
+            if cls is None:
+                raise SendError(f"unknown sender type {sender['plugin_type']}")
+            try:
+                params = open_params(api.keyring, params, SECRET_KEYS, "alert_sender")
+            except SecretError as exc:
+                raise SendError(str(exc)) from None
+            await cls(guard, cfg.alert_script_dir).send(alert, params, cfg.alert_timeout)
+        except SendError as exc:
+            outcome.update(sent=False, error=redact(str(exc), params))
+        return outcome
+
+    results = await asyncio.gather(*(one(s) for s in senders))
+    return {"group": group_id, "senders": list(results)}
 
 
 async def list_groups(api: Any, call: Call) -> dict[str, Any]:
@@ -141,6 +265,10 @@ ROUTES = [
           body=_GROUP_IN, response=_GROUP, status=201, rule=access.ADMIN),
     Route("GET", "/api/v1/alert-groups/{id}", get_group, "An alert group", "alerts", response=_GROUP,
           rule=access.read("alert_group", "path.id")),
+    Route("PATCH", "/api/v1/alert-groups/{id}", update_group, "Edit an alert group and its senders", "alerts",
+          body={**_GROUP_IN, "required": []}, response=_GROUP, rule=access.ADMIN),
+    Route("POST", "/api/v1/alert-groups/{id}/test", test_group, "Send a test alert to each sender of the group now",
+          "alerts", response={"type": "object"}, rule=access.ADMIN),
     Route("DELETE", "/api/v1/alert-groups/{id}", delete_group, "Delete an alert group", "alerts",
           response={"type": "object", "properties": {"deleted": {"type": "integer"}}}, rule=access.ADMIN),
     Route("GET", "/api/v1/alerts", list_alerts, "Alerts, newest first, with their delivery state", "alerts",

@@ -347,6 +347,8 @@ class ApiServer:
                 api.alert_timeout,
                 guard,
                 self.keyring,
+                api.alert_script_dir,
+                api.public_url,
             )
             self.alerts.start()
         self.live.start()
