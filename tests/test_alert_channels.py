@@ -29,6 +29,7 @@ from engine.infra.ports import free_port
 from engine.tasks.base import ParamError
 from tests.conftest import ApiCluster
 from tests.test_api import error_of
+from tests.test_cli import porpoise
 
 LOOPBACK = AddressPolicy(["127.0.0.0/8"])
 ALERT = {
@@ -327,4 +328,23 @@ def test_edit_a_group_keep_its_secrets_and_send_a_test_alert(
         {"type": "SCRIPT", "name": "s", "params": {"path": "notify.sh"}}]}))  # fmt: skip
     assert err.status == 400 and "alert_script_dir" in str(err)
     assert error_of(lambda: c.post("/api/v1/alert-groups/987654321/test")).status == 404
-    c.delete(f"/api/v1/alert-groups/{made['id']}")
+
+    # the same through the CLI: test (exit 1 while teams fails), list, show, the history, delete
+    group = str(made["id"])
+    run = porpoise(api_cluster, "alert-group", "test", group)
+    assert run.returncode == 1 and "slack (SLACK): sent" in run.stdout and "teams (TEAMS): FAILED" in run.stdout
+    receiver.answers["/teams"] = (200, {"ok": True})
+    assert porpoise(api_cluster, "alert-group", "test", group).returncode == 0
+    assert f"{name}_2" in porpoise(api_cluster, "alert-group", "list").stdout
+    shown_cli = porpoise(api_cluster, "alert-group", "show", group)
+    assert (
+        "slack (SLACK)" in shown_cli.stdout
+        and "SECding" not in shown_cli.stdout
+        and "/services/" not in shown_cli.stdout
+    )
+    history = porpoise(api_cluster, "alert-group", "alerts", "--json")
+    assert history.returncode == 0 and "items" in json.loads(history.stdout)
+    bad = porpoise(api_cluster, "alert-group", "show", "x")
+    assert bad.returncode == 1 and "must be a number" in bad.stderr and "Traceback" not in bad.stderr
+    assert porpoise(api_cluster, "alert-group", "delete", group).returncode == 0
+    assert error_of(lambda: c.get(f"/api/v1/alert-groups/{group}")).status == 404

@@ -1,6 +1,6 @@
 """DolphinScheduler export <-> Porpoise documents (pure translation, no processes): every real export
-file under tests/fixtures/dolphinscheduler-exports imports or is refused with exactly its unsupported types; field mappings
-by table; import -> export -> import gives equal documents and schedules."""
+file under tests/fixtures/dolphinscheduler-exports imports or is refused with exactly its unsupported types;
+field mappings by table; import -> export -> import gives equal documents and schedules."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from engine.migrate.dolphinscheduler_export import Codes, export
 from engine.migrate.ds_common import expression_to_js, js_to_expression
 from engine.workflows import document
 from engine.workflows.model import DefinitionError
-
 
 #: the exports (and where each came from: SOURCES.md) live in the repository
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dolphinscheduler-exports"

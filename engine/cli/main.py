@@ -15,6 +15,8 @@
     porpoise db init|upgrade|version                    the schema, as its owner (engine/cli/db.py)
     porpoise user create|list|disable|enable|delete|passwd   users (create --admin --dsn: the first admin)
     porpoise token create|list|revoke                   API tokens
+    porpoise task-group list|show|create|resize|delete|queue|force-start   task groups
+    porpoise alert-group list|show|delete|test|alerts   alert groups, a test alert, the alert history
     porpoise secrets init|encrypt-all|rotate-key|prune-keys   the keyring sealing stored credentials
 
 The API commands find the server and token as engine/cli/client.py describes (``make run`` writes them).
