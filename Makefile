@@ -9,11 +9,11 @@ WORKERS ?= 2
 APIS ?= 1
 PYTEST_ARGS ?=
 
-.PHONY: install test run cluster stop clean lint bench chaos ui ui-api browser hosts hosts-down
+.PHONY: install test run cluster stop clean lint bench chaos ui ui-api browser ldap-server hosts hosts-down
 
 # Idempotent: re-installs only when pyproject.toml changed since the last install; the web UI is rebuilt
 # only when its sources changed; the browser for the UI's end-to-end tests is installed when missing.
-install: $(STAMP) ui browser
+install: $(STAMP) ui browser ldap-server
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,11 @@ ui-api: $(STAMP) $(UI_DEPS)
 browser:
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium; } \
 		|| { echo "make install: the UI tests need Chromium: apt-get install chromium (as root)"; exit 1; }
+
+# OpenLDAP's slapd (Debian's package) for the LDAP sign-in tests (they start it privately on loopback).
+ldap-server:
+	@test -x /usr/sbin/slapd || { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slapd ldap-utils; } \
+		|| { echo "make install: the LDAP tests need slapd: apt-get install slapd (as root)"; exit 1; }
 
 test: install
 	cd ui && npm run --silent test

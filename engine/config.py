@@ -328,6 +328,51 @@ class SecretsConfig:
 
 
 @dataclass(frozen=True)
+class LdapConfig:
+    """Sign-in against a directory (engine/api/directory.py); local users keep their passwords."""
+
+    enabled: bool
+    urls: list[str]
+    start_tls: bool
+    ca_file: str
+    bind_dn: str
+    bind_password: str
+    bind_password_file: str
+    base_dn: str
+    user_filter: str
+    user_dn_template: str
+    email_attribute: str
+    group_base_dn: str
+    group_filter: str
+    group_name_attribute: str
+    admin_groups: list[str]
+    project_grants: list[str]
+    not_exist_action: str = field(metadata=_choice("CREATE", "DENY"))
+    timeout: float = field(metadata=_bounded(0.1, 120))
+
+    def check(self) -> None:
+        if not self.enabled:
+            return
+        if not self.urls or not all(u.startswith(("ldap://", "ldaps://")) for u in self.urls):
+            raise ConfigError("ldap.urls: give ldap:// or ldaps:// URLs")
+        if not self.user_dn_template and not self.base_dn:
+            raise ConfigError("ldap: set ldap.user_dn_template (bind as the user) or ldap.base_dn (search, then bind)")
+        if self.user_dn_template and "{user}" not in self.user_dn_template:
+            raise ConfigError("ldap.user_dn_template: must contain {user}")
+        if "{user}" not in self.user_filter:
+            raise ConfigError("ldap.user_filter: must contain {user}")
+        if self.bind_password and self.bind_password_file:
+            raise ConfigError("ldap.bind_password and ldap.bind_password_file: set one of them")
+        for item in self.project_grants:
+            group, _, grant = item.partition("=")
+            project, _, perms = grant.partition(":")
+            if not group or not project or not perms or not set(perms.split("+")) <= {"READ", "EXECUTE", "WRITE"}:
+                raise ConfigError(
+                    f"ldap.project_grants: {item!r} is not GROUP=PROJECT:PERMS (PERMS: READ, EXECUTE, WRITE joined by +)"
+                )
+
+
+@dataclass(frozen=True)
 class DebugConfig:
     """Test-only hooks (engine/configs/debug.yaml): never enabled in production."""
 
@@ -346,6 +391,7 @@ class Config:
     logging: LoggingConfig
     rpc: RpcConfig
     secrets: SecretsConfig
+    ldap: LdapConfig
     debug: DebugConfig
 
     def replace(self, **sections: Mapping[str, Any]) -> Config:

@@ -50,6 +50,7 @@ from engine.api import (
     workflows,
 )
 from engine.api.access import Principal
+from engine.api.directory import Directory
 from engine.api.ratelimit import RateLimiter
 from engine.api.routing import (
     PRINCIPAL,
@@ -130,6 +131,8 @@ class ApiServer:
         )
         #: seals data source and alert sender secrets before they are stored; opens them to deliver alerts
         self.keyring = Keyring.from_config(cfg.secrets)
+        #: the LDAP directory users sign in with (ldap.enabled), else None: local passwords only
+        self.directory = Directory(cfg.ldap) if cfg.ldap.enabled else None
         self.etcd = EtcdClient(cfg.registry.endpoints, cfg.registry.request_timeout, EtcdAccess.of(cfg.registry))
         self.membership = MembershipView(self.etcd, cfg.registry.root)
         self._membership_task: asyncio.Task[None] | None = None

@@ -18,10 +18,14 @@ from typing import Any
 import asyncpg
 from aiohttp import web
 
+from engine import logs
 from engine.api import access
 from engine.api.access import Principal
+from engine.api.directory import DirectoryUnavailable, DirectoryUser, grants_of
 from engine.api.passwords import verify_password
 from engine.api.routing import AUDIT_USER, PRINCIPAL, ApiError, Call, Route, json_response
+
+log = logs.get(__name__)
 
 COOKIE = "porpoise_session"
 CSRF_HEADER = "X-CSRF-Token"
@@ -87,6 +91,43 @@ async def _throttled(api: Any, user: str, address: str) -> float | None:
     return max(1.0, cfg.login_window_seconds - waited)
 
 
+async def directory_user(api: Any, user: str, found: DirectoryUser) -> asyncpg.Record | None:
+    """The Porpoise user of a directory sign-in: created at the first one (unless ``ldap.not_exist_action`` is
+    DENY), its e-mail, admin right (when ``ldap.admin_groups`` is set) and project grants from its groups
+    brought up to date at each one."""
+    cfg = api.cfg.ldap
+    admin = bool(cfg.admin_groups) and bool(found.groups & set(cfg.admin_groups))
+    async with api.db.acquire() as conn, conn.transaction():
+        row = await conn.fetchrow(
+            "SELECT id, user_name, user_type, state, auth_source FROM users WHERE user_name = $1 FOR UPDATE", user
+        )
+        if row is None:
+            if cfg.not_exist_action == "DENY":
+                return None
+            row = await conn.fetchrow(
+                "INSERT INTO users (user_name, user_type, email, auth_source) VALUES ($1, $2, $3, 'ldap')"
+                " RETURNING id, user_name, user_type, state, auth_source",
+                user, 0 if admin else 1, found.email,
+            )  # fmt: skip
+        elif row["auth_source"] != "ldap":
+            return None
+        else:
+            row = await conn.fetchrow(
+                "UPDATE users SET email = COALESCE($2, email), user_type = CASE WHEN $3 THEN $4 ELSE user_type END,"
+                " update_time = now() WHERE id = $1 RETURNING id, user_name, user_type, state, auth_source",
+                row["id"], found.email, bool(cfg.admin_groups), 0 if admin else 1,
+            )  # fmt: skip
+        for project, perms in grants_of(cfg, found.groups).items():
+            bits = sum(access.PERM_NAMES[p] for p in perms)
+            await conn.execute(
+                "INSERT INTO project_user (project_code, user_id, perm) SELECT code, $2, $3 FROM project"
+                " WHERE name = $1 ON CONFLICT (project_code, user_id) DO UPDATE SET perm = EXCLUDED.perm,"
+                " update_time = now()",
+                project, row["id"], bits,
+            )  # fmt: skip
+    return row
+
+
 async def login(api: Any, call: Call) -> web.Response:
     user, password = call.body["user"], call.body["password"]
     call.request[AUDIT_USER] = user[:64]
@@ -95,9 +136,21 @@ async def login(api: Any, call: Call) -> web.Response:
     if wait is not None:
         raise ApiError(429, f"too many failed logins; retry in {int(wait) + 1} s", retry_after=int(wait) + 1)
     row = await api.db.fetchrow(
-        "SELECT id, user_name, user_type, state, password_hash FROM users WHERE user_name = $1", user
+        "SELECT id, user_name, user_type, state, password_hash, auth_source FROM users WHERE user_name = $1", user
     )
-    good = await verify_password(row["password_hash"] if row else None, password)
+    if api.directory is not None and (row is None or row["auth_source"] == "ldap"):
+        # the directory's users sign in there; local users (the first admin among them) never do
+        try:
+            found = await api.directory.authenticate(user, password)
+        except DirectoryUnavailable as exc:
+            log.warning("sign-in directory unavailable", error=str(exc))
+            raise ApiError(
+                503, "the sign-in directory is unavailable; try again later (local users can sign in)"
+            ) from None
+        row = await directory_user(api, user, found) if found is not None else None
+        good = row is not None
+    else:
+        good = await verify_password(row["password_hash"] if row else None, password)
     good = good and row is not None and row["state"] == 1
     await api.db.execute(
         "INSERT INTO login_attempt (user_name, client_addr, success) VALUES ($1, $2, $3)", user[:64], address, good

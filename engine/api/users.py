@@ -52,9 +52,10 @@ _USER = {
         "admin": {"type": "boolean"},
         "enabled": {"type": "boolean"},
         "email": {"type": ["string", "null"]},
+        "auth_source": {"enum": ["local", "ldap"], "description": "where the user signs in"},
     },
 }
-_COLUMNS = "id, user_name, user_type, state, email, create_time"
+_COLUMNS = "id, user_name, user_type, state, email, create_time, auth_source"
 
 
 def user_out(row: Any) -> dict[str, Any]:
@@ -62,6 +63,7 @@ def user_out(row: Any) -> dict[str, Any]:
         "id": row["id"],
         "name": row["user_name"],
         "admin": row["user_type"] == 0,
+        "auth_source": row["auth_source"],
         "enabled": row["state"] == 1,
         "email": row["email"],
         "create_time": row["create_time"],
@@ -182,7 +184,10 @@ async def change_password(api: Any, call: Call) -> dict[str, Any]:
     who: Principal = call.principal
     if who.perm_cap is not None:
         raise ApiError(403, "a token of reduced rights cannot change the password")
-    stored = await api.db.fetchval("SELECT password_hash FROM users WHERE id = $1", who.user_id)
+    row = await api.db.fetchrow("SELECT password_hash, auth_source FROM users WHERE id = $1", who.user_id)
+    if row is not None and row["auth_source"] == "ldap":
+        raise ApiError(400, "this user signs in through the LDAP directory: change the password there", "new_password")
+    stored = row["password_hash"] if row else None
     if not await verify_password(stored, call.body["old_password"]):
         raise ApiError(403, "the old password is wrong", "old_password")
     digest = await hash_password(_checked(call.body["new_password"], "new_password"))

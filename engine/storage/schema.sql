@@ -434,6 +434,7 @@ CREATE TABLE users (
     time_zone VARCHAR(64),
     create_time TIMESTAMP WITH TIME ZONE DEFAULT now() NOT NULL,
     update_time TIMESTAMP WITH TIME ZONE DEFAULT now() NOT NULL,
+    auth_source VARCHAR(16) DEFAULT 'local' NOT NULL,
     PRIMARY KEY (id),
     UNIQUE (user_name),
     FOREIGN KEY(tenant_id) REFERENCES tenant (id)

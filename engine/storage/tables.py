@@ -63,6 +63,8 @@ users = Table(
     Column("time_zone", String(64)),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    #: where the user signs in: 'local' (its password here) or 'ldap' (the directory, engine/api/directory.py)
+    Column("auth_source", String(16), nullable=False, server_default=text("'local'")),
 )
 
 
