@@ -1,5 +1,12 @@
-"""SPARK: a PySpark application or Spark SQL, through spark-submit (from the installed pyspark) or a
-Spark Connect server.
+"""SPARK: a PySpark application, Spark SQL, or a Java / Scala application jar, through spark-submit (from the
+installed pyspark) or (PySpark and SQL) a Spark Connect server.
+
+``programType`` JAVA or SCALA (DolphinScheduler's names): ``mainJar`` (a path on the worker, or
+``{"resourceName": path}``), ``mainClass`` (else the jar's manifest names it), ``mainArgs``, and the resource
+options below. spark-submit runs under engine/tasks/app_watch.py, which reads the application id and UI link
+from Spark's own log lines (a JVM driver cannot run the PySpark bootstrap); on ``local`` masters the id is set
+(``spark.app.id``) so it is known before Spark logs anything. Standalone and YARN clusters take jars in
+cluster deploy mode too.
 
 ``master`` (placeholders allowed):
 
@@ -34,8 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, describe_params, optional
+from engine.tasks.mr import main_jar
 
-PROGRAM_TYPES = ("PYTHON", "SQL")
+PROGRAM_TYPES = ("PYTHON", "SQL", "JAVA", "SCALA")
+#: program types that run a jar (no PySpark bootstrap, no Spark Connect)
+JAR_TYPES = ("JAVA", "SCALA")
 DEPLOY_MODES = ("client", "cluster")
 _SQL_APP = Path(__file__).with_name("spark_sql_app.py")
 _BOOT = Path(__file__).with_name("spark_boot.py")
@@ -98,6 +108,8 @@ class SparkTask(TaskPlugin):
         {
             "programType": {"enum": list(PROGRAM_TYPES), "default": "PYTHON"},
             "mainFile": {"type": "string", "description": "path of the PySpark application (or rawScript)"},
+            "mainJar": {"type": ["string", "object"], "description": "the application jar (JAVA / SCALA)"},
+            "mainClass": {"type": "string", "description": "its main class (JAVA / SCALA)"},
             "rawScript": {"type": "string", "contentMediaType": "text/x-python", "description": "inline PySpark"},
             "sql": {"type": "string", "contentMediaType": "text/x-sql", "description": "Spark SQL (programType SQL)"},
             "master": {"type": "string", "default": "local[*]", "description": "local[*], spark://, yarn, k8s://"},
@@ -135,13 +147,18 @@ class SparkTask(TaskPlugin):
             raise ParamError("mainFile", "a PYTHON Spark task needs mainFile (a path) or rawScript (inline code)")
         if program == "SQL" and not (isinstance(params.get("sql"), str) and params["sql"].strip()):
             raise ParamError("sql", "a SQL Spark task needs the sql to run")
+        if program in JAR_TYPES:
+            main_jar(params)
+            optional(params, "mainClass", str, None)
         master = optional(params, "master", str, "local[*]")
         if "${" not in master and "$[" not in master:  # a placeholder is checked once resolved
             check_master(master)
+            if program in JAR_TYPES and is_connect(master):
+                raise ParamError("master", "Spark Connect runs PySpark and SQL; a JAVA / SCALA jar needs spark-submit")
         deploy = optional(params, "deployMode", str, "client")
         if deploy not in DEPLOY_MODES:
             raise ParamError("deployMode", "must be client or cluster")
-        if deploy == "cluster" and master.startswith("spark://"):
+        if deploy == "cluster" and master.startswith("spark://") and program not in JAR_TYPES:
             raise ParamError(
                 "deployMode", "Spark standalone clusters run Python applications in client deploy mode only"
             )
@@ -179,17 +196,39 @@ class SparkTask(TaskPlugin):
             argv += ["--conf", f"{key}={ctx.render(value)}"]
         if p.get("others"):
             argv += shlex.split(ctx.render(p["others"]))
+        env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        if p.get("programType", "PYTHON") in JAR_TYPES:
+            return self._launch_jar(ctx, argv, master, env)
         files, main, args = _program(ctx)
         if deploy == "client":  # the driver is here: the bootstrap announces the application
             files["boot.py"] = _BOOT.read_text()
             argv += ["boot.py", main, *args]
         else:
             argv += [main, *args]
-        env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         if ctx.environment_config.strip():
             files["run.sh"] = ctx.environment_config.strip() + "\nexec " + shlex.join(argv) + "\n"
             return Launch(argv=["bash", "run.sh"], files=files, env=env)
         return Launch(argv=argv, files=files, env=env)
+
+    def _launch_jar(self, ctx: TaskContext, submit: list[str], master: str, env: dict[str, str]) -> Launch:
+        """spark-submit of a jar, under the watcher that announces the application from Spark's log."""
+        p = ctx.task_params
+        host = ctx.options.get("worker_host", "") or "localhost"
+        watch = [sys.executable, "-m", "engine.tasks.app_watch", host]
+        if master.startswith("local"):
+            app_id = f"local-porpoise-{ctx.task_instance_id}"
+            submit[1:1] = ["--conf", f"spark.app.id={app_id}"]
+            watch += ["--app-id", app_id]
+        if p.get("mainClass"):
+            submit += ["--class", ctx.render(p["mainClass"])]
+        submit.append(ctx.render(main_jar(p)))
+        if p.get("mainArgs"):
+            submit += shlex.split(ctx.render(p["mainArgs"]))
+        command = [*watch, "--", *submit]
+        if ctx.environment_config.strip():
+            script = ctx.environment_config.strip() + "\nexec " + shlex.join(command) + "\n"
+            return Launch(argv=["bash", "run.sh"], files={"run.sh": script}, env=env)
+        return Launch(argv=command, env=env)
 
     def _launch_connect(self, ctx: TaskContext, master: str) -> Launch:
         url = master if master != CONNECT else ctx.options.get("spark_connect_url", "")
