@@ -368,7 +368,8 @@ class LdapConfig:
             project, _, perms = grant.partition(":")
             if not group or not project or not perms or not set(perms.split("+")) <= {"READ", "EXECUTE", "WRITE"}:
                 raise ConfigError(
-                    f"ldap.project_grants: {item!r} is not GROUP=PROJECT:PERMS (PERMS: READ, EXECUTE, WRITE joined by +)"
+                    f"ldap.project_grants: {item!r} is not GROUP=PROJECT:PERMS"
+                    " (PERMS: READ, EXECUTE, WRITE joined by +)"
                 )
 
 
