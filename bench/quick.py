@@ -30,6 +30,12 @@ BEGIN, END = "<!-- bench:reference -->", "<!-- /bench:reference -->"
 #: a figure is flagged when its ratio is this much worse than the reference's
 TOLERANCE = 0.20
 SPAWN = "spawn_limit_per_s"
+#: printed beside the comparison, not compared (CPU time moves less with the machine's load than rates do)
+CPU = {
+    "throughput_master_cpu_ms_per_task": "master",
+    "throughput_worker_cpu_ms_per_task": "worker",
+    "throughput_postgres_cpu_ms_per_task": "PostgreSQL",
+}
 
 
 @dataclass(frozen=True)
@@ -95,7 +101,7 @@ def read_reference(text: str) -> dict[str, Any] | None:
 
 def reference_block(result: dict[str, Any], facts: dict[str, object]) -> str:
     """The reference section for BENCHMARKS.md from a full engine run's result."""
-    figures = {k: result[k] for k in (SPAWN, *(f.key for f in FIGURES)) if k in result}
+    figures = {k: result[k] for k in (SPAWN, *(f.key for f in FIGURES), *CPU) if k in result}
     data = {"date": dt.date.today().isoformat(), "commit": facts["commit"], "cpus": facts["cpus"]} | figures
     return (
         f"{BEGIN}\n"
@@ -144,6 +150,12 @@ def report(reference: dict[str, Any] | None, now: dict[str, Any]) -> tuple[str, 
             f"   {_value(r.figure, r.now):>18} {_ratio(r.figure, r.now_ratio):>22}   {100 * r.change:+.0f} %"
             + ("  FELL" if r.fell else "")
         )
+    cpu = ", ".join(
+        f"{name} {now[k]:.2f}" + (f" ({reference[k]:.2f})" if k in reference else "")
+        for k, name in CPU.items()
+        if k in now
+    )
+    lines.append(f"  CPU ms per task now (reference), not compared: {cpu}")
     fell = [r.figure.label for r in rows if r.fell]
     lines.append(
         f"fell by more than {TOLERANCE:.0%} against the spawn limit: {', '.join(fell)}"

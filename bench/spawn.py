@@ -47,7 +47,7 @@ def spawn_limit(spawns: int, in_flight: int = IN_FLIGHT) -> dict[str, float]:
         seconds = time.perf_counter() - started
     if failed:
         raise RuntimeError(f"spawn limit: {failed} of {spawns} bash processes failed")
-    return {"spawn_limit_processes": spawns, "spawn_limit_per_s": spawns / seconds}
+    return {"spawn_limit_processes": spawns, "spawn_limit_per_s": spawns / seconds, "spawn_limit_seconds": seconds}
 
 
 def run(size: str = "full") -> dict[str, Any]:
