@@ -9,7 +9,7 @@ WORKERS ?= 2
 APIS ?= 1
 PYTEST_ARGS ?=
 
-.PHONY: install test run cluster stop clean lint bench chaos ui ui-api browser ldap-server hosts hosts-down
+.PHONY: install test run cluster stop clean lint bench bench-quick chaos ui ui-api browser ldap-server hosts hosts-down
 
 # Idempotent: re-installs only when pyproject.toml changed since the last install; the web UI is rebuilt
 # only when its sources changed; the browser for the UI's end-to-end tests is installed when missing.
@@ -85,6 +85,13 @@ lint: install
 
 bench: install
 	$(BIN)/python -m bench
+
+# The performance guard (under 3 minutes): the spawn limit and a reduced engine benchmark, each figure
+# beside the reference `python -m bench full engine` recorded in docs/BENCHMARKS.md, as ratios to the
+# spawn limit of the same run; exits 1 when one fell by more than 20 %. Run before submitting a change
+# to the master, the worker, the RPC layer or the storage layer.
+bench-quick: install
+	$(BIN)/python -m bench.quick
 
 # Long chaos soak (make test runs a short round): SEED=n WORKFLOWS=n, minutes to hours.
 # FAULTS="poison=1 term-master=1" sets fault weights (tests/chaos_faults.py; those two are off by default).

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from bench.common import exit_on_sigterm, machine
+from bench.quick import reference_block, write_reference
 from engine import logs
 
 BENCHMARKS = ["registry", "engine", "failover", "scale", "hosts", "history", "ui", "spark"]
@@ -48,6 +49,8 @@ def main(argv: list[str]) -> int:
         text = (
             pattern.sub(lambda _m, b=block: b, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
         )
+        if name == "engine":  # what make bench-quick compares with
+            text = write_reference(text, reference_block(result, facts))
     if size == "full":
         DOC.write_text(text)
     return 0

@@ -6,6 +6,10 @@ this machine), measured from the database's own timestamps.
   the first task start to the last task end, and master + worker CPU seconds per task.
 - trigger latency: a command inserted (what the API's start call does) -> its first task started; and
   the API's start call itself -> the first task started (what a user sees).
+- many runs: N workflows of a 3-task SHELL ``true`` chain started at once through the API; runs per
+  minute from the first start call to the last instance's end.
+- the spawn limit (bench/spawn.py), measured in the same run: the figures above as shares of it are what
+  ``make bench-quick`` (bench/quick.py) compares with the recorded reference.
 """
 
 from __future__ import annotations
@@ -21,14 +25,24 @@ import asyncpg
 import psutil
 
 from bench.common import bench_config, cpu_seconds, main, percentile, rounded, save_released, workdir
+from bench.spawn import spawn_limit
 from engine.api.tokens import create_token, ensure_user
 from engine.infra.stack import Stack
 from engine.workflows.model import TaskDef
 
 SIZES = {
-    "tiny": {"chain": 5, "workflows": 2, "tasks": 10, "triggers": 3},
-    "full": {"chain": 100, "workflows": 50, "tasks": 100, "triggers": 50},
+    "tiny": {"chain": 5, "workflows": 2, "tasks": 10, "triggers": 3, "runs": 4, "spawns": 50},
+    #: make bench-quick (bench/quick.py): well under 3 minutes on the loaded 2-core machine
+    "quick": {"chain": 30, "workflows": 10, "tasks": 100, "triggers": 15, "runs": 50, "spawns": 1000},
+    "full": {"chain": 100, "workflows": 50, "tasks": 100, "triggers": 50, "runs": 50, "spawns": 3000},
 }
+#: the overload guard off: on a machine shared with other work the 1-minute load average stays above
+#: 2 x cores, and master and worker would refuse work because of the others' load, not the benchmark's
+#: (chain gaps of 13-20 s, 15 runs per minute at load 9 on 2 cores)
+UNGUARDED = {role: [f"{role}.max_cpu_load_avg=100000"] for role in ("master", "worker")}
+#: the states of a finished workflow instance, and SUCCESS
+FINAL = (3, 5, 6, 7)
+SUCCESS = 7
 
 
 async def _save(dsn: str, name: str, tasks: list[TaskDef]) -> int:
@@ -53,7 +67,9 @@ async def _wait_done(conn: asyncpg.Connection, command_ids: list[int], timeout: 
     deadline = time.monotonic() + timeout
     while True:
         rows = await conn.fetch(
-            "SELECT id, state FROM workflow_instance WHERE command_id = ANY($1) AND state IN (3, 5, 6, 7)", command_ids
+            "SELECT id, state FROM workflow_instance WHERE command_id = ANY($1) AND state = ANY($2)",
+            command_ids,
+            list(FINAL),
         )
         if len(rows) == len(command_ids):
             return rows
@@ -104,7 +120,8 @@ def _postgres_cpu() -> float:
 async def _task_span(conn: asyncpg.Connection, instances: list[asyncpg.Record]) -> asyncpg.Record:
     """First task start, last task end and task count of these workflow instances."""
     return await conn.fetchrow(
-        "SELECT min(start_time) AS first, max(end_time) AS last, count(*) AS n FROM task_instance"
+        "SELECT min(start_time) AS first, max(end_time) AS last, count(*) AS n, max(attempt) AS attempt"
+        " FROM task_instance"
         " WHERE workflow_instance_id = ANY($1)",
         [r["id"] for r in instances],
     )
@@ -140,7 +157,8 @@ async def _throughput(dsn: str, workflows: int, tasks: int, procs: list[psutil.P
         "throughput_task_processes_cpu_ms_per_task": children * per_task,
         "throughput_postgres_cpu_ms_per_task": (after[1] - before[1]) * per_task,
         "throughput_machine_idle_pct": 100 * idle / max(sum(machine), 1e-9),
-        "throughput_all_success": float(all(r["state"] == 7 for r in done)),
+        "throughput_all_success": float(all(r["state"] == SUCCESS for r in done)),
+        "throughput_max_attempt": int(span["attempt"]),
     }
 
 
@@ -192,6 +210,49 @@ async def _api_trigger(dsn: str, api_url: str, count: int) -> dict[str, float]:
     }
 
 
+async def _many_runs(dsn: str, api_url: str, runs: int) -> dict[str, float]:
+    """``runs`` instances of a 3-task chain started at once through the API (one start call each, all in
+    flight together), timed from the first call to the last instance's end."""
+    chain = [TaskDef(f"t{i}", "SHELL", {"rawScript": "true"}, upstream=(f"t{i - 1}",) if i else ()) for i in range(3)]
+    code = await _save(dsn, "many_runs", chain)
+    conn = await asyncpg.connect(dsn)
+    try:
+        _, token = await create_token(conn, await ensure_user(conn), "bench-many")
+
+        async def start(session: aiohttp.ClientSession) -> int:
+            async with session.post(f"{api_url}/api/v1/workflows/{code}/start", json={}) as resp:
+                body = await resp.json()
+                if resp.status >= 300:
+                    raise RuntimeError(f"start call answered {resp.status}: {body}")
+                return int(body["command_id"])
+
+        headers = {"Authorization": f"Bearer {token}"}
+        connector = aiohttp.TCPConnector(limit=runs)
+        async with aiohttp.ClientSession(headers=headers, connector=connector) as session:
+            sent = time.time()
+            cids = await asyncio.gather(*(start(session) for _ in range(runs)))
+        done = await _wait_done(conn, cids, 600)
+        ids = [r["id"] for r in done]
+        last = await conn.fetchval("SELECT max(end_time) FROM workflow_instance WHERE id = ANY($1)", ids)
+        tasks = await conn.fetchrow(
+            "SELECT count(*) AS n, count(*) FILTER (WHERE state = $2) AS ok, coalesce(max(attempt), 0) AS attempt"
+            " FROM task_instance WHERE workflow_instance_id = ANY($1)",
+            ids,
+            SUCCESS,
+        )
+    finally:
+        await conn.close()
+    seconds = last.timestamp() - sent
+    return {
+        "many_runs": runs,
+        "many_runs_per_min": runs / seconds * 60,
+        "many_runs_seconds": seconds,
+        "many_runs_all_success": float(all(r["state"] == SUCCESS for r in done) and tasks["ok"] == tasks["n"]),
+        "many_runs_tasks": int(tasks["n"]),
+        "many_runs_max_attempt": int(tasks["attempt"]),
+    }
+
+
 def run(size: str = "full") -> dict[str, Any]:
     params = SIZES[size]
     cfg = bench_config()
@@ -199,8 +260,10 @@ def run(size: str = "full") -> dict[str, Any]:
         stack = Stack(Path(base) / "stack", cfg)
         try:
             stack.start_infra()
-            master = stack.start_node("master", "master", ["logging.level=warning"])
-            worker = stack.start_node("worker", "worker", ["worker.exec_slots=400", "logging.level=warning"])
+            master = stack.start_node("master", "master", ["logging.level=warning", *UNGUARDED["master"]])
+            worker = stack.start_node(
+                "worker", "worker", ["worker.exec_slots=400", "logging.level=warning", *UNGUARDED["worker"]]
+            )
             api = stack.start_node("api", "api", ["logging.level=warning"])
             assert api.record is not None
             api_url = f"http://127.0.0.1:{api.record.extra['port']}"
@@ -208,10 +271,21 @@ def run(size: str = "full") -> dict[str, Any]:
             dsn = stack.postgres.dsn
             procs = [psutil.Process(p.record.pid) for p in (master, worker) if p.record]
             result: dict[str, Any] = {"benchmark": "engine", "size": size}
+            # what the figures are shares of: half before and half after the engine rounds, so a machine
+            # whose load from other work changes during the run is measured at both ends
+            before = spawn_limit(params["spawns"] // 2)
             result |= asyncio.run(_chain(dsn, params["chain"]))
             result |= asyncio.run(_trigger(dsn, params["triggers"]))
             result |= asyncio.run(_api_trigger(dsn, api_url, params["triggers"]))
             result |= asyncio.run(_throughput(dsn, params["workflows"], params["tasks"], procs))
+            result |= asyncio.run(_many_runs(dsn, api_url, params["runs"]))
+            after = spawn_limit(params["spawns"] - params["spawns"] // 2)
+            result |= {
+                "spawn_limit_processes": params["spawns"],
+                "spawn_limit_per_s": params["spawns"] / (before["spawn_limit_seconds"] + after["spawn_limit_seconds"]),
+                "spawn_limit_first_per_s": before["spawn_limit_per_s"],
+                "spawn_limit_last_per_s": after["spawn_limit_per_s"],
+            }
         finally:
             stack.stop_all()
     return rounded(result)

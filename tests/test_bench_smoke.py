@@ -4,18 +4,25 @@ one computes beside its timings must hold (timings themselves are not asserted).
 from __future__ import annotations
 
 import importlib
+import json
 import math
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from bench import quick
 from bench.__main__ import BENCHMARKS, NOT_IN_SMOKE
 
 
 def _engine(r: dict[str, Any], size: dict[str, Any]) -> None:
     assert r["throughput_all_success"] == 1.0, "a throughput workflow did not end SUCCESS"
     assert r["throughput_tasks"] == size["workflows"] * size["tasks"], "tasks lost or run twice"
+    assert r["throughput_max_attempt"] == 1, "a throughput task ran again"
+    assert r["many_runs_all_success"] == 1.0, "a many-runs instance or task did not end SUCCESS"
+    assert r["many_runs_tasks"] == 3 * size["runs"], "many runs: tasks lost or run twice"
+    assert r["many_runs_max_attempt"] == 1, "a many-runs task ran again"
+    assert r["spawn_limit_processes"] == size["spawns"]
 
 
 def _failover(r: dict[str, Any], size: dict[str, Any]) -> None:
@@ -93,3 +100,59 @@ def test_benchmark_runs_at_tiny_size(name: str) -> None:
     assert result["benchmark"] == name
     assert not any(math.isnan(v) for v in result.values() if isinstance(v, float)), result
     CORRECT[name](result, module.SIZES["tiny"])
+
+
+def test_the_guard_flags_the_figures_whose_ratio_to_the_spawn_limit_fell_by_more_than_a_fifth() -> None:
+    reference = {"spawn_limit_per_s": 1000.0, "throughput_tasks_per_s": 600.0, "chain_gap_p50_ms": 2.0,
+                 "api_trigger_p50_ms": 5.0, "many_runs_per_min": 6000.0}  # fmt: skip
+    # a machine half as fast: every absolute figure halved (latencies doubled) is no fall at all
+    slower = {"spawn_limit_per_s": 500.0, "throughput_tasks_per_s": 300.0, "chain_gap_p50_ms": 4.0,
+              "api_trigger_p50_ms": 10.0, "many_runs_per_min": 3000.0}  # fmt: skip
+    assert [r.fell for r in quick.compare(reference, slower)] == [False] * 4
+    assert all(abs(r.change) < 1e-9 for r in quick.compare(reference, slower))
+    # same spawn limit: throughput at 79 % (fell), chain gap 1.3x longer (fell), trigger 1.2x (within the
+    # fifth), many runs better
+    now = {"spawn_limit_per_s": 1000.0, "throughput_tasks_per_s": 474.0, "chain_gap_p50_ms": 2.6,
+           "api_trigger_p50_ms": 6.0, "many_runs_per_min": 9000.0}  # fmt: skip
+    rows = {r.figure.key: r for r in quick.compare(reference, now)}
+    assert [k for k, r in rows.items() if r.fell] == ["throughput_tasks_per_s", "chain_gap_p50_ms"]
+    assert rows["throughput_tasks_per_s"].now_ratio == pytest.approx(0.474)
+    assert rows["chain_gap_p50_ms"].now_ratio == pytest.approx(2.6)  # spawn times: 2.6 ms at 1 ms per spawn
+    assert rows["many_runs_per_min"].change == pytest.approx(0.5)
+    text, fell = quick.report(reference, now)
+    assert fell and "fan-out throughput, chain gap p50" in text.splitlines()[-1]
+    # a figure the reference lacks is not compared
+    assert [r.figure.key for r in quick.compare({"spawn_limit_per_s": 1.0, "chain_gap_p50_ms": 1.0}, now)] == [
+        "chain_gap_p50_ms"
+    ]
+
+
+def test_the_reference_is_written_between_its_markers_and_read_back() -> None:
+    result = {"spawn_limit_per_s": 900.5, "throughput_tasks_per_s": 300.0, "chain_gap_p50_ms": 3.0,
+              "api_trigger_p50_ms": 8.0, "many_runs_per_min": 2000.0, "trigger_p50_ms": 4.0}  # fmt: skip
+    facts = {"commit": "abc1234", "cpus": 2}
+    text = quick.write_reference("# Benchmarks\n\nprose\n", quick.reference_block(result, facts))
+    read = quick.read_reference(text)
+    assert read is not None and read["commit"] == "abc1234"
+    assert {k: read[k] for k in result if k in read} == {k: v for k, v in result.items() if k != "trigger_p50_ms"}
+    replaced = quick.write_reference(text, quick.reference_block(result | {"chain_gap_p50_ms": 2.0}, facts))
+    assert replaced.count(quick.BEGIN) == 1 and quick.read_reference(replaced)["chain_gap_p50_ms"] == 2.0  # type: ignore[index]
+    assert quick.read_reference("# Benchmarks\n") is None
+
+
+def test_the_recorded_reference_holds_every_figure_the_guard_compares() -> None:
+    reference = quick.read_reference(quick.DOC.read_text())
+    assert reference is not None, "docs/BENCHMARKS.md has no bench:reference block"
+    assert {quick.SPAWN, *(f.key for f in quick.FIGURES)} <= reference.keys()
+
+
+def test_the_quick_guard_runs_at_tiny_size(capsys: pytest.CaptureFixture[str]) -> None:
+    """make bench-quick end to end (tiny): correctness of every workflow it ran; its timings not asserted."""
+    from bench.engine import SIZES
+
+    assert quick.main(["tiny"]) in (0, 1)
+    out = capsys.readouterr().out
+    result = next(json.loads(line) for line in out.splitlines() if line.startswith("{"))
+    _engine(result, SIZES["tiny"])
+    for f in quick.FIGURES:
+        assert f.label in out

@@ -4,8 +4,11 @@ adopted, and a result whose master is gone reaches the instance's owner through 
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import multiprocessing.synchronize
+import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,7 +18,7 @@ from aiohttp import web
 from engine.infra.ports import free_port
 from engine.worker.reporter import Pending, Reporter
 from engine.worker.spool import Spool, Spooled
-from rpc import RpcClient, RpcServer
+from rpc import RpcClient, RpcServer, codec
 from rpc.messages import TaskResult
 from tests import tls
 from tests.helpers import TEST_SECRET, eventually, rpc_client
@@ -185,3 +188,50 @@ async def test_held_results_are_spooled_and_not_sent(tmp_path: Path, sink: Repor
         await reporter.close()
         spool.close()
     assert [p.name for p in spool.files()] == ["601-1.json"]
+
+
+def test_a_group_of_results_is_one_file_that_goes_once_every_result_in_it_is_acknowledged(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, "/g")
+    spool.open()
+    group = [Spooled("m:1", 1, result(i)) for i in (701, 702, 703)]
+    spool.write_many(group)
+    assert [p.name for p in spool.files()] == ["701-1.json"]
+    spool.remove([(701, 1), (703, 1)])
+    assert [p.name for p in spool.files()] == ["701-1.json"] and spool.held() == 1
+    spool.close()
+    again = Spool(tmp_path, "/g")
+    # the removals were not made durable, and need not be: results acknowledged already are sent again
+    assert again.open() == group
+    again.remove([(701, 1), (702, 1), (703, 1)])
+    assert again.files() == [] and again.held() == 0
+    again.close()
+
+
+def test_a_result_written_again_supersedes_its_earlier_copy_in_another_group(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, "/g")
+    spool.open()
+    spool.write_many([Spooled("m:1", 1, result(801)), Spooled("m:1", 1, result(802))])
+    newer = Spooled("m:2", 2, result(801, state="FAILURE"))
+    spool.write_many([newer])  # named after 801 too: a name still holding results is not replaced
+    assert sorted(p.name for p in spool.files()) == ["801-1.1.json", "801-1.json"]
+    spool.remove([(802, 1)])  # the first group holds nothing else live now: it goes
+    assert [p.name for p in spool.files()] == ["801-1.1.json"]
+    spool.close()
+    again = Spool(tmp_path, "/g")
+    assert again.open() == [newer]
+    again.close()
+
+
+def test_a_file_of_one_result_as_older_workers_wrote_it_is_read_and_a_newer_copy_wins(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, "/g")
+    spool.open()
+    assert spool.slot is not None
+    spool.write_many([Spooled("m:1", 1, result(901)), Spooled("m:1", 1, result(902))])
+    spool.close()
+    newer = Spooled("m:2", 2, result(901, state="FAILURE"))
+    single = spool.slot / "901-1.x.json"  # one object, not a list: a worker before group commits
+    single.write_text(json.dumps({"master": "m:2", "epoch": 2, "result": codec.encode(newer.result)}))
+    os.utime(single, (time.time() + 5, time.time() + 5))
+    again = Spool(tmp_path, "/g")
+    assert sorted((e.key, e.epoch) for e in again.open()) == [((901, 1), 2), ((902, 1), 1)]
+    again.close()

@@ -10,9 +10,15 @@ a starting worker takes the first free slot and moves into it the files of every
 spools of dead workers), so a worker restarted at another address, or another worker on the machine,
 sends what a dead one left.
 
-A file holds the result and the owner it was meant for (master address and epoch); it is written
-atomically (temporary file, fsync, rename, fsync of the directory) and removed once acknowledged. Every
-method does file system calls: run it in a thread.
+Results are committed in groups, as a write-ahead log does: ``write_many`` stores every result handed to
+it (the reporter hands over all that ended while the previous commit was on disk) in one file, written
+atomically (temporary file, one fsync, rename, fsync of the directory), named after its first result
+(``<task instance>-<attempt>.json``). A file holds a list of results, each with the owner it was meant for
+(master address and epoch). The spool keeps in memory which of a file's results are not acknowledged yet;
+``remove`` forgets acknowledged ones and unlinks a file once none of its results is left (not fsynced: a
+removal lost in a crash only sends an acknowledged result again, which the master acknowledges again).
+A result written again (the same attempt) supersedes the earlier copy; on ``open`` the newer file wins.
+Every method does file system calls: run it in a thread (they may run in several at once).
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ import fcntl
 import itertools
 import json
 import os
+import threading
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +43,8 @@ log = logs.get(__name__)
 
 LOCK = ".lock"
 SUFFIX = ".json"
+
+Key = tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,12 @@ class Spool:
         self.slot: Path | None = None
         self._lock_fd = -1
         self._dir_fd = -1
+        #: file name -> keys of its results not acknowledged yet; key -> the file holding its newest copy
+        self._files: dict[str, set[Key]] = {}
+        self._where: dict[Key, str] = {}
+        self._names = itertools.count(1)
+        #: write_many and remove may run in two threads at once
+        self._mutex = threading.Lock()
 
     def open(self) -> list[Spooled]:
         """Take a slot, adopt the files of free ones, and return what the spool holds, oldest first."""
@@ -80,16 +95,37 @@ class Spool:
                 self._adopt(other)
         for tmp in self.slot.glob("*.tmp"):  # a write the previous holder did not finish: never sent
             tmp.unlink(missing_ok=True)
-        found = []
+        found: dict[Key, Spooled] = {}
         for path in sorted(self.slot.glob(f"*{SUFFIX}"), key=_mtime):
             try:
-                found.append(_decode(path.read_bytes()))
+                entries = _decode(path.read_bytes())
             except (ValueError, BadRequest) as exc:
                 log.error("unreadable spool file set aside", path=str(path), error=str(exc))
                 path.rename(path.with_suffix(".bad"))
+                continue
+            self._files[path.name] = set()
+            for entry in entries:
+                found.pop(entry.key, None)  # a newer copy: sent in this file's place in the order
+                found[entry.key] = entry
+                if (superseded := self._track(entry.key, path.name)) is not None:
+                    self._unlink([superseded])  # every result in it has a newer copy
         if found:
-            log.info("spooled results found", count=len(found), slot=str(self.slot))
-        return found
+            log.info("spooled results found", count=len(found), files=len(self._files), slot=str(self.slot))
+        return list(found.values())
+
+    def _track(self, key: Key, name: str) -> str | None:
+        """``key``'s newest copy is in file ``name``; the file that held it before, if that now holds nothing."""
+        old = self._where.get(key)
+        self._where[key] = name
+        self._files[name].add(key)
+        if old is None or old == name:
+            return None
+        keys = self._files[old]
+        keys.discard(key)
+        if keys:
+            return None
+        del self._files[old]
+        return old
 
     def _adopt(self, other: Path) -> None:
         fd = _try_lock(other, create=False)
@@ -99,7 +135,10 @@ class Spool:
         try:
             moved = 0
             for path in other.glob(f"*{SUFFIX}"):
-                os.rename(path, self.slot / path.name)
+                target = self.slot / path.name
+                while target.exists():  # a file of the same name here: both kept
+                    target = self.slot / f"{path.stem}.a{next(self._names)}{SUFFIX}"
+                os.rename(path, target)
                 moved += 1
             if moved:
                 os.fsync(self._dir_fd)
@@ -109,31 +148,65 @@ class Spool:
 
     def write(self, entry: Spooled) -> None:
         """Store ``entry`` durably (replacing an earlier copy of the same attempt's result)."""
+        self.write_many([entry])
+
+    def write_many(self, entries: Sequence[Spooled]) -> None:
+        """Store ``entries`` durably, all in one file: one fsync for the group (a group commit). Each
+        replaces an earlier copy of the same attempt's result; a file left holding none is removed."""
         assert self.slot is not None, "spool not opened"
-        name = file_name(*entry.key)
-        tmp = self.slot / f"{name}.tmp"
+        if not entries:
+            return
+        latest = {e.key: e for e in entries}
         body = json.dumps(
-            {"master": entry.master, "epoch": entry.epoch, "result": codec.encode(entry.result)},
+            [{"master": e.master, "epoch": e.epoch, "result": codec.encode(e.result)} for e in latest.values()],
             separators=(",", ":"),
         ).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(body)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, self.slot / name)
-        os.fsync(self._dir_fd)  # the rename itself survives a machine crash
+        with self._mutex:
+            name = file_name(*entries[0].key)
+            while name in self._files:  # that name holds results still (an earlier group or copy)
+                name = f"{name.removesuffix(SUFFIX)}.{next(self._names)}{SUFFIX}"
+            tmp = self.slot / f"{name}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                view = memoryview(body)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(tmp, self.slot / name)
+            os.fsync(self._dir_fd)  # the rename itself survives a machine crash
+            self._files[name] = set()
+            emptied = [old for key in latest if (old := self._track(key, name)) is not None]
+            self._unlink(emptied)
 
-    def remove(self, keys: Iterable[tuple[int, int]]) -> None:
-        """Forget acknowledged results (a file that is gone already is fine)."""
+    def remove(self, keys: Iterable[Key]) -> None:
+        """Forget acknowledged results; a file goes once none of its results is left (a file that is gone
+        already is fine)."""
         if self.slot is None:
             return
-        for key in keys:
+        with self._mutex:
+            emptied = []
+            for key in keys:
+                name = self._where.pop(key, None)
+                if name is None:
+                    continue
+                left = self._files[name]
+                left.discard(key)
+                if not left:
+                    del self._files[name]
+                    emptied.append(name)
+            self._unlink(emptied)
+
+    def _unlink(self, names: list[str]) -> None:
+        assert self.slot is not None
+        for name in names:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.slot / file_name(*key))
+                os.unlink(self.slot / name)
+
+    def held(self) -> int:
+        """Results held (not acknowledged yet)."""
+        return len(self._where)
 
     def files(self) -> list[Path]:
         return sorted(self.slot.glob(f"*{SUFFIX}")) if self.slot is not None else []
@@ -170,8 +243,14 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def _decode(raw: bytes) -> Spooled:
+def _decode(raw: bytes) -> list[Spooled]:
+    """A spool file's results: a list of them (a group), or one (the format of a file per result)."""
     data = json.loads(raw)
+    items = data if isinstance(data, list) else [data]
+    return [_decode_one(item) for item in items]
+
+
+def _decode_one(data: object) -> Spooled:
     if not isinstance(data, dict) or not isinstance(data.get("master"), str) or not isinstance(data.get("epoch"), int):
         raise ValueError("not a spooled result (master, epoch, result)")
     return Spooled(data["master"], data["epoch"], codec.decode(TaskResult, data.get("result")))
