@@ -214,3 +214,22 @@ def test_a_backfill_command_of_the_older_format_moves_its_remaining_dates_out() 
 def test_a_backfill_command_that_names_no_valid_position_is_refused(param: dict) -> None:
     with pytest.raises(ValueError, match="COMPLEMENT_DATA needs"):
         position(param)
+
+
+_NIGHT = dt.datetime(2026, 7, 1, 23, 59, 50, tzinfo=dt.UTC)
+_AFTER_MIDNIGHT = dt.datetime(2026, 7, 2, 0, 0, 10, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(
+    ("schedule_time", "start_time", "today"),
+    [
+        (None, _NIGHT, dt.datetime(2026, 7, 1, tzinfo=dt.UTC)),  # a manual run started before midnight
+        (dt.datetime(2026, 6, 30, 2, tzinfo=dt.UTC), _NIGHT, dt.datetime(2026, 6, 30, tzinfo=dt.UTC)),  # backfill
+        (None, None, dt.datetime(2026, 7, 2, tzinfo=dt.UTC)),  # no start recorded yet: now
+    ],
+)
+def test_a_dependent_counts_its_dates_from_the_runs_business_time_not_the_check_time(
+    schedule_time: dt.datetime | None, start_time: dt.datetime | None, today: dt.datetime
+) -> None:
+    base = dependent.base_date(schedule_time, start_time, _AFTER_MIDNIGHT)
+    assert dependent.intervals("today", base) == [(today, today + DAY)]
