@@ -177,3 +177,11 @@ async def test_a_dolphinscheduler_import_with_a_non_numeric_dep_task_code_is_a_4
     body = {"export": export, "project": "imported"}
     error = await _refused(session, "POST", f"{base}/api/v1/import/dolphinscheduler", body)
     assert "depTaskCode" in error["field"] + error["message"]
+
+
+async def test_a_large_bad_value_is_not_echoed_back(admin_api: tuple[aiohttp.ClientSession, str, str]) -> None:
+    session, base, dsn = admin_api
+    code = await save(dsn, "echo", [shell("a", "true")])
+    body = {"workflow_code": code, "crontab": "0 0 * * *", "start_time": "x" * 100_000}
+    error = await _refused(session, "POST", f"{base}/api/v1/schedules", body)
+    assert error["field"] == "start_time"

@@ -123,15 +123,15 @@ class Param:
                 return True
             if raw.lower() in ("0", "false", "no"):
                 return False
-            raise ApiError(400, f"must be true or false, got {raw!r}", where)
+            raise ApiError(400, f"must be true or false, got {quoted(raw)}", where)
         if self.kind is dt.datetime:
             try:
                 value = dt.datetime.fromisoformat(raw)
             except ValueError:
-                raise ApiError(400, f"must be an ISO 8601 time, got {raw!r}", where) from None
+                raise ApiError(400, f"must be an ISO 8601 time, got {quoted(raw)}", where) from None
             return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
         if self.choices and raw not in self.choices:
-            raise ApiError(400, f"must be one of {', '.join(self.choices)}, got {raw!r}", where)
+            raise ApiError(400, f"must be one of {', '.join(self.choices)}, got {quoted(raw)}", where)
         return raw
 
 

@@ -18,7 +18,7 @@ import asyncpg
 import jsonschema
 
 from engine.api import access
-from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page, select_page
+from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page, quoted, select_page
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
 from engine.api.tenants import check_tenant
 from engine.scheduling.cron import CronError, Meter, next_times, parse, zone
@@ -82,7 +82,7 @@ def _time(value: str | None, name: str) -> dt.datetime | None:
     try:
         when = dt.datetime.fromisoformat(value)
     except ValueError:
-        raise ApiError(400, f"must be an ISO 8601 time, got {value!r}", name) from None
+        raise ApiError(400, f"must be an ISO 8601 time, got {quoted(value)}", name) from None
     return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
 
