@@ -190,7 +190,7 @@ def schema_problem(validator: jsonschema.protocols.Validator, doc: Any) -> tuple
         missing = error.message.split("'")[1] if "'" in error.message else ""
         return _path([*where, missing]), "is required"
     if error.validator == "maxLength":
-        return _path(where), f"is longer than {error.validator_value} characters"
+        return _path(where), f"is too long (more than {error.validator_value} characters)"
     message = error.message
     if len(message) > _MAX_MESSAGE:  # never echo a large value back
         message = f"{message[:_MAX_MESSAGE]}... ({len(message)} characters)"
