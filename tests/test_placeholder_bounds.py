@@ -4,12 +4,14 @@ length, nesting, literal digits and values (checked before each operation), erro
 from __future__ import annotations
 
 import datetime as dt
+import re
 import tracemalloc
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.params import parse_set_values, substitute
 from engine.time_placeholders import (
     MAX_LENGTH,
     MAX_NESTING,
@@ -85,3 +87,24 @@ def test_within_the_bounds_offsets_still_evaluate() -> None:
     assert render("$[yyyyMMdd+1*" + "(" * deep + "1" + ")" * deep + "]", WHEN) == "20240201"
     assert render("$[yyyyMMdd-7*2]", WHEN) == "20240117"
     assert render("$[HHmmss-1/24]", WHEN) == "110000"
+
+
+# -- ${name} and ${setValue(...)}: one pass over the text -------------------------------------------
+
+_OLD_SET_VALUE = re.compile(r"[$#]\{setValue\(\s*([^=()\s]+)\s*=(.*?)\)\}")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["${setValue(", "#{setValue(", "a", " = ", "=", ")}", ")", "}", "(", " x", "$"])))
+def test_set_values_are_found_as_the_regex_of_dolphinscheduler_finds_them(parts: list[str]) -> None:
+    line = "".join(parts)
+    assert parse_set_values(line) == [(k.strip(), v.strip()) for k, v in _OLD_SET_VALUE.findall(line)]
+
+
+@pytest.mark.timeout(60)  # quadratic scans took 20+ minutes on these
+def test_hostile_lines_and_values_are_read_in_one_pass() -> None:
+    line = "${setValue(a=" * 50_000 + ")}"
+    assert parse_set_values(line) == [("a", "${setValue(a=" * 49_999)]
+    assert parse_set_values("${setValue(a=" * 50_000) == []
+    value = "${" * 131_072 + "${x}"
+    assert substitute(value, {"x": "1"}, WHEN) == "${" * 131_072 + "1"
