@@ -29,7 +29,14 @@ The inside of ``$[...]`` is evaluated against the business time T (the schedule 
   ============================= ==================================================================
 
 A placeholder whose content starts with a digit (bash arithmetic: ``$[3+4]``) or holds ``$`` is
-left as it is. Anything else that cannot be evaluated raises :class:`PlaceholderError` naming it.
+left as it is. Anything else that cannot be evaluated raises :class:`PlaceholderError` naming it
+(quoting at most :data:`MAX_QUOTE` characters of it).
+
+Every evaluation does bounded work, as the SWITCH grammar (engine/workflows/expressions.py): the
+inside of one ``$[...]`` is at most :data:`MAX_LENGTH` characters, an integer expression nests at
+most :data:`MAX_NESTING` parentheses and its literals have at most :data:`MAX_DIGITS` digits, and no
+value (literal or computed) may exceed :data:`MAX_VALUE` in magnitude, checked before each operation:
+so every operation is on machine-sized integers and the parse is linear in a short text.
 """
 
 from __future__ import annotations
@@ -40,12 +47,28 @@ import re
 
 __all__ = ["TIME", "PlaceholderError", "add_months", "evaluate", "int_expr", "java_format", "render"]
 
+#: characters inside one ``$[...]``
+MAX_LENGTH = 256
+#: parentheses nesting of an integer expression
+MAX_NESTING = 32
+#: digits of an integer literal
+MAX_DIGITS = 12
+#: magnitude of any integer, literal or computed (minutes: far beyond any calendar)
+MAX_VALUE = 10**15
+#: characters of an expression an error message quotes
+MAX_QUOTE = 80
+
+
+def quote(text: str, limit: int = MAX_QUOTE) -> str:
+    """``text`` for an error message: whole when short, else its start and its length."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
 
 class PlaceholderError(ValueError):
-    """A ``$[...]`` expression that cannot be evaluated; the message names it and the reason."""
+    """A ``$[...]`` expression that cannot be evaluated; the message names it (shortened) and the reason."""
 
     def __init__(self, expr: str, reason: str) -> None:
-        super().__init__(f"bad time placeholder $[{expr}]: {reason}")
+        super().__init__(f"bad time placeholder $[{quote(expr)}]: {reason}")
         self.expr = expr
         self.reason = reason
 
@@ -57,10 +80,25 @@ class _Bad(Exception):
 # -- integer expressions (DolphinScheduler's TimePlaceholderUtils.calculate) -----------------------
 
 
+def _bounded(value: int) -> int:
+    if abs(value) > MAX_VALUE:
+        raise _Bad(f"a number beyond {MAX_VALUE:.0e} in the offset")
+    return value
+
+
 def int_expr(text: str) -> int:
     """``12*2``, ``-3*4``, ``60*24*(1)/24``: + - * / and parentheses on integers, unary signs,
-    division truncating toward zero (Java ``int``)."""
+    division truncating toward zero (Java ``int``). Bounded: see the module's notes."""
+    if len(text) > 2 * MAX_LENGTH:  # the inside of a $[...] (MAX_LENGTH) with DolphinScheduler's 60*24*(...)
+        raise _Bad(f"the integer expression is longer than {2 * MAX_LENGTH} characters")
     tokens = re.findall(r"\d+|[-+*/()]|\S", text)
+    depth = 0
+    for tok in tokens:
+        depth += (tok == "(") - (tok == ")")
+        if depth > MAX_NESTING:
+            raise _Bad(f"more than {MAX_NESTING} nested parentheses")
+        if tok.isdigit() and len(tok.lstrip("0")) > MAX_DIGITS:
+            raise _Bad(f"a number with more than {MAX_DIGITS} digits")
     pos = 0
 
     def peek() -> str:
@@ -74,7 +112,7 @@ def int_expr(text: str) -> int:
     def expr() -> int:
         value = term()
         while peek() in ("+", "-"):
-            value = value + term() if take() == "+" else value - term()
+            value = _bounded(value + term() if take() == "+" else value - term())
         return value
 
     def term() -> int:
@@ -82,7 +120,7 @@ def int_expr(text: str) -> int:
         while peek() in ("*", "/"):
             op, right = take(), factor()
             if op == "*":
-                value *= right
+                value = _bounded(value * right)
             elif right == 0:
                 raise _Bad("division by zero")
             else:
@@ -97,18 +135,18 @@ def int_expr(text: str) -> int:
         if tok == "(":
             value = expr()
             if peek() != ")":
-                raise _Bad(f"unbalanced parentheses in {text!r}")
+                raise _Bad(f"unbalanced parentheses in {quote(text)!r}")
             take()
             return value
         if tok.isdigit():
-            return int(tok)
-        raise _Bad(f"{text!r} is not an integer expression")
+            return _bounded(int(tok))
+        raise _Bad(f"{quote(text)!r} is not an integer expression")
 
     if not tokens:
         raise _Bad("an integer expression is missing")
     result = expr()
     if pos != len(tokens):
-        raise _Bad(f"{text!r} is not an integer expression")
+        raise _Bad(f"{quote(text)!r} is not an integer expression")
     return result
 
 
@@ -318,6 +356,8 @@ def evaluate(expr: str, when: dt.datetime) -> str:
     """The text of ``$[expr]`` at business time ``when``; PlaceholderError names what is wrong."""
     if not expr:
         raise PlaceholderError(expr, "empty")
+    if len(expr) > MAX_LENGTH:
+        raise PlaceholderError(expr, f"longer than {MAX_LENGTH} characters")
     try:
         return _evaluate(expr, when)
     except _Bad as exc:

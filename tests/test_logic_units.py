@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from engine.master.workflow import TASK_ONLY, TASK_POST, TASK_PRE, WorkflowRun, scope_for
 from engine.master.workflow_messages import TaskResultEvent
-from engine.scheduling import dependent
+from engine.scheduling import backfill, dependent
 from engine.scheduling.backfill import backfill_param, chunks, next_param, position, range_dates
 from engine.states import TaskState, WorkflowState
 from engine.storage.definitions import TaskSpec, WorkflowSpec
@@ -214,3 +214,29 @@ def test_a_backfill_command_of_the_older_format_moves_its_remaining_dates_out() 
 def test_a_backfill_command_that_names_no_valid_position_is_refused(param: dict) -> None:
     with pytest.raises(ValueError, match="COMPLEMENT_DATA needs"):
         position(param)
+
+
+_NIGHT = dt.datetime(2026, 7, 1, 23, 59, 50, tzinfo=dt.UTC)
+_AFTER_MIDNIGHT = dt.datetime(2026, 7, 2, 0, 0, 10, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(
+    ("schedule_time", "start_time", "today"),
+    [
+        (None, _NIGHT, dt.datetime(2026, 7, 1, tzinfo=dt.UTC)),  # a manual run started before midnight
+        (dt.datetime(2026, 6, 30, 2, tzinfo=dt.UTC), _NIGHT, dt.datetime(2026, 6, 30, tzinfo=dt.UTC)),  # backfill
+        (None, None, dt.datetime(2026, 7, 2, tzinfo=dt.UTC)),  # no start recorded yet: now
+    ],
+)
+def test_a_dependent_counts_its_dates_from_the_runs_business_time_not_the_check_time(
+    schedule_time: dt.datetime | None, start_time: dt.datetime | None, today: dt.datetime
+) -> None:
+    base = dependent.base_date(schedule_time, start_time, _AFTER_MIDNIGHT)
+    assert dependent.intervals("today", base) == [(today, today + DAY)]
+
+
+def test_a_backfill_over_a_schedule_refused_since_it_was_saved_is_a_backfill_error() -> None:
+    start, end = dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 1, 5, tzinfo=dt.UTC)
+    with pytest.raises(backfill.BackfillError) as info:
+        backfill.range_dates(start, end, [("0 0 0 1 1 ? 9999", "UTC")])
+    assert info.value.field == "start" and "1970-2099" in info.value.reason

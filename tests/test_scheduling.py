@@ -194,3 +194,59 @@ async def test_each_fire_time_yields_one_instance_while_a_master_is_killed(
         assert all(r["n"] == 1 and r["state"] == 7 for r in per_time)
     errors = await query(fresh_db, "SELECT count(*) AS n FROM error_command")
     assert errors[0]["n"] == 0
+
+
+async def test_a_schedule_put_online_before_its_start_time_fires_nothing_before_it(fresh_db: str) -> None:
+    code = await save(fresh_db, "cron-start", [shell("a", "true")])
+    sid = await _schedule(fresh_db, code, "0 * * * * ?")
+    now = dt.datetime.now(UTC)
+    start = (now + _minutes(30)).replace(second=10, microsecond=0)
+    await query(fresh_db, "UPDATE schedule SET start_time = $1", start)
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    try:
+        scheduler = Scheduler(pool, lambda: (0, 1), 1, 3600, 1000, clock=lambda: now + _minutes(10))
+        nxt = await scheduler.tick()  # online now, start in 30 min: nothing is due 10 min later
+        assert nxt is not None and nxt >= start
+        assert await query(fresh_db, "SELECT id FROM command WHERE schedule_id = $1", sid) == []
+        scheduler.clock = lambda: start + dt.timedelta(seconds=150)
+        await scheduler.tick()
+        rows = await query(fresh_db, "SELECT schedule_time FROM command WHERE schedule_id = $1 ORDER BY 1", sid)
+        assert [r["schedule_time"] for r in rows] == [
+            start.replace(second=0, microsecond=0) + _minutes(i) for i in (1, 2)
+        ]
+    finally:
+        await pool.close()
+
+
+async def test_a_crontab_failing_after_it_was_saved_skips_only_its_schedule(fresh_db: str) -> None:
+    code = await save(fresh_db, "cron-bad", [shell("a", "true")])
+    bad = await _schedule(fresh_db, code, "0 0 0 1 1 ? 2099")  # fires in 2099, then no more
+    good = await _schedule(fresh_db, code, "0 * * * * ?")
+    await query(fresh_db, "UPDATE schedule SET crontab = '0 0 0 1 1 ? 9999' WHERE id = $1", bad)  # an old row
+    now = dt.datetime.now(UTC)
+    await query(fresh_db, "UPDATE schedule SET fired_until = $1", now - _minutes(5))
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    try:
+        await Scheduler(pool, lambda: (0, 1), 1, 3600, 1000, clock=lambda: now).tick()
+    finally:
+        await pool.close()
+    rows = await query(fresh_db, "SELECT schedule_id, count(*) AS n FROM command GROUP BY 1")
+    assert {r["schedule_id"]: r["n"] for r in rows} == {good: 5}
+
+
+async def test_a_daily_new_york_schedule_fires_once_on_the_fall_back_night(fresh_db: str) -> None:
+    code = await save(fresh_db, "cron-dst", [shell("a", "true")])
+    sid = await _schedule(fresh_db, code, "30 1 * * *")
+    await query(fresh_db, "UPDATE schedule SET timezone_id = 'America/New_York'")
+    night = dt.datetime(2026, 11, 1, 4, tzinfo=UTC)  # 00:00 EDT; the clocks go back at 02:00 EDT
+    await query(fresh_db, "UPDATE schedule SET start_time = $1, fired_until = $1", night)
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    try:
+        scheduler = Scheduler(pool, lambda: (0, 1), 1, 10**9, 1000, clock=lambda: night)
+        for minutes in range(0, 4 * 60, 10):  # a tick every 10 minutes through the night
+            scheduler.clock = lambda m=minutes: night + _minutes(m)
+            await scheduler.tick()
+    finally:
+        await pool.close()
+    rows = await query(fresh_db, "SELECT schedule_time FROM command WHERE schedule_id = $1 ORDER BY 1", sid)
+    assert [r["schedule_time"] for r in rows] == [dt.datetime(2026, 11, 1, 5, 30, tzinfo=UTC)]  # 01:30 EDT

@@ -25,7 +25,7 @@ from typing import Any
 
 import asyncpg
 
-from engine.api.routing import PRINCIPAL, PROJECT_CODE, ApiError, Call
+from engine.api.routing import PRINCIPAL, PROJECT_CODE, ApiError, Call, path_int, quoted
 
 EXECUTE, READ, WRITE = 1, 2, 4
 ALL = EXECUTE | READ | WRITE
@@ -223,12 +223,9 @@ def _value(call: Call, find: Find) -> Any:
     if find.kind in _INT_KINDS:
         if isinstance(raw, bool):
             raise ApiError(400, f"must be an integer, got {raw!r}", find.source)
-        try:
-            return int(raw)
-        except (TypeError, ValueError):
-            raise ApiError(400, f"must be an integer, got {raw!r}", find.source) from None
+        return path_int(raw, find.source)
     if not isinstance(raw, str):
-        raise ApiError(400, f"must be a string, got {raw!r}", find.source)
+        raise ApiError(400, f"must be a string, got {quoted(raw)}", find.source)
     return raw
 
 

@@ -248,8 +248,9 @@ async def export_dolphinscheduler(api: Any, call: Call) -> list[dict[str, Any]]:
             row = await conn.fetchrow(
                 "SELECT * FROM schedule WHERE workflow_definition_code = $1 ORDER BY id LIMIT 1", wf_codes.code
             )
+            sched = await asyncio.to_thread(schedules.schedule_json, row) if row is not None else None
             try:
-                out.append(export(doc, wf_codes, refs, schedules.schedule_json(row) if row is not None else None))
+                out.append(export(doc, wf_codes, refs, sched))
             except ExportError as exc:
                 raise ApiError(409, f"workflow {doc['name']!r}: {exc}", "workflows") from exc
     return out

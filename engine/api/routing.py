@@ -110,7 +110,7 @@ class Param:
             try:
                 value: Any = int(raw)
             except ValueError:
-                raise ApiError(400, f"must be an integer, got {raw!r}", where) from None
+                raise ApiError(400, f"must be an integer, got {quoted(raw)}", where) from None
             if not INT64_MIN <= value <= INT64_MAX:
                 raise ApiError(400, "must fit in 64 bits", where)
             if self.minimum is not None and value < self.minimum:
@@ -123,15 +123,15 @@ class Param:
                 return True
             if raw.lower() in ("0", "false", "no"):
                 return False
-            raise ApiError(400, f"must be true or false, got {raw!r}", where)
+            raise ApiError(400, f"must be true or false, got {quoted(raw)}", where)
         if self.kind is dt.datetime:
             try:
                 value = dt.datetime.fromisoformat(raw)
             except ValueError:
-                raise ApiError(400, f"must be an ISO 8601 time, got {raw!r}", where) from None
+                raise ApiError(400, f"must be an ISO 8601 time, got {quoted(raw)}", where) from None
             return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
         if self.choices and raw not in self.choices:
-            raise ApiError(400, f"must be one of {', '.join(self.choices)}, got {raw!r}", where)
+            raise ApiError(400, f"must be one of {', '.join(self.choices)}, got {quoted(raw)}", where)
         return raw
 
 
@@ -157,11 +157,7 @@ class Call:
         return self.request.get(PRINCIPAL)
 
     def path_int(self, name: str) -> int:
-        raw = self.path[name]
-        try:
-            return int(raw)
-        except ValueError:
-            raise ApiError(400, f"must be an integer, got {raw!r}", f"path.{name}") from None
+        return path_int(self.path[name], f"path.{name}")
 
     @property
     def offset(self) -> int:
@@ -274,7 +270,7 @@ def bind(api: Any, route: Route) -> Callable[[web.Request], Awaitable[web.Stream
             if not raw_body and route.body_required:
                 raise ApiError(400, "a JSON body is required", "body")
             try:
-                body = json.loads(raw_body) if raw_body else {}
+                body = json.loads(raw_body, parse_constant=_no_constant) if raw_body else {}
             except (ValueError, UnicodeDecodeError) as exc:
                 raise ApiError(400, f"body is not valid JSON: {exc}", "body") from None
             except RecursionError:
@@ -297,6 +293,27 @@ def bind(api: Any, route: Route) -> Callable[[web.Request], Awaitable[web.Stream
         return json_response(result, route.status)
 
     return handle
+
+
+def quoted(value: Any, limit: int = 64) -> str:
+    """``repr(value)`` for an error message, shortened: an answer never echoes large input back."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def path_int(raw: Any, field: str) -> int:
+    """A 64-bit integer from a route or body value; ApiError 400 naming ``field`` otherwise."""
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise ApiError(400, f"must be an integer, got {quoted(raw)}", field) from None
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise ApiError(400, "must fit in 64 bits", field)
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def text_problem(value: str) -> str:

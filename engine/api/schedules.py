@@ -2,11 +2,15 @@
 
 Crontabs are standard 5-field cron or DolphinScheduler's Quartz style (engine/scheduling/cron.py); a
 bad expression, an unknown time zone or an end before the start is a 400 naming the field. A schedule
-goes online only while its workflow is online; online means "fire from now on".
+goes online only while its workflow is online; online means "fire from now on" (never before its
+``start_time``). A crontab that never fires between the start and the end, or whose next fire time
+costs more than the bounded work of one fire (engine/scheduling/cron.py), is refused at save time.
+Fire times are computed in a thread, never on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from typing import Any
 
@@ -14,10 +18,10 @@ import asyncpg
 import jsonschema
 
 from engine.api import access
-from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page, select_page
+from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page, quoted, select_page
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
 from engine.api.tenants import check_tenant
-from engine.scheduling.cron import CronError, next_times, parse, zone
+from engine.scheduling.cron import CronError, Meter, next_times, parse, zone
 from engine.scheduling.scheduler import FIRE_ALL, SKIP, set_online
 from engine.workflows.document import schema_problem
 from engine.workflows.model import name_error
@@ -67,6 +71,7 @@ _SCHEDULE = {
         "timezone": {"type": "string"},
         "release_state": {"enum": list(RELEASE_NAMES)},
         "next_fire_times": {"type": "array", "items": {"type": "string", "format": "date-time"}},
+        "work": {"type": "integer", "description": "preview: units of work the fire times cost (bounded per fire)"},
     },
 }
 
@@ -77,7 +82,7 @@ def _time(value: str | None, name: str) -> dt.datetime | None:
     try:
         when = dt.datetime.fromisoformat(value)
     except ValueError:
-        raise ApiError(400, f"must be an ISO 8601 time, got {value!r}", name) from None
+        raise ApiError(400, f"must be an ISO 8601 time, got {quoted(value)}", name) from None
     return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
 
@@ -90,6 +95,21 @@ def _check_cron(crontab: str, tz: str) -> None:
         zone(tz)
     except CronError as exc:
         raise ApiError(400, str(exc), "timezone") from None
+
+
+def _check_fires(crontab: str, tz: str, start: dt.datetime, end: dt.datetime) -> None:
+    """A schedule must yield its next fire time within the bounded work of one fire (a few ms)."""
+    after = max(dt.datetime.now(dt.UTC), start - dt.timedelta(microseconds=1))
+    try:
+        first = next_times(parse(crontab), tz, after, 1, end)
+    except CronError as exc:
+        raise ApiError(400, str(exc), "crontab") from None
+    if not first:
+        raise ApiError(400, f"cron {crontab!r} has no fire time between start_time and end_time", "crontab")
+
+
+async def _json(row: Any, count: int = 5) -> dict[str, Any]:
+    return await asyncio.to_thread(schedule_json, row, count)
 
 
 def schedule_json(row: Any, count: int = 5) -> dict[str, Any]:
@@ -159,6 +179,7 @@ def _values(body: dict[str, Any], current: Any = None) -> dict[str, Any]:
         end = current["end_time"] if current is not None else _FAR
     if end <= start:
         raise ApiError(400, "must be after start_time", "end_time")
+    _check_fires(crontab, tz, start, end)
     values = {
         "crontab": crontab,
         "timezone_id": tz,
@@ -211,7 +232,7 @@ async def create(api: Any, call: Call) -> dict[str, Any]:
         if body.get("online"):
             await set_online(conn, sid, True)
         row = await _row(conn, sid)
-    return schedule_json(row)
+    return await _json(row)
 
 
 async def update(api: Any, call: Call) -> dict[str, Any]:
@@ -226,11 +247,11 @@ async def update(api: Any, call: Call) -> dict[str, Any]:
                 await _workflow_online(conn, current["workflow_definition_code"])
             await set_online(conn, sid, bool(call.body["online"]))
         row = await _row(conn, sid)
-    return schedule_json(row)
+    return await _json(row)
 
 
 async def get(api: Any, call: Call) -> dict[str, Any]:
-    return schedule_json(await _row(api.db, call.path_int("id")), call.query["count"])
+    return await _json(await _row(api.db, call.path_int("id")), call.query["count"])
 
 
 async def list_schedules(api: Any, call: Call) -> dict[str, Any]:
@@ -242,7 +263,8 @@ async def list_schedules(api: Any, call: Call) -> dict[str, Any]:
     )
     equal = {"workflow_definition_code": q["workflow"] or None, "release_state": release}
     rows, total = await select_page(api.db, call, "schedule", equal, "id", visible)
-    return page([schedule_json(r, 1) for r in rows], total, call)
+    items = await asyncio.to_thread(lambda: [schedule_json(r, 1) for r in rows])
+    return page(items, total, call)
 
 
 async def delete(api: Any, call: Call) -> dict[str, Any]:
@@ -263,7 +285,7 @@ async def _release(api: Any, call: Call, online: bool) -> dict[str, Any]:
             await _workflow_online(conn, row["workflow_definition_code"])
         await set_online(conn, sid, online)
         row = await _row(conn, sid)
-    return schedule_json(row)
+    return await _json(row)
 
 
 async def online(api: Any, call: Call) -> dict[str, Any]:
@@ -278,8 +300,14 @@ async def preview(api: Any, call: Call) -> dict[str, Any]:
     body = call.body
     tz = body.get("timezone", "UTC")
     _check_cron(body["crontab"], tz)
-    times = next_times(parse(body["crontab"]), tz, dt.datetime.now(dt.UTC), body.get("count", 5))
-    return {"crontab": body["crontab"], "timezone": tz, "next_fire_times": times}
+    meter = Meter()
+    try:
+        times = await asyncio.to_thread(
+            next_times, parse(body["crontab"]), tz, dt.datetime.now(dt.UTC), body.get("count", 5), None, meter
+        )
+    except CronError as exc:
+        raise ApiError(400, str(exc), "crontab") from None
+    return {"crontab": body["crontab"], "timezone": tz, "next_fire_times": times, "work": meter.total}
 
 
 _COUNT = Param("count", int, "how many next fire times to show", 5, minimum=1, maximum=100)

@@ -131,8 +131,8 @@ async def _add_runs_and_fires(db: asyncpg.Pool, items: list[dict[str, Any]]) -> 
     for r in runs:
         by_code.setdefault(r["code"], []).append({"id": r["id"], "state": WorkflowState(r["state"]).name})
     fires: dict[int, Any] = {}
-    for s in schedules:
-        upcoming = schedule_json(s, 1)["next_fire_times"]
+    nexts = await asyncio.to_thread(lambda: [schedule_json(s, 1)["next_fire_times"] for s in schedules])
+    for s, upcoming in zip(schedules, nexts, strict=True):
         code = s["workflow_definition_code"]
         if upcoming and (code not in fires or upcoming[0] < fires[code]):
             fires[code] = upcoming[0]

@@ -185,7 +185,7 @@ class LogicRunner:
         actor = self.actor
         task = actor.spec.tasks[a.code]
         params = task.params
-        base = actor.info.schedule_time or dt.datetime.now(dt.UTC)
+        base = dependent.base_date(actor.info.schedule_time, actor.info.start_time, dt.datetime.now(dt.UTC))
         started = (a.start_time or _now_ms()) / 1000
         elapsed = time.time() - started
         timed = task.timeout_flag and task.timeout > 0 and task.timeout_strategy in (FAILED, WARNFAILED)

@@ -135,7 +135,19 @@ def _params(task: Mapping[str, Any]) -> dict[str, Any]:
     return dict(value)
 
 
-def _task_refs(params: Mapping[str, Any], task_type: str) -> Iterable[tuple[int, int]]:
+def _dep_task_code(value: Any, task: str) -> int:
+    """A DEPENDENT item's ``depTaskCode`` (0 or missing: the whole workflow)."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) <= 20:
+        return int(value)
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+    raise DefinitionError(f"task {task!r}.taskParams.dependence.depTaskCode", f"must be a task code, got {shown}")
+
+
+def _task_refs(params: Mapping[str, Any], task_type: str, task: str) -> Iterable[tuple[int, int]]:
     """(workflow code, task code or 0) that a SUB_PROCESS / DEPENDENT task names."""
     if task_type == "SUB_PROCESS" and isinstance(params.get("processDefinitionCode"), int):
         yield params["processDefinitionCode"], 0
@@ -145,7 +157,7 @@ def _task_refs(params: Mapping[str, Any], task_type: str) -> Iterable[tuple[int,
         items = group.get("dependItemList") if isinstance(group, Mapping) else None
         for item in items if isinstance(items, list) else []:
             if isinstance(item, Mapping) and isinstance(item.get("definitionCode"), int):
-                yield item["definitionCode"], int(item.get("depTaskCode") or 0)
+                yield item["definitionCode"], _dep_task_code(item.get("depTaskCode"), task)
 
 
 def referenced_codes(data: Any) -> set[int]:
@@ -155,7 +167,7 @@ def referenced_codes(data: Any) -> set[int]:
     found = set()
     for item in items:
         for t in item["taskDefinitionList"]:
-            found.update(code for code, _ in _task_refs(_params(t), t["taskType"]))
+            found.update(code for code, _ in _task_refs(_params(t), t["taskType"], t["name"]))
     return found - defined
 
 
@@ -340,7 +352,7 @@ class _Workflow:
         for group in dep.get("dependTaskList") or []:
             items = []
             for it in group.get("dependItemList") or []:
-                code, task_code = it.get("definitionCode"), int(it.get("depTaskCode") or 0)
+                code, task_code = it.get("definitionCode"), _dep_task_code(it.get("depTaskCode"), task)
                 ref = self.tr.ref(code, task_code if task_code > 0 else 0)
                 if ref is None:
                     self.gap(task, UNRESOLVED, f"DEPENDENT workflow code {code!r} task code {task_code}")

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.scheduling.cron import between, parse
+from engine.scheduling.cron import CronError, between, parse
 
 DEFAULT_CRON = "0 0 0 * * ? *"
 #: more dates than this in one backfill is refused (a typo in a range would queue years of runs)
@@ -44,7 +44,10 @@ def range_dates(
         return [start]
     found: set[dt.datetime] = set()
     for crontab, tz in list(crontabs) or [(DEFAULT_CRON, "UTC")]:
-        found.update(between(parse(crontab), tz, start - dt.timedelta(microseconds=1), end, limit + 1))
+        try:  # each fire time costs bounded work (engine/scheduling/cron.py): at most limit + 1 of them
+            found.update(between(parse(crontab), tz, start - dt.timedelta(microseconds=1), end, limit + 1))
+        except CronError as exc:  # a schedule saved before its crontab was refused
+            raise BackfillError("start", f"the workflow's schedule cannot be evaluated: {exc}") from None
     dates = sorted(found)
     if len(dates) > limit:
         raise BackfillError("end", f"the range holds more than {limit} dates; split the backfill")

@@ -5,11 +5,29 @@ translated before croniter sees them: ``?`` becomes ``*``; day-of-week numbers m
 1 = SUN .. 7 = SAT to cron's 0 = SUN .. 6 = SAT (in lists, ranges, ``N#k`` and ``NL``); ``NL`` (last
 N-day of the month) becomes croniter's ``L<N>``; the year field is applied as a filter. ``L`` and
 ``W`` in day-of-month are croniter's own. What croniter cannot express (``LW``, ``L-n``) is refused
-with a :class:`CronError` naming the field and the part.
+with a :class:`CronError` naming the field and the part. Years are Quartz's 1970-2099.
+
+Every fire time costs a bounded amount of work, whatever the expression, so fire times may be
+computed anywhere (callers with many of them still run them in a thread). The unit of work is one
+croniter step (one ``get_next``, itself bounded by croniter's search of at most 50 years, about a
+millisecond at worst) or one jump. The iteration never walks through times it cannot fire:
+
+* a fire in a year outside the year field jumps to the 1st of January of the next allowed year
+  (``* * * * * ? 2025,2099`` costs two steps to reach 2099, not 74 years of seconds);
+* the second occurrence of a wall-clock time when the clocks go back (DST fall-back) is not a fire
+  (Quartz and DolphinScheduler fire a daily ``30 1 * * *`` once on that day): it jumps to the end of
+  the repeated hour;
+* a wall-clock time skipped when the clocks go forward fires once, at the first valid time after
+  the gap (``30 2 * * *`` fires at 03:00 on that day).
+
+One fire time may take at most :data:`MAX_STEPS` steps; past that the iteration raises
+:class:`CronError` (its ``limit`` is true): the API refuses such a schedule when it is saved. The
+property tests in tests/test_cron_bounds.py check the meter against random expressions.
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import functools
 import re
@@ -22,12 +40,46 @@ from croniter import CroniterError, croniter
 FIELDS_QUARTZ = ("second", "minute", "hour", "day-of-month", "month", "day-of-week", "year")
 FIELDS_CRON = ("minute", "hour", "day-of-month", "month", "day-of-week")
 _DOW_NAMES = {"SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"}
-#: fire times further apart than this many years are not looked for (croniter's own bound)
-_YEAR_SPAN = 200
+#: the years a Quartz year field may name
+MIN_YEAR, MAX_YEAR = 1970, 2099
+#: units of work (croniter steps and jumps) one fire time may cost
+MAX_STEPS = 16
+_TICK = dt.timedelta(microseconds=1)
 
 
 class CronError(ValueError):
-    """An expression that cannot be scheduled; the message names the field and the part."""
+    """An expression that cannot be scheduled; the message names the field and the part. ``limit``:
+    refused because a fire time would cost more than :data:`MAX_STEPS` units of work."""
+
+    def __init__(self, message: str, limit: bool = False) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+class Meter:
+    """Counts the work of an iteration: ``total`` units, and raises past ``per_fire`` units between two
+    fire times."""
+
+    def __init__(self, per_fire: int = MAX_STEPS) -> None:
+        self.per_fire = per_fire
+        self.total = 0
+        self.since_fire = 0
+        #: the most units one fire time cost
+        self.peak = 0
+
+    def step(self, source: str) -> None:
+        self.total += 1
+        self.since_fire += 1
+        self.peak = max(self.peak, self.since_fire)
+        if self.since_fire > self.per_fire:
+            raise CronError(
+                f"cron {source!r}: no fire time found within {self.per_fire} steps (the year list leaves too"
+                " many years without a fire)",
+                limit=True,
+            )
+
+    def fired(self) -> None:
+        self.since_fire = 0
 
 
 @dataclass(frozen=True)
@@ -39,25 +91,35 @@ class Cron:
     seconds: bool
     years: frozenset[int] | None = None
 
-    def iter(self, after: dt.datetime) -> Iterator[dt.datetime]:
-        """Fire times strictly after ``after`` (aware datetime, in the schedule's zone), ascending."""
-        if self.years is not None and not self.years:
-            return
-        base = after
-        if self.years is not None and base.year < min(self.years):
-            base = base.replace(year=min(self.years), month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
-            base -= dt.timedelta(microseconds=1)
-        it = croniter(self.expr, base, second_at_beginning=self.seconds)
+    def iter(self, after: dt.datetime, meter: Meter | None = None) -> Iterator[dt.datetime]:
+        """Fire times strictly after ``after`` (aware datetime, in the schedule's zone), ascending in
+        time; each costs at most ``meter.per_fire`` units of work (else :class:`CronError`)."""
+        meter = meter if meter is not None else Meter()
+        years = sorted(self.years) if self.years is not None else None
+        base: dt.datetime | None = after
+        it: croniter | None = None
         while True:
+            meter.step(self.source)
+            if it is None:
+                assert base is not None
+                if years is not None:
+                    base = _into_years(years, base)
+                    if base is None:
+                        return  # no allowed year left
+                it = croniter(self.expr, base, second_at_beginning=self.seconds)
             try:
                 when: dt.datetime = it.get_next(dt.datetime)
             except CroniterError:
                 return  # no further match (e.g. 30 February)
-            if self.years is not None:
-                if when.year > max(self.years):
-                    return
-                if when.year not in self.years:
-                    continue
+            except (ValueError, OverflowError):
+                return  # past the year 9999
+            if years is not None and when.year not in self.years:  # type: ignore[operator]
+                base, it = when, None  # jump to the next allowed year
+                continue
+            if _repeated(when):
+                base, it = _after_repeated(when), None  # the clocks went back: jump to the end of the repeat
+                continue
+            meter.fired()
             yield when
 
 
@@ -86,6 +148,36 @@ def parse(expression: str) -> Cron:
     dow_c = "*" if dow == "?" else _quartz_dow(expression, dow)
     expr = " ".join((sec, minute, hour, dom_c, month, dow_c))
     return _check(expression, expr, True, years)
+
+
+def _into_years(years: list[int], base: dt.datetime) -> dt.datetime | None:
+    """``base``, or the instant before the 1st of January of the first allowed year after it."""
+    i = bisect.bisect_left(years, base.year)
+    if i == len(years):
+        return None
+    if years[i] == base.year:
+        return base
+    return dt.datetime(years[i], 1, 1, tzinfo=base.tzinfo) - _TICK
+
+
+def _repeated(when: dt.datetime) -> bool:
+    """The second occurrence of a wall-clock time the clocks went back over."""
+    return when.fold == 1 and when.utcoffset() != when.replace(fold=0).utcoffset()
+
+
+def _after_repeated(when: dt.datetime) -> dt.datetime:
+    """The last instant of the repeated wall-clock span holding ``when`` (a later occurrence): the
+    iteration goes on from there. Found by halving the span (about 33 probes for 2 hours)."""
+    tz = when.tzinfo
+    lo = when.astimezone(dt.UTC)  # in the repeat
+    hi = lo + (when.replace(fold=0).utcoffset() - when.utcoffset())  # type: ignore[operator]  # past it
+    while hi - lo > _TICK:
+        mid = lo + (hi - lo) / 2
+        if _repeated(mid.astimezone(tz)):
+            lo = mid
+        else:
+            hi = mid
+    return lo.astimezone(tz)
 
 
 def _check(source: str, expr: str, seconds: bool, years: frozenset[int] | None) -> Cron:
@@ -122,8 +214,10 @@ def _years(value: str) -> frozenset[int] | None:
         if not m:
             raise CronError(f"year {value!r} is not supported (use YYYY, YYYY-YYYY, YYYY-YYYY/step or a list)")
         lo = int(m.group(1))
-        hi = int(m.group(2) or (lo if not m.group(3) else lo + _YEAR_SPAN))
+        hi = int(m.group(2) or (lo if not m.group(3) else MAX_YEAR))
         step = int(m.group(3) or 1)
+        if not (MIN_YEAR <= lo <= MAX_YEAR and MIN_YEAR <= hi <= MAX_YEAR):
+            raise CronError(f"year {value!r}: years are {MIN_YEAR}-{MAX_YEAR} (as in Quartz)")
         if hi < lo or step < 1:
             raise CronError(f"year {value!r}: empty range")
         years.update(range(lo, hi + 1, step))
@@ -166,24 +260,34 @@ def zone(name: str) -> ZoneInfo:
 
 
 def next_times(
-    cron: Cron, tz: str, after: dt.datetime, count: int, end: dt.datetime | None = None
+    cron: Cron, tz: str, after: dt.datetime, count: int, end: dt.datetime | None = None, meter: Meter | None = None
 ) -> list[dt.datetime]:
     """The next ``count`` fire times after ``after`` in zone ``tz`` (returned in UTC), before ``end``."""
     out: list[dt.datetime] = []
-    for when in cron.iter(after.astimezone(zone(tz))):
+    if count <= 0:
+        return out
+    for when in cron.iter(after.astimezone(zone(tz)), meter):
         utc = when.astimezone(dt.UTC)
-        if (end is not None and utc > end) or len(out) >= count:
+        if end is not None and utc > end:
             break
         out.append(utc)
+        if len(out) >= count:
+            break
     return out
 
 
-def between(cron: Cron, tz: str, after: dt.datetime, until: dt.datetime, limit: int) -> list[dt.datetime]:
+def between(
+    cron: Cron, tz: str, after: dt.datetime, until: dt.datetime, limit: int, meter: Meter | None = None
+) -> list[dt.datetime]:
     """Fire times in (after, until], ascending, at most ``limit`` (the oldest ones)."""
     out: list[dt.datetime] = []
-    for when in cron.iter(after.astimezone(zone(tz))):
+    if limit <= 0:
+        return out
+    for when in cron.iter(after.astimezone(zone(tz)), meter):
         utc = when.astimezone(dt.UTC)
-        if utc > until or len(out) >= limit:
+        if utc > until:
             break
         out.append(utc)
+        if len(out) >= limit:
+            break
     return out

@@ -14,6 +14,9 @@ minutes).
 DependentDateUtils.getSpecialLastDayInterval it is the 24 whole hours from yesterday 01:00 to today
 01:00, whatever the base's hour.
 
+The base date is the instance's business time (:func:`base_date`): its schedule time, or for a
+manual run the time the run started, so a check after midnight still looks at the run's own day.
+
 Intervals are half-open ``[start, end)`` in the base date's zone (DolphinScheduler's day ends at
 23:59:59.999; the same set of instants). For each interval the newest matching run decides: none ->
 WAITING, unfinished -> WAITING, SUCCESS -> SUCCESS, else FAILED; an item is the first non-SUCCESS
@@ -40,6 +43,13 @@ DATE_VALUES: dict[str, str] = {
     "lastMonth": "month", "lastMonthBegin": "month", "lastMonthEnd": "month",
 }  # fmt: skip
 Interval = tuple[dt.datetime, dt.datetime]
+
+
+def base_date(schedule_time: dt.datetime | None, start_time: dt.datetime | None, now: dt.datetime) -> dt.datetime:
+    """The business time a DEPENDENT task's date cycles count from: the schedule time (scheduled runs,
+    backfill dates, reruns of them), else the start of the run (the time its built-ins were taken
+    from), else ``now``."""
+    return schedule_time or start_time or now
 
 
 def _day(when: dt.datetime) -> dt.datetime:

@@ -9,7 +9,12 @@ they own a schedule (slots re-forming after a death) produce one command per fir
 ``fired_until`` on the schedule is the watermark: every fire time up to it is done. After downtime
 the missed times are fired (``fire_all``, at most ``misfire_max_fires`` most recent ones, each with
 its own schedule time) or dropped (``skip``) when older than ``misfire_threshold`` seconds. A fire
-time of an offline workflow is passed over, as DolphinScheduler skips it.
+time of an offline workflow is passed over, as DolphinScheduler skips it. No time before the
+schedule's ``start_time`` fires, whenever it was put online.
+
+Fire times are computed in a thread (each costs bounded work, engine/scheduling/cron.py, but a tick
+may compute many). A schedule that cannot be evaluated (refused since it was saved, or failing in
+any way) is logged once and passed over; the others keep firing.
 """
 
 from __future__ import annotations
@@ -23,17 +28,19 @@ import asyncpg
 
 from engine import logs
 from engine.aio import BackgroundService
-from engine.scheduling.cron import CronError, between, parse
+from engine.scheduling.cron import between, parse
 from engine.states import CommandType
 from engine.storage.failures import DB_FAILURES
 
 log = logs.get(__name__)
 
 FIRE_ALL, SKIP = "fire_all", "skip"
+#: fire times one schedule's tick looks at (after a long downtime the oldest beyond it wait a tick)
+SCAN_LIMIT = 100_000
 
 _ONLINE = (
     "SELECT s.id, s.crontab, s.timezone_id, s.start_time, s.end_time, s.misfire_policy,"
-    " coalesce(s.fired_until, s.start_time - interval '1 microsecond') AS watermark"
+    " greatest(s.fired_until, s.start_time - interval '1 microsecond') AS watermark"
     " FROM schedule s WHERE s.release_state = 1 AND s.id % $1 = $2"
 )
 
@@ -84,7 +91,7 @@ def due_times(
     """
     cron = parse(crontab)
     end = aware(end)
-    times = between(cron, tz, watermark, min(now, end), limit=1_000_000)
+    times = between(cron, tz, watermark, min(now, end), limit=SCAN_LIMIT)
     dropped = 0
     if policy == SKIP:
         late = now - dt.timedelta(seconds=threshold)
@@ -144,23 +151,28 @@ class Scheduler(BackgroundService):
                 earliest = nxt
         return earliest
 
+    def _times(self, row: asyncpg.Record, now: dt.datetime) -> tuple[list[dt.datetime], int, dt.datetime | None]:
+        times, dropped = due_times(
+            row["crontab"],
+            row["timezone_id"],
+            aware(row["watermark"]),
+            row["end_time"],
+            now,
+            row["misfire_policy"],
+            self.threshold,
+            self.max_fires,
+        )
+        after = max(now, aware(row["watermark"]))
+        upcoming = between(parse(row["crontab"]), row["timezone_id"], after, aware(row["end_time"]), limit=1)
+        return times, dropped, upcoming[0] if upcoming else None
+
     async def _schedule(self, row: asyncpg.Record, now: dt.datetime) -> dt.datetime | None:
         sid = int(row["id"])
         try:
-            times, dropped = due_times(
-                row["crontab"],
-                row["timezone_id"],
-                aware(row["watermark"]),
-                row["end_time"],
-                now,
-                row["misfire_policy"],
-                self.threshold,
-                self.max_fires,
-            )
-            upcoming = between(parse(row["crontab"]), row["timezone_id"], now, aware(row["end_time"]), limit=1)
-        except CronError as exc:
+            times, dropped, upcoming = await asyncio.to_thread(self._times, row, now)
+        except Exception as exc:  # one bad schedule must not stop the others of the slot
             if self._bad.get(sid) != str(exc):
-                log.error("schedule cannot be evaluated", schedule_id=sid, error=str(exc))
+                log.error("schedule cannot be evaluated", schedule_id=sid, crontab=row["crontab"], error=str(exc))
                 self._bad[sid] = str(exc)
             return None
         self._bad.pop(sid, None)
@@ -171,7 +183,7 @@ class Scheduler(BackgroundService):
                 log.warning("missed fire times dropped", schedule_id=sid, dropped=dropped, policy=row["misfire_policy"])
                 if self.metrics is not None:
                     self.metrics.inc("schedule_misfires_dropped", dropped)
-        return upcoming[0] if upcoming else None
+        return upcoming
 
     async def fire(self, schedule_id: int, times: list[dt.datetime], upto: dt.datetime) -> list[int]:
         """Insert one command per fire time not fired yet (by anyone); advance the watermark to ``upto``.

@@ -62,7 +62,13 @@ from engine.workflows.model import (
 )
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 255}
-_MINUTES = {"type": "integer", "minimum": 0}
+#: minutes are stored as 32-bit integers (as DolphinScheduler's columns)
+_MINUTES = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
+#: characters of a parameter's value (global or local); a start parameter has the same bound
+MAX_PARAM_VALUE = 65536
+_PARAM_VALUE = {"type": ["string", "number", "boolean"], "maxLength": MAX_PARAM_VALUE}
+#: characters of a schema violation's message (jsonschema quotes the offending value whole)
+_MAX_MESSAGE = 300
 _PARAM_LIST = {
     "type": "array",
     "items": {
@@ -70,7 +76,7 @@ _PARAM_LIST = {
         "required": ["prop"],
         "properties": {
             "prop": {"type": "string", "minLength": 1},
-            "value": {"type": ["string", "number", "boolean"]},
+            "value": _PARAM_VALUE,
             "direct": {"enum": ["IN", "OUT"]},
             "type": {"type": "string"},
         },
@@ -150,7 +156,7 @@ SCHEMA: dict[str, Any] = {
         "tenant": {"type": "string", "minLength": 1, "maxLength": 64},
         "params": {
             "oneOf": [
-                {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}},
+                {"type": "object", "additionalProperties": _PARAM_VALUE},
                 _PARAM_LIST,
             ],
             "description": "global parameters: name -> value (placeholders such as $[yyyyMMdd] allowed)",
@@ -183,7 +189,12 @@ def schema_problem(validator: jsonschema.protocols.Validator, doc: Any) -> tuple
     if error.validator == "required":
         missing = error.message.split("'")[1] if "'" in error.message else ""
         return _path([*where, missing]), "is required"
-    return _path(where), error.message
+    if error.validator == "maxLength":
+        return _path(where), f"is too long (more than {error.validator_value} characters)"
+    message = error.message
+    if len(message) > _MAX_MESSAGE:  # never echo a large value back
+        message = f"{message[:_MAX_MESSAGE]}... ({len(message)} characters)"
+    return _path(where), message
 
 
 def check_shape(doc: Any) -> None:

@@ -186,6 +186,10 @@ def _check_time_placeholders(value: Any, where: str) -> None:
             _check_time_placeholders(item, f"{where}[{i}]")
 
 
+#: tasks of a cycle an error names (a longer one is shortened)
+_CYCLE_SHOWN = 10
+
+
 @dataclass
 class Dag:
     """A checked acyclic graph over node keys (names or codes)."""
@@ -209,7 +213,10 @@ class Dag:
         dag = cls(node_list, up, down)
         cycle = dag.find_cycle()
         if cycle:
-            raise DefinitionError("tasks", "cycle: " + " -> ".join(str(n) for n in cycle))
+            shown = [str(n) for n in cycle]
+            if len(shown) > _CYCLE_SHOWN:
+                shown = [*shown[: _CYCLE_SHOWN - 1], f"... ({len(cycle) - 1} tasks)", shown[-1]]
+            raise DefinitionError("tasks", "cycle: " + " -> ".join(shown))
         return dag
 
     def topological(self) -> list[Any]:
@@ -236,28 +243,25 @@ class Dag:
         """A cycle as a node path (first node repeated at the end), or [] when acyclic."""
         if len(self.topological()) == len(self.nodes):
             return []
+        # iterative depth-first search (a recursive one overflows Python's stack on a long cycle)
         color: dict[Any, int] = dict.fromkeys(self.nodes, 0)
-        stack: list[Any] = []
-
-        def visit(n: Any) -> list[Any]:
-            color[n] = 1
-            stack.append(n)
-            for m in self.downstream[n]:
-                if color[m] == 1:
-                    return [*stack[stack.index(m) :], m]
-                if color[m] == 0:
-                    found = visit(m)
-                    if found:
-                        return found
-            stack.pop()
-            color[n] = 2
-            return []
-
-        for n in self.nodes:
-            if color[n] == 0:
-                found = visit(n)
-                if found:
-                    return found
+        for root in self.nodes:
+            if color[root] != 0:
+                continue
+            path: list[Any] = [root]
+            children = [iter(self.downstream[root])]
+            color[root] = 1
+            while children:
+                m = next(children[-1], None)
+                if m is None:
+                    color[path.pop()] = 2
+                    children.pop()
+                elif color[m] == 1:
+                    return [*path[path.index(m) :], m]
+                elif color[m] == 0:
+                    color[m] = 1
+                    path.append(m)
+                    children.append(iter(self.downstream[m]))
         return []  # pragma: no cover - topological() said there is a cycle
 
     def descendants(self, start: Iterable[Any]) -> set[Any]:
