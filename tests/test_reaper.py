@@ -19,7 +19,7 @@ from engine.infra.etcd import EtcdServer
 from engine.worker.reaper import Reaper
 from registry import EtcdClient
 from rpc import RpcClient
-from tests.helpers import ROOT, NodeProc, eventually
+from tests.helpers import ROOT, NodeProc, eventually, wait_sync
 from tests.worker_harness import ReportSink, dispatch, task
 
 pytestmark = pytest.mark.slow
@@ -205,3 +205,31 @@ async def test_at_the_deadline_the_workers_children_it_never_added_die_too(tmp_p
             if p.returncode is None:
                 p.kill()
                 await p.wait()
+
+
+async def test_a_re_registered_worker_s_first_task_is_not_reaped(
+    etcd_factory: Callable[[], EtcdServer], etcd_root: str, node_factory: Callable[..., NodeProc],
+    tmp_path: Path, sink: ReportSink, client: RpcClient,
+) -> None:  # fmt: skip
+    # The reaper's deadline is the old session's: long past once the worker re-registers. Its new session's
+    # first renewal comes a keep-alive interval later (2.5 s here); a task started before then must not be
+    # killed: registration itself tells the reaper the new lease is alive.
+    server = etcd_factory()
+    worker = await asyncio.to_thread(
+        node_factory, "worker", server.endpoint, etcd_root, TTL,
+        overrides=[f"worker.log_dir={tmp_path / 'logs'}", f"worker.exec_dir={tmp_path / 'exec'}"],
+        PORPOISE_REGISTRY_ON_LOST="reregister", PORPOISE_REGISTRY_KEEPALIVE_INTERVAL="2.5",
+        PORPOISE_WORKER_MAX_CPU_LOAD_AVG="100000",
+    )  # fmt: skip
+    assert server.proc and server.proc.record
+    server.proc.record.signal(signal.SIGSTOP)
+    try:
+        await asyncio.to_thread(wait_sync, lambda: worker.health()[0] == 503, TTL + 5, "worker to lose its session")
+    finally:
+        server.proc.record.signal(signal.SIGCONT)
+    await asyncio.to_thread(wait_sync, worker.healthy, 20, "worker registered again")
+    msg = task("SHELL", {"rawScript": "sleep 2; echo done"}, sink.address)
+    reply = await dispatch(client, worker.address, msg)
+    assert reply["accepted"], reply
+    result = await sink.result(msg.task_instance_id)
+    assert result["state"] == "SUCCESS", result

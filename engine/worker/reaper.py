@@ -6,8 +6,9 @@ attempts a master starts elsewhere once the worker's lease expires (invariant 3)
 loop in its own session reading a pipe from the worker:
 
 - ``add PGID`` / ``del PGID``: a task's process group started / ended;
-- ``alive MICROSECONDS``: sent from the registry keep-alive thread after each lease renewal: the time
-  left before the lease may expire, less a margin. It sets a deadline (bash's ``EPOCHREALTIME``); if no
+- ``alive MICROSECONDS``: sent from the registry keep-alive thread after each lease renewal, and by the
+  worker when it registers (before it takes work): the time left before the lease may expire, less a
+  margin. It sets a deadline (bash's ``EPOCHREALTIME``); if no
   renewal comes before it (the worker is paused, hung, or cut off from etcd), every group is killed —
   before any master can start a replacement attempt. Other lines never move the deadline: a task added
   just before a pause does not buy the worker time its lease does not have;

@@ -218,8 +218,12 @@ class Worker(Node):
 
     async def on_registered(self) -> None:
         assert self.registry is not None
-        # tasks die with the lease: the reaper kills them when renewals stop (paused or dead worker)
-        self.registry.session.renewed.append(self.reaper.renewed)
+        # tasks die with the lease: the reaper kills them when renewals stop (paused or dead worker). Its
+        # deadline is the last one it was told (from our start, or from a lease now lost): tell it this
+        # lease's before taking work, not at the first renewal a keep-alive interval later
+        session = self.registry.session
+        self.reaper.renewed(session.remaining())
+        session.renewed.append(self.reaper.renewed)
         self.executor.accepting = True
 
     async def on_shutdown(self) -> None:
