@@ -18,6 +18,7 @@ import pytest
 
 from engine.infra.etcd import EtcdServer
 from engine.worker.reporter import RUNNING_DELAY
+from registry import EtcdClient, Heartbeat, MembershipView, ServerStatus
 from rpc import RpcClient
 from rpc.messages import (
     HostUpdate,
@@ -244,6 +245,39 @@ async def test_dispatch_is_rejected_when_all_slots_are_busy(
     await sink.result(first.task_instance_id)
     assert await dispatch(client, w.address, second) == {"accepted": True, "reason": "", "free_slots": 0}
     assert (await sink.result(second.task_instance_id))["state"] == "SUCCESS"
+
+
+async def test_a_worker_with_every_slot_taken_says_busy_in_its_heartbeat(
+    node_factory: Callable[..., NodeProc],
+    etcd_server: EtcdServer,
+    etcd_root: str,
+    tmp_path: Path,
+    sink: ReportSink,
+    client: RpcClient,
+    etcd: EtcdClient,
+) -> None:
+    unguarded = "worker.max_cpu_load_avg=100000"  # BUSY here must come from the slots, not the machine's load
+    w = await asyncio.to_thread(_start_worker, node_factory, etcd_server, etcd_root, tmp_path, 1, unguarded)
+    view = MembershipView(etcd, etcd_root)
+    await view.start()
+    try:
+
+        def heartbeat() -> Heartbeat:
+            return next(n.heartbeat for n in view.workers() if n.node.address == w.address)
+
+        await eventually(view.workers, 10, "the worker registered")
+        assert heartbeat().status == ServerStatus.NORMAL
+        first = task("SHELL", {"rawScript": "sleep 600"}, sink.address)
+        assert (await dispatch(client, w.address, first))["accepted"] is True
+        await sink.running(first.task_instance_id)
+        await eventually(lambda: heartbeat().status == ServerStatus.BUSY, 20, "the heartbeat to say BUSY")
+        hb = heartbeat()
+        assert (hb.running_tasks, hb.waiting_tasks, hb.exec_slots) == (1, 0, 1)  # its process started: not waiting
+        await client.call(w.address, TaskKill(first.task_instance_id, 1))
+        await sink.result(first.task_instance_id)
+        await eventually(lambda: heartbeat().status == ServerStatus.NORMAL, 20, "the heartbeat NORMAL again")
+    finally:
+        await view.close()
 
 
 async def test_an_attempt_dispatched_again_after_it_finished_is_acknowledged_not_run_again(

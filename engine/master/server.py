@@ -77,6 +77,11 @@ _RESULT_STATES = {
     "LOST": TaskState.NEED_FAULT_TOLERANCE,
 }
 
+#: where a workflow control takes a running instance: it acted when it moved the instance there
+_CONTROL_TO = {
+    "stop": {WorkflowState.READY_STOP, WorkflowState.STOP},
+    "pause": {WorkflowState.READY_PAUSE, WorkflowState.PAUSE},
+}
 
 #: taken-back attempts that run again, per command type: a resume re-runs the killed / paused tasks,
 #: a recovery (START_FAILURE_TASK_PROCESS) also the failed and lost ones
@@ -537,9 +542,17 @@ class Master(Node):
             return {"accepted": False, "reason": "this master is not driving that instance"}
         reason = msg.reason[:200]
         event = StopRequested(reason or "api stop") if msg.action == "stop" else PauseRequested(reason or "api pause")
+        before = actor.run.state
         fut = actor.post(event, wait=True)
         assert fut is not None
-        return {"accepted": await fut}
+        if not await fut:
+            return {"accepted": False, "reason": "this master stopped driving that instance"}
+        # accepted only when the request acted: the instance moved (from its state when the request came)
+        # to stopping or pausing; one it found finished, or already so, changed nothing here
+        after = actor.run.state
+        if before in _CONTROL_TO[msg.action] or after not in _CONTROL_TO[msg.action]:
+            return {"accepted": False, "reason": f"the instance is {after.name}"}
+        return {"accepted": True}
 
     async def on_sub_workflow_done(self, msg: SubWorkflowDone) -> dict[str, bool]:
         actor = self.actors.get(msg.workflow_instance_id)

@@ -183,7 +183,8 @@ class Worker(Node):
         return NodeId(WORKER, self.address, self.cfg.worker.group)
 
     def counts(self) -> TaskCounts:
-        return TaskCounts(running=len(self.executor.runs), waiting=0, slots=self.cfg.worker.exec_slots)
+        ex = self.executor
+        return TaskCounts(running=ex.holding(), waiting=ex.waiting(), slots=self.cfg.worker.exec_slots)
 
     def heartbeat_source(self) -> HeartbeatSource:
         return self.source
