@@ -23,7 +23,7 @@ from typing import Any
 import asyncpg
 
 from engine import logs
-from engine.aio import cancel_and_wait
+from engine.aio import bounded, cancel_and_wait
 from engine.concurrency.serial_sql import SerialRepair
 from engine.concurrency.task_groups_sql import GroupListener
 from engine.master.actor import DispatchRequest, GroupAdmitted, InstanceInfo, WorkflowActor
@@ -44,7 +44,7 @@ from engine.master.workflow_messages import (
     TaskResultEvent,
     TaskRunningEvent,
 )
-from engine.node import Node
+from engine.node import SHUTDOWN_BOUND, SHUTDOWN_STEP, Node
 from engine.scheduling.scheduler import Scheduler
 from engine.states import CommandType, TaskState, WorkflowState
 from engine.storage.definitions import WorkflowSpec
@@ -241,26 +241,28 @@ class Master(Node):
             self.slots.close()
             self.slots = None
 
+    def shutdown_bound(self) -> float:
+        # the actors' grace, then SHUTDOWN_STEP (2 s) at most for each other step (each ends in ms unless
+        # something hangs: a database that answers nothing holds the actors and the pool, not every step)
+        return self.cfg.master.shutdown_grace + SHUTDOWN_BOUND
+
     async def on_shutdown(self) -> None:
-        await cancel_and_wait(*self._background)
-        if self.poller is not None:
-            await self.poller.close()
-        if self.scheduler is not None:
-            await self.scheduler.close()
-        if self.failover is not None:
-            await self.failover.close()
-        if self.serial_repair is not None:
-            await self.serial_repair.close()
-        if self.groups is not None:
-            await self.groups.close()
-        if self.retention is not None:
-            await self.retention.close()
-        await self._stop_actors()
-        await self.dispatcher.close()
-        await self.wheel.close()
+        """Every step bounded: what overruns is cancelled, and abandoned if it ignores that (a write
+        waiting on a database that answers nothing). The pool is terminated when its graceful close
+        overruns (it waits for every connection to come back), so nothing abandoned writes after our
+        lease is revoked; the instances left are failed over."""
+        await bounded("background tasks", cancel_and_wait(*self._background), SHUTDOWN_STEP)
+        services = (self.poller, self.scheduler, self.failover, self.serial_repair, self.groups, self.retention)
+        for service in services:
+            if service is not None:
+                await bounded(type(service).__name__, service.close(), SHUTDOWN_STEP)
+        grace = self.cfg.master.shutdown_grace
+        await bounded("workflow actors", self._stop_actors(grace), grace + SHUTDOWN_STEP)
+        await bounded("dispatcher", self.dispatcher.close(), SHUTDOWN_STEP)
+        await bounded("timer wheel", self.wheel.close(), SHUTDOWN_STEP)
         self.gc.release()
-        if self.pool is not None:
-            await self.pool.close()
+        if self.pool is not None and not await bounded("database pool", self.pool.close(), SHUTDOWN_STEP):
+            self.pool.terminate()  # connections still out (abandoned work): closed under it
 
     async def readiness(self) -> dict[str, bool]:
         return {"database": await database_reachable(self.pool)}
