@@ -327,6 +327,28 @@ async def test_a_dispatch_that_may_have_been_delivered_goes_to_no_other_worker()
     assert actor.events == [TaskDispatched(7, 1, first, "dispatch in doubt")]
 
 
+async def test_an_accepted_dispatch_carries_the_incarnation_that_took_it() -> None:
+    def script(_host: str, msg: object) -> object:
+        if isinstance(msg, TaskDispatchBatch):
+            return DispatchBatchReply([DispatchReply(True, "", 5, 43) for _ in msg.tasks], 5)
+        return DispatchReply(True, "", 5, incarnation=42)
+
+    rpc = _FakeRpc(script)
+    actor = _FakeActor()
+    async with _dispatcher(rpc, [_worker("a:1", revision=41)]) as d:
+        d.submit(_request(actor, 7))  # sent alone
+        await eventually(lambda: actor.events, 5, "the attempt dispatched")
+        d.submit(_request(actor, 8))  # these two in one batch
+        d.submit(_request(actor, 9))
+        await eventually(lambda: len(actor.events) == 3, 5, "the batch dispatched")
+    # what the worker said, not the revision the master's view had (that may be the one it replaced)
+    assert actor.events == [
+        TaskDispatched(7, 1, "a:1", "dispatch accepted", 42),
+        TaskDispatched(8, 1, "a:1", "dispatch accepted", 43),
+        TaskDispatched(9, 1, "a:1", "dispatch accepted", 43),
+    ]
+
+
 async def test_a_dispatch_that_certainly_was_not_delivered_goes_to_the_next_worker() -> None:
     def script(host: str, msg: object) -> object:
         if not rpc.calls:

@@ -257,7 +257,12 @@ async def test_a_worker_takes_no_dispatch_before_its_key_is_registered(
                 "its lease, waiting for the key",
             )
             reply = await answer()
-            assert reply == {"accepted": False, "reason": "worker is not registered", "free_slots": reply["free_slots"]}
+            assert reply == {
+                "accepted": False,
+                "reason": "worker is not registered",
+                "free_slots": reply["free_slots"],
+                "incarnation": 0,  # no key of its own yet
+            }
             assert (await etcd.get(key)) is not None and waiting.proc.exited() is None  # still waiting for the key
         finally:
             waiting.stop()

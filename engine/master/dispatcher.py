@@ -299,7 +299,7 @@ class Dispatcher:
         again = []
         for request, one in zip(requests, replies, strict=True):
             if one is not None and one.accepted:
-                self._accepted(request, host)
+                self._accepted(request, host, one.incarnation)
             else:
                 if one is not None:
                     self._count("dispatch_refusals")
@@ -341,14 +341,13 @@ class Dispatcher:
             sel = self.selectors[group] = SELECTORS[self.selector_kind]()
         return sel
 
-    def _accepted(self, request: DispatchRequest, host: str) -> None:
+    def _accepted(self, request: DispatchRequest, host: str, incarnation: int = 0) -> None:
         self._count("tasks_dispatched")
         if self.metrics is not None:
             self.metrics.observe("dispatch_wait_seconds", time.monotonic() - request.ready_at)
         self._ours[host] = self._ours.get(host, 0) + 1
-        request.actor.post(
-            TaskDispatched(request.message.task_instance_id, request.message.attempt, host, "dispatch accepted")
-        )
+        m = request.message
+        request.actor.post(TaskDispatched(m.task_instance_id, m.attempt, host, "dispatch accepted", incarnation))
 
     async def _send(
         self, request: DispatchRequest, first: str = "", tried: set[str] | None = None, spent: bool = False
@@ -401,7 +400,7 @@ class Dispatcher:
             assert isinstance(reply, DispatchReply)
             self._said(host, 1, reply.free_slots)
             if reply.accepted:
-                self._accepted(request, host)
+                self._accepted(request, host, reply.incarnation)
                 return
             self._count("dispatch_refusals")
             log.debug(

@@ -279,7 +279,8 @@ class Worker(Node):
         if not registered and not self.executor.holds(msg):
             return DispatchReply(False, "worker is not registered")
         reply = self.executor.dispatch(msg, valid_until_ms or msg.valid_until_ms)
-        reply = DispatchReply(reply.accepted, reply.reason, self.executor.free_slots())
+        incarnation = self.registry.registration.revision if self.registry is not None else 0
+        reply = DispatchReply(reply.accepted, reply.reason, self.executor.free_slots(), incarnation)
         self.metrics.inc("dispatches_accepted" if reply.accepted else "dispatches_refused")
         log.info(
             "dispatch",
