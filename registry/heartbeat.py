@@ -53,7 +53,8 @@ class Heartbeat:
     #: an unfinished instance of this host with a lower epoch belongs to a previous incarnation
     epoch_floor: int = 0
     #: this process's incarnation (registry.identity): a fresh uuid per process, the host name, the
-    #: machine (boot id + pid namespace) and the process start time, so a node registering at the same
+    #: machine (boot id + pid namespace) and the process start time (seconds since boot: no wall-clock
+    #: step moves it), so a node registering at the same
     #: address can tell its own dead previous incarnation from another live node
     node_id: str = ""
     host_name: str = ""

@@ -233,3 +233,36 @@ async def test_a_re_registered_worker_s_first_task_is_not_reaped(
     assert reply["accepted"], reply
     result = await sink.result(msg.task_instance_id)
     assert result["state"] == "SUCCESS", result
+
+
+async def test_the_deadline_is_judged_on_the_monotonic_clock_it_is_given(tmp_path: Path) -> None:
+    # the reaper's clock is /proc/uptime (monotonic, like the session's judgement of the lease): a step of the
+    # wall clock moves neither. Here it reads a clock file the test moves: only that clock's time kills.
+    clock = tmp_path / "uptime"
+
+    def set_clock(seconds: str) -> None:
+        (tmp_path / "next").write_text(f"{seconds} 0.00\n")
+        os.replace(tmp_path / "next", clock)  # whole, never half-written
+
+    set_clock("100.00")
+    reaper = Reaper(lease_ttl=60, clock=str(clock))
+    await reaper.start()
+    sleeper = await asyncio.create_subprocess_exec("sleep", "1000", start_new_session=True)
+    try:
+        reaper.add(sleeper.pid)
+        reaper.renewed(30.0)  # 29.5 s on that clock from when it reads the line: for ever here on any other
+        deadline = time.monotonic() + 10
+        now, n = 100, 10**6
+        while sleeper.returncode is None:  # the clock moves 1000 s a step; any line makes it look again
+            assert time.monotonic() < deadline, "the reaper did not judge its deadline on the clock it was given"
+            now, n = now + 1000, n + 1
+            set_clock(f"{now}.00")
+            reaper.add(n)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(sleeper.wait(), 0.05)
+        assert sleeper.returncode == -signal.SIGKILL
+    finally:
+        if sleeper.returncode is None:
+            sleeper.kill()
+            await sleeper.wait()
+        await reaper.close()
