@@ -17,8 +17,8 @@ from typing import Any
 import uvloop
 from aiohttp import web
 
+from engine import clocks, logs
 from engine import config as config_mod
-from engine import logs
 from engine.aio import bounded, cancel_and_wait
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError, SchemaMismatch
@@ -305,6 +305,7 @@ def main(node_cls: type[Node], argv: Sequence[str] | None = None) -> int:
         print(f"porpoise {node_cls.role}: {exc}", file=sys.stderr)
         return 2
     logs.configure(cfg.logging.format, cfg.logging.level, node=node_cls.role)
+    clocks.offset_wall_clock(cfg.debug.clock_offset)  # test-only: 0 unless a test steps this node's clock
 
     async def run() -> int:
         return await node_cls(cfg).run()

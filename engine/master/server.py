@@ -24,6 +24,7 @@ import asyncpg
 
 from engine import logs
 from engine.aio import bounded, cancel_and_wait
+from engine.clocks import check_skew
 from engine.concurrency.serial_sql import SerialRepair
 from engine.concurrency.task_groups_sql import GroupListener
 from engine.master.actor import DispatchRequest, GroupAdmitted, InstanceInfo, WorkflowActor
@@ -149,6 +150,8 @@ class Master(Node):
     async def on_started(self) -> None:
         dsn = self.cfg.database.url()
         self.pool = await connect_pool(self.cfg.database, self._stop, self.metrics.pool_wait)
+        # before we register: a master whose clock is far off the database's takes no work
+        await check_skew(self.pool, self.cfg.master.max_clock_skew, self.role)
         self.store = MasterStore(self.pool, self.address)
         self.cache = DefinitionCache(self.pool)
         self.poller = CommandPoller(
