@@ -398,6 +398,31 @@ async def test_a_refusal_proves_the_attempt_is_not_there_only_once_every_copy_ha
     ]
 
 
+async def test_a_dispatch_in_doubt_expires_on_the_monotonic_clock_whatever_the_wall_clock_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the master's wall clock steps back an hour once the send is in doubt: its copies still expire when
+    # they were due (300 ms on), and the refusal after that decides
+    monkeypatch.setattr(dispatcher_module, "DOUBT_MARGIN_MS", 0)
+    busy = DispatchReply(False, "all 10 exec slots are busy", 0)
+    real_now_ms = dispatcher_module.now_ms
+
+    def step_back_then_refuse(_host: str, _msg: object) -> object:
+        monkeypatch.setattr(dispatcher_module, "now_ms", lambda: real_now_ms() - 3_600_000)
+        return busy
+
+    rpc = _FakeRpc(_timeout_first(step_back_then_refuse))
+    actor = _FakeActor()
+    async with _dispatcher(rpc, [_worker("a:1")], valid_for_ms=300) as d:
+        d.submit(_request(actor, 7))
+        await eventually(lambda: len(actor.events) == 2, 10, "the attempt given up on that worker")
+    first = _first_host(rpc)
+    assert actor.events == [
+        TaskDispatched(7, 1, first, "dispatch in doubt"),
+        DispatchLost(7, 1, first, "not taken: all 10 exec slots are busy"),
+    ]
+
+
 async def test_a_worker_gone_with_a_dispatch_in_doubt_is_left_to_worker_failover() -> None:
     workers = [_worker("a:1"), _worker("b:1")]
 
