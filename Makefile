@@ -94,7 +94,7 @@ bench-quick: install
 	$(BIN)/python -m bench.quick
 
 # Long chaos soak (make test runs a short round): SEED=n WORKFLOWS=n, minutes to hours.
-# FAULTS="poison=1 term-master=1" sets fault weights (tests/chaos_faults.py; those two are off by default).
+# FAULTS="poison=0 kill-master=2" sets fault weights (tests/chaos_faults.py).
 WORKFLOWS ?= 2000
 SEED ?= $(shell date +%s)
 # HOSTS=n: the soak across n namespace hosts instead (tests/hosts_chaos.py, root): hosts killed, links

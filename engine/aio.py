@@ -45,6 +45,26 @@ async def cancel_until_done(task: asyncio.Task[Any], timeout: float | None = Non
     return True
 
 
+async def bounded(what: str, work: Awaitable[Any], timeout: float) -> bool:
+    """Run one step of a shutdown for at most ``timeout`` seconds: past it the step is cancelled, and
+    abandoned if it ignores the cancellation (cancel_until_done) for a moment more. Its error is logged,
+    never raised (the next steps run anyway). True when it ended in time, error or not."""
+    task = asyncio.ensure_future(work)
+    await asyncio.wait([task], timeout=max(timeout, 0.0))
+    if not task.done():
+        log.warning("shutdown step overran its bound; cancelling it", step=what, seconds=timeout)
+        if not await cancel_until_done(task, ABANDON_AFTER):
+            log.error("shutdown step ignored its cancellation; abandoned", step=what)
+        return False
+    if not task.cancelled() and task.exception() is not None:
+        log.error("shutdown step failed", step=what, error=repr(task.exception()))
+    return True
+
+
+#: seconds a cancelled shutdown step may take to end before it is abandoned
+ABANDON_AFTER = 1.0
+
+
 async def acquire_in_thread(
     release: Callable[[T], Awaitable[None] | None], fn: Callable[..., T], *args: Any, **kwargs: Any
 ) -> T:

@@ -151,6 +151,7 @@ class MasterConfig:
     misfire_threshold: float = field(metadata=_bounded(0, 86400 * 366))
     misfire_max_fires: int = field(metadata=_bounded(1, 1_000_000))
     logic_check_interval: float = field(metadata=_bounded(0.05, 3600))
+    max_clock_skew: float = field(metadata=_bounded(0, 3600))
 
 
 @dataclass(frozen=True)
@@ -378,6 +379,7 @@ class DebugConfig:
     """Test-only hooks (engine/configs/debug.yaml): never enabled in production."""
 
     wedge_hook: bool
+    clock_offset: float = field(metadata=_bounded(-86400 * 366, 86400 * 366))
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -16,9 +17,9 @@ from typing import Any
 import uvloop
 from aiohttp import web
 
+from engine import clocks, logs
 from engine import config as config_mod
-from engine import logs
-from engine.aio import cancel_and_wait
+from engine.aio import bounded, cancel_and_wait
 from engine.config import Config
 from engine.errors import ConfigError, PorpoiseError, SchemaMismatch
 from engine.metrics import CONTENT_TYPE, NodeMetrics
@@ -37,6 +38,11 @@ from rpc import RpcClient, RpcServer
 from rpc.tls import TlsFiles, client_context, server_context
 
 log = logs.get(__name__)
+
+#: seconds each step of a bounded shutdown may take (then it is cancelled, and abandoned if it ignores that)
+SHUTDOWN_STEP = 2.0
+#: seconds a bounded shutdown may take besides the role's own grace before the process exits regardless
+SHUTDOWN_BOUND = 25.0
 
 #: exit code of a node that stopped because its registry session was LOST
 EXIT_LEASE_LOST = 75
@@ -239,23 +245,50 @@ class Node:
         return self.exit_code
 
     async def shutdown(self) -> None:
-        """Phased and idempotent: role shutdown (drain), deregister, stop listening, close clients."""
+        """Phased and idempotent: role shutdown (drain), deregister, stop listening, close clients.
+
+        With a ``shutdown_bound`` the node's own steps are bounded too (what overruns is abandoned), and a
+        process still alive that long after the shutdown began (a task ignoring every cancellation, a
+        thread that never returns: the interpreter's exit waits for both) exits anyway."""
         if self._shut:
             return
         self._shut = True
+        limit = self.shutdown_bound()
+        if limit > 0:
+            self._arm_exit_watchdog(limit)
+        step = SHUTDOWN_STEP if limit > 0 else None
         try:
             await self.on_shutdown()
         except Exception:
             log.exception("shutdown hook failed")
         if self.registry is not None:
-            await self.registry.close(revoke=True)
+            await self._step("deregister", self.registry.close(revoke=True), step)
         if self.runner is not None:
             runner, self.runner = self.runner, None
-            await runner.cleanup()
-        await self.rpc.close()
+            await self._step("listener", runner.cleanup(), step)
+        await self._step("rpc client", self.rpc.close(), step)
         await self.cpu.close()
         await self.metrics.close()
         log.info("node stopped", role=self.role, address=self.address)
+
+    def shutdown_bound(self) -> float:
+        """Seconds the whole shutdown may take before the process exits regardless (0: no bound)."""
+        return 0.0
+
+    async def _step(self, what: str, work: Coroutine[Any, Any, Any], timeout: float | None) -> None:
+        if timeout is None:
+            await work
+        else:
+            await bounded(what, work, timeout)
+
+    def _arm_exit_watchdog(self, seconds: float) -> None:
+        def overran() -> None:
+            log.error("shutdown overran its bound; exiting now", seconds=seconds, exit_code=self.exit_code)
+            os._exit(self.exit_code)
+
+        timer = threading.Timer(seconds, overran)
+        timer.daemon = True
+        timer.start()
 
 
 def parse_args(prog: str, argv: Sequence[str] | None) -> argparse.Namespace:
@@ -272,6 +305,7 @@ def main(node_cls: type[Node], argv: Sequence[str] | None = None) -> int:
         print(f"porpoise {node_cls.role}: {exc}", file=sys.stderr)
         return 2
     logs.configure(cfg.logging.format, cfg.logging.level, node=node_cls.role)
+    clocks.offset_wall_clock(cfg.debug.clock_offset)  # test-only: 0 unless a test steps this node's clock
 
     async def run() -> int:
         return await node_cls(cfg).run()

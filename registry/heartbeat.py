@@ -28,7 +28,7 @@ log = logs.get(__name__)
 class ServerStatus(enum.IntEnum):
     NORMAL = 0
     ABNORMAL = 1  # overloaded: less free memory than reserved (masters send it nothing)
-    BUSY = 2  # saturated: more tasks waiting than exec slots, or cpus busy with the load over its limit
+    BUSY = 2  # saturated: every exec slot taken, or cpus busy with the load over its limit
     DRAINING = 3  # a worker finishing its running tasks and taking no new ones (masters send it nothing)
 
 
@@ -53,7 +53,8 @@ class Heartbeat:
     #: an unfinished instance of this host with a lower epoch belongs to a previous incarnation
     epoch_floor: int = 0
     #: this process's incarnation (registry.identity): a fresh uuid per process, the host name, the
-    #: machine (boot id + pid namespace) and the process start time, so a node registering at the same
+    #: machine (boot id + pid namespace) and the process start time (seconds since boot: no wall-clock
+    #: step moves it), so a node registering at the same
     #: address can tell its own dead previous incarnation from another live node
     node_id: str = ""
     host_name: str = ""
@@ -164,8 +165,11 @@ async def sample_host(disk_path: str = ".") -> HostSample:
 
 @dataclass
 class TaskCounts:
+    #: attempts holding an exec slot (those still being set up included)
     running: int = 0
+    #: of those, the attempts whose process has not started yet
     waiting: int = 0
+    #: exec slots (0: not a worker)
     slots: int = 0
 
 
@@ -209,7 +213,7 @@ class HeartbeatSource:
         over = sample.overload(self.limits, self.busy())
         if over is not None and not over.hold:
             status = ServerStatus.ABNORMAL
-        elif over is not None or (counts.slots and counts.waiting > counts.slots):
+        elif over is not None or (counts.slots and counts.running >= counts.slots):
             status = ServerStatus.BUSY
         return Heartbeat(
             startup_time=self.startup_time,

@@ -104,19 +104,33 @@ class Incarnation:
             host_name=socket.gethostname(),
             machine=_machine_id(),
             pid=os.getpid(),
-            process_start=psutil.Process().create_time(),
+            process_start=started_at(os.getpid()),
         )
 
 
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def started_at(pid: int) -> float:
+    """When process ``pid`` started, in seconds since the machine booted: the kernel's count (field 22 of
+    /proc/PID/stat, in clock ticks), which no step of the wall clock moves. An epoch time (psutil's
+    ``create_time``) adds the boot time the kernel derives from the wall clock: after a step, a live
+    holder's start would differ from the one it published and it would look dead. Raises OSError when
+    there is no such process."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read()
+    fields = stat[stat.rindex(b")") + 2 :].split()  # the name, in parentheses, may hold anything
+    return int(fields[19]) / _CLOCK_TICKS
+
+
 def process_alive(pid: int, start: float) -> bool:
-    """Whether ``pid`` runs here and is the process that started at ``start`` (not a recycled pid, not
-    a killed process its parent has not reaped yet)."""
+    """Whether ``pid`` runs here and is the process that started at ``start`` (seconds since boot:
+    ``started_at``; not a recycled pid, not a killed process its parent has not reaped yet)."""
     try:
-        proc = psutil.Process(pid)
-        return abs(proc.create_time() - start) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:  # includes ZombieProcess
+        return abs(started_at(pid) - start) < 0.001 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (FileNotFoundError, ProcessLookupError, psutil.NoSuchProcess):  # includes ZombieProcess
         return False
-    except psutil.AccessDenied:
+    except (PermissionError, psutil.AccessDenied):
         return True
 
 

@@ -50,6 +50,9 @@ class DispatchReply:
     reason: str = ""
     #: how many more attempts the worker would take now (-1: not said); the master's credit with it
     free_slots: int = -1
+    #: the worker's incarnation: the create revision of its registry key (0: not said). Its loss fails
+    #: only what this incarnation took, not an attempt a later one at the same address runs
+    incarnation: int = 0
 
 
 @dataclass(frozen=True)

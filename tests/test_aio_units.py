@@ -9,8 +9,9 @@ import threading
 import asyncpg
 import pytest
 
-from engine.aio import BackgroundService, acquire_in_thread
+from engine.aio import BackgroundService, acquire_in_thread, bounded
 from engine.storage.failures import CONNECTION_LOST, DB_FAILURES
+from tests.helpers import eventually
 
 
 class Flaky(BackgroundService):
@@ -156,3 +157,27 @@ async def test_a_loop_that_ignores_cancellation_for_good_is_abandoned_after_the_
     assert task is not None and not task.done()
     release.set()
     await asyncio.wait_for(task, 5)
+
+
+async def test_a_shutdown_step_that_ignores_cancellation_is_abandoned_and_the_next_steps_run() -> None:
+    release = asyncio.Event()
+    ended: list[str] = []
+
+    async def stubborn() -> None:
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await release.wait()
+        ended.append("stubborn")
+
+    async def failing() -> None:
+        raise RuntimeError("boom")
+
+    async def quick() -> None:
+        ended.append("quick")
+
+    assert await bounded("stubborn", stubborn(), 0.05) is False  # overran, cancelled, ignored it: abandoned
+    assert await bounded("failing", failing(), 1) is True  # ended in time: its error is logged, not raised
+    assert await bounded("quick", quick(), 1) is True
+    assert ended == ["quick"]
+    release.set()  # the abandoned step ends once what it waited for comes
+    await eventually(lambda: ended == ["quick", "stubborn"], 5, "the abandoned step to end")

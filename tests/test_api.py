@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import re
@@ -17,8 +18,9 @@ from openapi_spec_validator import validate
 from engine import config as config_mod
 from engine.api.server import ApiServer
 from engine.cli.client import ApiClientError
+from rpc.messages import WorkflowControl
 from tests.conftest import ApiCluster
-from tests.helpers import TEST_SECRET, wait_sync
+from tests.helpers import TEST_SECRET, rpc_client, wait_sync
 
 pytestmark = pytest.mark.slow
 
@@ -484,6 +486,39 @@ def test_pause_lets_the_running_task_finish_then_resume_continues(api_cluster: A
     final = wait_final(api_cluster, instance_id)
     assert final["state"] == "SUCCESS"
     assert [(t["name"], t["attempt"]) for t in final["tasks"]] == [("first", 1), ("second", 1)]
+
+
+def test_a_control_the_owning_master_cannot_apply_is_not_accepted(api_cluster: ApiCluster) -> None:
+    # the API checks the state it reads; the master answers for the state it holds: a pause of an instance
+    # already pausing changes nothing there, so it is not "accepted" (a stop of it is, and acts)
+    client = api_cluster.client()
+    gate = api_cluster.work / f"gate-{uuid.uuid4().hex[:6]}"
+    started_flag = api_cluster.work / f"started-{uuid.uuid4().hex[:6]}"
+    doc = shell_doc(_name())
+    doc["tasks"] = [
+        {
+            "name": "only",
+            "type": "SHELL",
+            "params": {"rawScript": f"touch {started_flag}; while [ ! -f {gate} ]; do sleep 0.05; done"},
+        }
+    ]
+    code = client.post("/api/v1/workflows", doc, release=True)["code"]
+    instance_id = start(api_cluster, code)
+    wait_sync(started_flag.exists, 30, what="the task running")
+    assert client.post(f"/api/v1/instances/{instance_id}/pause")["accepted"]
+    owner = client.get(f"/api/v1/instances/{instance_id}")["host"]
+
+    async def control(action: str) -> Any:
+        rpc = rpc_client(10)
+        try:
+            return await rpc.call(owner, WorkflowControl(instance_id, action))
+        finally:
+            await rpc.close()
+
+    again = asyncio.run(control("pause"))
+    assert again["accepted"] is False and "READY_PAUSE" in again["reason"], again
+    assert asyncio.run(control("stop"))["accepted"] is True
+    assert wait_final(api_cluster, instance_id)["state"] == "STOP"
 
 
 # -- cluster and data sources ---------------------------------------------------------------------

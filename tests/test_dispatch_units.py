@@ -327,6 +327,28 @@ async def test_a_dispatch_that_may_have_been_delivered_goes_to_no_other_worker()
     assert actor.events == [TaskDispatched(7, 1, first, "dispatch in doubt")]
 
 
+async def test_an_accepted_dispatch_carries_the_incarnation_that_took_it() -> None:
+    def script(_host: str, msg: object) -> object:
+        if isinstance(msg, TaskDispatchBatch):
+            return DispatchBatchReply([DispatchReply(True, "", 5, 43) for _ in msg.tasks], 5)
+        return DispatchReply(True, "", 5, incarnation=42)
+
+    rpc = _FakeRpc(script)
+    actor = _FakeActor()
+    async with _dispatcher(rpc, [_worker("a:1", revision=41)]) as d:
+        d.submit(_request(actor, 7))  # sent alone
+        await eventually(lambda: actor.events, 5, "the attempt dispatched")
+        d.submit(_request(actor, 8))  # these two in one batch
+        d.submit(_request(actor, 9))
+        await eventually(lambda: len(actor.events) == 3, 5, "the batch dispatched")
+    # what the worker said, not the revision the master's view had (that may be the one it replaced)
+    assert actor.events == [
+        TaskDispatched(7, 1, "a:1", "dispatch accepted", 42),
+        TaskDispatched(8, 1, "a:1", "dispatch accepted", 43),
+        TaskDispatched(9, 1, "a:1", "dispatch accepted", 43),
+    ]
+
+
 async def test_a_dispatch_that_certainly_was_not_delivered_goes_to_the_next_worker() -> None:
     def script(host: str, msg: object) -> object:
         if not rpc.calls:
@@ -370,6 +392,31 @@ async def test_a_refusal_proves_the_attempt_is_not_there_only_once_every_copy_ha
     refused_early = [c for c in rpc.calls[1:] if c[2] <= expired]
     assert refused_early, "a refusal while the first copy could still arrive must not decide"
     assert rpc.calls[-1][2] > expired and rpc.calls[-1][3] == busy
+    assert actor.events == [
+        TaskDispatched(7, 1, first, "dispatch in doubt"),
+        DispatchLost(7, 1, first, "not taken: all 10 exec slots are busy"),
+    ]
+
+
+async def test_a_dispatch_in_doubt_expires_on_the_monotonic_clock_whatever_the_wall_clock_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the master's wall clock steps back an hour once the send is in doubt: its copies still expire when
+    # they were due (300 ms on), and the refusal after that decides
+    monkeypatch.setattr(dispatcher_module, "DOUBT_MARGIN_MS", 0)
+    busy = DispatchReply(False, "all 10 exec slots are busy", 0)
+    real_now_ms = dispatcher_module.now_ms
+
+    def step_back_then_refuse(_host: str, _msg: object) -> object:
+        monkeypatch.setattr(dispatcher_module, "now_ms", lambda: real_now_ms() - 3_600_000)
+        return busy
+
+    rpc = _FakeRpc(_timeout_first(step_back_then_refuse))
+    actor = _FakeActor()
+    async with _dispatcher(rpc, [_worker("a:1")], valid_for_ms=300) as d:
+        d.submit(_request(actor, 7))
+        await eventually(lambda: len(actor.events) == 2, 10, "the attempt given up on that worker")
+    first = _first_host(rpc)
     assert actor.events == [
         TaskDispatched(7, 1, first, "dispatch in doubt"),
         DispatchLost(7, 1, first, "not taken: all 10 exec slots are busy"),

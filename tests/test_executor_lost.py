@@ -48,3 +48,12 @@ async def test_attempts_killed_for_a_lost_lease_are_reported_lost_at_any_point_o
     result = await sink.result(d.task_instance_id)
     assert result["state"] == "LOST", result
     assert executor.runs == {}
+
+
+async def test_an_attempt_waits_until_its_process_starts(executor: Executor, sink: ReportSink) -> None:
+    # admitted (it holds a slot), then set up (log, exec dir, tenant) before its process starts: waiting
+    d = task("SHELL", {"rawScript": "sleep 60"}, sink.address)
+    assert executor.dispatch(d).accepted
+    assert (executor.holding(), executor.waiting()) == (1, 1)
+    await sink.running(d.task_instance_id)
+    assert (executor.holding(), executor.waiting()) == (1, 0)

@@ -5,6 +5,7 @@ a loopback advertise address is refused when etcd is elsewhere (registry.identit
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import uuid
@@ -31,7 +32,7 @@ from registry import (
     SessionState,
     TaskCounts,
 )
-from registry.identity import Incarnation, Verdict, advertise_host, judge_holder, process_alive
+from registry.identity import Incarnation, Verdict, advertise_host, judge_holder, process_alive, started_at
 from rpc.errors import RpcError
 from tests.helpers import NodeProc, eventually, node_env, rpc_client, wait_sync
 from tests.worker_harness import ReportSink, dispatch, task
@@ -186,10 +187,10 @@ def test_a_process_counts_as_alive_only_while_it_runs_with_its_start_time() -> N
     live = subprocess.Popen(["sleep", "60"])
     dead = subprocess.Popen(["true"])
     try:
-        start = psutil.Process(live.pid).create_time()
+        start = started_at(live.pid)
         assert process_alive(live.pid, start)
         assert not process_alive(live.pid, start - 5)  # a recycled pid: another process
-        dead_start = psutil.Process(dead.pid).create_time()
+        dead_start = started_at(dead.pid)
         wait_sync(lambda: psutil.Process(dead.pid).status() == psutil.STATUS_ZOMBIE, 10, "a zombie")
         assert not process_alive(dead.pid, dead_start)  # killed, not reaped yet: gone all the same
     finally:
@@ -257,10 +258,33 @@ async def test_a_worker_takes_no_dispatch_before_its_key_is_registered(
                 "its lease, waiting for the key",
             )
             reply = await answer()
-            assert reply == {"accepted": False, "reason": "worker is not registered", "free_slots": reply["free_slots"]}
+            assert reply == {
+                "accepted": False,
+                "reason": "worker is not registered",
+                "free_slots": reply["free_slots"],
+                "incarnation": 0,  # no key of its own yet
+            }
             assert (await etcd.get(key)) is not None and waiting.proc.exited() is None  # still waiting for the key
         finally:
             waiting.stop()
     finally:
         await client.close()
         await holder.orphan()
+
+
+def test_a_live_holder_stays_alive_across_a_wall_clock_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the kernel's boot time (what psutil adds to a start to make it an epoch time) is the wall clock less
+    # the uptime: a step of the wall clock moves it. A holder's published start must not move with it.
+    from psutil import _pslinux
+
+    live = subprocess.Popen(["sleep", "60"])
+    try:
+        me = Incarnation.current()
+        published = Incarnation("them", me.host_name, me.machine, live.pid, started_at(live.pid))
+        stepped = _pslinux.boot_time() + 5.0  # the wall clock stepped 5 s forward
+        monkeypatch.setattr(_pslinux, "boot_time", lambda: stepped)
+        assert judge_holder(published, me) is Verdict.LIVE_HERE
+        assert process_alive(os.getpid(), me.process_start)
+    finally:
+        live.kill()
+        live.wait()

@@ -19,7 +19,7 @@ from engine.infra.etcd import EtcdServer
 from engine.worker.reaper import Reaper
 from registry import EtcdClient
 from rpc import RpcClient
-from tests.helpers import ROOT, NodeProc, eventually
+from tests.helpers import ROOT, NodeProc, eventually, wait_sync
 from tests.worker_harness import ReportSink, dispatch, task
 
 pytestmark = pytest.mark.slow
@@ -205,3 +205,64 @@ async def test_at_the_deadline_the_workers_children_it_never_added_die_too(tmp_p
             if p.returncode is None:
                 p.kill()
                 await p.wait()
+
+
+async def test_a_re_registered_worker_s_first_task_is_not_reaped(
+    etcd_factory: Callable[[], EtcdServer], etcd_root: str, node_factory: Callable[..., NodeProc],
+    tmp_path: Path, sink: ReportSink, client: RpcClient,
+) -> None:  # fmt: skip
+    # The reaper's deadline is the old session's: long past once the worker re-registers. Its new session's
+    # first renewal comes a keep-alive interval later (4 s here, of a 6 s lease); a task started before then
+    # must not be killed: registration itself tells the reaper the new lease is alive.
+    server = etcd_factory()
+    worker = await asyncio.to_thread(
+        node_factory, "worker", server.endpoint, etcd_root, 6,
+        overrides=[f"worker.log_dir={tmp_path / 'logs'}", f"worker.exec_dir={tmp_path / 'exec'}"],
+        PORPOISE_REGISTRY_ON_LOST="reregister", PORPOISE_REGISTRY_KEEPALIVE_INTERVAL="4",
+        PORPOISE_WORKER_MAX_CPU_LOAD_AVG="100000",
+    )  # fmt: skip
+    assert server.proc and server.proc.record
+    server.proc.record.signal(signal.SIGSTOP)
+    try:
+        await asyncio.to_thread(wait_sync, lambda: worker.health()[0] == 503, 6 + 5, "worker to lose its session")
+    finally:
+        server.proc.record.signal(signal.SIGCONT)
+    await asyncio.to_thread(wait_sync, worker.healthy, 20, "worker registered again")
+    msg = task("SHELL", {"rawScript": "sleep 2; echo done"}, sink.address)
+    reply = await dispatch(client, worker.address, msg)
+    assert reply["accepted"], reply
+    result = await sink.result(msg.task_instance_id)
+    assert result["state"] == "SUCCESS", result["message"]
+
+
+async def test_the_deadline_is_judged_on_the_monotonic_clock_it_is_given(tmp_path: Path) -> None:
+    # the reaper's clock is /proc/uptime (monotonic, like the session's judgement of the lease): a step of the
+    # wall clock moves neither. Here it reads a clock file the test moves: only that clock's time kills.
+    clock = tmp_path / "uptime"
+
+    def set_clock(seconds: str) -> None:
+        (tmp_path / "next").write_text(f"{seconds} 0.00\n")
+        os.replace(tmp_path / "next", clock)  # whole, never half-written
+
+    set_clock("100.00")
+    reaper = Reaper(lease_ttl=60, clock=str(clock))
+    await reaper.start()
+    sleeper = await asyncio.create_subprocess_exec("sleep", "1000", start_new_session=True)
+    try:
+        reaper.add(sleeper.pid)
+        reaper.renewed(30.0)  # 29.5 s on that clock from when it reads the line: for ever here on any other
+        deadline = time.monotonic() + 10
+        now, n = 100, 10**6
+        while sleeper.returncode is None:  # the clock moves 1000 s a step; any line makes it look again
+            assert time.monotonic() < deadline, "the reaper did not judge its deadline on the clock it was given"
+            now, n = now + 1000, n + 1
+            set_clock(f"{now}.00")
+            reaper.add(n)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(sleeper.wait(), 0.05)
+        assert sleeper.returncode == -signal.SIGKILL
+    finally:
+        if sleeper.returncode is None:
+            sleeper.kill()
+            await sleeper.wait()
+        await reaper.close()

@@ -18,6 +18,7 @@ import pytest
 
 from engine.infra.etcd import EtcdServer
 from engine.worker.reporter import RUNNING_DELAY
+from registry import EtcdClient, Heartbeat, MembershipView, ServerStatus
 from rpc import RpcClient
 from rpc.messages import (
     HostUpdate,
@@ -239,11 +240,63 @@ async def test_dispatch_is_rejected_when_all_slots_are_busy(
     assert (await dispatch(client, w.address, first))["accepted"] is True  # same attempt again: idempotent
     second = task("SHELL", {"rawScript": "true"}, sink.address)
     reply = await dispatch(client, w.address, second)
+    incarnation = reply.pop("incarnation")
     assert reply == {"accepted": False, "reason": "all 1 exec slots are busy", "free_slots": 0}
     await client.call(w.address, TaskKill(first.task_instance_id, 1))
     await sink.result(first.task_instance_id)
-    assert await dispatch(client, w.address, second) == {"accepted": True, "reason": "", "free_slots": 0}
+    again = {"accepted": True, "reason": "", "free_slots": 0, "incarnation": incarnation}
+    assert await dispatch(client, w.address, second) == again
     assert (await sink.result(second.task_instance_id))["state"] == "SUCCESS"
+
+
+async def test_a_worker_with_every_slot_taken_says_busy_in_its_heartbeat(
+    node_factory: Callable[..., NodeProc],
+    etcd_server: EtcdServer,
+    etcd_root: str,
+    tmp_path: Path,
+    sink: ReportSink,
+    client: RpcClient,
+    etcd: EtcdClient,
+) -> None:
+    unguarded = "worker.max_cpu_load_avg=100000"  # BUSY here must come from the slots, not the machine's load
+    w = await asyncio.to_thread(_start_worker, node_factory, etcd_server, etcd_root, tmp_path, 1, unguarded)
+    view = MembershipView(etcd, etcd_root)
+    await view.start()
+    try:
+
+        def heartbeat() -> Heartbeat:
+            return next(n.heartbeat for n in view.workers() if n.node.address == w.address)
+
+        await eventually(view.workers, 10, "the worker registered")
+        assert heartbeat().status == ServerStatus.NORMAL
+        first = task("SHELL", {"rawScript": "sleep 600"}, sink.address)
+        assert (await dispatch(client, w.address, first))["accepted"] is True
+        await sink.running(first.task_instance_id)
+        await eventually(lambda: heartbeat().status == ServerStatus.BUSY, 20, "the heartbeat to say BUSY")
+        hb = heartbeat()
+        assert (hb.running_tasks, hb.waiting_tasks, hb.exec_slots) == (1, 0, 1)  # its process started: not waiting
+        await client.call(w.address, TaskKill(first.task_instance_id, 1))
+        await sink.result(first.task_instance_id)
+        await eventually(lambda: heartbeat().status == ServerStatus.NORMAL, 20, "the heartbeat NORMAL again")
+    finally:
+        await view.close()
+
+
+async def test_a_dispatch_reply_names_the_incarnation_that_took_it(
+    worker: NodeProc, sink: ReportSink, client: RpcClient, etcd: EtcdClient, etcd_root: str
+) -> None:
+    view = MembershipView(etcd, etcd_root)
+    await view.start()
+    try:
+        (registered,) = await eventually(view.workers, 10, "the worker registered")
+    finally:
+        await view.close()
+    msg = task("SHELL", {"rawScript": "true"}, sink.address)
+    reply = await dispatch(client, worker.address, msg)
+    # the create revision of its registry key: a master fails the attempt only when that key is lost
+    assert reply["accepted"] is True and reply["incarnation"] == registered.create_revision > 0, reply
+    batch = await client.call(worker.address, TaskDispatchBatch([task("SHELL", {"rawScript": "true"}, sink.address)]))
+    assert [r["incarnation"] for r in batch["replies"]] == [registered.create_revision], batch
 
 
 async def test_an_attempt_dispatched_again_after_it_finished_is_acknowledged_not_run_again(
@@ -262,7 +315,8 @@ async def test_an_attempt_dispatched_again_after_it_finished_is_acknowledged_not
     assert [(r["accepted"], r["reason"]) for r in batch["replies"]] == [(True, "already finished (SUCCESS)")]
     # a new attempt of the same task instance is a new dispatch: it runs
     retry = dataclasses.replace(msg, attempt=2)
-    assert await dispatch(client, worker.address, retry) == {"accepted": True, "reason": "", "free_slots": 9}
+    reply = await dispatch(client, worker.address, retry)
+    assert reply == {"accepted": True, "reason": "", "free_slots": 9, "incarnation": reply["incarnation"]}
 
     async def finished() -> bool:
         reply = await dispatch(client, worker.address, retry)

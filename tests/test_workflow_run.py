@@ -28,6 +28,7 @@ from engine.master.workflow_messages import (
     TaskResultEvent,
     TaskRunningEvent,
     TaskTimedOut,
+    WorkerLost,
     WorkflowTimedOut,
 )
 from engine.states import (
@@ -137,6 +138,27 @@ def test_a_dispatch_in_doubt_found_not_taken_runs_again_as_the_next_attempt() ->
     sim.running("a")  # a report settles the doubt: a late DispatchLost changes nothing
     assert sim.run.handle(DispatchLost(second.id, 2, "w:2")) == [] and not sim.run.awaits_dispatch(second.id, 2)
     assert sim.created(sim.finish("a")) == ["b"]
+
+
+def test_the_loss_of_a_worker_incarnation_fails_only_what_that_incarnation_took() -> None:
+    # a worker at w:1 restarted within its TTL: the new incarnation (key created at revision 20) took the
+    # attempt; the old one's removal (revision 10), seen afterwards, must not run it again beside itself
+    sim = Sim(spec({"a": []}))
+    a = sim.attempt("a")
+    sim.apply(sim.run.handle(TaskDispatched(a.id, 1, "w:1", "dispatch accepted", incarnation=20)))
+    assert sim.run.handle(WorkerLost("w:1", incarnation=10)) == []
+    assert a.state is TaskState.DISPATCH and sim.attempt("a") is a
+    out = sim.apply(sim.run.handle(WorkerLost("w:1", incarnation=20)))  # its own loss: it runs again
+    assert a.state is TaskState.NEED_FAULT_TOLERANCE and sim.created(out) == ["a"]
+
+
+def test_the_loss_of_a_worker_fails_what_ran_there_when_the_incarnation_is_not_known() -> None:
+    sim = Sim(spec({"a": [], "b": []}))
+    a, b = sim.attempt("a"), sim.attempt("b")
+    sim.apply(sim.run.handle(TaskDispatched(a.id, 1, "w:1", "dispatch in doubt")))  # taken by whichever
+    sim.apply(sim.run.handle(TaskDispatched(b.id, 1, "w:1", "dispatch accepted", incarnation=20)))
+    sim.apply(sim.run.handle(WorkerLost("w:1")))  # the sweep: no worker at w:1 any more
+    assert a.state is TaskState.NEED_FAULT_TOLERANCE and b.state is TaskState.NEED_FAULT_TOLERANCE
 
 
 def test_diamond_waits_for_both_branches() -> None:

@@ -65,14 +65,20 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _local_deadline(valid_until_ms: int) -> float:
+    """An epoch-ms validity just computed from our wall clock, as a time.monotonic() deadline."""
+    return time.monotonic() + (valid_until_ms - now_ms()) / 1000
+
+
 @dataclasses.dataclass
 class _Doubt:
     """Attempts sent to ``host`` that it may have taken: the send failed after the request was written."""
 
     host: str
     requests: list[DispatchRequest]
-    #: epoch ms until which a copy sent so far may still be admitted there (its valid_until_ms)
-    expires_ms: int
+    #: until when (time.monotonic()) a copy sent so far may still be admitted there: its valid_until_ms
+    #: put on our monotonic clock when sent, so a step of our wall clock later moves no expiry
+    expires_at: float
     #: the revision that created the worker's registry key then: a later registration at its address (a
     #: restart, or a re-registration after a lost lease, which kills its tasks) is asked nothing
     incarnation: int | None
@@ -299,7 +305,7 @@ class Dispatcher:
         again = []
         for request, one in zip(requests, replies, strict=True):
             if one is not None and one.accepted:
-                self._accepted(request, host)
+                self._accepted(request, host, one.incarnation)
             else:
                 if one is not None:
                     self._count("dispatch_refusals")
@@ -341,14 +347,13 @@ class Dispatcher:
             sel = self.selectors[group] = SELECTORS[self.selector_kind]()
         return sel
 
-    def _accepted(self, request: DispatchRequest, host: str) -> None:
+    def _accepted(self, request: DispatchRequest, host: str, incarnation: int = 0) -> None:
         self._count("tasks_dispatched")
         if self.metrics is not None:
             self.metrics.observe("dispatch_wait_seconds", time.monotonic() - request.ready_at)
         self._ours[host] = self._ours.get(host, 0) + 1
-        request.actor.post(
-            TaskDispatched(request.message.task_instance_id, request.message.attempt, host, "dispatch accepted")
-        )
+        m = request.message
+        request.actor.post(TaskDispatched(m.task_instance_id, m.attempt, host, "dispatch accepted", incarnation))
 
     async def _send(
         self, request: DispatchRequest, first: str = "", tried: set[str] | None = None, spent: bool = False
@@ -401,7 +406,7 @@ class Dispatcher:
             assert isinstance(reply, DispatchReply)
             self._said(host, 1, reply.free_slots)
             if reply.accepted:
-                self._accepted(request, host)
+                self._accepted(request, host, reply.incarnation)
                 return
             self._count("dispatch_refusals")
             log.debug(
@@ -437,7 +442,7 @@ class Dispatcher:
             )
             self._ours[host] = self._ours.get(host, 0) + 1  # its result gives the slot back, as if accepted
             r.actor.post(TaskDispatched(r.message.task_instance_id, r.message.attempt, host, "dispatch in doubt"))
-        doubt = _Doubt(host, list(requests), valid_until, incarnation)
+        doubt = _Doubt(host, list(requests), _local_deadline(valid_until), incarnation)
         task = asyncio.create_task(self._resolve(doubt), name=f"dispatch-doubt-{host}")
         self._doubts.add(task)
         task.add_done_callback(self._doubts.discard)
@@ -489,11 +494,12 @@ class Dispatcher:
                 valid_until = self.valid_until()
                 if not valid_until:
                     continue  # our lease is in doubt: send nothing (if it is lost, the next owner decides)
-                sent_ms = now_ms()
+                sent = time.monotonic()
                 replies = await self._ask(host, pending, valid_until)
                 if isinstance(replies, RpcError):
                     if replies.maybe_delivered:
-                        doubt.expires_ms = max(doubt.expires_ms, valid_until)  # this copy may be there too
+                        # this copy may be there too
+                        doubt.expires_at = max(doubt.expires_at, _local_deadline(valid_until))
                     continue
                 undecided = []
                 for r, reply in zip(pending, replies, strict=True):
@@ -502,7 +508,7 @@ class Dispatcher:
                         self._count("dispatch_doubts_confirmed")
                         log.info("dispatch in doubt confirmed", task_instance_id=m.task_instance_id,
                                  attempt=m.attempt, reason=reply.reason)  # fmt: skip
-                    elif sent_ms > doubt.expires_ms + DOUBT_MARGIN_MS:
+                    elif sent > doubt.expires_at + DOUBT_MARGIN_MS / 1000:
                         self._count("dispatches_lost")
                         self._ours[host] = max(self._ours.get(host, 0) - 1, 0)
                         log.warning("dispatch in doubt was not taken: it runs again",

@@ -92,7 +92,7 @@ class FailoverService(BackgroundService):
             if change.info.address != self.me:
                 self._kick.set()
             return
-        self.worker_lost(change.info.address)
+        self.worker_lost(change.info.address, change.info.create_revision)
 
     def retake(self, instance_id: int, epoch: int) -> None:
         """Our actor of this instance failed (e.g. the database went away mid-write): take the instance
@@ -100,10 +100,11 @@ class FailoverService(BackgroundService):
         self._retake[instance_id] = epoch
         self._kick.set()
 
-    def worker_lost(self, host: str) -> None:
+    def worker_lost(self, host: str, incarnation: int = 0) -> None:
+        """The worker at ``host`` is gone: its incarnation ``incarnation`` (0: whichever it was)."""
         for actor in list(self.actors.values()):
             if any(a.host == host for a in actor.run.active()):
-                actor.post(WorkerLost(host))
+                actor.post(WorkerLost(host, incarnation=incarnation))
 
     async def _run(self) -> None:
         while True:

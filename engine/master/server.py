@@ -23,7 +23,8 @@ from typing import Any
 import asyncpg
 
 from engine import logs
-from engine.aio import cancel_and_wait
+from engine.aio import bounded, cancel_and_wait
+from engine.clocks import check_skew
 from engine.concurrency.serial_sql import SerialRepair
 from engine.concurrency.task_groups_sql import GroupListener
 from engine.master.actor import DispatchRequest, GroupAdmitted, InstanceInfo, WorkflowActor
@@ -44,7 +45,7 @@ from engine.master.workflow_messages import (
     TaskResultEvent,
     TaskRunningEvent,
 )
-from engine.node import Node
+from engine.node import SHUTDOWN_BOUND, SHUTDOWN_STEP, Node
 from engine.scheduling.scheduler import Scheduler
 from engine.states import CommandType, TaskState, WorkflowState
 from engine.storage.definitions import WorkflowSpec
@@ -77,6 +78,11 @@ _RESULT_STATES = {
     "LOST": TaskState.NEED_FAULT_TOLERANCE,
 }
 
+#: where a workflow control takes a running instance: it acted when it moved the instance there
+_CONTROL_TO = {
+    "stop": {WorkflowState.READY_STOP, WorkflowState.STOP},
+    "pause": {WorkflowState.READY_PAUSE, WorkflowState.PAUSE},
+}
 
 #: taken-back attempts that run again, per command type: a resume re-runs the killed / paused tasks,
 #: a recovery (START_FAILURE_TASK_PROCESS) also the failed and lost ones
@@ -144,6 +150,8 @@ class Master(Node):
     async def on_started(self) -> None:
         dsn = self.cfg.database.url()
         self.pool = await connect_pool(self.cfg.database, self._stop, self.metrics.pool_wait)
+        # before we register: a master whose clock is far off the database's takes no work
+        await check_skew(self.pool, self.cfg.master.max_clock_skew, self.role)
         self.store = MasterStore(self.pool, self.address)
         self.cache = DefinitionCache(self.pool)
         self.poller = CommandPoller(
@@ -236,26 +244,28 @@ class Master(Node):
             self.slots.close()
             self.slots = None
 
+    def shutdown_bound(self) -> float:
+        # the actors' grace, then SHUTDOWN_STEP (2 s) at most for each other step (each ends in ms unless
+        # something hangs: a database that answers nothing holds the actors and the pool, not every step)
+        return self.cfg.master.shutdown_grace + SHUTDOWN_BOUND
+
     async def on_shutdown(self) -> None:
-        await cancel_and_wait(*self._background)
-        if self.poller is not None:
-            await self.poller.close()
-        if self.scheduler is not None:
-            await self.scheduler.close()
-        if self.failover is not None:
-            await self.failover.close()
-        if self.serial_repair is not None:
-            await self.serial_repair.close()
-        if self.groups is not None:
-            await self.groups.close()
-        if self.retention is not None:
-            await self.retention.close()
-        await self._stop_actors()
-        await self.dispatcher.close()
-        await self.wheel.close()
+        """Every step bounded: what overruns is cancelled, and abandoned if it ignores that (a write
+        waiting on a database that answers nothing). The pool is terminated when its graceful close
+        overruns (it waits for every connection to come back), so nothing abandoned writes after our
+        lease is revoked; the instances left are failed over."""
+        await bounded("background tasks", cancel_and_wait(*self._background), SHUTDOWN_STEP)
+        services = (self.poller, self.scheduler, self.failover, self.serial_repair, self.groups, self.retention)
+        for service in services:
+            if service is not None:
+                await bounded(type(service).__name__, service.close(), SHUTDOWN_STEP)
+        grace = self.cfg.master.shutdown_grace
+        await bounded("workflow actors", self._stop_actors(grace), grace + SHUTDOWN_STEP)
+        await bounded("dispatcher", self.dispatcher.close(), SHUTDOWN_STEP)
+        await bounded("timer wheel", self.wheel.close(), SHUTDOWN_STEP)
         self.gc.release()
-        if self.pool is not None:
-            await self.pool.close()
+        if self.pool is not None and not await bounded("database pool", self.pool.close(), SHUTDOWN_STEP):
+            self.pool.terminate()  # connections still out (abandoned work): closed under it
 
     async def readiness(self) -> dict[str, bool]:
         return {"database": await database_reachable(self.pool)}
@@ -537,9 +547,17 @@ class Master(Node):
             return {"accepted": False, "reason": "this master is not driving that instance"}
         reason = msg.reason[:200]
         event = StopRequested(reason or "api stop") if msg.action == "stop" else PauseRequested(reason or "api pause")
+        before = actor.run.state
         fut = actor.post(event, wait=True)
         assert fut is not None
-        return {"accepted": await fut}
+        if not await fut:
+            return {"accepted": False, "reason": "this master stopped driving that instance"}
+        # accepted only when the request acted: the instance moved (from its state when the request came)
+        # to stopping or pausing; one it found finished, or already so, changed nothing here
+        after = actor.run.state
+        if before in _CONTROL_TO[msg.action] or after not in _CONTROL_TO[msg.action]:
+            return {"accepted": False, "reason": f"the instance is {after.name}"}
+        return {"accepted": True}
 
     async def on_sub_workflow_done(self, msg: SubWorkflowDone) -> dict[str, bool]:
         actor = self.actors.get(msg.workflow_instance_id)

@@ -272,7 +272,7 @@ class WorkflowRun:
         if a is None or a.state is not TaskState.SUBMITTED_SUCCESS:
             return []  # RUNNING (or the result) overtook the dispatch acknowledgement
         self._task_to(a, TaskState.DISPATCH, ev.cause_id or "dispatched")
-        a.host = ev.host
+        a.host, a.incarnation = ev.host, ev.incarnation
         return [PersistTask(a, a.state, (("host", ev.host),))]
 
     def _on_result(self, ev: TaskResultEvent) -> list[Action]:
@@ -385,6 +385,8 @@ class WorkflowRun:
         for a in self.active():
             if a.host != ev.host or a.state is TaskState.SUBMITTED_SUCCESS or a.code in self.logic:
                 continue  # not there (a SUBMITTED attempt is still in our dispatch queue; logic runs here)
+            if ev.incarnation and a.incarnation and a.incarnation != ev.incarnation:
+                continue  # another incarnation at that address took it (a restart within the TTL): it runs
             self._task_to(a, TaskState.NEED_FAULT_TOLERANCE, ev.cause_id or f"worker {ev.host} lost")
             actions += [PersistTask(a, a.state), CancelTimer(("task-timeout", a.id))]
             actions += self._after_failure(a)

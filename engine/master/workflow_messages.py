@@ -28,6 +28,8 @@ class Attempt:
     var_in: list[dict[str, Any]] = field(default_factory=list)
     start_time: int = 0
     end_time: int = 0
+    #: the incarnation of the worker at ``host`` that took it (0: not known, e.g. taken back from the database)
+    incarnation: int = 0
 
     @classmethod
     def from_row(cls, row: Any) -> Attempt:
@@ -109,6 +111,8 @@ class TaskDispatched:
     attempt: int
     host: str
     cause_id: str = ""
+    #: the incarnation of the worker at ``host`` that took it (DispatchReply.incarnation; 0: not known)
+    incarnation: int = 0
 
 
 @dataclass(frozen=True)
@@ -152,10 +156,14 @@ class DispatchLost:
 
 @dataclass(frozen=True)
 class WorkerLost:
-    """The worker at ``host`` lost its registry lease: its attempts are dead (it kills them itself)."""
+    """The worker at ``host`` lost its registry lease: its attempts are dead (it kills them itself).
+    With ``incarnation``, only that incarnation's: an attempt a later one at the same address took (a
+    restart within the TTL, whose old key's removal is seen after the new one took it) runs on."""
 
     host: str
     cause_id: str = ""
+    #: the create revision of the lost registry key (0: whichever incarnation)
+    incarnation: int = 0
 
 
 Event = (

@@ -152,6 +152,14 @@ class Executor:
 
     # -- admission --------------------------------------------------------------------------------
 
+    def holding(self) -> int:
+        """Attempts holding an exec slot here: started, or admitted and still being set up."""
+        return len(self.runs)
+
+    def waiting(self) -> int:
+        """Attempts admitted whose process has not started yet (log and exec dir, tenant, secrets, spawn)."""
+        return sum(1 for r in self.runs.values() if r.proc is None and not r.ended)
+
     def busy_with(self, workflow_instance_id: int) -> bool:
         return any(r.dispatch.workflow_instance_id == workflow_instance_id for r in self.runs.values())
 

@@ -6,8 +6,10 @@ attempts a master starts elsewhere once the worker's lease expires (invariant 3)
 loop in its own session reading a pipe from the worker:
 
 - ``add PGID`` / ``del PGID``: a task's process group started / ended;
-- ``alive MICROSECONDS``: sent from the registry keep-alive thread after each lease renewal: the time
-  left before the lease may expire, less a margin. It sets a deadline (bash's ``EPOCHREALTIME``); if no
+- ``alive MICROSECONDS``: sent from the registry keep-alive thread after each lease renewal, and by the
+  worker when it registers (before it takes work): the time left before the lease may expire, less a
+  margin. It sets a deadline on the machine's monotonic clock (``/proc/uptime``, read with a builtin:
+  the session judges the lease on monotonic time too, so a step of the wall clock moves neither); if no
   renewal comes before it (the worker is paused, hung, or cut off from etcd), every group is killed —
   before any master can start a replacement attempt. Other lines never move the deadline: a task added
   just before a pause does not buy the worker time its lease does not have;
@@ -40,7 +42,14 @@ SCRIPT = r"""
 trap '' PIPE  # the worker (reader of our output) may be dead: keep going and kill
 [[ -n $EPOCHREALTIME ]] || { echo "porpoise-reaper needs bash 5 (EPOCHREALTIME)" >&2; exit 2; }
 declare -A groups
-deadline=$(( ${EPOCHREALTIME/[.,]/} + $1 ))  # microseconds
+clock=$3  # seconds on a monotonic clock, with two decimals: /proc/uptime
+now_us() {  # sets $now: microseconds on that clock (no process started)
+    local up rest
+    read -r up rest < "$clock" || up=0.00
+    now=$(( 10#${up/[.,]/} * 10000 ))
+}
+now_us
+deadline=$(( now + $1 ))  # microseconds
 parent=$2  # whose other children are tasks too (0: none)
 kill_all() {
     for g in "${!groups[@]}"; do echo "killed $g $EPOCHREALTIME" 2>/dev/null; kill -KILL -- "-$g" 2>/dev/null; done
@@ -58,7 +67,8 @@ kill_all() {
     done
 }
 while true; do
-    left=$(( deadline - ${EPOCHREALTIME/[.,]/} ))
+    now_us
+    left=$(( deadline - now ))
     if (( left > 0 )); then
         printf -v wait '%d.%06d' $(( left / 1000000 )) $(( left % 1000000 ))
         read -r -t "$wait" cmd arg
@@ -71,7 +81,7 @@ while true; do
         case "$cmd" in
             add) groups[$arg]=1 ;;
             del) unset "groups[$arg]" ;;
-            alive) deadline=$(( ${EPOCHREALTIME/[.,]/} + arg )) ;;
+            alive) now_us; deadline=$(( now + arg )) ;;
         esac
     else
         kill_all
@@ -82,6 +92,8 @@ done
 
 #: the reaper kills a little before the lease can expire
 MARGIN = 0.5
+#: seconds since boot (CLOCK_BOOTTIME: monotonic, counting a suspend too), to the hundredth
+MONOTONIC = "/proc/uptime"
 
 
 def _micros(seconds: float) -> int:
@@ -89,8 +101,10 @@ def _micros(seconds: float) -> int:
 
 
 class Reaper:
-    def __init__(self, lease_ttl: float, children_of: int = 0) -> None:
+    def __init__(self, lease_ttl: float, children_of: int = 0, clock: str = MONOTONIC) -> None:
         self.lease_ttl = lease_ttl
+        #: the file the reaper reads its monotonic clock from (tests give one they move themselves)
+        self.clock = clock
         #: a pid whose children are all task processes (the worker's own): they die with the groups
         self.children_of = children_of
         self.proc: asyncio.subprocess.Process | None = None
@@ -107,6 +121,7 @@ class Reaper:
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 "bash", "-c", SCRIPT, "porpoise-reaper", str(_micros(self.lease_ttl - MARGIN)), str(self.children_of),
+                self.clock,
                 stdin=read_end, stdout=out_write, start_new_session=True,
             )  # fmt: skip
         finally:

@@ -183,7 +183,8 @@ class Worker(Node):
         return NodeId(WORKER, self.address, self.cfg.worker.group)
 
     def counts(self) -> TaskCounts:
-        return TaskCounts(running=len(self.executor.runs), waiting=0, slots=self.cfg.worker.exec_slots)
+        ex = self.executor
+        return TaskCounts(running=ex.holding(), waiting=ex.waiting(), slots=self.cfg.worker.exec_slots)
 
     def heartbeat_source(self) -> HeartbeatSource:
         return self.source
@@ -218,8 +219,12 @@ class Worker(Node):
 
     async def on_registered(self) -> None:
         assert self.registry is not None
-        # tasks die with the lease: the reaper kills them when renewals stop (paused or dead worker)
-        self.registry.session.renewed.append(self.reaper.renewed)
+        # tasks die with the lease: the reaper kills them when renewals stop (paused or dead worker). Its
+        # deadline is the last one it was told (from our start, or from a lease now lost): tell it this
+        # lease's before taking work, not at the first renewal a keep-alive interval later
+        session = self.registry.session
+        self.reaper.renewed(session.remaining())
+        session.renewed.append(self.reaper.renewed)
         self.executor.accepting = True
 
     async def on_shutdown(self) -> None:
@@ -274,7 +279,8 @@ class Worker(Node):
         if not registered and not self.executor.holds(msg):
             return DispatchReply(False, "worker is not registered")
         reply = self.executor.dispatch(msg, valid_until_ms or msg.valid_until_ms)
-        reply = DispatchReply(reply.accepted, reply.reason, self.executor.free_slots())
+        incarnation = self.registry.registration.revision if self.registry is not None else 0
+        reply = DispatchReply(reply.accepted, reply.reason, self.executor.free_slots(), incarnation)
         self.metrics.inc("dispatches_accepted" if reply.accepted else "dispatches_refused")
         log.info(
             "dispatch",

@@ -1,0 +1,71 @@
+"""This node's wall clock against the database's: measured when a master starts, refused past a margin.
+
+Leases, timers and every local interval run on monotonic time; the wall clock still matters between
+hosts: dispatches and kills carry the sender's lease validity in epoch milliseconds (checked on the
+worker's clock), and schedules fire at the master's clock for times the database records. A master whose
+clock is off the database's by more than ``master.max_clock_skew`` does not start (NTP not synchronised
+yet, a stepped clock): it exits with the figures, and a supervisor starts it again once the clock is right.
+
+``debug.clock_offset`` (test-only) moves this process's ``time.time()`` by a fixed amount, as a clock
+stepped on one node would; ``datetime.now()`` and the monotonic clocks are not moved.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from engine import logs
+from engine.errors import PorpoiseError
+
+log = logs.get(__name__)
+
+#: round trips measured; the shortest is kept (its midpoint is the closest to the database's reading)
+ROUND_TRIPS = 3
+
+
+class ClockSkew(PorpoiseError):
+    """This node's wall clock is off the database's by more than the allowed margin."""
+
+
+def offset_wall_clock(seconds: float) -> None:
+    """Test-only (debug.clock_offset): ``time.time()`` of this process reads ``seconds`` ahead (behind
+    when negative) of the machine's clock."""
+    if not seconds:
+        return
+    real = time.time
+
+    def stepped() -> float:
+        return real() + seconds
+
+    time.time = stepped
+    log.warning("debug.clock_offset: this process's wall clock is moved", seconds=seconds)
+
+
+async def database_skew(pool: Any) -> tuple[float, float]:
+    """(the database's clock less ours, the uncertainty of that figure) in seconds: ``clock_timestamp()``
+    against the midpoint of the shortest of a few round trips (uncertainty: half that round trip)."""
+    best: tuple[float, float] | None = None
+    for _ in range(ROUND_TRIPS):
+        sent, started = time.time(), time.monotonic()
+        theirs = await pool.fetchval("SELECT extract(epoch FROM clock_timestamp())::float8")
+        trip = time.monotonic() - started
+        skew = float(theirs) - (sent + trip / 2)
+        if best is None or trip / 2 < best[1]:
+            best = (skew, trip / 2)
+    assert best is not None
+    return best
+
+
+async def check_skew(pool: Any, margin: float, role: str) -> float:
+    """Measure the skew against the database; raise ClockSkew when it is certainly above ``margin``
+    (0: measured and logged only). Returns the skew (the database's clock less ours)."""
+    skew, error = await database_skew(pool)
+    log.info("clock skew against the database", skew=round(skew, 4), uncertainty=round(error, 4))
+    if margin > 0 and abs(skew) - error > margin:
+        side = "behind" if skew > 0 else "ahead of"
+        raise ClockSkew(
+            f"this {role}'s clock is {abs(skew):.3f} s {side} the database's (at most {margin} s allowed: "
+            f"master.max_clock_skew); synchronise the clocks (NTP) and start it again"
+        )
+    return skew
