@@ -35,10 +35,13 @@ EXPECTED: dict[str, tuple[list[str], set[tuple[str, str, str]]]] = {
     "ds320_subprocess-shell_schedules.json": (["sub_process", "内部子流程测试"], set()),
     "ds32_apache-api-test_shell.json": (["test"], set()),
     "ds33dev_apache-api-test_shell_workflowDefinition.json": (["test"], set()),
-    "ds320_batch-export_mr.json": ([], {("mr2", ds.UNSUPPORTED_TYPE, "MR")}),
+    "ds320_batch-export_mr.json": (["mr12"], set()),
     "ds320_batch-export_sqoop.json": ([], {("sqoop1", ds.UNSUPPORTED_TYPE, "SQOOP")}),
-    "ds31_ui-export_spark.json": ([], {("spark_task1", ds.UNSUPPORTED_TYPE, "SPARK (programType SCALA)")}),
-    "ds320_sql-python-spark_schedule.json": ([], {("spark节点", ds.UNSUPPORTED_TYPE, "SPARK (programType SCALA)")}),
+    # 3.1 names a jar by resource id only: nothing here can resolve it
+    "ds31_ui-export_spark.json": ([], {
+        ("spark_task1", ds.UNRESOLVED, "mainJar {'id': 9}: a resource id cannot be resolved here"),
+    }),
+    "ds320_sql-python-spark_schedule.json": (["sql-python-spark工作流"], set()),
     "ds31_ui-export_switch.json": ([], {
         ("switch_task1", ds.NOT_REPRESENTABLE, "SWITCH condition 'if $test==1': cannot evaluate 'if $test==1':"
          " syntax error: invalid syntax"),

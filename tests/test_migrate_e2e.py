@@ -147,19 +147,33 @@ def test_conditions_and_switch_exports_take_their_branches(api_cluster: ApiClust
 
 def test_cli_import_refuses_unsupported_types_then_skips_them(api_cluster: ApiCluster, tmp_path: Path) -> None:
     c, project = api_cluster, _project()
-    path = tmp_path / "mr.json"
-    path.write_text(json.dumps(load("ds320_batch-export_mr.json")))
+    path = tmp_path / "sqoop.json"
+    path.write_text(json.dumps(load("ds320_batch-export_sqoop.json")))
     refused = porpoise(c, "import", "dolphinscheduler", str(path), "--project", project)
     assert refused.returncode != 0
-    assert "unsupported: MR" in refused.stderr and "mr12/mr2: MR" in refused.stderr
+    assert "unsupported: SQOOP" in refused.stderr and "sqoop_process1/sqoop1: SQOOP" in refused.stderr
     assert c.client().get("/api/v1/workflows", project=project)["total"] == 0
     done = porpoise(c, "import", "dolphinscheduler", str(path), "--project", project, "--skip-unsupported", "--json")
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
-    assert [(g["task"], g["kind"], g["detail"]) for g in answer["gaps"]] == [("mr2", "unsupported_type", "MR")]
+    assert [(g["task"], g["kind"], g["detail"]) for g in answer["gaps"]] == [("sqoop1", "unsupported_type", "SQOOP")]
     code = answer["workflows"][0]["code"]
     doc = c.client().get(f"/api/v1/workflows/{code}")["document"]
-    assert "mr2 (MR)" in doc["description"] and doc["tasks"][0]["params"]["dolphinscheduler"]["taskType"] == "MR"
+    assert (
+        "sqoop1 (SQOOP)" in doc["description"] and doc["tasks"][0]["params"]["dolphinscheduler"]["taskType"] == "SQOOP"
+    )
+
+
+def test_mr_and_spark_jar_exports_import_as_tasks_of_their_own(api_cluster: ApiCluster, tmp_path: Path) -> None:
+    c, project = api_cluster, _project()
+    path = tmp_path / "mr.json"
+    path.write_text(json.dumps(load("ds320_batch-export_mr.json")))
+    done = porpoise(c, "import", "dolphinscheduler", str(path), "--project", project, "--json")
+    assert done.returncode == 0, done.stderr
+    code = json.loads(done.stdout)["workflows"][0]["code"]
+    task = c.client().get(f"/api/v1/workflows/{code}")["document"]["tasks"][0]
+    assert task["type"] == "MR" and task["params"]["mainClass"] == "org.apache.hadoop.examples.WordCount"
+    assert task["params"]["mainJar"] == "dolphinscheduler/default/resources/hadoop-mapreduce-examples-3.2.1.jar"
 
 
 def test_import_export_import_round_trip(api_cluster: ApiCluster, tmp_path: Path) -> None:

@@ -37,10 +37,10 @@ def test_the_watcher_announces_ids_and_links_from_spark_hadoop_and_yarn_lines() 
     assert w.feed("INFO StandaloneSchedulerBackend: Connected to Spark cluster with app ID app-2026-0001") == (
         "[porpoise] application app-2026-0001 http://10.0.0.5:4041"
     )
-    w = Watch("h", app_id="local-porpoise-7")
-    assert w.feed("INFO Utils: Successfully started service 'SparkUI' on port 4040.") == (
-        "[porpoise] application local-porpoise-7 http://h:4040"
-    )
+    w = Watch("h")  # Spark's local mode: the log never names the application; the driver's UI does
+    assert w.feed("INFO Utils: Successfully started service 'SparkUI' on port 4040.") is None and w.ui_port == 4040
+    assert w.learn("local-1764170000000") == "[porpoise] application local-1764170000000 http://h:4040"
+    assert w.learn("local-other") is None
     w = Watch("h")
     assert w.feed("INFO impl.YarnClientImpl: Submitted application application_1700_0042") is not None
     assert w.feed("INFO mapreduce.Job: The url to track the job: http://rm:8088/proxy/application_1700_0042/") == (

@@ -210,3 +210,51 @@ async def test_a_killed_worker_s_attempt_leaves_no_application_running(
     assert apps(spark_cluster, "completedapps")[second["app_id"]]["state"] == "FINISHED"
     assert app_id not in apps(spark_cluster, "activeapps")
     assert await query(fresh_db, "SELECT 1 FROM task_instance WHERE app_id = $1 AND attempt = 1", app_id)
+
+
+@pytest.fixture(scope="module")
+def spark_sum_jar(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.java_jobs import SPARK_SUM, build_jar
+
+    directory = tmp_path_factory.mktemp("spark-jar")
+    directory.chmod(0o755)
+    return build_jar(directory, "SparkSum", SPARK_SUM)
+
+
+def _jar_params(cluster: SparkCluster, jar: Path, args: str, **more: Any) -> dict[str, Any]:
+    return {"programType": "JAVA", "mainJar": str(jar), "mainClass": "SparkSum", "mainArgs": args,
+            "master": cluster.master_url, "driverMemory": "512m", "executorMemory": "512m", **more}  # fmt: skip
+
+
+@pytest.mark.parametrize("deploy", ["client", "cluster"])
+def test_a_java_spark_jar_runs_on_the_cluster(
+    api_cluster: ApiCluster, spark_cluster: SparkCluster, spark_sum_jar: Path, deploy: str
+) -> None:
+    client = api_cluster.client()
+    params = _jar_params(spark_cluster, spark_sum_jar, "7", deployMode=deploy)
+    doc = {"name": f"spark_jar_{uuid.uuid4().hex[:6]}", "project": "spark-tests",
+           "tasks": [{"name": "sum", "type": "SPARK", "params": params}]}  # fmt: skip
+    code = client.post("/api/v1/workflows", doc, release=True)["code"]
+    detail = wait_final(api_cluster, start(api_cluster, code), timeout=600)
+    task_id = detail["tasks"][0]["id"]
+    log = porpoise(api_cluster, "logs", str(task_id)).stdout
+    assert detail["state"] == "SUCCESS", log[-4000:]
+    task = client.get(f"/api/v1/tasks/{task_id}")
+    assert task["app_id"].startswith(("app-", "driver-")), task
+    finished = apps(spark_cluster, "completedapps")
+    if deploy == "client":  # the driver ran here: its output is in the task's log
+        assert "SUM=42" in log and f"APP={task['app_id']}" in log and task["app_link"].startswith("http://")
+        assert finished[task["app_id"]]["state"] == "FINISHED"
+    else:  # the driver ran on a Spark worker: the application finished on the cluster
+        assert any(a["name"] == "porpoise-sum" and a["state"] == "FINISHED" for a in finished.values())
+
+
+def test_stopping_a_java_spark_jar_ends_its_application(
+    api_cluster: ApiCluster, spark_cluster: SparkCluster, spark_sum_jar: Path
+) -> None:
+    client = api_cluster.client()
+    doc = {"name": f"spark_jar_stop_{uuid.uuid4().hex[:6]}", "project": "spark-tests", "tasks": [
+        {"name": "long", "type": "SPARK", "params": _jar_params(spark_cluster, spark_sum_jar, "long")}]}  # fmt: skip
+    code = client.post("/api/v1/workflows", doc, release=True)["code"]
+    detail = stop_while_the_application_runs(api_cluster, spark_cluster, start(api_cluster, code))
+    assert detail["app_id"].startswith("app-")

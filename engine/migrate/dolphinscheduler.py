@@ -14,8 +14,10 @@ What maps to what:
   OPEN) and its strategy, delay, priority, worker group, description, ``flag: NO`` -> disabled;
 - SHELL / PYTHON: verbatim. SQL: the data source id becomes a Porpoise data source name (``datasources``
   maps ``"<id>"`` to a name, default the id itself), ``sqlType`` 0/1 -> query/non_query,
-  ``displayRows`` -> ``maxRows``. SPARK: PYTHON and SQL programs (``deployMode: local`` -> master
-  ``local[*]``, client/cluster -> ``yarn``); JAVA / SCALA programs are unsupported.
+  ``displayRows`` -> ``maxRows``. SPARK: PYTHON, SQL, JAVA and SCALA programs (``deployMode: local`` ->
+  master ``local[*]``, client/cluster -> ``yarn``; a jar's ``mainJar.resourceName`` -> ``mainJar``). MR:
+  the same parameters (``mainJar.resourceName`` -> ``mainJar``, 3.1's ``queue`` -> ``yarnQueue``); a jar
+  named only by a resource id (3.1) is an unresolved reference.
 - SUB_PROCESS / DEPENDENT: definition and task codes become names (the file's workflows, else the
   ``known`` ones); CONDITIONS / SWITCH: task codes become task names, SWITCH conditions are translated
   (ds_common). Schedules: Quartz crontab, time zone, start / end, failure strategy, warning type,
@@ -313,26 +315,51 @@ class _Workflow:
             self.gap(task, NOTE, f"written for {p['type']}; it runs on the PostgreSQL data source {name!r}")
         return out
 
+    def _jar(self, task: str, p: Mapping[str, Any]) -> str | None:
+        """The path of a task's ``mainJar`` (``{"resourceName": ...}``), or None after an unresolved gap."""
+        jar = p.get("mainJar") or {}
+        if isinstance(jar, str) and jar:
+            return jar
+        if not isinstance(jar, Mapping) or not jar.get("resourceName"):
+            self.gap(task, UNRESOLVED, f"mainJar {jar!r}: a resource id cannot be resolved here")
+            return None
+        return str(jar["resourceName"])
+
     def _spark(self, task: str, p: dict[str, Any]) -> dict[str, Any] | None:
         program = p.get("programType") or "SCALA"
-        if program not in ("PYTHON", "SQL"):
+        if program not in ("PYTHON", "SQL", "JAVA", "SCALA"):
             self.gap(task, UNSUPPORTED_TYPE, f"SPARK (programType {program})")
             return None
         out = {k: v for k, v in p.items() if k not in ("deployMode", "mainJar", "rawScript")}
+        out["programType"] = program
         mode = p.get("deployMode") or "local"
         out["master"], out["deployMode"] = ("local[*]", "client") if mode == "local" else ("yarn", mode)
         if program == "SQL":
             out["sql"] = p.get("rawScript") or ""
-        elif p.get("rawScript"):
+        elif p.get("rawScript") and program == "PYTHON":
             out["rawScript"] = p["rawScript"]
-        jar = p.get("mainJar") or {}
-        if program == "PYTHON" and jar:
-            if not jar.get("resourceName"):
-                self.gap(task, UNRESOLVED, f"mainJar {jar!r}: a resource id cannot be resolved here")
+        if program in ("JAVA", "SCALA") or (program == "PYTHON" and p.get("mainJar")):
+            jar = self._jar(task, p)
+            if jar is None:
                 return None
-            out["mainFile"] = jar["resourceName"]
+            out["mainJar" if program in ("JAVA", "SCALA") else "mainFile"] = jar
         if not out.get("mainClass"):
             out.pop("mainClass", None)
+        return out
+
+    def _mr(self, task: str, p: dict[str, Any]) -> dict[str, Any] | None:
+        program = p.get("programType") or "JAVA"
+        if program not in ("JAVA", "SCALA", "PYTHON"):
+            self.gap(task, UNSUPPORTED_TYPE, f"MR (programType {program})")
+            return None
+        jar = self._jar(task, p)
+        if jar is None:
+            return None
+        out = {k: v for k, v in p.items() if k not in ("mainJar", "queue") and not _empty(v)}
+        out.update(programType=program, mainJar=jar)
+        queue = p.get("yarnQueue") or p.get("queue")
+        if queue:
+            out["yarnQueue"] = queue
         return out
 
     def _sub_process(self, task: str, p: dict[str, Any]) -> dict[str, Any]:

@@ -72,7 +72,13 @@ def _params(
             p["rawScript"] = p.pop("sql")
         if "mainFile" in p:
             p["mainJar"] = {"resourceName": p.pop("mainFile")}
+        elif isinstance(p.get("mainJar"), str):
+            p["mainJar"] = {"resourceName": p["mainJar"]}
         p.setdefault("programType", "PYTHON")
+    elif kind == "MR":
+        if isinstance(p.get("mainJar"), str):
+            p["mainJar"] = {"resourceName": p["mainJar"]}
+        p.setdefault("programType", "JAVA")
     elif kind == "SUB_PROCESS":
         _, code = _ref(refs, by_code, p, project)
         p = {k: v for k, v in p.items() if k not in ("workflow", "project", "workflow_code")}

@@ -17,7 +17,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 #: task types translated field by field (others are unsupported)
-SUPPORTED = ("SHELL", "PYTHON", "SQL", "SPARK", "SUB_PROCESS", "DEPENDENT", "CONDITIONS", "SWITCH")
+SUPPORTED = ("SHELL", "PYTHON", "SQL", "SPARK", "MR", "SUB_PROCESS", "DEPENDENT", "CONDITIONS", "SWITCH")
 #: the key of a placeholder task's params that keeps the original DolphinScheduler task
 ORIGINAL = "dolphinscheduler"
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"

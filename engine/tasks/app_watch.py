@@ -1,13 +1,14 @@
 """Runs a JVM job (spark-submit of a jar, ``hadoop jar``) and announces the application it started.
 
-usage: python -m engine.tasks.app_watch HOST -- COMMAND [ARGS...]
+usage: python -m engine.tasks.app_watch HOST [--app-id ID] -- COMMAND [ARGS...]
 
-The command's standard output and error pass through unchanged (to the task's log); when its log lines name
-the application — Spark's standalone master ("Connected to Spark cluster with app ID app-..."), YARN
-("Submitted application application_..."), Hadoop's local runner ("Running job: job_local...") or a fixed
-``spark.app.id`` given with ``--app-id`` — and its UI ("started service 'SparkUI' on port N" on HOST, YARN's
-"The url to track the job: ..."), this prints ``[porpoise] application <id> <link>``, the line the worker
-records into the task instance's app_id / app_link (as the PySpark bootstrap does from the SparkContext).
+The command's standard output and error pass through unchanged (to the task's log). The application's id
+comes from its log lines — Spark's standalone master ("Connected to Spark cluster with app ID app-..."), YARN
+("Submitted application application_..."), Hadoop's local runner ("Running job: job_local...") — or, where
+the log never names it (Spark's local mode), from the driver's own UI (``/api/v1/applications``); its link
+from "started service 'SparkUI' on port N" (on HOST) or YARN's "The url to track the job: ...". Once the id
+is known this prints ``[porpoise] application <id> <link>``, the line the worker records into the task
+instance's app_id / app_link (as the PySpark bootstrap does from the SparkContext).
 
 The watcher and the command share the task's process group, so a kill ends both; the watcher exits with the
 command's exit code (128 + signal when a signal ended it).
@@ -15,10 +16,14 @@ command's exit code (128 + signal when a signal ended it).
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
 import sys
+import threading
+import time
+import urllib.request
 
 MARKER = "[porpoise] application"
 _ID_PATTERNS = (
@@ -37,7 +42,15 @@ class Watch:
         self.host = host
         self.app_id = app_id
         self.link = ""
+        #: the driver's UI port (Spark), to ask it for the application's id when no log line names it
+        self.ui_port = 0
         self.announced = ("", "")
+
+    def learn(self, app_id: str) -> str | None:
+        """The id the driver's UI answered: the marker to print, unless a log line named one first."""
+        if not self.app_id:
+            self.app_id = app_id
+        return self.feed("")
 
     def feed(self, line: str) -> str | None:
         for pattern in _ID_PATTERNS:
@@ -45,7 +58,8 @@ class Watch:
                 self.app_id = m.group(1)
         if not self.link:
             if m := _UI_PORT.search(line):
-                self.link = f"http://{self.host}:{m.group(1)}"
+                self.ui_port = int(m.group(1))
+                self.link = f"http://{self.host}:{self.ui_port}"
             elif (m := _TRACKING.search(line)) and not self.app_id.startswith("job_local"):
                 # Hadoop's local runner names a tracking URL no server answers
                 self.link = m.group(1)
@@ -53,6 +67,20 @@ class Watch:
             self.announced = (self.app_id, self.link)
             return f"{MARKER} {self.app_id} {self.link}".rstrip()
         return None
+
+
+def ask_ui(port: int, deadline: float) -> str | None:
+    """The first application id the Spark UI on ``port`` (this machine) lists, retried until ``deadline``."""
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/applications", timeout=2) as resp:
+                apps = json.loads(resp.read())
+            if apps and isinstance(apps, list) and apps[0].get("id"):
+                return str(apps[0]["id"])
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.5)
+    return None
 
 
 def main(argv: list[str]) -> int:
@@ -68,13 +96,31 @@ def main(argv: list[str]) -> int:
     # a SIGTERM to the watcher alone (not the group) still ends the command
     signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
     assert proc.stdout is not None
-    out = sys.stdout.buffer
+    out, lock = sys.stdout.buffer, threading.Lock()
+
+    def emit(data: bytes, marker: str | None) -> None:
+        with lock:
+            out.write(data)
+            if marker:
+                out.write(marker.encode() + b"\n")
+            out.flush()
+
+    def from_ui(port: int) -> None:
+        found = ask_ui(port, time.monotonic() + 60)
+        if found:
+            with lock:
+                marker = watch.learn(found)
+            if marker:
+                emit(b"", marker)
+
+    asking: threading.Thread | None = None
     for raw in proc.stdout:
-        out.write(raw)
-        marker = watch.feed(raw.decode(errors="replace"))
-        if marker:
-            out.write(marker.encode() + b"\n")
-        out.flush()
+        with lock:
+            marker = watch.feed(raw.decode(errors="replace"))
+        emit(raw, marker)
+        if watch.ui_port and not watch.app_id and asking is None:
+            asking = threading.Thread(target=from_ui, args=(watch.ui_port,), daemon=True)
+            asking.start()
     code = proc.wait()
     return code if code >= 0 else 128 - code
 

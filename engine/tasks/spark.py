@@ -4,9 +4,8 @@ installed pyspark) or (PySpark and SQL) a Spark Connect server.
 ``programType`` JAVA or SCALA (DolphinScheduler's names): ``mainJar`` (a path on the worker, or
 ``{"resourceName": path}``), ``mainClass`` (else the jar's manifest names it), ``mainArgs``, and the resource
 options below. spark-submit runs under engine/tasks/app_watch.py, which reads the application id and UI link
-from Spark's own log lines (a JVM driver cannot run the PySpark bootstrap); on ``local`` masters the id is set
-(``spark.app.id``) so it is known before Spark logs anything. Standalone and YARN clusters take jars in
-cluster deploy mode too.
+from Spark's own log lines, or from the driver's UI where the log never names it (``local`` masters): a JVM
+driver cannot run the PySpark bootstrap. Standalone and YARN clusters take jars in cluster deploy mode too.
 
 ``master`` (placeholders allowed):
 
@@ -215,10 +214,6 @@ class SparkTask(TaskPlugin):
         p = ctx.task_params
         host = ctx.options.get("worker_host", "") or "localhost"
         watch = [sys.executable, "-m", "engine.tasks.app_watch", host]
-        if master.startswith("local"):
-            app_id = f"local-porpoise-{ctx.task_instance_id}"
-            submit[1:1] = ["--conf", f"spark.app.id={app_id}"]
-            watch += ["--app-id", app_id]
         if p.get("mainClass"):
             submit += ["--class", ctx.render(p["mainClass"])]
         submit.append(ctx.render(main_jar(p)))
