@@ -9,11 +9,12 @@ WORKERS ?= 2
 APIS ?= 1
 PYTEST_ARGS ?=
 
-.PHONY: install test run cluster stop clean lint bench chaos ui ui-api browser hosts hosts-down
+.PHONY: install test run cluster stop clean lint bench chaos ui ui-api browser sql-servers hosts hosts-down
 
 # Idempotent: re-installs only when pyproject.toml changed since the last install; the web UI is rebuilt
-# only when its sources changed; the browser for the UI's end-to-end tests is installed when missing.
-install: $(STAMP) ui browser
+# only when its sources changed; the browser for the UI's end-to-end tests and the database servers of the SQL
+# tests are installed when missing.
+install: $(STAMP) ui browser sql-servers
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,6 +50,14 @@ ui-api: $(STAMP) $(UI_DEPS)
 browser:
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium; } \
 		|| { echo "make install: the UI tests need Chromium: apt-get install chromium (as root)"; exit 1; }
+
+# MariaDB and ClickHouse (Debian's packages) for the MYSQL and CLICKHOUSE data-source tests: the tests start
+# them privately (tests/sql_servers.py); the packages' own services are not used.
+sql-servers:
+	@{ command -v mysqld || test -x /usr/sbin/mysqld; } >/dev/null && { command -v clickhouse-server || \
+		test -x /usr/sbin/clickhouse-server; } >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server clickhouse-server; } \
+		|| { echo "make install: the SQL tests need apt-get install mariadb-server clickhouse-server (as root)"; exit 1; }
 
 test: install
 	cd ui && npm run --silent test

@@ -16,7 +16,7 @@ def test_split_keeps_semicolons_in_quotes_and_comments_and_drops_empty_statement
     text = "INSERT INTO t VALUES ('a;b');\n-- a comment; still\n/* x; y */ SELECT \"c;d\", `e;f`;; \n-- tail"
     assert split_statements(text) == [
         "INSERT INTO t VALUES ('a;b')",
-        "-- a comment; still\n/* x; y */ SELECT \"c;d\", `e;f`",
+        '-- a comment; still\n/* x; y */ SELECT "c;d", `e;f`',
     ]
     assert split_statements("SELECT 'it\\'s; here'") == ["SELECT 'it\\'s; here'"]
     assert split_statements("  ;\n") == []

@@ -21,7 +21,6 @@ from clickhouse_driver.errors import Error as ClickHouseError
 from engine.tasks.sql_dialects import Rows, Session, SqlError, port_of
 from engine.tasks.sql_dialects.split import split_statements
 
-
 _INLINE_INSERT = re.compile(r"^\s*(INSERT\s+INTO\s+.+?)\s+VALUES\s*(\(.*)$", re.IGNORECASE | re.DOTALL)
 
 
