@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
+from engine.cli import datasources as cli_datasources
 from engine.cli import migrate as cli_migrate
 from engine.cli import schedule as cli_schedule
 from engine.cli import task_groups as cli_task_groups
@@ -108,6 +109,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     cli_schedule.add_parsers(sub, conn)
     cli_migrate.add_parsers(sub, conn)
     cli_task_groups.add_parsers(sub, conn)
+    cli_datasources.add_parsers(sub, conn)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -445,4 +447,5 @@ _COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, Console], int]] = 
     "import": cli_migrate.cmd_import,
     "export": cli_migrate.cmd_export,
     "task-group": cli_task_groups.cmd_task_group,
+    "datasource": cli_datasources.cmd_datasource,
 }

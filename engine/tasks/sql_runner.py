@@ -1,7 +1,8 @@
 """Runs one SQL or PROCEDURE task (see engine.tasks.sql, engine.tasks.procedure), or tests a data source.
 
     python -m engine.tasks.sql_runner job.json     the task described by job.json
-    python -m engine.tasks.sql_runner --probe      connect, run SELECT 1, print the server's version
+    python -m engine.tasks.sql_runner --probe [S]  connect (within S seconds), run SELECT 1, print the server's
+                                                   version
 
 The data source's connection params (type, host, port, database, user, password, other; secrets opened)
 come in the environment (PORPOISE_SQL_SOURCE, JSON), never in a file or the log. One connection (session)
@@ -191,8 +192,8 @@ async def run(job: dict, source: Mapping[str, Any]) -> int:
     return 0
 
 
-async def probe(source: Mapping[str, Any]) -> int:
-    session = session_for(source)
+async def probe(source: Mapping[str, Any], timeout: float) -> int:
+    session = session_for(source, timeout)
     await session.open()
     try:
         rows = await session.query("SELECT 1", 1)
@@ -207,18 +208,19 @@ async def probe(source: Mapping[str, Any]) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     source = json.loads(os.environ.get(SOURCE_ENV) or "{}")
+    testing = bool(args) and args[0] == "--probe"
+    what = "data source test" if testing else "SQL task"
     try:
-        if args and args[0] == "--probe":
-            return asyncio.run(probe(source))
+        if testing:
+            return asyncio.run(probe(source, float(args[1]) if len(args) > 1 else 15.0))
         with open(args[0]) as fh:
             job = json.load(fh)
         return asyncio.run(run(job, source))
     except SqlError as exc:
-        what = "data source test" if args and args[0] == "--probe" else "SQL task"
         print(f"{what} failed: {exc}", file=sys.stderr, flush=True)
         return 1
-    except Exception as exc:
-        print(f"SQL task failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    except Exception as exc:  # a driver's own error: one line naming it, no traceback
+        print(f"{what} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return 1
 
 

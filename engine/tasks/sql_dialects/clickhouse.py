@@ -128,7 +128,8 @@ class ClickHouseSession(Session):
 
 def _message(exc: BaseException) -> str:
     if isinstance(exc, ClickHouseError):
-        return f"Code {getattr(exc, 'code', '?')}: {getattr(exc, 'message', '') or exc}".strip()
+        text = str(getattr(exc, "message", "") or exc).split("Stack trace:", 1)[0].strip()
+        return f"Code {getattr(exc, 'code', '?')}: {' '.join(text.split())}"
     return f"{type(exc).__name__}: {exc}"
 
 
