@@ -4,6 +4,7 @@ server's error when it fails), secrets sealed and masked; and a workflow whose S
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
@@ -16,6 +17,7 @@ from tests.conftest import ApiCluster
 from tests.sql_servers import PASSWORD, ClickHouse, MariaDb
 from tests.test_api import error_of, start, wait_final
 from tests.test_cli import porpoise
+from tests.test_procedure import create_mysql_procedure
 
 pytestmark = pytest.mark.slow
 
@@ -86,9 +88,12 @@ def test_cli_and_sdk_put_and_test_a_clickhouse_source(api_cluster: ApiCluster, c
     assert sdk.delete_datasource(name) == {"deleted": name}
 
 
-def test_a_workflow_runs_sql_on_a_mysql_source(api_cluster: ApiCluster, mariadb: MariaDb) -> None:
+def test_a_workflow_runs_sql_and_a_procedure_on_a_mysql_source(api_cluster: ApiCluster, mariadb: MariaDb) -> None:
+    """SQL's OUT param feeds the PROCEDURE's IN argument; the procedure's OUT values reach a SHELL task."""
     client = api_cluster.client()
     source = f"my_{uuid.uuid4().hex[:8]}"
+    proc = f"add_one_{uuid.uuid4().hex[:6]}"
+    asyncio.run(create_mysql_procedure(mariadb, proc))
     client.put(f"/api/v1/datasources/{source}", {"type": "MYSQL", "params": _params(mariadb.source())})
     doc = {
         "name": f"mysql_sql_{uuid.uuid4().hex[:8]}",
@@ -97,14 +102,18 @@ def test_a_workflow_runs_sql_on_a_mysql_source(api_cluster: ApiCluster, mariadb:
             {"name": "q", "type": "SQL", "params": {
                 "datasource": source, "type": "MYSQL", "sql": "SELECT 41 + 1 AS answer, VERSION() AS v",
                 "localParams": [{"prop": "answer", "direct": "OUT", "type": "INTEGER"}]}},
-            {"name": "echo", "type": "SHELL", "upstream": ["q"], "params": {"rawScript": "echo got ${answer}"}},
+            {"name": "p", "type": "PROCEDURE", "upstream": ["q"], "params": {
+                "datasource": source, "method": f"CALL {proc}(${{answer}}, 'w', ${{b}}, ${{label}})",
+                "localParams": [{"prop": "b", "direct": "OUT", "type": "INTEGER"},
+                                {"prop": "label", "direct": "OUT", "type": "VARCHAR"}]}},
+            {"name": "echo", "type": "SHELL", "upstream": ["p"], "params": {"rawScript": "echo got ${b} ${label}"}},
         ],
     }  # fmt: skip
     code = int(client.request("POST", "/api/v1/workflows", doc, query={"release": True})["code"])
     detail = wait_final(api_cluster, start(api_cluster, code))
     assert detail["state"] == "SUCCESS", detail
     log = client.get(f"/api/v1/tasks/{_task_id(detail, 'echo')}/log")
-    assert "got 42" in "\n".join(log["lines"])
+    assert "got 43 w-42" in "\n".join(log["lines"])
 
 
 def _task_id(detail: dict[str, Any], name: str) -> int:

@@ -215,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(probe(source, float(args[1]) if len(args) > 1 else 15.0))
         with open(args[0]) as fh:
             job = json.load(fh)
+        what = "PROCEDURE task" if job.get("kind") == "procedure" else what
         return asyncio.run(run(job, source))
     except SqlError as exc:
         print(f"{what} failed: {exc}", file=sys.stderr, flush=True)
