@@ -322,3 +322,11 @@ def clickhouse(workdir: Path) -> Iterator[sql_servers.ClickHouse]:
     server = sql_servers.start_clickhouse(workdir / "clickhouse")
     yield server
     sql_servers.stop_clickhouse(server)
+
+
+@pytest.fixture(scope="session")
+def hive(workdir: Path) -> Iterator[sql_servers.HiveServer]:
+    """Spark's Thrift server (HiveServer2) for the HIVE data-source tests: a JVM, started once."""
+    server = sql_servers.start_hive(workdir / "hive")
+    yield server
+    sql_servers.stop_hive(server)

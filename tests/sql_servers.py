@@ -15,7 +15,7 @@ from pathlib import Path
 
 from engine.infra.ports import free_port
 
-START_TIMEOUT = 120.0
+START_TIMEOUT = 300.0
 #: what the tests connect as on both servers
 USER = "porpoise"
 PASSWORD = "s3cret-Pw"
@@ -218,3 +218,67 @@ def start_clickhouse(base: Path) -> ClickHouse:
 
 def stop_clickhouse(server: ClickHouse) -> None:
     _stop(server.proc)
+
+
+@dataclass
+class HiveServer:
+    """Spark's Thrift server (HiveServer2 protocol) from the pyspark wheel, local[2], Derby metastore."""
+
+    host: str
+    port: int
+    proc: subprocess.Popen
+    log: Path
+    database: str = "default"
+
+    def source(self, **extra: object) -> dict[str, object]:
+        return {"type": "HIVE", "host": self.host, "port": self.port, "database": self.database,
+                "user": USER, "password": PASSWORD, **extra}  # fmt: skip
+
+
+_METASTORE = "spark.hadoop.javax.jdo.option.ConnectionURL"
+
+
+def start_hive(base: Path) -> HiveServer:
+    try:
+        import pyspark
+    except ImportError:
+        raise RuntimeError("the Hive tests need pyspark (pip install -e '.[spark]')") from None
+    java = shutil.which("java")
+    if java is None:
+        raise RuntimeError("the Hive tests need Java 17: apt-get install openjdk-17-jre-headless (as root)")
+    home = Path(pyspark.__file__).parent
+    base.mkdir(parents=True, exist_ok=True)
+    port, log = free_port(), base / "thriftserver.log"
+    argv = [str(home / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
+            "--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
+            "--conf", f"spark.sql.warehouse.dir={base / 'warehouse'}",
+            "--conf", f"{_METASTORE}=jdbc:derby:;databaseName={base / 'metastore'};create=true",
+            "--hiveconf", f"hive.server2.thrift.port={port}", "--hiveconf", "hive.server2.thrift.bind.host=127.0.0.1",
+            "spark-internal"]  # fmt: skip
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOG_DIR": str(base), "SPARK_LOCAL_IP": "127.0.0.1"}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=out, cwd=base, env=env, start_new_session=True)
+
+    def ready() -> bool:
+        import socket
+
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    _wait(proc, ready, log, "Spark Thrift server")
+    return HiveServer("127.0.0.1", port, proc, log)
+
+
+def stop_hive(server: HiveServer) -> None:
+    import signal
+
+    if server.proc.poll() is None:
+        os.killpg(server.proc.pid, signal.SIGTERM)
+        try:
+            server.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.proc.pid, signal.SIGKILL)
+            server.proc.wait()

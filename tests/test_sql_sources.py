@@ -1,5 +1,6 @@
 """SQL tasks on every data-source type, run by a real worker against real servers: PostgreSQL (the suite's),
-MariaDB and ClickHouse started by tests/sql_servers.py. The test plays the master (tests/worker_harness.py)."""
+MariaDB, ClickHouse and Spark's Thrift server (HIVE) started by tests/sql_servers.py. The test plays the master
+(tests/worker_harness.py)."""
 
 from __future__ import annotations
 
@@ -21,11 +22,13 @@ from rpc import RpcClient
 from rpc.messages import TaskKill
 from tests.databases import EmptyDb
 from tests.helpers import NodeProc, eventually, start_worker
-from tests.sql_servers import ClickHouse, MariaDb
+from tests.sql_servers import ClickHouse, HiveServer, MariaDb
 from tests.worker_harness import ReportSink, dispatch, log_text, task
 
 pytestmark = pytest.mark.slow
-KINDS = ("POSTGRESQL", "MYSQL", "CLICKHOUSE")
+#: Spark's Thrift server (a JVM) takes minutes to start on a loaded machine: its tests get a longer limit
+HIVE = pytest.param("HIVE", marks=pytest.mark.timeout(1500))
+KINDS = ("POSTGRESQL", "MYSQL", "CLICKHOUSE", HIVE)
 
 
 @pytest.fixture
@@ -46,6 +49,8 @@ class Server:
     #: a statement that runs for minutes
     long_sql: str
     running: Callable[[str], Any]
+    #: seconds a statement may take (Spark's first statements compile and warm up a JVM)
+    slow: float = 30
 
     def create(self, table: str) -> str:
         return f"CREATE TABLE {table} (day {self.text_type}, n Int){self.table_suffix}"
@@ -88,6 +93,17 @@ def _clickhouse_running(server: ClickHouse) -> Callable[[str], Any]:
     return lambda marker: asyncio.to_thread(count, marker)
 
 
+def _hive_running(server: HiveServer) -> Callable[[str], Any]:
+    """Spark's Thrift server has no process list: its log says when it submits a statement and cancels it."""
+
+    async def running(marker: str) -> int:
+        text = await asyncio.to_thread(server.log.read_text, errors="replace")
+        submitted = text.rfind(marker)
+        return int(submitted >= 0 and "Cancel query with" not in text[submitted:])
+
+    return running
+
+
 @pytest.fixture(params=KINDS)
 def server(request: pytest.FixtureRequest) -> Server:
     kind = request.param
@@ -99,6 +115,10 @@ def server(request: pytest.FixtureRequest) -> Server:
     if kind == "MYSQL":
         maria: MariaDb = request.getfixturevalue("mariadb")
         return Server(kind, maria.source(), "varchar(32)", "", "SELECT SLEEP(600)", _mysql_running(maria))
+    if kind == "HIVE":
+        hive: HiveServer = request.getfixturevalue("hive")
+        long_sql = "SELECT count(*) FROM range(10000000000000)"
+        return Server(kind, hive.source(), "STRING", "", long_sql, _hive_running(hive), slow=300)
     ch: ClickHouse = request.getfixturevalue("clickhouse")
     long_sql = "SELECT sleep(2) FROM system.numbers LIMIT 300 SETTINGS max_block_size = 1"
     return Server(kind, ch.source(), "String", " ENGINE = Memory", long_sql, _clickhouse_running(ch))
@@ -128,7 +148,7 @@ async def test_query_non_query_pre_post_out_params_limit_and_the_servers_error(
         datasources=sources,
     )
     await dispatch(client, worker.address, load)
-    result = await sink.result(load.task_instance_id)
+    result = await sink.result(load.task_instance_id, server.slow)
     assert result["state"] == "SUCCESS", await log_text(result["log_path"])
     assert _var(result, "inserted") in ("1", "-1")  # the last statement's count, where the server says it
 
@@ -149,7 +169,7 @@ async def test_query_non_query_pre_post_out_params_limit_and_the_servers_error(
         datasources=sources,
     )
     await dispatch(client, worker.address, query)
-    result = await sink.result(query.task_instance_id)
+    result = await sink.result(query.task_instance_id, server.slow)
     text = await log_text(result["log_path"])
     assert result["state"] == "SUCCESS", text
     assert _var(result, "n") == "100"
@@ -162,25 +182,27 @@ async def test_query_non_query_pre_post_out_params_limit_and_the_servers_error(
         "SQL", {"datasource": "wh", "sql": "SELECT * FROM no_such_table_q"}, sink.address, datasources=sources
     )
     await dispatch(client, worker.address, broken)
-    result = await sink.result(broken.task_instance_id)
+    result = await sink.result(broken.task_instance_id, server.slow)
     assert result["state"] == "FAILURE"
     text = await log_text(result["log_path"])
     assert "SQL task failed" in text and "no_such_table_q" in text and "Traceback" not in text
 
 
+@pytest.mark.parametrize("server", ["POSTGRESQL", "MYSQL", "CLICKHOUSE"], indirect=True)
 async def test_kill_cancels_the_statement_on_the_server(
     server: Server, worker: NodeProc, sink: ReportSink, client: RpcClient
 ) -> None:
     msg = task("SQL", {"datasource": "wh", "sql": server.long_sql}, sink.address, datasources={"wh": server.source})
     await dispatch(client, worker.address, msg)
     marker = server.long_sql.split(" FROM")[0].removeprefix("SELECT ")
-    await eventually(lambda: _positive(server.running(marker)), 60, f"{marker} running on the server")
+    await eventually(lambda: _positive(server.running(marker)), server.slow, f"{marker} running on the server")
     assert await client.call(worker.address, TaskKill(msg.task_instance_id, 1)) == {"killed": True, "state": "KILL"}
-    result = await sink.result(msg.task_instance_id)
+    result = await sink.result(msg.task_instance_id, server.slow)
     assert result["state"] == "KILL"
+    text = await log_text(result["log_path"])
     # the runner is gone: the statement must have been cancelled on the server, not left to run on
-    await eventually(lambda: _zero(server.running(marker)), 30, f"{marker} gone from the server")
-    assert "statement cancelled" in await log_text(result["log_path"])
+    await eventually(lambda: _zero(server.running(marker)), 30, f"{marker} gone from the server; task log: {text}")
+    assert "statement cancelled" in text
 
 
 async def _positive(count: Any) -> bool:
@@ -191,13 +213,13 @@ async def _zero(count: Any) -> bool:
     return await count == 0
 
 
-@pytest.mark.parametrize("kind", ["MYSQL", "CLICKHOUSE", "POSTGRESQL"])
+@pytest.mark.parametrize("kind", ["MYSQL", "CLICKHOUSE", "POSTGRESQL", HIVE])
 async def test_unreachable_or_refused_source_fails_with_the_reason(
     kind: str, worker: NodeProc, sink: ReportSink, client: RpcClient, request: pytest.FixtureRequest
 ) -> None:
     closed = {"type": kind, "host": "127.0.0.1", "port": free_port(), "user": "u", "password": "p", "database": "d"}
     msgs = [task("SQL", {"datasource": "down", "sql": "SELECT 1"}, sink.address, datasources={"down": closed})]
-    if kind != "POSTGRESQL":
+    if kind in ("MYSQL", "CLICKHOUSE"):
         live = request.getfixturevalue("mariadb" if kind == "MYSQL" else "clickhouse")
         wrong = live.source(password="not-the-password")
         msgs.append(task("SQL", {"datasource": "w", "sql": "SELECT 1"}, sink.address, datasources={"w": wrong}))
