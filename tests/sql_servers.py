@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -30,16 +31,26 @@ def need(binary: str, package: str) -> str:
     return path
 
 
-def _wait(proc: subprocess.Popen, ready: callable, log: Path, what: str) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
-        if ready():
-            return
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"{what} not ready after {START_TIMEOUT}s: {log.read_text(errors='replace')[-2000:]}")
+def _wait(proc: subprocess.Popen, ready: callable, log: Path, what: str, group: bool = False) -> None:
+    """Until ``ready()``; the server is killed (its process group with ``group``) when it does not get there,
+    whatever ends the wait (its exit, the deadline, the test's own time limit)."""
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{what} exited with {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
+            if ready():
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"{what} not ready after {START_TIMEOUT}s: {log.read_text(errors='replace')[-2000:]}")
+    except BaseException:
+        if proc.poll() is None:
+            if group:
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+            proc.wait()
+        raise
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -268,13 +279,11 @@ def start_hive(base: Path) -> HiveServer:
         except OSError:
             return False
 
-    _wait(proc, ready, log, "Spark Thrift server")
+    _wait(proc, ready, log, "Spark Thrift server", group=True)
     return HiveServer("127.0.0.1", port, proc, log)
 
 
 def stop_hive(server: HiveServer) -> None:
-    import signal
-
     if server.proc.poll() is None:
         os.killpg(server.proc.pid, signal.SIGTERM)
         try:
