@@ -9,11 +9,12 @@ WORKERS ?= 2
 APIS ?= 1
 PYTEST_ARGS ?=
 
-.PHONY: install test run cluster stop clean lint bench bench-quick chaos ui ui-api browser ldap-server hosts hosts-down
+.PHONY: install test run cluster stop clean lint bench bench-quick chaos ui ui-api browser ldap-server sql-servers hosts hosts-down
 
 # Idempotent: re-installs only when pyproject.toml changed since the last install; the web UI is rebuilt
-# only when its sources changed; the browser for the UI's end-to-end tests is installed when missing.
-install: $(STAMP) ui browser ldap-server
+# only when its sources changed; the browser for the UI's end-to-end tests and the servers of the SQL and LDAP
+# tests are installed when missing.
+install: $(STAMP) ui browser sql-servers ldap-server
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +55,14 @@ browser:
 ldap-server:
 	@test -x /usr/sbin/slapd || { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slapd ldap-utils; } \
 		|| { echo "make install: the LDAP tests need slapd: apt-get install slapd (as root)"; exit 1; }
+
+# MariaDB and ClickHouse (Debian's packages) for the MYSQL and CLICKHOUSE data-source tests: the tests start
+# them privately (tests/sql_servers.py); the packages' own services are not used.
+sql-servers:
+	@{ command -v mysqld || test -x /usr/sbin/mysqld; } >/dev/null && { command -v clickhouse-server || \
+		test -x /usr/sbin/clickhouse-server; } >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server clickhouse-server; } \
+		|| { echo "make install: the SQL tests need apt-get install mariadb-server clickhouse-server (as root)"; exit 1; }
 
 test: install
 	cd ui && npm run --silent test

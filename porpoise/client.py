@@ -52,6 +52,42 @@ class Client:
         code = name_or_code if isinstance(name_or_code, int) else self.workflow_code(name_or_code, project)
         return dict(self.api.get(f"/api/v1/workflows/{code}"))
 
+    # -- data sources ------------------------------------------------------------------------------
+
+    def datasources(self) -> list[dict[str, Any]]:
+        """Every data source the caller may see (secrets shown as ``***``)."""
+        return list(self.api.get("/api/v1/datasources", size=500)["items"])
+
+    def put_datasource(
+        self, name: str, type: str | None = None, note: str | None = None, **params: Any
+    ) -> dict[str, Any]:
+        """Create or edit data source ``name``: ``type`` (POSTGRESQL, MYSQL, CLICKHOUSE, HIVE; kept on edit)
+        and its params (host, port, database, user, password, dsn, other). A ``password`` of ``"***"`` (or
+        none, on an edit) keeps the stored one."""
+        params.setdefault("password", "***")
+        body: dict[str, Any] = {"params": params}
+        if type is not None:
+            body["type"] = type
+        if note is not None:
+            body["note"] = note
+        return dict(self.api.put(f"/api/v1/datasources/{name}", body))
+
+    def edit_datasource(self, name: str, note: str | None = None, **changes: Any) -> dict[str, Any]:
+        """Change some params of data source ``name``, keeping the others (and the stored password unless
+        ``password`` is given)."""
+        current = next((d for d in self.datasources() if d["name"] == name), None)
+        if current is None:
+            raise ApiError(f"no data source named {name!r}", 404)
+        return self.put_datasource(name, current["type"], note, **{**current["params"], **changes})
+
+    def test_datasource(self, name: str, timeout: int | None = None) -> dict[str, Any]:
+        """Connect to data source ``name`` and run SELECT 1: ``{ok, version}`` or ``{ok: False, error}`` with
+        the server's message."""
+        return dict(self.api.post(f"/api/v1/datasources/{name}/test", {"timeout": timeout} if timeout else {}))
+
+    def delete_datasource(self, name: str) -> dict[str, Any]:
+        return dict(self.api.delete(f"/api/v1/datasources/{name}"))
+
     def set_schedule(self, code: int, crontab: str, timezone: str = "UTC", online: bool = True) -> dict[str, Any]:
         """Create the workflow's schedule, or change its first one; online or offline as asked."""
         existing = self.api.get("/api/v1/schedules", workflow=code, size=1)["items"]

@@ -31,7 +31,7 @@ from engine.infra.postgres import PostgresServer
 from engine.secretbox import ensure_key_file
 from registry import EtcdClient
 from rpc import RpcClient
-from tests import databases
+from tests import databases, sql_servers
 from tests import tls as tls_mod
 from tests.helpers import NodeProc, node_env, rpc_client, wait_sync
 from tests.worker_harness import ReportSink
@@ -306,3 +306,27 @@ def _cluster_seen(cluster: ApiCluster, worker: bool = True) -> bool:
     except ApiClientError:
         return False
     return bool(data["masters"]) and (bool(data["workers"]) or not worker)
+
+
+@pytest.fixture(scope="session")
+def mariadb(workdir: Path) -> Iterator[sql_servers.MariaDb]:
+    """A private MariaDB server (Debian's mariadb-server) for the MYSQL data-source tests."""
+    server = sql_servers.start_mariadb(workdir / "mariadb")
+    yield server
+    sql_servers.stop_mariadb(server)
+
+
+@pytest.fixture(scope="session")
+def clickhouse(workdir: Path) -> Iterator[sql_servers.ClickHouse]:
+    """A private ClickHouse server (Debian's clickhouse-server) for the CLICKHOUSE data-source tests."""
+    server = sql_servers.start_clickhouse(workdir / "clickhouse")
+    yield server
+    sql_servers.stop_clickhouse(server)
+
+
+@pytest.fixture(scope="session")
+def hive(workdir: Path) -> Iterator[sql_servers.HiveServer]:
+    """Spark's Thrift server (HiveServer2) for the HIVE data-source tests: a JVM, started once."""
+    server = sql_servers.start_hive(workdir / "hive")
+    yield server
+    sql_servers.stop_hive(server)

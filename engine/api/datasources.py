@@ -1,34 +1,81 @@
-"""Data sources SQL tasks name (PostgreSQL). Passwords and DSNs are sealed with the secrets keyring before
-they are stored (engine/secretbox.py) and never returned: shown as ``***``, and a PUT that sends ``***``
-back keeps the stored one (an edit form that never saw it)."""
+"""Data sources SQL and PROCEDURE tasks name, by type (POSTGRESQL, MYSQL, CLICKHOUSE, HIVE: the type decides
+the driver, engine/tasks/sql_dialects). Passwords and DSNs are sealed with the secrets keyring before they are
+stored (engine/secretbox.py) and never returned: shown as ``***``, and a PUT that sends ``***`` back keeps the
+stored one (an edit form that never saw it).
+
+``POST /api/v1/datasources/{name}/test`` connects with the stored params and runs ``SELECT 1`` in a
+subprocess (``python -m engine.tasks.sql_runner --probe``: a driver that blocks or hangs never holds the API's
+loop, and is killed at the timeout); it answers ``ok`` with the server's version, or the server's error."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
+import sys
+import time
+from collections.abc import Mapping
 from typing import Any
 
 from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Route, not_found, page, select_page
-from engine.secretbox import DATASOURCE_SECRETS, MASK, SecretError, seal_params
+from engine.secretbox import DATASOURCE_SECRETS, MASK, SecretError, open_params, seal_params
+from engine.tasks.sql_dialects import DEFAULT_PORTS, SOURCE_TYPES
+from engine.tasks.sql_runner import SOURCE_ENV
 
 _SECRET_KEYS = DATASOURCE_SECRETS
+#: seconds a connection test may take by default (the request may ask for 1..120)
+TEST_TIMEOUT = 15
 _PARAMS = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "host": {"type": "string"},
-        "port": {"type": "integer", "minimum": 1, "maximum": 65535},
-        "database": {"type": "string"},
+        "host": {"type": "string", "pattern": r"^[A-Za-z0-9_.:\[\]-]*$"},
+        "port": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 65535,
+            "description": "default by type: " + ", ".join(f"{k} {v}" for k, v in DEFAULT_PORTS.items()),
+        },
+        "database": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]*$"},
         "user": {"type": "string"},
         "password": {"type": "string", "description": "*** keeps the stored password"},
-        "dsn": {"type": "string", "description": "a full postgresql:// URL instead of the fields"},
+        "dsn": {"type": "string", "description": "POSTGRESQL only: a full postgresql:// URL instead of the fields"},
+        "other": {
+            "type": "object",
+            "description": "session settings: PostgreSQL server settings, MySQL session variables, ClickHouse "
+            "query settings, Hive configuration",
+            "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_.]*$"},
+            "additionalProperties": {"type": ["string", "integer", "number", "boolean"]},
+        },
     },
 }
 _PUT = {
     "type": "object",
     "required": ["params"],
     "additionalProperties": False,
-    "properties": {"type": {"enum": ["POSTGRESQL"]}, "params": _PARAMS, "note": {"type": "string"}},
+    "properties": {
+        "type": {"enum": list(SOURCE_TYPES), "description": "POSTGRESQL when a new source names none; kept on edit"},
+        "params": _PARAMS,
+        "note": {"type": "string"},
+    },
+}
+_TEST = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"timeout": {"type": "integer", "minimum": 1, "maximum": 120, "default": TEST_TIMEOUT}},
+}
+_TESTED = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "type": {"type": "string"},
+        "ok": {"type": "boolean"},
+        "version": {"type": "string", "description": "the server's, when ok"},
+        "error": {"type": "string", "description": "the server's (or the connection's) error, when not ok"},
+        "seconds": {"type": "number"},
+    },
 }
 _SOURCE = {
     "type": "object",
@@ -64,6 +111,13 @@ async def _kept_secrets(api: Any, name: str, params: dict[str, Any]) -> dict[str
 
 
 async def put_source(api: Any, call: Call) -> dict[str, Any]:
+    kind = call.body.get("type")
+    if kind is None:
+        kind = await api.db.fetchval("SELECT type FROM datasource WHERE name = $1", call.path["name"]) or "POSTGRESQL"
+    if call.body["params"].get("dsn") and kind != "POSTGRESQL":
+        raise ApiError(
+            400, f"dsn is for POSTGRESQL data sources; give host, port and database for {kind}", "params.dsn"
+        )
     params = await _kept_secrets(api, call.path["name"], call.body["params"])
     try:
         params = seal_params(api.keyring, params, DATASOURCE_SECRETS, "datasource")
@@ -74,12 +128,52 @@ async def put_source(api: Any, call: Call) -> dict[str, Any]:
         " ON CONFLICT (name) DO UPDATE SET type = EXCLUDED.type, connection_params = EXCLUDED.connection_params,"
         " note = EXCLUDED.note, update_time = now() RETURNING name, type, connection_params, note",
         call.path["name"],
-        call.body.get("type", "POSTGRESQL"),
+        kind,
         json.dumps(params),
         call.body.get("note"),
         call.user_id,
     )
     return _public(row)
+
+
+async def probe(source: Mapping[str, Any], timeout: float) -> tuple[bool, str]:
+    """Connect to ``source`` (secrets open) and run SELECT 1 in a subprocess: (ok, the server's version or
+    its error)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "engine.tasks.sql_runner", "--probe", str(timeout),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, SOURCE_ENV: json.dumps(dict(source))},
+    )  # fmt: skip
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout + 5)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        return False, f"no answer within {timeout}s"
+    if proc.returncode == 0:
+        return True, out.decode(errors="replace").strip()
+    lines = err.decode(errors="replace").strip().splitlines()
+    return False, (lines[-1] if lines else f"exit code {proc.returncode}").removeprefix("data source test failed: ")
+
+
+async def test_source(api: Any, call: Call) -> dict[str, Any]:
+    row = await api.db.fetchrow("SELECT type, connection_params FROM datasource WHERE name = $1", call.path["name"])
+    if row is None:
+        raise not_found(f"data source {call.path['name']!r}")
+    stored = row["connection_params"]
+    stored = json.loads(stored) if isinstance(stored, str) else dict(stored)
+    try:
+        source = open_params(api.keyring, stored, DATASOURCE_SECRETS, "datasource")
+    except SecretError as exc:
+        raise ApiError(503, str(exc), "params") from None
+    timeout = (call.body or {}).get("timeout", TEST_TIMEOUT)
+    started = time.monotonic()
+    ok, said = await probe({**source, "type": row["type"]}, timeout)
+    answer: dict[str, Any] = {"name": call.path["name"], "type": row["type"], "ok": ok}
+    answer["version" if ok else "error"] = said
+    answer["seconds"] = round(time.monotonic() - started, 3)
+    return answer
 
 
 async def delete_source(api: Any, call: Call) -> dict[str, Any]:
@@ -94,6 +188,8 @@ ROUTES = [
           query=PAGE, response=_SOURCE, rule=access.SIGNED_IN),
     Route("PUT", "/api/v1/datasources/{name}", put_source, "Create or replace a data source", "datasources",
           body=_PUT, response=_SOURCE, rule=access.ADMIN),
+    Route("POST", "/api/v1/datasources/{name}/test", test_source, "Connect and run SELECT 1", "datasources",
+          body=_TEST, body_required=False, response=_TESTED, rule=access.read("datasource", "path.name")),
     Route("DELETE", "/api/v1/datasources/{name}", delete_source, "Delete a data source", "datasources",
           response={"type": "object", "properties": {"deleted": {"type": "string"}}}, rule=access.ADMIN),
 ]  # fmt: skip

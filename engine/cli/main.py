@@ -8,6 +8,7 @@
     porpoise stop | pause | resume ID                   control an instance
     porpoise cluster                                    live masters and workers
     porpoise worker drain|undrain HOST                  a worker takes no new tasks (running ones finish)
+    porpoise datasource list|put|test|delete [NAME]     data sources of SQL / PROCEDURE tasks (test: SELECT 1)
     porpoise standalone [--run-dir DIR] [--example] [--spark local|cluster|connect]
                                                         all-in-one, foreground (make run)
     porpoise cluster start --masters N --workers M --apis K   detached local cluster (make cluster)

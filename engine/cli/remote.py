@@ -19,6 +19,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 
 from engine.cli import alert_groups as cli_alert_groups
+from engine.cli import datasources as cli_datasources
 from engine.cli import migrate as cli_migrate
 from engine.cli import schedule as cli_schedule
 from engine.cli import task_groups as cli_task_groups
@@ -110,6 +111,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     cli_migrate.add_parsers(sub, conn)
     cli_task_groups.add_parsers(sub, conn)
     cli_alert_groups.add_parsers(sub, conn)
+    cli_datasources.add_parsers(sub, conn)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -449,4 +451,5 @@ COMMANDS: dict[str, Callable[[ApiClient, argparse.Namespace, Console], int]] = {
     "export": cli_migrate.cmd_export,
     "task-group": cli_task_groups.cmd_task_group,
     "alert-group": cli_alert_groups.cmd_alert_group,
+    "datasource": cli_datasources.cmd_datasource,
 }

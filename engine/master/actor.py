@@ -419,7 +419,7 @@ class WorkflowActor:
         t = self.spec.tasks[a.code]
         timeout = dispatch_timeout(t)
         datasources: dict[str, dict[str, Any]] = {}
-        if t.task_type == "SQL" and t.params.get("datasource"):
+        if t.task_type in ("SQL", "PROCEDURE") and t.params.get("datasource"):
             datasources = await self.store.datasources([t.params["datasource"]])
         message = TaskDispatch(
             task_instance_id=a.id,

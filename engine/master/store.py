@@ -510,11 +510,14 @@ class MasterStore:
         return value or ""
 
     async def datasources(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
-        rows = await self.pool.fetch("SELECT name, connection_params FROM datasource WHERE name = ANY($1)", list(names))
+        """Each named data source's connection params (secrets still sealed) with its ``type`` added."""
+        rows = await self.pool.fetch(
+            "SELECT name, type, connection_params FROM datasource WHERE name = ANY($1)", list(names)
+        )
         out = {}
         for r in rows:
             params = r["connection_params"]
-            out[r["name"]] = json.loads(params) if isinstance(params, str) else dict(params)
+            out[r["name"]] = {**(json.loads(params) if isinstance(params, str) else dict(params)), "type": r["type"]}
         return out
 
 

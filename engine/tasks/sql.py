@@ -1,8 +1,10 @@
-"""SQL: statements against a named PostgreSQL data source.
+"""SQL: statements against a named data source (POSTGRESQL, MYSQL, CLICKHOUSE, HIVE: the data source's type
+decides the driver, engine/tasks/sql_dialects).
 
 The worker runs ``python -m engine.tasks.sql_runner`` in the task's process group (so kill and timeout
-work like any task). The connection string reaches it through the environment, never the log. A query's
-rows are written to the log (at most ``maxRows``) and its columns can be exported as OUT params.
+work like any task; the kill cancels the running statement on the server). The connection params reach it
+through the environment, never the log. A query reads at most ``limit`` rows, writes at most ``maxRows`` of
+them to the log, and its columns can be exported as OUT params.
 
 Besides DolphinScheduler's parameters (datasource, sql, sqlType, preStatements, postStatements, maxRows)
 ``loadFiles`` bulk-loads CSV files from the worker's disk with COPY ... FROM STDIN after the pre-statements
@@ -29,29 +31,43 @@ from engine.tasks.base import (
     require_str,
     runner_env,
 )
+from engine.tasks.sql_dialects import SOURCE_TYPES
+from engine.tasks.sql_runner import SOURCE_ENV
 
 SQL_TYPES = ("query", "non_query")
 
 
-def datasource_dsn(params: Mapping[str, Any]) -> str:
-    if params.get("dsn"):
-        return str(params["dsn"])
-    user, password = params.get("user", ""), params.get("password", "")
-    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
-    host, port = params.get("host", "127.0.0.1"), params.get("port", 5432)
-    return f"postgresql://{auth}{host}:{port}/{params.get('database', '')}"
+#: rows a query reads when ``limit`` is 0 or absent (DolphinScheduler's QUERY_LIMIT)
+DEFAULT_LIMIT = 10000
+
+
+def source_env(name: str, source: Mapping[str, Any], task_type: str | None) -> dict[str, str]:
+    """The runner's secret environment for data source ``name``; ParamError when the task's ``type`` (the
+    DolphinScheduler field) names another type than the data source has."""
+    kind = str(source.get("type") or "POSTGRESQL").upper()
+    if task_type and task_type.upper() != kind:
+        raise ParamError("type", f"data source {name!r} is {kind}, not {task_type}")
+    return {SOURCE_ENV: json.dumps({**source, "type": kind})}
+
+
+def check_type(params: Mapping[str, Any]) -> None:
+    kind = optional(params, "type", str, "")
+    if kind and kind.upper() not in SOURCE_TYPES:
+        raise ParamError("type", f"must be one of {', '.join(SOURCE_TYPES)}, got {kind!r}")
 
 
 class SqlTask(TaskPlugin):
     task_type = "SQL"
     params_schema = describe_params(
         {
-            "datasource": {"type": "string", "description": "name of a PostgreSQL data source"},
+            "datasource": {"type": "string", "description": "name of a data source"},
+            "type": {"enum": list(SOURCE_TYPES), "description": "the data source's type (checked when given)"},
             "sql": {"type": "string", "contentMediaType": "text/x-sql", "description": "the statement to run"},
             "sqlType": {"enum": list(SQL_TYPES), "default": "query", "description": "query: rows to the log"},
             "preStatements": {"type": "array", "items": {"type": "string"}, "description": "run first"},
             "postStatements": {"type": "array", "items": {"type": "string"}, "description": "run last"},
             "maxRows": {"type": "integer", "minimum": 0, "default": 1000, "description": "rows logged at most"},
+            "limit": {"type": "integer", "minimum": 0, "default": 0, "description": "rows read at most (0: 10000)"},
             "loadFiles": {
                 "type": "array",
                 "description": "CSV files bulk-loaded before sql: [{file, table, columns, header}]",
@@ -61,8 +77,9 @@ class SqlTask(TaskPlugin):
         required=("datasource", "sql"),
         examples=(
             {"datasource": "warehouse", "sql": "select 1", "sqlType": "query"},
-            {"datasource": "warehouse", "sql": "select 1", "preStatements": ["select 0"], "postStatements": [],
-             "maxRows": 10, "loadFiles": [{"file": "a.csv", "table": "t", "columns": ["x"], "header": True}]},
+            {"datasource": "warehouse", "type": "POSTGRESQL", "sql": "select 1", "preStatements": ["select 0"],
+             "postStatements": [], "maxRows": 10, "limit": 100,
+             "loadFiles": [{"file": "a.csv", "table": "t", "columns": ["x"], "header": True}]},
         ),
     )  # fmt: skip
 
@@ -77,6 +94,9 @@ class SqlTask(TaskPlugin):
         max_rows = optional(params, "maxRows", int, 1000)
         if max_rows < 0:
             raise ParamError("maxRows", "must be >= 0")
+        if optional(params, "limit", int, 0) < 0:
+            raise ParamError("limit", "must be >= 0")
+        check_type(params)
         for name in ("preStatements", "postStatements"):
             stmts = optional(params, name, list, [])
             if not all(isinstance(s, str) for s in stmts):
@@ -117,6 +137,7 @@ class SqlTask(TaskPlugin):
             "load_dirs": list(ctx.load_dirs),
             "query": p.get("sqlType", "query") == "query",
             "max_rows": p.get("maxRows", 1000),
+            "limit": p.get("limit") or DEFAULT_LIMIT,
             "out": [lp.prop for lp in self.local_params(p) if lp.direct == "OUT"],
             "list_out": [lp.prop for lp in self.local_params(p) if lp.direct == "OUT" and lp.type == "LIST"],
         }
@@ -124,5 +145,5 @@ class SqlTask(TaskPlugin):
             argv=[sys.executable, "-m", "engine.tasks.sql_runner", "job.json"],
             files={"job.json": json.dumps(job)},
             env=runner_env(),
-            secret_env={"PORPOISE_SQL_DSN": datasource_dsn(source)},
+            secret_env=source_env(name, source, p.get("type")),
         )

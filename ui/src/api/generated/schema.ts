@@ -178,6 +178,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/datasources/{name}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Connect and run SELECT 1 */
+        post: operations["post_api_v1_datasources_name_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/events": {
         parameters: {
             query?: never;
@@ -2225,16 +2242,24 @@ export interface operations {
                     note?: string;
                     params: {
                         database?: string;
-                        /** @description a full postgresql:// URL instead of the fields */
+                        /** @description POSTGRESQL only: a full postgresql:// URL instead of the fields */
                         dsn?: string;
                         host?: string;
+                        /** @description session settings: PostgreSQL server settings, MySQL session variables, ClickHouse query settings, Hive configuration */
+                        other?: {
+                            [key: string]: string | number | boolean;
+                        };
                         /** @description *** keeps the stored password */
                         password?: string;
+                        /** @description default by type: POSTGRESQL 5432, MYSQL 3306, CLICKHOUSE 9000, HIVE 10000 */
                         port?: number;
                         user?: string;
                     };
-                    /** @enum {unknown} */
-                    type?: "POSTGRESQL";
+                    /**
+                     * @description POSTGRESQL when a new source names none; kept on edit
+                     * @enum {unknown}
+                     */
+                    type?: "POSTGRESQL" | "MYSQL" | "CLICKHOUSE" | "HIVE";
                 };
             };
         };
@@ -2318,6 +2343,89 @@ export interface operations {
                 content: {
                     "application/json": {
                         deleted?: string;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_v1_datasources_name_test: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @default 15 */
+                    timeout?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the server's (or the connection's) error, when not ok */
+                        error?: string;
+                        name?: string;
+                        ok?: boolean;
+                        seconds?: number;
+                        type?: string;
+                        /** @description the server's, when ok */
+                        version?: string;
                     };
                 };
             };
