@@ -100,6 +100,11 @@ for _action in ("list", "show", "create", "update", "delete", "online", "offline
     if _action in ("update", "online", "offline"):
         _test = "test_cli_commands.py::test_the_commands_no_other_test_runs"
     COVERAGE[("schedule", _action)] = (_test, ("schedule", _action))
+for _action in ("list", "put", "test", "delete"):
+    COVERAGE[("datasource", _action)] = (
+        "test_datasource_types.py::test_cli_and_sdk_put_and_test_a_clickhouse_source",
+        ("datasource", _action),
+    )
 for _action in ("list", "show", "delete", "test", "alerts"):
     COVERAGE[("alert-group", _action)] = (
         "test_alert_channels.py::test_edit_a_group_keep_its_secrets_and_send_a_test_alert",

@@ -86,6 +86,9 @@ def test_cli_and_sdk_put_and_test_a_clickhouse_source(api_cluster: ApiCluster, c
     out = porpoise(api_cluster, "datasource", "put", name, "--password-env", "NOT_SET_ANYWHERE")
     assert out.returncode != 0 and "NOT_SET_ANYWHERE is not set" in out.stderr
     assert sdk.delete_datasource(name) == {"deleted": name}
+    sdk.put_datasource(name, type="CLICKHOUSE", host=src["host"], port=src["port"], user=src["user"])
+    out = porpoise(api_cluster, "datasource", "delete", name)
+    assert out.returncode == 0 and name not in porpoise(api_cluster, "datasource", "list").stdout
 
 
 def test_a_workflow_runs_sql_and_a_procedure_on_a_mysql_source(api_cluster: ApiCluster, mariadb: MariaDb) -> None:

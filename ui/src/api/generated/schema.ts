@@ -54,6 +54,24 @@ export interface paths {
         delete: operations["delete_api_v1_alert_groups_id"];
         options?: never;
         head?: never;
+        /** Edit an alert group and its senders */
+        patch: operations["patch_api_v1_alert_groups_id"];
+        trace?: never;
+    };
+    "/api/v1/alert-groups/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send a test alert to each sender of the group now */
+        post: operations["post_api_v1_alert_groups_id_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
         patch?: never;
         trace?: never;
     };
@@ -1362,12 +1380,14 @@ export interface operations {
                             id?: number;
                             name?: string;
                             senders?: {
+                                /** @description on an edit: the sender kept (its masked secrets stay) */
+                                id?: number;
                                 name: string;
                                 /** @description the sender's settings (secrets are never shown back) */
                                 params: {
                                     [key: string]: unknown;
                                 };
-                                /** @description WEBHOOK or EMAIL */
+                                /** @description WEBHOOK, EMAIL, SLACK, TEAMS, DINGTALK, WECOM, FEISHU, TELEGRAM, PAGERDUTY or SCRIPT */
                                 type: string;
                             }[];
                         }[];
@@ -1437,12 +1457,14 @@ export interface operations {
                     description?: string;
                     name: string;
                     senders?: {
+                        /** @description on an edit: the sender kept (its masked secrets stay) */
+                        id?: number;
                         name: string;
                         /** @description the sender's settings (secrets are never shown back) */
                         params: {
                             [key: string]: unknown;
                         };
-                        /** @description WEBHOOK or EMAIL */
+                        /** @description WEBHOOK, EMAIL, SLACK, TEAMS, DINGTALK, WECOM, FEISHU, TELEGRAM, PAGERDUTY or SCRIPT */
                         type: string;
                     }[];
                 };
@@ -1459,12 +1481,14 @@ export interface operations {
                         id?: number;
                         name?: string;
                         senders?: {
+                            /** @description on an edit: the sender kept (its masked secrets stay) */
+                            id?: number;
                             name: string;
                             /** @description the sender's settings (secrets are never shown back) */
                             params: {
                                 [key: string]: unknown;
                             };
-                            /** @description WEBHOOK or EMAIL */
+                            /** @description WEBHOOK, EMAIL, SLACK, TEAMS, DINGTALK, WECOM, FEISHU, TELEGRAM, PAGERDUTY or SCRIPT */
                             type: string;
                         }[];
                     };
@@ -1538,12 +1562,14 @@ export interface operations {
                         id?: number;
                         name?: string;
                         senders?: {
+                            /** @description on an edit: the sender kept (its masked secrets stay) */
+                            id?: number;
                             name: string;
                             /** @description the sender's settings (secrets are never shown back) */
                             params: {
                                 [key: string]: unknown;
                             };
-                            /** @description WEBHOOK or EMAIL */
+                            /** @description WEBHOOK, EMAIL, SLACK, TEAMS, DINGTALK, WECOM, FEISHU, TELEGRAM, PAGERDUTY or SCRIPT */
                             type: string;
                         }[];
                     };
@@ -1616,6 +1642,172 @@ export interface operations {
                     "application/json": {
                         deleted?: number;
                     };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    patch_api_v1_alert_groups_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    description?: string;
+                    name?: string;
+                    senders?: {
+                        /** @description on an edit: the sender kept (its masked secrets stay) */
+                        id?: number;
+                        name: string;
+                        /** @description the sender's settings (secrets are never shown back) */
+                        params: {
+                            [key: string]: unknown;
+                        };
+                        /** @description WEBHOOK, EMAIL, SLACK, TEAMS, DINGTALK, WECOM, FEISHU, TELEGRAM, PAGERDUTY or SCRIPT */
+                        type: string;
+                    }[];
+                };
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id?: number;
+                        name?: string;
+                        senders?: {
+                            /** @description on an edit: the sender kept (its masked secrets stay) */
+                            id?: number;
+                            name: string;
+                            /** @description the sender's settings (secrets are never shown back) */
+                            params: {
+                                [key: string]: unknown;
+                            };
+                            /** @description WEBHOOK, EMAIL, SLACK, TEAMS, DINGTALK, WECOM, FEISHU, TELEGRAM, PAGERDUTY or SCRIPT */
+                            type: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_v1_alert_groups_id_test: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
                 };
             };
             /** @description error */
@@ -3644,6 +3836,11 @@ export interface operations {
                 content: {
                     "application/json": {
                         admin?: boolean;
+                        /**
+                         * @description where the user signs in
+                         * @enum {unknown}
+                         */
+                        auth_source?: "local" | "ldap";
                         email?: string | null;
                         enabled?: boolean;
                         id?: number;
@@ -4520,6 +4717,8 @@ export interface operations {
                             /** @enum {unknown} */
                             release_state?: "OFFLINE" | "ONLINE";
                             timezone?: string;
+                            /** @description preview: units of work the fire times cost (bounded per fire) */
+                            work?: number;
                             workflow_code?: number;
                         }[];
                         page: number;
@@ -4632,6 +4831,8 @@ export interface operations {
                         /** @enum {unknown} */
                         release_state?: "OFFLINE" | "ONLINE";
                         timezone?: string;
+                        /** @description preview: units of work the fire times cost (bounded per fire) */
+                        work?: number;
                         workflow_code?: number;
                     };
                 };
@@ -4715,6 +4916,8 @@ export interface operations {
                         /** @enum {unknown} */
                         release_state?: "OFFLINE" | "ONLINE";
                         timezone?: string;
+                        /** @description preview: units of work the fire times cost (bounded per fire) */
+                        work?: number;
                         workflow_code?: number;
                     };
                 };
@@ -4793,6 +4996,8 @@ export interface operations {
                         /** @enum {unknown} */
                         release_state?: "OFFLINE" | "ONLINE";
                         timezone?: string;
+                        /** @description preview: units of work the fire times cost (bounded per fire) */
+                        work?: number;
                         workflow_code?: number;
                     };
                 };
@@ -4902,6 +5107,8 @@ export interface operations {
                         /** @enum {unknown} */
                         release_state?: "OFFLINE" | "ONLINE";
                         timezone?: string;
+                        /** @description preview: units of work the fire times cost (bounded per fire) */
+                        work?: number;
                         workflow_code?: number;
                     };
                 };
@@ -5046,6 +5253,8 @@ export interface operations {
                         /** @enum {unknown} */
                         release_state?: "OFFLINE" | "ONLINE";
                         timezone?: string;
+                        /** @description preview: units of work the fire times cost (bounded per fire) */
+                        work?: number;
                         workflow_code?: number;
                     };
                 };
@@ -5121,6 +5330,8 @@ export interface operations {
                         /** @enum {unknown} */
                         release_state?: "OFFLINE" | "ONLINE";
                         timezone?: string;
+                        /** @description preview: units of work the fire times cost (bounded per fire) */
+                        work?: number;
                         workflow_code?: number;
                     };
                 };
@@ -6767,6 +6978,11 @@ export interface operations {
                     "application/json": {
                         items: {
                             admin?: boolean;
+                            /**
+                             * @description where the user signs in
+                             * @enum {unknown}
+                             */
+                            auth_source?: "local" | "ldap";
                             email?: string | null;
                             enabled?: boolean;
                             id?: number;
@@ -6851,6 +7067,11 @@ export interface operations {
                 content: {
                     "application/json": {
                         admin?: boolean;
+                        /**
+                         * @description where the user signs in
+                         * @enum {unknown}
+                         */
+                        auth_source?: "local" | "ldap";
                         email?: string | null;
                         enabled?: boolean;
                         id?: number;
@@ -6924,6 +7145,11 @@ export interface operations {
                 content: {
                     "application/json": {
                         admin?: boolean;
+                        /**
+                         * @description where the user signs in
+                         * @enum {unknown}
+                         */
+                        auth_source?: "local" | "ldap";
                         email?: string | null;
                         enabled?: boolean;
                         id?: number;
@@ -7006,6 +7232,11 @@ export interface operations {
                 content: {
                     "application/json": {
                         admin?: boolean;
+                        /**
+                         * @description where the user signs in
+                         * @enum {unknown}
+                         */
+                        auth_source?: "local" | "ldap";
                         email?: string | null;
                         enabled?: boolean;
                         id?: number;
