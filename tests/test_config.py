@@ -149,12 +149,6 @@ def test_a_generated_rpc_secret_and_an_empty_one_load() -> None:
     assert config_mod.load(environ={}).rpc.secret == ""  # the CLI needs none; a node refuses to start without
 
 
-def test_the_deploy_example_is_refused_until_its_secret_is_replaced() -> None:
-    example = Path(__file__).resolve().parents[1] / "deploy" / "porpoise.yaml.example"
-    with pytest.raises(ConfigError, match=r"^rpc\.secret: a placeholder value"):
-        config_mod.load(example, environ={})
-
-
 def test_a_secret_comes_from_a_private_file_named_by_a_file_variable(tmp_path: Path) -> None:
     """PORPOISE_<SECTION>_<KEY>_FILE: the value is read from the file, so it is never in the node's environment."""
     import os

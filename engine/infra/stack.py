@@ -37,6 +37,7 @@ from engine.infra.etcd import EtcdServer
 from engine.infra.ports import choose_port, free_port
 from engine.infra.postgres import RUNTIME_ROLE, PostgresServer
 from engine.infra.process import ManagedProcess, ProcessRecord, wait_until
+from engine.infra.tenantpython import reachable_python
 from engine.secretbox import Keyring, ensure_key_file
 from engine.storage.schema import upgrade
 from engine.storage.secret_rows import reseal_all
@@ -113,6 +114,8 @@ class Stack:
         self.key_file = Path(cfg.secrets.key_file) if cfg.secrets.key_file else self.run_dir / "secrets.key"
         #: the OS user the default tenant's tasks run as (None: not started as root, see start_infra)
         self.tenant: pwd.struct_passwd | None = None
+        #: the interpreter of the worker and of PYTHON tasks: this one, unless the tenant cannot run it
+        self.python = sys.executable
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -168,6 +171,8 @@ class Stack:
                 "its API token); start it as root to run them as the unprivileged user " + TENANT_USER
             )
         self._make_private_dirs()
+        if self.tenant is not None:
+            self.python = reachable_python(self.run_dir, self.tenant)
         ports = self.state["ports"]
         taken: set[int] = set()
         for name, explicit in (
@@ -276,7 +281,7 @@ class Stack:
         # unprivileged porpoise-tenant, or, not started as root, as the launcher's own user (docs/SECURITY.md)
         env.update(
             {
-                "PORPOISE_WORKER_PYTHON_INTERPRETER": sys.executable,
+                "PORPOISE_WORKER_PYTHON_INTERPRETER": self.python,
                 "PORPOISE_WORKER_SQL_LOAD_DIRS": json.dumps([str(self.run_dir.resolve()), "/tmp"]),
             }
         )
@@ -319,7 +324,9 @@ class Stack:
         """Start ``python -m engine.<role>`` on ``port`` (default: a free one); returns once its /ready
         answers 200."""
         port = port or free_port()
-        argv = [sys.executable, "-m", f"engine.{role}", "--config", str(self.node_config_path)]
+        # the worker's interpreter is also the one Spark starts its Python workers with, as the tenant
+        python = self.python if role == "worker" else sys.executable
+        argv = [python, "-m", f"engine.{role}", "--config", str(self.node_config_path)]
         argv += ["--set", f"{role}.listen_port={port}"]
         if role in ("master", "worker"):
             argv += ["--set", f"{role}.advertise_host=127.0.0.1"]  # everything here is on loopback
