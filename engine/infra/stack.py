@@ -228,6 +228,7 @@ class Stack:
         """The run directory stays traversable (a tenant's task reaches its exec dir below it); what the nodes
         keep for themselves is not: its files are 0600 and these directories 0700."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.run_dir, os.stat(self.run_dir).st_mode & 0o7777 | 0o011)  # traversable, whatever the umask
         for name in PRIVATE_DIRS:
             path = self.run_dir / name
             path.mkdir(exist_ok=True)
