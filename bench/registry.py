@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 import signal
 import sys
 import time
@@ -26,6 +27,10 @@ SIZES = {
 }
 
 
+#: the bench workers' shared RPC secret (a node refuses a short one)
+BENCH_SECRET = secrets.token_urlsafe(32)
+
+
 def _spawn_worker(endpoint: str, root: str, base: Path, i: int) -> ManagedProcess:
     import os
 
@@ -33,7 +38,7 @@ def _spawn_worker(endpoint: str, root: str, base: Path, i: int) -> ManagedProces
     env |= {
         "PORPOISE_REGISTRY_ENDPOINTS": endpoint,
         "PORPOISE_REGISTRY_ROOT": root,
-        "PORPOISE_RPC_SECRET": "bench",
+        "PORPOISE_RPC_SECRET": BENCH_SECRET,
         **registry_timing_env(bench_config()),
     }
     port = free_port()

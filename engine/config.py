@@ -5,7 +5,10 @@ Precedence, lowest first:
 1. ``engine/configs/<section>.yaml`` shipped in the package: the documented defaults, the one source of
    default values (a test checks every key here is a field below and vice versa);
 2. a user YAML file (``--config FILE`` or ``PORPOISE_CONFIG``) with top-level section keys;
-3. environment variables ``PORPOISE_<SECTION>_<KEY>`` (``PORPOISE_MASTER_LISTEN_PORT=5679``);
+3. environment variables ``PORPOISE_<SECTION>_<KEY>`` (``PORPOISE_MASTER_LISTEN_PORT=5679``), or
+   ``PORPOISE_<SECTION>_<KEY>_FILE`` naming a file (mode 0600 or stricter) that holds the value: a secret
+   (``PORPOISE_DATABASE_DSN_FILE``, ``PORPOISE_RPC_SECRET_FILE``) then never sits in the process's
+   environment, which its tasks or other processes of its user could read;
 4. command-line ``--set section.key=value`` pairs.
 
 Every value is converted to the field's type and checked against its bounds; a bad one raises
@@ -42,6 +45,26 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+#: the shortest shared secret a node accepts (``secrets.token_urlsafe(32)`` makes 43 characters)
+MIN_SECRET_LENGTH = 32
+#: words of a value copied from an example rather than generated (compared without case and punctuation)
+PLACEHOLDER_WORDS = ("changeme", "example", "placeholder", "replaceme", "yoursecret", "secrethere", "xxxxxxxx")
+
+
+def weak_secret_reason(name: str, secret: str) -> str:
+    """Why ``secret`` (a shared secret such as rpc.secret) is too weak to start a node with, or "" when it is
+    long, random-looking and no placeholder. The value itself is never part of the reason."""
+    folded = "".join(c for c in secret.lower() if c.isalnum())
+    hint = "generate one: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+    if any(word in folded for word in PLACEHOLDER_WORDS):
+        return f"{name}: a placeholder value is refused (copied from an example, not generated); {hint}"
+    if len(secret) < MIN_SECRET_LENGTH:
+        return f"{name}: {len(secret)} characters, at least {MIN_SECRET_LENGTH} required; {hint}"
+    if len(set(secret)) < 10:
+        return f"{name}: too few distinct characters to be random; {hint}"
+    return ""
 
 
 def _bounded(lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
@@ -172,6 +195,7 @@ class WorkerConfig:
     report_flush_timeout: float = field(metadata=_bounded(0, 3600))
     test_hold_results: bool
     allow_root_tenant: bool
+    default_tenant_user: str
     python_interpreter: str
     task_env_passthrough: list[str]
     task_env: list[str]
@@ -317,6 +341,9 @@ class RpcConfig:
     def check(self) -> None:
         from rpc.tls import TlsFiles
 
+        reason = weak_secret_reason("rpc.secret", self.secret) if self.secret else ""
+        if reason:  # empty: commands that call no node (the CLI) need none; a node refuses to start without
+            raise ConfigError(reason)
         TlsFiles.of(self)
 
 
@@ -459,6 +486,9 @@ def load(
         section, _, key = rest.partition("_")
         if section not in SECTIONS:
             continue  # other PORPOISE_* variables (tokens, run dirs) are not configuration keys
+        names = {f.name for f in dataclasses.fields(SECTIONS[section])}
+        if key not in names and key.endswith("_file") and key.removesuffix("_file") in names:
+            key, value = key.removesuffix("_file"), read_secret_file(env_key, value)  # noqa: PLW2901
         _set(raw, section, key, value, f"environment variable {env_key}")
         source[section][key] = f"environment variable {env_key}"
 
@@ -470,6 +500,23 @@ def load(
         _set(raw, section.strip(), key.strip(), value, f"--set {item}")
         source.setdefault(section.strip(), {})[key.strip()] = f"--set {item}"
     return _build(raw, source)
+
+
+def read_secret_file(origin: str, path: str) -> str:
+    """The value held in ``path`` (one trailing newline dropped): a file only its owner may read."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise ConfigError(f"{origin}: cannot read {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if mode & 0o077:
+            raise ConfigError(f"{origin}: {path} is readable by others (mode {mode & 0o777:o}): chmod 600 it")
+        data = f.read(1 << 20)
+    try:
+        return data.decode().removesuffix("\n")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{origin}: {path} is not UTF-8 text") from None
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

@@ -138,7 +138,7 @@ def _start_node(stack: Stack, role: str, name: str, api_port: int, services: Spa
 
 def _start_example(stack: Stack, client_path: Path, spark_master: str) -> subprocess.Popen[bytes]:
     """apply + start --watch of the example, through the real CLI; output goes to this terminal."""
-    data_root = stack.run_dir / "example-data"
+    data_root = stack.tenant_dir("example-data")  # written by the example's tasks, as the default tenant
     cli = [sys.executable, "-m", "engine"]
     script = (
         f"{shlex.join(cli)} apply {EXAMPLE_DIR / 'taxi.yaml'} && "
@@ -146,7 +146,7 @@ def _start_example(stack: Stack, client_path: Path, spark_master: str) -> subpro
         f" --param {shlex.quote('spark_master=' + spark_master)}"
     )
     print(f"\nRunning the example pipeline ({EXAMPLE_DIR / 'README.md'}):\n", flush=True)
-    env = {**stack.node_env(), "PORPOISE_CLIENT_CONFIG": str(client_path)}
+    env = {**stack.node_env(), "PORPOISE_CLIENT_CONFIG": str(client_path)}  # no secret but the admin token
     return subprocess.Popen(["bash", "-c", script], env=env, start_new_session=True)
 
 

@@ -71,13 +71,16 @@ def start_spark(stack: Stack, modes: frozenset[str]) -> SparkServices:
     spark_dir = stack.run_dir / "spark"
     try:
         if "cluster" in modes:
-            services.cluster = SparkCluster(spark_dir, workers=2, worker_cores=1, worker_memory="512m")
+            # the daemons run as the default tenant: the executors run the applications' code, which must not
+            # run as the launcher's user (root) any more than the tasks that submit it
+            services.cluster = SparkCluster(spark_dir, workers=2, worker_cores=1, worker_memory="512m",
+                                            user=stack.tenant, python=stack.python)  # fmt: skip
             for record in services.cluster.start(stack.cfg.standalone.start_timeout + 150):
                 stack.remember(record)
             log.info("spark cluster ready", master=services.cluster.master_url, ui=services.cluster.ui_url)
         if "connect" in modes:
             master = services.cluster.master_url if services.cluster is not None else "local[2]"
-            services.connect = SparkConnectServer(spark_dir, master=master)
+            services.connect = SparkConnectServer(spark_dir, master=master, user=stack.tenant, python=stack.python)
             stack.remember(services.connect.start(stack.cfg.standalone.start_timeout + 150))
             services.worker_overrides.append(f"worker.spark_connect_url={services.connect.url}")
             log.info("spark connect server ready", url=services.connect.url, master=master)

@@ -21,7 +21,7 @@ from engine.infra.process import ManagedProcess, in_netns
 from engine.secretbox import new_key_line
 
 ROOT = Path(__file__).resolve().parent.parent
-TEST_SECRET = "test-secret-0123456789"
+TEST_SECRET = "test-secret-0123456789-abcdefghijklmnopqrstuv"
 #: the keyring sealing stored credentials in tests (one random key per test session)
 TEST_KEYS = new_key_line("test")
 

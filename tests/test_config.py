@@ -121,3 +121,52 @@ def test_database_sslmode_goes_into_the_dsn() -> None:
     assert cfg.database.url() == "postgresql://x@h/db?sslmode=disable"  # the DSN's own wins
     with pytest.raises(ConfigError, match=r"database\.sslrootcert"):
         config_mod.load(environ={"PORPOISE_DATABASE_SSLMODE": "verify-ca"})
+
+
+@pytest.mark.parametrize(
+    ("secret", "reason"),
+    [
+        ("CHANGE-ME", "a placeholder value is refused"),
+        ("change_me-0123456789-abcdefghijklmnopqrstuvwxyz", "a placeholder value"),
+        ("an-example-secret-0123456789abcdefghijklmnop", "a placeholder value"),
+        ("short-but-random-9f2k", "21 characters, at least 32 required"),
+        ("a" * 40, "too few distinct characters"),
+    ],
+)
+def test_a_placeholder_or_short_rpc_secret_is_refused_in_one_line(secret: str, reason: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        config_mod.load(overrides=[f"rpc.secret={secret}"], environ={})
+    message = str(err.value)
+    assert message.startswith("rpc.secret: ") and reason in message and "\n" not in message
+    assert secret not in message  # the value is never echoed
+
+
+def test_a_generated_rpc_secret_and_an_empty_one_load() -> None:
+    import secrets
+
+    generated = secrets.token_urlsafe(32)
+    assert config_mod.load(overrides=[f"rpc.secret={generated}"], environ={}).rpc.secret == generated
+    assert config_mod.load(environ={}).rpc.secret == ""  # the CLI needs none; a node refuses to start without
+
+
+def test_a_secret_comes_from_a_private_file_named_by_a_file_variable(tmp_path: Path) -> None:
+    """PORPOISE_<SECTION>_<KEY>_FILE: the value is read from the file, so it is never in the node's environment."""
+    import os
+    import secrets
+
+    value = secrets.token_urlsafe(32)
+    path = tmp_path / "rpc-secret"
+    path.write_text(value + "\n")
+    os.chmod(path, 0o600)
+    dsn = tmp_path / "dsn"
+    dsn.write_text("postgresql://app:pw@db:5432/porpoise")
+    os.chmod(dsn, 0o400)
+    cfg = config_mod.load(environ={"PORPOISE_RPC_SECRET_FILE": str(path), "PORPOISE_DATABASE_DSN_FILE": str(dsn)})
+    assert cfg.rpc.secret == value and cfg.database.dsn == "postgresql://app:pw@db:5432/porpoise"
+    # secrets.key_file is a key of its own: its value is the path, not the file's content
+    assert config_mod.load(environ={"PORPOISE_SECRETS_KEY_FILE": str(path)}).secrets.key_file == str(path)
+    os.chmod(path, 0o640)
+    with pytest.raises(ConfigError, match=r"PORPOISE_RPC_SECRET_FILE: .* is readable by others .*chmod 600"):
+        config_mod.load(environ={"PORPOISE_RPC_SECRET_FILE": str(path)})
+    with pytest.raises(ConfigError, match=r"PORPOISE_RPC_SECRET_FILE: cannot read .*No such file"):
+        config_mod.load(environ={"PORPOISE_RPC_SECRET_FILE": str(tmp_path / "missing")})

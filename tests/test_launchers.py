@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import psutil
@@ -166,11 +167,11 @@ def _make_stop(run_dir: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def _start_standalone(run_dir: Path) -> subprocess.Popen[str]:
+def _start_standalone(run_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [*PORPOISE, "standalone", "--run-dir", str(run_dir)],
         cwd=ROOT,
-        env=_env(),
+        env={**_env(), **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -238,3 +239,128 @@ def test_cli_errors_are_one_line_not_a_traceback() -> None:
     unreachable = _cli("db", "init", "--dsn", "postgresql://porpoise@127.0.0.1:1/porpoise")
     assert unreachable.returncode == 1 and "cannot connect to the database" in unreachable.stderr
     assert "Traceback" not in unreachable.stderr
+
+
+#: what a hostile task prints: one line per attack (tests/test_launchers.py::test_a_user_s_task_cannot_reach_...)
+_ATTACK = r"""
+echo "uid=$(id -u)"
+for pid in {pids}; do
+  if tr '\0' '\n' < /proc/$pid/environ > environ.txt 2>/dev/null; then
+    echo "environ-read=$pid"
+    grep -E '^PORPOISE_(DATABASE|RPC_SECRET|REGISTRY_PASSWORD|SECRETS|RPC_TLS_KEY)' environ.txt \
+      | sed 's/^/environ-secret: /'
+  fi
+done
+for f in {files}; do
+  if cat "$f" > /dev/null 2>&1; then echo "readable: $f"; else echo "refused: $f"; fi
+done
+python3 - <<'PY'
+import base64, json, ssl, urllib.request
+body = json.dumps({{"key": base64.b64encode(b"/").decode(), "range_end": base64.b64encode(b"\0").decode()}}).encode()
+for scheme in ("http", "https"):
+    context = ssl._create_unverified_context() if scheme == "https" else None
+    try:
+        with urllib.request.urlopen(f"{{scheme}}://127.0.0.1:{etcd_port}/v3/kv/range", body, timeout=5,
+                                    context=context) as resp:
+            print(f"etcd-answered {{scheme}}: {{resp.status}} keys={{len(json.load(resp).get('kvs', []))}}")
+    except Exception as exc:
+        print(f"etcd-refused {{scheme}}: {{type(exc).__name__}}")
+for port in ({node_ports}):  # a node's RPC: mutual TLS, then a signature
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{{port}}/rpc/TaskKill", b"{{}}", timeout=5,
+                                    context=ssl._create_unverified_context()) as resp:
+            print(f"rpc-answered {{port}}: {{resp.status}}")
+    except Exception as exc:
+        print(f"rpc-refused {{port}}: {{type(exc).__name__}} {{getattr(exc, 'code', '')}}")
+PY
+true
+"""
+
+
+#: files of a standalone's run dir that no task may read
+PRIVATE = ["state.json", "secrets.key", "node.yaml", "client.json", "tls/node-key.pem", "tls/ca-key.pem",
+           "logs/worker.log", "logs/master.log"]  # fmt: skip
+
+
+def _run_as_alice(run_dir: Path, script: str) -> list[str]:
+    """``script`` as a SHELL task of general user alice's own project (user, token and project made through the
+    API by the standalone's admin); the lines of its log, once it succeeded."""
+    client = json.loads((run_dir / "client.json").read_text())
+    admin = ApiClient(discover(client["api_url"], client["token"]))
+    admin.post("/api/v1/users", {"name": "alice", "password": "correct horse", "admin": False})
+    alice = ApiClient(
+        discover(client["api_url"], admin.post("/api/v1/tokens", {"name": "t", "user": "alice"})["token"])
+    )
+    alice.post("/api/v1/projects", {"name": "alice-project"})
+    doc = {"name": "probe", "project": "alice-project",
+           "tasks": [{"name": "a", "type": "SHELL", "params": {"rawScript": script}}]}  # fmt: skip
+    code = alice.post("/api/v1/workflows", doc, release=True)["code"]
+    command = alice.post(f"/api/v1/workflows/{code}/start", {})["command_id"]
+    detail: dict[str, Any] = {}
+
+    def finished() -> bool:
+        nonlocal detail
+        status = admin.get(f"/api/v1/commands/{command}")
+        if not status.get("workflow_instance_id"):
+            return False
+        detail = admin.get(f"/api/v1/instances/{status['workflow_instance_id']}")
+        return bool(detail["finished"])
+
+    wait_sync(finished, 120, "the probe workflow finished")
+    task = next(t["id"] for t in detail["tasks"] if t["name"] == "a")
+    lines = [line.rstrip("\n") for line in alice.get(f"/api/v1/tasks/{task}/log")["lines"]]
+    assert detail["state"] == "SUCCESS", "\n".join(lines)
+    return lines
+
+
+def test_a_user_s_task_cannot_reach_the_nodes_secrets_or_the_registry(workdir: Path) -> None:
+    """Issue 24 item 2 and 8, as the hostile review did it: a general user's SHELL task in their own project, on a
+    standalone started as root, runs as the unprivileged tenant user (not root, not the worker's user); finds no
+    secret in any node's environment and may not even read it; may not read the run dir's secrets (state, keyring,
+    node configuration, API token, TLS keys, node logs); and neither etcd's client port nor a node's RPC port
+    answers it without the nodes' credentials."""
+    import pwd
+
+    assert os.geteuid() == 0  # the launchers isolate tasks only when started as root (this machine's CI is)
+    run_dir = workdir / f"standalone-{uuid.uuid4().hex[:6]}"
+    # the launcher's configuration file reaches the nodes (merged into node.yaml): the load guard off (this
+    # machine is shared with other suites; a master above its load limit would hold the command back)
+    config = workdir / f"guard-off-{run_dir.name}.yaml"
+    config.write_text("master: {max_cpu_load_avg: 10000}\nworker: {max_cpu_load_avg: 10000}\n")
+    proc = _start_standalone(run_dir, {"PORPOISE_CONFIG": str(config)})
+    try:
+        state = json.loads((run_dir / "state.json").read_text())
+        pids = {p["name"]: p["pid"] for p in state["processes"] if p["name"] in ("master", "worker", "api")}
+        secrets = {"rpc secret": state["rpc_secret"], "database password": state["postgres_password"]}
+        secrets |= {"etcd password": state["etcd_password"]} if "etcd_password" in state else {}
+        # no node holds a secret in its environment at all (whoever could read it)
+        environs = {n: Path(f"/proc/{pids[n]}/environ").read_bytes().decode(errors="replace") for n in pids}
+        held = [f"{node} holds the {what}" for node, env in environs.items() for what, v in secrets.items() if v in env]
+        held += [f"{node} holds a database DSN" for node, env in environs.items() if "postgresql://" in env]
+
+        script = _ATTACK.format(
+            pids=" ".join(str(pids[n]) for n in ("master", "worker", "api")),
+            files=" ".join(str(run_dir / f) for f in PRIVATE),
+            etcd_port=state["ports"]["etcd_client"],
+            node_ports=", ".join(
+                str(p["extra"]["port"]) for p in state["processes"] if p["name"] in ("master", "worker")
+            ),
+        )
+        lines = _run_as_alice(run_dir, script)
+        out = "\n".join(lines)
+    finally:
+        assert _stop_standalone(proc) == 0
+    assert held == [], held
+    tenant = pwd.getpwnam("porpoise-tenant")
+    assert f"uid={tenant.pw_uid}" in lines and tenant.pw_uid not in (0, os.geteuid()), out
+    assert not [line for line in lines if line.startswith(("environ-read=", "environ-secret:"))], out
+    assert sorted(line for line in lines if line.startswith(("readable:", "refused:"))) == sorted(
+        f"refused: {run_dir / f}" for f in PRIVATE
+    ), out
+    assert not [line for line in lines if line.startswith("etcd-answered")], out
+    assert not [line for line in lines if line.startswith("rpc-answered")], out
+    assert len([line for line in lines if line.startswith("rpc-refused")]) == 2, out
+    assert sorted(line.split(":")[0] for line in lines if line.startswith("etcd-refused")) == [
+        "etcd-refused http",
+        "etcd-refused https",
+    ], out

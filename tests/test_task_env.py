@@ -120,6 +120,26 @@ def test_the_worker_s_own_user_is_refused_unless_allowed() -> None:
     assert resolve_tenant("", allow_root=True) is None
 
 
+def test_the_default_tenant_runs_as_the_configured_user_and_root_stays_refused() -> None:
+    """worker.default_tenant_user (the launchers' porpoise-tenant): "default" means that user, whatever
+    allow_root_tenant says; naming root or the worker's own user there is refused like naming it directly."""
+    import os
+    import pwd
+
+    assert os.geteuid() == 0  # switching to another user needs a root worker (the suite runs as root)
+    nobody = pwd.getpwnam("nobody")
+    for name in ("", "default"):
+        for allow in (False, True):
+            user = resolve_tenant(name, allow_root=allow, default_user="nobody")
+            assert user is not None and user.pw_uid == nobody.pw_uid
+    with pytest.raises(ValueError, match="is root"):
+        resolve_tenant("default", allow_root=False, default_user="root")
+    with pytest.raises(ValueError, match="does not exist"):
+        resolve_tenant("", allow_root=False, default_user="no-such-user-x")
+    # another tenant is resolved as before: the default user changes only what "default" means
+    assert resolve_tenant("nobody", allow_root=False, default_user="root") is not None
+
+
 def test_only_listed_variables_pass_and_never_a_porpoise_one() -> None:
     venv_bin = str(Path(sys.prefix) / "bin")
     environ = {

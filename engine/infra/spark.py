@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
 import socket
 import sys
 import urllib.error
@@ -47,20 +48,34 @@ def spark_home() -> Path:
     return home
 
 
-def spark_env(host: str, log_dir: Path, daemon_memory: str = "") -> dict[str, str]:
-    """Environment of a Spark process bound to ``host``; Python workers use this interpreter.
-    ``daemon_memory``: the heap of a master or worker daemon (SPARK_DAEMON_MEMORY)."""
+def spark_env(
+    host: str, log_dir: Path, daemon_memory: str = "", user: pwd.struct_passwd | None = None, python: str = ""
+) -> dict[str, str]:
+    """Environment of a Spark process bound to ``host``; Python workers use ``python`` (default: this
+    interpreter). ``daemon_memory``: the heap of a master or worker daemon (SPARK_DAEMON_MEMORY); ``user``: the
+    OS user it runs as (its HOME)."""
+    python = python or sys.executable
     env = {
         **os.environ,
         "SPARK_HOME": str(spark_home()),
         "SPARK_LOCAL_IP": host,
         "SPARK_LOG_DIR": str(log_dir),
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYSPARK_PYTHON": python,
+        "PYSPARK_DRIVER_PYTHON": python,
     }
     if daemon_memory:
         env["SPARK_DAEMON_MEMORY"] = daemon_memory
+    if user is not None:
+        env |= {"HOME": user.pw_dir, "USER": user.pw_name, "LOGNAME": user.pw_name}
     return env
+
+
+def hand_over(run_dir: Path, user: pwd.struct_passwd | None) -> None:
+    """Make ``run_dir`` and its ``logs`` directory, owned by ``user`` when given (the daemons write there)."""
+    for path in (run_dir, run_dir / "logs"):
+        path.mkdir(parents=True, exist_ok=True)
+        if user is not None:
+            os.chown(path, user.pw_uid, user.pw_gid)
 
 
 def fetch_json(url: str, timeout: float = 2.0) -> Any:
@@ -102,8 +117,14 @@ class SparkCluster:
         ui_port: int = 0,
         netns: str = "",
         worker_places: Sequence[Place] = (),
+        user: pwd.struct_passwd | None = None,
+        python: str = "",
     ) -> None:
         self.run_dir = run_dir
+        #: the OS user the daemons (and so the executors, running applications' code) run as; None: this one
+        self.user = user
+        #: the executors' Python ("": this interpreter)
+        self.python = python
         self.place = Place(host, netns)
         self.worker_places = list(worker_places) or [self.place] * workers
         self.workers = len(self.worker_places)
@@ -140,9 +161,11 @@ class SparkCluster:
         return {w["host"]: fetch_json(f"{w['webuiaddress']}/json/", timeout) for w in alive}
 
     def _start(self, name: str, argv: list[str], place: Place) -> SparkDaemon:
-        env = spark_env(place.host, self.run_dir / "logs", self.daemon_memory)
+        env = spark_env(place.host, self.run_dir / "logs", self.daemon_memory, self.user, self.python)
         log = self.run_dir / "logs" / f"{name}.log"  # cwd: what Spark writes there stays in the run dir
-        proc = ManagedProcess(name, in_netns(place.netns, argv), log, env=env, cwd=self.run_dir)
+        hand_over(self.run_dir, self.user)
+        user = self.user.pw_name if self.user is not None else None
+        proc = ManagedProcess(name, in_netns(place.netns, argv), log, env=env, cwd=self.run_dir, user=user)
         daemon = SparkDaemon(proc, proc.start())
         self.daemons.append(daemon)
         return daemon
@@ -201,8 +224,14 @@ class SparkConnectServer:
         ui_port: int = 0,
         conf: dict[str, str] | None = None,
         netns: str = "",
+        user: pwd.struct_passwd | None = None,
+        python: str = "",
     ) -> None:
         self.run_dir = run_dir
+        #: the OS user the server (and so the sessions' code) runs as; None: this one
+        self.user = user
+        #: its Python workers' interpreter ("": this one)
+        self.python = python
         self.host = host
         self.port = port or free_port(host if not netns else "127.0.0.1")
         self.ui_port = ui_port or free_port(host if not netns else "127.0.0.1")
@@ -241,8 +270,13 @@ class SparkConnectServer:
 
     def start(self, timeout: float = 180) -> ProcessRecord:
         """Start the server; return once its gRPC port accepts connections."""
-        env = spark_env(self.host, self.run_dir / "logs")
-        proc = ManagedProcess("spark-connect", self.argv(), self.run_dir / "logs" / "spark-connect.log", env=env)
+        env = spark_env(self.host, self.run_dir / "logs", user=self.user, python=self.python)
+        hand_over(self.run_dir, self.user)
+        log = self.run_dir / "logs" / "spark-connect.log"
+        if self.user is None:
+            proc = ManagedProcess("spark-connect", self.argv(), log, env=env)
+        else:  # in its run dir: what Spark writes in its working directory (a warehouse, a metastore) is its own
+            proc = ManagedProcess("spark-connect", self.argv(), log, env=env, cwd=self.run_dir, user=self.user.pw_name)
         self.daemon = SparkDaemon(proc, proc.start())
 
         def listening() -> bool:

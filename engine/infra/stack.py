@@ -2,6 +2,11 @@
 
 ``run_dir/state.json`` remembers ports, the database password and every process started (pid + start
 time), so a later ``stop`` stops exactly those processes, and a restart reuses the same data.
+
+Tasks never run as the nodes' user (docs/SECURITY.md, "Tenants"): started as root, the stack creates the
+unprivileged OS user ``porpoise-tenant`` and its workers run the ``default`` tenant's tasks as that user. The
+nodes' secrets (database DSN, RPC secret, etcd password, key file and TLS key paths) reach them in
+``run_dir/node.yaml`` (0600), never in their environment; etcd runs with client TLS and auth.
 """
 
 from __future__ import annotations
@@ -10,7 +15,9 @@ import asyncio
 import contextlib
 import json
 import os
+import pwd
 import secrets
+import shutil
 import ssl
 import subprocess
 import sys
@@ -20,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import yaml
 
 from engine import logs
 from engine.config import Config
@@ -29,6 +37,7 @@ from engine.infra.etcd import EtcdServer
 from engine.infra.ports import choose_port, free_port
 from engine.infra.postgres import RUNTIME_ROLE, PostgresServer
 from engine.infra.process import ManagedProcess, ProcessRecord, wait_until
+from engine.infra.tenantpython import reachable_python
 from engine.secretbox import Keyring, ensure_key_file
 from engine.storage.schema import upgrade
 from engine.storage.secret_rows import reseal_all
@@ -46,13 +55,32 @@ REGISTRY_TIMING = ("lease_ttl", "keepalive_interval", "heartbeat_interval", "req
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 #: the etcd user of the nodes (a secure etcd); its role may read and write only below registry.root
 ETCD_USER = "porpoise"
+#: the unprivileged OS user a root-started stack runs the ``default`` tenant's tasks as
+TENANT_USER = "porpoise-tenant"
+#: the configuration file the nodes read their secrets from (mode 0600, in the run directory)
+NODE_CONFIG = "node.yaml"
+#: run directory entries no task may list or read (the tenant only needs to reach its exec dirs)
+PRIVATE_DIRS = ("logs", "task-logs", "spool", "tls")
 
 
-def tls_env(files: TlsFiles | None) -> dict[str, str]:
-    """The environment handing a node its RPC TLS files."""
-    if files is None:
-        return {}
-    return {"PORPOISE_RPC_TLS_CA": files.ca, "PORPOISE_RPC_TLS_CERT": files.cert, "PORPOISE_RPC_TLS_KEY": files.key}
+def ensure_tenant_user(name: str = TENANT_USER) -> pwd.struct_passwd | None:
+    """The OS user a root-started stack's ``default`` tenant runs as, created (``useradd``: a system user with
+    no login shell and a home of its own) when missing; None when not running as root (no user can be switched
+    to: tasks run as the launcher's own user, see the warning at start)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        pass
+    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+    home = f"/var/lib/{name}"
+    argv = [useradd, "--system", "--user-group", "--create-home", "--home-dir", home, "--shell", "/usr/sbin/nologin"]
+    done = subprocess.run([*argv, name], capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode not in (0, 9):  # 9: made meanwhile by another launcher
+        raise InfraError(f"cannot create the tenant OS user {name!r} (useradd exit {done.returncode}): "
+                         f"{done.stderr.strip()}")  # fmt: skip
+    return pwd.getpwnam(name)
 
 
 def registry_timing_env(cfg: Config) -> dict[str, str]:
@@ -84,6 +112,10 @@ class Stack:
         self.rpc_tls = TlsFiles.of(cfg.rpc)
         #: the keyring sealing stored credentials: the configured one, else one made in the run dir
         self.key_file = Path(cfg.secrets.key_file) if cfg.secrets.key_file else self.run_dir / "secrets.key"
+        #: the OS user the default tenant's tasks run as (None: not started as root, see start_infra)
+        self.tenant: pwd.struct_passwd | None = None
+        #: the interpreter of the worker and of PYTHON tasks: this one, unless the tenant cannot run it
+        self.python = sys.executable
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -132,6 +164,15 @@ class Stack:
             )
         self.state["processes"] = []
         sc = self.cfg.standalone
+        self.tenant = ensure_tenant_user()
+        if self.tenant is None:
+            log.warning(
+                "not started as root: tasks run as this user and can read this stack's secrets (its database, "
+                "its API token); start it as root to run them as the unprivileged user " + TENANT_USER
+            )
+        self._make_private_dirs()
+        if self.tenant is not None:
+            self.python = reachable_python(self.run_dir, self.tenant)
         ports = self.state["ports"]
         taken: set[int] = set()
         for name, explicit in (
@@ -181,32 +222,79 @@ class Stack:
         ensure_key_file(self.key_file)
         resealed = asyncio.run(_reseal(self.postgres.dsn, Keyring.from_file(self.key_file)))
         log.info("secrets sealed", key_file=str(self.key_file), resealed=resealed)
+        self._write_node_config()
+
+    def _make_private_dirs(self) -> None:
+        """The run directory stays traversable (a tenant's task reaches its exec dir below it); what the nodes
+        keep for themselves is not: its files are 0600 and these directories 0700."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.run_dir, os.stat(self.run_dir).st_mode & 0o7777 | 0o011)  # traversable, whatever the umask
+        for name in PRIVATE_DIRS:
+            path = self.run_dir / name
+            path.mkdir(exist_ok=True)
+            os.chmod(path, 0o700)
+
+    @property
+    def node_config_path(self) -> Path:
+        return self.run_dir / NODE_CONFIG
+
+    def _write_node_config(self) -> None:
+        """``run_dir/node.yaml`` (0600, the launcher's user): the user's configuration file (``--config`` /
+        ``PORPOISE_CONFIG``) with the stack's addresses and secrets over it. The nodes read it with --config;
+        nothing secret is in their environment or command line (a task could read those)."""
+        if self.etcd is None or self.postgres is None:
+            raise InfraError("infrastructure is not started")
+        user_file = os.environ.get("PORPOISE_CONFIG")
+        merged: dict[str, Any] = {}
+        if user_file:
+            loaded = yaml.safe_load(Path(user_file).read_text()) or {}  # load() already checked it
+            merged = {section: dict(values or {}) for section, values in loaded.items()}
+        registry: dict[str, Any] = {"endpoints": [self.etcd.endpoint]}
+        if self.etcd.tls is not None and self.rpc_tls is not None:
+            # a secure etcd: the node certificate (the same CA signed etcd's), the user limited to the root
+            registry |= {"tls_ca": self.rpc_tls.ca, "tls_cert": self.rpc_tls.cert, "tls_key": self.rpc_tls.key,
+                         "user": ETCD_USER, "password": self.state["etcd_password"]}  # fmt: skip
+        own: dict[str, dict[str, Any]] = {
+            "registry": registry,
+            "database": {"dsn": self.postgres.dsn},
+            "rpc": {"secret": self.state["rpc_secret"]},
+            "secrets": {"key_file": str(self.key_file)},
+        }
+        if self.rpc_tls is not None:
+            own["rpc"] |= {"tls_ca": self.rpc_tls.ca, "tls_cert": self.rpc_tls.cert, "tls_key": self.rpc_tls.key}
+        for section, values in own.items():
+            merged[section] = {**merged.get(section, {}), **values}
+        tmp = self.node_config_path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            os.fchmod(f.fileno(), 0o600)
+            yaml.safe_dump(merged, f, sort_keys=True)
+        tmp.replace(self.node_config_path)
 
     def node_env(self) -> dict[str, str]:
+        """The nodes' environment: no secret (those are in node.yaml), no PORPOISE_* variable of the launcher's
+        but PORPOISE_CONFIG_DIR and PORPOISE_WORKER_* (which win over the settings below)."""
         if self.etcd is None or self.postgres is None:
             raise InfraError("infrastructure is not started")
         env = {k: v for k, v in os.environ.items() if not k.startswith("PORPOISE_")}
-        # development launchers: the worker runs tasks as the user who started it (the default tenant), PYTHON
-        # tasks with this virtualenv's interpreter (the example imports pyarrow), SQL loadFiles from the run dir
-        # and /tmp; a PORPOISE_WORKER_* variable of the launcher's environment wins (docs/SECURITY.md)
+        # development launchers: PYTHON tasks run with this virtualenv's interpreter (the example imports
+        # pyarrow), SQL loadFiles read from the run dir and /tmp; the default tenant's tasks run as the
+        # unprivileged porpoise-tenant, or, not started as root, as the launcher's own user (docs/SECURITY.md)
         env.update(
             {
-                "PORPOISE_WORKER_ALLOW_ROOT_TENANT": "true",
-                "PORPOISE_WORKER_PYTHON_INTERPRETER": sys.executable,
+                "PORPOISE_WORKER_PYTHON_INTERPRETER": self.python,
                 "PORPOISE_WORKER_SQL_LOAD_DIRS": json.dumps([str(self.run_dir.resolve()), "/tmp"]),
             }
         )
+        if self.tenant is not None:
+            env["PORPOISE_WORKER_DEFAULT_TENANT_USER"] = self.tenant.pw_name
+        else:
+            env["PORPOISE_WORKER_ALLOW_ROOT_TENANT"] = "true"
         for key, value in os.environ.items():
-            if key in ("PORPOISE_CONFIG", "PORPOISE_CONFIG_DIR") or key.startswith("PORPOISE_WORKER_"):
+            if key == "PORPOISE_CONFIG_DIR" or key.startswith("PORPOISE_WORKER_"):
                 env[key] = value
         env.update(
             {
-                "PORPOISE_REGISTRY_ENDPOINTS": self.etcd.endpoint,
-                "PORPOISE_DATABASE_DSN": self.postgres.dsn,
-                "PORPOISE_RPC_SECRET": self.state["rpc_secret"],
-                "PORPOISE_SECRETS_KEY_FILE": str(self.key_file),
-                **tls_env(self.rpc_tls),
-                **self._etcd_env(),
                 "PORPOISE_LOGGING_FORMAT": "json",
                 "PORPOISE_LOGGING_LEVEL": self.cfg.logging.level,
                 "PYTHONUNBUFFERED": "1",
@@ -215,18 +303,13 @@ class Stack:
         )
         return env
 
-    def _etcd_env(self) -> dict[str, str]:
-        """A secure etcd's access for the nodes: the node certificate (the same CA signed etcd's) and the
-        user whose role is limited to the registry root."""
-        if self.etcd is None or self.etcd.tls is None or self.rpc_tls is None:
-            return {}
-        return {
-            "PORPOISE_REGISTRY_TLS_CA": self.rpc_tls.ca,
-            "PORPOISE_REGISTRY_TLS_CERT": self.rpc_tls.cert,
-            "PORPOISE_REGISTRY_TLS_KEY": self.rpc_tls.key,
-            "PORPOISE_REGISTRY_USER": ETCD_USER,
-            "PORPOISE_REGISTRY_PASSWORD": self.state["etcd_password"],
-        }
+    def tenant_dir(self, name: str) -> Path:
+        """A directory below the run dir the default tenant's tasks may write (the example's data)."""
+        path = self.run_dir / name
+        path.mkdir(exist_ok=True)
+        if self.tenant is not None:
+            os.chown(path, self.tenant.pw_uid, self.tenant.pw_gid)
+        return path
 
     def api_port(self) -> int:
         """The standalone API port: configured, else the one used last time when still free, else a free one."""
@@ -242,7 +325,10 @@ class Stack:
         """Start ``python -m engine.<role>`` on ``port`` (default: a free one); returns once its /ready
         answers 200."""
         port = port or free_port()
-        argv = [sys.executable, "-m", f"engine.{role}", "--set", f"{role}.listen_port={port}"]
+        # the worker's interpreter is also the one Spark starts its Python workers with, as the tenant
+        python = self.python if role == "worker" else sys.executable
+        argv = [python, "-m", f"engine.{role}", "--config", str(self.node_config_path)]
+        argv += ["--set", f"{role}.listen_port={port}"]
         if role in ("master", "worker"):
             argv += ["--set", f"{role}.advertise_host=127.0.0.1"]  # everything here is on loopback
         if role == "worker":

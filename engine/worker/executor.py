@@ -344,7 +344,7 @@ class Executor:
         header = f"[porpoise] {_stamp()} {d.task_type} task {d.task_name!r} attempt {d.attempt} on {self.address}\n"
         try:
             launch, local = self._prepare(run)
-            user = resolve_tenant(d.tenant, self.policy.allow_root_tenant)
+            user = resolve_tenant(d.tenant, self.policy.allow_root_tenant, self.policy.default_user)
         except ValueError as exc:  # ParamError, bad placeholder, unknown task type
             await asyncio.to_thread(_write_log, run.log_path, header + f"[porpoise] refused: {exc}\n")
             return self._result(run, "FAILURE", -1, str(exc))

@@ -1,8 +1,10 @@
 """Who a task runs as and what environment it gets (docs/SECURITY.md, "Tenants" and "Task environment").
 
-A task runs as the OS user its workflow's tenant names; ``default`` (sent as "") is the worker's own user.
+A task runs as the OS user its workflow's tenant names; ``default`` (sent as "") is the OS user named by
+``worker.default_tenant_user`` (the launchers' unprivileged ``porpoise-tenant``), else the worker's own user.
 Unless ``worker.allow_root_tenant`` is set, the worker refuses root, its own user and any user sharing its
-uid: such a task could read the worker's configuration, secrets and spool, or signal the worker.
+uid, whichever tenant names them: such a task could read the worker's configuration, secrets and spool, or
+signal the worker.
 
 The environment is built from an allow-list, never copied from the worker's: the passed-through names of
 ``worker.task_env_passthrough`` (PATH without the worker's own virtualenv, LANG, LC_*, TZ ...), the worker
@@ -32,6 +34,8 @@ class TaskPolicy:
     """The worker's rules for its tasks (worker.* configuration)."""
 
     allow_root_tenant: bool = False
+    #: the OS user the ``default`` tenant runs as ("": the worker's own user)
+    default_user: str = ""
     python_interpreter: str = "python3"
     passthrough: tuple[str, ...] = ("PATH", "LANG", "LC_*", "TZ", "TERM", "JAVA_HOME", "TMPDIR")
     #: the worker group's environment (worker.task_env), NAME -> value
@@ -44,6 +48,7 @@ class TaskPolicy:
         """From a WorkerConfig."""
         return cls(
             allow_root_tenant=bool(w.allow_root_tenant),
+            default_user=str(w.default_tenant_user),
             python_interpreter=str(w.python_interpreter),
             passthrough=tuple(w.task_env_passthrough),
             group_env=dict(item.partition("=")[::2] for item in w.task_env),
@@ -51,10 +56,13 @@ class TaskPolicy:
         )
 
 
-def resolve_tenant(name: str, allow_root: bool) -> pwd.struct_passwd | None:
-    """The OS user to run as (None: the worker's own), or ParamError("tenant", why) when refused."""
+def resolve_tenant(name: str, allow_root: bool, default_user: str = "") -> pwd.struct_passwd | None:
+    """The OS user to run as (None: the worker's own), or ParamError("tenant", why) when refused.
+    ``default_user``: the OS user the ``default`` tenant means ("": the worker's own)."""
     me = os.geteuid()
-    if not name or name == DEFAULT_TENANT:
+    if (not name or name == DEFAULT_TENANT) and default_user:
+        name = default_user
+    elif not name or name == DEFAULT_TENANT:
         if not allow_root:
             who = _name_of(me)
             raise ParamError(
