@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
@@ -206,8 +207,7 @@ class FailoverService(BackgroundService):
         try:
             spec = await self.cache.spec(int(row["workflow_definition_code"]), int(row["workflow_definition_version"]))
         except DefinitionError as exc:
-            log.error("cannot fail over an instance whose definition is gone", workflow_instance_id=info.id,
-                      error=str(exc))  # fmt: skip
+            await self._end_undrivable(info, str(exc))
             return True
         # logic tasks (sub-workflows, dependents ...) ran on the dead master: the new actor takes them up
         # attempts waiting in their task group's queue were never dispatched: they stay queued, in place
@@ -225,6 +225,19 @@ class FailoverService(BackgroundService):
         self.start_actor(info, spec, WorkflowState(row["state"]), attempts, group_waiting=frozenset(group_waiting))
         log.info("instance taken over", workflow_instance_id=info.id, epoch=info.epoch, lost_attempts=len(lost))
         return True
+
+    async def _end_undrivable(self, info: InstanceInfo, reason: str) -> None:
+        """The instance cannot be driven (its definition is gone): it ends FAILURE with the reason in its
+        state history, rather than staying owned by a live master that never drives it."""
+        log.error("taken-over instance cannot be driven; it ends FAILURE", workflow_instance_id=info.id, error=reason)
+        now = dt.datetime.now(dt.UTC).isoformat()
+        desc = f"cannot be driven after a failover: {reason}"
+        batch = WriteBatch(
+            workflow_state=int(WorkflowState.FAILURE),
+            workflow_finished=True,
+            workflow_history=[{"time": now, "state": WorkflowState.FAILURE.name, "desc": desc}],
+        )
+        await self.store.write(info.id, info.epoch, batch)
 
     async def _adopt(
         self, info: InstanceInfo, attempts: list[Attempt], workers: set[str]
