@@ -15,6 +15,7 @@ from engine.master.failover import FailoverService
 from engine.master.store import MasterStore
 from engine.states import WorkflowState
 from rpc import RpcClient
+from tests.cluster_harness import save, shell
 
 ME, DEAD = "127.0.0.1:5678", "127.0.0.1:5679"
 
@@ -75,3 +76,54 @@ async def test_an_instance_whose_definition_is_gone_ends_failure_with_the_reason
     assert row["end_time"] is not None
     history = json.loads(row["state_history"]) if isinstance(row["state_history"], str) else row["state_history"]
     assert any("404" in h["desc"] and "does not exist" in h["desc"] for h in history), history
+
+
+async def test_an_instance_of_ours_that_no_actor_drives_is_taken_back(pool: asyncpg.Pool, fresh_db: str) -> None:
+    # the takeover (or a claim) committed host = me and a new epoch, then the master lost track of it
+    # before an actor started (the database restarted, or the commit's outcome was unknown)
+    code = await save(fresh_db, "undriven", [shell("a", "true")])
+    floor = int(await pool.fetchval("SELECT nextval('workflow_epoch_seq')"))
+    undriven, epoch = await instance(pool, ME, code)
+    driven, _ = await instance(pool, ME, code)
+    theirs, _ = await instance(pool, DEAD, code)
+    started = Started()
+    svc = service(pool, started, actors={driven: object()})
+    try:
+        assert await svc.take_back_undriven(floor, set()) == 1
+    finally:
+        await svc.rpc.close()
+    ((wid, new_epoch),) = started.instances
+    assert wid == undriven and new_epoch > epoch
+    assert await pool.fetchval("SELECT epoch FROM workflow_instance WHERE id = $1", undriven) == new_epoch
+    assert await pool.fetchval("SELECT host FROM workflow_instance WHERE id = $1", theirs) == DEAD
+
+
+async def test_no_instance_is_taken_back_while_an_actor_may_be_starting(pool: asyncpg.Pool, fresh_db: str) -> None:
+    code = await save(fresh_db, "starting", [shell("a", "true")])
+    floor = int(await pool.fetchval("SELECT nextval('workflow_epoch_seq')"))
+    await instance(pool, ME, code)  # claimed: its actor is about to start
+    started = Started()
+    svc = service(pool, started)
+    try:
+        with svc.starting.begin():
+            assert await svc.take_back_undriven(floor, set()) == 0
+        assert await svc.take_back_undriven(floor, set()) == 1
+    finally:
+        await svc.rpc.close()
+
+
+async def test_a_takeover_whose_definition_load_fails_is_retaken_later(pool: asyncpg.Pool, fresh_db: str) -> None:
+    code = await save(fresh_db, "retake", [shell("a", "true")])
+    wid, epoch = await instance(pool, DEAD, code)
+    started = Started()
+    svc = service(pool, started)
+    gone = await asyncpg.create_pool(fresh_db, min_size=1, max_size=1)
+    await gone.close()  # the database went away right after the takeover committed
+    svc.cache = DefinitionCache(gone)
+    try:
+        with pytest.raises(asyncpg.InterfaceError):
+            await svc._take(wid, DEAD, epoch, set())
+        new_epoch = await pool.fetchval("SELECT epoch FROM workflow_instance WHERE id = $1", wid)
+        assert svc._retake == {wid: new_epoch}, "owned by us, driven by nobody, and not retaken"
+    finally:
+        await svc.rpc.close()

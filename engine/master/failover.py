@@ -27,9 +27,10 @@ import asyncpg
 
 from engine import logs
 from engine.aio import BackgroundService
+from engine.errors import StorageError
 from engine.master.actor import InstanceInfo
-from engine.master.commands import DefinitionCache
-from engine.master.store import MasterStore, TaskUpdate, WriteBatch
+from engine.master.commands import DefinitionCache, Starting
+from engine.master.store import CommitUnknown, FencedOut, MasterStore, TaskUpdate, WriteBatch
 from engine.master.workflow_messages import Attempt, WorkerLost
 from engine.states import TaskState, WorkflowState
 from engine.storage.failures import DB_FAILURES
@@ -68,6 +69,7 @@ class FailoverService(BackgroundService):
         start_actor: Callable[..., Any],
         interval: float,
         metrics: Any = None,
+        starting: Starting | None = None,
     ) -> None:
         self.me = me
         self.store = store
@@ -78,6 +80,8 @@ class FailoverService(BackgroundService):
         self.start_actor = start_actor
         self.interval = interval
         self.metrics = metrics
+        #: claims in flight (shared with the command poller): their instances are ours before an actor drives them
+        self.starting = starting or Starting()
         self._kick = asyncio.Event()
         #: instances of ours whose actor crashed: instance id -> the epoch it held
         self._retake: dict[int, int] = {}
@@ -113,7 +117,7 @@ class FailoverService(BackgroundService):
             self._kick.clear()
             try:
                 await self.sweep()
-            except (*DB_FAILURES, RegistryUnavailable) as exc:
+            except (*DB_FAILURES, StorageError, RegistryUnavailable) as exc:
                 log.warning("failover sweep failed; retrying", error=str(exc))
                 if self._retake:
                     await asyncio.sleep(min(self.interval, 1.0))
@@ -141,7 +145,9 @@ class FailoverService(BackgroundService):
             self.worker_lost(host)
         for instance_id, epoch in list(self._retake.items()):
             await self._take(instance_id, self.me, epoch, live_workers)  # raises while the DB is down
-            del self._retake[instance_id]
+            if self._retake.get(instance_id) == epoch:
+                del self._retake[instance_id]
+        await self.take_back_undriven(floors[self.me], live_workers)
         # The live masters are read again AFTER the orphans: a master that registered since the first
         # read (and took instances meanwhile, e.g. from a dead peer) is in the second, so its instances are
         # not taken from it; a takeover of an instance made after the orphans were read fails on its own
@@ -155,6 +161,25 @@ class FailoverService(BackgroundService):
         taken = 0
         for host, rows in by_host.items():
             taken += await self._fail_over(node, host, rows, live_workers)
+        return taken
+
+    async def take_back_undriven(self, floor: int, live_workers: set[str]) -> int:
+        """Take back the instances this incarnation owns (epoch at or above its ``floor``) that no actor
+        drives and none is about to: a takeover or a claim whose commit landed although the master saw
+        it fail (PostgreSQL restarted, or the commit's outcome was unknown) leaves one. Returns how many."""
+        mark = self.starting.generation
+        if self.starting.active:
+            return 0
+        rows = await self.store.owned(floor)
+        if not self.starting.quiet_since(mark):
+            return 0  # a claim ran meanwhile: its instances may be in rows without their actor yet
+        taken = 0
+        for row in rows:
+            if row["id"] in self.actors or row["id"] in self._retake:
+                continue
+            log.warning("an instance of ours has no actor; taking it back", workflow_instance_id=row["id"])
+            if await self._take(row["id"], self.me, row["epoch"], live_workers):
+                taken += 1
         return taken
 
     @staticmethod
@@ -203,7 +228,21 @@ class FailoverService(BackgroundService):
             return False  # moved by someone else meanwhile
         row, attempt_rows, group_waiting = result
         info = InstanceInfo.from_row(row)
-        attempts = [Attempt.from_row(r) for r in attempt_rows]
+        # the instance is ours from here on: whatever fails before its actor starts, it is taken again
+        try:
+            return await self._drive(info, row, [Attempt.from_row(r) for r in attempt_rows], group_waiting, workers)
+        except FencedOut as exc:
+            log.info("instance taken from us during its takeover", workflow_instance_id=info.id, error=str(exc))
+            return False
+        except (*DB_FAILURES, CommitUnknown):
+            self.retake(info.id, info.epoch)
+            raise
+
+    async def _drive(
+        self, info: InstanceInfo, row: asyncpg.Record, attempts: list[Attempt], group_waiting: set[int],
+        workers: set[str],
+    ) -> bool:  # fmt: skip
+        """Mark what was lost with the old owner and start the taken-over instance's actor."""
         try:
             spec = await self.cache.spec(int(row["workflow_definition_code"]), int(row["workflow_definition_version"]))
         except DefinitionError as exc:

@@ -175,6 +175,7 @@ class Master(Node):
             self.start_actor,
             self.cfg.master.failover_sweep_interval,
             self.metrics,
+            starting=self.poller.starting,
         )
         self.scheduler = Scheduler(
             self.pool,

@@ -317,6 +317,16 @@ class MasterStore:
             list(floors.values()),
         )
 
+    async def owned(self, floor: int) -> list[asyncpg.Record]:
+        """Unfinished instances this incarnation owns (epoch at or above its ``floor``): (id, epoch)."""
+        return await self.pool.fetch(
+            "SELECT id, epoch FROM workflow_instance WHERE host = $1 AND epoch >= $2 AND state = ANY($3::smallint[])"
+            " ORDER BY id",
+            self.me,
+            floor,
+            _FAILOVER_STATES,
+        )
+
     async def take_over(
         self, instance_id: int, old_host: str, old_epoch: int, live_workers: set[str]
     ) -> tuple[asyncpg.Record, list[asyncpg.Record], set[int]] | None:
