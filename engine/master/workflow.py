@@ -105,8 +105,6 @@ class WorkflowRun:
         self.elapsed = 0.0
         #: stopped by its timeout with the FAILED strategy: ends FAILURE, not STOP
         self.timed_out = False
-        #: events refused because they asked for an illegal transition
-        self.refused = 0
         #: the tasks this run drives (START_CURRENT_TASK_PROCESS runs a part of the DAG); others are ignored
         self.scope = frozenset(spec.dag.nodes) if scope is None else scope
         #: highest attempt number each task already used in this instance (a rerun numbers on from it)
@@ -217,8 +215,10 @@ class WorkflowRun:
         return actions
 
     def handle(self, event: Event) -> list[Action]:
-        """Actions for one event. An event that would need an illegal transition is refused: the
-        transition is checked before it is applied, logged with the run's story, and dropped."""
+        """Actions for one event. An event that would need an illegal transition raises
+        :class:`InvalidTransition`, logged with the event and the run's story: the handler may already have
+        changed the run in memory, so the run is not driven on (its actor ends, and the master recovers the
+        instance from the database, as after any failure of the actor)."""
         if self.finished:
             return []
         handler = _HANDLERS.get(type(event))
@@ -227,9 +227,9 @@ class WorkflowRun:
         try:
             return handler(self, event)  # type: ignore[no-any-return]
         except InvalidTransition as exc:
-            log.error("event refused", event_type=type(event).__name__, error=str(exc), story=list(self.story)[-10:])
-            self.refused += 1
-            return []
+            log.error("illegal transition: the run ends here and is recovered from the database", by=repr(event),
+                      error=str(exc), story=list(self.story)[-10:])  # fmt: skip
+            raise
 
     # -- handlers ---------------------------------------------------------------------------------
 
