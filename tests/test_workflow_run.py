@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from engine.master.workflow import CONTINUE, END, TIMEOUT_FAILED, WorkflowRun
 from engine.master.workflow_messages import (
+    RERUN_ON_RESUME,
     ArmTimer,
     Attempt,
     CancelTimer,
@@ -455,3 +456,53 @@ def test_the_application_a_running_task_announces_is_persisted_once_known() -> N
     assert (persisted["app_id"], persisted["app_link"]) == ("app-2", "u")
     sim.finish("a")
     assert sim.run.handle(TaskRunningEvent(a.id, a.attempt, "w:1", 42, "/l", "/e", 1, app_id="app-3")) == []
+
+
+# -- retry timers and task timeouts are re-armed from the database by a new owner -------------------
+
+NOW = 1_000_000.0  # the taking-over master's clock (epoch seconds)
+
+
+def test_a_retry_waiting_when_the_owner_died_is_re_armed_by_the_new_owner() -> None:
+    sp = spec({"a": [], "b": ["a"]}, a={"retries": 2, "retry_interval": 1})
+    failed = Attempt(1, 1, 0, TaskState.FAILURE, id=5, host="w:1", end_time=int((NOW - 20) * 1000))
+    run = WorkflowRun(99, sp, CONTINUE, WorkflowState.RUNNING_EXECUTION, [failed])
+    actions = run.start(now=NOW)
+    assert [a for a in actions if isinstance(a, ArmTimer)] == [ArmTimer(("retry", 1), 40.0, RetryDue(1))]
+    assert not run.finished and not any(isinstance(a, SetWorkflowState) for a in actions)
+    (created,) = [a for a in run.handle(RetryDue(1)) if isinstance(a, CreateAttempts)]
+    assert [(x.code, x.attempt, x.retry_times) for x in created.attempts] == [(1, 2, 1)]
+
+
+def test_a_retry_overdue_at_the_takeover_runs_at_once_and_one_without_retries_left_fails() -> None:
+    sp = spec({"a": [], "b": []}, a={"retries": 1, "retry_interval": 1}, b={"retries": 1, "retry_interval": 1})
+    overdue = Attempt(1, 1, 0, TaskState.FAILURE, id=5, end_time=int((NOW - 600) * 1000))
+    spent = Attempt(2, 2, 1, TaskState.FAILURE, id=6, end_time=int((NOW - 5) * 1000))
+    run = WorkflowRun(99, sp, CONTINUE, WorkflowState.RUNNING_EXECUTION, [overdue, spent])
+    actions = run.start(now=NOW)
+    created = [x for a in actions if isinstance(a, CreateAttempts) for x in a.attempts]
+    assert [(x.code, x.attempt) for x in created] == [(1, 2)]
+    assert 2 in run.failed and not any(isinstance(a, ArmTimer) for a in actions)
+
+
+def test_a_retry_cancelled_by_a_pause_runs_after_the_resume() -> None:
+    sp = spec({"a": []}, a={"retries": 1, "retry_interval": 1})
+    sim = Sim(sp)
+    sim.running("a")
+    sim.finish("a", TaskState.FAILURE)
+    assert ("retry", 1) in sim.timers
+    sim.apply(sim.run.handle(PauseRequested()))
+    assert sim.run.state is WorkflowState.PAUSE
+    taken_back = [dataclasses.replace(a) for a in sim.run.current.values()]
+    resumed = WorkflowRun(99, sp, CONTINUE, WorkflowState.RUNNING_EXECUTION, taken_back, rerun=RERUN_ON_RESUME)
+    actions = resumed.start(now=NOW)
+    assert [(x.code, x.attempt) for a in actions if isinstance(a, CreateAttempts) for x in a.attempts] == [(1, 2)]
+    assert not resumed.finished
+
+
+def test_a_warn_timeout_of_an_adopted_running_attempt_is_re_armed() -> None:
+    sp = spec({"a": []}, a={"timeout_flag": 1, "timeout": 2, "timeout_strategy": 0})
+    running = Attempt(1, 1, 0, TaskState.RUNNING_EXECUTION, id=5, host="w:1", start_time=int((NOW - 30) * 1000))
+    run = WorkflowRun(99, sp, CONTINUE, WorkflowState.RUNNING_EXECUTION, [running])
+    actions = run.start(now=NOW)
+    assert ArmTimer(("task-timeout", 5), 90.0, TaskTimedOut(5, 1)) in actions

@@ -94,6 +94,8 @@ class WorkflowRun:
         self.by_id: dict[int, Attempt] = {}
         #: tasks waiting for their retry timer
         self.retry_pending: set[int] = set()
+        #: taken-back tasks whose current attempt failed with retries left: their retry is armed by start()
+        self.retry_adopted: set[int] = set()
         #: tasks that failed for good (no retry left, or killed)
         self.failed: set[int] = set()
         #: order in which tasks succeeded (var pool precedence: earliest finisher wins)
@@ -180,8 +182,11 @@ class WorkflowRun:
             return
         if a.state.succeeded and a.code not in self.succeeded_order:
             self.succeeded_order.append(a.code)
-        if a.state in (TaskState.FAILURE, TaskState.KILL):
-            self.failed.add(a.code)  # taken back failed: it stays failed (no retry on resume)
+        task = self.spec.tasks.get(a.code)
+        if a.state is TaskState.FAILURE and task is not None and a.retry_times < task.retries:
+            self.retry_adopted.add(a.code)  # its retry was waiting (or cancelled by a pause): start() re-arms it
+        elif a.state in (TaskState.FAILURE, TaskState.KILL):
+            self.failed.add(a.code)  # taken back failed for good: it stays failed
 
     def _task_to(self, a: Attempt, new: TaskState, cause: str) -> None:
         check_task(a.id or (a.code, a.attempt), a.state, new, cause)
@@ -200,8 +205,12 @@ class WorkflowRun:
 
     # -- entry points -----------------------------------------------------------------------------
 
-    def start(self) -> list[Action]:
+    def start(self, now: float | None = None) -> list[Action]:
+        """The first actions of a run, new or taken back (``now``: epoch seconds, the clock a taken-back
+        run's timers are re-armed by)."""
+        now = time.time() if now is None else now
         actions: list[Action] = [RunLogic(a) for a in self.active() if a.code in self.logic]
+        actions += self._rearm(now)
         if self.spec.timeout > 0:
             # the limit is the whole run's: a run taken over mid-way has less of it left
             left = max(0.0, self.spec.timeout * 60.0 - self.elapsed)
@@ -212,6 +221,33 @@ class WorkflowRun:
             actions += self._after_failure(a)
         actions += self._submit_ready()
         actions += self._maybe_finish()
+        return actions
+
+    def _rearm(self, now: float) -> list[Action]:
+        """Timers of a taken-back run, from what the database holds (the previous owner's were in its
+        memory): each failed attempt's retry, due ``retry_interval`` after its end (at once if overdue; not
+        while the run stops or pauses), and the WARN timeout of each running attempt, from its start."""
+        actions: list[Action] = []
+        for code in sorted(self.retry_adopted):
+            a, task = self.current[code], self.spec.tasks[code]
+            if self.state is WorkflowState.READY_STOP:
+                self.failed.add(code)  # a stop cancels a waiting retry
+            elif self.state is WorkflowState.RUNNING_EXECUTION:
+                waited = max(0.0, now - a.end_time / 1000) if a.end_time else 0.0
+                left = task.retry_interval * 60.0 - waited
+                if left > 0:
+                    self.retry_pending.add(code)
+                    actions.append(ArmTimer(("retry", code), left, RetryDue(code)))
+                else:
+                    actions.append(CreateAttempts((self._next_attempt(code),)))
+        self.retry_adopted.clear()
+        for a in self.active():
+            task = self.spec.tasks[a.code]
+            warn = task.timeout_flag and task.timeout > 0 and task.timeout_strategy in (WARN, WARNFAILED)
+            if warn and a.state is TaskState.RUNNING_EXECUTION:
+                ran = max(0.0, now - a.start_time / 1000) if a.start_time else 0.0
+                left = max(0.0, task.timeout * 60.0 - ran)
+                actions.append(ArmTimer(("task-timeout", a.id), left, TaskTimedOut(a.id, a.attempt)))
         return actions
 
     def handle(self, event: Event) -> list[Action]:
