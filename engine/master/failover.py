@@ -45,6 +45,9 @@ from rpc.messages import HostUpdate, HostUpdateReply
 
 log = logs.get(__name__)
 
+#: seconds a takeover waits for the host updates it sends (together) to the instance's workers
+HOST_UPDATE_TIMEOUT = 3.0
+
 #: attempts a live worker may be running (SUBMITTED ones were only in the dead master's dispatch queue)
 _RUNNING_SOMEWHERE = frozenset({TaskState.DISPATCH, TaskState.RUNNING_EXECUTION, TaskState.DELAY_EXECUTION})
 
@@ -83,6 +86,8 @@ class FailoverService(BackgroundService):
         #: claims in flight (shared with the command poller): their instances are ours before an actor drives them
         self.starting = starting or Starting()
         self._kick = asyncio.Event()
+        #: workers that did not answer a host update in the current sweep (its instances are asked again later)
+        self._silent: set[str] = set()
         #: instances of ours whose actor crashed: instance id -> the epoch it held
         self._retake: dict[int, int] = {}
 
@@ -129,6 +134,7 @@ class FailoverService(BackgroundService):
         node = self.registry()
         if node is None or not node.session.alive:
             return 0
+        self._silent = set()
         floors, live_workers = await self._live_nodes(node)
         if self.me not in floors:
             return 0  # not (yet) visible as a live master ourselves: take nothing
@@ -292,17 +298,23 @@ class FailoverService(BackgroundService):
         submitted = [a for a in attempts if a.state is TaskState.SUBMITTED_SUCCESS]
         ask = {a.host for a in running} | (workers if submitted else set())
         known: set[tuple[int, int]] = set()
-        silent: set[str] = set()
-        for worker in sorted(ask):
-            msg = HostUpdate(info.id, self.me, info.epoch)
+        silent = ask & self._silent  # silent once in this sweep: not waited for again
+        ask -= silent
+        msg = HostUpdate(info.id, self.me, info.epoch)
+
+        async def update(worker: str) -> None:
             try:
-                reply = await self.rpc.call(worker, msg, HostUpdateReply, timeout=3.0)
+                reply = await self.rpc.call(worker, msg, HostUpdateReply, timeout=HOST_UPDATE_TIMEOUT)
             except RpcError as exc:
                 log.warning("host update failed", worker=worker, workflow_instance_id=info.id, error=str(exc))
                 silent.add(worker)
-                continue
+                self._silent.add(worker)
+                return
             assert isinstance(reply, HostUpdateReply)
-            known |= {(int(k[0]), int(k[1])) for k in reply.known}
+            known.update((int(k[0]), int(k[1])) for k in reply.known)
+
+        # all at once: a silent worker costs the takeover one timeout, not one per worker in turn
+        await asyncio.gather(*(update(w) for w in sorted(ask)))
         lost = [a for a in running if a.host not in silent and (a.id, a.attempt) not in known]
         unsure = any(a.host in silent for a in running)
         if submitted and silent:
