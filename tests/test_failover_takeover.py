@@ -1,5 +1,6 @@
 """The takeover of one instance against a real PostgreSQL (no registry, no workers): what the failover
-service leaves behind when something between the takeover's commit and the actor's start goes wrong."""
+service leaves behind when something between the takeover's commit and the actor's start goes wrong;
+and a backfill chain whose date ends twice (recovered, or resumed, after a failover or not)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 
 from engine.master.commands import DefinitionCache
 from engine.master.failover import FailoverService
-from engine.master.store import MasterStore
+from engine.master.store import MasterStore, WriteBatch
+from engine.scheduling.backfill import backfill_param
 from engine.states import WorkflowState
 from rpc import RpcClient
 from tests.cluster_harness import save, shell
@@ -127,3 +129,22 @@ async def test_a_takeover_whose_definition_load_fails_is_retaken_later(pool: asy
         assert svc._retake == {wid: new_epoch}, "owned by us, driven by nobody, and not retaken"
     finally:
         await svc.rpc.close()
+
+
+async def test_a_backfill_date_ended_twice_queues_the_next_date_once(pool: asyncpg.Pool) -> None:
+    # complementOnFailure CONTINUE: a failed date queues the next; recovering it and ending it again
+    # (or a pause and resume) must not queue the next date a second time: the chain would fork
+    backfill = await pool.fetchval(
+        "INSERT INTO backfill (workflow_definition_code, dates) VALUES (1, ARRAY[now(), now() + interval '1 day',"
+        " now() + interval '2 days']) RETURNING id"
+    )
+    wid, epoch = await instance(pool, ME, code=1)
+    store = MasterStore(pool, ME)
+    nxt = {**backfill_param(backfill, 1, 2), "complementOnFailure": "CONTINUE"}
+    for _ in range(2):  # the date's first end, then its end after a recovery
+        await store.write(wid, epoch, WriteBatch(workflow_state=6, workflow_finished=True, next_backfill=(nxt, [])))
+    rows = await pool.fetch("SELECT command_param FROM command WHERE command_type = 5")
+    assert len(rows) == 1
+    await pool.execute("DELETE FROM command")  # claimed meanwhile: the next date runs, its command is gone
+    await store.write(wid, epoch, WriteBatch(workflow_state=6, workflow_finished=True, next_backfill=(nxt, [])))
+    assert await pool.fetchval("SELECT count(*) FROM command") == 0

@@ -561,6 +561,15 @@ async def _insert_next_backfill(
 ) -> None:
     if legacy_dates:
         param = {**param, BACKFILL_ID: await conn.fetchval(_KEEP_BACKFILL, instance_id, legacy_dates)}
+    step = await conn.fetchval(
+        "INSERT INTO backfill_step (backfill_id, backfill_index) SELECT id, $2 FROM backfill WHERE id = $1"
+        " ON CONFLICT DO NOTHING RETURNING 1",
+        param[BACKFILL_ID],
+        param[INDEX],
+    )
+    if step is None:  # queued already (this date ended before: recovered, or resumed), or the row is gone
+        log.info("backfill step already queued or row missing", backfill_id=param[BACKFILL_ID], index=param[INDEX])
+        return
     status = await conn.execute(_NEXT_BACKFILL, instance_id, json.dumps(param), param[BACKFILL_ID], param[INDEX])
     if status.split()[-1] == "0":
         log.warning("backfill row missing: the chain ends here", backfill_id=param[BACKFILL_ID])
