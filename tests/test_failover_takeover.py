@@ -148,3 +148,23 @@ async def test_a_backfill_date_ended_twice_queues_the_next_date_once(pool: async
     await pool.execute("DELETE FROM command")  # claimed meanwhile: the next date runs, its command is gone
     await store.write(wid, epoch, WriteBatch(workflow_state=6, workflow_finished=True, next_backfill=(nxt, [])))
     assert await pool.fetchval("SELECT count(*) FROM command") == 0
+
+
+async def test_a_sub_workflow_stopped_before_its_child_was_claimed_never_starts_it(pool: asyncpg.Pool) -> None:
+    parent, _ = await instance(pool, ME, code=1)
+    command = await pool.fetchval(
+        "INSERT INTO command (command_type, workflow_definition_code) VALUES (0, 2) RETURNING id"
+    )
+    await pool.execute(
+        "INSERT INTO sub_workflow_relation (parent_workflow_instance_id, parent_task_instance_id, command_id)"
+        " VALUES ($1, 77, $2)",
+        parent,
+        command,
+    )
+    store = MasterStore(pool, ME)
+    assert await store.cancel_child_command(77, "parent stopped before the sub-workflow started")
+    assert await pool.fetchval("SELECT count(*) FROM command") == 0
+    assert await pool.fetchval("SELECT message FROM error_command WHERE id = $1", command) == (
+        "parent stopped before the sub-workflow started"
+    )
+    assert not await store.cancel_child_command(77, "again")  # claimed (or cancelled) already: nothing to take

@@ -506,3 +506,47 @@ def test_a_warn_timeout_of_an_adopted_running_attempt_is_re_armed() -> None:
     run = WorkflowRun(99, sp, CONTINUE, WorkflowState.RUNNING_EXECUTION, [running])
     actions = run.start(now=NOW)
     assert ArmTimer(("task-timeout", 5), 90.0, TaskTimedOut(5, 1)) in actions
+
+
+# -- stopping: kills are resent until the results arrive; late dispatches are killed ------------------
+
+
+def _kills(actions: list[Any]) -> list[int]:
+    return sorted(a.attempt.id for a in actions if isinstance(a, KillTask))
+
+
+def test_a_stop_resends_its_kills_until_the_results_arrive() -> None:
+    sim = Sim(spec({"a": [], "b": []}))
+    sim.running("a")
+    sim.running("b")
+    first = sim.apply(sim.run.handle(StopRequested()))
+    assert _kills(first) == [1, 2] and ("kill-resend",) in sim.timers
+    sim.finish("a", K)  # a's result is in; b's kill was lost (an RPC error, a worker that was busy)
+    again = sim.fire(("kill-resend",))
+    assert _kills(again) == [2] and ("kill-resend",) in sim.timers
+    sim.finish("b", K)
+    assert sim.run.state is WorkflowState.STOP
+
+
+def test_a_second_stop_of_a_stopping_run_sends_the_kills_again() -> None:
+    sim = Sim(spec({"a": []}))
+    sim.running("a")
+    sim.apply(sim.run.handle(StopRequested()))
+    assert _kills(sim.apply(sim.run.handle(StopRequested("api stop again")))) == [1]
+
+
+def test_an_attempt_dispatched_after_the_stop_is_killed() -> None:
+    sim = Sim(spec({"a": []}))
+    a = sim.attempt("a")  # queued in the dispatcher (or in flight): no host to send a kill to yet
+    assert _kills(sim.apply(sim.run.handle(StopRequested()))) == [1]
+    assert _kills(sim.apply(sim.run.handle(TaskDispatched(a.id, a.attempt, "w:1")))) == [1]
+    assert a.host == "w:1"
+    assert _kills(sim.apply(sim.run.handle(TaskRunningEvent(a.id, a.attempt, "w:1", 7, "", "", 1)))) == [1]
+
+
+def test_a_stopping_run_taken_over_sends_its_kills() -> None:
+    sp = spec({"a": []})
+    running = Attempt(1, 1, 0, TaskState.RUNNING_EXECUTION, id=5, host="w:1")
+    run = WorkflowRun(99, sp, CONTINUE, WorkflowState.READY_STOP, [running])
+    actions = run.start(now=NOW)
+    assert _kills(actions) == [5] and any(isinstance(a, ArmTimer) and a.key == ("kill-resend",) for a in actions)

@@ -461,6 +461,20 @@ class MasterStore:
             )
             await conn.execute("UPDATE sub_workflow_relation SET command_id = $2 WHERE id = $1", inserted, command_id)
 
+    async def cancel_child_command(self, task_instance_id: int, reason: str) -> bool:
+        """The child command a SUB_PROCESS attempt queued, if no master claimed it yet, goes to
+        ``error_command`` with ``reason``: the child never starts. False when there is none to take (the
+        child exists, or nothing was queued)."""
+        return bool(
+            await self.pool.fetchval(
+                "WITH gone AS (DELETE FROM command WHERE id = (SELECT command_id FROM sub_workflow_relation"
+                " WHERE parent_task_instance_id = $1) RETURNING *)"
+                " INSERT INTO error_command SELECT gone.*, $2 FROM gone RETURNING 1",
+                task_instance_id,
+                reason,
+            )
+        )
+
     async def sub_workflow_state(self, task_instance_id: int) -> tuple[int, int | None, str]:
         """(child instance id or 0, its state or None, why it could not start or '')."""
         row = await self.pool.fetchrow(

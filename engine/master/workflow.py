@@ -36,6 +36,7 @@ from engine.master.workflow_messages import (
     CreateAttempts,
     DispatchLost,
     Event,
+    KillResend,
     KillTask,
     LogicCheck,
     PauseRequested,
@@ -69,6 +70,8 @@ END, CONTINUE = 0, 1
 WARN, FAILED, WARNFAILED = 0, 1, 2
 #: the workflow timeout's FAILED strategy (WorkflowSpec.timeout_strategy)
 TIMEOUT_FAILED = 1
+#: seconds between the kills a stopping run sends again to the attempts whose results have not arrived
+KILL_RESEND = 5.0
 
 
 class WorkflowRun:
@@ -211,6 +214,8 @@ class WorkflowRun:
         now = time.time() if now is None else now
         actions: list[Action] = [RunLogic(a) for a in self.active() if a.code in self.logic]
         actions += self._rearm(now)
+        if self.state is WorkflowState.READY_STOP:
+            actions += self._kill_active()  # taken over while stopping: the kills were the old owner's
         if self.spec.timeout > 0:
             # the limit is the whole run's: a run taken over mid-way has less of it left
             left = max(0.0, self.spec.timeout * 60.0 - self.elapsed)
@@ -301,6 +306,8 @@ class WorkflowRun:
         task = self.spec.tasks[a.code]
         if task.timeout_flag and task.timeout > 0 and task.timeout_strategy in (WARN, WARNFAILED):
             actions.append(ArmTimer(("task-timeout", a.id), task.timeout * 60.0, TaskTimedOut(a.id, a.attempt)))
+        if self.state is WorkflowState.READY_STOP:
+            actions.append(KillTask(a))  # started after the stop (its kill had no host yet, or was lost)
         return actions
 
     def _on_dispatched(self, ev: TaskDispatched) -> list[Action]:
@@ -309,7 +316,10 @@ class WorkflowRun:
             return []  # RUNNING (or the result) overtook the dispatch acknowledgement
         self._task_to(a, TaskState.DISPATCH, ev.cause_id or "dispatched")
         a.host = ev.host
-        return [PersistTask(a, a.state, (("host", ev.host),))]
+        actions: list[Action] = [PersistTask(a, a.state, (("host", ev.host),))]
+        if self.state is WorkflowState.READY_STOP:
+            actions.append(KillTask(a))  # it left the dispatch queue after the stop: now it has a host to kill on
+        return actions
 
     def _on_result(self, ev: TaskResultEvent) -> list[Action]:
         a = self._current_attempt(ev.task_instance_id, ev.attempt)
@@ -404,6 +414,8 @@ class WorkflowRun:
         return actions
 
     def _on_stop(self, ev: StopRequested) -> list[Action]:
+        if self.state is WorkflowState.READY_STOP:
+            return self._kill_active()  # stopped again: the kills go out again
         if self.state not in (WorkflowState.RUNNING_EXECUTION, WorkflowState.READY_PAUSE):
             return []
         cause = ev.cause_id or "stop requested"
@@ -413,8 +425,20 @@ class WorkflowRun:
             actions.append(CancelTimer(("retry", code)))
             self.failed.add(code)
         self.retry_pending.clear()
-        actions += [KillTask(a) for a in self.active()]
+        actions += self._kill_active()
         return actions + self._maybe_finish()
+
+    def _kill_active(self) -> list[Action]:
+        """Kills for every attempt still active, and the timer that sends them again while they are."""
+        active = self.active()
+        if not active:
+            return []
+        return [KillTask(a) for a in active] + [ArmTimer(("kill-resend",), KILL_RESEND, KillResend())]
+
+    def _on_kill_resend(self, ev: KillResend) -> list[Action]:
+        if self.state is not WorkflowState.READY_STOP:
+            return []
+        return self._kill_active()
 
     def _on_worker_lost(self, ev: WorkerLost) -> list[Action]:
         actions: list[Action] = []
@@ -584,6 +608,7 @@ _HANDLERS: dict[type, Any] = {
     TaskTimedOut: WorkflowRun._on_task_timeout,
     WorkflowTimedOut: WorkflowRun._on_workflow_timeout,
     StopRequested: WorkflowRun._on_stop,
+    KillResend: WorkflowRun._on_kill_resend,
     PauseRequested: WorkflowRun._on_pause,
     WorkerLost: WorkflowRun._on_worker_lost,
     DispatchLost: WorkflowRun._on_dispatch_lost,
