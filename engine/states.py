@@ -1,7 +1,7 @@
 """Workflow and task instance states (DolphinScheduler's codes) and their transition tables.
 
 Every state change of an instance or a task instance goes through :func:`check_workflow` /
-:func:`check_task`; an illegal one raises :class:`InvalidTransition` and is refused, never applied.
+:func:`check_task`; an illegal one raises :class:`InvalidTransition` before it is applied.
 """
 
 from __future__ import annotations

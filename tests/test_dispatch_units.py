@@ -509,3 +509,38 @@ async def test_an_attempt_refused_after_its_actor_ended_tries_no_other_worker() 
         rpc.gate.set()
         await eventually(lambda: rpc.calls and not d._sends, 5, "the refusal handled")
     assert len(rpc.calls) == 1 and actor.events == []
+
+
+async def test_a_batch_too_large_for_the_worker_is_sent_again_one_attempt_at_a_time() -> None:
+    # a 413 (the batch over the worker's rpc.max_body_bytes): refused before any handler ran
+    def script(host: str, msg: object) -> object:
+        if isinstance(msg, TaskDispatchBatch):
+            raise BadRequest("task.dispatch_batch: HTTP 413: request body too large", 413)
+        return DispatchReply(True, "", 5)
+
+    rpc = _FakeRpc(script)
+    actor = _FakeActor()
+    async with _dispatcher(rpc, [_worker("a:1")]) as d:
+        d.submit(_request(actor, 7))
+        d.submit(_request(actor, 8))
+        await eventually(lambda: len(actor.events) == 2, 5, "both attempts dispatched")
+    assert [c[1] for c in rpc.calls] == [(7, 8), (7,), (8,)]
+    assert sorted(e.task_instance_id for e in actor.events) == [7, 8]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("error", [Unauthenticated("HTTP 401", 401), BadRequest("HTTP 400: unknown field", 400)])
+async def test_a_batch_refused_by_every_worker_waits_in_the_queue_not_dropped(error: BadRequest) -> None:
+    def script(host: str, msg: object) -> object:
+        raise error
+
+    rpc = _FakeRpc(script)
+    actor = _FakeActor()
+    async with _dispatcher(rpc, [_worker("a:1"), _worker("b:1")]) as d:
+        d.submit(_request(actor, 7))
+        d.submit(_request(actor, 8))
+        d.submit(_request(actor, 9))
+        d.submit(_request(actor, 10))
+        # every attempt asked of both workers on its own, then parked for the next try
+        await eventually(lambda: {c[1] for c in rpc.calls if len(c[1]) == 1} >= {(7,), (8,), (9,), (10,)}, 5, "singles")
+        await eventually(lambda: len(d) == 4 and not d._sends, 5, "every attempt waiting")
+    assert actor.events == []

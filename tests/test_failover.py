@@ -20,7 +20,7 @@ from engine.node import EXIT_LEASE_LOST
 from engine.workflows.model import TaskDef
 from registry import EtcdClient
 from rpc.messages import HostUpdate, HostUpdateReply, TaskDispatch, TaskKill
-from tests.cluster_harness import command, instance_for, query, save, shell, started, tasks_of
+from tests.cluster_harness import command, instance_for, query, save, shell, started, started_unguarded, tasks_of
 from tests.helpers import NodeProc, eventually, rpc_client
 from tests.task_watch import WATCH_PREAMBLE, TaskWatcher
 from tests.worker_harness import ReportSink, dispatch, task
@@ -186,6 +186,22 @@ async def test_a_master_restarted_at_the_same_address_takes_back_its_earlier_ins
     final = await instance_for(fresh_db, cmd)
     assert final["state"] == SUCCESS
     assert len(runs(ledger, "long")) == 1
+
+
+async def test_an_instance_its_live_master_owns_without_an_actor_is_taken_back(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
+    """A takeover's (or a claim's) commit landed while the master saw it fail: the instance is the live
+    master's at an epoch no actor of it holds. Here the epoch moves under a running actor, which is fenced
+    out on its next write: the master's sweep takes the instance back, and the adopted task is not rerun."""
+    (master,), _ = await started_unguarded(node_factory, etcd_server, etcd_root, fresh_db, 1, 1, TTL)
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    cmd, wi = await start_gated(fresh_db, "undriven", ledger, gate)
+    await query(fresh_db, "UPDATE workflow_instance SET epoch = nextval('workflow_epoch_seq') WHERE id = $1", wi["id"])
+    gate.touch()  # the result's write is fenced out: the actor ends, the instance is ours with no actor
+    final = await instance_for(fresh_db, cmd, timeout=60)
+    assert final["state"] == SUCCESS and final["host"] == master.address
+    assert len(runs(ledger, "long")) == 1 and len(runs(ledger, "after")) == 1
 
 
 async def test_a_worker_refuses_dispatches_from_an_owner_older_than_one_it_knows(

@@ -3,7 +3,14 @@ the candidate orphans, so a master that registered during a long sweep keeps wha
 
 from __future__ import annotations
 
-from engine.master.failover import still_orphaned
+import asyncio
+
+from engine.master.actor import InstanceInfo
+from engine.master.failover import FailoverService, still_orphaned
+from engine.master.workflow_messages import Attempt
+from engine.states import TaskState
+from rpc.errors import RpcTimeout
+from rpc.messages import HostUpdate, HostUpdateReply
 
 
 def _row(instance_id: int, host: str, epoch: int) -> dict[str, object]:
@@ -20,3 +27,54 @@ def test_an_instance_of_a_master_that_registered_since_is_not_taken() -> None:
 def test_an_earlier_incarnation_s_instance_is_taken_and_the_current_one_s_kept() -> None:
     candidates = [_row(1, "m1:1", 99), _row(2, "m1:1", 100), _row(3, "m1:1", 101)]
     assert [r["id"] for r in still_orphaned(candidates, {"m1:1": 100})] == [1]
+
+
+class _BarrierRpc:
+    """Answers host updates only once ``n`` of them are in flight together."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.in_flight = 0
+        self.all_in = asyncio.Event()
+
+    async def call(self, host: str, msg: HostUpdate, reply_cls: object = None, timeout: float | None = None) -> object:
+        self.in_flight += 1
+        if self.in_flight == self.n:
+            self.all_in.set()
+        await self.all_in.wait()
+        return HostUpdateReply(known=[[int(host[1]), 1]])
+
+
+async def test_host_updates_to_the_workers_of_a_taken_over_instance_are_sent_together() -> None:
+    # one registered but silent worker must not hold the others (and the rest of the failover) up in turn
+    rpc = _BarrierRpc(3)
+    svc = FailoverService("m:1", None, None, rpc, lambda: None, {}, lambda *_: None, 5.0)  # type: ignore[arg-type]
+    running = [Attempt(i, 1, 0, TaskState.RUNNING_EXECUTION, id=i, host=f"w{i}:1") for i in (1, 2, 3)]
+    info = InstanceInfo(7, 100, "w", 0, None, [], "", 0, "default", 1)
+    lost, unsure = await asyncio.wait_for(svc._adopt(info, running, {"w1:1", "w2:1", "w3:1"}), 10)
+    assert lost == [] and not unsure
+
+
+class _SilentRpc:
+    """One worker never answers (each call to it times out); the others answer."""
+
+    def __init__(self, silent: str) -> None:
+        self.silent = silent
+        self.calls: list[str] = []
+
+    async def call(self, host: str, msg: HostUpdate, reply_cls: object = None, timeout: float | None = None) -> object:
+        self.calls.append(host)
+        if host == self.silent:
+            raise RpcTimeout("timed out", maybe_delivered=True)
+        return HostUpdateReply()
+
+
+async def test_a_worker_silent_once_in_a_sweep_is_not_waited_for_again() -> None:
+    rpc = _SilentRpc("w1:1")
+    svc = FailoverService("m:1", None, None, rpc, lambda: None, {}, lambda *_: None, 5.0)  # type: ignore[arg-type]
+    for instance_id in (7, 8, 9):
+        a = Attempt(1, 1, 0, TaskState.RUNNING_EXECUTION, id=instance_id, host="w1:1")
+        info = InstanceInfo(instance_id, 100, "w", 0, None, [], "", 0, "default", 1)
+        lost, unsure = await svc._adopt(info, [a], {"w1:1"})
+        assert lost == [] and unsure  # kept, and asked about again on a later sweep
+    assert rpc.calls == ["w1:1"]

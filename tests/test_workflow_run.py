@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from engine.master.workflow import CONTINUE, END, TIMEOUT_FAILED, WorkflowRun
 from engine.master.workflow_messages import (
+    RERUN_ON_RESUME,
     ArmTimer,
     Attempt,
     CancelTimer,
@@ -328,6 +329,16 @@ def test_transition_tables_refuse_illegal_moves() -> None:
     assert set(task_transitions()) == set(TaskState) and set(workflow_transitions()) == set(WorkflowState)
 
 
+def test_an_event_asking_for_an_illegal_transition_ends_the_run_s_driver() -> None:
+    # the handler may have changed the run in memory already: dropping its actions would let memory and
+    # the database diverge, so the error escapes (the actor ends and the instance is recovered)
+    sim = Sim(spec({"a": []}))
+    a = sim.attempt("a")
+    sim.apply(sim.run.handle(TaskDispatched(a.id, a.attempt, "w:1")))
+    with pytest.raises(InvalidTransition):
+        sim.run.handle(TaskResultEvent(a.id, a.attempt, TaskState.PAUSE, 0, 1, 2))
+
+
 # -- property: no event sequence leads to an illegal state ----------------------------------------
 
 
@@ -406,22 +417,6 @@ def test_dispatch_timeout_is_enforced_by_the_worker_for_failed_strategies(
     assert dispatch_timeout(next(iter(sp.tasks.values()))) == seconds
 
 
-def test_an_event_needing_an_illegal_transition_is_refused_not_applied(monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.master import workflow as workflow_mod
-
-    sim = Sim(spec({"a": [], "b": []}))
-    a = sim.attempt("a")
-    sim.finish("a")  # a is SUCCESS, b still runs
-
-    def illegal(run: WorkflowRun, ev: object) -> list[object]:
-        run._task_to(a, TaskState.RUNNING_EXECUTION, "illegal on purpose")
-        return [object()]
-
-    monkeypatch.setitem(workflow_mod._HANDLERS, PauseRequested, illegal)
-    assert sim.run.handle(PauseRequested()) == []
-    assert a.state is TaskState.SUCCESS and sim.run.refused == 1 and not sim.run.finished
-
-
 # -- disabled (DolphinScheduler's flag = NO, "forbidden") tasks ---------------------------------------
 # WorkflowExecuteRunnable.isTaskDepsComplete / setIndirectDepList (3.1.9, 3.2.2): a forbidden upstream is
 # replaced by its own upstream tasks; the forbidden task itself gets no task instance.
@@ -483,3 +478,97 @@ def test_the_application_a_running_task_announces_is_persisted_once_known() -> N
     assert (persisted["app_id"], persisted["app_link"]) == ("app-2", "u")
     sim.finish("a")
     assert sim.run.handle(TaskRunningEvent(a.id, a.attempt, "w:1", 42, "/l", "/e", 1, app_id="app-3")) == []
+
+
+# -- retry timers and task timeouts are re-armed from the database by a new owner -------------------
+
+NOW = 1_000_000.0  # the taking-over master's clock (epoch seconds)
+
+
+def test_a_retry_waiting_when_the_owner_died_is_re_armed_by_the_new_owner() -> None:
+    sp = spec({"a": [], "b": ["a"]}, a={"retries": 2, "retry_interval": 1})
+    failed = Attempt(1, 1, 0, TaskState.FAILURE, id=5, host="w:1", end_time=int((NOW - 20) * 1000))
+    run = WorkflowRun(99, sp, CONTINUE, WorkflowState.RUNNING_EXECUTION, [failed])
+    actions = run.start(now=NOW)
+    assert [a for a in actions if isinstance(a, ArmTimer)] == [ArmTimer(("retry", 1), 40.0, RetryDue(1))]
+    assert not run.finished and not any(isinstance(a, SetWorkflowState) for a in actions)
+    (created,) = [a for a in run.handle(RetryDue(1)) if isinstance(a, CreateAttempts)]
+    assert [(x.code, x.attempt, x.retry_times) for x in created.attempts] == [(1, 2, 1)]
+
+
+def test_a_retry_overdue_at_the_takeover_runs_at_once_and_one_without_retries_left_fails() -> None:
+    sp = spec({"a": [], "b": []}, a={"retries": 1, "retry_interval": 1}, b={"retries": 1, "retry_interval": 1})
+    overdue = Attempt(1, 1, 0, TaskState.FAILURE, id=5, end_time=int((NOW - 600) * 1000))
+    spent = Attempt(2, 2, 1, TaskState.FAILURE, id=6, end_time=int((NOW - 5) * 1000))
+    run = WorkflowRun(99, sp, CONTINUE, WorkflowState.RUNNING_EXECUTION, [overdue, spent])
+    actions = run.start(now=NOW)
+    created = [x for a in actions if isinstance(a, CreateAttempts) for x in a.attempts]
+    assert [(x.code, x.attempt) for x in created] == [(1, 2)]
+    assert 2 in run.failed and not any(isinstance(a, ArmTimer) for a in actions)
+
+
+def test_a_retry_cancelled_by_a_pause_runs_after_the_resume() -> None:
+    sp = spec({"a": []}, a={"retries": 1, "retry_interval": 1})
+    sim = Sim(sp)
+    sim.running("a")
+    sim.finish("a", TaskState.FAILURE)
+    assert ("retry", 1) in sim.timers
+    sim.apply(sim.run.handle(PauseRequested()))
+    assert sim.run.state is WorkflowState.PAUSE
+    taken_back = [dataclasses.replace(a) for a in sim.run.current.values()]
+    resumed = WorkflowRun(99, sp, CONTINUE, WorkflowState.RUNNING_EXECUTION, taken_back, rerun=RERUN_ON_RESUME)
+    actions = resumed.start(now=NOW)
+    assert [(x.code, x.attempt) for a in actions if isinstance(a, CreateAttempts) for x in a.attempts] == [(1, 2)]
+    assert not resumed.finished
+
+
+def test_a_warn_timeout_of_an_adopted_running_attempt_is_re_armed() -> None:
+    sp = spec({"a": []}, a={"timeout_flag": 1, "timeout": 2, "timeout_strategy": 0})
+    running = Attempt(1, 1, 0, TaskState.RUNNING_EXECUTION, id=5, host="w:1", start_time=int((NOW - 30) * 1000))
+    run = WorkflowRun(99, sp, CONTINUE, WorkflowState.RUNNING_EXECUTION, [running])
+    actions = run.start(now=NOW)
+    assert ArmTimer(("task-timeout", 5), 90.0, TaskTimedOut(5, 1)) in actions
+
+
+# -- stopping: kills are resent until the results arrive; late dispatches are killed ------------------
+
+
+def _kills(actions: list[Any]) -> list[int]:
+    return sorted(a.attempt.id for a in actions if isinstance(a, KillTask))
+
+
+def test_a_stop_resends_its_kills_until_the_results_arrive() -> None:
+    sim = Sim(spec({"a": [], "b": []}))
+    sim.running("a")
+    sim.running("b")
+    first = sim.apply(sim.run.handle(StopRequested()))
+    assert _kills(first) == [1, 2] and ("kill-resend",) in sim.timers
+    sim.finish("a", K)  # a's result is in; b's kill was lost (an RPC error, a worker that was busy)
+    again = sim.fire(("kill-resend",))
+    assert _kills(again) == [2] and ("kill-resend",) in sim.timers
+    sim.finish("b", K)
+    assert sim.run.state is WorkflowState.STOP
+
+
+def test_a_second_stop_of_a_stopping_run_sends_the_kills_again() -> None:
+    sim = Sim(spec({"a": []}))
+    sim.running("a")
+    sim.apply(sim.run.handle(StopRequested()))
+    assert _kills(sim.apply(sim.run.handle(StopRequested("api stop again")))) == [1]
+
+
+def test_an_attempt_dispatched_after_the_stop_is_killed() -> None:
+    sim = Sim(spec({"a": []}))
+    a = sim.attempt("a")  # queued in the dispatcher (or in flight): no host to send a kill to yet
+    assert _kills(sim.apply(sim.run.handle(StopRequested()))) == [1]
+    assert _kills(sim.apply(sim.run.handle(TaskDispatched(a.id, a.attempt, "w:1")))) == [1]
+    assert a.host == "w:1"
+    assert _kills(sim.apply(sim.run.handle(TaskRunningEvent(a.id, a.attempt, "w:1", 7, "", "", 1)))) == [1]
+
+
+def test_a_stopping_run_taken_over_sends_its_kills() -> None:
+    sp = spec({"a": []})
+    running = Attempt(1, 1, 0, TaskState.RUNNING_EXECUTION, id=5, host="w:1")
+    run = WorkflowRun(99, sp, CONTINUE, WorkflowState.READY_STOP, [running])
+    actions = run.start(now=NOW)
+    assert _kills(actions) == [5] and any(isinstance(a, ArmTimer) and a.key == ("kill-resend",) for a in actions)

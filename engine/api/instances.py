@@ -188,7 +188,9 @@ async def stop(api: Any, call: Call) -> dict[str, Any]:
     row = await _instance(api, call.path_int("id"))
     if row["state"] == WorkflowState.SERIAL_WAIT:
         return await _stop_waiting(api, row)
-    return await _control(api, call, "stop", {WorkflowState.RUNNING_EXECUTION, WorkflowState.READY_PAUSE})
+    # a second stop of a stopping instance is accepted: its master sends the kills again
+    allowed = {WorkflowState.RUNNING_EXECUTION, WorkflowState.READY_PAUSE, WorkflowState.READY_STOP}
+    return await _control(api, call, "stop", allowed)
 
 
 async def _stop_waiting(api: Any, row: Any) -> dict[str, Any]:

@@ -217,11 +217,15 @@ class WorkflowActor:
                         batch.append(self.queue.get_nowait())
                     actions: list[Action] = []
                     admitted: list[int] = []
-                    for posted in batch:
-                        if isinstance(posted.event, GroupAdmitted):
-                            admitted.append(posted.event.task_instance_id)
-                        else:
-                            actions += self.run.handle(posted.event)
+                    try:
+                        for posted in batch:
+                            if isinstance(posted.event, GroupAdmitted):
+                                admitted.append(posted.event.task_instance_id)
+                            else:
+                                actions += self.run.handle(posted.event)
+                    except Exception:  # an illegal transition: nothing of the batch is persisted or acknowledged
+                        self._refuse(batch)
+                        raise
                     await self._perform(actions, batch)
                     for tid in admitted:
                         a = self.group_waiting.pop(tid, None)
@@ -260,6 +264,13 @@ class WorkflowActor:
                 a = self.group_waiting.pop(tid, None)
                 if a is not None:
                     await self._send(a)
+
+    @staticmethod
+    def _refuse(batch: list[_Posted]) -> None:
+        """The batch's events are not persisted: their waiters are answered False (the reports are resent)."""
+        for posted in batch:
+            if posted.done is not None and not posted.done.done():
+                posted.done.set_result(False)
 
     def _fail_waiters(self) -> None:
         while not self.queue.empty():
@@ -304,9 +315,7 @@ class WorkflowActor:
             try:
                 ids = await self.store.write_retrying(self.info.id, self.info.epoch, write)
             except BaseException:  # fenced out, failed, or cancelled (the master stops): not acknowledged
-                for posted in batch:
-                    if posted.done is not None and not posted.done.done():
-                        posted.done.set_result(False)
+                self._refuse(batch)
                 raise
             for a, ti in zip(created, ids, strict=True):
                 self.run.bind(a, ti)

@@ -15,7 +15,7 @@ import contextlib
 import datetime as dt
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import asyncpg
@@ -39,6 +39,30 @@ Claimed = tuple[asyncpg.Record, WorkflowSpec, list[Attempt]]
 
 #: command types that act on an existing instance (workflow_instance_id set)
 ON_INSTANCE = frozenset(RESTART_FROM) | {CommandType.RECOVER_SERIAL_WAIT}
+
+
+class Starting:
+    """Claims in flight: between the commit that makes an instance ours and the start of its actor, the
+    instance is ours with no actor. The failover sweep takes back such instances only when no start was
+    under way while it read them (``generation`` moves at every start's begin and end)."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.generation = 0
+
+    @contextlib.contextmanager
+    def begin(self) -> Iterator[None]:
+        self.active += 1
+        self.generation += 1
+        try:
+            yield
+        finally:
+            self.active -= 1
+            self.generation += 1
+
+    def quiet_since(self, generation: int) -> bool:
+        """No start under way now, and none began or ended since ``generation`` was read."""
+        return self.active == 0 and self.generation == generation
 
 
 class DefinitionCache:
@@ -134,8 +158,11 @@ class CommandPoller(BackgroundService):
         interval: float = 1.0,
         metrics: Any = None,
         on_preempt: Callable[[list[int]], None] | None = None,
+        starting: Starting | None = None,
     ) -> None:
         self.store = store
+        #: shared with the failover sweep: a claim's instances are ours before their actors start
+        self.starting = starting or Starting()
         #: receives the active runs a SERIAL_PRIORITY run asked to stop (after the claim committed)
         self.on_preempt = on_preempt
         self.dsn = dsn
@@ -201,9 +228,10 @@ class CommandPoller(BackgroundService):
         rows = await self.store.fetch_commands(index, count, self.page)
         if not rows:
             return 0
-        created = await self.claim(rows)
-        if created:
-            self.on_claimed(created)
+        with self.starting.begin():
+            created = await self.claim(rows)
+            if created:
+                self.on_claimed(created)
         return len(rows)
 
     async def claim(self, rows: list[asyncpg.Record]) -> list[Claimed]:

@@ -17,7 +17,9 @@ late copy) proves the attempt is not there; the attempt then runs again (``Dispa
 
 An accepted dispatch is reported to the owning actor (which records DISPATCH and the host). Attempts
 queued at the same moment that go to the same worker travel in one ``task.dispatch_batch`` call; each
-is admitted or refused on its own and a refused one tries the other workers alone.
+is admitted or refused on its own and a refused one tries the other workers alone. A batch the worker
+refuses whole (a 4xx: too large, not authenticated, not understood) is sent again one attempt at a time,
+as refusals are: never dropped.
 
 Flow control: every dispatch reply says how many more attempts the worker would take now
 (``free_slots``: exec slots left, or none while it holds its concurrency on saturated cpus). That is
@@ -285,10 +287,14 @@ class Dispatcher:
             replies: list[DispatchReply | None] = list(reply.replies)
             self._said(host, len(requests), reply.free_slots)
         except BadRequest as exc:
+            # refused before any handler ran (404: an older worker without batches; 413: over its body
+            # limit; 401, 400: its secret or its messages differ): nothing was taken, so each attempt is
+            # sent on its own, to this worker first, then the others, and waits if all refuse
             self._said(host, len(requests), None)
             if exc.status != 404:
-                raise
-            await asyncio.gather(*(self._send(r, host) for r in requests))  # an older worker: one by one
+                log.warning("dispatch batch refused", worker=host, error=str(exc), tasks=len(requests))
+                self._count("dispatch_refusals")
+            await asyncio.gather(*(self._send(r, host) for r in requests))
             return
         except RpcError as exc:
             self._said(host, len(requests), None)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
@@ -26,9 +27,10 @@ import asyncpg
 
 from engine import logs
 from engine.aio import BackgroundService
+from engine.errors import StorageError
 from engine.master.actor import InstanceInfo
-from engine.master.commands import DefinitionCache
-from engine.master.store import MasterStore, TaskUpdate, WriteBatch
+from engine.master.commands import DefinitionCache, Starting
+from engine.master.store import CommitUnknown, FencedOut, MasterStore, TaskUpdate, WriteBatch
 from engine.master.workflow_messages import Attempt, WorkerLost
 from engine.states import TaskState, WorkflowState
 from engine.storage.failures import DB_FAILURES
@@ -42,6 +44,9 @@ from rpc.errors import RpcError
 from rpc.messages import HostUpdate, HostUpdateReply
 
 log = logs.get(__name__)
+
+#: seconds a takeover waits for the host updates it sends (together) to the instance's workers
+HOST_UPDATE_TIMEOUT = 3.0
 
 #: attempts a live worker may be running (SUBMITTED ones were only in the dead master's dispatch queue)
 _RUNNING_SOMEWHERE = frozenset({TaskState.DISPATCH, TaskState.RUNNING_EXECUTION, TaskState.DELAY_EXECUTION})
@@ -67,6 +72,7 @@ class FailoverService(BackgroundService):
         start_actor: Callable[..., Any],
         interval: float,
         metrics: Any = None,
+        starting: Starting | None = None,
     ) -> None:
         self.me = me
         self.store = store
@@ -77,7 +83,11 @@ class FailoverService(BackgroundService):
         self.start_actor = start_actor
         self.interval = interval
         self.metrics = metrics
+        #: claims in flight (shared with the command poller): their instances are ours before an actor drives them
+        self.starting = starting or Starting()
         self._kick = asyncio.Event()
+        #: workers that did not answer a host update in the current sweep (its instances are asked again later)
+        self._silent: set[str] = set()
         #: instances of ours whose actor crashed: instance id -> the epoch it held
         self._retake: dict[int, int] = {}
 
@@ -113,7 +123,7 @@ class FailoverService(BackgroundService):
             self._kick.clear()
             try:
                 await self.sweep()
-            except (*DB_FAILURES, RegistryUnavailable) as exc:
+            except (*DB_FAILURES, StorageError, RegistryUnavailable) as exc:
                 log.warning("failover sweep failed; retrying", error=str(exc))
                 if self._retake:
                     await asyncio.sleep(min(self.interval, 1.0))
@@ -125,6 +135,7 @@ class FailoverService(BackgroundService):
         node = self.registry()
         if node is None or not node.session.alive:
             return 0
+        self._silent = set()
         floors, live_workers = await self._live_nodes(node)
         if self.me not in floors:
             return 0  # not (yet) visible as a live master ourselves: take nothing
@@ -141,7 +152,9 @@ class FailoverService(BackgroundService):
             self.worker_lost(host)
         for instance_id, epoch in list(self._retake.items()):
             await self._take(instance_id, self.me, epoch, live_workers)  # raises while the DB is down
-            del self._retake[instance_id]
+            if self._retake.get(instance_id) == epoch:
+                del self._retake[instance_id]
+        await self.take_back_undriven(floors[self.me], live_workers)
         # The live masters are read again AFTER the orphans: a master that registered since the first
         # read (and took instances meanwhile, e.g. from a dead peer) is in the second, so its instances are
         # not taken from it; a takeover of an instance made after the orphans were read fails on its own
@@ -155,6 +168,25 @@ class FailoverService(BackgroundService):
         taken = 0
         for host, rows in by_host.items():
             taken += await self._fail_over(node, host, rows, live_workers)
+        return taken
+
+    async def take_back_undriven(self, floor: int, live_workers: set[str]) -> int:
+        """Take back the instances this incarnation owns (epoch at or above its ``floor``) that no actor
+        drives and none is about to: a takeover or a claim whose commit landed although the master saw
+        it fail (PostgreSQL restarted, or the commit's outcome was unknown) leaves one. Returns how many."""
+        mark = self.starting.generation
+        if self.starting.active:
+            return 0
+        rows = await self.store.owned(floor)
+        if not self.starting.quiet_since(mark):
+            return 0  # a claim ran meanwhile: its instances may be in rows without their actor yet
+        taken = 0
+        for row in rows:
+            if row["id"] in self.actors or row["id"] in self._retake:
+                continue
+            log.warning("an instance of ours has no actor; taking it back", workflow_instance_id=row["id"])
+            if await self._take(row["id"], self.me, row["epoch"], live_workers):
+                taken += 1
         return taken
 
     @staticmethod
@@ -203,12 +235,25 @@ class FailoverService(BackgroundService):
             return False  # moved by someone else meanwhile
         row, attempt_rows, group_waiting = result
         info = InstanceInfo.from_row(row)
-        attempts = [Attempt.from_row(r) for r in attempt_rows]
+        # the instance is ours from here on: whatever fails before its actor starts, it is taken again
+        try:
+            return await self._drive(info, row, [Attempt.from_row(r) for r in attempt_rows], group_waiting, workers)
+        except FencedOut as exc:
+            log.info("instance taken from us during its takeover", workflow_instance_id=info.id, error=str(exc))
+            return False
+        except (*DB_FAILURES, CommitUnknown):
+            self.retake(info.id, info.epoch)
+            raise
+
+    async def _drive(
+        self, info: InstanceInfo, row: asyncpg.Record, attempts: list[Attempt], group_waiting: set[int],
+        workers: set[str],
+    ) -> bool:  # fmt: skip
+        """Mark what was lost with the old owner and start the taken-over instance's actor."""
         try:
             spec = await self.cache.spec(int(row["workflow_definition_code"]), int(row["workflow_definition_version"]))
         except DefinitionError as exc:
-            log.error("cannot fail over an instance whose definition is gone", workflow_instance_id=info.id,
-                      error=str(exc))  # fmt: skip
+            await self._end_undrivable(info, str(exc))
             return True
         # logic tasks (sub-workflows, dependents ...) ran on the dead master: the new actor takes them up
         # attempts waiting in their task group's queue were never dispatched: they stay queued, in place
@@ -227,6 +272,19 @@ class FailoverService(BackgroundService):
         log.info("instance taken over", workflow_instance_id=info.id, epoch=info.epoch, lost_attempts=len(lost))
         return True
 
+    async def _end_undrivable(self, info: InstanceInfo, reason: str) -> None:
+        """The instance cannot be driven (its definition is gone): it ends FAILURE with the reason in its
+        state history, rather than staying owned by a live master that never drives it."""
+        log.error("taken-over instance cannot be driven; it ends FAILURE", workflow_instance_id=info.id, error=reason)
+        now = dt.datetime.now(dt.UTC).isoformat()
+        desc = f"cannot be driven after a failover: {reason}"
+        batch = WriteBatch(
+            workflow_state=int(WorkflowState.FAILURE),
+            workflow_finished=True,
+            workflow_history=[{"time": now, "state": WorkflowState.FAILURE.name, "desc": desc}],
+        )
+        await self.store.write(info.id, info.epoch, batch)
+
     async def _adopt(
         self, info: InstanceInfo, attempts: list[Attempt], workers: set[str]
     ) -> tuple[list[Attempt], bool]:
@@ -241,17 +299,23 @@ class FailoverService(BackgroundService):
         submitted = [a for a in attempts if a.state is TaskState.SUBMITTED_SUCCESS]
         ask = {a.host for a in running} | (workers if submitted else set())
         known: set[tuple[int, int]] = set()
-        silent: set[str] = set()
-        for worker in sorted(ask):
-            msg = HostUpdate(info.id, self.me, info.epoch)
+        silent = ask & self._silent  # silent once in this sweep: not waited for again
+        ask -= silent
+        msg = HostUpdate(info.id, self.me, info.epoch)
+
+        async def update(worker: str) -> None:
             try:
-                reply = await self.rpc.call(worker, msg, HostUpdateReply, timeout=3.0)
+                reply = await self.rpc.call(worker, msg, HostUpdateReply, timeout=HOST_UPDATE_TIMEOUT)
             except RpcError as exc:
                 log.warning("host update failed", worker=worker, workflow_instance_id=info.id, error=str(exc))
                 silent.add(worker)
-                continue
+                self._silent.add(worker)
+                return
             assert isinstance(reply, HostUpdateReply)
-            known |= {(int(k[0]), int(k[1])) for k in reply.known}
+            known.update((int(k[0]), int(k[1])) for k in reply.known)
+
+        # all at once: a silent worker costs the takeover one timeout, not one per worker in turn
+        await asyncio.gather(*(update(w) for w in sorted(ask)))
         lost = [a for a in running if a.host not in silent and (a.id, a.attempt) not in known]
         unsure = any(a.host in silent for a in running)
         if submitted and silent:

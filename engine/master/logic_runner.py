@@ -105,6 +105,11 @@ class LogicRunner:
         task = self.actor.spec.tasks[a.code]
         if task.task_type == logic.SUB_PROCESS:
             child, state, _ = await self.actor.store.sub_workflow_state(a.id)
+            if not child:
+                # its child's command may still be queued: taken out first, so the child never starts later
+                why = f"parent {'stopped' if action == 'stop' else 'paused'} before the sub-workflow started"
+                if not await self.actor.store.cancel_child_command(a.id, why):
+                    child, state, _ = await self.actor.store.sub_workflow_state(a.id)  # claimed meanwhile?
             if child and state is not None and not WorkflowState(state).finished and self.control is not None:
                 await self.control(child, action)
                 self.actor.post(LogicCheck(a.id, a.attempt))

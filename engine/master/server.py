@@ -183,6 +183,7 @@ class Master(Node):
             self.start_actor,
             self.cfg.master.failover_sweep_interval,
             self.metrics,
+            starting=self.poller.starting,
         )
         self.scheduler = Scheduler(
             self.pool,
@@ -553,9 +554,11 @@ class Master(Node):
         if not await fut:
             return {"accepted": False, "reason": "this master stopped driving that instance"}
         # accepted only when the request acted: the instance moved (from its state when the request came)
-        # to stopping or pausing; one it found finished, or already so, changed nothing here
+        # to stopping or pausing, or a second stop of a stopping one sent its kills again; one it found
+        # finished, or already so otherwise, changed nothing here
         after = actor.run.state
-        if before in _CONTROL_TO[msg.action] or after not in _CONTROL_TO[msg.action]:
+        again = msg.action == "stop" and before is WorkflowState.READY_STOP and after is WorkflowState.READY_STOP
+        if (before in _CONTROL_TO[msg.action] and not again) or after not in _CONTROL_TO[msg.action]:
             return {"accepted": False, "reason": f"the instance is {after.name}"}
         return {"accepted": True}
 

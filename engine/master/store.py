@@ -317,6 +317,16 @@ class MasterStore:
             list(floors.values()),
         )
 
+    async def owned(self, floor: int) -> list[asyncpg.Record]:
+        """Unfinished instances this incarnation owns (epoch at or above its ``floor``): (id, epoch)."""
+        return await self.pool.fetch(
+            "SELECT id, epoch FROM workflow_instance WHERE host = $1 AND epoch >= $2 AND state = ANY($3::smallint[])"
+            " ORDER BY id",
+            self.me,
+            floor,
+            _FAILOVER_STATES,
+        )
+
     async def take_over(
         self, instance_id: int, old_host: str, old_epoch: int, live_workers: set[str]
     ) -> tuple[asyncpg.Record, list[asyncpg.Record], set[int]] | None:
@@ -451,6 +461,20 @@ class MasterStore:
             )
             await conn.execute("UPDATE sub_workflow_relation SET command_id = $2 WHERE id = $1", inserted, command_id)
 
+    async def cancel_child_command(self, task_instance_id: int, reason: str) -> bool:
+        """The child command a SUB_PROCESS attempt queued, if no master claimed it yet, goes to
+        ``error_command`` with ``reason``: the child never starts. False when there is none to take (the
+        child exists, or nothing was queued)."""
+        return bool(
+            await self.pool.fetchval(
+                "WITH gone AS (DELETE FROM command WHERE id = (SELECT command_id FROM sub_workflow_relation"
+                " WHERE parent_task_instance_id = $1) RETURNING *)"
+                " INSERT INTO error_command SELECT gone.*, $2 FROM gone RETURNING 1",
+                task_instance_id,
+                reason,
+            )
+        )
+
     async def sub_workflow_state(self, task_instance_id: int) -> tuple[int, int | None, str]:
         """(child instance id or 0, its state or None, why it could not start or '')."""
         row = await self.pool.fetchrow(
@@ -554,6 +578,15 @@ async def _insert_next_backfill(
 ) -> None:
     if legacy_dates:
         param = {**param, BACKFILL_ID: await conn.fetchval(_KEEP_BACKFILL, instance_id, legacy_dates)}
+    step = await conn.fetchval(
+        "INSERT INTO backfill_step (backfill_id, backfill_index) SELECT id, $2 FROM backfill WHERE id = $1"
+        " ON CONFLICT DO NOTHING RETURNING 1",
+        param[BACKFILL_ID],
+        param[INDEX],
+    )
+    if step is None:  # queued already (this date ended before: recovered, or resumed), or the row is gone
+        log.info("backfill step already queued or row missing", backfill_id=param[BACKFILL_ID], index=param[INDEX])
+        return
     status = await conn.execute(_NEXT_BACKFILL, instance_id, json.dumps(param), param[BACKFILL_ID], param[INDEX])
     if status.split()[-1] == "0":
         log.warning("backfill row missing: the chain ends here", backfill_id=param[BACKFILL_ID])

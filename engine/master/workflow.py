@@ -36,6 +36,7 @@ from engine.master.workflow_messages import (
     CreateAttempts,
     DispatchLost,
     Event,
+    KillResend,
     KillTask,
     LogicCheck,
     PauseRequested,
@@ -69,6 +70,8 @@ END, CONTINUE = 0, 1
 WARN, FAILED, WARNFAILED = 0, 1, 2
 #: the workflow timeout's FAILED strategy (WorkflowSpec.timeout_strategy)
 TIMEOUT_FAILED = 1
+#: seconds between the kills a stopping run sends again to the attempts whose results have not arrived
+KILL_RESEND = 5.0
 
 
 class WorkflowRun:
@@ -94,6 +97,8 @@ class WorkflowRun:
         self.by_id: dict[int, Attempt] = {}
         #: tasks waiting for their retry timer
         self.retry_pending: set[int] = set()
+        #: taken-back tasks whose current attempt failed with retries left: their retry is armed by start()
+        self.retry_adopted: set[int] = set()
         #: tasks that failed for good (no retry left, or killed)
         self.failed: set[int] = set()
         #: order in which tasks succeeded (var pool precedence: earliest finisher wins)
@@ -105,8 +110,6 @@ class WorkflowRun:
         self.elapsed = 0.0
         #: stopped by its timeout with the FAILED strategy: ends FAILURE, not STOP
         self.timed_out = False
-        #: events refused because they asked for an illegal transition
-        self.refused = 0
         #: the tasks this run drives (START_CURRENT_TASK_PROCESS runs a part of the DAG); others are ignored
         self.scope = frozenset(spec.dag.nodes) if scope is None else scope
         #: highest attempt number each task already used in this instance (a rerun numbers on from it)
@@ -182,8 +185,11 @@ class WorkflowRun:
             return
         if a.state.succeeded and a.code not in self.succeeded_order:
             self.succeeded_order.append(a.code)
-        if a.state in (TaskState.FAILURE, TaskState.KILL):
-            self.failed.add(a.code)  # taken back failed: it stays failed (no retry on resume)
+        task = self.spec.tasks.get(a.code)
+        if a.state is TaskState.FAILURE and task is not None and a.retry_times < task.retries:
+            self.retry_adopted.add(a.code)  # its retry was waiting (or cancelled by a pause): start() re-arms it
+        elif a.state in (TaskState.FAILURE, TaskState.KILL):
+            self.failed.add(a.code)  # taken back failed for good: it stays failed
 
     def _task_to(self, a: Attempt, new: TaskState, cause: str) -> None:
         check_task(a.id or (a.code, a.attempt), a.state, new, cause)
@@ -202,8 +208,14 @@ class WorkflowRun:
 
     # -- entry points -----------------------------------------------------------------------------
 
-    def start(self) -> list[Action]:
+    def start(self, now: float | None = None) -> list[Action]:
+        """The first actions of a run, new or taken back (``now``: epoch seconds, the clock a taken-back
+        run's timers are re-armed by)."""
+        now = time.time() if now is None else now
         actions: list[Action] = [RunLogic(a) for a in self.active() if a.code in self.logic]
+        actions += self._rearm(now)
+        if self.state is WorkflowState.READY_STOP:
+            actions += self._kill_active()  # taken over while stopping: the kills were the old owner's
         if self.spec.timeout > 0:
             # the limit is the whole run's: a run taken over mid-way has less of it left
             left = max(0.0, self.spec.timeout * 60.0 - self.elapsed)
@@ -216,9 +228,38 @@ class WorkflowRun:
         actions += self._maybe_finish()
         return actions
 
+    def _rearm(self, now: float) -> list[Action]:
+        """Timers of a taken-back run, from what the database holds (the previous owner's were in its
+        memory): each failed attempt's retry, due ``retry_interval`` after its end (at once if overdue; not
+        while the run stops or pauses), and the WARN timeout of each running attempt, from its start."""
+        actions: list[Action] = []
+        for code in sorted(self.retry_adopted):
+            a, task = self.current[code], self.spec.tasks[code]
+            if self.state is WorkflowState.READY_STOP:
+                self.failed.add(code)  # a stop cancels a waiting retry
+            elif self.state is WorkflowState.RUNNING_EXECUTION:
+                waited = max(0.0, now - a.end_time / 1000) if a.end_time else 0.0
+                left = task.retry_interval * 60.0 - waited
+                if left > 0:
+                    self.retry_pending.add(code)
+                    actions.append(ArmTimer(("retry", code), left, RetryDue(code)))
+                else:
+                    actions.append(CreateAttempts((self._next_attempt(code),)))
+        self.retry_adopted.clear()
+        for a in self.active():
+            task = self.spec.tasks[a.code]
+            warn = task.timeout_flag and task.timeout > 0 and task.timeout_strategy in (WARN, WARNFAILED)
+            if warn and a.state is TaskState.RUNNING_EXECUTION:
+                ran = max(0.0, now - a.start_time / 1000) if a.start_time else 0.0
+                left = max(0.0, task.timeout * 60.0 - ran)
+                actions.append(ArmTimer(("task-timeout", a.id), left, TaskTimedOut(a.id, a.attempt)))
+        return actions
+
     def handle(self, event: Event) -> list[Action]:
-        """Actions for one event. An event that would need an illegal transition is refused: the
-        transition is checked before it is applied, logged with the run's story, and dropped."""
+        """Actions for one event. An event that would need an illegal transition raises
+        :class:`InvalidTransition`, logged with the event and the run's story: the handler may already have
+        changed the run in memory, so the run is not driven on (its actor ends, and the master recovers the
+        instance from the database, as after any failure of the actor)."""
         if self.finished:
             return []
         handler = _HANDLERS.get(type(event))
@@ -227,9 +268,9 @@ class WorkflowRun:
         try:
             return handler(self, event)  # type: ignore[no-any-return]
         except InvalidTransition as exc:
-            log.error("event refused", event_type=type(event).__name__, error=str(exc), story=list(self.story)[-10:])
-            self.refused += 1
-            return []
+            log.error("illegal transition: the run ends here and is recovered from the database", by=repr(event),
+                      error=str(exc), story=list(self.story)[-10:])  # fmt: skip
+            raise
 
     # -- handlers ---------------------------------------------------------------------------------
 
@@ -265,6 +306,8 @@ class WorkflowRun:
         task = self.spec.tasks[a.code]
         if task.timeout_flag and task.timeout > 0 and task.timeout_strategy in (WARN, WARNFAILED):
             actions.append(ArmTimer(("task-timeout", a.id), task.timeout * 60.0, TaskTimedOut(a.id, a.attempt)))
+        if self.state is WorkflowState.READY_STOP:
+            actions.append(KillTask(a))  # started after the stop (its kill had no host yet, or was lost)
         return actions
 
     def _on_dispatched(self, ev: TaskDispatched) -> list[Action]:
@@ -273,7 +316,10 @@ class WorkflowRun:
             return []  # RUNNING (or the result) overtook the dispatch acknowledgement
         self._task_to(a, TaskState.DISPATCH, ev.cause_id or "dispatched")
         a.host, a.incarnation = ev.host, ev.incarnation
-        return [PersistTask(a, a.state, (("host", ev.host),))]
+        actions: list[Action] = [PersistTask(a, a.state, (("host", ev.host),))]
+        if self.state is WorkflowState.READY_STOP:
+            actions.append(KillTask(a))  # it left the dispatch queue after the stop: now it has a host to kill on
+        return actions
 
     def _on_result(self, ev: TaskResultEvent) -> list[Action]:
         a = self._current_attempt(ev.task_instance_id, ev.attempt)
@@ -368,6 +414,8 @@ class WorkflowRun:
         return actions
 
     def _on_stop(self, ev: StopRequested) -> list[Action]:
+        if self.state is WorkflowState.READY_STOP:
+            return self._kill_active()  # stopped again: the kills go out again
         if self.state not in (WorkflowState.RUNNING_EXECUTION, WorkflowState.READY_PAUSE):
             return []
         cause = ev.cause_id or "stop requested"
@@ -377,8 +425,20 @@ class WorkflowRun:
             actions.append(CancelTimer(("retry", code)))
             self.failed.add(code)
         self.retry_pending.clear()
-        actions += [KillTask(a) for a in self.active()]
+        actions += self._kill_active()
         return actions + self._maybe_finish()
+
+    def _kill_active(self) -> list[Action]:
+        """Kills for every attempt still active, and the timer that sends them again while they are."""
+        active = self.active()
+        if not active:
+            return []
+        return [KillTask(a) for a in active] + [ArmTimer(("kill-resend",), KILL_RESEND, KillResend())]
+
+    def _on_kill_resend(self, ev: KillResend) -> list[Action]:
+        if self.state is not WorkflowState.READY_STOP:
+            return []
+        return self._kill_active()
 
     def _on_worker_lost(self, ev: WorkerLost) -> list[Action]:
         actions: list[Action] = []
@@ -550,6 +610,7 @@ _HANDLERS: dict[type, Any] = {
     TaskTimedOut: WorkflowRun._on_task_timeout,
     WorkflowTimedOut: WorkflowRun._on_workflow_timeout,
     StopRequested: WorkflowRun._on_stop,
+    KillResend: WorkflowRun._on_kill_resend,
     PauseRequested: WorkflowRun._on_pause,
     WorkerLost: WorkflowRun._on_worker_lost,
     DispatchLost: WorkflowRun._on_dispatch_lost,

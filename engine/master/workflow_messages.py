@@ -139,6 +139,13 @@ class StopRequested:
 
 
 @dataclass(frozen=True)
+class KillResend:
+    """While the run stops: send the kills again to the attempts whose results have not arrived."""
+
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
 class PauseRequested:
     cause_id: str = ""
 
@@ -174,6 +181,7 @@ Event = (
     | TaskTimedOut
     | WorkflowTimedOut
     | StopRequested
+    | KillResend
     | PauseRequested
     | WorkerLost
     | DispatchLost

@@ -414,6 +414,17 @@ backfill = Table(
 )
 
 
+#: the chain steps of a backfill already queued (one command per backfill and date index, ever: a date
+#: that ends twice, recovered or resumed, must not queue the next date again)
+backfill_step = Table(
+    "backfill_step",
+    metadata,
+    Column("backfill_id", BigInteger, ForeignKey("backfill.id", ondelete="CASCADE"), primary_key=True),
+    Column("backfill_index", Integer, primary_key=True),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
 workflow_instance = Table(
     "workflow_instance",
     metadata,
