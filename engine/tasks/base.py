@@ -50,6 +50,9 @@ class TaskContext:
     #: settings the worker gives its plugins: from its configuration (``spark_connect_url``) and the host
     #: it advertises to its peers (``worker_host``, "" before it has one)
     options: Mapping[str, str] = field(default_factory=dict)
+    #: names whose value the workflow's writers wrote (engine.params.trusted_names): SQL's ``!{name}`` takes
+    #: only these
+    trusted: frozenset[str] = frozenset()
 
     def render(self, text: str) -> str:
         """Apply ${name} and $[...] placeholders."""

@@ -4,6 +4,12 @@ The worker runs ``python -m engine.tasks.sql_runner`` in the task's process grou
 work like any task). The connection string reaches it through the environment, never the log. A query's
 rows are written to the log (at most ``maxRows``) and its columns can be exported as OUT params.
 
+Parameters are bound, as DolphinScheduler binds them: each ``${name}`` becomes a bind placeholder (``$1``,
+``$2``...; a quote pair around it is eaten, so ``'${day}'`` binds the value) and its value is sent apart
+from the statement, so a value is never SQL. ``!{name}`` is the one raw text substitution, for what the
+workflow's writers wrote only (engine.tasks.placing.sql). The runner converts each value to the type the
+server infers for its placeholder (an integer column's ``$1`` gets an integer).
+
 Besides DolphinScheduler's parameters (datasource, sql, sqlType, preStatements, postStatements, maxRows)
 ``loadFiles`` bulk-loads CSV files from the worker's disk with COPY ... FROM STDIN after the pre-statements
 and before ``sql``, in the same transaction: ``[{file: <path or glob>, table: <name>, columns: [...],
@@ -19,6 +25,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from engine.tasks import placing
 from engine.tasks.base import (
     Launch,
     ParamError,
@@ -101,10 +108,18 @@ class SqlTask(TaskPlugin):
             raise ParamError("datasource", f"data source {name!r} is not defined")
         if p.get("loadFiles") and not ctx.load_dirs:
             raise ParamError("loadFiles", "this worker allows no directory to load files from (worker.sql_load_dirs)")
+
+        def bound(field: str, text: str) -> dict[str, Any]:
+            try:
+                statement, args = placing.sql(text, ctx.values, ctx.when, ctx.trusted)
+            except ParamError as exc:
+                raise ParamError(field, f"{exc.field}: {exc.reason}") from None
+            return {"sql": statement, "args": args}
+
         job = {
-            "pre": [ctx.render(s) for s in p.get("preStatements", [])],
-            "sql": ctx.render(p["sql"]),
-            "post": [ctx.render(s) for s in p.get("postStatements", [])],
+            "pre": [bound(f"preStatements[{i}]", s) for i, s in enumerate(p.get("preStatements", []))],
+            "sql": bound("sql", p["sql"]),
+            "post": [bound(f"postStatements[{i}]", s) for i, s in enumerate(p.get("postStatements", []))],
             "load": [
                 {
                     "file": ctx.render(x["file"]),

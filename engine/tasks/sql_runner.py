@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import decimal
 import glob
 import json
 import os
 import sys
+from typing import Any
 
 import asyncpg
 
@@ -39,17 +42,53 @@ async def _load(conn: asyncpg.Connection, load: dict, load_dirs: list[str]) -> N
         print(f"load: {path} -> {load['table']}: {status}", flush=True)
 
 
+_INTS = {"int2", "int4", "int8", "oid"}
+_FLOATS = {"float4", "float8"}
+
+
+def _typed(value: str, type_name: str, position: int) -> Any:
+    """A bound value as the Python object asyncpg sends for the type PostgreSQL inferred for its placeholder."""
+    try:
+        if type_name in _INTS:
+            return int(value)
+        if type_name in _FLOATS:
+            return float(value)
+        if type_name == "numeric":
+            return decimal.Decimal(value)
+        if type_name == "bool":
+            return value.strip().lower() in ("t", "true", "1", "yes", "y", "on")
+        if type_name == "date":
+            return dt.date.fromisoformat(value)
+        if type_name in ("timestamp", "timestamptz"):
+            return dt.datetime.fromisoformat(value)
+    except (ValueError, decimal.InvalidOperation):
+        raise ValueError(f"parameter ${position}: {value!r} is not a valid {type_name}") from None
+    return value
+
+
+async def _args(conn: asyncpg.Connection, statement: dict) -> list[Any]:
+    if not statement["args"]:
+        return []
+    prepared = await conn.prepare(statement["sql"])
+    types = prepared.get_parameters()
+    return [_typed(v, t.name, i + 1) for i, (v, t) in enumerate(zip(statement["args"], types, strict=False))]
+
+
+async def _execute(conn: asyncpg.Connection, statement: dict) -> str:
+    return await conn.execute(statement["sql"], *await _args(conn, statement))
+
+
 async def run(job: dict) -> int:
     conn = await asyncpg.connect(os.environ["PORPOISE_SQL_DSN"], timeout=30)
     try:
         async with conn.transaction():
             for stmt in job["pre"]:
-                print(f"pre: {stmt}", flush=True)
-                await conn.execute(stmt)
+                print(f"pre: {stmt['sql']}", flush=True)
+                await _execute(conn, stmt)
             for load in job.get("load", []):
                 await _load(conn, load, job.get("load_dirs", []))
             if job["query"]:
-                rows = await conn.fetch(job["sql"])
+                rows = await conn.fetch(job["sql"]["sql"], *await _args(conn, job["sql"]))
                 columns = list(rows[0].keys()) if rows else []
                 print(f"query returned {len(rows)} row(s)", flush=True)
                 if columns:
@@ -67,11 +106,11 @@ async def run(job: dict) -> int:
                         value = _cell(rows[0][name]) if rows else ""
                     print(f"${{setValue({name}={value})}}", flush=True)
             else:
-                status = await conn.execute(job["sql"])
+                status = await _execute(conn, job["sql"])
                 print(f"ok: {status}", flush=True)
             for stmt in job["post"]:
-                print(f"post: {stmt}", flush=True)
-                await conn.execute(stmt)
+                print(f"post: {stmt['sql']}", flush=True)
+                await _execute(conn, stmt)
     finally:
         await conn.close()
     return 0
@@ -82,7 +121,7 @@ def main() -> int:
         job = json.load(fh)
     try:
         return asyncio.run(run(job))
-    except (asyncpg.PostgresError, OSError) as exc:
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ValueError) as exc:
         print(f"SQL task failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return 1
 

@@ -26,7 +26,7 @@ import psutil
 
 from engine import logs
 from engine.aio import acquire_in_thread
-from engine.params import builtins, out_params, parse_set_values, parse_time, properties, resolve
+from engine.params import builtins, out_params, parse_set_values, parse_time, properties, resolve, trusted_names
 from engine.secretbox import DATASOURCE_SECRETS, Keyring, SecretError, open_params
 from engine.tasks import registry
 from engine.tasks.base import Launch, TaskContext
@@ -310,7 +310,8 @@ class Executor:
             task_execute_path=str(run.exec_dir),
         )
         local = plugin_cls.local_params(d.task_params)
-        values = resolve(properties(d.global_params), properties(d.var_pool), local, when, system)
+        var_pool = properties(d.var_pool)
+        values = resolve(properties(d.global_params), var_pool, local, when, system)
         ctx = TaskContext(
             task_instance_id=d.task_instance_id,
             task_name=d.task_name,
@@ -327,6 +328,7 @@ class Executor:
             attempt=d.attempt,
             # the host other machines reach this worker at: a SPARK task's driver advertises it
             options={**self.plugin_options, "worker_host": self.address.rpartition(":")[0].strip("[]")},
+            trusted=trusted_names(d.global_params, var_pool, local, system),
         )
         return plugin_cls().launch(ctx), local
 
