@@ -59,6 +59,10 @@ class TaskContext:
         return substitute(text, self.values, self.when)
 
 
+#: bytes a task may be given on its standard input (Launch.stdin): what a pipe holds without a reader
+MAX_STDIN = 65_536
+
+
 @dataclass
 class Launch:
     """How to run a task: argv in the exec dir, files to write there first, extra environment."""
@@ -68,6 +72,10 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)
     #: environment values that must never be written to the log
     secret_env: dict[str, str] = field(default_factory=dict)
+    #: a secret the task reads on its standard input (a pipe filled and closed before the start; at most
+    #: MAX_STDIN bytes): unlike the environment, which every process of the task's user can read in
+    #: /proc/<pid>/environ while the task runs, it is gone once read
+    stdin: str = ""
     #: a module whose ``main(argv)`` the worker's fork server (engine/worker/forkserver.py) may run in a
     #: process forked from its pre-imported state instead of starting ``argv``, which must then be
     #: ``[python, "-m", inprocess, *args]`` (the same program, started cold); "" = always ``argv``

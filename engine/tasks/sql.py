@@ -1,7 +1,9 @@
 """SQL: statements against a named PostgreSQL data source.
 
 The worker runs ``python -m engine.tasks.sql_runner`` in the task's process group (so kill and timeout
-work like any task). The connection string reaches it through the environment, never the log. A query's
+work like any task). The connection string reaches it on its standard input (a pipe the runner reads
+once), never its environment (readable by every process of the tenant's user while it runs), a file or
+the log. A query's
 rows are written to the log (at most ``maxRows``) and its columns can be exported as OUT params.
 
 Parameters are bound, as DolphinScheduler binds them: each ``${name}`` becomes a bind placeholder (``$1``,
@@ -27,6 +29,7 @@ from typing import Any
 
 from engine.tasks import placing
 from engine.tasks.base import (
+    MAX_STDIN,
     Launch,
     ParamError,
     TaskContext,
@@ -135,9 +138,12 @@ class SqlTask(TaskPlugin):
             "out": [lp.prop for lp in self.local_params(p) if lp.direct == "OUT"],
             "list_out": [lp.prop for lp in self.local_params(p) if lp.direct == "OUT" and lp.type == "LIST"],
         }
+        dsn = datasource_dsn(source)
+        if len(dsn.encode()) > MAX_STDIN:
+            raise ParamError("datasource", f"data source {name!r}: its connection string is over {MAX_STDIN} bytes")
         return Launch(
             argv=[sys.executable, "-m", "engine.tasks.sql_runner", "job.json"],
             files={"job.json": json.dumps(job)},
             env=runner_env(),
-            secret_env={"PORPOISE_SQL_DSN": datasource_dsn(source)},
+            stdin=dsn,
         )

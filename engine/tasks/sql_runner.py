@@ -78,8 +78,8 @@ async def _execute(conn: asyncpg.Connection, statement: dict) -> str:
     return await conn.execute(statement["sql"], *await _args(conn, statement))
 
 
-async def run(job: dict) -> int:
-    conn = await asyncpg.connect(os.environ["PORPOISE_SQL_DSN"], timeout=30)
+async def run(job: dict, dsn: str) -> int:
+    conn = await asyncpg.connect(dsn, timeout=30)
     try:
         async with conn.transaction():
             for stmt in job["pre"]:
@@ -119,8 +119,9 @@ async def run(job: dict) -> int:
 def main() -> int:
     with open(sys.argv[1]) as fh:
         job = json.load(fh)
+    dsn = sys.stdin.read().strip()  # the worker's pipe: the connection string, then its end
     try:
-        return asyncio.run(run(job))
+        return asyncio.run(run(job, dsn))
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ValueError) as exc:
         print(f"SQL task failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return 1

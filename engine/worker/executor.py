@@ -400,14 +400,15 @@ class Executor:
         }
         env = task_environment(self.policy, {**launch.env, **launch.secret_env}, task_vars, user)
         proc: TaskProcess | None = None
-        if self.forkserver is not None and launch.inprocess and launch.argv[1:3] == ["-m", launch.inprocess]:
+        forkable = launch.inprocess and not launch.stdin and launch.argv[1:3] == ["-m", launch.inprocess]
+        if self.forkserver is not None and forkable:
             proc = await self.forkserver.spawn(launch.inprocess, launch.argv[3:], run.exec_dir, env, user)
         if proc is None:
             argv = launch.argv
             if user is not None:
                 # setpriv execs in place (no extra parent), so the task stays the group leader we kill
                 argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--", *argv]
-            proc = await spawn(argv, run.exec_dir, env)
+            proc = await spawn(argv, run.exec_dir, env, launch.stdin.encode())
         run.proc = proc
         if self.reaper is not None:
             self.reaper.add(proc.pid)
