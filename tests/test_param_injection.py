@@ -87,10 +87,14 @@ def test_a_value_bound_into_sql_is_stored_as_data(api_cluster: ApiCluster) -> No
     sql = {
         "datasource": source,
         "preStatements": ["CREATE TEMP TABLE notes (v text, n int)", "INSERT INTO notes VALUES ('${v}', ${n})"],
-        "sql": "SELECT v AS stored, n FROM notes WHERE v = '${v}' AND n = ${n}",
+        "sql": "SELECT v AS stored, n FROM !{table} WHERE v = '${v}' AND n = ${n}",
         "localParams": [{"prop": "stored", "direct": "OUT"}],
     }
-    code = _create(c, [{"name": "q", "type": "SQL", "params": sql}], {"v": "plain", "n": "1"})
+    code = _create(c, [{"name": "q", "type": "SQL", "params": sql}], {"v": "plain", "n": "1", "table": "notes"})
+    # !{table} is raw text: only the value the workflow declares, never a start's
+    raw = {"params": {"table": "notes; DROP TABLE notes"}}
+    err = error_of(lambda: c.client().post(f"/api/v1/workflows/{code}/start", raw))
+    assert (err.status, err.field) == (400, "params.table") and "raw SQL text" in str(err), err
     value = "'); DROP TABLE notes; --"
     detail = wait_final(c, start(c, code, {"params": {"v": value, "n": "7"}}))
     assert detail["state"] == "SUCCESS", (detail, _log(c, detail, "q"))
