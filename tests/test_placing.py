@@ -7,12 +7,14 @@ from __future__ import annotations
 import datetime as dt
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from engine.params import Property, builtins, resolve, trusted_names
 from engine.tasks import placing
-from engine.tasks.base import ParamError
+from engine.tasks.base import ParamError, TaskContext
+from engine.tasks.spark import SparkTask
 from engine.workflows.start_params import FROM_START, resolve_globals
 
 T = dt.datetime(2026, 3, 1, 10, 0, 0)
@@ -161,3 +163,22 @@ def test_raw_sql_trusts_only_what_the_writers_wrote() -> None:
     trusted = trusted_names(globals_, [Property("up", value="u")], local, system)
     assert {"table", "own", "from_table", "system.biz.date"} <= trusted
     assert not {"day", "mixed", "up", "table2"} & trusted
+
+
+@pytest.mark.parametrize("value", ['"', '"""', "\\", "'; import os; os.system('id') #", '"); print("owned'])
+def test_a_value_next_to_a_quote_in_a_triple_quoted_string_stays_in_it(value: str) -> None:
+    assert python('print("""say "${v}" """)', {"v": value}) == f'say "{value}" \n'
+    with pytest.raises(ParamError, match="right after a backslash"):
+        placing.python('print(r"a\\${v}")', {"v": value}, T)
+    with pytest.raises(ParamError, match="right after a quote in a raw string"):
+        placing.python('print(r"""a"${v}""")', {"v": value}, T)
+
+
+def test_a_spark_task_s_values_stay_one_argument_and_literals_in_its_script(tmp_path: Path) -> None:
+    params = {"mainFile": "app.py", "mainArgs": "--day ${v} --n 1", "others": "--verbose --queue ${v}"}
+    values = {"v": "a b --conf spark.driver.extraJavaOptions=-Dx"}
+    ctx = TaskContext(1, "s", params, values, T, tmp_path)
+    argv = SparkTask().launch(ctx).argv
+    assert argv[argv.index("--queue") + 1] == values["v"] and argv[argv.index("--day") + 1] == values["v"]
+    script = SparkTask().launch(TaskContext(1, "s", {"rawScript": "print('${v}')"}, {"v": "'); id; ('"}, T, tmp_path))
+    assert script.files["app.py"] == "print(\"'); id; ('\")"

@@ -16,6 +16,7 @@ value was pasted into the text.
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import io
 import re
@@ -177,7 +178,7 @@ class _Shell:
         return self.reference(name) if name in self.values else m.group(0)
 
 
-_NUMBER = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_NUMBER = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 _STRING_START = re.compile(r"([A-Za-z]*)('''|\"\"\"|'|\")")
 
 
@@ -276,10 +277,17 @@ class _Python:
             piece = body[last : s.start()]
             if is_f and _brace_depth(body[: s.start()]) != 0:
                 raise ParamError("rawScript", "a ${...} placeholder inside an f-string's {expression} cannot be placed")
-            if not raw and (len(piece) - len(piece.rstrip("\\"))) % 2:
+            if (len(piece) - len(piece.rstrip("\\"))) % 2:
                 raise ParamError(
                     "rawScript", "a ${...} placeholder right after a backslash in a string cannot be placed"
                 )
+            if len(quote) == 3 and piece.endswith(quote[0]):
+                if raw:
+                    raise ParamError(
+                        "rawScript", "a ${...} placeholder right after a quote in a raw string cannot be placed"
+                    )
+                quotes = len(piece) - len(piece.rstrip(quote[0]))
+                piece = piece[:-quotes] + ("\\" + quote[0]) * quotes
             if piece:
                 parts.append(f"{prefix}{quote}{piece}{quote}")
             value = self.sentinels[s.group(0)]
@@ -287,7 +295,33 @@ class _Python:
             last = s.end()
         if body[last:] or not parts:
             parts.append(f"{prefix}{quote}{body[last:]}{quote}")
-        return " ".join(parts)
+        placed = " ".join(parts)
+        _still_one_string(literal, placed)
+        return placed
+
+
+def _still_one_string(literal: str, placed: str) -> None:
+    """Check that ``placed`` (the pieces of ``literal`` and the values' literals) is still one string: a
+    constant, or an f-string with exactly the replacement fields ``literal`` had, so nothing a value holds
+    became code; otherwise ParamError (a case the splitting does not foresee)."""
+
+    def parsed(text: str) -> ast.expr | None:
+        try:
+            return ast.parse(f"({text}\n)", mode="eval").body
+        except SyntaxError:
+            return None
+
+    def fields(node: ast.AST) -> int:
+        return sum(isinstance(n, ast.FormattedValue) for n in ast.walk(node))
+
+    before, after = parsed(literal), parsed(placed)
+    if (
+        before is None
+        or not isinstance(after, ast.Constant | ast.JoinedStr)
+        or type(after) is not type(before)
+        or fields(after) != fields(before)
+    ):
+        raise ParamError("rawScript", "a ${...} placeholder in this string literal cannot be placed as a value")
 
 
 def _brace_depth(text: str) -> int:

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from engine.tasks import placing
 from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, describe_params, optional
 
 PROGRAM_TYPES = ("PYTHON", "SQL")
@@ -178,7 +179,7 @@ class SparkTask(TaskPlugin):
         for key, value in conf.items():
             argv += ["--conf", f"{key}={ctx.render(value)}"]
         if p.get("others"):
-            argv += shlex.split(ctx.render(p["others"]))
+            argv += [ctx.render(word) for word in shlex.split(p["others"])]  # a value stays one argument
         files, main, args = _program(ctx)
         if deploy == "client":  # the driver is here: the bootstrap announces the application
             files["boot.py"] = _BOOT.read_text()
@@ -226,8 +227,8 @@ def _program(ctx: TaskContext) -> tuple[dict[str, str], str, list[str]]:
         files["statements.json"] = json.dumps({"sql": ctx.render(p["sql"]), "max_rows": 100})
         return files, "app.py", ["statements.json"]
     if p.get("rawScript"):
-        files["app.py"] = ctx.render(p["rawScript"])
+        files["app.py"] = placing.python(p["rawScript"], ctx.values, ctx.when)  # values as literals, as PYTHON
         main = "app.py"
     else:
         main = ctx.render(p["mainFile"])
-    return files, main, shlex.split(ctx.render(p["mainArgs"])) if p.get("mainArgs") else []
+    return files, main, [ctx.render(word) for word in shlex.split(p.get("mainArgs") or "")]
