@@ -148,19 +148,25 @@ def trusted_names(
     system: Mapping[str, str],
 ) -> frozenset[str]:
     """The names whose value (as resolve() gives it) the workflow's writers wrote: built-ins, declared
-    globals no start or parent set (engine.workflows.start_params marks those ``"source": "start"``), and
-    the task's own IN params built only from such names. ``!{name}`` takes only these."""
+    globals no start or parent set (engine.workflows.start_params marks those ``"source": "start"``) and
+    the task's own IN params, each built only from such names (a value's ``${...}`` is expanded by
+    resolve()). ``!{name}`` takes only these."""
     trusted = set(system)
-    trusted.update(str(g.get("prop", "")) for g in global_params if not g.get("source"))
+
+    def writers(name: str, value: str, own: bool) -> None:
+        refs = {m.group(1).strip() for m in _VAR.finditer(value)}
+        if own and refs <= trusted:
+            trusted.add(name)
+        else:
+            trusted.discard(name)
+
+    for g in global_params:
+        writers(str(g.get("prop", "")), str(g.get("value", "")), not g.get("source"))
     for p in var_pool:
         trusted.discard(p.prop)
     for p in local_params:
         if p.direct == "IN":
-            refs = {m.group(1).strip() for m in _VAR.finditer(p.value)}
-            if refs <= trusted:
-                trusted.add(p.prop)
-            else:
-                trusted.discard(p.prop)
+            writers(p.prop, p.value, True)
     trusted.update(system)
     return frozenset(trusted)
 

@@ -153,7 +153,11 @@ def test_no_parameter_takes_a_built_in_s_name_and_built_ins_win() -> None:
 
 def test_raw_sql_trusts_only_what_the_writers_wrote() -> None:
     system = builtins(T)
-    globals_ = [{"prop": "table", "value": "t"}, {"prop": "day", "value": "x", "source": FROM_START}]
+    globals_ = [
+        {"prop": "table", "value": "t"},
+        {"prop": "day", "value": "x", "source": FROM_START},
+        {"prop": "day_table", "value": "t_${day}"},  # declared, but expanded with a start's value
+    ]
     local = [
         Property("own", value="events"),
         Property("mixed", value="t_${day}"),
@@ -162,7 +166,7 @@ def test_raw_sql_trusts_only_what_the_writers_wrote() -> None:
     ]
     trusted = trusted_names(globals_, [Property("up", value="u")], local, system)
     assert {"table", "own", "from_table", "system.biz.date"} <= trusted
-    assert not {"day", "mixed", "up", "table2"} & trusted
+    assert not {"day", "day_table", "mixed", "up", "table2"} & trusted
 
 
 @pytest.mark.parametrize("value", ['"', '"""', "\\", "'; import os; os.system('id') #", '"); print("owned'])
