@@ -186,3 +186,11 @@ def test_a_spark_task_s_values_stay_one_argument_and_literals_in_its_script(tmp_
     assert argv[argv.index("--queue") + 1] == values["v"] and argv[argv.index("--day") + 1] == values["v"]
     script = SparkTask().launch(TaskContext(1, "s", {"rawScript": "print('${v}')"}, {"v": "'); id; ('"}, T, tmp_path))
     assert script.files["app.py"] == "print(\"'); id; ('\")"
+
+
+def test_a_value_s_text_is_never_rendered_again_after_it_is_placed() -> None:
+    # the value's own $[...] is rendered once (the inner one: the outer holds a $ and stays); what that
+    # yields, $['2026'], is not rendered a second time once placed
+    nested = "$['$[yyyy]']"
+    assert python("print('${v}', '$[yyyy]')", {"v": nested}) == "$['2026'] 2026\n"
+    assert bash("printf '%s' \"${v}\"", {"v": nested}) == "$['2026']"

@@ -192,7 +192,7 @@ def pyliteral(value: str) -> str:
 
 
 def python(script: str, values: Mapping[str, str], when: dt.datetime) -> str:
-    """``script`` with each known ``${name}`` made a literal, then its ``$[...]`` rendered: in a string
+    """``script`` with its ``$[...]`` rendered and each known ``${name}`` made a literal: in a string
     literal the string is split around it (``"a/${x}"`` -> ``"a/" 'x-value'``, Python joins adjacent
     literals), in code it is a number or a string literal, in a comment its escaped text."""
     sentinels: dict[str, str] = {}
@@ -207,11 +207,11 @@ def python(script: str, values: Mapping[str, str], when: dt.datetime) -> str:
         sentinels[key] = rendered_value(name, values, when)
         return key
 
-    marked = _VAR.sub(mark, script)
+    marked = render(_VAR.sub(mark, script), when)  # the script's own $[...]: values are placed after
     if not sentinels:
-        return render(script, when)
+        return marked
     try:
-        return render(_Python(marked, sentinels).run(), when)
+        return _Python(marked, sentinels).run()
     except (tokenize.TokenError, SyntaxError) as exc:
         raise ParamError(
             "rawScript", f"its parameters cannot be placed as values: Python cannot read the script ({exc})"
