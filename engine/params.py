@@ -8,8 +8,12 @@
 * built-ins from the schedule time T (now when unscheduled): ``system.biz.date`` = T-1 day
   (yyyyMMdd), ``system.biz.curdate`` = T (yyyyMMdd), ``system.datetime`` = T (yyyyMMddHHmmss), plus
   task/workflow ids.
-* precedence, lowest first: global params < upstream OUT values (var pool) < the task's local params;
-  a value that itself holds placeholders is expanded against built-ins and globals.
+* precedence, lowest first: global params < upstream OUT values (var pool) < the task's local params <
+  built-ins: no parameter may be named ``system.*`` (refused when a definition is saved) and a start sets
+  only declared globals (engine.workflows.start_params); a value that itself holds placeholders is
+  expanded against built-ins and globals.
+* how a value reaches a task's text depends on the task type (engine.tasks.placing): a SHELL script reads
+  it from an environment variable, a PYTHON script gets a literal, SQL binds it; a value is never code.
 * a task sets OUT params by printing ``${setValue(key=value)}`` (or ``#{setValue(key=value)}``).
 """
 
@@ -34,6 +38,13 @@ def time_placeholder(expr: str, when: dt.datetime) -> str:
 #: ``${name}``: a name holds no ``$``, ``{`` or ``}``, so each match attempt stops at the next ``$``
 #: (``[^}]+`` made ``"${" * n`` quadratic: 56 s for a 64 KiB value)
 _VAR = re.compile(r"\$\{([^${}]+)\}")
+
+#: built-in parameters (builtins()) are named ``system.<...>``: nothing else may take such a name
+BUILTIN_PREFIX = "system."
+
+
+def is_builtin(name: str) -> bool:
+    return name.strip().startswith(BUILTIN_PREFIX)
 
 
 def substitute(text: str, values: Mapping[str, str], when: dt.datetime) -> str:
@@ -67,6 +78,10 @@ class Property:
         prop = str(data.get("prop", "")).strip()
         if not prop:
             raise ValueError("a parameter needs a non-empty 'prop' name")
+        if is_builtin(prop):
+            raise ValueError(
+                f"parameter {prop!r}: {BUILTIN_PREFIX}* names are built-in parameters, which cannot be set"
+            )
         direct = str(data.get("direct", "IN")).upper()
         if direct not in ("IN", "OUT"):
             raise ValueError(f"parameter {prop!r}: direct must be IN or OUT, got {direct!r}")
@@ -106,13 +121,15 @@ def resolve(
     when: dt.datetime,
     system: Mapping[str, str],
 ) -> dict[str, str]:
-    """The parameter map a task sees: built-ins < globals < var pool < local params.
+    """The parameter map a task sees: globals < var pool < local params < built-ins (no other value may
+    take a built-in's name: Property refuses them; a stray one is overwritten here all the same).
 
     Values holding placeholders are expanded against built-ins and globals.
     """
     base: dict[str, str] = dict(system)
     for p in global_params:
         base[p.prop] = substitute(p.value, base, when)
+    base.update(system)
     values = dict(base)
     for p in var_pool:
         if p.value != "" or p.prop not in values:
@@ -122,7 +139,38 @@ def resolve(
             values.setdefault(p.prop, p.value)
             continue
         values[p.prop] = substitute(p.value, base, when)
+    values.update(system)
     return values
+
+
+def trusted_names(
+    global_params: Iterable[Mapping[str, Any]],
+    var_pool: Iterable[Property],
+    local_params: Iterable[Property],
+    system: Mapping[str, str],
+) -> frozenset[str]:
+    """The names whose value (as resolve() gives it) the workflow's writers wrote: built-ins, declared
+    globals no start or parent set (engine.workflows.start_params marks those ``"source": "start"``) and
+    the task's own IN params, each built only from such names (a value's ``${...}`` is expanded by
+    resolve()). ``!{name}`` takes only these."""
+    trusted = set(system)
+
+    def writers(name: str, value: str, own: bool) -> None:
+        refs = {m.group(1).strip() for m in _VAR.finditer(value)}
+        if own and refs <= trusted:
+            trusted.add(name)
+        else:
+            trusted.discard(name)
+
+    for g in global_params:
+        writers(str(g.get("prop", "")), str(g.get("value", "")), not g.get("source"))
+    for p in var_pool:
+        trusted.discard(p.prop)
+    for p in local_params:
+        if p.direct == "IN":
+            writers(p.prop, p.value, True)
+    trusted.update(system)
+    return frozenset(trusted)
 
 
 _SET_VALUE_START = re.compile(r"[$#]\{setValue\(\s*([^=()\s]+)\s*=")

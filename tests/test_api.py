@@ -401,7 +401,7 @@ def test_starts_refuse_what_the_master_could_not_turn_into_an_instance(api_clust
     c = api_cluster
     client = c.client()
     # global parameters the definition check accepts today, but not at a backfill date in 2099
-    doc = shell_doc(_name(), params={"late": "$[yyyyMMdd+2900000]"})
+    doc = shell_doc(_name(), params={"late": "$[yyyyMMdd+2900000]", "day": "1", "x": "1", "h": "1"})
     code = client.post("/api/v1/workflows", doc, release=True)["code"]
     cases = [
         ("start", {"params": {"day": "$[yyyyMMdd+99999999]"}}, "params.day", "the date is out of range"),

@@ -14,7 +14,9 @@ import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import asyncpg
 import pytest
 
 from engine.infra.etcd import EtcdServer
@@ -206,3 +208,36 @@ async def test_a_sql_task_loading_from_outside_the_allowed_directories_fails_nam
         text = await log_text(result["log_path"])
         assert result["state"] == "FAILURE" and "outside the directories this worker loads from" in text, text
         assert "424242" not in text and "query returned" not in text
+
+
+async def test_a_sql_task_s_connection_string_is_not_in_its_environment(
+    node_factory: Callable[..., NodeProc],
+    etcd_server: EtcdServer,
+    etcd_root: str,
+    tmp_path: Path,
+    sink: ReportSink,
+    client: RpcClient,
+    fresh_db: str,
+) -> None:
+    """Every process of the tenant's user can read /proc/<pid>/environ of the SQL runner while it runs: the
+    data source's DSN (its password) reaches the runner on a pipe it reads once instead."""
+    w = await asyncio.to_thread(_worker, node_factory, etcd_server, etcd_root, tmp_path)
+    password = urlsplit(fresh_db).password
+    assert password
+    key = uuid.uuid4().int % 2**31
+    holder = await asyncpg.connect(fresh_db)
+    try:
+        await holder.execute("SELECT pg_advisory_lock($1)", key)  # the task waits for it: it runs until we let go
+        msg = task("SQL", {"datasource": "wh", "sql": f"SELECT pg_advisory_lock({key}) IS NULL AS waited"},
+                   sink.address, datasources={"wh": {"dsn": fresh_db}})  # fmt: skip
+        assert (await dispatch(client, w.address, msg))["accepted"]
+        pid = (await sink.running(msg.task_instance_id))["pid"]
+        seen = await asyncio.to_thread(
+            lambda: Path(f"/proc/{pid}/environ").read_bytes() + Path(f"/proc/{pid}/cmdline").read_bytes()
+        )
+        assert b"PYTHONPATH=" in seen  # the runner's own environment, read while it waits
+        assert password.encode() not in seen and fresh_db.encode() not in seen
+    finally:
+        await holder.close()  # releases the lock
+    result = await sink.result(msg.task_instance_id)
+    assert result["state"] == "SUCCESS", await log_text(result["log_path"])

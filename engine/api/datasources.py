@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import sys
 import time
 from collections.abc import Mapping
@@ -22,7 +21,6 @@ from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Route, not_found, page, select_page
 from engine.secretbox import DATASOURCE_SECRETS, MASK, SecretError, open_params, seal_params
 from engine.tasks.sql_dialects import DEFAULT_PORTS, SOURCE_TYPES
-from engine.tasks.sql_runner import SOURCE_ENV
 
 _SECRET_KEYS = DATASOURCE_SECRETS
 #: seconds a connection test may take by default (the request may ask for 1..120)
@@ -141,11 +139,10 @@ async def probe(source: Mapping[str, Any], timeout: float) -> tuple[bool, str]:
     its error)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "engine.tasks.sql_runner", "--probe", str(timeout),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, SOURCE_ENV: json.dumps(dict(source))},
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout + 5)
+    try:  # the source (secrets open) on the runner's standard input, never its environment
+        out, err = await asyncio.wait_for(proc.communicate(json.dumps(dict(source)).encode()), timeout + 5)
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()

@@ -19,6 +19,7 @@ from engine.scheduling.backfill import BackfillError, backfill_param, chunks, li
 from engine.states import CommandType
 from engine.storage.definitions import load_spec
 from engine.tasks.base import ParamError
+from engine.tasks.placing import raw_names
 from engine.workflows.model import name_error
 from engine.workflows.start_params import resolve_globals
 
@@ -153,6 +154,27 @@ async def _check_params(
             raise ApiError(400, f"global parameter {name}: {exc.reason}", time_field) from None
 
 
+async def _check_raw(api: Any, row: Any, version: int, start_params: dict[str, str]) -> None:
+    """Refuse a start parameter a SQL task uses as raw text (``!{name}``): that takes only values the
+    workflow's writers wrote (the worker refuses the attempt too; this says so before anything runs)."""
+    if not start_params:
+        return
+    async with api.db.acquire() as conn:
+        spec = await load_spec(conn, row["code"], version or row["version"])
+    for task in sorted(spec.tasks.values(), key=lambda t: t.name):
+        if task.task_type != "SQL":
+            continue
+        texts = [task.params.get("sql"), *task.params.get("preStatements", []), *task.params.get("postStatements", [])]
+        used = set().union(*(raw_names(t) for t in texts if isinstance(t, str)))
+        for name in sorted(used & set(start_params)):
+            raise ApiError(
+                400,
+                f"task {task.name!r} uses it as raw SQL text (!{{{name}}}), which takes only the value the workflow"
+                " declares: a start cannot set it",
+                f"params.{name}",
+            )
+
+
 _INSERT_COMMAND = (
     "INSERT INTO command (command_type, workflow_definition_code, workflow_definition_version, command_param,"
     " failure_strategy, workflow_instance_priority, worker_group, executor_id, dry_run, task_depend_type,"
@@ -194,6 +216,7 @@ async def start(api: Any, call: Call) -> dict[str, Any]:
     row, version = await _startable(api, call.path_int("code"), body)
     params: dict[str, Any] = {"StartParams": {k: str(v) for k, v in (body.get("params") or {}).items()}}
     await _check_params(api, row, version, params["StartParams"], [(dt.datetime.now(dt.UTC), "params")])
+    await _check_raw(api, row, version, params["StartParams"])
     command_type = CommandType.START_PROCESS
     if body.get("start_tasks"):
         params["StartNodeList"] = await _task_codes(api, row["code"], version, body["start_tasks"])
@@ -241,6 +264,7 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
     # dates are sorted here; a placeholder's date arithmetic is monotonic, so the ends are the extremes
     await _check_params(api, row, version, start_params, [(dates[0], "dates" if has_list else "start"),
                                                           (dates[-1], "dates" if has_list else "end")])  # fmt: skip
+    await _check_raw(api, row, version, start_params)
     if body.get("reverse"):
         dates.reverse()
     parallel = body.get("run_mode", "SERIAL") == "PARALLEL"

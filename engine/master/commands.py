@@ -130,7 +130,12 @@ def instance_values(cmd: asyncpg.Record, spec: WorkflowSpec, now: dt.datetime) -
         "warning_group_id": cmd["warning_group_id"],
         "schedule_time": cmd["schedule_time"],
         "command_start_time": cmd["start_time"],
-        "global_params": json.dumps(resolve_globals(spec.global_params, start_params, when)),
+        # a parent's values may add globals its SUB_PROCESS child does not declare; a start may not
+        "global_params": json.dumps(
+            resolve_globals(
+                spec.global_params, start_params, when, undeclared=bool(params.get("parentWorkflowInstanceId"))
+            )
+        ),
         "executor_id": cmd["executor_id"],
         "workflow_instance_priority": cmd["workflow_instance_priority"],
         "worker_group": cmd["worker_group"],

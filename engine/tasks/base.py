@@ -50,10 +50,17 @@ class TaskContext:
     #: settings the worker gives its plugins: from its configuration (``spark_connect_url``) and the host
     #: it advertises to its peers (``worker_host``, "" before it has one)
     options: Mapping[str, str] = field(default_factory=dict)
+    #: names whose value the workflow's writers wrote (engine.params.trusted_names): SQL's ``!{name}`` takes
+    #: only these
+    trusted: frozenset[str] = frozenset()
 
     def render(self, text: str) -> str:
         """Apply ${name} and $[...] placeholders."""
         return substitute(text, self.values, self.when)
+
+
+#: bytes a task may be given on its standard input (Launch.stdin): what a pipe holds without a reader
+MAX_STDIN = 65_536
 
 
 @dataclass
@@ -65,6 +72,10 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)
     #: environment values that must never be written to the log
     secret_env: dict[str, str] = field(default_factory=dict)
+    #: a secret the task reads on its standard input (a pipe filled and closed before the start; at most
+    #: MAX_STDIN bytes): unlike the environment, which every process of the task's user can read in
+    #: /proc/<pid>/environ while the task runs, it is gone once read
+    stdin: str = ""
     #: a module whose ``main(argv)`` the worker's fork server (engine/worker/forkserver.py) may run in a
     #: process forked from its pre-imported state instead of starting ``argv``, which must then be
     #: ``[python, "-m", inprocess, *args]`` (the same program, started cold); "" = always ``argv``

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, describe_params, require_str, runner_env
-from engine.tasks.sql import check_type, source_env
+from engine.tasks.sql import check_type, source_stdin
 from engine.tasks.sql_dialects import IN_MARK, OUT_MARK, PROCEDURE_TYPES, SOURCE_TYPES
 
 #: the placeholders of ``method``
@@ -102,5 +102,5 @@ class ProcedureTask(TaskPlugin):
             argv=[sys.executable, "-m", "engine.tasks.sql_runner", "job.json"],
             files={"job.json": json.dumps(job)},
             env=runner_env(),
-            secret_env=source_env(name, source, p.get("type")),
+            stdin=source_stdin(name, source, p.get("type")),
         )

@@ -1,11 +1,13 @@
 """PYTHON: a Python script run with its ``interpreter`` parameter, else the worker's ``worker.python_interpreter``
-(default ``python3`` from the task's PATH: never the worker's own virtualenv unless configured so)."""
+(default ``python3`` from the task's PATH: never the worker's own virtualenv unless configured so). A
+parameter's value reaches the script as a Python literal, never as code (engine.tasks.placing)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from engine.tasks import placing
 from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, describe_params, optional, require_str
 
 
@@ -29,7 +31,7 @@ class PythonTask(TaskPlugin):
             raise ParamError("interpreter", "must be a single path")
 
     def launch(self, ctx: TaskContext) -> Launch:
-        script = ctx.render(ctx.task_params["rawScript"])
+        script = placing.python(ctx.task_params["rawScript"], ctx.values, ctx.when)
         interpreter = ctx.task_params.get("interpreter") or ctx.python_interpreter
         files = {"script.py": script + "\n"}
         if ctx.environment_config.strip():

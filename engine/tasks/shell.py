@@ -1,10 +1,12 @@
-"""SHELL: a bash script; the exit code decides success."""
+"""SHELL: a bash script; the exit code decides success. A parameter's value reaches the script in an
+environment variable, never as script text (engine.tasks.placing)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from engine.tasks import placing
 from engine.tasks.base import (
     Launch,
     TaskContext,
@@ -29,5 +31,9 @@ class ShellTask(TaskPlugin):
         require_str(params, "rawScript")
 
     def launch(self, ctx: TaskContext) -> Launch:
-        script = ctx.render(ctx.task_params["rawScript"])
-        return Launch(argv=["bash", "script.sh"], files={"script.sh": script_with_environment(ctx, script) + "\n"})
+        placed = placing.shell(ctx.task_params["rawScript"], ctx.values, ctx.when)
+        return Launch(
+            argv=["bash", "script.sh"],
+            files={"script.sh": script_with_environment(ctx, placed.text) + "\n"},
+            env=placed.env,
+        )

@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from engine.tasks import placing
 from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, describe_params, optional
 from engine.tasks.mr import main_jar
 
@@ -194,7 +195,7 @@ class SparkTask(TaskPlugin):
         for key, value in conf.items():
             argv += ["--conf", f"{key}={ctx.render(value)}"]
         if p.get("others"):
-            argv += shlex.split(ctx.render(p["others"]))
+            argv += [ctx.render(word) for word in shlex.split(p["others"])]  # a value stays one argument
         env = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         if p.get("programType", "PYTHON") in JAR_TYPES:
             return self._launch_jar(ctx, argv, master, env)
@@ -218,7 +219,7 @@ class SparkTask(TaskPlugin):
             submit += ["--class", ctx.render(p["mainClass"])]
         submit.append(ctx.render(main_jar(p)))
         if p.get("mainArgs"):
-            submit += shlex.split(ctx.render(p["mainArgs"]))
+            submit += [ctx.render(word) for word in shlex.split(p["mainArgs"])]  # a value stays one argument
         command = [*watch, "--", *submit]
         if ctx.environment_config.strip():
             script = ctx.environment_config.strip() + "\nexec " + shlex.join(command) + "\n"
@@ -260,8 +261,8 @@ def _program(ctx: TaskContext) -> tuple[dict[str, str], str, list[str]]:
         files["statements.json"] = json.dumps({"sql": ctx.render(p["sql"]), "max_rows": 100})
         return files, "app.py", ["statements.json"]
     if p.get("rawScript"):
-        files["app.py"] = ctx.render(p["rawScript"])
+        files["app.py"] = placing.python(p["rawScript"], ctx.values, ctx.when)  # values as literals, as PYTHON
         main = "app.py"
     else:
         main = ctx.render(p["mainFile"])
-    return files, main, shlex.split(ctx.render(p["mainArgs"])) if p.get("mainArgs") else []
+    return files, main, [ctx.render(word) for word in shlex.split(p.get("mainArgs") or "")]

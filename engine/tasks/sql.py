@@ -3,8 +3,15 @@ decides the driver, engine/tasks/sql_dialects).
 
 The worker runs ``python -m engine.tasks.sql_runner`` in the task's process group (so kill and timeout
 work like any task; the kill cancels the running statement on the server). The connection params reach it
-through the environment, never the log. A query reads at most ``limit`` rows, writes at most ``maxRows`` of
-them to the log, and its columns can be exported as OUT params.
+on its standard input (a pipe the runner reads once), never its environment (readable by every process of the
+tenant's user while it runs), a file or the log. A query reads at most ``limit`` rows, writes at most
+``maxRows`` of them to the log, and its columns can be exported as OUT params.
+
+Parameters are bound, as DolphinScheduler binds them: each ``${name}`` becomes a bind placeholder of the data
+source's driver (``$1`` for PostgreSQL, ``%s`` for MySQL and Hive, ``%(p1)s`` for ClickHouse; a quote pair around
+it is eaten, so ``'${day}'`` binds the value) and its value is sent apart from the statement, so a value is
+never SQL. ``!{name}`` is the one raw text substitution, for what the workflow's writers wrote only
+(engine.tasks.placing.sql). PostgreSQL gets each value as the type it infers for its placeholder.
 
 Besides DolphinScheduler's parameters (datasource, sql, sqlType, preStatements, postStatements, maxRows)
 ``loadFiles`` bulk-loads CSV files from the worker's disk with COPY ... FROM STDIN after the pre-statements
@@ -18,10 +25,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from engine.tasks import placing
 from engine.tasks.base import (
+    MAX_STDIN,
     Launch,
     ParamError,
     TaskContext,
@@ -32,7 +41,6 @@ from engine.tasks.base import (
     runner_env,
 )
 from engine.tasks.sql_dialects import SOURCE_TYPES
-from engine.tasks.sql_runner import SOURCE_ENV
 
 SQL_TYPES = ("query", "non_query")
 
@@ -41,13 +49,30 @@ SQL_TYPES = ("query", "non_query")
 DEFAULT_LIMIT = 10000
 
 
-def source_env(name: str, source: Mapping[str, Any], task_type: str | None) -> dict[str, str]:
-    """The runner's secret environment for data source ``name``; ParamError when the task's ``type`` (the
-    DolphinScheduler field) names another type than the data source has."""
-    kind = str(source.get("type") or "POSTGRESQL").upper()
+def source_stdin(name: str, source: Mapping[str, Any], task_type: str | None) -> str:
+    """The runner's standard input for data source ``name`` (its params, secrets open, as JSON); ParamError
+    when the task's ``type`` (the DolphinScheduler field) names another type than the data source has, or the
+    params are too large for the pipe."""
+    kind = source_kind(source)
     if task_type and task_type.upper() != kind:
         raise ParamError("type", f"data source {name!r} is {kind}, not {task_type}")
-    return {SOURCE_ENV: json.dumps({**source, "type": kind})}
+    text = json.dumps({**source, "type": kind})
+    if len(text.encode()) > MAX_STDIN:
+        raise ParamError("datasource", f"data source {name!r}: its params are over {MAX_STDIN} bytes")
+    return text
+
+
+def source_kind(source: Mapping[str, Any]) -> str:
+    return str(source.get("type") or "POSTGRESQL").upper()
+
+
+#: each driver's marker of the n-th bound value, and whether a literal % must be doubled beside them
+_MARKERS: dict[str, tuple[Callable[[int], str], bool]] = {
+    "POSTGRESQL": (lambda i: f"${i}", False),
+    "MYSQL": (lambda i: "%s", True),
+    "HIVE": (lambda i: "%s", True),
+    "CLICKHOUSE": (lambda i: f"%(p{i})s", True),
+}
 
 
 def check_type(params: Mapping[str, Any]) -> None:
@@ -121,10 +146,20 @@ class SqlTask(TaskPlugin):
             raise ParamError("datasource", f"data source {name!r} is not defined")
         if p.get("loadFiles") and not ctx.load_dirs:
             raise ParamError("loadFiles", "this worker allows no directory to load files from (worker.sql_load_dirs)")
+        stdin = source_stdin(name, source, p.get("type"))
+        marker, percent = _MARKERS.get(source_kind(source), _MARKERS["POSTGRESQL"])
+
+        def bound(field: str, text: str) -> dict[str, Any]:
+            try:
+                statement, args = placing.sql(text, ctx.values, ctx.when, ctx.trusted, marker, percent)
+            except ParamError as exc:
+                raise ParamError(field, f"{exc.field}: {exc.reason}") from None
+            return {"sql": statement, "args": args}
+
         job = {
-            "pre": [ctx.render(s) for s in p.get("preStatements", [])],
-            "sql": ctx.render(p["sql"]),
-            "post": [ctx.render(s) for s in p.get("postStatements", [])],
+            "pre": [bound(f"preStatements[{i}]", s) for i, s in enumerate(p.get("preStatements", []))],
+            "sql": bound("sql", p["sql"]),
+            "post": [bound(f"postStatements[{i}]", s) for i, s in enumerate(p.get("postStatements", []))],
             "load": [
                 {
                     "file": ctx.render(x["file"]),
@@ -145,5 +180,5 @@ class SqlTask(TaskPlugin):
             argv=[sys.executable, "-m", "engine.tasks.sql_runner", "job.json"],
             files={"job.json": json.dumps(job)},
             env=runner_env(),
-            secret_env=source_env(name, source, p.get("type")),
+            stdin=stdin,
         )

@@ -5,9 +5,12 @@
                                                    version
 
 The data source's connection params (type, host, port, database, user, password, other; secrets opened)
-come in the environment (PORPOISE_SQL_SOURCE, JSON), never in a file or the log. One connection (session)
-serves the whole task. SIGTERM (the worker's kill, or the task's timeout) cancels the running statement on the
-server from a second connection before the runner exits (engine/tasks/sql_dialects)."""
+come on standard input (JSON, a pipe the worker fills and closes; the runner reads it once), never in the
+environment (readable by every process of the tenant's user while it runs), a file or the log. Each
+statement comes with the values bound to its placeholders (``{"sql", "args"}``, made by
+engine/tasks/placing.py: a value is never SQL). One connection (session) serves the whole task. SIGTERM (the
+worker's kill, or the task's timeout) cancels the running statement on the server from a second connection
+before the runner exits (engine/tasks/sql_dialects)."""
 
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ from typing import Any
 
 from engine.tasks.sql_dialects import Rows, Session, SqlError, session_for
 
-SOURCE_ENV = "PORPOISE_SQL_SOURCE"
+#: the most standard input the runner reads (the data source's params)
+MAX_SOURCE_BYTES = 64 * 1024
 #: exit code of a runner ended by SIGTERM (128 + 15, what a shell reports)
 KILLED = 143
 
@@ -94,12 +98,13 @@ def out_values(result: Rows, out: list[str], list_out: list[str]) -> dict[str, s
 
 async def run_sql(session: Session, job: dict) -> None:
     for stmt in job["pre"]:
-        print(f"pre: {stmt}", flush=True)
-        await session.execute(stmt)
+        print(f"pre: {stmt['sql']}", flush=True)
+        await session.execute(stmt["sql"], stmt["args"])
     for load in job.get("load", []):
         await _load(session, load, job.get("load_dirs", []))
+    main = job["sql"]
     if job["query"]:
-        result = await session.query(job["sql"], int(job.get("limit") or 10000))
+        result = await session.query(main["sql"], int(job.get("limit") or 10000), main["args"])
         print_rows(result, job["max_rows"])
         for name, value in out_values(result, job["out"], job["list_out"]).items():
             set_value(name, value)
@@ -108,13 +113,13 @@ async def run_sql(session: Session, job: dict) -> None:
 
             await send_result(job["email"], result)
     else:
-        count = await session.execute(job["sql"])
+        count = await session.execute(main["sql"], main["args"])
         print(f"ok: {count} row(s) affected" if count >= 0 else "ok", flush=True)
         if job["out"]:  # as in DolphinScheduler: the first OUT param takes the last statement's count
             set_value(job["out"][0], str(count))
     for stmt in job["post"]:
-        print(f"post: {stmt}", flush=True)
-        await session.execute(stmt)
+        print(f"post: {stmt['sql']}", flush=True)
+        await session.execute(stmt["sql"], stmt["args"])
 
 
 def typed(value: str, kind: str, name: str) -> Any:
@@ -207,7 +212,7 @@ async def probe(source: Mapping[str, Any], timeout: float) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    source = json.loads(os.environ.get(SOURCE_ENV) or "{}")
+    source = json.loads(sys.stdin.read(MAX_SOURCE_BYTES) or "{}")  # the worker's pipe, then its end
     testing = bool(args) and args[0] == "--probe"
     what = "data source test" if testing else "SQL task"
     try:

@@ -26,7 +26,7 @@ import psutil
 
 from engine import logs
 from engine.aio import acquire_in_thread
-from engine.params import builtins, out_params, parse_set_values, parse_time, properties, resolve
+from engine.params import builtins, out_params, parse_set_values, parse_time, properties, resolve, trusted_names
 from engine.secretbox import DATASOURCE_SECRETS, Keyring, SecretError, open_params
 from engine.tasks import registry
 from engine.tasks.base import Launch, TaskContext
@@ -318,7 +318,8 @@ class Executor:
             task_execute_path=str(run.exec_dir),
         )
         local = plugin_cls.local_params(d.task_params)
-        values = resolve(properties(d.global_params), properties(d.var_pool), local, when, system)
+        var_pool = properties(d.var_pool)
+        values = resolve(properties(d.global_params), var_pool, local, when, system)
         ctx = TaskContext(
             task_instance_id=d.task_instance_id,
             task_name=d.task_name,
@@ -335,6 +336,7 @@ class Executor:
             attempt=d.attempt,
             # the host other machines reach this worker at: a SPARK task's driver advertises it
             options={**self.plugin_options, "worker_host": self.address.rpartition(":")[0].strip("[]")},
+            trusted=trusted_names(d.global_params, var_pool, local, system),
         )
         return plugin_cls().launch(ctx), local
 
@@ -406,14 +408,15 @@ class Executor:
         }
         env = task_environment(self.policy, {**launch.env, **launch.secret_env}, task_vars, user)
         proc: TaskProcess | None = None
-        if self.forkserver is not None and launch.inprocess and launch.argv[1:3] == ["-m", launch.inprocess]:
+        forkable = launch.inprocess and not launch.stdin and launch.argv[1:3] == ["-m", launch.inprocess]
+        if self.forkserver is not None and forkable:
             proc = await self.forkserver.spawn(launch.inprocess, launch.argv[3:], run.exec_dir, env, user)
         if proc is None:
             argv = launch.argv
             if user is not None:
                 # setpriv execs in place (no extra parent), so the task stays the group leader we kill
                 argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--", *argv]
-            proc = await spawn(argv, run.exec_dir, env)
+            proc = await spawn(argv, run.exec_dir, env, launch.stdin.encode())
         run.proc = proc
         if self.reaper is not None:
             self.reaper.add(proc.pid)

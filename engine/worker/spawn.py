@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from engine.aio import acquire_in_thread
+from engine.tasks.base import MAX_STDIN
 
 
 class TaskProcess(Protocol):
@@ -81,22 +82,36 @@ class Child:
             self._popen.kill()
 
 
-async def spawn(argv: list[str], cwd: Path, env: dict[str, str]) -> Child:
-    """Start ``argv`` in a new session (its own process group), stdin from /dev/null, stdout and stderr
-    into one pipe read by the loop."""
-    # a start cancelled while the thread creates the process must not leave it running, unowned
-    popen = await acquire_in_thread(
-        _discard,
-        subprocess.Popen,
-        argv,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        close_fds=True,
-    )
+async def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes = b"") -> Child:
+    """Start ``argv`` in a new session (its own process group), stdout and stderr into one pipe read by
+    the loop; stdin from /dev/null, or a pipe already holding ``stdin`` and closed at our end (so writing
+    never waits for the task)."""
+    if len(stdin) > MAX_STDIN:
+        raise ValueError(f"a task's standard input holds at most {MAX_STDIN} bytes")
+    source: int = subprocess.DEVNULL
+    if stdin:
+        source, ours = os.pipe()
+        try:
+            os.write(ours, stdin)  # all of it: the pipe is empty and holds MAX_STDIN
+        finally:
+            os.close(ours)
+    try:
+        # a start cancelled while the thread creates the process must not leave it running, unowned
+        popen = await acquire_in_thread(
+            _discard,
+            subprocess.Popen,
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=source,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    finally:
+        if stdin:
+            os.close(source)
     assert popen.stdout is not None
     # Our own descriptor for the pipe, closed exactly once by us: handing the file object to the loop
     # (uvloop closes the descriptor, the file object closes it again later) closed a reused number.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,6 +53,7 @@ class PostgresSession(Session):
     async def query(self, sql: str, limit: int, args: Sequence[Any] = ()) -> Rows:
         try:
             stmt = await self.conn.prepare(sql)
+            args = _typed_all(args, stmt)
             columns = [a.name for a in stmt.get_attributes()]
             if columns:
                 cursor = await stmt.cursor(*args)
@@ -64,6 +67,8 @@ class PostgresSession(Session):
 
     async def execute(self, sql: str, args: Sequence[Any] = ()) -> int:
         try:
+            if args:  # bound values: sent as the types PostgreSQL inferred for their placeholders
+                args = _typed_all(args, await self.conn.prepare(sql))
             status = await self.conn.execute(sql, *args)
         except asyncpg.PostgresError as exc:
             raise SqlError(_message(exc)) from None
@@ -91,6 +96,38 @@ class PostgresSession(Session):
 
     async def version(self) -> str:
         return "PostgreSQL " + str(await self.conn.fetchval("SHOW server_version"))
+
+
+_INTS = {"int2", "int4", "int8", "oid"}
+_FLOATS = {"float4", "float8"}
+
+
+def typed(value: Any, type_name: str, position: int) -> Any:
+    """A bound text value as the Python object asyncpg sends for the type PostgreSQL inferred for its
+    placeholder (an integer column's ``$1`` gets an integer); SqlError naming the placeholder otherwise."""
+    if not isinstance(value, str):
+        return value
+    try:
+        if type_name in _INTS:
+            return int(value)
+        if type_name in _FLOATS:
+            return float(value)
+        if type_name == "numeric":
+            return decimal.Decimal(value)
+        if type_name == "bool":
+            return value.strip().lower() in ("t", "true", "1", "yes", "y", "on")
+        if type_name == "date":
+            return dt.date.fromisoformat(value)
+        if type_name in ("timestamp", "timestamptz"):
+            return dt.datetime.fromisoformat(value)
+    except (ValueError, decimal.InvalidOperation):
+        raise SqlError(f"parameter ${position}: {value!r} is not a valid {type_name}") from None
+    return value
+
+
+def _typed_all(args: Sequence[Any], stmt: Any) -> list[Any]:
+    types = stmt.get_parameters()
+    return [typed(v, t.name, i + 1) for i, (v, t) in enumerate(zip(args, types, strict=False))]
 
 
 def _message(exc: BaseException) -> str:
