@@ -9,7 +9,7 @@ from engine.tasks.base import ParamError
 
 
 def test_entry_points_provide_the_worker_plugins() -> None:
-    assert set(registry.plugins()) == {"SHELL", "PYTHON", "SQL", "SPARK", "HTTP", "PROCEDURE"}
+    assert set(registry.plugins()) == {"SHELL", "PYTHON", "SQL", "SPARK", "HTTP", "PROCEDURE", "MR"}
     assert not registry.LOGIC_TYPES & set(registry.plugins())
 
 
