@@ -65,7 +65,9 @@ _BACKFILL = {
         "dependent_mode": {
             "enum": ["OFF", "ALL_DEPENDENT"],
             "description": "ALL_DEPENDENT: also backfill, for the same dates, every workflow whose DEPENDENT"
-            " tasks wait on this one (transitively), upstream ones first; offline ones are skipped and listed",
+            " tasks wait on this one (transitively), upstream ones first, among those the caller may start"
+            " (EXECUTE); offline ones and ones whose tenant is not granted are skipped and listed, the others"
+            " only counted",
         },
     },
 }
@@ -88,6 +90,10 @@ _BACKFILLED = {
                 },
             },
             "description": "ALL_DEPENDENT: the downstream workflows, in the order they were queued",
+        },
+        "skipped_not_permitted": {
+            "type": "integer",
+            "description": "ALL_DEPENDENT: downstream workflows the caller may not start (not queued, not named)",
         },
     },
 }
@@ -247,11 +253,11 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
     if not parallel and "parallelism" in body:
         raise ApiError(400, "parallelism needs run_mode PARALLEL", "parallelism")
     chains = chunks(dates, body.get("parallelism")) if parallel else [dates]
-    downstream = []
+    downstream = backfill_dependents.Downstream()
     if body.get("dependent_mode") == "ALL_DEPENDENT":
-        downstream = await backfill_dependents.downstream(api.db, row["code"])
-        for d in downstream:
-            if d["release_state"] != 1:
+        downstream = await backfill_dependents.downstream(api.db, row["code"], access.principal_of(call))
+        for d, skipped in downstream.allowed:
+            if skipped:
                 continue
             try:  # what the master could not resolve is refused up front here too
                 await _check_params(api, d, 0, {}, [(dates[0], "dates"), (dates[-1], "dates")])
@@ -261,11 +267,10 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
         base = _command_args(row, version, body, call.user_id)
         ids = await _queue_backfill(conn, base, dates, chains, start_params, body.get("on_failure", "STOP"))
         dependents = []
-        for d in downstream:
-            entry = {"code": d["code"], "name": d["name"], "project": d["project"], "command_ids": [], "skipped": None}
-            if d["release_state"] != 1:
-                entry["skipped"] = "offline"
-            else:
+        for d, skipped in downstream.allowed:
+            entry = {"code": d["code"], "name": d["name"], "project": d["project"], "command_ids": []}
+            entry["skipped"] = skipped
+            if not skipped:
                 args = _command_args(d, 0, body, call.user_id)
                 entry["command_ids"] = await _queue_backfill(
                     conn, args, dates, chains, {}, body.get("on_failure", "STOP")
@@ -274,6 +279,7 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
     answer: dict[str, Any] = {"command_ids": ids, "dates": len(dates), "chains": len(chains)}
     if body.get("dependent_mode") == "ALL_DEPENDENT":
         answer["dependents"] = dependents
+        answer["skipped_not_permitted"] = downstream.not_permitted
     return answer
 
 
