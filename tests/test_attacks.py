@@ -57,3 +57,54 @@ async def test_an_all_dependent_backfill_queues_only_what_the_caller_may_start(w
     assert queued == {up, own} and not {victim_wf, readable, tenant_wf} & queued
     # bob may read alice's workflow, not backfill it
     assert (await world.call("bob", "POST", f"/api/v1/workflows/{up}/backfill", {"dates": DATES})).status == 403
+
+
+async def test_a_token_without_write_creates_no_project(world: Hostile) -> None:
+    """Item 7: a READ+EXECUTE token created a project (and saved a workflow in it): creating one needs WRITE."""
+    await world.user("carol", perms=["READ", "EXECUTE"])
+    fresh = unique("fresh")
+    doc = {"name": "w", "project": fresh, "tasks": [shell("a")]}
+    answer = await world.call("carol", "POST", "/api/v1/workflows", doc)
+    assert answer.status == 403 and "WRITE" in answer.error["message"] and answer.error["field"] == "project"
+    answer = await world.call("carol", "POST", "/api/v1/projects", {"name": fresh})
+    assert answer.status == 403 and answer.error["field"] == "name"
+    assert not await world.query("SELECT 1 FROM project WHERE name = $1", fresh)
+    # a token carrying WRITE still may
+    await world.user("dave", perms=["WRITE"])
+    assert (await world.call("dave", "POST", "/api/v1/workflows", doc)).status == 201
+
+
+async def test_a_token_mints_only_weaker_shorter_lived_children_revoked_with_it(world: Hostile) -> None:
+    """Item 7: a 1-day READ token minted a 365-day token, revoking the parent left the child alive, and a READ
+    token revoked its user's full token. A token mints only within its rights and lifetime, its children die
+    with it, and managing tokens needs a session or a token of full rights."""
+    full = await world.ok("alice", "POST", "/api/v1/tokens", {"name": "full", "expires_in_days": 1})
+    world.tokens["alice-1d"] = full["token"]
+    limit = dt.datetime.fromisoformat(full["expire_time"])
+    reduced = await world.ok("alice", "POST", "/api/v1/tokens", {"name": "ro", "perms": ["READ"]})
+    world.tokens["alice-ro"] = reduced["token"]
+    # the reduced token manages no tokens at all: it cannot mint, list, or revoke its user's full token
+    calls = [("POST", "/api/v1/tokens", {"name": "x", "perms": ["READ"]}), ("GET", "/api/v1/tokens", None),
+             ("DELETE", f"/api/v1/tokens/{full['id']}", None)]  # fmt: skip
+    for method, path, body in calls:
+        answer = await world.call("alice-ro", method, path, body)
+        assert answer.status == 403 and "full rights" in answer.error["message"], (method, path)
+    assert (await world.call("alice-1d", "GET", "/api/v1/me")).status == 200
+    # the 1-day full token: a 365-day child is refused; without a lifetime the child ends with its parent
+    answer = await world.call("alice-1d", "POST", "/api/v1/tokens", {"name": "long", "expires_in_days": 365})
+    assert answer.status == 400 and answer.error["field"] == "expires_in_days"
+    child = await world.ok("alice-1d", "POST", "/api/v1/tokens", {"name": "child"})
+    assert dt.datetime.fromisoformat(child["expire_time"]) <= limit
+    world.tokens["child"] = child["token"]
+    grandchild = await world.ok("child", "POST", "/api/v1/tokens", {"name": "grandchild", "perms": ["READ"]})
+    world.tokens["grandchild"] = grandchild["token"]
+    assert (await world.call("grandchild", "GET", "/api/v1/me")).status == 200
+    # revoking the parent revokes every token it minted, transitively
+    revoked = await world.ok("alice", "DELETE", f"/api/v1/tokens/{full['id']}")
+    assert set(revoked["revoked"]) == {full["id"], child["id"], grandchild["id"]}
+    for name in ("alice-1d", "child", "grandchild"):
+        assert (await world.call(name, "GET", "/api/v1/me")).status == 401, name
+    assert (await world.call("alice-ro", "GET", "/api/v1/me")).status == 200
+    # another user's token: still 404, whatever its family
+    bobs = [t["id"] for t in (await world.ok("bob", "GET", "/api/v1/tokens"))["items"]]
+    assert (await world.call("alice", "DELETE", f"/api/v1/tokens/{bobs[0]}")).status == 404
