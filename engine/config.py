@@ -151,6 +151,7 @@ class MasterConfig:
     misfire_threshold: float = field(metadata=_bounded(0, 86400 * 366))
     misfire_max_fires: int = field(metadata=_bounded(1, 1_000_000))
     logic_check_interval: float = field(metadata=_bounded(0.05, 3600))
+    max_sub_workflow_depth: int = field(metadata=_bounded(1, 1000))
 
 
 @dataclass(frozen=True)

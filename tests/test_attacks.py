@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -108,3 +109,34 @@ async def test_a_token_mints_only_weaker_shorter_lived_children_revoked_with_it(
     # another user's token: still 404, whatever its family
     bobs = [t["id"] for t in (await world.ok("bob", "GET", "/api/v1/tokens"))["items"]]
     assert (await world.call("alice", "DELETE", f"/api/v1/tokens/{bobs[0]}")).status == 404
+
+
+def _sub(target: str) -> dict[str, Any]:
+    return {"name": "sub", "type": "SUB_PROCESS", "params": {"workflow": target}}
+
+
+async def test_a_sub_process_cycle_is_refused_when_saved(world: Hostile) -> None:
+    """Item 5: a SUB_PROCESS naming its own workflow, or a cycle A -> B -> A, made 1,297 instances in 20 s.
+    Both are refused at save time (400 at the field), for admins too; a chain without a cycle is fine."""
+    mine = unique("loop")
+    for who in ("alice", "admin"):
+        for params in ({"workflow": "self"}, {"workflow": "self", "project": mine}):
+            doc = {"name": "self", "project": mine, "tasks": [{"name": "s", "type": "SUB_PROCESS", "params": params}]}
+            answer = await world.call(who, "POST", "/api/v1/workflows", doc)
+            assert answer.status == 400 and answer.error["field"] == "tasks[0].params.workflow", answer.body
+    # B runs A (not saved yet); saving A to run B closes the cycle
+    await world.workflow("alice", {"name": "b", "project": mine, "tasks": [_sub("a")]})
+    answer = await world.call(
+        "alice", "POST", "/api/v1/workflows", {"name": "a", "project": mine, "tasks": [_sub("b")]}
+    )
+    assert answer.status == 400 and "cycle" in answer.error["message"], answer.body
+    # A saved plain, then changed to run C -> B -> A: refused by code as well as by name
+    a = await world.workflow("alice", {"name": "a", "project": mine, "tasks": [shell("x")]})
+    c = await world.workflow("alice", {"name": "c", "project": mine, "tasks": [_sub("b")]})
+    by_code = {"name": "s", "type": "SUB_PROCESS", "params": {"workflow_code": c}}
+    answer = await world.call(
+        "alice", "PUT", f"/api/v1/workflows/{a}", {"name": "a", "project": mine, "tasks": [by_code]}
+    )
+    assert answer.status == 400 and answer.error["field"] == "tasks[0].params.workflow_code", answer.body
+    # no cycle: d runs c -> b -> a (a plain SHELL)
+    assert await world.workflow("alice", {"name": "d", "project": mine, "tasks": [_sub("c")]})
