@@ -140,3 +140,18 @@ async def test_a_sub_process_cycle_is_refused_when_saved(world: Hostile) -> None
     assert answer.status == 400 and answer.error["field"] == "tasks[0].params.workflow_code", answer.body
     # no cycle: d runs c -> b -> a (a plain SHELL)
     assert await world.workflow("alice", {"name": "d", "project": mine, "tasks": [_sub("c")]})
+
+
+async def test_an_event_stream_ends_when_its_token_is_revoked(fresh_db: str) -> None:
+    """Low item: an SSE stream kept delivering events after its token was revoked. It checks its credentials
+    before every batch and keep-alive and ends with ``signed-out``."""
+    async with hostile_api(fresh_db, ["api.events_heartbeat_seconds=0.1"]) as world:
+        listing = await world.ok("alice", "GET", "/api/v1/tokens")
+        (mine,) = [t["id"] for t in listing["items"]]
+        headers = {"Authorization": f"Bearer {world.tokens['alice']}"}
+        async with world.session.get(f"{world.base}/api/v1/events", headers=headers) as stream:
+            assert stream.status == 200
+            assert (await stream.content.readline()).startswith(b"id: ")  # hello
+            await world.ok("admin", "DELETE", f"/api/v1/tokens/{mine}")
+            rest = await stream.content.read()  # the server ends the stream
+        assert b"event: signed-out" in rest and rest.rstrip().endswith(b"}")

@@ -55,6 +55,7 @@ from engine.api.routing import (
     PRINCIPAL,
     USER_ID,
     ApiError,
+    Call,
     Route,
     bind,
     error_response,
@@ -288,6 +289,31 @@ class ApiServer:
         if principal.token_id is not None:
             await tokens.mark_used(self.db, principal.token_id)
         return principal
+
+    async def still_allowed(self, call: Call) -> bool:
+        """Whether the caller of a long-lived answer (an event stream, a log follow) may still make the call:
+        its credentials still valid (not revoked, expired, signed out, user disabled) and the route's rule
+        still met (a grant revoked meanwhile). Streams ask this while they run and end when it says no."""
+        request = call.request
+        principal: Principal | None = None
+        header = request.headers.get("Authorization", "")
+        if header:
+            scheme, _, token = header.partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                principal = await self._check_token(token.strip())
+        elif request.cookies.get(sessions.COOKIE):
+            found = await sessions.session_user(self.db, request.cookies[sessions.COOKIE])
+            principal = found[0] if found is not None else None
+        if principal is None:
+            return False
+        request[PRINCIPAL] = principal
+        route = self._route(request)
+        if route is not None and route.rule is not None:
+            try:
+                await access.check(self.db, route.rule, call)
+            except ApiError:
+                return False
+        return True
 
     def forget_token(self, digest: str) -> None:
         """A revoked token stops working on this API server at once (others: within token_cache_seconds)."""
