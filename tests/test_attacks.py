@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.hostile import Hostile, hostile_api, shell, unique, waits_on
+from tests.tls import node_files
 
 DATES = [dt.datetime(2024, 3, d, tzinfo=dt.UTC).isoformat() for d in (1, 2)]
 
@@ -155,3 +156,23 @@ async def test_an_event_stream_ends_when_its_token_is_revoked(fresh_db: str) -> 
             await world.ok("admin", "DELETE", f"/api/v1/tokens/{mine}")
             rest = await stream.content.read()  # the server ends the stream
         assert b"event: signed-out" in rest and rest.rstrip().endswith(b"}")
+
+
+async def test_every_answer_carries_the_security_headers(world: Hostile) -> None:
+    """Low item: no CSP, X-Frame-Options or nosniff on the UI."""
+    for who, path in ((None, "/"), (None, "/health"), (None, "/docs"), (None, "/api/v1/me"), ("alice", "/api/v1/me"),
+                      ("alice", "/api/v1/workflows/123456"), (None, "/nowhere/at/all")):  # fmt: skip
+        headers = (await world.call(who, "GET", path)).headers
+        assert "frame-ancestors 'none'" in headers["Content-Security-Policy"], path
+        assert "script-src 'self'" in headers["Content-Security-Policy"], path
+        assert headers["X-Frame-Options"] == "DENY" and headers["X-Content-Type-Options"] == "nosniff", path
+
+
+async def test_the_session_cookie_is_secure_with_tls_on(fresh_db: str) -> None:
+    """Low item: the session cookie lacked Secure with TLS on (api.tls_cert) and session_cookie_secure unset."""
+    files = node_files()
+    async with hostile_api(fresh_db, [f"api.tls_cert={files.cert}", f"api.tls_key={files.key}"]) as world:
+        answer = await world.call(None, "POST", "/api/v1/login", {"user": "alice", "password": "correct horse battery"})
+        assert answer.status == 200, answer.body
+        cookie = answer.headers["Set-Cookie"]
+        assert cookie.startswith("porpoise_session=") and "Secure" in cookie and "HttpOnly" in cookie, cookie

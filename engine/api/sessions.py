@@ -131,7 +131,8 @@ async def login(api: Any, call: Call) -> web.Response:
         path="/",
         httponly=True,
         samesite="Strict",
-        secure=api.cfg.api.session_cookie_secure,
+        # always with TLS on; behind a TLS proxy (plain HTTP here) by api.session_cookie_secure
+        secure=api.cfg.api.session_cookie_secure or bool(api.cfg.api.tls_cert),
     )
     return response
 
