@@ -176,3 +176,20 @@ async def test_the_session_cookie_is_secure_with_tls_on(fresh_db: str) -> None:
         assert answer.status == 200, answer.body
         cookie = answer.headers["Set-Cookie"]
         assert cookie.startswith("porpoise_session=") and "Secure" in cookie and "HttpOnly" in cookie, cookie
+
+
+async def test_backfill_parallelism_and_dependent_polling_are_bounded(world: Hostile) -> None:
+    """Low items: backfill ``parallelism`` was unbounded (one command per date with PARALLEL), and a DEPENDENT
+    task could poll every 50 ms."""
+    mine = unique("bounds")
+    up = await world.workflow("alice", {"name": "up", "project": mine, "tasks": [shell("a")]})
+    body = {"dates": DATES, "run_mode": "PARALLEL", "parallelism": 100_000}
+    answer = await world.call("alice", "POST", f"/api/v1/workflows/{up}/backfill", body)
+    assert answer.status == 400 and answer.error["field"] == "parallelism", answer.body
+    many = [(dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(days=d)).isoformat() for d in range(100)]
+    reply = await world.ok("alice", "POST", f"/api/v1/workflows/{up}/backfill", {"dates": many, "run_mode": "PARALLEL"})
+    assert reply["chains"] == 64
+    fast = waits_on(up)
+    fast["params"]["check_interval"] = 0.05
+    answer = await world.call("alice", "POST", "/api/v1/workflows", {"name": "poll", "project": mine, "tasks": [fast]})
+    assert answer.status == 400 and answer.error["field"].endswith("check_interval"), answer.body

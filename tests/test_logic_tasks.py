@@ -265,7 +265,7 @@ def test_dependent_waits_for_the_other_workflow_then_follows_its_result(api_clus
     up_code, up_name = create(c, [sh("make", "exit ${code}")], params={"code": "0"})
     dep = {"name": "wait_for", "type": "DEPENDENT",
            "params": {"items": [{"workflow": up_name, "task": "make", "cycle": "day", "date_value": "today"}],
-                      "check_interval": 0.2}}  # fmt: skip
+                      "check_interval": 1}}  # fmt: skip
     code, _ = create(c, [dep, sh("after", "true", ("wait_for",))])
     waiting = start(c, code)
 
@@ -289,7 +289,7 @@ def test_dependent_on_a_missing_yesterday_keeps_waiting_until_stopped(api_cluste
     _, up_name = create(c, [sh("make", "true")])
     dep = {"name": "wait_for", "type": "DEPENDENT",
            "params": {"relation": "OR", "groups": [{"relation": "AND", "items": [
-               {"workflow": up_name, "cycle": "day", "date_value": "last1Days"}]}], "check_interval": 0.1}}  # fmt: skip
+               {"workflow": up_name, "cycle": "day", "date_value": "last1Days"}]}], "check_interval": 1}}  # fmt: skip
     code, _ = create(c, [dep])
     wid = start(c, code)
     wait_sync(lambda: states(c.client().get(f"/api/v1/instances/{wid}")).get("wait_for") == "RUNNING_EXECUTION", 30)
@@ -305,7 +305,7 @@ def test_dependent_gives_up_after_its_timeout(api_cluster: ApiCluster) -> None:
     _, up_name = create(c, [sh("make", "true")])
     dep = {"name": "wait_for", "type": "DEPENDENT",
            "params": {"items": [{"workflow": up_name, "cycle": "day", "date_value": "last2Days"}],
-                      "check_interval": 0.1, "timeout_seconds": 1}}  # fmt: skip
+                      "check_interval": 1, "timeout_seconds": 1}}  # fmt: skip
     code, _ = create(c, [dep, sh("after", "true", ("wait_for",))])
     detail = wait_final(c, start(c, code))
     assert detail["state"] == "FAILURE" and states(detail) == {"wait_for": "FAILURE"}

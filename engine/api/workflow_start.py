@@ -50,6 +50,8 @@ _START = {
         },
     },
 }
+#: chains of one backfill running at once, at most
+MAX_PARALLELISM = 64
 _BACKFILL = {
     "type": "object",
     "additionalProperties": False,
@@ -59,7 +61,12 @@ _BACKFILL = {
         "end": {"type": "string", "format": "date-time", "description": "range end (inclusive)"},
         "dates": {"type": "array", "items": {"type": "string", "format": "date-time"}, "minItems": 1},
         "run_mode": {"enum": ["SERIAL", "PARALLEL"]},
-        "parallelism": {"type": "integer", "minimum": 1, "description": "PARALLEL: chains running at once"},
+        "parallelism": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_PARALLELISM,
+            "description": f"PARALLEL: chains running at once (default and at most {MAX_PARALLELISM})",
+        },
         "reverse": {"type": "boolean", "description": "newest date first"},
         "on_failure": {"enum": ["STOP", "CONTINUE"], "description": "a chain's next date after a failed one"},
         "dependent_mode": {
@@ -252,7 +259,7 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
     parallel = body.get("run_mode", "SERIAL") == "PARALLEL"
     if not parallel and "parallelism" in body:
         raise ApiError(400, "parallelism needs run_mode PARALLEL", "parallelism")
-    chains = chunks(dates, body.get("parallelism")) if parallel else [dates]
+    chains = chunks(dates, body.get("parallelism") or MAX_PARALLELISM) if parallel else [dates]
     downstream = backfill_dependents.Downstream()
     if body.get("dependent_mode") == "ALL_DEPENDENT":
         downstream = await backfill_dependents.downstream(api.db, row["code"], access.principal_of(call))
