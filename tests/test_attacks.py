@@ -193,3 +193,30 @@ async def test_backfill_parallelism_and_dependent_polling_are_bounded(world: Hos
     fast["params"]["check_interval"] = 0.05
     answer = await world.call("alice", "POST", "/api/v1/workflows", {"name": "poll", "project": mine, "tasks": [fast]})
     assert answer.status == 400 and answer.error["field"].endswith("check_interval"), answer.body
+
+
+async def test_rerun_recover_and_resume_check_the_tenant_grant_again(world: Hostile) -> None:
+    """Low item: rerun / recover / resume did not re-check the tenant grant (a start does)."""
+    mine = unique("tenant")
+    await world.ok("alice", "POST", "/api/v1/projects", {"name": mine})
+    await world.ok("admin", "POST", "/api/v1/tenants", {"name": "etl"})
+    grant = await world.ok("admin", "POST", "/api/v1/grants", {"resource_type": "tenant", "resource": "etl",
+                                                               "project": mine})  # fmt: skip
+    code = await world.workflow("alice", {"name": "w", "project": mine, "tenant": "etl", "tasks": [shell("a")]})
+    ids = {}
+    # a finished, a failed and a paused run of it (as a master leaves them)
+    for n, (action, state) in enumerate((("rerun", 7), ("recover-failed", 6), ("resume", 3))):
+        (row,) = await world.query(
+            "INSERT INTO workflow_instance (name, workflow_definition_code, workflow_definition_version, project_code,"
+            " state, command_type, command_id) SELECT 'w-1', code, 1, project_code, $2, 0, $3 FROM workflow_definition"
+            " WHERE code = $1 RETURNING id",
+            code,
+            state,
+            900 + n,
+        )
+        ids[action] = row["id"]
+    await world.ok("admin", "DELETE", f"/api/v1/grants/{grant['id']}")
+    for action, instance in ids.items():
+        answer = await world.call("alice", "POST", f"/api/v1/instances/{instance}/{action}")
+        assert answer.status == 403 and answer.error["field"] == "tenant", (action, answer.body)
+    assert not await world.query("SELECT 1 FROM command")
