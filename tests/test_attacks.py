@@ -220,3 +220,32 @@ async def test_rerun_recover_and_resume_check_the_tenant_grant_again(world: Host
         answer = await world.call("alice", "POST", f"/api/v1/instances/{instance}/{action}")
         assert answer.status == 403 and answer.error["field"] == "tenant", (action, answer.body)
     assert not await world.query("SELECT 1 FROM command")
+
+
+async def test_a_task_group_queue_hides_other_projects_tasks(world: Hostile) -> None:
+    """Low item: a task group's queue showed every project's task names to any signed-in user."""
+    group = await world.ok("admin", "POST", "/api/v1/task-groups", {"name": unique("g"), "size": 1})
+    for n, (who, task) in enumerate((("alice", "alice_task"), ("bob", "secret_payroll_task"))):
+        code = await world.workflow(who, {"name": "w", "project": unique(who), "tasks": [shell("a")]})
+        await world.query(
+            "WITH w AS (INSERT INTO workflow_instance (name, workflow_definition_code, workflow_definition_version,"
+            " project_code, state, command_type, command_id) SELECT 'w-1', code, 1, project_code, 1, 0, $2"
+            " FROM workflow_definition WHERE code = $1 RETURNING id), t AS (INSERT INTO task_instance (name,"
+            " task_type, task_code, task_definition_version, workflow_instance_id, state, attempt, flag)"
+            " SELECT $3, 'SHELL', 7, 1, id, 17, 1, 1 FROM w RETURNING id, workflow_instance_id)"
+            " INSERT INTO task_group_queue (task_group_id, task_instance_id, workflow_instance_id, slots)"
+            " SELECT $4, id, workflow_instance_id, 1 FROM t RETURNING task_instance_id",
+            code,
+            20_000 + n,
+            task,
+            group["id"],
+        )
+    queue = (await world.ok("alice", "GET", f"/api/v1/task-groups/{group['id']}/queue"))["items"]
+    assert [q["task"] for q in queue] == ["alice_task", None] and queue[1]["task_instance_id"] is None
+    assert "secret_payroll_task" not in str(queue)
+    assert {
+        q["task"] for q in (await world.ok("admin", "GET", f"/api/v1/task-groups/{group['id']}/queue"))["items"]
+    } == {
+        "alice_task",
+        "secret_payroll_task",
+    }
