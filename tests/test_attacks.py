@@ -3,6 +3,7 @@ real users and tokens (tests/hostile.py): alice and bob, each with their own pro
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator
 from typing import Any
@@ -249,3 +250,16 @@ async def test_a_task_group_queue_hides_other_projects_tasks(world: Hostile) -> 
         "alice_task",
         "secret_payroll_task",
     }
+
+
+async def test_concurrent_logins_cannot_race_past_the_throttle(fresh_db: str) -> None:
+    """Low item: the login throttle was checked before the (slow) password check and counted after it, so
+    concurrent attempts all got a guess. Now at most api.login_max_failures (5) guesses get through."""
+    async with hostile_api(fresh_db, ["api.login_max_failures=5"]) as world:
+        guesses = [{"user": "alice", "password": f"guess number {i}"} for i in range(20)]
+        answers = await asyncio.gather(*(world.call(None, "POST", "/api/v1/login", g) for g in guesses))
+        statuses = sorted(a.status for a in answers)
+        assert statuses == [401] * 5 + [429] * 15, statuses
+        # the right password is refused too until the window has passed
+        right = await world.call(None, "POST", "/api/v1/login", {"user": "alice", "password": "correct horse battery"})
+        assert right.status == 429
