@@ -263,3 +263,13 @@ async def test_concurrent_logins_cannot_race_past_the_throttle(fresh_db: str) ->
         # the right password is refused too until the window has passed
         right = await world.call(None, "POST", "/api/v1/login", {"user": "alice", "password": "correct horse battery"})
         assert right.status == 429
+
+
+async def test_metrics_can_be_closed_with_a_token(fresh_db: str) -> None:
+    """Low item: /metrics was open to anyone; with api.metrics_token it answers only to that token."""
+    async with hostile_api(fresh_db, ["api.metrics_token=scrape-me-0123456789"]) as world:
+        assert (await world.call(None, "GET", "/metrics")).status == 401
+        assert (await world.call("alice", "GET", "/metrics")).status == 401  # a user's token is not the scraper's
+        world.tokens["scraper"] = "scrape-me-0123456789"
+        answer = await world.call("scraper", "GET", "/metrics")
+        assert answer.status == 200 and b"porpoise_" in answer.body

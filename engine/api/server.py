@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import signal
 import ssl
 import sys
@@ -355,7 +356,12 @@ class ApiServer:
         body = {"role": "api", "address": self.address, "database": db_ok, "registry": registry_ok}
         return json_response({**body, "ready": db_ok and registry_ok}, 200 if db_ok and registry_ok else 503)
 
-    async def _metrics(self, _: web.Request) -> web.Response:
+    async def _metrics(self, request: web.Request) -> web.Response:
+        wanted = self.cfg.api.metrics_token
+        if wanted:
+            given = request.headers.get("Authorization", "").partition(" ")[2].strip()
+            if not hmac.compare_digest(given.encode(), wanted.encode()):
+                return error_response(401, "metrics need Authorization: Bearer <api.metrics_token>")
         return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     async def _openapi(self, _: web.Request) -> web.Response:
