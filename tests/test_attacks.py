@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.hostile import Hostile, hostile_api, shell, unique, waits_on
+from tests.test_migrate_dolphinscheduler import load
 from tests.tls import node_files
 
 DATES = [dt.datetime(2024, 3, d, tzinfo=dt.UTC).isoformat() for d in (1, 2)]
@@ -273,3 +274,28 @@ async def test_metrics_can_be_closed_with_a_token(fresh_db: str) -> None:
         world.tokens["scraper"] = "scrape-me-0123456789"
         answer = await world.call("scraper", "GET", "/metrics")
         assert answer.status == 200 and b"porpoise_" in answer.body
+
+
+async def test_import_answers_reveal_neither_data_sources_nor_other_projects_workflows(world: Hostile) -> None:
+    """Low item: an import's answer told whether a data source exists (400 missing vs 403 not granted) and
+    which project owns a workflow code (a SUB_PROCESS naming it was translated to its project and name)."""
+    batch = load("ds31_batch-export_shell-python-sql-subprocess.json")
+    await world.ok("admin", "PUT", "/api/v1/datasources/admins_only", {"params": {"host": "h"}})
+    answers = []
+    for source in ("admins_only", "never_made"):
+        body = {"export": batch, "project": unique("imp"), "datasources": {"1": source}}
+        answer = await world.call("alice", "POST", "/api/v1/import/dolphinscheduler", body)
+        answers.append((answer.status, answer.error["field"], answer.error["message"].replace(source, "X")))
+    assert answers[0] == answers[1] and answers[0][0] == 400, answers
+    # a SUB_PROCESS naming bob's workflow by code: answered as an unknown code, never with its project
+    secret = unique("bobs_secret_project")
+    code = await world.workflow("bob", {"name": "payroll", "project": secret, "tasks": [shell("a")]})
+    only_sub = [w for w in batch if w["processDefinition"]["name"] == "subprocess1"]
+    only_sub[0]["taskDefinitionList"][0]["taskParams"]["processDefinitionCode"] = code
+    for target in (code, 987_654_321):
+        only_sub[0]["taskDefinitionList"][0]["taskParams"]["processDefinitionCode"] = target
+        body = {"export": only_sub, "project": unique("imp"), "skip_unsupported": True}
+        answer = await world.call("alice", "POST", "/api/v1/import/dolphinscheduler", body)
+        assert answer.status >= 400 and secret not in str(answer.body) and "payroll" not in str(answer.body)
+        answers.append((answer.status, str(answer.body).replace(str(target), "N")))
+    assert answers[-1] == answers[-2], answers[-2:]
