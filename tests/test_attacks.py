@@ -299,3 +299,19 @@ async def test_import_answers_reveal_neither_data_sources_nor_other_projects_wor
         assert answer.status >= 400 and secret not in str(answer.body) and "payroll" not in str(answer.body)
         answers.append((answer.status, str(answer.body).replace(str(target), "N")))
     assert answers[-1] == answers[-2], answers[-2:]
+
+
+async def test_an_admin_saving_into_a_squatted_project_is_told_whose_it_is(world: Hostile) -> None:
+    """Low item: whoever creates a project name first owns it, and an admin's later apply wrote into it
+    without a word. The answer now says whose project it is."""
+    await world.ok("alice", "POST", "/api/v1/projects", {"name": "finance"})  # alice got there first
+    saved = await world.ok("admin", "POST", "/api/v1/workflows", {"name": "close", "project": "finance",
+                                                                  "tasks": [shell("a")]})  # fmt: skip
+    assert saved["warning"] == "project 'finance' belongs to user 'alice'; saved there with admin rights"
+    mine = await world.ok("admin", "POST", "/api/v1/workflows", {"name": "w", "project": unique("admins"),
+                                                                 "tasks": [shell("a")]})  # fmt: skip
+    assert "warning" not in mine
+    own = await world.ok(
+        "alice", "POST", "/api/v1/workflows", {"name": "w", "project": "finance", "tasks": [shell("a")]}
+    )
+    assert "warning" not in own
