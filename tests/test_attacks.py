@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -315,3 +316,24 @@ async def test_an_admin_saving_into_a_squatted_project_is_told_whose_it_is(world
         "alice", "POST", "/api/v1/workflows", {"name": "w", "project": "finance", "tasks": [shell("a")]}
     )
     assert "warning" not in own
+
+
+async def test_an_import_whose_sub_processes_form_a_cycle_is_refused(world: Hostile) -> None:
+    """Item 5 through an import: two workflows of one file running each other are refused, nothing saved."""
+    batch = load("ds31_batch-export_shell-python-sql-subprocess.json")
+    (first,) = [w for w in batch if w["processDefinition"]["name"] == "subprocess1"]
+    text = json.dumps(first)
+    codes = [str(first["processDefinition"]["code"])] + [str(t["code"]) for t in first["taskDefinitionList"]]
+    for old in codes:  # a copy under other codes and another name
+        text = text.replace(old, str(int(old) + 7))
+    second = json.loads(text)
+    second["processDefinition"]["name"] = "subprocess2"
+    first["taskDefinitionList"][0]["taskParams"]["processDefinitionCode"] = second["processDefinition"]["code"]
+    second["taskDefinitionList"][0]["taskParams"]["processDefinitionCode"] = first["processDefinition"]["code"]
+    project = unique("imp")
+    body = {"export": [first, second], "project": project}
+    answer = await world.call("alice", "POST", "/api/v1/import/dolphinscheduler", body)
+    assert answer.status == 400 and "cycle" in answer.error["message"], answer.body
+    assert not await world.query(
+        "SELECT 1 FROM workflow_definition d JOIN project p ON p.code = d.project_code WHERE p.name = $1", project
+    )

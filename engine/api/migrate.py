@@ -15,6 +15,7 @@ import asyncpg
 
 from engine.api import access, references, schedules
 from engine.api.routing import ApiError, Call, Route
+from engine.api.sub_workflows import check_cycles
 from engine.migrate import dolphinscheduler as ds
 from engine.migrate.dolphinscheduler_export import Codes, ExportError, export
 from engine.storage.definitions import load_spec, save_workflow
@@ -154,6 +155,8 @@ async def import_dolphinscheduler(api: Any, call: Call) -> dict[str, Any]:
                             ) from exc
                         entry["schedule_id"] = await schedules.insert(conn, code, values, call.user_id)
                     saved.append(entry)
+                for doc in tr.documents:  # a SUB_PROCESS cycle among the file's own workflows
+                    await check_cycles(conn, doc)
         except asyncpg.UniqueViolationError as exc:
             raise ApiError(
                 409, f"a workflow of the file was created meanwhile in {project!r}; retry", "project"
