@@ -175,6 +175,7 @@ class MasterConfig:
     misfire_max_fires: int = field(metadata=_bounded(1, 1_000_000))
     logic_check_interval: float = field(metadata=_bounded(0.05, 3600))
     max_clock_skew: float = field(metadata=_bounded(0, 3600))
+    max_sub_workflow_depth: int = field(metadata=_bounded(1, 1000))
 
 
 @dataclass(frozen=True)
@@ -270,6 +271,7 @@ class ApiConfig:
     alert_timeout: float = field(metadata=_bounded(0.1, 600))
     session_hours: float = field(metadata=_bounded(0.1, 24 * 30))
     session_cookie_secure: bool
+    metrics_token: str
     login_window_seconds: float = field(metadata=_bounded(1, 86400))
     login_max_failures: int = field(metadata=_bounded(1, 1000))
     login_max_failures_per_address: int = field(metadata=_bounded(1, 100000))

@@ -265,7 +265,7 @@ def test_dependent_waits_for_the_other_workflow_then_follows_its_result(api_clus
     up_code, up_name = create(c, [sh("make", "exit ${code}")], params={"code": "0"})
     dep = {"name": "wait_for", "type": "DEPENDENT",
            "params": {"items": [{"workflow": up_name, "task": "make", "cycle": "day", "date_value": "today"}],
-                      "check_interval": 0.2}}  # fmt: skip
+                      "check_interval": 1}}  # fmt: skip
     code, _ = create(c, [dep, sh("after", "true", ("wait_for",))])
     waiting = start(c, code)
 
@@ -289,7 +289,7 @@ def test_dependent_on_a_missing_yesterday_keeps_waiting_until_stopped(api_cluste
     _, up_name = create(c, [sh("make", "true")])
     dep = {"name": "wait_for", "type": "DEPENDENT",
            "params": {"relation": "OR", "groups": [{"relation": "AND", "items": [
-               {"workflow": up_name, "cycle": "day", "date_value": "last1Days"}]}], "check_interval": 0.1}}  # fmt: skip
+               {"workflow": up_name, "cycle": "day", "date_value": "last1Days"}]}], "check_interval": 1}}  # fmt: skip
     code, _ = create(c, [dep])
     wid = start(c, code)
     wait_sync(lambda: states(c.client().get(f"/api/v1/instances/{wid}")).get("wait_for") == "RUNNING_EXECUTION", 30)
@@ -305,7 +305,7 @@ def test_dependent_gives_up_after_its_timeout(api_cluster: ApiCluster) -> None:
     _, up_name = create(c, [sh("make", "true")])
     dep = {"name": "wait_for", "type": "DEPENDENT",
            "params": {"items": [{"workflow": up_name, "cycle": "day", "date_value": "last2Days"}],
-                      "check_interval": 0.1, "timeout_seconds": 1}}  # fmt: skip
+                      "check_interval": 1, "timeout_seconds": 1}}  # fmt: skip
     code, _ = create(c, [dep, sh("after", "true", ("wait_for",))])
     detail = wait_final(c, start(c, code))
     assert detail["state"] == "FAILURE" and states(detail) == {"wait_for": "FAILURE"}
@@ -332,3 +332,36 @@ def test_a_sub_workflow_whose_child_cannot_be_made_fails_with_the_reason(api_clu
     assert "StartParams.x: bad time placeholder $[yyyyMMdd+99999999]: the date is out of range" in row["message"], row[
         "message"
     ]
+
+
+def test_sub_workflows_nested_past_the_depth_limit_fail_with_the_reason(api_cluster: ApiCluster) -> None:
+    """Issue 24 item 5: a SUB_PROCESS chain deeper than master.max_sub_workflow_depth (10) starts no more
+    children: the SUB_PROCESS 10 levels down fails saying why, and the failure comes back up."""
+    c = api_cluster
+    prefix = f"deep_{uuid.uuid4().hex[:6]}"
+    create(c, [sh("leaf", "true")], name=f"{prefix}_12")
+    for level in range(11, 0, -1):
+        create(c, [{"name": "sub", "type": "SUB_PROCESS", "params": {"workflow": f"{prefix}_{level + 1}"}}],
+               name=f"{prefix}_{level}")  # fmt: skip
+    top = c.client().get("/api/v1/workflows", name=f"{prefix}_1")["items"][0]["code"]
+    detail = wait_final(c, start(c, top), timeout=120)
+    assert detail["state"] == "FAILURE"
+    rows = c.query(
+        "SELECT d.name FROM workflow_instance w JOIN workflow_definition d ON d.code = w.workflow_definition_code"
+        " WHERE d.name LIKE $1",
+        f"{prefix}_%",
+    )
+    assert sorted(r["name"] for r in rows) == sorted(f"{prefix}_{n}" for n in range(1, 12))  # 11 instances: 0..10 deep
+    deepest = c.query(
+        "SELECT t.id FROM task_instance t JOIN workflow_instance w ON w.id = t.workflow_instance_id"
+        " JOIN workflow_definition d ON d.code = w.workflow_definition_code WHERE d.name = $1",
+        f"{prefix}_11",
+    )
+    assert c.client().get(f"/api/v1/tasks/{deepest[0]['id']}")["state"] == "FAILURE"
+    (row,) = c.query(
+        "SELECT e.id, e.message FROM sub_workflow_relation r JOIN error_command e ON e.id = r.command_id"
+        " WHERE r.parent_task_instance_id = $1",
+        deepest[0]["id"],
+    )
+    assert "nested too deeply" in row["message"] and "max_sub_workflow_depth is 10" in row["message"], row["message"]
+    assert c.client().get(f"/api/v1/commands/{row['id']}")["status"] == "ERROR"

@@ -331,6 +331,10 @@ async def test_tokens_of_reduced_rights(stub_server: tuple[aiohttp.ClientSession
     assert await status("POST", "/api/v1/workflows/10/start", owner_exec) == 200
     assert await status("PUT", "/api/v1/workflows/10", owner_exec, {}) == 403
     assert await status("GET", "/api/v1/projects/p/grants", owner_exec) == 403
+    # creating a project needs WRITE: a READ+EXECUTE token may not, by a save or an import naming a new one
+    assert await status("POST", "/api/v1/workflows", owner_exec, {"project": "new-one"}) == 403
+    assert await status("POST", "/api/v1/import/dolphinscheduler", owner_exec, {"project": "new-one"}) == 403
+    assert await status("POST", "/api/v1/workflows", owner_exec, {"project": "p"}) == 403
 
 
 async def test_session_cookie_needs_csrf_for_changes(

@@ -4,6 +4,7 @@ links, logs opened at their end, followed while a task writes and searched on th
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -95,9 +96,9 @@ def test_log_opens_at_its_end_and_pages_by_line(api_cluster: ApiCluster) -> None
     assert (page["lines"], page["start"], page["next"]) == (whole[1500:1503], 1500, 1503)
 
 
-def _events(c: ApiCluster, path: str) -> Iterator[tuple[str, Any]]:
+def _events(c: ApiCluster, path: str, token: str = "") -> Iterator[tuple[str, Any]]:
     """(event, data) of a server-sent-events answer, as they arrive."""
-    req = urllib.request.Request(c.url + path, headers={"Authorization": f"Bearer {c.token}"})
+    req = urllib.request.Request(c.url + path, headers={"Authorization": f"Bearer {token or c.token}"})
     with urllib.request.urlopen(req, timeout=60) as resp:
         event = ""
         for raw in resp:
@@ -161,3 +162,46 @@ def test_log_follow_streams_lines_while_the_task_runs_and_search_runs_on_the_wor
     with pytest.raises(ApiClientError) as refused:
         client.get(f"/api/v1/tasks/{task['id']}/log/search", q="")
     assert refused.value.field == "query.q"
+
+
+def test_a_log_follow_ends_when_its_token_is_revoked_and_any_task_name_downloads(
+    api_cluster: ApiCluster, tmp_path: Path
+) -> None:
+    """Issue 24 (low): a log follow ran up to an hour whatever happened to its token, and a task name with a
+    newline broke the log download (a quote chose the file name). The follow checks its caller again while
+    it runs; the download's file name is sanitised (RFC 6266, the name itself in filename*)."""
+    c = api_cluster
+    client = c.client()
+    go = tmp_path / "go"
+    name = 'x"; filename=evil.sh\nnext'
+    script = f"echo first; while [ ! -f {go} ]; do sleep 0.05; done"
+    doc = {"name": f"follow_{uuid.uuid4().hex[:8]}", "project": "ui-api",
+           "tasks": [{"name": name, "type": "SHELL", "params": {"rawScript": script}}]}  # fmt: skip
+    code = client.request("POST", "/api/v1/workflows", doc, query={"release": True})["code"]
+    instance = start_workflow(client, code, finished=False)["id"]
+    task = wait_sync(
+        lambda: next(
+            (t for t in client.get(f"/api/v1/instances/{instance}")["tasks"] if t["state"] == "RUNNING_EXECUTION"),
+            None,
+        ),
+        60,
+        what="the task runs on a worker",
+    )
+    token = client.post("/api/v1/tokens", {"name": "follower", "expires_in_days": 1})
+    events = []
+    for event, data in _events(c, f"/api/v1/tasks/{task['id']}/log/follow", token["token"]):
+        events.append((event, data))
+        if event == "lines" and len(events) == 1:
+            client.delete(f"/api/v1/tokens/{token['id']}")
+    assert events[-1] == ("error", {"message": "your credentials are no longer valid"}), events
+    go.touch()
+    wait_sync(lambda: client.get(f"/api/v1/instances/{instance}")["finished"], 60, what="the run ends")
+    req = urllib.request.Request(
+        f"{c.url}/api/v1/tasks/{task['id']}/log/download", headers={"Authorization": f"Bearer {c.token}"}
+    )
+    context = ssl.create_default_context(cafile=c.ca_file) if c.url.startswith("https://") else None
+    with urllib.request.urlopen(req, timeout=30, context=context) as resp:
+        disposition = resp.headers["Content-Disposition"]
+        assert resp.status == 200 and b"first" in resp.read()
+    assert disposition.startswith('attachment; filename="x___filename_evil.shnext-') and disposition.count('"') == 2
+    assert "filename*=UTF-8''x%22%3B%20filename%3Devil.shnext-" in disposition, disposition

@@ -210,6 +210,12 @@ async def _granted(db: asyncpg.Pool | asyncpg.Connection, who: Principal, kind: 
     return bool(await db.fetchval(f"SELECT $2::bigint IN {visible_granted_sql(kind, 1)}", who.user_id, resource_id))
 
 
+def check_may_create(who: Principal, field: str | None = None) -> None:
+    """Creating a project needs credentials that may write: a session, or a token carrying WRITE."""
+    if who.perm_cap is not None and not who.perm_cap & WRITE:
+        raise ApiError(403, "this token does not carry the WRITE right, which creating a project needs", field)
+
+
 def _value(call: Call, find: Find) -> Any:
     where, _, name = find.source.partition(".")
     if where == "path":
@@ -269,6 +275,7 @@ async def _check_main(db: asyncpg.Pool, rule: Rule, who: Principal, call: Call) 
     field = rule.find.source.partition(".")[2] if rule.find.source.startswith("body.") else None
     if row is None:
         if rule.create:
+            check_may_create(who, field)
             return
         raise ApiError(404, f"{what} does not exist", field)
     code, resource_id = row[0], row[1]

@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 
 from engine.api import access, rows, task_groups
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
+from engine.api.tenants import check_tenant
 from engine.concurrency import serial_sql
 from engine.states import RESTART_FROM, CommandType, TaskState, WorkflowState
 from engine.storage import sql
@@ -247,6 +248,15 @@ async def _queue(api: Any, call: Call, action: str) -> dict[str, Any]:
             )
         if await conn.fetchval("SELECT 1 FROM command WHERE workflow_instance_id = $1", instance_id):
             raise ApiError(409, f"a command for workflow instance {instance_id} is already queued")
+        # as for a start: the tenant's grant is checked again (one revoked since stops new runs of it)
+        runs_as = await conn.fetchrow(
+            "SELECT l.tenant_code, p.name FROM workflow_definition_log l JOIN workflow_definition d ON d.code = l.code"
+            " JOIN project p ON p.code = d.project_code WHERE l.code = $1 AND l.version = $2",
+            row["workflow_definition_code"],
+            row["workflow_definition_version"],
+        )
+        if runs_as is not None:
+            await check_tenant(conn, runs_as["tenant_code"], runs_as["name"])
         command_id = await conn.fetchval(
             "INSERT INTO command (command_type, workflow_definition_code, workflow_definition_version,"
             " workflow_instance_id, failure_strategy, workflow_instance_priority, worker_group, executor_id,"

@@ -12,9 +12,12 @@ this one after a restart, is recognised::
     id: 3f2a.0      event: hello      data: {}            first event: load your data now
     id: 3f2a.17     event: states     data: [{"kind": "task", "id": 5, "instance": 2, "state": "SUCCESS"}, ...]
     event: reset    data: {"reason": ...}                 changes were lost: reload everything
+    event: signed-out data: {"reason": ...}               last event: the credentials were revoked or expired
     : ping                                                keep-alive every events_heartbeat_seconds
 
-A stream sends instance changes, and task changes of the instance named by ``?instance=``. A client resumes
+A stream sends instance changes, and task changes of the instance named by ``?instance=``. Before each batch
+and each keep-alive it checks again that its credentials are valid (ApiServer.still_allowed) and ends with
+``signed-out`` when they are not. A client resumes
 with ``Last-Event-ID``; when that batch is no longer in the history (or the listener lost its connection,
 which may drop notifications) the stream sends ``reset`` instead.
 """
@@ -233,6 +236,10 @@ async def events(api: Any, call: Call) -> web.StreamResponse:
             await hub.wait(seq, hub.heartbeat_seconds)
             if hub.closed:
                 break
+            if not await api.still_allowed(call):  # revoked, expired, signed out: nothing more is sent
+                await response.write(frame("signed-out", {"reason": "your credentials are no longer valid"}))
+                break
+            who = access.principal_of(call)
             if hub.seq == seq:
                 await response.write(b": ping\n\n")
                 continue

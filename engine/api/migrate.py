@@ -15,6 +15,7 @@ import asyncpg
 
 from engine.api import access, references, schedules
 from engine.api.routing import ApiError, Call, Route
+from engine.api.sub_workflows import check_cycles
 from engine.migrate import dolphinscheduler as ds
 from engine.migrate.dolphinscheduler_export import Codes, ExportError, export
 from engine.storage.definitions import load_spec, save_workflow
@@ -83,8 +84,16 @@ async def _tasks(conn: asyncpg.Connection, code: int, version: int) -> dict[int,
     return {int(r["code"]): r["name"] for r in rows}
 
 
-async def _known(conn: asyncpg.Connection, codes: set[int]) -> dict[int, ds.WorkflowRef]:
-    rows = await conn.fetch(_CURRENT + " WHERE d.code = ANY($1::bigint[])", list(codes))
+async def _known(conn: asyncpg.Connection, who: access.Principal, codes: set[int]) -> dict[int, ds.WorkflowRef]:
+    """The workflows the export names by code, among those the caller sees (the others answer as missing)."""
+    if who.is_admin:
+        rows = await conn.fetch(_CURRENT + " WHERE d.code = ANY($1::bigint[])", list(codes))
+    else:
+        rows = await conn.fetch(
+            _CURRENT + f" WHERE d.code = ANY($1::bigint[]) AND d.project_code IN {access.visible_projects_sql(2)}",
+            list(codes),
+            who.user_id,
+        )
     return {
         int(r["code"]): ds.WorkflowRef(r["project"], r["name"], await _tasks(conn, r["code"], r["version"]))
         for r in rows
@@ -104,7 +113,7 @@ async def import_dolphinscheduler(api: Any, call: Call) -> dict[str, Any]:
     project = body.get("project") or _default_project(data)
     async with api.db.acquire() as conn:
         try:
-            known = await _known(conn, ds.referenced_codes(data))
+            known = await _known(conn, call.principal, ds.referenced_codes(data))
             # pure but CPU-bound for a large export (every document is checked): off the event loop
             tr = await asyncio.to_thread(
                 ds.translate, data, project, skip_unsupported=body.get("skip_unsupported", False),
@@ -119,7 +128,7 @@ async def import_dolphinscheduler(api: Any, call: Call) -> dict[str, Any]:
                 "export",
                 [g.as_dict() for g in exc.gaps],
             ) from exc
-        await _check_sources(conn, tr.datasources)
+        await _check_sources(conn, call.principal, tr.datasources)
         for doc in tr.documents:
             await references.check_document(conn, call.principal, doc)
         names = [d["name"] for d in tr.documents]
@@ -146,6 +155,8 @@ async def import_dolphinscheduler(api: Any, call: Call) -> dict[str, Any]:
                             ) from exc
                         entry["schedule_id"] = await schedules.insert(conn, code, values, call.user_id)
                     saved.append(entry)
+                for doc in tr.documents:  # a SUB_PROCESS cycle among the file's own workflows
+                    await check_cycles(conn, doc)
         except asyncpg.UniqueViolationError as exc:
             raise ApiError(
                 409, f"a workflow of the file was created meanwhile in {project!r}; retry", "project"
@@ -160,12 +171,15 @@ async def import_dolphinscheduler(api: Any, call: Call) -> dict[str, Any]:
     }
 
 
-async def _check_sources(conn: asyncpg.Connection, used: dict[str, list[str]]) -> None:
+async def _check_sources(conn: asyncpg.Connection, who: access.Principal, used: dict[str, list[str]]) -> None:
+    """400 listing the data sources the file uses that are missing; for a general user, one not granted to
+    them (or to a project they see) counts as missing, so the answer does not tell whether it exists."""
     if not used:
         return
-    found = {
-        r["name"] for r in await conn.fetch("SELECT name FROM datasource WHERE name = ANY($1::text[])", list(used))
-    }
+    sql, args = "SELECT name FROM datasource WHERE name = ANY($1::text[])", [list(used)]
+    if not who.is_admin:
+        sql, args = sql + f" AND id IN {access.visible_granted_sql('datasource', 2)}", [*args, who.user_id]
+    found = {r["name"] for r in await conn.fetch(sql, *args)}
     missing = {name: tasks for name, tasks in used.items() if name not in found}
     if missing:
         text = "; ".join(f"{name!r} (used by {', '.join(tasks)})" for name, tasks in sorted(missing.items()))

@@ -71,6 +71,7 @@ async def list_projects(api: Any, call: Call) -> dict[str, Any]:
 
 
 async def create_project(api: Any, call: Call) -> dict[str, Any]:
+    access.check_may_create(call.principal, "name")
     async with api.db.acquire() as conn:
         exists = await conn.fetchval("SELECT 1 FROM project WHERE name = $1", call.body["name"])
         if exists:

@@ -5,7 +5,8 @@ updated or imported) by a general user:
 - a DEPENDENT item reads the runs of another workflow: READ on its project;
 - a SQL task connects with a data source: granted to the user or to the document's project (access.py);
 - the workflow's tenant (the OS user its tasks run as): ``default`` or granted to its project (tenants.py),
-  for admins too.
+  for admins too;
+- no SUB_PROCESS runs the saved workflow again, directly or through others (sub_workflows.py), for admins too.
 
 Without these a WRITE grant on one project would start, or reveal the state of, another project's workflows.
 A target that does not exist, or that the user may not see, answers 404 naming the field, as elsewhere.
@@ -20,6 +21,7 @@ import asyncpg
 
 from engine.api.access import EXECUTE, READ, Principal, check_datasources, project_rights
 from engine.api.routing import ApiError
+from engine.api.sub_workflows import check_cycles
 from engine.api.tenants import DEFAULT as DEFAULT_TENANT
 from engine.api.tenants import check_tenant
 
@@ -61,8 +63,12 @@ async def check_document(db: asyncpg.Pool | asyncpg.Connection, who: Principal, 
     own = doc["project"]
     await check_tenant(db, doc.get("tenant", DEFAULT_TENANT), own)
     await check_datasources(db, who, _sql_sources(doc), own)
-    if who.admin:
-        return
+    if not who.admin:
+        await _check_targets(db, who, doc, own)
+    await check_cycles(db, doc)
+
+
+async def _check_targets(db: asyncpg.Pool | asyncpg.Connection, who: Principal, doc: Any, own: str) -> None:
     own_code = await db.fetchval("SELECT code FROM project WHERE name = $1", own)
     for ref, need, field in _refs(doc):
         if isinstance(ref.get("workflow_code"), int) and not isinstance(ref.get("workflow_code"), bool):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import signal
 import ssl
 import sys
@@ -56,6 +57,7 @@ from engine.api.routing import (
     PRINCIPAL,
     USER_ID,
     ApiError,
+    Call,
     Route,
     bind,
     error_response,
@@ -112,6 +114,23 @@ def _too_many(wait: int) -> web.Response | None:
     return response
 
 
+#: on every answer (the UI, the API, errors, streams): no framing, no MIME sniffing, scripts and
+#: connections only from this origin (the docs page's inline style is the one inline thing allowed)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';"
+    " img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none';"
+    " frame-ancestors 'none'; form-action 'self'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+async def _security_headers(_: web.Request, response: web.StreamResponse) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+
+
 class ApiServer:
     def __init__(self, cfg: Config, routes: Sequence[Route] | None = None) -> None:
         if not cfg.rpc.secret:
@@ -165,6 +184,7 @@ class ApiServer:
         self.app.router.add_get("/openapi.json", self._openapi)
         self.app.router.add_get("/docs", self._docs)
         static.UiFiles(static.ui_dist(cfg.api.ui_dir)).add_routes(self.app)
+        self.app.on_response_prepare.append(_security_headers)
 
     # -- helpers handlers use ---------------------------------------------------------------------
 
@@ -292,6 +312,31 @@ class ApiServer:
             await tokens.mark_used(self.db, principal.token_id)
         return principal
 
+    async def still_allowed(self, call: Call) -> bool:
+        """Whether the caller of a long-lived answer (an event stream, a log follow) may still make the call:
+        its credentials still valid (not revoked, expired, signed out, user disabled) and the route's rule
+        still met (a grant revoked meanwhile). Streams ask this while they run and end when it says no."""
+        request = call.request
+        principal: Principal | None = None
+        header = request.headers.get("Authorization", "")
+        if header:
+            scheme, _, token = header.partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                principal = await self._check_token(token.strip())
+        elif request.cookies.get(sessions.COOKIE):
+            found = await sessions.session_user(self.db, request.cookies[sessions.COOKIE])
+            principal = found[0] if found is not None else None
+        if principal is None:
+            return False
+        request[PRINCIPAL] = principal
+        route = self._route(request)
+        if route is not None and route.rule is not None:
+            try:
+                await access.check(self.db, route.rule, call)
+            except ApiError:
+                return False
+        return True
+
     def forget_token(self, digest: str) -> None:
         """A revoked token stops working on this API server at once (others: within token_cache_seconds)."""
         self._tokens.pop(digest, None)
@@ -314,7 +359,12 @@ class ApiServer:
         body = {"role": "api", "address": self.address, "database": db_ok, "registry": registry_ok}
         return json_response({**body, "ready": db_ok and registry_ok}, 200 if db_ok and registry_ok else 503)
 
-    async def _metrics(self, _: web.Request) -> web.Response:
+    async def _metrics(self, request: web.Request) -> web.Response:
+        wanted = self.cfg.api.metrics_token
+        if wanted:
+            given = request.headers.get("Authorization", "").partition(" ")[2].strip()
+            if not hmac.compare_digest(given.encode(), wanted.encode()):
+                return error_response(401, "metrics need Authorization: Bearer <api.metrics_token>")
         return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     async def _openapi(self, _: web.Request) -> web.Response:

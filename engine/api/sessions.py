@@ -72,10 +72,10 @@ def csrf_ok(expected_hash: str, header: str | None) -> bool:
     return bool(header) and hmac.compare_digest(_digest(header or ""), expected_hash)
 
 
-async def _throttled(api: Any, user: str, address: str) -> float | None:
+async def _throttled(api: Any, conn: asyncpg.Connection, user: str, address: str) -> float | None:
     """Seconds to wait when this user name or address failed too often within the window, else None."""
     cfg = api.cfg.api
-    row = await api.db.fetchrow(
+    row = await conn.fetchrow(
         "SELECT count(*) FILTER (WHERE user_name = $1) AS by_user, count(*) FILTER (WHERE client_addr = $2) AS by_addr,"
         " min(attempt_time) FILTER (WHERE user_name = $1) AS first_user, min(attempt_time) AS first_any"
         " FROM login_attempt WHERE NOT success AND attempt_time > now() - make_interval(secs => $3)"
@@ -132,9 +132,23 @@ async def login(api: Any, call: Call) -> web.Response:
     user, password = call.body["user"], call.body["password"]
     call.request[AUDIT_USER] = user[:64]
     address = client_address(call.request)
-    wait = await _throttled(api, user, address)
-    if wait is not None:
-        raise ApiError(429, f"too many failed logins; retry in {int(wait) + 1} s", retry_after=int(wait) + 1)
+    # atomic: under locks on the user name and the address, the attempt is counted (as failed until the
+    # password proves right) before the password is checked, so concurrent attempts cannot all slip past
+    async with api.db.acquire() as conn, conn.transaction():
+        await conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('porpoise-login-user:' || $1)),"
+            " pg_advisory_xact_lock(hashtext('porpoise-login-addr:' || $2))",
+            user[:64],
+            address,
+        )
+        wait = await _throttled(api, conn, user[:64], address)
+        if wait is not None:
+            raise ApiError(429, f"too many failed logins; retry in {int(wait) + 1} s", retry_after=int(wait) + 1)
+        attempt = await conn.fetchval(
+            "INSERT INTO login_attempt (user_name, client_addr, success) VALUES ($1, $2, false) RETURNING id",
+            user[:64],
+            address,
+        )
     row = await api.db.fetchrow(
         "SELECT id, user_name, user_type, state, password_hash, auth_source FROM users WHERE user_name = $1", user
     )
@@ -152,9 +166,8 @@ async def login(api: Any, call: Call) -> web.Response:
     else:
         good = await verify_password(row["password_hash"] if row else None, password)
     good = good and row is not None and row["state"] == 1
-    await api.db.execute(
-        "INSERT INTO login_attempt (user_name, client_addr, success) VALUES ($1, $2, $3)", user[:64], address, good
-    )
+    if good:
+        await api.db.execute("UPDATE login_attempt SET success = true WHERE id = $1", attempt)
     if not good or row is None:
         raise ApiError(401, "wrong user name or password (or the user is disabled)")
     # housekeeping at login pace: ended sessions and attempts too old to count for throttling
@@ -184,7 +197,8 @@ async def login(api: Any, call: Call) -> web.Response:
         path="/",
         httponly=True,
         samesite="Strict",
-        secure=api.cfg.api.session_cookie_secure,
+        # always with TLS on; behind a TLS proxy (plain HTTP here) by api.session_cookie_secure
+        secure=api.cfg.api.session_cookie_secure or bool(api.cfg.api.tls_cert),
     )
     return response
 

@@ -50,9 +50,9 @@ _GROUP = {
 _ENTRY = {
     "type": "object",
     "properties": {
-        "task_instance_id": {"type": "integer"},
-        "workflow_instance_id": {"type": "integer"},
-        "task": {"type": "string"},
+        "task_instance_id": {"type": ["integer", "null"], "description": "null: a project you may not see"},
+        "workflow_instance_id": {"type": ["integer", "null"], "description": "null: a project you may not see"},
+        "task": {"type": ["string", "null"], "description": "null: a project you may not see"},
         "status": {"enum": ["WAITING", "HOLDING"]},
         "position": {"type": ["integer", "null"], "description": "1 = next to be admitted; null when holding"},
         "priority": {"type": "integer"},
@@ -180,7 +180,23 @@ async def group_queue(api: Any, call: Call) -> dict[str, Any]:
         call.query["size"],
         call.offset,
     )
-    return page([entry(r) for r in rows], total, call)
+    who = access.principal_of(call)
+    visible: set[int] | None = None
+    if not who.is_admin:  # another project's tasks: their place in the queue, not what they are
+        ids = sorted({int(r["workflow_instance_id"]) for r in rows if r["workflow_instance_id"] is not None})
+        found = await api.db.fetch(
+            f"SELECT id FROM workflow_instance WHERE id = ANY($1) AND project_code IN {access.visible_projects_sql(2)}",
+            ids,
+            who.user_id,
+        )
+        visible = {int(r["id"]) for r in found}
+    items = []
+    for r in rows:
+        item = entry(r)
+        if visible is not None and r["workflow_instance_id"] not in visible:
+            item.update(task=None, task_instance_id=None, workflow_instance_id=None)
+        items.append(item)
+    return page(items, total, call)
 
 
 async def force_start(api: Any, call: Call) -> dict[str, Any]:

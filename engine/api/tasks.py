@@ -5,8 +5,10 @@ whole."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 from sqlalchemy import select
@@ -121,8 +123,11 @@ async def search_log(api: Any, call: Call) -> dict[str, Any]:
             "total": found.total}  # fmt: skip
 
 
-#: a follow stream ends after this long (the page opens another from where it was); polls while idle
-FOLLOW_SECONDS = 3600.0
+#: a follow stream ends after this long (the page opens another from where it was, which checks the caller
+#: again); polls while idle
+FOLLOW_SECONDS = 300.0
+#: seconds between checks, while a follow runs, that its caller may still read the log
+FOLLOW_RECHECK = 5.0
 FOLLOW_POLL = 0.5
 WORKER_READ_TIMEOUT = 30.0
 MAX_NEEDLE = 200
@@ -139,9 +144,14 @@ async def follow_log(api: Any, call: Call) -> web.StreamResponse:
     response = web.StreamResponse(headers=SSE_HEADERS)
     await response.prepare(call.request)
     skip = call.query["skip"]
-    started = pinged = time.monotonic()
+    started = pinged = checked = time.monotonic()
     try:
         while not api.live.closed:
+            if time.monotonic() - checked > FOLLOW_RECHECK:
+                if not await api.still_allowed(call):
+                    await response.write(frame("error", {"message": "your credentials are no longer valid"}))
+                    break
+                checked = time.monotonic()
             try:
                 page = await api.rpc.call(host, LogRange(path, skip, 1000), LogLines, timeout=WORKER_READ_TIMEOUT)
             except RpcError as exc:
@@ -171,12 +181,21 @@ DOWNLOAD_CHUNK = 64 * 1024
 DOWNLOAD_IDLE_TIMEOUT = 60.0
 
 
+def attachment(name: str) -> str:
+    """A Content-Disposition for a download named ``name`` whatever it holds (RFC 6266): a plain ASCII
+    ``filename`` (other characters as ``_``) and the name itself in ``filename*`` (RFC 8187, UTF-8,
+    percent-encoded); control characters are dropped from both."""
+    printable = "".join(ch for ch in name if ch.isprintable())
+    fallback = re.sub(r"[^A-Za-z0-9._-]", "_", printable) or "task.log"
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(printable, safe='')}"
+
+
 async def download_log(api: Any, call: Call) -> web.StreamResponse:
     """The log file streamed from the worker through to the client, a chunk at a time."""
     row = await _task(api, call.path_int("id"))
     host, path = _log_source(row)
     name = f"{row['name']}-{row['id']}-{row['attempt']}.log"
-    out = web.StreamResponse(headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    out = web.StreamResponse(headers={"Content-Disposition": attachment(name)})
     out.content_type, out.charset = "text/plain", "utf-8"
     try:
         async with api.rpc.stream(host, LogDownload(path), idle_timeout=DOWNLOAD_IDLE_TIMEOUT) as resp:

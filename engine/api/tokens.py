@@ -1,8 +1,10 @@
 """API tokens. Only a token's SHA-256 is stored; the token is shown once, when created.
 
 A token belongs to a user, expires (at most ``MAX_DAYS`` after creation when made through the API), and
-carries its user's rights or fewer (``perms``; a token of reduced rights never has admin rights and cannot
-mint a token with more than it carries). A user creates and revokes their own tokens; an admin anyone's.
+carries its user's rights or fewer (``perms``; a token of reduced rights never has admin rights). A user
+creates, lists and revokes their own tokens; an admin anyone's. Managing tokens needs a browser session or a
+token of full rights. A token minting one for its own user is the new one's parent: the child carries the
+parent's rights or fewer, expires no later than it, and is revoked with it (``access_token.parent_id``).
 
 ``ensure_user`` / ``create_token`` are what the standalone launcher and the tests call to make the first
 admin and its token directly in the database.
@@ -76,17 +78,19 @@ async def create_token(
     expires: dt.datetime | None = None,
     perm: int | None = None,
     created_by: int | None = None,
+    parent: int | None = None,
 ) -> tuple[int, str]:
     token = new_token()
     token_id = await conn.fetchval(
-        "INSERT INTO access_token (user_id, name, token_hash, expire_time, perm, created_by)"
-        " VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+        "INSERT INTO access_token (user_id, name, token_hash, expire_time, perm, created_by, parent_id)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
         user_id,
         name,
         token_hash(token),
         expires,
         perm,
         created_by,
+        parent,
     )
     return int(token_id), token
 
@@ -126,7 +130,10 @@ def _out(row: Any) -> dict[str, Any]:
 
 
 async def _user_id(api: Any, who: Principal, name: str | None) -> int:
-    """The user a token call is about: the caller, or (admins only) the user named."""
+    """The user a token call is about: the caller, or (admins only) the user named. Only a session or a
+    token of full rights manages tokens."""
+    if who.perm_cap is not None:
+        raise ApiError(403, "managing tokens needs a signed-in session or a token of full rights")
     if name is None or name == who.user_name:
         return who.user_id
     if not who.admin:
@@ -160,26 +167,42 @@ async def post_token(api: Any, call: Call) -> dict[str, Any]:
         raise ApiError(403, f"this token carries only {perm_names(who.perm_cap)}; ask for no more", "perms")
     days = call.body.get("expires_in_days", DEFAULT_DAYS)
     expires = dt.datetime.now(dt.UTC) + dt.timedelta(days=days)
+    # a token minting for its own user: the new one is its child, expiring no later than it
+    parent = who.token_id if who.via == "token" and user_id == who.user_id else None
+    if parent is not None:
+        limit = await api.db.fetchval("SELECT expire_time FROM access_token WHERE id = $1", parent)
+        if limit is not None and expires > limit:
+            if "expires_in_days" in call.body:
+                raise ApiError(400, f"must not outlast the token making it (it expires {limit.isoformat()})",
+                               "expires_in_days")  # fmt: skip
+            expires = limit
     async with api.db.acquire() as conn:
-        token_id, token = await create_token(conn, user_id, call.body["name"], expires, perm, who.user_id)
+        token_id, token = await create_token(conn, user_id, call.body["name"], expires, perm, who.user_id, parent)
         user = await conn.fetchval("SELECT user_name FROM users WHERE id = $1", user_id)
     perms = None if perm is None else perm_names(perm)
     return {"id": token_id, "name": call.body["name"], "user": user, "perms": perms, "expire_time": expires,
             "token": token}  # fmt: skip
 
 
+#: a token and every token it minted, transitively
+_FAMILY = (
+    "WITH RECURSIVE family AS (SELECT id FROM access_token WHERE id = $1 AND (user_id = $2 OR $3)"
+    " UNION SELECT t.id FROM access_token t JOIN family f ON t.parent_id = f.id)"
+    " DELETE FROM access_token WHERE id IN (SELECT id FROM family) RETURNING id, token_hash"
+)
+
+
 async def delete_token(api: Any, call: Call) -> dict[str, Any]:
+    """Revoke a token and the tokens it minted (each forgotten by this server's cache at once)."""
     who: Principal = call.principal
-    row = await api.db.fetchrow(
-        "DELETE FROM access_token WHERE id = $1 AND (user_id = $2 OR $3) RETURNING id, token_hash",
-        call.path_int("id"),
-        who.user_id,
-        who.admin,
-    )
-    if row is None:
+    await _user_id(api, who, None)
+    token_id = call.path_int("id")
+    rows = await api.db.fetch(_FAMILY, token_id, who.user_id, who.admin)
+    if not rows:
         raise not_found(f"token {call.path['id']}")
-    api.forget_token(row["token_hash"])
-    return {"deleted": row["id"]}
+    for row in rows:
+        api.forget_token(row["token_hash"])
+    return {"deleted": token_id, "revoked": sorted(int(r["id"]) for r in rows)}
 
 
 ROUTES = [
@@ -188,5 +211,7 @@ ROUTES = [
     Route("POST", "/api/v1/tokens", post_token, "Create a token; the answer is the only time it is shown",
           "tokens", body=_CREATE, response=_TOKEN, status=201, rule=access.SIGNED_IN),
     Route("DELETE", "/api/v1/tokens/{id}", delete_token, "Revoke a token (yours; admins: anyone's)", "tokens",
-          response={"type": "object", "properties": {"deleted": {"type": "integer"}}}, rule=access.SIGNED_IN),
+          response={"type": "object", "properties": {"deleted": {"type": "integer"}, "revoked": {
+              "type": "array", "items": {"type": "integer"}, "description": "it and the tokens it minted"}}},
+          rule=access.SIGNED_IN),
 ]  # fmt: skip

@@ -51,6 +51,8 @@ _START = {
         },
     },
 }
+#: chains of one backfill running at once, at most
+MAX_PARALLELISM = 64
 _BACKFILL = {
     "type": "object",
     "additionalProperties": False,
@@ -60,13 +62,20 @@ _BACKFILL = {
         "end": {"type": "string", "format": "date-time", "description": "range end (inclusive)"},
         "dates": {"type": "array", "items": {"type": "string", "format": "date-time"}, "minItems": 1},
         "run_mode": {"enum": ["SERIAL", "PARALLEL"]},
-        "parallelism": {"type": "integer", "minimum": 1, "description": "PARALLEL: chains running at once"},
+        "parallelism": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_PARALLELISM,
+            "description": f"PARALLEL: chains running at once (default and at most {MAX_PARALLELISM})",
+        },
         "reverse": {"type": "boolean", "description": "newest date first"},
         "on_failure": {"enum": ["STOP", "CONTINUE"], "description": "a chain's next date after a failed one"},
         "dependent_mode": {
             "enum": ["OFF", "ALL_DEPENDENT"],
             "description": "ALL_DEPENDENT: also backfill, for the same dates, every workflow whose DEPENDENT"
-            " tasks wait on this one (transitively), upstream ones first; offline ones are skipped and listed",
+            " tasks wait on this one (transitively), upstream ones first, among those the caller may start"
+            " (EXECUTE); offline ones and ones whose tenant is not granted are skipped and listed, the others"
+            " only counted",
         },
     },
 }
@@ -89,6 +98,10 @@ _BACKFILLED = {
                 },
             },
             "description": "ALL_DEPENDENT: the downstream workflows, in the order they were queued",
+        },
+        "skipped_not_permitted": {
+            "type": "integer",
+            "description": "ALL_DEPENDENT: downstream workflows the caller may not start (not queued, not named)",
         },
     },
 }
@@ -270,12 +283,12 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
     parallel = body.get("run_mode", "SERIAL") == "PARALLEL"
     if not parallel and "parallelism" in body:
         raise ApiError(400, "parallelism needs run_mode PARALLEL", "parallelism")
-    chains = chunks(dates, body.get("parallelism")) if parallel else [dates]
-    downstream = []
+    chains = chunks(dates, body.get("parallelism") or MAX_PARALLELISM) if parallel else [dates]
+    downstream = backfill_dependents.Downstream()
     if body.get("dependent_mode") == "ALL_DEPENDENT":
-        downstream = await backfill_dependents.downstream(api.db, row["code"])
-        for d in downstream:
-            if d["release_state"] != 1:
+        downstream = await backfill_dependents.downstream(api.db, row["code"], access.principal_of(call))
+        for d, skipped in downstream.allowed:
+            if skipped:
                 continue
             try:  # what the master could not resolve is refused up front here too
                 await _check_params(api, d, 0, {}, [(dates[0], "dates"), (dates[-1], "dates")])
@@ -285,11 +298,10 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
         base = _command_args(row, version, body, call.user_id)
         ids = await _queue_backfill(conn, base, dates, chains, start_params, body.get("on_failure", "STOP"))
         dependents = []
-        for d in downstream:
-            entry = {"code": d["code"], "name": d["name"], "project": d["project"], "command_ids": [], "skipped": None}
-            if d["release_state"] != 1:
-                entry["skipped"] = "offline"
-            else:
+        for d, skipped in downstream.allowed:
+            entry = {"code": d["code"], "name": d["name"], "project": d["project"], "command_ids": []}
+            entry["skipped"] = skipped
+            if not skipped:
                 args = _command_args(d, 0, body, call.user_id)
                 entry["command_ids"] = await _queue_backfill(
                     conn, args, dates, chains, {}, body.get("on_failure", "STOP")
@@ -298,6 +310,7 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
     answer: dict[str, Any] = {"command_ids": ids, "dates": len(dates), "chains": len(chains)}
     if body.get("dependent_mode") == "ALL_DEPENDENT":
         answer["dependents"] = dependents
+        answer["skipped_not_permitted"] = downstream.not_permitted
     return answer
 
 

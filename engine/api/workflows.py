@@ -65,7 +65,12 @@ _DETAIL = {
 }
 _SAVED = {
     "type": "object",
-    "properties": {"code": {"type": "integer"}, "version": {"type": "integer"}, "created": {"type": "boolean"}},
+    "properties": {
+        "code": {"type": "integer"},
+        "version": {"type": "integer"},
+        "created": {"type": "boolean"},
+        "warning": {"type": "string", "description": "an admin saved into a project another user owns"},
+    },
 }
 
 
@@ -169,14 +174,28 @@ async def _save(api: Any, doc: Any, release: bool, user_id: int | None, code: in
     return {"code": saved_code, "version": version, "created": version == 1}
 
 
+async def _owner_warning(api: Any, call: Call, answer: dict[str, Any]) -> dict[str, Any]:
+    """An admin's save into a project another user owns (who created that name first) says so: the name
+    may not be the project the admin meant."""
+    owner = await api.db.fetchval(
+        "SELECT u.user_name FROM project p JOIN users u ON u.id = p.user_id WHERE p.name = $1 AND p.user_id <> $2",
+        call.body.get("project"),
+        call.user_id,
+    )
+    if owner is not None and call.principal.is_admin:
+        answer["warning"] = f"project {call.body['project']!r} belongs to user {owner!r}; saved there with admin rights"
+    return answer
+
+
 async def create_workflow(api: Any, call: Call) -> dict[str, Any]:
     await references.check_document(api.db, call.principal, call.body)
-    return await _save(api, call.body, call.query["release"], call.user_id)
+    return await _owner_warning(api, call, await _save(api, call.body, call.query["release"], call.user_id))
 
 
 async def update_workflow(api: Any, call: Call) -> dict[str, Any]:
     await references.check_document(api.db, call.principal, call.body)
-    return await _save(api, call.body, call.query["release"], call.user_id, call.path_int("code"))
+    saved = await _save(api, call.body, call.query["release"], call.user_id, call.path_int("code"))
+    return await _owner_warning(api, call, saved)
 
 
 async def _document(db: asyncpg.Pool, row: Any, version: int) -> dict[str, Any]:

@@ -178,6 +178,8 @@ def _report_applied(results: list[dict[str, Any]], args: argparse.Namespace, out
         out.print(
             f"workflow [bold]{r['project']}/{r['name']}[/] {verb}: code {r['code']}, version {r['version']}, {state}"
         )
+        if r.get("warning"):
+            out.print(f"[yellow]warning[/]: {r['warning']}")
     return 0
 
 

@@ -141,6 +141,8 @@ def cmd_backfill(client: ApiClient, args: argparse.Namespace, out: Console, work
         for d in reply.get("dependents", []):
             what = f"skipped ({d['skipped']})" if d["skipped"] else f"commands {', '.join(map(str, d['command_ids']))}"
             out.print(f"  downstream {d['project']}/{d['name']}: {what}")
+        if reply.get("skipped_not_permitted"):
+            out.print(f"  {reply['skipped_not_permitted']} downstream workflow(s) you may not start: skipped")
     return 0
 
 

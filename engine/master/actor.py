@@ -145,6 +145,7 @@ class WorkflowActor:
         kill: Callable[[Attempt, int], Any],
         on_finished: Callable[[WorkflowActor, WorkflowState | None], None],
         logic_interval: float = 5.0,
+        max_sub_workflow_depth: int = 10,
         control: Callable[[int, str], Awaitable[None]] | None = None,
         group_waiting: frozenset[int] = frozenset(),
     ) -> None:
@@ -164,7 +165,7 @@ class WorkflowActor:
         self.crashed = False
         self._timers: set[tuple[Any, ...]] = set()
         self._kills: set[asyncio.Task[Any]] = set()
-        self.logic = LogicRunner(self, logic_interval, control)
+        self.logic = LogicRunner(self, logic_interval, control, max_sub_workflow_depth)
         #: attempts waiting in their task group's queue (not dispatched): task instance id -> attempt
         self.group_waiting: dict[int, Attempt] = {}
         #: taken over still waiting in their group's queue: held from the start (they keep their place)

@@ -50,10 +50,13 @@ class LogicRunner:
         actor: WorkflowActor,
         interval: float,
         control: Callable[[int, str], Awaitable[None]] | None = None,
+        max_depth: int = 10,
     ) -> None:
         self.actor = actor
         self.interval = interval
         self.control = control
+        #: a SUB_PROCESS of an instance this many sub-workflows deep fails instead of starting its child
+        self.max_depth = max_depth
         self.tasks: set[asyncio.Task[Any]] = set()
 
     def spawn(self, coro: Awaitable[Any]) -> None:
@@ -176,7 +179,15 @@ class LogicRunner:
             start = {p.get("prop", ""): str(p.get("value", "")) for p in a.var_in}
             param = {"parentWorkflowInstanceId": actor.info.id, "parentTaskInstanceId": a.id, "StartParams": start}
             info = actor.info
-            await actor.store.ensure_sub_workflow(info.id, info.epoch, a.id, a.code, code, json.dumps(param))
+            depth = await actor.store.sub_workflow_depth(info.id, self.max_depth)
+            if depth >= self.max_depth:  # the child's command fails at once, with the reason
+                reason = (
+                    f"sub-workflows nested too deeply: this instance is {depth} levels down and"
+                    f" master.max_sub_workflow_depth is {self.max_depth}"
+                )
+                await actor.store.refuse_sub_workflow(info.id, info.epoch, a.id, code, json.dumps(param), reason)
+            else:
+                await actor.store.ensure_sub_workflow(info.id, info.epoch, a.id, a.code, code, json.dumps(param))
             child, state, error = await actor.store.sub_workflow_state(a.id)
         if error:
             return TaskState.FAILURE, (), f"the sub-workflow could not start: {error}"

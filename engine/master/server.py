@@ -337,6 +337,7 @@ class Master(Node):
             self._kill,
             self._actor_done,
             logic_interval=self.cfg.master.logic_check_interval,
+            max_sub_workflow_depth=self.cfg.master.max_sub_workflow_depth,
             control=self._control_instance,
             group_waiting=group_waiting,
         )

@@ -489,6 +489,45 @@ class MasterStore:
         # a resumed child keeps its old (finished) state until its command is claimed: not an answer yet
         return int(row["child"]), None if row["queued"] else row["state"], row["message"] or ""
 
+    async def sub_workflow_depth(self, instance_id: int, limit: int) -> int:
+        """How many parents instance ``instance_id`` has (0: not a sub-workflow), counted up to ``limit``."""
+        depth = await self.pool.fetchval(
+            "WITH RECURSIVE up (id, depth) AS (SELECT $1::bigint, 0 UNION ALL SELECT r.parent_workflow_instance_id,"
+            " up.depth + 1 FROM sub_workflow_relation r JOIN up ON r.workflow_instance_id = up.id"
+            " WHERE up.depth < $2) SELECT max(depth) FROM up",
+            instance_id,
+            limit,
+        )
+        return int(depth or 0)
+
+    async def refuse_sub_workflow(
+        self, instance_id: int, epoch: int, task_instance_id: int, child_code: int, params: str, reason: str
+    ) -> None:
+        """Fenced and idempotent: link a SUB_PROCESS attempt to a child command that failed at once with
+        ``reason`` (in error_command, as a child that could not be made)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await self._lock_owned(conn, instance_id, epoch)
+            inserted = await conn.fetchval(
+                "INSERT INTO sub_workflow_relation (parent_workflow_instance_id, parent_task_instance_id)"
+                " VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING id",
+                instance_id,
+                task_instance_id,
+            )
+            if inserted is None:
+                return
+            command_id = await conn.fetchval(
+                "WITH c AS (INSERT INTO command (command_type, workflow_definition_code, command_param, executor_id,"
+                " worker_group) SELECT 0, $2, $3::jsonb, executor_id, worker_group FROM workflow_instance"
+                " WHERE id = $1 RETURNING *) INSERT INTO error_command SELECT c.*, $4 FROM c RETURNING id",
+                instance_id,
+                child_code,
+                params,
+                reason,
+            )
+            # never seen by a master: the transaction removes it before it commits
+            await conn.execute("DELETE FROM command WHERE id = $1", command_id)
+            await conn.execute("UPDATE sub_workflow_relation SET command_id = $2 WHERE id = $1", inserted, command_id)
+
     async def dependent_state(self, code: int, task: str | None, start: dt.datetime, end: dt.datetime) -> str:
         """SUCCESS / FAILED / WAITING of the newest run of workflow ``code`` (or of its task ``task``) for the
         interval: scheduled in it, or unscheduled and started in it (DolphinScheduler's rule)."""

@@ -44,6 +44,9 @@ DATE_VALUES: dict[str, str] = {
 }  # fmt: skip
 Interval = tuple[dt.datetime, dt.datetime]
 
+#: the shortest wait between two checks of a DEPENDENT task (a shorter one would poll the database for nothing)
+MIN_CHECK_INTERVAL = 1.0
+
 
 def base_date(schedule_time: dt.datetime | None, start_time: dt.datetime | None, now: dt.datetime) -> dt.datetime:
     """The business time a DEPENDENT task's date cycles count from: the schedule time (scheduled runs,
@@ -156,8 +159,8 @@ def check_params(params: Mapping[str, Any]) -> None:
     else:
         _items(params["items"], "items")
     interval = params.get("check_interval", 10)
-    if not isinstance(interval, int | float) or interval < 0.05:
-        raise ParamError("check_interval", "must be a number of seconds >= 0.05")
+    if not isinstance(interval, int | float) or isinstance(interval, bool) or interval < MIN_CHECK_INTERVAL:
+        raise ParamError("check_interval", f"must be a number of seconds >= {MIN_CHECK_INTERVAL:g}")
     if params.get("failure_policy", "FAIL") not in ("FAIL", "WAIT"):
         raise ParamError("failure_policy", "must be FAIL or WAIT")
     limit = params.get("timeout_seconds", 0)

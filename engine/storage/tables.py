@@ -80,6 +80,10 @@ access_token = Table(
     Column("perm", SmallInteger),
     Column("created_by", BigInteger),
     Column("last_used_time", TIMESTAMP(timezone=True)),
+    # the token that minted this one (None: made by a session, an admin for another user, or the CLI);
+    # revoking a token revokes the tokens it minted
+    Column("parent_id", BigInteger, ForeignKey("access_token.id", ondelete="CASCADE")),
+    Index("access_token_parent_idx", "parent_id"),
 )
 
 

@@ -62,7 +62,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "relation": {"enum": ["AND", "OR"], "default": "AND"},
             "items": _DEPENDENT_ITEMS,
             "groups": {"type": "array", "items": {"type": "object"}, "description": "[{relation, items}]"},
-            "check_interval": {"type": "number", "minimum": 0.05, "default": 10, "description": "seconds"},
+            "check_interval": {"type": "number", "minimum": 1, "default": 10, "description": "seconds"},
             "failure_policy": {"enum": ["FAIL", "WAIT"], "default": "FAIL"},
             "timeout_seconds": {"type": "number", "minimum": 0, "default": 0, "description": "0 = no limit"},
             "failure_waiting_time": {"type": "number", "minimum": 0, "default": 0, "description": "minutes"},

@@ -5885,9 +5885,12 @@ export interface operations {
                             slots?: number;
                             /** @enum {unknown} */
                             status?: "WAITING" | "HOLDING";
-                            task?: string;
-                            task_instance_id?: number;
-                            workflow_instance_id?: number;
+                            /** @description null: a project you may not see */
+                            task?: string | null;
+                            /** @description null: a project you may not see */
+                            task_instance_id?: number | null;
+                            /** @description null: a project you may not see */
+                            workflow_instance_id?: number | null;
                         }[];
                         page: number;
                         size: number;
@@ -6905,6 +6908,8 @@ export interface operations {
                 content: {
                     "application/json": {
                         deleted?: number;
+                        /** @description it and the tokens it minted */
+                        revoked?: number[];
                     };
                 };
             };
@@ -7489,6 +7494,8 @@ export interface operations {
                         code?: number;
                         created?: boolean;
                         version?: number;
+                        /** @description an admin saved into a project another user owns */
+                        warning?: string;
                     };
                 };
             };
@@ -7645,6 +7652,8 @@ export interface operations {
                         code?: number;
                         created?: boolean;
                         version?: number;
+                        /** @description an admin saved into a project another user owns */
+                        warning?: string;
                     };
                 };
             };
@@ -7778,7 +7787,7 @@ export interface operations {
                 "application/json": {
                     dates?: string[];
                     /**
-                     * @description ALL_DEPENDENT: also backfill, for the same dates, every workflow whose DEPENDENT tasks wait on this one (transitively), upstream ones first; offline ones are skipped and listed
+                     * @description ALL_DEPENDENT: also backfill, for the same dates, every workflow whose DEPENDENT tasks wait on this one (transitively), upstream ones first, among those the caller may start (EXECUTE); offline ones and ones whose tenant is not granted are skipped and listed, the others only counted
                      * @enum {unknown}
                      */
                     dependent_mode?: "OFF" | "ALL_DEPENDENT";
@@ -7795,7 +7804,7 @@ export interface operations {
                      * @enum {unknown}
                      */
                     on_failure?: "STOP" | "CONTINUE";
-                    /** @description PARALLEL: chains running at once */
+                    /** @description PARALLEL: chains running at once (default and at most 64) */
                     parallelism?: number;
                     /** @description global parameter overrides for this run */
                     params?: {
@@ -7840,6 +7849,8 @@ export interface operations {
                             project?: string;
                             skipped?: string | null;
                         }[];
+                        /** @description ALL_DEPENDENT: downstream workflows the caller may not start (not queued, not named) */
+                        skipped_not_permitted?: number;
                     };
                 };
             };

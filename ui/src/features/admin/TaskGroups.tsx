@@ -43,11 +43,15 @@ function Queue({ id }: { id: number }) {
           </tr>
         </thead>
         <tbody>
-          {queue.data?.items.map((q) => (
-            <tr key={q.task_instance_id}>
+          {queue.data?.items.map((q, i) => (
+            <tr key={q.task_instance_id ?? `hidden-${i}`}>
               <td>{q.position ?? "—"}</td>
               <td>
-                <Link to={`/instances/${q.workflow_instance_id}`}>{q.task}</Link>
+                {q.workflow_instance_id === null ? (
+                  <em>a task of a project you do not see</em>
+                ) : (
+                  <Link to={`/instances/${q.workflow_instance_id}`}>{q.task}</Link>
+                )}
               </td>
               <td>
                 {q.status === "HOLDING" ? "● holding" : "○ waiting"}
@@ -56,7 +60,7 @@ function Queue({ id }: { id: number }) {
               <td>{q.priority}</td>
               <td>{q.slots}</td>
               <td>
-                {q.status === "WAITING" && (
+                {q.status === "WAITING" && q.task_instance_id !== null && (
                   <button disabled={busy} onClick={() => void force(q.task_instance_id as number)}>
                     Force start
                   </button>
