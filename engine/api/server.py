@@ -26,6 +26,7 @@ from engine.alerts.netguard import AddressPolicy
 from engine.alerts.service import AlertService
 from engine.api import (
     access,
+    alert_types,
     alerts,
     audit,
     cluster,
@@ -90,6 +91,7 @@ ROUTES: list[Route] = [
     *datasources.ROUTES,
     *tokens.ROUTES,
     *alerts.ROUTES,
+    *alert_types.ROUTES,
     *migrate.ROUTES,
     *users.ROUTES,
     *sessions.ROUTES,

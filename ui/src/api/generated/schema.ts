@@ -54,6 +54,41 @@ export interface paths {
         delete: operations["delete_api_v1_alert_groups_id"];
         options?: never;
         head?: never;
+        /** Edit an alert group and its senders */
+        patch: operations["patch_api_v1_alert_groups_id"];
+        trace?: never;
+    };
+    "/api/v1/alert-groups/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send a test alert to each sender of the group now */
+        post: operations["post_api_v1_alert_groups_id_test"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/alert-types": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Alert channel types and their parameter schemas */
+        get: operations["get_api_v1_alert_types"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
         patch?: never;
         trace?: never;
     };
@@ -68,6 +103,23 @@ export interface paths {
         get: operations["get_api_v1_alerts"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/alerts/{id}/resend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Deliver a finished alert again to every sender (admins, or WRITE on the alert's project) */
+        post: operations["post_api_v1_alerts_id_resend"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1345,12 +1397,14 @@ export interface operations {
                             id?: number;
                             name?: string;
                             senders?: {
+                                /** @description on an edit: the sender kept (its masked secrets stay) */
+                                id?: number;
                                 name: string;
                                 /** @description the sender's settings (secrets are never shown back) */
                                 params: {
                                     [key: string]: unknown;
                                 };
-                                /** @description WEBHOOK or EMAIL */
+                                /** @description WEBHOOK, EMAIL, SLACK, TEAMS, DINGTALK, WECOM, FEISHU, TELEGRAM, PAGERDUTY or SCRIPT */
                                 type: string;
                             }[];
                         }[];
@@ -1420,12 +1474,14 @@ export interface operations {
                     description?: string;
                     name: string;
                     senders?: {
+                        /** @description on an edit: the sender kept (its masked secrets stay) */
+                        id?: number;
                         name: string;
                         /** @description the sender's settings (secrets are never shown back) */
                         params: {
                             [key: string]: unknown;
                         };
-                        /** @description WEBHOOK or EMAIL */
+                        /** @description WEBHOOK, EMAIL, SLACK, TEAMS, DINGTALK, WECOM, FEISHU, TELEGRAM, PAGERDUTY or SCRIPT */
                         type: string;
                     }[];
                 };
@@ -1442,12 +1498,14 @@ export interface operations {
                         id?: number;
                         name?: string;
                         senders?: {
+                            /** @description on an edit: the sender kept (its masked secrets stay) */
+                            id?: number;
                             name: string;
                             /** @description the sender's settings (secrets are never shown back) */
                             params: {
                                 [key: string]: unknown;
                             };
-                            /** @description WEBHOOK or EMAIL */
+                            /** @description WEBHOOK, EMAIL, SLACK, TEAMS, DINGTALK, WECOM, FEISHU, TELEGRAM, PAGERDUTY or SCRIPT */
                             type: string;
                         }[];
                     };
@@ -1521,12 +1579,14 @@ export interface operations {
                         id?: number;
                         name?: string;
                         senders?: {
+                            /** @description on an edit: the sender kept (its masked secrets stay) */
+                            id?: number;
                             name: string;
                             /** @description the sender's settings (secrets are never shown back) */
                             params: {
                                 [key: string]: unknown;
                             };
-                            /** @description WEBHOOK or EMAIL */
+                            /** @description WEBHOOK, EMAIL, SLACK, TEAMS, DINGTALK, WECOM, FEISHU, TELEGRAM, PAGERDUTY or SCRIPT */
                             type: string;
                         }[];
                     };
@@ -1648,6 +1708,247 @@ export interface operations {
             };
         };
     };
+    patch_api_v1_alert_groups_id: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    description?: string;
+                    name?: string;
+                    senders?: {
+                        /** @description on an edit: the sender kept (its masked secrets stay) */
+                        id?: number;
+                        name: string;
+                        /** @description the sender's settings (secrets are never shown back) */
+                        params: {
+                            [key: string]: unknown;
+                        };
+                        /** @description WEBHOOK, EMAIL, SLACK, TEAMS, DINGTALK, WECOM, FEISHU, TELEGRAM, PAGERDUTY or SCRIPT */
+                        type: string;
+                    }[];
+                };
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id?: number;
+                        name?: string;
+                        senders?: {
+                            /** @description on an edit: the sender kept (its masked secrets stay) */
+                            id?: number;
+                            name: string;
+                            /** @description the sender's settings (secrets are never shown back) */
+                            params: {
+                                [key: string]: unknown;
+                            };
+                            /** @description WEBHOOK, EMAIL, SLACK, TEAMS, DINGTALK, WECOM, FEISHU, TELEGRAM, PAGERDUTY or SCRIPT */
+                            type: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_v1_alert_groups_id_test: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_v1_alert_types: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        items: {
+                            /** @description JSON Schema of the sender's params */
+                            params: Record<string, never>;
+                            /** @description the params that are secrets */
+                            secret: string[];
+                            summary: string;
+                            /** @description the sender type (WEBHOOK, EMAIL, SLACK ...) */
+                            type: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     get_api_v1_alerts: {
         parameters: {
             query?: {
@@ -1685,6 +1986,77 @@ export interface operations {
                         page: number;
                         size: number;
                         total: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    post_api_v1_alerts_id_resend: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id?: number;
+                        /** @enum {unknown} */
+                        status?: "WAIT_EXECUTION" | "EXECUTION_SUCCESS" | "EXECUTION_FAILURE" | "EXECUTION_PARTIAL_SUCCESS";
                     };
                 };
             };
@@ -3536,6 +3908,11 @@ export interface operations {
                 content: {
                     "application/json": {
                         admin?: boolean;
+                        /**
+                         * @description where the user signs in
+                         * @enum {unknown}
+                         */
+                        auth_source?: "local" | "ldap";
                         email?: string | null;
                         enabled?: boolean;
                         id?: number;
@@ -6659,6 +7036,11 @@ export interface operations {
                     "application/json": {
                         items: {
                             admin?: boolean;
+                            /**
+                             * @description where the user signs in
+                             * @enum {unknown}
+                             */
+                            auth_source?: "local" | "ldap";
                             email?: string | null;
                             enabled?: boolean;
                             id?: number;
@@ -6743,6 +7125,11 @@ export interface operations {
                 content: {
                     "application/json": {
                         admin?: boolean;
+                        /**
+                         * @description where the user signs in
+                         * @enum {unknown}
+                         */
+                        auth_source?: "local" | "ldap";
                         email?: string | null;
                         enabled?: boolean;
                         id?: number;
@@ -6816,6 +7203,11 @@ export interface operations {
                 content: {
                     "application/json": {
                         admin?: boolean;
+                        /**
+                         * @description where the user signs in
+                         * @enum {unknown}
+                         */
+                        auth_source?: "local" | "ldap";
                         email?: string | null;
                         enabled?: boolean;
                         id?: number;
@@ -6898,6 +7290,11 @@ export interface operations {
                 content: {
                     "application/json": {
                         admin?: boolean;
+                        /**
+                         * @description where the user signs in
+                         * @enum {unknown}
+                         */
+                        auth_source?: "local" | "ldap";
                         email?: string | null;
                         enabled?: boolean;
                         id?: number;
