@@ -25,7 +25,7 @@ _TYPE = {
 
 def _summary(cls: type) -> str:
     doc = cls.__doc__ or sys.modules[cls.__module__].__doc__ or ""
-    return " ".join(doc.strip().split("\n\n", 1)[0].split())
+    return " ".join(doc.strip().split("\n\n", 1)[0].replace("``", "").split())
 
 
 def catalogue() -> list[dict[str, Any]]:
