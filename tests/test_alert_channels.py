@@ -24,12 +24,14 @@ from aiohttp import web
 
 from engine.alerts.channels import dingtalk_signed
 from engine.alerts.netguard import AddressPolicy
-from engine.alerts.senders import SendError, plugins, validate
+from engine.alerts.senders import SECRET_KEYS, SendError, plugins, validate
 from engine.infra.ports import free_port
 from engine.tasks.base import ParamError
 from tests.conftest import ApiCluster
+from tests.helpers import wait_sync
 from tests.test_api import error_of
 from tests.test_cli import porpoise
+from tests.test_users_e2e import make_user
 
 LOOPBACK = AddressPolicy(["127.0.0.0/8"])
 ALERT = {
@@ -348,3 +350,71 @@ def test_edit_a_group_keep_its_secrets_and_send_a_test_alert(
     assert bad.returncode == 1 and "must be a number" in bad.stderr and "Traceback" not in bad.stderr
     assert porpoise(api_cluster, "alert-group", "delete", group).returncode == 0
     assert error_of(lambda: c.get(f"/api/v1/alert-groups/{group}")).status == 404
+
+
+def test_every_sender_describes_its_params_and_marks_its_secrets() -> None:
+    for name, cls in plugins().items():
+        props = cls.params_schema["properties"]
+        assert props, f"{name} has no params schema"
+        assert all(p.get("description") for p in props.values()), f"{name}: a param without a description"
+        marked = {k for k, p in props.items() if p.get("writeOnly") or p.get("format") == "password"}
+        assert marked == set(cls.secret), f"{name}: the secrets marked in the schema are not its secret list"
+        assert set(cls.secret) <= SECRET_KEYS, f"{name}: a secret the API would show back"
+        assert set(cls.params_schema.get("required", [])) <= set(props)
+
+
+@pytest.mark.slow
+def test_alert_types_list_every_channel_with_its_schema(api_cluster: ApiCluster) -> None:
+    types = {t["type"]: t for t in api_cluster.client().get("/api/v1/alert-types")["items"]}
+    assert set(types) == set(plugins())
+    slack = types["SLACK"]
+    assert slack["params"]["properties"]["webHook"]["writeOnly"] is True and "webHook" in slack["secret"]
+    assert slack["summary"].startswith("Slack")
+    assert types["EMAIL"]["params"]["required"] == ["host", "sender", "receivers"]
+    assert types["EMAIL"]["secret"] == ["password"]
+    assert error_of(lambda: api_cluster.client("not-a-token").get("/api/v1/alert-types")).status == 401
+
+
+@pytest.mark.slow
+def test_resend_a_finished_alert_to_every_sender(api_cluster: ApiCluster, threaded_receiver: Receiver) -> None:
+    c, receiver = api_cluster.client(), threaded_receiver
+    receiver.answers["/services/R/S/ok"] = (200, "ok")
+    group = c.post("/api/v1/alert-groups", {"name": f"resend_{uuid.uuid4().hex[:8]}", "senders": [
+        {"type": "SLACK", "name": "slack", "params": {"webHook": f"{receiver.url}/services/R/S/ok"}}]})  # fmt: skip
+    project = f"alerts{uuid.uuid4().hex[:8]}"
+    code = c.post("/api/v1/projects", {"name": project})["code"]
+    writer, reader, stranger = (f"{k}{uuid.uuid4().hex[:6]}" for k in ("w", "r", "s"))
+    as_writer, as_reader, as_stranger = (make_user(api_cluster, n) for n in (writer, reader, stranger))
+    c.put(f"/api/v1/projects/{project}/grants/{writer}", {"perms": ["WRITE"]})
+    c.put(f"/api/v1/projects/{project}/grants/{reader}", {"perms": ["READ"]})
+    title = f"resent {uuid.uuid4().hex[:8]}"
+    failed = json.dumps({"delivered": [], "errors": {"slack": "slack refused the message: HTTP 500"}})
+    (alert,) = api_cluster.query(
+        "INSERT INTO alert (title, content, alert_status, alert_type, log, alert_group_id, project_code, attempts)"
+        " VALUES ($1, 'c', 2, 0, $2, $3, $4, 3) RETURNING id",
+        title, failed, group["id"], code,
+    )  # fmt: skip
+    alert_id = alert["id"]
+
+    assert error_of(lambda: as_stranger.post(f"/api/v1/alerts/{alert_id}/resend")).status == 404
+    assert error_of(lambda: as_reader.post(f"/api/v1/alerts/{alert_id}/resend")).status == 403
+    assert error_of(lambda: c.post("/api/v1/alerts/987654321/resend")).status == 404
+    assert as_writer.post(f"/api/v1/alerts/{alert_id}/resend") == {"id": alert_id, "status": "WAIT_EXECUTION"}
+
+    def delivered() -> Any:
+        row = next(a for a in c.get("/api/v1/alerts", size=100)["items"] if a["id"] == alert_id)
+        return row if row["status"] == "EXECUTION_SUCCESS" else None
+
+    done = wait_sync(delivered, 30, "the resent alert delivered")
+    assert done["attempts"] == 1 and json.loads(done["log"]) == {"delivered": [group["senders"][0]["id"]],
+                                                                 "errors": {}}  # fmt: skip
+    assert any(s[3] and title in s[3]["text"] for s in receiver.seen if s[1] == "/services/R/S/ok")
+
+    # an alert still waiting for its delivery is not resent
+    (waiting,) = api_cluster.query(
+        "INSERT INTO alert (title, content, alert_status, alert_type, project_code, next_attempt_time)"
+        " VALUES ('w', 'c', 0, 0, $1, now() + interval '1 day') RETURNING id",
+        code,
+    )
+    err = error_of(lambda: c.post(f"/api/v1/alerts/{waiting['id']}/resend"))
+    assert err.status == 409 and "WAIT_EXECUTION" in str(err)

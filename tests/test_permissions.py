@@ -97,6 +97,8 @@ RULES = {
     ("POST", "/api/v1/alert-groups/{id}/test"): "ADMIN",
     ("DELETE", "/api/v1/alert-groups/{id}"): "ADMIN",
     ("GET", "/api/v1/alerts"): "USER",
+    ("POST", "/api/v1/alerts/{id}/resend"): "USER",
+    ("GET", "/api/v1/alert-types"): "USER",
     ("POST", "/api/v1/import/dolphinscheduler"): "WRITE project body.project create",
     ("POST", "/api/v1/export/dolphinscheduler"): "READ project body.project",
     ("GET", "/api/v1/users"): "ADMIN",

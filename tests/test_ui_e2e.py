@@ -24,6 +24,7 @@ import pytest
 from tests import tls
 from tests.conftest import ApiCluster
 from tests.helpers import ROOT, start_workflow
+from tests.test_alert_channels import Receiver, threaded_receiver  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -178,3 +179,35 @@ def test_log_download_streams_to_disk(api_cluster: ApiCluster, tmp_path: Path) -
     received = saved.read_text()
     assert len(received) == len(whole) and received == whole
     assert "\n1000000\n" in received
+
+
+def test_alert_groups_and_history_in_headless_chromium(
+    api_cluster: ApiCluster,
+    threaded_receiver: Receiver,  # noqa: F811 (the fixture imported above)
+) -> None:
+    """ui/tests/e2e/alerts.mjs: a group with a Slack sender to a loopback receiver created (a bad URL refused at
+    the field), edited (the masked webhook kept), tested ("sent"); the Alerts screen shows a failed alert with the
+    receiver's answer, filters by status, resends it."""
+    chromium = _chromium()
+    c, receiver = api_cluster, threaded_receiver
+    receiver.answers["/services/E2E/B/ok"] = (200, "ok")
+    tag = uuid.uuid4().hex[:8]
+    user, password = f"ui_al_{tag}", uuid.uuid4().hex
+    c.client().post("/api/v1/users", {"name": user, "password": password, "admin": True})
+    failed = '{"delivered": [], "errors": {"slack": "slack refused the message: HTTP 500: {\\"error\\": \\"down\\"}"}}'
+    (alert,) = c.query(
+        "INSERT INTO alert (title, content, alert_status, alert_type, log, attempts, next_attempt_time)"
+        " VALUES ($1, 'c', 2, 0, $2, 3, now()) RETURNING id",
+        f"e2e alert {tag}", failed,
+    )  # fmt: skip
+    env = {**os.environ, **tls.browser_env(), "PORPOISE_URL": c.url, "E2E_USER": user, "E2E_PASSWORD": password,
+           "E2E_TAG": tag, "E2E_WEBHOOK": f"{receiver.url}/services/E2E/B/ok", "E2E_ALERT": str(alert["id"]),
+           "CHROMIUM": chromium}  # fmt: skip
+    done = subprocess.run(
+        ["node", "tests/e2e/alerts.mjs"], check=False, cwd=UI, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "alerts: all steps passed" in done.stdout
+    # the edit kept the stored webhook: the test alert reached it, with the username added by the edit
+    (call,) = [s for s in receiver.seen if s[1] == "/services/E2E/B/ok"]
+    assert call[3]["username"] == "porpoise-e2e" and "test alert" in call[3]["text"]

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from urllib.parse import quote_plus
 
 from engine.alerts.http import post_json
-from engine.alerts.senders import AlertSender, SendError, require
+from engine.alerts.senders import AlertSender, SendError, require, schema, secret_param
 from engine.tasks.base import ParamError
 
 _ANSWER_CHARS = 300
@@ -91,6 +91,14 @@ class SlackSender(_JsonChannel):
     Params: ``username`` (optional). The message: the title in bold, the content, the link."""
 
     plugin_type = "SLACK"
+    secret = ("webHook", "botToken")
+    params_schema = schema([], {
+        "webHook": secret_param("incoming webhook URL (or give botToken and channel instead)"),
+        "botToken": secret_param("bot token (xoxb-...) for chat.postMessage, instead of a webhook"),
+        "channel": {"type": "string", "description": "channel id or name to post to with the bot token"},
+        "username": {"type": "string", "description": "the name the message is posted as (optional)"},
+        "apiUrl": {"type": "string", "description": "Slack API base URL for the bot token (default https://slack.com/api)"},
+    })  # fmt: skip
     service = "slack"
 
     @classmethod
@@ -130,6 +138,8 @@ class TeamsSender(_JsonChannel):
     the instance."""
 
     plugin_type = "TEAMS"
+    secret = ("webHook",)
+    params_schema = schema(["webHook"], {"webHook": secret_param("the channel's incoming webhook URL")})
     service = "teams"
 
     @classmethod
@@ -172,6 +182,16 @@ class DingTalkSender(_JsonChannel):
     ``MsgType`` (text | markdown), ``AtMobiles``, ``AtUserIds`` (comma lists), ``IsAtAll``."""
 
     plugin_type = "DINGTALK"
+    secret = ("WebHook", "Secret")
+    params_schema = schema(["WebHook"], {
+        "WebHook": secret_param("the robot's webhook URL (with its access_token)"),
+        "Keyword": {"type": "string", "description": "a keyword the robot requires in each message (optional)"},
+        "Secret": secret_param("signing secret (SEC...): the request is signed when set"),
+        "MsgType": {"enum": ["text", "markdown"], "default": "text", "description": "message format"},
+        "AtMobiles": {"type": "string", "description": "comma-separated mobile numbers to @mention"},
+        "AtUserIds": {"type": "string", "description": "comma-separated user ids to @mention"},
+        "IsAtAll": {"type": "boolean", "default": False, "description": "@mention everyone in the group"},
+    })  # fmt: skip
     service = "dingtalk"
 
     @classmethod
@@ -208,6 +228,11 @@ class FeishuSender(_JsonChannel):
     """Feishu / Lark custom bot (``WebHook``), signed when ``Secret`` is set; a text message."""
 
     plugin_type = "FEISHU"
+    secret = ("WebHook", "Secret")
+    params_schema = schema(["WebHook"], {
+        "WebHook": secret_param("the custom bot's webhook URL"),
+        "Secret": secret_param("signing secret: the message is signed when set"),
+    })  # fmt: skip
     service = "feishu"
 
     @classmethod
@@ -235,6 +260,19 @@ class WeComSender(_JsonChannel):
     (default) or text."""
 
     plugin_type = "WECOM"
+    secret = ("secret", "webHook")
+    params_schema = schema([], {
+        "sendType": {"enum": ["APP", "ROBOT"], "default": "APP",
+                     "description": "APP: an application message (corpId, secret, agentId); ROBOT: a group robot"},
+        "corpId": {"type": "string", "description": "APP: the company (corp) id"},
+        "secret": secret_param("APP: the application's secret"),
+        "agentId": {"type": "string", "description": "APP: the application's agent id"},
+        "users": {"type": "string", "description": "APP: user ids separated by | or commas (default @all)"},
+        "chatId": {"type": "string", "description": "APP: an application group chat id, instead of users"},
+        "apiUrl": {"type": "string", "description": "APP: API base URL (default https://qyapi.weixin.qq.com)"},
+        "webHook": secret_param("ROBOT: the group robot's webhook URL"),
+        "showType": {"enum": ["markdown", "text"], "default": "markdown", "description": "message format"},
+    })  # fmt: skip
     service = "wecom"
 
     @classmethod
@@ -296,6 +334,15 @@ class TelegramSender(_JsonChannel):
     MarkdownV2 | Html), optional ``webHook`` (``{botToken}`` is replaced) or ``apiUrl``."""
 
     plugin_type = "TELEGRAM"
+    secret = ("botToken", "webHook")
+    params_schema = schema(["botToken", "chatId"], {
+        "botToken": secret_param("the bot's token"),
+        "chatId": {"type": "string", "description": "the chat (or channel) id to post to"},
+        "parseMode": {"enum": ["Txt", "Markdown", "MarkdownV2", "Html"], "default": "Txt",
+                      "description": "how Telegram parses the text"},
+        "webHook": secret_param("full sendMessage URL, {botToken} replaced (optional, instead of apiUrl)"),
+        "apiUrl": {"type": "string", "description": "Bot API base URL (default https://api.telegram.org)"},
+    })  # fmt: skip
     service = "telegram"
     _MODES: ClassVar[dict[str, str | None]] = {"Txt": None, "Markdown": "Markdown", "MarkdownV2": "MarkdownV2",
                                                 "Html": "HTML"}  # fmt: skip
@@ -333,6 +380,11 @@ class PagerDutySender(_JsonChannel):
     resolves it."""
 
     plugin_type = "PAGERDUTY"
+    secret = ("IntegrationKey",)
+    params_schema = schema(["IntegrationKey"], {
+        "IntegrationKey": secret_param("the Events API v2 integration (routing) key"),
+        "apiUrl": {"type": "string", "description": "Events API base URL (default https://events.pagerduty.com)"},
+    })  # fmt: skip
     service = "pagerduty"
 
     @classmethod

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.alerts.http import SendError
-from engine.alerts.senders import AlertSender, require
+from engine.alerts.senders import AlertSender, require, schema
 from engine.tasks.base import ParamError
 
 _STDERR_CHARS = 500
@@ -29,6 +29,10 @@ class ScriptSender(AlertSender):
     """Params: ``path`` (a file name in ``api.alert_script_dir``), ``userParams`` (optional, one argument)."""
 
     plugin_type = "SCRIPT"
+    params_schema = schema(["path"], {
+        "path": {"type": "string", "description": "file name of an executable in the API's alert_script_dir"},
+        "userParams": {"type": "string", "description": "one argument given to the script (optional)"},
+    })  # fmt: skip
 
     @classmethod
     def validate(cls, params: Mapping[str, Any]) -> None:

@@ -32,6 +32,11 @@ __all__ = ["SECRET_KEYS", "AlertSender", "SendError", "masked", "plugins", "reda
 
 class AlertSender:
     plugin_type: ClassVar[str] = ""
+    #: JSON Schema of the params (GET /api/v1/alert-types; the UI draws the sender's form from it). Secret
+    #: params carry ``"writeOnly": true`` and ``"format": "password"``; :meth:`validate` is the check that counts.
+    params_schema: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+    #: the params that are secrets (masked when shown, kept on an edit that sends "***" back)
+    secret: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, guard: AddressPolicy | None = None, script_dir: str = "") -> None:
         #: the addresses a sender calling URLs may reach (netguard.py); the strict default when not given
@@ -47,6 +52,15 @@ class AlertSender:
         raise NotImplementedError
 
 
+def secret_param(description: str, **more: Any) -> dict[str, Any]:
+    """A secret param's schema: a string never shown back (the API answers "***")."""
+    return {"type": "string", "description": description, "writeOnly": True, "format": "password", **more}
+
+
+def schema(required: list[str], properties: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return {"type": "object", "required": required, "properties": properties, **more}
+
+
 def require(params: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
     value = params.get(key)
     if not isinstance(value, kind) or value in ("", []):
@@ -59,6 +73,13 @@ class WebhookSender(AlertSender):
     guard allows (api.alert_webhook_allow / deny), connecting to the addresses it checked; no redirects."""
 
     plugin_type = "WEBHOOK"
+    secret = ("url", "headers")
+    params_schema = schema(["url"], {
+        "url": secret_param("http(s) URL the alert is POSTed to as JSON (a secret: it may carry a token)",
+                            pattern="^https?://"),
+        "headers": {"type": "object", "additionalProperties": {"type": "string"}, "writeOnly": True,
+                    "description": "extra request headers, name -> value (secrets: never shown back)"},
+    })  # fmt: skip
 
     @classmethod
     def validate(cls, params: Mapping[str, Any]) -> None:
@@ -80,6 +101,17 @@ class EmailSender(AlertSender):
     ``user`` / ``password``, ``tls`` (none | starttls | ssl)."""
 
     plugin_type = "EMAIL"
+    secret = ("password",)
+    params_schema = schema(["host", "sender", "receivers"], {
+        "host": {"type": "string", "description": "SMTP server host name"},
+        "port": {"type": "integer", "default": 25, "description": "SMTP server port"},
+        "sender": {"type": "string", "description": "the From address"},
+        "receivers": {"type": "array", "items": {"type": "string", "format": "email"}, "minItems": 1,
+                      "description": "the addresses the alert is mailed to"},
+        "user": {"type": "string", "description": "SMTP user name (optional)"},
+        "password": secret_param("SMTP password (optional)"),
+        "tls": {"enum": ["none", "starttls", "ssl"], "default": "none", "description": "how the connection is secured"},
+    })  # fmt: skip
 
     @classmethod
     def validate(cls, params: Mapping[str, Any]) -> None:

@@ -258,6 +258,31 @@ async def list_alerts(api: Any, call: Call) -> dict[str, Any]:
     return page(items, total, call)
 
 
+async def resend_alert(api: Any, call: Call) -> dict[str, Any]:
+    """Deliver a finished alert again, to every sender of its group: back to WAIT_EXECUTION with a clean
+    delivery state (nothing delivered, no errors, no attempt), due now. Admins, or users with WRITE on the
+    alert's project; an alert of no project (fault tolerance) only admins."""
+    alert_id = call.path_int("id")
+    who = access.principal_of(call)
+    row = await api.db.fetchrow("SELECT project_code, alert_status FROM alert WHERE id = $1", alert_id)
+    held, usable = (0, 0)
+    if row is not None and row["project_code"] is not None:
+        held, usable = await access.project_rights(api.db, who, int(row["project_code"]))
+    if row is None or not (who.admin or held):
+        raise not_found(f"alert {alert_id}")
+    if not (who.admin or usable & access.WRITE):
+        raise ApiError(403, f"you need the WRITE right on the project of alert {alert_id}")
+    resent = await api.db.fetchrow(
+        "UPDATE alert SET alert_status = 0, attempts = 0, log = $2, next_attempt_time = now(), update_time = now()"
+        " WHERE id = $1 AND alert_status <> 0 RETURNING id",
+        alert_id,
+        json.dumps({"delivered": [], "errors": {}}),
+    )
+    if resent is None:
+        raise ApiError(409, f"alert {alert_id} is still being delivered (WAIT_EXECUTION)")
+    return {"id": alert_id, "status": STATUS[0]}
+
+
 ROUTES = [
     Route("GET", "/api/v1/alert-groups", list_groups, "Alert groups and their senders", "alerts", query=PAGE,
           response=_GROUP, rule=access.SIGNED_IN),
@@ -275,4 +300,8 @@ ROUTES = [
           query=(Param("instance", int, "workflow instance id"),
                  Param("status", str, "delivery status", choices=STATUS), *PAGE),
           response=_ALERT, rule=access.SIGNED_IN),
+    Route("POST", "/api/v1/alerts/{id}/resend", resend_alert, "Deliver a finished alert again to every sender "
+          "(admins, or WRITE on the alert's project)", "alerts",
+          response={"type": "object", "properties": {"id": {"type": "integer"}, "status": {"enum": list(STATUS)}}},
+          rule=access.SIGNED_IN),
 ]  # fmt: skip

@@ -27,6 +27,7 @@ from engine.alerts.netguard import AddressPolicy
 from engine.alerts.service import AlertService
 from engine.api import (
     access,
+    alert_types,
     alerts,
     audit,
     cluster,
@@ -92,6 +93,7 @@ ROUTES: list[Route] = [
     *datasources.ROUTES,
     *tokens.ROUTES,
     *alerts.ROUTES,
+    *alert_types.ROUTES,
     *migrate.ROUTES,
     *users.ROUTES,
     *sessions.ROUTES,

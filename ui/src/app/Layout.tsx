@@ -15,6 +15,7 @@ export function Layout() {
           <NavLink to="/instances">Instances</NavLink>
           <NavLink to="/workflows">Workflows</NavLink>
           <NavLink to="/cluster">Cluster</NavLink>
+          <NavLink to="/alerts">Alerts</NavLink>
           <NavLink to="/admin">Admin</NavLink>
         </nav>
         <button className="link" onClick={() => void signOut()}>

@@ -2,6 +2,7 @@ import { createBrowserRouter, Navigate, redirect, type LoaderFunction } from "re
 
 import { signedIn } from "../api/client";
 import { AdminPage } from "../pages/Admin";
+import { AlertsPage } from "../pages/Alerts";
 import { ClusterPage } from "../pages/Cluster";
 import { Editor } from "../pages/Editor";
 import { InstancePage } from "../pages/Instance";
@@ -42,6 +43,7 @@ export const router = createBrowserRouter(
         { path: "workflows/:code", element: <WorkflowPage /> },
         { path: "workflows/:code/edit", element: <Editor /> },
         { path: "cluster", element: <ClusterPage /> },
+        { path: "alerts", element: <AlertsPage /> },
         { path: "admin", element: <AdminPage /> },
         { path: "*", element: <NotFound /> },
       ],

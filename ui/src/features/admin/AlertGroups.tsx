@@ -1,10 +1,15 @@
-// Alert groups and their senders: create (a webhook and / or e-mail sender) and delete; the API has no edit
-// of a group, so a change is a new group. Sender secrets are never shown back.
+// Alert groups and their senders: create, edit (senders added, removed, each with the form of its channel type,
+// drawn from GET /api/v1/alert-types), send a test alert (each sender's outcome), delete. Secrets are never shown
+// back: they read "***" and are kept when left as they are.
 import { useQuery } from "@tanstack/react-query";
-import { useState, type FormEvent } from "react";
+import { useState } from "react";
 
 import { api, call } from "../../api/client";
 import { ErrorBox } from "../../components/ErrorBox";
+import { AlertGroupEditor, type StoredGroup } from "../alerts/AlertGroupEditor";
+import type { AlertType } from "../alerts/schemaForm";
+import { t } from "../alerts/strings";
+import { TestOutcome, type SenderOutcome } from "../alerts/testOutcome";
 import { useAction } from "./useAction";
 
 export function AlertGroups() {
@@ -12,57 +17,83 @@ export function AlertGroups() {
     queryKey: ["alert-groups"],
     queryFn: () => call(api.GET("/api/v1/alert-groups", { params: { query: { size: 200 } } })),
   });
+  const types = useQuery({
+    queryKey: ["alert-types"],
+    queryFn: async () => (await call(api.GET("/api/v1/alert-types"))).items as unknown as AlertType[],
+    staleTime: Infinity,
+  });
   const { run, error, busy } = useAction(["alert-groups"]);
-  const [name, setName] = useState("");
-  const [webhook, setWebhook] = useState("");
-  const create = async (e: FormEvent) => {
-    e.preventDefault();
-    const senders = webhook ? [{ type: "WEBHOOK", name: "webhook", params: { url: webhook } }] : [];
-    if (await run(() => call(api.POST("/api/v1/alert-groups", { body: { name, senders } })))) {
-      setName("");
-      setWebhook("");
-    }
-  };
+  const [editing, setEditing] = useState<StoredGroup | "new" | null>(null);
+  const [tested, setTested] = useState<{ group: number; outcomes: SenderOutcome[] } | null>(null);
+  const groups = (list.data?.items ?? []) as unknown as StoredGroup[];
   const remove = (id: number) =>
     run(() => call(api.DELETE("/api/v1/alert-groups/{id}", { params: { path: { id: String(id) } } })));
+  const test = (id: number) =>
+    run(async () => {
+      setTested(null);
+      const answer = (await call(
+        api.POST("/api/v1/alert-groups/{id}/test", { params: { path: { id: String(id) } } }),
+      )) as unknown as { senders: SenderOutcome[] };
+      setTested({ group: id, outcomes: answer.senders });
+    });
   return (
     <div data-testid="admin-alert-groups">
-      <h2>Alert groups</h2>
-      <form className="toolbar" onSubmit={create} aria-label="New alert group">
-        <input
-          aria-label="Alert group name"
-          placeholder="name"
-          value={name}
-          onChange={(e) => setName(e.target.value)}
+      <h2>{t.groups}</h2>
+      {editing === null ? (
+        <div className="toolbar">
+          <button onClick={() => setEditing("new")} disabled={!types.data}>
+            {t.newGroup}
+          </button>
+        </div>
+      ) : (
+        <AlertGroupEditor
+          key={editing === "new" ? "new" : editing.id}
+          group={editing === "new" ? undefined : editing}
+          types={types.data ?? []}
+          onDone={(saved) => {
+            setEditing(null);
+            if (saved) void list.refetch();
+          }}
         />
-        <input
-          aria-label="Webhook URL"
-          placeholder="webhook URL (optional)"
-          value={webhook}
-          onChange={(e) => setWebhook(e.target.value)}
-        />
-        <button type="submit" disabled={busy || !name.trim()}>
-          Create alert group
-        </button>
-      </form>
-      <ErrorBox error={error ?? list.error} title="Alert groups" />
+      )}
+      <ErrorBox error={error ?? list.error ?? types.error} title={t.groups} />
       <table className="grid">
         <thead>
           <tr>
-            <th>Id</th>
-            <th>Name</th>
-            <th>Senders</th>
-            <th />
+            <th>{t.id}</th>
+            <th>{t.name}</th>
+            <th>{t.senders}</th>
+            <th>{t.actions}</th>
           </tr>
         </thead>
         <tbody>
-          {list.data?.items.map((g) => (
-            <tr key={String(g.id)}>
+          {groups.map((g) => (
+            <tr key={g.id} data-testid={`alert-group-${g.name}`}>
               <td>{g.id}</td>
-              <td>{g.name}</td>
-              <td>{g.senders?.map((s) => `${s.name} (${s.type})`).join(", ")}</td>
               <td>
-                <button onClick={() => void remove(g.id as number)}>Delete</button>
+                {g.name}
+                {g.description ? <div className="muted">{g.description}</div> : null}
+              </td>
+              <td>
+                <ul className="plain">
+                  {g.senders.map((s) => (
+                    <li key={s.id ?? s.name}>
+                      {s.name} ({s.type})
+                    </li>
+                  ))}
+                </ul>
+                {tested?.group === g.id && <TestOutcome outcomes={tested.outcomes} />}
+              </td>
+              <td>
+                <button onClick={() => setEditing(g)} disabled={!types.data}>
+                  {t.edit}
+                </button>{" "}
+                <button onClick={() => void test(g.id)} disabled={busy}>
+                  {t.sendTest}
+                </button>{" "}
+                <button onClick={() => void remove(g.id)} disabled={busy}>
+                  {t.remove}
+                </button>
               </td>
             </tr>
           ))}
