@@ -11,7 +11,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from engine.cli.client import ApiClient, ApiClientError
+from engine.cli import targets
+from engine.cli.client import ApiClient
 
 ACTIONS = ["list", "show", "delete", "test", "alerts"]
 
@@ -23,12 +24,7 @@ def add_parsers(sub: Any, conn: argparse.ArgumentParser) -> None:
 
 
 def _id(args: argparse.Namespace, what: str) -> int:
-    if not args.target:
-        raise ApiClientError(f"alert-group {args.action}: give the {what}")
-    try:
-        return int(args.target)
-    except ValueError:
-        raise ApiClientError(f"alert-group {args.action}: the {what} must be a number, got {args.target!r}") from None
+    return targets.number(args, "alert-group", what)
 
 
 def _call(client: ApiClient, args: argparse.Namespace) -> Any:

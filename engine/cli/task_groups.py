@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from engine.cli import targets
 from engine.cli.client import ApiClient, ApiClientError
 
 ACTIONS = ["list", "show", "create", "resize", "delete", "queue", "force-start"]
@@ -25,17 +26,11 @@ def add_parsers(sub: Any, conn: argparse.ArgumentParser) -> None:
 
 
 def _need(args: argparse.Namespace, what: str) -> str:
-    if not args.target:
-        raise ApiClientError(f"task-group {args.action}: give the {what}")
-    return str(args.target)
+    return targets.need(args, "task-group", what)
 
 
 def _id(args: argparse.Namespace, what: str) -> int:
-    raw = _need(args, what)
-    try:
-        return int(raw)
-    except ValueError:
-        raise ApiClientError(f"task-group {args.action}: the {what} must be a number, got {raw!r}") from None
+    return targets.number(args, "task-group", what)
 
 
 def _call(client: ApiClient, args: argparse.Namespace) -> Any:

@@ -406,6 +406,19 @@ class MasterStore:
         )
         return None if value is None else int(value)
 
+    async def _link_sub_workflow(
+        self, conn: asyncpg.Connection, instance_id: int, epoch: int, task_instance_id: int
+    ) -> int | None:
+        """Fenced: the id of the SUB_PROCESS attempt's link row made now, or None when an earlier call made it."""
+        await self._lock_owned(conn, instance_id, epoch)
+        inserted = await conn.fetchval(
+            "INSERT INTO sub_workflow_relation (parent_workflow_instance_id, parent_task_instance_id)"
+            " VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING id",
+            instance_id,
+            task_instance_id,
+        )
+        return None if inserted is None else int(inserted)
+
     async def ensure_sub_workflow(
         self, instance_id: int, epoch: int, task_instance_id: int, task_code: int, child_code: int, params: str
     ) -> None:
@@ -413,13 +426,7 @@ class MasterStore:
         child's command (START_PROCESS; or RECOVER_SUSPENDED_PROCESS of the paused / stopped child an earlier
         attempt of the task left, so a resumed parent resumes its child)."""
         async with self.pool.acquire() as conn, conn.transaction():
-            await self._lock_owned(conn, instance_id, epoch)
-            inserted = await conn.fetchval(
-                "INSERT INTO sub_workflow_relation (parent_workflow_instance_id, parent_task_instance_id)"
-                " VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING id",
-                instance_id,
-                task_instance_id,
-            )
+            inserted = await self._link_sub_workflow(conn, instance_id, epoch, task_instance_id)
             if inserted is None:
                 return
             earlier = await conn.fetchrow(
@@ -506,13 +513,7 @@ class MasterStore:
         """Fenced and idempotent: link a SUB_PROCESS attempt to a child command that failed at once with
         ``reason`` (in error_command, as a child that could not be made)."""
         async with self.pool.acquire() as conn, conn.transaction():
-            await self._lock_owned(conn, instance_id, epoch)
-            inserted = await conn.fetchval(
-                "INSERT INTO sub_workflow_relation (parent_workflow_instance_id, parent_task_instance_id)"
-                " VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING id",
-                instance_id,
-                task_instance_id,
-            )
+            inserted = await self._link_sub_workflow(conn, instance_id, epoch, task_instance_id)
             if inserted is None:
                 return
             command_id = await conn.fetchval(
