@@ -24,7 +24,7 @@ import aiohttp
 import asyncpg
 import psutil
 
-from bench.common import bench_config, cpu_seconds, main, percentile, rounded, save_released, workdir
+from bench.common import UNGUARDED, bench_config, cpu_seconds, main, percentile, rounded, save_released, workdir
 from bench.spawn import spawn_limit
 from engine.api.tokens import create_token, ensure_user
 from engine.infra.stack import Stack
@@ -36,10 +36,6 @@ SIZES = {
     "quick": {"chain": 30, "workflows": 10, "tasks": 100, "triggers": 15, "runs": 50, "spawns": 1000},
     "full": {"chain": 100, "workflows": 50, "tasks": 100, "triggers": 50, "runs": 50, "spawns": 3000},
 }
-#: the overload guard off: on a machine shared with other work the 1-minute load average stays above
-#: 2 x cores, and master and worker would refuse work because of the others' load, not the benchmark's
-#: (chain gaps of 13-20 s, 15 runs per minute at load 9 on 2 cores)
-UNGUARDED = {role: [f"{role}.max_cpu_load_avg=100000"] for role in ("master", "worker")}
 #: the states of a finished workflow instance, and SUCCESS
 FINAL = (3, 5, 6, 7)
 SUCCESS = 7

@@ -19,7 +19,7 @@ from typing import Any
 
 import asyncpg
 
-from bench.common import BENCH_TTL, bench_config, main, rounded, save_released, workdir
+from bench.common import BENCH_TTL, UNGUARDED, bench_config, main, rounded, save_released, workdir
 from engine import config as config_mod
 from engine.infra.process import ManagedProcess
 from engine.infra.stack import Stack
@@ -45,7 +45,7 @@ async def _master_failover(
     gate: Path,
     ledger: Path,
     owner: ManagedProcess | None = None,
-    survivor: tuple[str, list[str]] = ("master-2", []),
+    survivor: tuple[str, list[str]] = ("master-2", UNGUARDED["master"]),
 ) -> dict[str, float]:
     """``owner``: the one master running (default: the stack's first node); ``survivor``: the name and extra
     settings of the master started to take over. Every query is scoped to this benchmark's workflow, so it
@@ -167,11 +167,11 @@ def _run_once(size: str, ttl: float) -> dict[str, Any]:
             stack.start_infra()
             assert stack.postgres is not None
             dsn = stack.postgres.dsn
-            stack.start_node("master", "master-1", ["logging.level=warning"])
-            slots = ["worker.exec_slots=400", "logging.level=warning"]
+            stack.start_node("master", "master-1", ["logging.level=warning", *UNGUARDED["master"]])
+            slots = ["worker.exec_slots=400", "logging.level=warning", *UNGUARDED["worker"]]
             stack.start_node("worker", "worker-1", slots)
             result: dict[str, Any] = {"lease_ttl_s": cfg.registry.lease_ttl}
-            here = Path(base)
+            here = stack.tenant_dir("bench")  # the gated tasks (run as the stack's tenant) write their ledger here
             result |= asyncio.run(_master_failover(stack, dsn, params["instances"], here / "gate", here / "ledger"))
             # worker failover: every task runs on worker-1; worker-2 joins; worker-1 is killed
             victim = stack.nodes[1]

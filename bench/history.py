@@ -35,7 +35,7 @@ import psutil
 from bench import engine as engine_bench
 from bench import failover as failover_bench
 from bench import scale as scale_bench
-from bench.common import bench_config, main, percentile, rounded, workdir
+from bench.common import UNGUARDED, bench_config, main, percentile, rounded, workdir
 from engine.api.tokens import create_token, ensure_user
 from engine.infra.postgres import OWNER_ROLE
 from engine.infra.stack import Stack
@@ -197,8 +197,8 @@ def _phase(stack: Stack, base: Path, name: str, params: dict[str, Any], history:
     result: dict[str, Any] = asyncio.run(generate(owner, instances, params["workflows"], params["projects"]))
     # retention off while the engine is measured (its own figures come last, from a pass run here)
     db = [f"database.dsn={dsn}", "logging.level=warning", "history.keep_days=0"]
-    master = stack.start_node("master", f"{name}-master", db)
-    worker = stack.start_node("worker", f"{name}-worker", [*db, "worker.exec_slots=400"])
+    master = stack.start_node("master", f"{name}-master", [*db, *UNGUARDED["master"]])
+    worker = stack.start_node("worker", f"{name}-worker", [*db, "worker.exec_slots=400", *UNGUARDED["worker"]])
     api = stack.start_node("api", f"{name}-api", db)
     try:
         assert api.record is not None and master.record is not None and worker.record is not None
@@ -210,8 +210,9 @@ def _phase(stack: Stack, base: Path, name: str, params: dict[str, Any], history:
         figures = asyncio.run(engine_bench._throughput(dsn, workflows, tasks, procs))
         result |= {k: figures[k] for k in ("throughput_tasks_per_s", "throughput_all_success")}
         result |= _claims(dsn, params["claims"])
-        gate, ledger = base / f"{name}-gate", base / f"{name}-ledger"
-        survivor = (f"{name}-master-2", db)
+        here = stack.tenant_dir("bench")  # the gated tasks (run as the stack's tenant) write their ledger here
+        gate, ledger = here / f"{name}-gate", here / f"{name}-ledger"
+        survivor = (f"{name}-master-2", [*db, *UNGUARDED["master"]])
         failover = asyncio.run(
             failover_bench._master_failover(stack, dsn, params["failover"], gate, ledger, master, survivor)
         )
