@@ -7,6 +7,7 @@ fails the test that needs it with a message saying what to install, never a skip
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -239,11 +240,26 @@ class HiveServer:
     port: int
     proc: subprocess.Popen
     log: Path
+    #: the Spark UI's port: its REST API lists the jobs each statement runs
+    ui_port: int
     database: str = "default"
 
     def source(self, **extra: object) -> dict[str, object]:
         return {"type": "HIVE", "host": self.host, "port": self.port, "database": self.database,
                 "user": USER, "password": PASSWORD, **extra}  # fmt: skip
+
+    def jobs(self, status: str) -> list[dict[str, object]]:
+        """The Spark jobs in ``status`` (running, succeeded, failed), each with the statement that runs it as
+        its ``description`` (Spark's Thrift server names a statement's jobs after it)."""
+        import json
+        import urllib.request
+
+        base = f"http://{self.host}:{self.ui_port}/api/v1/applications"
+        # the first call starts the UI's REST service: seconds on a loaded machine
+        with urllib.request.urlopen(base, timeout=60) as reply:
+            (app,) = json.load(reply)
+        with urllib.request.urlopen(f"{base}/{app['id']}/jobs?status={status}", timeout=60) as reply:
+            return json.load(reply)
 
 
 _METASTORE = "spark.hadoop.javax.jdo.option.ConnectionURL"
@@ -261,7 +277,7 @@ def start_hive(base: Path) -> HiveServer:
     base.mkdir(parents=True, exist_ok=True)
     port, log = free_port(), base / "thriftserver.log"
     argv = [str(home / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
-            "--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
+            "--master", "local[2]", "--conf", f"spark.ui.port={free_port()}", "--conf", "spark.driver.host=127.0.0.1",
             "--conf", f"spark.sql.warehouse.dir={base / 'warehouse'}",
             "--conf", f"{_METASTORE}=jdbc:derby:;databaseName={base / 'metastore'};create=true",
             "--hiveconf", f"hive.server2.thrift.port={port}", "--hiveconf", "hive.server2.thrift.bind.host=127.0.0.1",
@@ -280,7 +296,11 @@ def start_hive(base: Path) -> HiveServer:
             return False
 
     _wait(proc, ready, log, "Spark Thrift server", group=True)
-    return HiveServer("127.0.0.1", port, proc, log)
+    ui = re.search(r"service 'SparkUI' on port (\d+)", log.read_text(errors="replace"))
+    if ui is None:
+        stop_hive(HiveServer("127.0.0.1", port, proc, log, 0))
+        raise RuntimeError(f"the Spark Thrift server started no UI (its log: {log})")
+    return HiveServer("127.0.0.1", port, proc, log, int(ui.group(1)))
 
 
 def stop_hive(server: HiveServer) -> None:

@@ -1,6 +1,7 @@
 """Data sources by type through the API, the CLI and the SDK against a real cluster (api_cluster) and real
-servers (MariaDB and ClickHouse from tests/sql_servers.py): create, edit, test (connect and SELECT 1, the
-server's error when it fails), secrets sealed and masked; and a workflow whose SQL task runs on MariaDB."""
+servers (MariaDB, ClickHouse and Spark's Thrift server from tests/sql_servers.py): create, edit, test (connect
+and SELECT 1, the server's error when it fails), secrets sealed and masked; and a workflow whose SQL task runs
+on MariaDB."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from engine.infra.ports import free_port
 from porpoise.client import Client
 from tests.conftest import ApiCluster
-from tests.sql_servers import PASSWORD, ClickHouse, MariaDb
+from tests.sql_servers import PASSWORD, ClickHouse, HiveServer, MariaDb
 from tests.test_api import error_of, start, wait_final
 from tests.test_cli import porpoise
 from tests.test_procedure import create_mysql_procedure
@@ -89,6 +90,48 @@ def test_cli_and_sdk_put_and_test_a_clickhouse_source(api_cluster: ApiCluster, c
     sdk.put_datasource(name, type="CLICKHOUSE", host=src["host"], port=src["port"], user=src["user"])
     out = porpoise(api_cluster, "datasource", "delete", name)
     assert out.returncode == 0 and name not in porpoise(api_cluster, "datasource", "list").stdout
+
+
+@pytest.mark.timeout(1500)  # Spark's Thrift server (a JVM) takes minutes to start on a loaded machine
+def test_api_and_cli_create_edit_and_test_a_hive_source(api_cluster: ApiCluster, hive: HiveServer) -> None:
+    client = api_cluster.client()
+    client.timeout = 150  # the first test warms up Spark: it may take most of its own timeout
+    name = f"hive_{uuid.uuid4().hex[:8]}"
+    put = client.put(f"/api/v1/datasources/{name}", {"type": "HIVE", "params": _params(hive.source())})
+    assert put["type"] == "HIVE" and put["params"]["password"] == "***" and put["params"]["port"] == hive.port
+    tested = client.post(f"/api/v1/datasources/{name}/test", {"timeout": 120})
+    assert tested["ok"] is True and tested["type"] == "HIVE", tested
+    assert tested["version"].startswith("HiveServer2 4."), tested  # Spark's version, from the pyspark wheel
+
+    # the server's own error: Spark's Thrift server takes any password, so a database it does not have
+    edited = client.put(f"/api/v1/datasources/{name}", {"params": {**_params(hive.source()), "database": "no_db_q"}})
+    assert edited["type"] == "HIVE" and edited["params"]["database"] == "no_db_q"
+    tested = client.post(f"/api/v1/datasources/{name}/test", {"timeout": 60})
+    assert tested["ok"] is False and "no_db_q" in tested["error"] and PASSWORD not in json.dumps(tested), tested
+
+    src = hive.source()
+    cli = f"hive_cli_{uuid.uuid4().hex[:8]}"
+    args = ["--host", src["host"], "--port", str(src["port"]), "--user", src["user"],
+            "--other", "spark.sql.shuffle.partitions=2"]  # fmt: skip
+    put = ["datasource", "put", cli, "--type", "HIVE", "--database", "default", *args, "--password-env", "HIVE_PW"]
+    out = porpoise(api_cluster, *put, env={"HIVE_PW": PASSWORD})
+    assert out.returncode == 0 and f"data source {cli} (HIVE) saved" in out.stdout, out.stderr
+    out = porpoise(api_cluster, "datasource", "test", cli, "--timeout", "60")
+    assert out.returncode == 0 and "ok, HiveServer2 4." in out.stdout, out.stdout + out.stderr
+    out = porpoise(api_cluster, "datasource", "put", cli, "--database", "no_db_q", *args)  # password, type kept
+    assert out.returncode == 0 and f"data source {cli} (HIVE) saved" in out.stdout, out.stderr
+    out = porpoise(api_cluster, "datasource", "test", cli, "--timeout", "60")
+    assert out.returncode == 1 and "FAILED" in out.stdout and "no_db_q" in out.stdout, out.stdout + out.stderr
+    out = porpoise(api_cluster, "datasource", "list")
+    assert cli in out.stdout and "HIVE" in out.stdout and PASSWORD not in out.stdout
+
+    # nothing listening: a failed test within its timeout, naming the reason
+    down = {**_params(hive.source()), "port": free_port()}
+    client.put(f"/api/v1/datasources/{name}", {"params": down})
+    tested = client.post(f"/api/v1/datasources/{name}/test", {"timeout": 5})
+    assert tested["ok"] is False and ("refused" in tested["error"].lower() or "connect" in tested["error"].lower())
+    assert porpoise(api_cluster, "datasource", "delete", cli).returncode == 0
+    client.delete(f"/api/v1/datasources/{name}")
 
 
 def test_a_workflow_runs_sql_and_a_procedure_on_a_mysql_source(api_cluster: ApiCluster, mariadb: MariaDb) -> None:

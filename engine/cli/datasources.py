@@ -96,6 +96,8 @@ def cmd_datasource(client: ApiClient, args: argparse.Namespace, out: Console) ->
             raise
     elif args.action == "test":
         body = {"timeout": args.timeout} if args.timeout else {}
+        if args.timeout:  # the API answers within the test's timeout (and a few seconds): wait for it
+            client.timeout = max(client.timeout, args.timeout + 10)
         reply = client.post(f"/api/v1/datasources/{_name(args)}/test", body)
     else:
         reply = client.delete(f"/api/v1/datasources/{_name(args)}")

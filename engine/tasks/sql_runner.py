@@ -193,6 +193,8 @@ async def run(job: dict, source: Mapping[str, Any]) -> int:
             await run_sql(session, job)
         await session.commit()
     finally:
+        if ending:  # killed: the statement ends (or fails) because of the cancel; the kill's exit is the end
+            await ending[0]
         await session.close()
     return 0
 

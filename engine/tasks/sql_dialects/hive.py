@@ -1,9 +1,11 @@
 """HIVE through impyla's HiveServer2 client (Hive, Spark's Thrift server, Kyuubi). The client blocks: each call
 runs in a thread of the runner, one at a time (a Thrift connection is not shared between threads). A statement
-is started asynchronously and its state polled, so a kill cancels it (HiveServer2 CancelOperation) between
-two polls. No transactions. ``other`` holds session configuration (``hive.exec.dynamic.partition``, ...);
-authentication is PLAIN (user and password; HiveServer2's NONE mode takes any password) unless ``other`` has
-``auth_mechanism`` (NOSASL, PLAIN, LDAP)."""
+is started asynchronously and its state polled. The session keeps the running statement's operation handle: a
+kill cancels it with HiveServer2's CancelOperation sent on a second connection (HiveServer2 looks operation
+handles up server-wide and the RPC needs no session, so none is opened), never on the task's own connection,
+which a poll may be using at that moment. No transactions. ``other`` holds session configuration
+(``hive.exec.dynamic.partition``, ...); authentication is PLAIN (user and password; HiveServer2's NONE mode takes
+any password) unless ``other`` has ``auth_mechanism`` (NOSASL, PLAIN, LDAP)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ POLL_INTERVAL = 0.2
 class HiveSession(Session):
     conn: Any
     cursor: Any
+    #: the operation handle of the statement running now (None between statements)
+    running: Any = None
 
     async def _call(self, fn: Any, *args: Any) -> Any:
         from impala.error import Error as ImpalaError
@@ -40,7 +44,7 @@ class HiveSession(Session):
         self._lock = asyncio.Lock()
         other = {str(k): str(v) for k, v in (self.source.get("other") or {}).items()}
         auth = other.pop("auth_mechanism", "PLAIN")
-        kwargs = {
+        self._kwargs: dict[str, Any] = {
             "host": self.source.get("host") or "127.0.0.1",
             "port": port_of(self.source),
             "database": self.source.get("database") or None,
@@ -49,7 +53,7 @@ class HiveSession(Session):
             "auth_mechanism": auth,
             "timeout": self.timeout,
         }
-        self.conn = await self._call(lambda: connect(**kwargs))
+        self.conn = await self._call(lambda: connect(**self._kwargs))
         # every call is short (a long statement is polled), so the connect timeout bounds each
         self.cursor = await self._call(lambda: self.conn.cursor(configuration=other or None))
 
@@ -59,9 +63,13 @@ class HiveSession(Session):
 
     async def _run(self, sql: str, args: Sequence[Any] = ()) -> None:
         await self._call(self.cursor.execute_async, sql, list(args) if args else None)
-        while await self._call(self.cursor.is_executing):  # noqa: ASYNC110 - the server's state, polled
-            await asyncio.sleep(POLL_INTERVAL)
-        await self._call(self.cursor._wait_to_finish)  # raises the statement's error, if it failed
+        self.running = self.cursor._last_operation.handle
+        try:
+            while await self._call(self.cursor.is_executing):  # noqa: ASYNC110 - the server's state, polled
+                await asyncio.sleep(POLL_INTERVAL)
+            await self._call(self.cursor._wait_to_finish)  # raises the statement's error, if it failed
+        finally:
+            self.running = None
 
     async def query(self, sql: str, limit: int, args: Sequence[Any] = ()) -> Rows:
         await self._run(sql, args)
@@ -77,7 +85,25 @@ class HiveSession(Session):
         return -1
 
     async def cancel(self) -> None:
-        await self._call(self.cursor.cancel_operation)
+        handle = self.running
+        if handle is None:
+            return
+        await asyncio.to_thread(self._cancel_from_a_second_connection, handle)
+
+    def _cancel_from_a_second_connection(self, handle: Any) -> None:
+        from impala._thrift_gen.TCLIService.ttypes import TCancelOperationReq
+        from impala.dbapi import connect
+        from impala.error import Error as ImpalaError
+        from thrift.transport.TTransport import TTransportException
+
+        try:
+            other = connect(**{**self._kwargs, "retries": 1})  # a transport only: no session is opened
+            try:
+                other.service._rpc("CancelOperation", TCancelOperationReq(operationHandle=handle), False)
+            finally:
+                other.close()
+        except (ImpalaError, TTransportException, OSError, EOFError) as exc:
+            raise SqlError(_message(exc)) from None
 
     async def version(self) -> str:
         rows = await self.query("SELECT version()", 1)
