@@ -45,6 +45,10 @@ class TaskSpec:
     task_group: str = ""
     task_group_priority: int = 0
     task_group_slots: int = 1
+    #: task-level alerts: the ends that raise one (failure, success, retry, timeout) and the alert group
+    #: they go to (0: the instance's warning group)
+    alert_on: frozenset[str] = frozenset()
+    alert_group_id: int = 0
 
 
 @dataclass(frozen=True)
