@@ -636,3 +636,13 @@ def test_a_warn_timeout_raises_the_task_s_timeout_alert() -> None:
     sim = Sim(spec({"a": []}, a={**timeout, "alert_on": frozenset({"timeout"})}))
     fired = sim.fire(next(x for x in sim.running("a") if isinstance(x, ArmTimer)).key)
     assert len(fired) == 1 and fired[0].task_instance_id  # to the warning group: one alert, the task's
+
+
+def test_task_alert_fields_survive_a_save_and_a_get() -> None:
+    sp = spec({"a": []}, a={"alert_on": frozenset({"retry", "failure"}), "alert_group_id": 4, "alert_group": "ops"})
+    item = document.to_document(sp, "p")["tasks"][0]
+    assert (item["alert_on"], item["alert_group"]) == (["failure", "retry"], "ops")
+    parsed = document.parse(document.to_document(sp, "p")).tasks[0]
+    assert (parsed.alert_on, parsed.alert_group) == (("failure", "retry"), "ops")
+    plain = document.to_document(spec({"a": []}), "p")["tasks"][0]
+    assert not {"alert_on", "alert_group"} & set(plain)
