@@ -362,6 +362,7 @@ class Executor:
             user = resolve_tenant(d.tenant, self.policy.allow_root_tenant, self.policy.default_user)
         except ValueError as exc:  # ParamError, bad placeholder, unknown task type
             await asyncio.to_thread(_write_log, run.log_path, header + f"[porpoise] refused: {exc}\n")
+            run.log_tail = f"[porpoise] refused: {exc}"[-LOG_TAIL_BYTES:]
             return self._result(run, "FAILURE", -1, str(exc))
         # one trip to a thread for the file system work before the start: log file, exec dir, files
         run.files = frozenset(launch.files)
