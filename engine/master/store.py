@@ -139,7 +139,8 @@ _KEEP_BACKFILL = (
 )
 
 _TASK_FIELDS = {
-    "host", "pid", "log_path", "execute_path", "start_time", "end_time", "exit_code", "var_pool", "app_id", "app_link"
+    "host", "pid", "log_path", "execute_path", "start_time", "end_time", "exit_code", "var_pool", "app_id", "app_link",
+    "log_tail",
 }  # fmt: skip
 
 
