@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 Priority = Literal["HIGHEST", "HIGH", "MEDIUM", "LOW", "LOWEST"]
 TimeoutStrategy = Literal["WARN", "FAILED", "WARNFAILED"]
+AlertOn = Literal["failure", "success", "retry", "timeout"]
 #: what a run does when its workflow already runs ``max_active_runs`` (engine/concurrency/serial.py)
 ExecutionType = Literal["PARALLEL", "SERIAL_WAIT", "SERIAL_DISCARD", "SERIAL_PRIORITY"]
 #: the workflow's time limit: WARN (an alert) or FAILED (an alert, then the run is stopped: FAILURE)
@@ -56,7 +57,9 @@ class Task:
     ``timeout`` (minutes) with ``timeout_strategy``, ``priority``, ``worker_group``, ``delay_time``
     (minutes), ``description``, ``disabled`` (switched off: never runs, its downstream runs as though it
     had succeeded); ``task_group`` names the task group whose slots the task takes while it runs, with
-    ``task_group_priority`` (higher first in the group's queue) and ``task_group_slots``; ``inputs`` are IN
+    ``task_group_priority`` (higher first in the group's queue) and ``task_group_slots``; ``alert_on`` lists
+    the ends of an attempt that raise the task's own alert ("failure", "success", "retry", "timeout"),
+    sent to ``alert_group`` (its name or id; default: the run's warning group); ``inputs`` are IN
     local params (name -> value), ``outputs`` the names of OUT params the task sets with
     ``${setValue(name=value)}``.
     """
@@ -82,6 +85,8 @@ class Task:
         task_group: str | None = None,
         task_group_priority: int = 0,
         task_group_slots: int = 1,
+        alert_on: Iterable[AlertOn] = (),
+        alert_group: str | int | None = None,
         inputs: Mapping[str, ParamValue] | None = None,
         outputs: Sequence[str] = (),
         workflow: Workflow | None = None,
@@ -103,6 +108,8 @@ class Task:
         self.task_group = task_group
         self.task_group_priority = task_group_priority
         self.task_group_slots = task_group_slots
+        self.alert_on = list(alert_on)
+        self.alert_group = alert_group
         local = [{"prop": k, "direct": "IN", "type": "VARCHAR", "value": _text(v)} for k, v in (inputs or {}).items()]
         local += [{"prop": k, "direct": "OUT", "type": "VARCHAR", "value": ""} for k in outputs]
         if local:
@@ -176,6 +183,10 @@ class Task:
         if self.task_group is not None or self.task_group_priority != 0 or self.task_group_slots != 1:
             # given without a group too, so that the server's checks see them (they take effect with one)
             item.update(task_group_priority=self.task_group_priority, task_group_slots=self.task_group_slots)
+        if self.alert_on:
+            item["alert_on"] = list(self.alert_on)
+        if self.alert_group is not None:
+            item["alert_group"] = self.alert_group
         return item
 
 

@@ -232,6 +232,13 @@ class TaskResult:
     #: as in TaskRunning
     app_id: str = ""
     app_link: str = ""
+    #: the last lines of the attempt's log (at most LOG_TAIL_LINES lines / LOG_TAIL_BYTES bytes, secrets
+    #: masked as in the log): task alerts quote them
+    log_tail: str = ""
+
+
+#: the most a TaskResult's log_tail carries
+LOG_TAIL_LINES, LOG_TAIL_BYTES = 20, 4096
 
 
 @dataclass(frozen=True)

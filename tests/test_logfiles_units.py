@@ -96,3 +96,13 @@ async def test_search_refuses_an_empty_or_huge_needle_and_a_path_outside(tmp_pat
             await files.search(str(log), needle, 0, 10)
     with pytest.raises(BadRequest):
         await files.search("/etc/passwd", "root", 0, 10)
+
+
+def test_a_result_carries_the_last_lines_of_the_log_within_the_byte_cap(tmp_path: Path) -> None:
+    log = tmp_path / "1-1.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)))
+    assert logfiles.result_tail(log, 3, 4096) == "line 97\nline 98\nline 99"
+    assert logfiles.result_tail(log, 20, 16) == "line 98\nline 99"  # whole lines from the end within 16 bytes
+    log.write_text("x" * 10_000 + "\n")
+    assert logfiles.result_tail(log, 20, 100) == "x" * 99  # one long last line: its end
+    assert logfiles.result_tail(tmp_path / "missing.log", 20, 4096) == ""

@@ -9,11 +9,13 @@ import json
 import textwrap
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from engine.workflows import document
+from engine.workflows.model import DefinitionError
 from porpoise import (
     ApiError,
     Client,
@@ -345,3 +347,32 @@ def test_concurrency_options_apply_through_the_api_and_a_disabled_task_is_skippe
     states = {t["name"]: t["state"] for t in run.data["tasks"]}
     assert run.state == "SUCCESS" and states["first"] == states["last"] == "SUCCESS", states
     assert states["off"] == "DISABLED"
+
+
+def test_task_alert_options_build_the_workflow_files_fields() -> None:
+    with Workflow("alerting", project=PROJECT) as wf:
+        Shell("load", "true", retries=1, alert_on=["retry", "failure"], alert_group="ops")
+        Shell("plain", "true")
+    t = {x["name"]: x for x in wf.to_document()["tasks"]}
+    assert (t["load"]["alert_on"], t["load"]["alert_group"]) == (["retry", "failure"], "ops")
+    assert not {"alert_on", "alert_group"} & set(t["plain"])
+    parsed = {x.name: x for x in document.parse(wf.to_document()).tasks}
+    assert (parsed["load"].alert_on, parsed["load"].alert_group) == (("retry", "failure"), "ops")
+    assert (parsed["plain"].alert_on, parsed["plain"].alert_group) == ((), None)
+
+
+@pytest.mark.parametrize(
+    ("task", "field"),
+    [
+        ({"alert_on": ["failure", "sometimes"]}, "tasks[0].alert_on[1]"),
+        ({"alert_on": "failure"}, "tasks[0].alert_on"),
+        ({"alert_group": 0}, "tasks[0].alert_group"),
+        ({"alert_group": ""}, "tasks[0].alert_group"),
+    ],
+)
+def test_a_bad_task_alert_field_is_refused_at_the_field(task: dict[str, Any], field: str) -> None:
+    doc = {"name": "w", "project": PROJECT, "tasks": [{"name": "a", "type": "SHELL", "params": {"rawScript": "true"},
+                                                      **task}]}  # fmt: skip
+    with pytest.raises(DefinitionError) as err:
+        document.parse(doc)
+    assert err.value.field == field

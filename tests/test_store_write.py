@@ -13,6 +13,7 @@ import pytest
 
 from engine.infra.postgres import PostgresServer
 from engine.master.store import CommitUnknown, MasterStore, WriteBatch
+from engine.master.workflow_messages import RaiseAlert
 from engine.states import WorkflowState
 from engine.storage.failures import CONNECTION_LOST
 from tests import databases
@@ -52,9 +53,8 @@ async def db(fresh_db: str, pg_server: PostgresServer) -> AsyncIterator[tuple[as
 
 
 def final_batch(title: str) -> WriteBatch:
-    return WriteBatch(
-        workflow_state=int(WorkflowState.SUCCESS), workflow_finished=True, alerts=[(1, title, "the instance ended")]
-    )
+    alert = RaiseAlert(1, title, "the instance ended")
+    return WriteBatch(workflow_state=int(WorkflowState.SUCCESS), workflow_finished=True, alerts=[alert])
 
 
 async def backend_waiting(admin: asyncpg.Connection, wait_event: str, deadline: float = 10.0) -> int:

@@ -12,6 +12,10 @@ from hypothesis import strategies as st
 
 from engine.master.workflow import CONTINUE, END, TIMEOUT_FAILED, WorkflowRun
 from engine.master.workflow_messages import (
+    ALERT_TASK_FAILURE,
+    ALERT_TASK_RETRY,
+    ALERT_TASK_SUCCESS,
+    ALERT_TASK_TIMEOUT,
     RERUN_ON_RESUME,
     ArmTimer,
     Attempt,
@@ -572,3 +576,73 @@ def test_a_stopping_run_taken_over_sends_its_kills() -> None:
     run = WorkflowRun(99, sp, CONTINUE, WorkflowState.READY_STOP, [running])
     actions = run.start(now=NOW)
     assert _kills(actions) == [5] and any(isinstance(a, ArmTimer) and a.key == ("kill-resend",) for a in actions)
+
+
+# -- task-level alerts (a task's alert_on and alert group) -------------------------------------------
+
+
+def _task_alerts(actions: list[Any]) -> list[RaiseAlert]:
+    return [x for x in actions if isinstance(x, RaiseAlert) and x.task_instance_id]
+
+
+def _fail(sim: Sim, name: str, tail: str) -> list[Any]:
+    a = sim.attempt(name)
+    ev = TaskResultEvent(a.id, a.attempt, F, 1, 1, 2, "w:1", "/l", log_tail=tail)
+    return sim.apply(sim.run.handle(ev))
+
+
+def test_a_failed_attempt_with_a_retry_left_raises_a_retry_alert_then_the_last_one_a_failure_alert() -> None:
+    kw = {"retries": 1, "retry_interval": 0, "alert_on": frozenset({"retry", "failure"}), "alert_group_id": 7}
+    sim = Sim(spec({"a": []}, a=kw))
+    first = sim.attempt("a")
+    out = _fail(sim, "a", "step 1\nboom 1")
+    [retry] = _task_alerts(out)
+    assert (retry.alert_type, retry.alert_group_id, retry.task_instance_id) == (ALERT_TASK_RETRY, 7, first.id)
+    assert "task a" in retry.title and "attempt 1" in retry.content and "worker w:1" in retry.content
+    assert retry.content.endswith("last log lines:\nstep 1\nboom 1")
+    # recorded with the attempt's end: the same batch of actions persists the end and its log tail
+    persist = next(x for x in out if isinstance(x, PersistTask))
+    assert dict(persist.fields)["log_tail"] == "step 1\nboom 1"
+    second = sim.attempt("a")
+    out = _fail(sim, "a", "boom 2")
+    [failure] = _task_alerts(out)
+    assert (failure.alert_type, failure.task_instance_id) == (ALERT_TASK_FAILURE, second.id)
+    assert "attempt 2" in failure.content and failure.content.endswith("boom 2")
+    assert final_state(out) is WorkflowState.FAILURE
+
+
+def test_task_alerts_only_for_the_ends_the_task_chose() -> None:
+    sim = Sim(spec({"a": [], "b": []}, a={"alert_on": frozenset({"success"})}, b={"retries": 1}))
+    out = sim.finish("a")
+    [ok] = _task_alerts(out)
+    assert ok.alert_type == ALERT_TASK_SUCCESS and ok.alert_group_id is None  # the instance's warning group
+    assert _task_alerts(sim.finish("b", F)) == [] and _task_alerts(sim.finish("b", F)) == []
+
+
+def test_a_stopped_retry_is_a_failure_alert() -> None:
+    sim = Sim(spec({"a": []}, a={"retries": 3, "retry_interval": 5, "alert_on": frozenset({"retry", "failure"})}))
+    sim.apply(sim.run.handle(StopRequested()))
+    out = _fail(sim, "a", "x")  # its result after the stop: no retry runs any more
+    assert [x.alert_type for x in _task_alerts(out)] == [ALERT_TASK_FAILURE]
+
+
+def test_a_warn_timeout_raises_the_task_s_timeout_alert() -> None:
+    timeout = {"timeout_flag": 1, "timeout": 5, "timeout_strategy": 0}
+    sim = Sim(spec({"a": []}, a={**timeout, "alert_on": frozenset({"timeout"}), "alert_group_id": 3}))
+    out = sim.running("a")
+    fired = sim.fire(next(x for x in out if isinstance(x, ArmTimer)).key)
+    assert [(x.alert_type, x.alert_group_id) for x in fired] == [(ALERT_TASK_TIMEOUT, None), (ALERT_TASK_TIMEOUT, 3)]
+    assert "worker w:1" in fired[1].content and fired[1].task_instance_id == sim.attempt("a").id
+    sim = Sim(spec({"a": []}, a={**timeout, "alert_on": frozenset({"timeout"})}))
+    fired = sim.fire(next(x for x in sim.running("a") if isinstance(x, ArmTimer)).key)
+    assert len(fired) == 1 and fired[0].task_instance_id  # to the warning group: one alert, the task's
+
+
+def test_task_alert_fields_survive_a_save_and_a_get() -> None:
+    sp = spec({"a": []}, a={"alert_on": frozenset({"retry", "failure"}), "alert_group_id": 4, "alert_group": "ops"})
+    item = document.to_document(sp, "p")["tasks"][0]
+    assert (item["alert_on"], item["alert_group"]) == (["failure", "retry"], "ops")
+    parsed = document.parse(document.to_document(sp, "p")).tasks[0]
+    assert (parsed.alert_on, parsed.alert_group) == (("failure", "retry"), "ops")
+    plain = document.to_document(spec({"a": []}), "p")["tasks"][0]
+    assert not {"alert_on", "alert_group"} & set(plain)

@@ -42,10 +42,13 @@ def _optional_url(params: Mapping[str, Any], key: str) -> None:
 
 
 def _text(alert: Mapping[str, Any]) -> str:
-    """The alert as plain text: its content, then a link to the instance when the API knows its public URL."""
+    """The alert as plain text: its content, then links to the instance (and a task alert's log) when the API
+    knows its public URL."""
     lines = [str(alert.get("content") or "")]
     if alert.get("link"):
         lines.append(f"{alert['link']}")
+    if alert.get("log_link"):
+        lines.append(f"log: {alert['log_link']}")
     return "\n".join(line for line in lines if line)
 
 

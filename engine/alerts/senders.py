@@ -130,7 +130,8 @@ class EmailSender(AlertSender):
         msg["From"] = params["sender"]
         msg["To"] = ", ".join(params["receivers"])
         msg["Subject"] = f"[Porpoise] {alert['title']}"
-        msg.set_content(f"{alert['content']}\n\nalert {alert['id']}, type {alert['alert_type_name']}")
+        links = "".join(f"\n{alert[k]}" for k in ("link", "log_link") if alert.get(k))
+        msg.set_content(f"{alert['content']}\n{links}\nalert {alert['id']}, type {alert['alert_type_name']}")
         tls = params.get("tls", "none")
         try:
             await aiosmtplib.send(

@@ -29,7 +29,7 @@ WAIT, SUCCESS, FAILURE, PARTIAL = 0, 1, 2, 3
 ALERT_TYPES = {
     0: "PROCESS_INSTANCE_FAILURE", 1: "PROCESS_INSTANCE_SUCCESS", 2: "PROCESS_INSTANCE_BLOCKED",
     3: "PROCESS_INSTANCE_TIMEOUT", 4: "FAULT_TOLERANCE_WARNING", 5: "TASK_FAILURE", 6: "TASK_SUCCESS",
-    7: "TASK_TIMEOUT",
+    7: "TASK_TIMEOUT", 9: "TASK_RETRY",
 }  # fmt: skip
 
 _CLAIM = (
@@ -103,6 +103,8 @@ class AlertService(BackgroundService):
             "workflow_instance_id": row["workflow_instance_id"], "project_code": row["project_code"],
             "workflow_definition_code": row["workflow_definition_code"], "create_time": row["create_time"],
             "link": instance_link(self.public_url, row["workflow_instance_id"]),
+            "task_instance_id": row["task_instance_id"],
+            "log_link": task_log_link(self.public_url, row["task_instance_id"]),
         }  # fmt: skip
         delivered: list[int] = list(state.get("delivered", []))
         errors: dict[str, str] = {}
@@ -152,6 +154,11 @@ class AlertService(BackgroundService):
 def instance_link(public_url: str, instance_id: int | None) -> str | None:
     """Where the web UI shows an instance, when the API knows its public address."""
     return f"{public_url.rstrip('/')}/instances/{instance_id}" if public_url and instance_id else None
+
+
+def task_log_link(public_url: str, task_instance_id: int | None) -> str | None:
+    """Where the web UI shows a task attempt's log (a task alert's link)."""
+    return f"{public_url.rstrip('/')}/tasks/{task_instance_id}/log" if public_url and task_instance_id else None
 
 
 def _state(raw: str | None) -> dict[str, Any]:

@@ -354,3 +354,26 @@ async def check_datasources(
     if missing:
         listed = ", ".join(repr(n) for n in missing)
         raise ApiError(403, f"data source(s) {listed} not granted to you or to project {project!r}", "datasource")
+
+
+async def check_alert_groups(
+    db: asyncpg.Pool | asyncpg.Connection, who: Principal, used: Iterable[tuple[str, int | str]], project: str
+) -> None:
+    """A task's ``alert_group`` (id or name; ``used``: (field, value) pairs) must exist (400 at the field) and,
+    for a general user, be granted to them or to the workflow's ``project`` (400 at the field), as data sources."""
+    for field_name, value in used:
+        by_id = isinstance(value, int)
+        row = await db.fetchrow(f"SELECT id FROM alert_group WHERE {'id' if by_id else 'group_name'} = $1", value)
+        if row is None:
+            raise ApiError(400, f"no alert group {value!r}", field_name)
+        if who.is_admin:
+            continue
+        granted = await db.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM resource_grant WHERE resource_type = 'alert_group' AND resource_id = $1"
+            " AND (user_id = $2 OR project_code = (SELECT code FROM project WHERE name = $3)))",
+            int(row["id"]),
+            who.user_id,
+            project,
+        )
+        if not granted:
+            raise ApiError(400, f"alert group {value!r} is not granted to you or to project {project!r}", field_name)

@@ -199,6 +199,7 @@ async def test_group(api: Any, call: Call) -> dict[str, Any]:
         "content": "This is a test: the alert group's senders can reach this channel.", "alert_type": -1,
         "alert_type_name": "TEST", "workflow_instance_id": None, "project_code": None,
         "workflow_definition_code": None, "create_time": None, "link": instance_link(cfg.public_url, None),
+        "task_instance_id": None, "log_link": None,
     }  # fmt: skip
 
     async def one(sender: Any) -> dict[str, Any]:
@@ -252,7 +253,8 @@ async def list_alerts(api: Any, call: Call) -> dict[str, Any]:
         {"id": r["id"], "title": r["title"], "content": r["content"],
          "alert_type": ALERT_TYPES.get(r["alert_type"], str(r["alert_type"])), "status": STATUS[r["alert_status"]],
          "attempts": r["attempts"], "alert_group_id": r["alert_group_id"],
-         "workflow_instance_id": r["workflow_instance_id"], "log": r["log"], "create_time": r["create_time"]}
+         "workflow_instance_id": r["workflow_instance_id"], "task_instance_id": r["task_instance_id"],
+         "log": r["log"], "create_time": r["create_time"]}
         for r in rows
     ]  # fmt: skip
     return page(items, total, call)

@@ -4,6 +4,7 @@ updated or imported) by a general user:
 - a SUB_PROCESS task runs another workflow: EXECUTE on that workflow's project;
 - a DEPENDENT item reads the runs of another workflow: READ on its project;
 - a SQL task connects with a data source: granted to the user or to the document's project (access.py);
+- a task's alerts go to its ``alert_group``: it exists, and is granted to the user or to the project (access.py);
 - the workflow's tenant (the OS user its tasks run as): ``default`` or granted to its project (tenants.py),
   for admins too;
 - no SUB_PROCESS runs the saved workflow again, directly or through others (sub_workflows.py), for admins too.
@@ -19,7 +20,7 @@ from typing import Any
 
 import asyncpg
 
-from engine.api.access import EXECUTE, READ, Principal, check_datasources, project_rights
+from engine.api.access import EXECUTE, READ, Principal, check_alert_groups, check_datasources, project_rights
 from engine.api.routing import ApiError
 from engine.api.sub_workflows import check_cycles
 from engine.api.tenants import DEFAULT as DEFAULT_TENANT
@@ -46,6 +47,17 @@ def _refs(doc: Mapping[str, Any]) -> Iterator[tuple[Mapping[str, Any], int, str]
                         yield item, READ, f"{prefix}.items[{j}]"
 
 
+def _alert_groups(doc: Mapping[str, Any]) -> list[tuple[str, int | str]]:
+    tasks = doc.get("tasks")
+    return [
+        (f"tasks[{i}].alert_group", t["alert_group"])
+        for i, t in enumerate(tasks if isinstance(tasks, list) else [])
+        if isinstance(t, Mapping)
+        and isinstance(t.get("alert_group"), int | str)
+        and not isinstance(t.get("alert_group"), bool)
+    ]
+
+
 def _sql_sources(doc: Mapping[str, Any]) -> list[str]:
     tasks = doc.get("tasks")
     params = (
@@ -63,6 +75,7 @@ async def check_document(db: asyncpg.Pool | asyncpg.Connection, who: Principal, 
     own = doc["project"]
     await check_tenant(db, doc.get("tenant", DEFAULT_TENANT), own)
     await check_datasources(db, who, _sql_sources(doc), own)
+    await check_alert_groups(db, who, _alert_groups(doc), own)
     if not who.admin:
         await _check_targets(db, who, doc, own)
     await check_cycles(db, doc)

@@ -302,7 +302,7 @@ class WorkflowActor:
                     now = dt.datetime.now(dt.UTC).isoformat()
                     write.workflow_history.append({"time": now, "state": action.state.name, "desc": action.cause})
             elif isinstance(action, RaiseAlert):
-                write.alerts.append((action.alert_type, action.title, action.content))
+                write.alerts.append(action)
             else:
                 after.append(action)
         return write, created, after
@@ -354,7 +354,7 @@ class WorkflowActor:
             elif isinstance(action, ControlChild):
                 self.logic.spawn(self.logic.stop(action.attempt, action.action))
 
-    def _end_alerts(self, final: int | None) -> list[tuple[int, str, str]]:
+    def _end_alerts(self, final: int | None) -> list[RaiseAlert]:
         """The instance's end as an alert when its warning type asks for it (DolphinScheduler's rule)."""
         wanted = self.info.warning_type
         if final == int(WorkflowState.SUCCESS) and wanted in (WARN_SUCCESS, WARN_ALL):
@@ -363,10 +363,17 @@ class WorkflowActor:
             kind, word = ALERT_FAILURE, "failed"
         else:
             return []
-        failed = sorted(self.spec.tasks[a.code].name for a in self.run.current.values() if a.state is TaskState.FAILURE)
-        detail = f"; failed tasks: {', '.join(failed)}" if failed else ""
+        failed = sorted(
+            ((self.spec.tasks[a.code].name, a) for a in self.run.current.values() if a.state is TaskState.FAILURE),
+            key=lambda item: item[0],
+        )
+        detail = f"; failed tasks: {', '.join(name for name, _ in failed)}" if failed else ""
         content = f"workflow instance {self.info.id} ({self.info.name}) of {self.spec.name} {word}{detail}"
-        return [(kind, f"workflow {self.spec.name} {word}", content)]
+        for name, a in failed:
+            if a.log_tail:  # each failed task's last log lines, as its worker reported them
+                where = f"attempt {a.attempt}, worker {a.host or '-'}"
+                content += f"\n\ntask {name} ({where}), last log lines:\n{a.log_tail}"
+        return [RaiseAlert(kind, f"workflow {self.spec.name} {word}", content)]
 
     def _next_backfill(self, final: int | None) -> tuple[dict[str, Any], list[dt.datetime]] | None:
         """A serial backfill runs its dates one after another: on SUCCESS (or any end with

@@ -54,6 +54,7 @@ from engine.storage.pool import connect_pool, database_reachable
 from registry import MASTER, ChangeKind, HeartbeatSource, LoadLimits, NodeChange, NodeId, SessionState, SlotTracker
 from rpc.errors import BadRequest, RpcError
 from rpc.messages import (
+    LOG_TAIL_BYTES,
     CacheExpire,
     ReportReply,
     SubWorkflowDone,
@@ -521,6 +522,7 @@ class Master(Node):
             execute_path=msg.execute_path,
             app_id=msg.app_id,
             app_link=msg.app_link,
+            log_tail=msg.log_tail[-LOG_TAIL_BYTES:],  # the worker caps it; a report that did not is cut here
         )
         self.metrics.inc("task_results")
         self.dispatcher.freed(msg.host)  # the attempt's slot on that worker is free again

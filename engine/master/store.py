@@ -30,7 +30,7 @@ from engine import logs
 from engine.concurrency import serial_sql, task_groups_sql
 from engine.errors import StorageError
 from engine.master.claim import Rules, claim
-from engine.master.workflow_messages import ALERT_FAULT_TOLERANCE
+from engine.master.workflow_messages import ALERT_FAULT_TOLERANCE, RaiseAlert
 from engine.scheduling.backfill import BACKFILL_ID, INDEX
 from engine.storage.failures import CONNECTION_LOST
 from engine.tasks.registry import LOGIC_TYPES
@@ -91,7 +91,7 @@ class WriteBatch:
     workflow_history: list[dict[str, str]] = field(default_factory=list)
     new_attempts: list[NewAttempt] = field(default_factory=list)
     updates: list[TaskUpdate] = field(default_factory=list)
-    alerts: list[tuple[int, str, str]] = field(default_factory=list)
+    alerts: list[RaiseAlert] = field(default_factory=list)
     #: the next COMPLEMENT_DATA command of a serial backfill: its command_param (which names the backfill
     #: row and the index of its date) and, for a chain of the older format, the dates to keep in a new row
     next_backfill: tuple[dict[str, Any], list[dt.datetime]] | None = None
@@ -112,7 +112,7 @@ class WriteBatch:
 
 #: the current attempt (flag = 1) of every task an instance has started, as Attempt.from_row reads it
 _CURRENT_ATTEMPTS = (
-    "SELECT id, task_code, task_type, attempt, retry_times, state, host, var_pool, start_time, end_time"
+    "SELECT id, task_code, task_type, attempt, retry_times, state, host, var_pool, start_time, end_time, log_tail"
     " FROM task_instance WHERE workflow_instance_id = $1 AND flag = 1"
 )
 #: instance states a failover takes over (DolphinScheduler's NEED_FAILOVER_STATES)
@@ -139,7 +139,8 @@ _KEEP_BACKFILL = (
 )
 
 _TASK_FIELDS = {
-    "host", "pid", "log_path", "execute_path", "start_time", "end_time", "exit_code", "var_pool", "app_id", "app_link"
+    "host", "pid", "log_path", "execute_path", "start_time", "end_time", "exit_code", "var_pool", "app_id", "app_link",
+    "log_tail",
 }  # fmt: skip
 
 
@@ -292,8 +293,9 @@ class MasterStore:
         ended = [u.task_instance_id for u in batch.updates if u.state in task_groups_sql.FINISHED]
         if ended:
             await task_groups_sql.release(conn, ended)  # their task group slots, once
-        for alert_type, title, content in batch.alerts:
-            await _insert_alert(conn, instance_id, alert_type, title, content)
+        for alert in batch.alerts:
+            await _insert_alert(conn, instance_id, alert.alert_type, alert.title, alert.content,
+                                alert.alert_group_id, alert.task_instance_id)  # fmt: skip
         if batch.next_backfill is not None:
             await _insert_next_backfill(conn, instance_id, *batch.next_backfill)
         return ids
@@ -632,14 +634,25 @@ async def _insert_next_backfill(
         log.warning("backfill row missing: the chain ends here", backfill_id=param[BACKFILL_ID])
 
 
-async def _insert_alert(conn: asyncpg.Connection, instance_id: int, alert_type: int, title: str, content: str) -> None:
+async def _insert_alert(
+    conn: asyncpg.Connection,
+    instance_id: int,
+    alert_type: int,
+    title: str,
+    content: str,
+    group_id: int | None = None,
+    task_instance_id: int = 0,
+) -> None:
+    """An alert row for the API servers to deliver: to ``group_id``, else the instance's warning group."""
     await conn.execute(
         "INSERT INTO alert (title, content, alert_type, workflow_instance_id, sign, alert_group_id, project_code,"
-        " workflow_definition_code, warning_type) SELECT $1, $2, $3, $4, encode(sha256(convert_to($2, 'UTF8')), 'hex'),"
-        " w.warning_group_id, w.project_code, w.workflow_definition_code, w.warning_type"
-        " FROM workflow_instance w WHERE w.id = $4",
+        " workflow_definition_code, warning_type, task_instance_id) SELECT $1, $2, $3, $4,"
+        " encode(sha256(convert_to($2, 'UTF8')), 'hex'), coalesce($5, w.warning_group_id), w.project_code,"
+        " w.workflow_definition_code, w.warning_type, $6 FROM workflow_instance w WHERE w.id = $4",
         title[:255],
         content,
         alert_type,
         instance_id,
+        group_id,
+        task_instance_id or None,
     )

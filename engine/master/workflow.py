@@ -28,6 +28,7 @@ from engine.master.workflow_messages import (
     ALERT_TASK_TIMEOUT,
     ALERT_WORKFLOW_TIMEOUT,
     RERUN_ON_RESUME,
+    TASK_ALERTS,
     Action,
     ArmTimer,
     Attempt,
@@ -335,6 +336,7 @@ class WorkflowRun:
             ("start_time", a.start_time),
         ]
         if ev.host:
+            a.host = ev.host
             fields.append(("host", ev.host))
         if ev.log_path:
             fields.append(("log_path", ev.log_path))
@@ -342,15 +344,41 @@ class WorkflowRun:
             fields += [("pid", ev.pid), ("execute_path", ev.execute_path)]
         if ev.app_id:
             fields += [("app_id", ev.app_id), ("app_link", ev.app_link)]
+        if ev.log_tail:
+            a.log_tail = ev.log_tail
+            fields.append(("log_tail", ev.log_tail))
         actions: list[Action] = [PersistTask(a, a.state, tuple(fields)), CancelTimer(("task-timeout", a.id))]
         if a.state.succeeded:
             self.succeeded_order.append(a.code)
             self._skip(ev.skip)
+            actions += self._task_alert(a, "success")
             actions += self._submit_ready()
         else:
-            actions += self._after_failure(a)
+            after = self._after_failure(a)
+            if a.state is TaskState.FAILURE:
+                final = a.code in self.failed or a.code in self.handled  # else a retry runs
+                actions += self._task_alert(a, "failure" if final else "retry")
+            actions += after
         actions += self._maybe_finish()
         return actions
+
+    def _task_alert(self, a: Attempt, kind: str) -> list[Action]:
+        """The task's own alert for this end of attempt ``a`` when its ``alert_on`` asks for it: recorded in
+        the transaction that persists the end (the actor batches the actions), sent by the API servers."""
+        task = self.spec.tasks[a.code]
+        if kind not in task.alert_on:
+            return []
+        word = {"failure": "failed", "success": "succeeded", "retry": "failed, retrying", "timeout": "timed out"}
+        title = f"task {task.name} {word[kind]}"
+        content = (
+            f"task {task.name} of workflow {self.spec.name} (instance {self.instance_id}) {word[kind]}:"
+            f" attempt {a.attempt}, task instance {a.id}, worker {a.host or '-'}"
+        )
+        if kind == "timeout":
+            content += f"; it ran longer than {task.timeout} minute(s)"
+        if a.log_tail:
+            content += f"\nlast log lines:\n{a.log_tail}"
+        return [RaiseAlert(TASK_ALERTS[kind], title, content, task.alert_group_id or None, a.id)]
 
     def _after_failure(self, a: Attempt) -> list[Action]:
         task = self.spec.tasks[a.code]
@@ -387,13 +415,17 @@ class WorkflowRun:
         if a is None or a.state.finished:
             return []
         task = self.spec.tasks[a.code]
+        own = self._task_alert(a, "timeout")
+        if own and not task.alert_group_id:
+            return own  # the task's alert goes to the instance's warning group: it replaces the plain one
         return [
             RaiseAlert(
                 ALERT_TASK_TIMEOUT,
                 f"task {task.name} timed out",
                 f"task {task.name} (instance {a.id}, attempt {a.attempt}) of workflow instance "
                 f"{self.instance_id} ran longer than {task.timeout} minute(s)",
-            )
+            ),
+            *own,
         ]
 
     def _on_workflow_timeout(self, _: WorkflowTimedOut) -> list[Action]:

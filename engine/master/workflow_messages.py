@@ -30,6 +30,8 @@ class Attempt:
     end_time: int = 0
     #: the incarnation of the worker at ``host`` that took it (0: not known, e.g. taken back from the database)
     incarnation: int = 0
+    #: the attempt's last log lines, as its worker reported them with the result (secrets masked)
+    log_tail: str = ""
 
     @classmethod
     def from_row(cls, row: Any) -> Attempt:
@@ -47,6 +49,7 @@ class Attempt:
             var_in=pool,
             start_time=_ms(row["start_time"]),
             end_time=_ms(row["end_time"]),
+            log_tail=row.get("log_tail") or "",
         )
 
 
@@ -94,6 +97,8 @@ class TaskResultEvent:
     execute_path: str = ""
     app_id: str = ""
     app_link: str = ""
+    #: the attempt's last log lines (TaskResult.log_tail)
+    log_tail: str = ""
 
 
 @dataclass(frozen=True)
@@ -251,6 +256,10 @@ class RaiseAlert:
     alert_type: int
     title: str
     content: str
+    #: the alert group it goes to (None: the instance's warning group)
+    alert_group_id: int | None = None
+    #: the attempt a task alert is about (0: none): the alert links to its log
+    task_instance_id: int = 0
 
 
 Action = (
@@ -269,3 +278,14 @@ Action = (
 ALERT_WORKFLOW_TIMEOUT = 3
 ALERT_FAULT_TOLERANCE = 4
 ALERT_TASK_TIMEOUT = 7
+ALERT_TASK_FAILURE = 5
+ALERT_TASK_SUCCESS = 6
+#: beyond DolphinScheduler's codes (8 is its CLOSE_ALERT)
+ALERT_TASK_RETRY = 9
+#: a task's ``alert_on`` words and the alert type each raises
+TASK_ALERTS = {
+    "failure": ALERT_TASK_FAILURE,
+    "success": ALERT_TASK_SUCCESS,
+    "retry": ALERT_TASK_RETRY,
+    "timeout": ALERT_TASK_TIMEOUT,
+}

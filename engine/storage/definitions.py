@@ -45,6 +45,11 @@ class TaskSpec:
     task_group: str = ""
     task_group_priority: int = 0
     task_group_slots: int = 1
+    #: task-level alerts: the ends that raise one (failure, success, retry, timeout) and the alert group
+    #: they go to (0: the instance's warning group)
+    alert_on: frozenset[str] = frozenset()
+    alert_group_id: int = 0
+    alert_group: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,18 +126,20 @@ async def save_workflow(
         for t in wf.tasks:
             codes[t.name] = names.get(t.name) or await next_code(conn)
         groups = await _task_groups(conn, wf, project_code)
-        for t in wf.tasks:
+        alert_groups = await alert_groups_of(conn, wf)
+        for i, t in enumerate(wf.tasks):
             values = (
                 codes[t.name], t.name, version, t.description, project_code, user_id, t.task_type,
                 json.dumps(dict(t.params)), t.priority, t.worker_group, t.environment_code, t.retries,
                 t.retry_interval, 1 if t.timeout else 0, t.timeout_strategy, t.timeout, t.delay_time,
                 0 if t.disabled else 1, groups.get(t.task_group, 0), t.task_group_priority, t.task_group_slots,
+                ",".join(t.alert_on), alert_groups.get(i),
             )  # fmt: skip
             cols = (
                 "code, name, version, description, project_code, user_id, task_type, task_params, task_priority,"
                 " worker_group, environment_code, fail_retry_times, fail_retry_interval, timeout_flag,"
                 " timeout_notify_strategy, timeout, delay_time, flag, task_group_id, task_group_priority,"
-                " task_group_slots"
+                " task_group_slots, alert_on, alert_group_id"
             )
             await _write_versioned(conn, "task_definition", cols, values)
         relations = []
@@ -189,6 +196,23 @@ async def _task_groups(conn: asyncpg.Connection, wf: WorkflowDef, project_code: 
     return {name: int(r["id"]) for name, r in found.items()}
 
 
+async def alert_groups_of(conn: asyncpg.Connection | asyncpg.Pool, wf: WorkflowDef) -> dict[int, int]:
+    """Task index -> the id of the alert group the task names (by id or name); DefinitionError names the
+    task whose group does not exist."""
+    out: dict[int, int] = {}
+    for i, t in enumerate(wf.tasks):
+        if t.alert_group is None:
+            continue
+        by_id = isinstance(t.alert_group, int)
+        found = await conn.fetchval(
+            f"SELECT id FROM alert_group WHERE {'id' if by_id else 'group_name'} = $1", t.alert_group
+        )
+        if found is None:
+            raise DefinitionError(f"tasks[{i}].alert_group", f"no alert group {t.alert_group!r}")
+        out[i] = int(found)
+    return out
+
+
 async def _write_versioned(conn: asyncpg.Connection, table: str, cols: str, values: tuple[Any, ...]) -> None:
     """Append the version to ``<table>_log`` and make it the current row of ``<table>`` (keyed by code,
     the first column)."""
@@ -233,7 +257,7 @@ async def switch_version(conn: asyncpg.Connection, code: int, version: int) -> N
         cols = (
             "name, version, description, project_code, user_id, task_type, task_params, task_priority, worker_group,"
             " environment_code, fail_retry_times, fail_retry_interval, timeout_flag, timeout_notify_strategy,"
-            " timeout, delay_time, flag, task_group_id, task_group_priority, task_group_slots"
+            " timeout, delay_time, flag, task_group_id, task_group_priority, task_group_slots, alert_on, alert_group_id"
         )
         names = [c.strip() for c in cols.split(",")]
         updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in names)
@@ -296,6 +320,11 @@ async def load_spec(conn: asyncpg.Connection, code: int, version: int) -> Workfl
     if group_ids:
         found = await conn.fetch("SELECT id, name FROM task_group WHERE id = ANY($1::bigint[])", group_ids)
         group_names = {int(g["id"]): g["name"] for g in found}
+    alert_ids = sorted({int(r["alert_group_id"]) for r in rows if r["alert_group_id"]})
+    alert_names: dict[int, str] = {}
+    if alert_ids:
+        found = await conn.fetch("SELECT id, group_name FROM alert_group WHERE id = ANY($1::bigint[])", alert_ids)
+        alert_names = {int(g["id"]): g["group_name"] for g in found}
     tasks = {
         int(r["code"]): TaskSpec(
             code=int(r["code"]),
@@ -317,6 +346,9 @@ async def load_spec(conn: asyncpg.Connection, code: int, version: int) -> Workfl
             task_group=group_names.get(int(r["task_group_id"]), ""),
             task_group_priority=int(r["task_group_priority"]),
             task_group_slots=int(r["task_group_slots"]),
+            alert_on=frozenset(w for w in r["alert_on"].split(",") if w),
+            alert_group_id=int(r["alert_group_id"] or 0),
+            alert_group=alert_names.get(int(r["alert_group_id"] or 0), ""),
         )
         for r in rows
     }

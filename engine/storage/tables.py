@@ -237,6 +237,9 @@ task_definition = Table(
     Column("task_group_id", BigInteger, nullable=False, server_default=text("0")),
     Column("task_group_priority", Integer, nullable=False, server_default=text("0")),
     Column("task_group_slots", Integer, nullable=False, server_default=text("1")),
+    # task-level alerts: comma list of failure, success, retry, timeout; the group they go to
+    Column("alert_on", String(64), nullable=False, server_default=text("''")),
+    Column("alert_group_id", BigInteger),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
 )
@@ -270,6 +273,9 @@ task_definition_log = Table(
     Column("task_group_id", BigInteger, nullable=False, server_default=text("0")),
     Column("task_group_priority", Integer, nullable=False, server_default=text("0")),
     Column("task_group_slots", Integer, nullable=False, server_default=text("1")),
+    # task-level alerts: comma list of failure, success, retry, timeout; the group they go to
+    Column("alert_on", String(64), nullable=False, server_default=text("''")),
+    Column("alert_group_id", BigInteger),
     Column("operator", BigInteger),
     Column("operate_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
@@ -502,6 +508,8 @@ task_instance = Table(
     Column("exit_code", Integer),
     Column("execute_path", String(512)),
     Column("log_path", Text),
+    #: the attempt's last log lines, as its worker reported them (secrets masked): alerts quote them
+    Column("log_tail", Text),
     Column("app_link", Text),
     Column("alert_flag", SmallInteger, nullable=False, server_default=text("0")),
     Column("task_params", JSONB, nullable=False, server_default=text("'{}'")),
@@ -580,6 +588,8 @@ alert = Table(
     Column("project_code", BigInteger),
     Column("workflow_definition_code", BigInteger),
     Column("workflow_instance_id", BigInteger),
+    #: a task alert's attempt (its log is linked)
+    Column("task_instance_id", BigInteger),
     Column("attempts", Integer, nullable=False, server_default=text("0")),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),

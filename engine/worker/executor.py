@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import pwd
@@ -32,13 +33,21 @@ from engine.tasks import registry
 from engine.tasks.base import Launch, TaskContext
 from engine.worker.execdirs import ExecDirs
 from engine.worker.forkclient import ForkedTask, ForkServer
-from engine.worker.logfiles import CappedLog, log_path
+from engine.worker.logfiles import CappedLog, log_path, result_tail
 from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
 from engine.worker.spawn import TaskProcess, spawn
 from engine.worker.taskenv import TaskPolicy, resolve_tenant, task_environment
 from registry.heartbeat import Overload
-from rpc.messages import DispatchReply, KillReply, TaskDispatch, TaskResult, TaskRunning
+from rpc.messages import (
+    LOG_TAIL_BYTES,
+    LOG_TAIL_LINES,
+    DispatchReply,
+    KillReply,
+    TaskDispatch,
+    TaskResult,
+    TaskRunning,
+)
 
 log = logs.get(__name__)
 
@@ -86,6 +95,8 @@ class TaskRun:
     #: the external application the task announced (APP_MARKER line: a Spark application) and its UI link
     app_id: str = ""
     app_link: str = ""
+    #: the last lines of its log once it ended (TaskResult.log_tail)
+    log_tail: str = ""
 
     @property
     def key(self) -> tuple[int, int]:
@@ -250,6 +261,8 @@ class Executor:
             except Exception as exc:
                 log.exception("task failed on the worker")
                 result = self._result(run, "FAILURE", -1, f"worker error: {type(exc).__name__}: {exc}")
+            if run.log_tail:  # the log's last lines travel with the result (task alerts quote them)
+                result = dataclasses.replace(result, log_tail=run.log_tail)
             run.ended = True  # no await since _run: a kill from now on waits for the hand-over below
             try:
                 # on disk before the attempt counts as over here: a crash from now on loses no result
@@ -349,6 +362,7 @@ class Executor:
             user = resolve_tenant(d.tenant, self.policy.allow_root_tenant, self.policy.default_user)
         except ValueError as exc:  # ParamError, bad placeholder, unknown task type
             await asyncio.to_thread(_write_log, run.log_path, header + f"[porpoise] refused: {exc}\n")
+            run.log_tail = f"[porpoise] refused: {exc}"[-LOG_TAIL_BYTES:]
             return self._result(run, "FAILURE", -1, str(exc))
         # one trip to a thread for the file system work before the start: log file, exec dir, files
         run.files = frozenset(launch.files)
@@ -393,7 +407,7 @@ class Executor:
             var_pool = [p.to_dict() for p in out_params(local, emitted)]
             return self._result(run, state, code, message, var_pool)
         finally:
-            await asyncio.to_thread(logfile.close)
+            run.log_tail = await asyncio.to_thread(_close_with_tail, logfile, run.log_path)
 
     async def _spawn(self, run: TaskRun, launch: Launch, user: pwd.struct_passwd | None) -> TaskProcess:
         """Start the task in a new session (its own process group) and report RUNNING: forked by the fork
@@ -546,6 +560,12 @@ async def _close(fh: CappedLog) -> None:
 
 def _stamp() -> str:
     return dt.datetime.now().astimezone().isoformat(timespec="milliseconds")
+
+
+def _close_with_tail(fh: CappedLog, path: Path) -> str:
+    """Close a finished attempt's log and read its last lines (one trip to a thread for both)."""
+    fh.close()
+    return result_tail(path, LOG_TAIL_LINES, LOG_TAIL_BYTES)
 
 
 def _write_log(path: Path, text: str) -> None:

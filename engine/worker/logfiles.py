@@ -215,6 +215,26 @@ def _tail(path: Path, lines: int) -> list[str]:
     return list(reversed(out))
 
 
+def result_tail(path: Path, lines: int, limit: int) -> str:
+    """The last ``lines`` lines of a finished attempt's log, at most ``limit`` bytes of them (whole lines
+    from the end; a longer last line is cut to its end), for its result report; "" without a log."""
+    try:
+        found = _tail(path, lines)
+    except (BadRequest, OSError):
+        return ""
+    out: list[str] = []
+    used = 0
+    for line in reversed(found):
+        data = line.encode()
+        if used + len(data) + 1 > limit:
+            if not out:
+                out.append(data[-(limit - 1) :].decode(errors="ignore"))
+            break
+        used += len(data) + 1
+        out.append(line)
+    return "\n".join(reversed(out))
+
+
 def _range(path: Path, index: LineIndex, skip: int, limit: int, from_end: bool) -> tuple[list[str], int, int]:
     """Complete lines [skip, skip+limit) (from_end: the last ``limit``); a line still being written is not
     returned yet. Returns the lines, the number of the first, and the complete lines in the file."""

@@ -27,6 +27,8 @@ mistakes with the same field names.
         task_group: etl_db                # at most the group's size of its slots run at once
         task_group_priority: 0            # higher first in the group's queue, then first come
         task_group_slots: 1               # slots this task takes
+        alert_on: [failure, retry]        # the task's own alerts: failure | success | retry | timeout
+        alert_group: ops                  # alert group (name or id) they go to; default: the run's group
         disabled: false                   # true: switched off, kept in the graph (see below)
         description: ...
 
@@ -49,6 +51,7 @@ import yaml
 
 from engine.storage.definitions import WorkflowSpec
 from engine.workflows.model import (
+    ALERT_ON,
     EXECUTION_TYPES,
     MAX_ACTIVE_RUNS,
     MAX_GROUP_SLOTS,
@@ -125,6 +128,20 @@ TASK_SCHEMA: dict[str, Any] = {
             "description": "order in the group's queue: higher first, then first come",
         },
         "task_group_slots": {"type": "integer", "minimum": 1, "maximum": MAX_GROUP_SLOTS},
+        "alert_on": {
+            "type": "array",
+            "items": {"enum": list(ALERT_ON)},
+            "uniqueItems": True,
+            "description": "ends of an attempt that raise the task's own alert: failure (no retry left), retry "
+            "(another attempt follows), timeout (a WARN timeout fired), success",
+        },
+        "alert_group": {
+            "oneOf": [
+                {"type": "integer", "minimum": 1},
+                {"type": "string", "minLength": 1, "maxLength": 255},
+            ],
+            "description": "alert group (id or name) of the task's alerts; default: the run's warning group",
+        },
     },
 }
 
@@ -250,6 +267,8 @@ def parse(doc: Any) -> WorkflowDef:
                 task_group=t.get("task_group", ""),
                 task_group_priority=t.get("task_group_priority", 0),
                 task_group_slots=t.get("task_group_slots", 1),
+                alert_on=tuple(t.get("alert_on", ())),
+                alert_group=t.get("alert_group"),
             )
         )
     wf = WorkflowDef(
@@ -333,6 +352,10 @@ def to_document(spec: WorkflowSpec, project: str, description: str = "") -> dict
         if t.task_group:
             item.update(task_group=t.task_group, task_group_priority=t.task_group_priority,
                         task_group_slots=t.task_group_slots)  # fmt: skip
+        if t.alert_on:
+            item["alert_on"] = [w for w in ALERT_ON if w in t.alert_on]
+        if t.alert_group_id:
+            item["alert_group"] = t.alert_group or t.alert_group_id
         tasks.append(item)
     doc: dict[str, Any] = {"name": spec.name, "project": project}
     if description:

@@ -28,6 +28,8 @@ WORKFLOW_TIMEOUT_STRATEGIES = {"WARN": 0, "FAILED": 1}
 MAX_ACTIVE_RUNS = 10_000
 #: the most slots of a task group one task may take
 MAX_GROUP_SLOTS = 10_000
+#: the ends of a task's attempt that may raise its own alert (TaskDef.alert_on)
+ALERT_ON = ("failure", "success", "retry", "timeout")
 FAILURE_STRATEGIES = {"END": 0, "CONTINUE": 1}
 #: longest workflow name: an instance is named ``<workflow>-<version>-<yyyyMMddHHmmssSSS>`` in a
 #: varchar(255), which leaves the workflow 255 - 1 - 10 (an integer version) - 1 - 17 characters
@@ -79,6 +81,10 @@ class TaskDef:
     task_group: str = ""
     task_group_priority: int = 0
     task_group_slots: int = 1
+    #: task-level alerts: the ends that raise one (ALERT_ON words) and the alert group (id or name; None:
+    #: the instance's warning group), resolved when the workflow is saved
+    alert_on: tuple[str, ...] = ()
+    alert_group: int | str | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,9 @@ def _check_task(t: TaskDef, where: str) -> None:
     _check_time_placeholders(t.params, f"{where}.params")
     if t.task_group and t.task_type in registry.LOGIC_TYPES:
         raise DefinitionError(f"{where}.task_group", "logic tasks run on the master and take no task group slots")
+    unknown = [w for w in t.alert_on if w not in ALERT_ON]
+    if unknown:
+        raise DefinitionError(f"{where}.alert_on", f"unknown {unknown[0]!r}: one of {', '.join(ALERT_ON)}")
     if not 1 <= t.task_group_slots <= MAX_GROUP_SLOTS:
         raise DefinitionError(f"{where}.task_group_slots", f"must be 1 to {MAX_GROUP_SLOTS}")
     if t.priority not in PRIORITIES.values():

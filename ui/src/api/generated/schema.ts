@@ -1267,6 +1267,10 @@ export interface components {
             };
         };
         Task: {
+            /** @description alert group (id or name) of the task's alerts; default: the run's warning group */
+            alert_group?: number | string;
+            /** @description ends of an attempt that raise the task's own alert: failure (no retry left), retry (another attempt follows), timeout (a WARN timeout fired), success */
+            alert_on?: ("failure" | "success" | "retry" | "timeout")[];
             /** @description minutes to wait before the task starts */
             delay_time?: number;
             description?: string;

@@ -24,6 +24,11 @@ const TASK_FIELDS: Field[] = fieldsOf({
     worker_group: { type: "string", default: "default" },
     delay_time: { type: "integer", description: "minutes to wait before the task starts" },
     task_group: { type: "string", description: "task group whose slots it takes while it runs" },
+    alert_on: {
+      type: "array",
+      description: 'the task\'s own alerts, e.g. ["failure", "retry"] (failure | success | retry | timeout)',
+    },
+    alert_group: { type: "string", description: "alert group of its alerts; default: the run's group" },
   },
 });
 
