@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from engine.cli.client import ApiClient, ApiClientError, discover
 
@@ -87,6 +88,23 @@ class Client:
 
     def delete_datasource(self, name: str) -> dict[str, Any]:
         return dict(self.api.delete(f"/api/v1/datasources/{name}"))
+
+    # -- project parameters ------------------------------------------------------------------------
+
+    def project_params(self, project: str) -> dict[str, str]:
+        """Project ``project``'s parameters, name -> value (secret values shown as ``***``)."""
+        items = self.api.get(f"/api/v1/projects/{quote(project, safe='')}/parameters", size=500)["items"]
+        return {p["name"]: p["value"] for p in items}
+
+    def set_project_param(self, project: str, name: str, value: str, secret: bool | None = None) -> dict[str, Any]:
+        """Create or change a project parameter; ``secret``: sealed at rest, shown as ``***`` and masked in task
+        logs (None: kept as it is on an edit, not secret when new). A secret's value ``"***"`` keeps the stored one."""
+        body: dict[str, Any] = {"value": value, **({"secret": secret} if secret is not None else {})}
+        path = f"/api/v1/projects/{quote(project, safe='')}/parameters/{quote(name, safe='')}"
+        return dict(self.api.put(path, body))
+
+    def delete_project_param(self, project: str, name: str) -> dict[str, Any]:
+        return dict(self.api.delete(f"/api/v1/projects/{quote(project, safe='')}/parameters/{quote(name, safe='')}"))
 
     def set_schedule(self, code: int, crontab: str, timezone: str = "UTC", online: bool = True) -> dict[str, Any]:
         """Create the workflow's schedule, or change its first one; online or offline as asked."""

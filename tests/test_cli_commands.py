@@ -68,6 +68,9 @@ COVERAGE: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
     ("tenant", "delete"): ("test_tenants_e2e.py::test_the_tenant_cli", ("tenant", "delete")),
     ("tenant", "grant"): ("test_tenants_e2e.py::test_the_tenant_cli", ("grant",)),
     ("tenant", "revoke"): ("test_tenants_e2e.py::test_the_tenant_cli", ("revoke",)),
+    ("project-param", "list"): ("test_project_params_e2e.py::test_the_project_param_cli_and_sdk", ("list",)),
+    ("project-param", "set"): ("test_project_params_e2e.py::test_the_project_param_cli_and_sdk", ("set",)),
+    ("project-param", "delete"): ("test_project_params_e2e.py::test_the_project_param_cli_and_sdk", ("delete",)),
     ("secrets", "init"): ("test_cli_commands.py::test_the_commands_no_other_test_runs", ("secrets", "init")),
     ("secrets", "encrypt-all"): (
         "test_cli_commands.py::test_the_commands_no_other_test_runs",

@@ -37,6 +37,7 @@ from engine.api import (
     migrate,
     openapi,
     overview,
+    project_params,
     projects,
     schedules,
     sessions,
@@ -83,6 +84,7 @@ STREAM_ROUTES = frozenset({"/api/v1/events", "/api/v1/tasks/{id}/log/follow"})
 
 ROUTES: list[Route] = [
     *projects.ROUTES,
+    *project_params.ROUTES,
     *workflows.ROUTES,
     *workflow_start.ROUTES,
     *instances.ROUTES,
