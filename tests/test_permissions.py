@@ -122,6 +122,11 @@ RULES = {
     ("GET", "/api/v1/tenants"): "USER",
     ("POST", "/api/v1/tenants"): "ADMIN",
     ("DELETE", "/api/v1/tenants/{name}"): "ADMIN",
+    ("GET", "/api/v1/environments"): "USER",
+    ("POST", "/api/v1/environments"): "ADMIN",
+    ("GET", "/api/v1/environments/{name}"): "USER",
+    ("PATCH", "/api/v1/environments/{name}"): "ADMIN",
+    ("DELETE", "/api/v1/environments/{name}"): "ADMIN",
 }
 
 PERSONAS = ("none", "expired", "stranger", "reader", "executor", "writer", "owner", "admin")

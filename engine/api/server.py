@@ -31,6 +31,7 @@ from engine.api import (
     audit,
     cluster,
     datasources,
+    environments,
     grants,
     instances,
     live,
@@ -103,6 +104,7 @@ ROUTES: list[Route] = [
     *live.ROUTES,
     *overview.ROUTES,
     *tenants.ROUTES,
+    *environments.ROUTES,
     *task_types.ROUTES,
 ]
 

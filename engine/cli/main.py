@@ -74,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     from engine.cli import project_params as cli_project_params
 
     cli_project_params.add_parsers(sub, common)
+    from engine.cli import environments as cli_environments
+
+    cli_environments.add_parsers(sub, common)
     from engine.cli import secrets as cli_secrets
 
     cli_secrets.add_parsers(sub, common)
@@ -132,6 +135,10 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
         from engine.cli import tenants as cli_tenants
 
         return cli_tenants.run(args)
+    if args.command == "environment":
+        from engine.cli import environments as cli_environments
+
+        return cli_environments.run(args)
     if args.command == "project-param":
         from engine.cli import project_params as cli_project_params
 

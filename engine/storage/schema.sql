@@ -685,7 +685,7 @@ CREATE TABLE resource_grant (
     project_code BIGINT,
     create_time TIMESTAMP WITH TIME ZONE DEFAULT now() NOT NULL,
     PRIMARY KEY (id),
-    CONSTRAINT resource_grant_resource_type_check CHECK (resource_type IN ('datasource', 'alert_group', 'tenant')),
+    CONSTRAINT resource_grant_resource_type_check CHECK (resource_type IN ('datasource', 'alert_group', 'tenant', 'environment')),
     CHECK ((user_id IS NULL) <> (project_code IS NULL)),
     FOREIGN KEY(user_id) REFERENCES users (id) ON DELETE CASCADE,
     FOREIGN KEY(project_code) REFERENCES project (code) ON DELETE CASCADE

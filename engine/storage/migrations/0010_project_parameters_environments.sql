@@ -12,3 +12,7 @@ CREATE TABLE IF NOT EXISTS project_parameter (
     UNIQUE (project_code, param_name),
     FOREIGN KEY(project_code) REFERENCES project (code) ON DELETE CASCADE
 );
+-- environments (branch envs, issue 27): granted to users or projects through resource_grant.
+ALTER TABLE resource_grant DROP CONSTRAINT IF EXISTS resource_grant_resource_type_check;
+ALTER TABLE resource_grant ADD CONSTRAINT resource_grant_resource_type_check
+    CHECK (resource_type IN ('datasource', 'alert_group', 'tenant', 'environment'));
