@@ -106,6 +106,28 @@ class Client:
     def delete_project_param(self, project: str, name: str) -> dict[str, Any]:
         return dict(self.api.delete(f"/api/v1/projects/{quote(project, safe='')}/parameters/{quote(name, safe='')}"))
 
+    # -- worker groups -----------------------------------------------------------------------------
+
+    def worker_groups(self) -> list[dict[str, Any]]:
+        """Worker groups with their assigned (``addresses``) and live (``live``) workers."""
+        return list(self.api.get("/api/v1/worker-groups", size=500)["items"])
+
+    def create_worker_group(
+        self, name: str, addresses: Sequence[str], description: str | None = None
+    ) -> dict[str, Any]:
+        """Create a worker group of registered workers, by address (admins)."""
+        body: dict[str, Any] = {"name": name, "addresses": list(addresses)}
+        if description is not None:
+            body["description"] = description
+        return dict(self.api.post("/api/v1/worker-groups", body))
+
+    def set_worker_group(self, name: str, addresses: Sequence[str]) -> dict[str, Any]:
+        """Make ``addresses`` the workers of group ``name`` (admins); masters pick it up without a restart."""
+        return dict(self.api.patch(f"/api/v1/worker-groups/{quote(name, safe='')}", {"addresses": list(addresses)}))
+
+    def delete_worker_group(self, name: str) -> dict[str, Any]:
+        return dict(self.api.delete(f"/api/v1/worker-groups/{quote(name, safe='')}"))
+
     # -- environments ------------------------------------------------------------------------------
 
     def environments(self) -> list[dict[str, Any]]:

@@ -49,6 +49,7 @@ from engine.api import (
     tenants,
     tokens,
     users,
+    worker_groups,
     workflow_start,
     workflows,
 )
@@ -105,6 +106,7 @@ ROUTES: list[Route] = [
     *overview.ROUTES,
     *tenants.ROUTES,
     *environments.ROUTES,
+    *worker_groups.ROUTES,
     *task_types.ROUTES,
 ]
 

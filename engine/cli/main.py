@@ -77,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
     from engine.cli import environments as cli_environments
 
     cli_environments.add_parsers(sub, common)
+    from engine.cli import worker_groups as cli_worker_groups
+
+    cli_worker_groups.add_parsers(sub, common)
     from engine.cli import secrets as cli_secrets
 
     cli_secrets.add_parsers(sub, common)
@@ -135,6 +138,10 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
         from engine.cli import tenants as cli_tenants
 
         return cli_tenants.run(args)
+    if args.command == "worker-group":
+        from engine.cli import worker_groups as cli_worker_groups
+
+        return cli_worker_groups.run(args)
     if args.command == "environment":
         from engine.cli import environments as cli_environments
 
