@@ -572,12 +572,12 @@ class MasterStore:
         value = await self.pool.fetchval("SELECT config FROM environment WHERE code = $1", code)
         return value or ""
 
-    async def project_params(self, project: str) -> list[dict[str, Any]]:
-        """The parameters of project ``project`` (secret values still sealed), as TaskDispatch carries them."""
+    async def project_params(self, project_code: int) -> list[dict[str, Any]]:
+        """The parameters of a project (secret values still sealed), as TaskDispatch carries them."""
         rows = await self.pool.fetch(
-            "SELECT p.param_name, p.param_value, p.secret FROM project_parameter p JOIN project j"
-            " ON j.code = p.project_code WHERE j.name = $1 ORDER BY p.param_name",
-            project,
+            "SELECT param_name, param_value, secret FROM project_parameter WHERE project_code = $1"
+            " ORDER BY param_name",
+            project_code,
         )
         return [{"prop": r["param_name"], "value": r["param_value"], "secret": bool(r["secret"])} for r in rows]
 
