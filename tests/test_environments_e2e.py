@@ -84,7 +84,7 @@ def test_a_task_runs_its_environments_exports_granted_and_checked_at_save(api_cl
     assert in_use.status == 409 and project in str(in_use)
     assert error_of(lambda: as_alice.patch(f"/api/v1/environments/{env}", {"config": "x"})).status == 403
     entries = admin.get("/api/v1/audit", resource_type="environments", size=100)["items"]
-    assert ("update", env) in {(e["action"], e["resource"]) for e in entries}
+    assert ("patch", env) in {(e["action"], e["resource"]) for e in entries}
 
 
 def test_the_environment_cli_and_sdk(api_cluster: ApiCluster, tmp_path: Path) -> None:
