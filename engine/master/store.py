@@ -575,8 +575,7 @@ class MasterStore:
     async def project_params(self, project_code: int) -> list[dict[str, Any]]:
         """The parameters of a project (secret values still sealed), as TaskDispatch carries them."""
         rows = await self.pool.fetch(
-            "SELECT param_name, param_value, secret FROM project_parameter WHERE project_code = $1"
-            " ORDER BY param_name",
+            "SELECT param_name, param_value, secret FROM project_parameter WHERE project_code = $1 ORDER BY param_name",
             project_code,
         )
         return [{"prop": r["param_name"], "value": r["param_value"], "secret": bool(r["secret"])} for r in rows]
