@@ -176,6 +176,8 @@ class MasterConfig:
     logic_check_interval: float = field(metadata=_bounded(0.05, 3600))
     max_clock_skew: float = field(metadata=_bounded(0, 3600))
     max_sub_workflow_depth: int = field(metadata=_bounded(1, 1000))
+    #: seconds between two reads of the worker groups admins manage (engine/master/worker_groups.py)
+    worker_group_refresh_interval: float = field(metadata=_bounded(0.1, 3600))
 
 
 @dataclass(frozen=True)

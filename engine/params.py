@@ -8,7 +8,8 @@
 * built-ins from the schedule time T (now when unscheduled): ``system.biz.date`` = T-1 day
   (yyyyMMdd), ``system.biz.curdate`` = T (yyyyMMdd), ``system.datetime`` = T (yyyyMMddHHmmss), plus
   task/workflow ids.
-* precedence, lowest first: global params < upstream OUT values (var pool) < the task's local params <
+* precedence, lowest first: project params (engine/api/project_params.py) < global params (a start
+  parameter sets one) < upstream OUT values (var pool) < the task's local params <
   built-ins: no parameter may be named ``system.*`` (refused when a definition is saved) and a start sets
   only declared globals (engine.workflows.start_params); a value that itself holds placeholders is
   expanded against built-ins and globals.
@@ -120,13 +121,18 @@ def resolve(
     local_params: Iterable[Property],
     when: dt.datetime,
     system: Mapping[str, str],
+    project_params: Iterable[Property] = (),
 ) -> dict[str, str]:
-    """The parameter map a task sees: globals < var pool < local params < built-ins (no other value may
-    take a built-in's name: Property refuses them; a stray one is overwritten here all the same).
+    """The parameter map a task sees: project params < globals (start params set globals) < var pool <
+    local params < built-ins (no other value may take a built-in's name: Property refuses them; a stray
+    one is overwritten here all the same).
 
-    Values holding placeholders are expanded against built-ins and globals.
+    Values holding placeholders are expanded against built-ins, project params and globals.
     """
     base: dict[str, str] = dict(system)
+    for p in project_params:
+        base[p.prop] = substitute(p.value, base, when)
+    base.update(system)
     for p in global_params:
         base[p.prop] = substitute(p.value, base, when)
     base.update(system)

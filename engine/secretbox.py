@@ -38,6 +38,8 @@ PREFIX = "pps1:"
 MASK = "***"
 #: secret fields of a data source's connection params
 DATASOURCE_SECRETS = frozenset({"password", "dsn"})
+#: the secret field of a project parameter (engine/api/project_params.py), sealed as ``project_parameter.value``
+PROJECT_PARAM_SECRETS = frozenset({"value"})
 
 
 class SecretError(PorpoiseError):

@@ -8,9 +8,10 @@ no gateway process. Errors from the API raise :class:`ApiError` with its status 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from engine.cli.client import ApiClient, ApiClientError, discover
 
@@ -87,6 +88,73 @@ class Client:
 
     def delete_datasource(self, name: str) -> dict[str, Any]:
         return dict(self.api.delete(f"/api/v1/datasources/{name}"))
+
+    # -- project parameters ------------------------------------------------------------------------
+
+    def project_params(self, project: str) -> dict[str, str]:
+        """Project ``project``'s parameters, name -> value (secret values shown as ``***``)."""
+        items = self.api.get(f"/api/v1/projects/{quote(project, safe='')}/parameters", size=500)["items"]
+        return {p["name"]: p["value"] for p in items}
+
+    def set_project_param(self, project: str, name: str, value: str, secret: bool | None = None) -> dict[str, Any]:
+        """Create or change a project parameter; ``secret``: sealed at rest, shown as ``***`` and masked in task
+        logs (None: kept as it is on an edit, not secret when new). A secret's value ``"***"`` keeps the stored one."""
+        body: dict[str, Any] = {"value": value, **({"secret": secret} if secret is not None else {})}
+        path = f"/api/v1/projects/{quote(project, safe='')}/parameters/{quote(name, safe='')}"
+        return dict(self.api.put(path, body))
+
+    def delete_project_param(self, project: str, name: str) -> dict[str, Any]:
+        return dict(self.api.delete(f"/api/v1/projects/{quote(project, safe='')}/parameters/{quote(name, safe='')}"))
+
+    # -- worker groups -----------------------------------------------------------------------------
+
+    def worker_groups(self) -> list[dict[str, Any]]:
+        """Worker groups with their assigned (``addresses``) and live (``live``) workers."""
+        return list(self.api.get("/api/v1/worker-groups", size=500)["items"])
+
+    def create_worker_group(
+        self, name: str, addresses: Sequence[str], description: str | None = None
+    ) -> dict[str, Any]:
+        """Create a worker group of registered workers, by address (admins)."""
+        body: dict[str, Any] = {"name": name, "addresses": list(addresses)}
+        if description is not None:
+            body["description"] = description
+        return dict(self.api.post("/api/v1/worker-groups", body))
+
+    def set_worker_group(self, name: str, addresses: Sequence[str]) -> dict[str, Any]:
+        """Make ``addresses`` the workers of group ``name`` (admins); masters pick it up without a restart."""
+        return dict(self.api.patch(f"/api/v1/worker-groups/{quote(name, safe='')}", {"addresses": list(addresses)}))
+
+    def delete_worker_group(self, name: str) -> dict[str, Any]:
+        return dict(self.api.delete(f"/api/v1/worker-groups/{quote(name, safe='')}"))
+
+    # -- environments ------------------------------------------------------------------------------
+
+    def environments(self) -> list[dict[str, Any]]:
+        """The environments the caller may use (name, config, worker_groups, projects)."""
+        return list(self.api.get("/api/v1/environments", size=500)["items"])
+
+    def create_environment(
+        self, name: str, config: str, description: str | None = None, worker_groups: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """Create an environment (admins): ``config`` holds shell lines such as ``export JAVA_HOME=...``."""
+        body: dict[str, Any] = {"name": name, "config": config, "worker_groups": list(worker_groups)}
+        if description is not None:
+            body["description"] = description
+        return dict(self.api.post("/api/v1/environments", body))
+
+    def edit_environment(self, name: str, **changes: Any) -> dict[str, Any]:
+        """Change an environment's ``config``, ``description`` or ``worker_groups`` (admins)."""
+        return dict(self.api.patch(f"/api/v1/environments/{quote(name, safe='')}", changes))
+
+    def delete_environment(self, name: str) -> dict[str, Any]:
+        return dict(self.api.delete(f"/api/v1/environments/{quote(name, safe='')}"))
+
+    def grant_environment(self, name: str, project: str | None = None, user: str | None = None) -> dict[str, Any]:
+        """Let a project's workflows (or a user's) name environment ``name`` (admins)."""
+        body: dict[str, Any] = {"resource_type": "environment", "resource": name}
+        body.update({"project": project} if project is not None else {"user": user})
+        return dict(self.api.post("/api/v1/grants", body))
 
     def set_schedule(self, code: int, crontab: str, timezone: str = "UTC", online: bool = True) -> dict[str, Any]:
         """Create the workflow's schedule, or change its first one; online or offline as asked."""

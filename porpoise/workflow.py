@@ -54,9 +54,10 @@ class Task:
     class takes any plugin's type and params as they are.
 
     The options are the workflow file's task fields: ``retries``, ``retry_interval`` (minutes),
-    ``timeout`` (minutes) with ``timeout_strategy``, ``priority``, ``worker_group``, ``delay_time``
-    (minutes), ``description``, ``disabled`` (switched off: never runs, its downstream runs as though it
-    had succeeded); ``task_group`` names the task group whose slots the task takes while it runs, with
+    ``timeout`` (minutes) with ``timeout_strategy``, ``priority``, ``worker_group``, ``environment`` (an
+    environment's name: its exports run before the task's script), ``delay_time`` (minutes),
+    ``description``, ``disabled`` (switched off: never runs, its downstream runs as though it had
+    succeeded); ``task_group`` names the task group whose slots the task takes while it runs, with
     ``task_group_priority`` (higher first in the group's queue) and ``task_group_slots``; ``alert_on`` lists
     the ends of an attempt that raise the task's own alert ("failure", "success", "retry", "timeout"),
     sent to ``alert_group`` (its name or id; default: the run's warning group); ``inputs`` are IN
@@ -79,6 +80,7 @@ class Task:
         timeout_strategy: TimeoutStrategy | None = None,
         priority: Priority = "MEDIUM",
         worker_group: str = "default",
+        environment: str | None = None,
         delay_time: int = 0,
         description: str = "",
         disabled: bool = False,
@@ -102,6 +104,7 @@ class Task:
         self.timeout_strategy = timeout_strategy
         self.priority = priority
         self.worker_group = worker_group
+        self.environment = environment
         self.delay_time = delay_time
         self.description = description
         self.disabled = disabled
@@ -176,6 +179,8 @@ class Task:
         )
         if self.timeout and self.timeout_strategy:
             item["timeout_strategy"] = self.timeout_strategy
+        if self.environment is not None:
+            item["environment"] = self.environment
         if self.disabled:
             item["disabled"] = True
         if self.task_group is not None:
@@ -198,7 +203,8 @@ class Workflow:
     or FAILED (an alert, then the run is stopped and ends FAILURE). ``execution_type`` and
     ``max_active_runs`` limit the runs at once (0: no limit for PARALLEL, one for the serial types): a run
     that finds the workflow full waits (PARALLEL, SERIAL_WAIT), is not started (SERIAL_DISCARD) or stops
-    the oldest run and starts once it ended (SERIAL_PRIORITY)."""
+    the oldest run and starts once it ended (SERIAL_PRIORITY). ``environment`` names the environment of
+    every task that names none."""
 
     def __init__(
         self,
@@ -212,6 +218,7 @@ class Workflow:
         execution_type: ExecutionType = "PARALLEL",
         max_active_runs: int = 0,
         tenant: str = "default",
+        environment: str | None = None,
         schedule: str | None = None,
         timezone: str = "UTC",
         client: Client | None = None,
@@ -225,6 +232,7 @@ class Workflow:
         self.execution_type = execution_type
         self.max_active_runs = max_active_runs
         self.tenant = tenant
+        self.environment = environment
         self.schedule = schedule
         self.timezone = timezone
         self.client = client
@@ -262,6 +270,8 @@ class Workflow:
         if self.description:
             doc["description"] = self.description
         doc.update(timeout=self.timeout, tenant=self.tenant)
+        if self.environment is not None:
+            doc["environment"] = self.environment
         if self.execution_type != "PARALLEL":
             doc["execution_type"] = self.execution_type
         if self.max_active_runs != 0:

@@ -31,6 +31,9 @@ class TaskDispatch:
     schedule_time: str | None = None
     environment_config: str = ""
     tenant: str = ""
+    #: the project's parameters (engine/api/project_params.py) as ``{"prop", "value", "secret"}``, secret values
+    #: still sealed: the worker opens them; below the workflow's globals
+    project_params: list[dict[str, Any]] = field(default_factory=list)
     #: kill the task after this many seconds (0 = no limit)
     timeout_seconds: int = 0
     dry_run: bool = False

@@ -68,6 +68,28 @@ COVERAGE: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
     ("tenant", "delete"): ("test_tenants_e2e.py::test_the_tenant_cli", ("tenant", "delete")),
     ("tenant", "grant"): ("test_tenants_e2e.py::test_the_tenant_cli", ("grant",)),
     ("tenant", "revoke"): ("test_tenants_e2e.py::test_the_tenant_cli", ("revoke",)),
+    ("environment", "create"): ("test_environments_e2e.py::test_the_environment_cli_and_sdk", ("create",)),
+    ("environment", "update"): ("test_environments_e2e.py::test_the_environment_cli_and_sdk", ("update",)),
+    ("environment", "list"): (
+        "test_environments_e2e.py::test_the_environment_cli_and_sdk",
+        (
+            "environment",
+            "list",
+        ),
+    ),
+    ("environment", "delete"): ("test_environments_e2e.py::test_the_environment_cli_and_sdk", ("delete",)),
+    ("environment", "grant"): ("test_environments_e2e.py::test_the_environment_cli_and_sdk", ("grant",)),
+    ("environment", "revoke"): ("test_environments_e2e.py::test_the_environment_cli_and_sdk", ("revoke",)),
+    ("worker-group", "create"): ("test_worker_groups_e2e.py::test_the_worker_group_cli_and_sdk", ("create",)),
+    ("worker-group", "update"): ("test_worker_groups_e2e.py::test_the_worker_group_cli_and_sdk", ("update",)),
+    ("worker-group", "list"): (
+        "test_worker_groups_e2e.py::test_the_worker_group_cli_and_sdk",
+        ("worker-group", "list"),
+    ),
+    ("worker-group", "delete"): ("test_worker_groups_e2e.py::test_the_worker_group_cli_and_sdk", ("delete",)),
+    ("project-param", "list"): ("test_project_params_e2e.py::test_the_project_param_cli_and_sdk", ("list",)),
+    ("project-param", "set"): ("test_project_params_e2e.py::test_the_project_param_cli_and_sdk", ("set",)),
+    ("project-param", "delete"): ("test_project_params_e2e.py::test_the_project_param_cli_and_sdk", ("delete",)),
     ("secrets", "init"): ("test_cli_commands.py::test_the_commands_no_other_test_runs", ("secrets", "init")),
     ("secrets", "encrypt-all"): (
         "test_cli_commands.py::test_the_commands_no_other_test_runs",

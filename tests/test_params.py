@@ -307,6 +307,21 @@ def test_precedence_globals_var_pool_locals() -> None:
     assert values["day"] == "20260301" and values["e"] == ""
 
 
+def test_project_params_are_below_globals_and_above_nothing_but_cannot_take_a_builtin() -> None:
+    values = resolve(
+        [Property("shared", value="global"), Property("from_project", value="${home}/x")],
+        [Property("pool", value="upstream")],
+        [Property("pool", value="local")],
+        T,
+        builtins(T),
+        [Property("home", value="/opt"), Property("shared", value="project"), Property("pool", value="project"),
+         Property("system.biz.date", value="forged")],
+    )  # fmt: skip
+    assert values["home"] == "/opt" and values["shared"] == "global" and values["pool"] == "local"
+    assert values["from_project"] == "/opt/x"  # a global's placeholder reaches a project parameter
+    assert values["system.biz.date"] == "20260228"
+
+
 def test_substitute_leaves_unknown_names() -> None:
     assert substitute("${x} ${unknown} $[yyyy]", {"x": "1"}, T) == "1 ${unknown} 2026"
 

@@ -37,6 +37,9 @@ RULES = {
     ("GET", "/api/v1/projects/{name}"): "READ project path.name",
     ("PATCH", "/api/v1/projects/{name}"): "WRITE project path.name",
     ("DELETE", "/api/v1/projects/{name}"): "OWNER project path.name",
+    ("GET", "/api/v1/projects/{name}/parameters"): "READ project path.name",
+    ("PUT", "/api/v1/projects/{name}/parameters/{param}"): "WRITE project path.name",
+    ("DELETE", "/api/v1/projects/{name}/parameters/{param}"): "WRITE project path.name",
     ("GET", "/api/v1/workflows"): "USER",
     ("POST", "/api/v1/workflows"): "WRITE project body.project create",
     ("GET", "/api/v1/workflows/{code}"): "READ workflow path.code",
@@ -86,6 +89,7 @@ RULES = {
     ("DELETE", "/api/v1/cluster/workers/{address}/drain"): "ADMIN",
     ("GET", "/api/v1/datasources"): "USER",
     ("PUT", "/api/v1/datasources/{name}"): "ADMIN",
+    ("POST", "/api/v1/datasources/{name}/test"): "READ datasource path.name",
     ("DELETE", "/api/v1/datasources/{name}"): "ADMIN",
     ("GET", "/api/v1/tokens"): "USER",
     ("POST", "/api/v1/tokens"): "USER",
@@ -120,6 +124,15 @@ RULES = {
     ("GET", "/api/v1/tenants"): "USER",
     ("POST", "/api/v1/tenants"): "ADMIN",
     ("DELETE", "/api/v1/tenants/{name}"): "ADMIN",
+    ("GET", "/api/v1/worker-groups"): "USER",
+    ("POST", "/api/v1/worker-groups"): "ADMIN",
+    ("PATCH", "/api/v1/worker-groups/{name}"): "ADMIN",
+    ("DELETE", "/api/v1/worker-groups/{name}"): "ADMIN",
+    ("GET", "/api/v1/environments"): "USER",
+    ("POST", "/api/v1/environments"): "ADMIN",
+    ("GET", "/api/v1/environments/{name}"): "USER",
+    ("PATCH", "/api/v1/environments/{name}"): "ADMIN",
+    ("DELETE", "/api/v1/environments/{name}"): "ADMIN",
 }
 
 PERSONAS = ("none", "expired", "stranger", "reader", "executor", "writer", "owner", "admin")
@@ -240,6 +253,7 @@ def _request(route: Route, world: World) -> tuple[str, dict[str, Any] | None]:
         ("id", "1"),
         ("address", "127.0.0.1:1"),
         ("task_instance_id", "1"),
+        ("param", "x"),
     ):
         path = path.replace("{" + name + "}", filler)
     return path, body

@@ -109,16 +109,25 @@ async def test_encrypt_all_seals_plain_rows_and_is_idempotent(fresh_db: str) -> 
             group,
             json.dumps({"url": "http://x/?token=plain-tok-2", "headers": {"X-Token": "plain-tok-3"}}),
         )
+        await conn.execute("INSERT INTO project (code, name) VALUES (1, 'p')")
+        await conn.execute(
+            "INSERT INTO project_parameter (project_code, param_name, param_value, secret)"
+            " VALUES (1, 'pw', 'plain-pp-4', 1), (1, 'open', 'plain-pp-5', 0)"
+        )
         assert await keys_in_use(conn) == {""}
         first = await reseal_all(conn, ring, batch=1)
         assert (first["datasource"].changed, first["alert_sender"].changed) == (1, 1)
+        assert first["project_parameter"].changed == 1
         dump = json.dumps([dict(r) for r in await conn.fetch("SELECT connection_params FROM datasource")])
         dump += json.dumps([dict(r) for r in await conn.fetch("SELECT params FROM alert_sender")])
-        for secret in ("plain-pw-1", "plain-tok-2", "plain-tok-3"):
+        dump += json.dumps([dict(r) for r in await conn.fetch("SELECT param_value FROM project_parameter")])
+        for secret in ("plain-pw-1", "plain-tok-2", "plain-tok-3", "plain-pp-4"):
             assert secret not in dump
+        assert "plain-pp-5" in dump  # not a secret
         assert await keys_in_use(conn) == {"k1"}
         again = await reseal_all(conn, ring)
         assert (again["datasource"].changed, again["alert_sender"].changed) == (0, 0)
+        assert again["project_parameter"].changed == 0
     finally:
         await conn.close()
 

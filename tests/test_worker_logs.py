@@ -20,6 +20,7 @@ import pytest
 
 from engine.api.cluster import _node
 from engine.infra.etcd import EtcdServer
+from engine.worker import executor
 from engine.worker.logdisk import disk_short, remove_old_logs
 from engine.worker.logfiles import CappedLog
 from registry import Heartbeat, NodeId
@@ -68,6 +69,33 @@ def test_an_uncapped_log_is_written_as_is(tmp_path: Path) -> None:
         log.write(b"y" * 1000 + b"\n")
     log.close()
     assert path.stat().st_size == 2 + 1001 * 1000
+
+
+class _Output:
+    """What _pump reads of a task: its output stream, fed the chunks a pipe would give."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.stdout = asyncio.StreamReader()
+        for chunk in chunks:
+            self.stdout.feed_data(chunk)
+        self.stdout.feed_eof()
+
+
+async def test_masked_values_never_reach_the_log_even_split_across_reads(tmp_path: Path) -> None:
+    path = tmp_path / "t.log"
+    log = CappedLog(path, 0)
+    emitted: dict[str, str] = {}
+    chunks = [b"token=hunter", b"22 ok\n${setValue(k=hunter22)}\nshort abc\n", b"tail hunter22 no newline"]
+    await executor._pump(_Output(chunks), log, emitted, masked=(b"hunter22",))  # type: ignore[arg-type]
+    log.close()
+    assert path.read_bytes() == b"token=*** ok\n${setValue(k=***)}\nshort abc\ntail *** no newline"
+    assert emitted == {"k": "hunter22"}  # the task's own OUT value is data, not log
+    # a line longer than MASK_LINE_MAX is written at that size rather than held
+    path = tmp_path / "long.log"
+    log = CappedLog(path, 0)
+    await executor._pump(_Output([b"x" * (executor.MASK_LINE_MAX + 1)]), log, {}, masked=(b"hunter22",))  # type: ignore[arg-type]
+    log.close()
+    assert path.stat().st_size == executor.MASK_LINE_MAX + 1
 
 
 def test_old_logs_and_the_directories_they_leave_empty_are_removed(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ _WHAT = {
     "alert_group": "alert group {}",
 }
 #: resource kinds granted by an admin (resource_grant.resource_type) rather than living in a project
-GRANTED = ("datasource", "alert_group", "tenant")
+GRANTED = ("datasource", "alert_group", "tenant", "environment")
 
 
 @dataclass(frozen=True)

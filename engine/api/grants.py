@@ -1,6 +1,7 @@
 """Grants: a project's owner (or an admin) gives users READ / EXECUTE / WRITE on the project; an admin grants
 data sources and alert groups to users or to projects (every member of the project may then use them), and
-tenants to projects (the project's workflows may then run as that OS user: engine/api/tenants.py)."""
+tenants to projects (the project's workflows may then run as that OS user: engine/api/tenants.py), and
+environments to users or projects (their workflows may then name it: engine/api/environments.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,10 @@ _RESOURCE_GRANT = {
     "additionalProperties": False,
     "properties": {
         "resource_type": {"enum": list(access.GRANTED)},
-        "resource": {"type": ["string", "integer"], "description": "data source name, alert group id or tenant name"},
+        "resource": {
+            "type": ["string", "integer"],
+            "description": "data source name, alert group id, tenant or environment name",
+        },
         "user": {"type": "string", "minLength": 1},
         "project": {"type": "string", "minLength": 1},
     },
@@ -98,6 +102,8 @@ async def _resource_id(api: Any, kind: str, resource: Any) -> int:
         found = await api.db.fetchval("SELECT id FROM datasource WHERE name = $1", str(resource))
     elif kind == "tenant":
         found = await api.db.fetchval("SELECT id FROM tenant WHERE tenant_code = $1", str(resource))
+    elif kind == "environment":
+        found = await api.db.fetchval("SELECT id FROM environment WHERE name = $1", str(resource))
     else:
         try:
             found = await api.db.fetchval("SELECT id FROM alert_group WHERE id = $1", int(resource))
@@ -110,13 +116,14 @@ async def _resource_id(api: Any, kind: str, resource: Any) -> int:
 
 _RESOURCE_COLS = (
     "g.id, g.resource_type, g.resource_id, u.user_name, p.name AS project,"
-    " coalesce(d.name, a.group_name, t.tenant_code) AS resource_name"
+    " coalesce(d.name, a.group_name, t.tenant_code, e.name) AS resource_name"
 )
 _RESOURCE_FROM = (
     "resource_grant g LEFT JOIN users u ON u.id = g.user_id LEFT JOIN project p ON p.code = g.project_code"
     " LEFT JOIN datasource d ON g.resource_type = 'datasource' AND d.id = g.resource_id"
     " LEFT JOIN alert_group a ON g.resource_type = 'alert_group' AND a.id = g.resource_id"
     " LEFT JOIN tenant t ON g.resource_type = 'tenant' AND t.id = g.resource_id"
+    " LEFT JOIN environment e ON g.resource_type = 'environment' AND e.id = g.resource_id"
 )
 
 
@@ -175,14 +182,15 @@ ROUTES = [
           body=_PROJECT_GRANT, response=_GRANT, rule=_OWNER),
     Route("DELETE", _ONE, delete_project_grant, "Take a user's rights on a project away (owner, admins)", "grants",
           response={"type": "object"}, rule=_OWNER),
-    Route("GET", "/api/v1/grants", list_resource_grants, "Grants of data sources, alert groups and tenants (admins)",
-          "grants", query=(Param("resource_type", str, "datasource, alert_group or tenant", choices=access.GRANTED),
-                           *PAGE),
+    Route("GET", "/api/v1/grants", list_resource_grants,
+          "Grants of data sources, alert groups, tenants and environments (admins)", "grants",
+          query=(Param("resource_type", str, "datasource, alert_group, tenant or environment",
+                       choices=access.GRANTED), *PAGE),
           rule=access.ADMIN),
     Route("POST", "/api/v1/grants", post_resource_grant,
-          "Grant a data source or alert group to a user or a project, a tenant to a project (admins)", "grants",
-          body=_RESOURCE_GRANT, status=201, rule=access.ADMIN),
+          "Grant a data source, alert group or environment to a user or a project, a tenant to a project (admins)",
+          "grants", body=_RESOURCE_GRANT, status=201, rule=access.ADMIN),
     Route("DELETE", "/api/v1/grants/{id}", delete_resource_grant,
-          "Revoke a data source / alert group / tenant grant (admins)", "grants", response={"type": "object"},
-          rule=access.ADMIN),
+          "Revoke a data source / alert group / tenant / environment grant (admins)", "grants",
+          response={"type": "object"}, rule=access.ADMIN),
 ]  # fmt: skip

@@ -12,6 +12,7 @@ from engine.api import access, rows, task_groups
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
 from engine.api.tenants import check_tenant
 from engine.concurrency import serial_sql
+from engine.master.worker_groups import parse_addresses
 from engine.states import RESTART_FROM, CommandType, TaskState, WorkflowState
 from engine.storage import sql
 from engine.storage import tables as t
@@ -121,6 +122,27 @@ def _group_state(entry: dict[str, Any] | None) -> dict[str, Any]:
     return {"task_group": {**entry, "waiting": waiting}}
 
 
+#: task states in which an attempt waits for a worker to take it
+_UNDISPATCHED = {TaskState.SUBMITTED_SUCCESS, TaskState.DISPATCH}
+
+
+async def _no_worker_reasons(api: Any, found: list[Any], listed: list[dict[str, Any]]) -> None:
+    """``waiting`` says so on each attempt not yet on a worker whose worker group has no live worker (a worker
+    is in its configured group and in the managed groups listing its address: engine/master/worker_groups.py)."""
+    groups = {r["worker_group"] for r in found if TaskState(r["state"]) in _UNDISPATCHED and not r["host"]}
+    if not groups or not api.membership.ready.is_set():
+        return
+    live = api.membership.workers()
+    assigned = {
+        r["name"]: parse_addresses(r["addr_list"])
+        for r in await api.db.fetch("SELECT name, addr_list FROM worker_group WHERE name = ANY($1)", list(groups))
+    }
+    empty = {g for g in groups if not any(w.node.group == g or w.address in assigned.get(g, ()) for w in live)}
+    for r, task in zip(found, listed, strict=False):
+        if r["worker_group"] in empty and TaskState(r["state"]) in _UNDISPATCHED and not r["host"]:
+            task["waiting"] = f"no live worker in worker group {r['worker_group']!r}"
+
+
 async def get_instance(api: Any, call: Call) -> dict[str, Any]:
     row = await _instance(api, call.path_int("id"))
     where = [ti.c.workflow_instance_id == row["id"]]
@@ -150,6 +172,7 @@ async def get_instance(api: Any, call: Call) -> dict[str, Any]:
         )
     }
     listed = [{**rows.task(r), **_group_state(queued.get(int(r["id"])))} for r in tasks]
+    await _no_worker_reasons(api, tasks, listed)
     listed += [rows.disabled_task(d, row["id"]) for d in disabled]
     children = await api.db.fetch(
         "SELECT parent_task_instance_id, workflow_instance_id FROM sub_workflow_relation"

@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 
-from engine.api import access, references, schedules
+from engine.api import access, environments, references, schedules
 from engine.api.routing import ApiError, Call, Route
 from engine.api.sub_workflows import check_cycles
 from engine.migrate import dolphinscheduler as ds
@@ -142,7 +142,7 @@ async def import_dolphinscheduler(api: Any, call: Call) -> dict[str, Any]:
         try:
             async with conn.transaction():
                 for doc in tr.documents:
-                    wf = document.parse(doc)
+                    wf = await environments.with_codes(conn, document.parse(doc))
                     code, version = await save_workflow(conn, wf, release=body.get("release", False),
                                                         user_id=call.user_id)  # fmt: skip
                     entry: dict[str, Any] = {"name": wf.name, "code": code, "version": version, "schedule_id": None}

@@ -5,6 +5,8 @@ updated or imported) by a general user:
 - a DEPENDENT item reads the runs of another workflow: READ on its project;
 - a SQL task connects with a data source: granted to the user or to the document's project (access.py);
 - a task's alerts go to its ``alert_group``: it exists, and is granted to the user or to the project (access.py);
+- an environment the workflow or a task names: granted to the user or to the document's project
+  (environments.py), admins any;
 - the workflow's tenant (the OS user its tasks run as): ``default`` or granted to its project (tenants.py),
   for admins too;
 - no SUB_PROCESS runs the saved workflow again, directly or through others (sub_workflows.py), for admins too.
@@ -21,6 +23,7 @@ from typing import Any
 import asyncpg
 
 from engine.api.access import EXECUTE, READ, Principal, check_alert_groups, check_datasources, project_rights
+from engine.api.environments import check_environments
 from engine.api.routing import ApiError
 from engine.api.sub_workflows import check_cycles
 from engine.api.tenants import DEFAULT as DEFAULT_TENANT
@@ -76,6 +79,7 @@ async def check_document(db: asyncpg.Pool | asyncpg.Connection, who: Principal, 
     await check_tenant(db, doc.get("tenant", DEFAULT_TENANT), own)
     await check_datasources(db, who, _sql_sources(doc), own)
     await check_alert_groups(db, who, _alert_groups(doc), own)
+    await check_environments(db, who, doc, own)
     if not who.admin:
         await _check_targets(db, who, doc, own)
     await check_cycles(db, doc)

@@ -32,12 +32,14 @@ from engine.api import (
     audit,
     cluster,
     datasources,
+    environments,
     grants,
     instances,
     live,
     migrate,
     openapi,
     overview,
+    project_params,
     projects,
     schedules,
     sessions,
@@ -48,6 +50,7 @@ from engine.api import (
     tenants,
     tokens,
     users,
+    worker_groups,
     workflow_start,
     workflows,
 )
@@ -84,6 +87,7 @@ STREAM_ROUTES = frozenset({"/api/v1/events", "/api/v1/tasks/{id}/log/follow"})
 
 ROUTES: list[Route] = [
     *projects.ROUTES,
+    *project_params.ROUTES,
     *workflows.ROUTES,
     *workflow_start.ROUTES,
     *instances.ROUTES,
@@ -103,6 +107,8 @@ ROUTES: list[Route] = [
     *live.ROUTES,
     *overview.ROUTES,
     *tenants.ROUTES,
+    *environments.ROUTES,
+    *worker_groups.ROUTES,
     *task_types.ROUTES,
 ]
 

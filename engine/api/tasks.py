@@ -47,6 +47,10 @@ TASK_INSTANCE = {
         "duration_ms": {"type": ["integer", "null"]},
         "exit_code": {"type": ["integer", "null"]},
         "sub_instance_id": {"type": "integer", "description": "a SUB_PROCESS task's child instance (instance detail)"},
+        "waiting": {
+            "type": "string",
+            "description": "why an attempt not on a worker yet waits: no live worker in its group (instance detail)",
+        },
     },
 }
 _LINES = {

@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy import func, select
 
-from engine.api import access, references
+from engine.api import access, environments, references
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
 from engine.api.rows import RELEASE_NAMES
 from engine.api.schedules import schedule_json
@@ -162,6 +162,7 @@ async def _save(api: Any, doc: Any, release: bool, user_id: int | None, code: in
                     f"must stay {row['project']}/{row['name']} (renaming or moving a workflow is not supported)",
                     "name",
                 )
+        wf = await environments.with_codes(conn, wf)
         try:
             saved_code, version = await save_workflow(conn, wf, release=release, user_id=user_id)
         except DefinitionError as exc:
@@ -207,7 +208,8 @@ async def _document(db: asyncpg.Pool, row: Any, version: int) -> dict[str, Any]:
         description = await conn.fetchval(
             "SELECT description FROM workflow_definition_log WHERE code = $1 AND version = $2", row["code"], version
         )
-    return document.to_document(spec, row["project"], description or "")
+        names = await environments.names_of(conn, {t.environment_code for t in spec.tasks.values()})
+    return document.to_document(spec, row["project"], description or "", names)
 
 
 async def get_workflow(api: Any, call: Call) -> dict[str, Any]:

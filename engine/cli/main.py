@@ -71,6 +71,15 @@ def _parser() -> argparse.ArgumentParser:
     from engine.cli import tenants as cli_tenants
 
     cli_tenants.add_parsers(sub, common)
+    from engine.cli import project_params as cli_project_params
+
+    cli_project_params.add_parsers(sub, common)
+    from engine.cli import environments as cli_environments
+
+    cli_environments.add_parsers(sub, common)
+    from engine.cli import worker_groups as cli_worker_groups
+
+    cli_worker_groups.add_parsers(sub, common)
     from engine.cli import secrets as cli_secrets
 
     cli_secrets.add_parsers(sub, common)
@@ -129,6 +138,18 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
         from engine.cli import tenants as cli_tenants
 
         return cli_tenants.run(args)
+    if args.command == "worker-group":
+        from engine.cli import worker_groups as cli_worker_groups
+
+        return cli_worker_groups.run(args)
+    if args.command == "environment":
+        from engine.cli import environments as cli_environments
+
+        return cli_environments.run(args)
+    if args.command == "project-param":
+        from engine.cli import project_params as cli_project_params
+
+        return cli_project_params.run(args)
     if args.command == "secrets":
         from engine.cli import secrets as cli_secrets
 

@@ -452,6 +452,7 @@ class WorkflowActor:
             var_pool=a.var_in,
             schedule_time=self.info.schedule_time.isoformat() if self.info.schedule_time else None,
             environment_config=await self.store.environment_config(t.environment_code),
+            project_params=await self.store.project_params(self.spec.project_code),
             tenant="" if self.info.tenant in ("", "default") else self.info.tenant,
             timeout_seconds=timeout,
             dry_run=bool(self.info.dry_run),

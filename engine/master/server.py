@@ -35,6 +35,7 @@ from engine.master.gcpolicy import GcPolicy
 from engine.master.retention import LOCK_NAME, RetentionService
 from engine.master.store import MasterStore
 from engine.master.wheel import StateWheel
+from engine.master.worker_groups import WorkerGroupMap
 from engine.master.workflow import WorkflowRun, scope_for
 from engine.master.workflow_messages import (
     RERUN_ON_RESUME,
@@ -114,6 +115,7 @@ class Master(Node):
         self.serial_repair: SerialRepair | None = None
         self.groups: GroupListener | None = None
         self.retention: RetentionService | None = None
+        self.worker_groups: WorkerGroupMap | None = None
         self.dispatcher = Dispatcher(
             self.rpc, self._workers, m.host_selector, metrics=self.metrics, valid_until=self._valid_until_ms
         )
@@ -200,6 +202,9 @@ class Master(Node):
             lambda: self.registry.job_lock(LOCK_NAME) if self.registry is not None else None,
             self.metrics,
         )
+        self.worker_groups = WorkerGroupMap(
+            self.pool, self.cfg.master.worker_group_refresh_interval, self.dispatcher.membership_changed
+        )
         self.wheel.start(self._deliver_timer)
         self.dispatcher.start()
 
@@ -225,6 +230,8 @@ class Master(Node):
             self.groups.start()
         if self.retention is not None:
             self.retention.start()
+        if self.worker_groups is not None:
+            self.worker_groups.start()
 
     async def on_fenced(self) -> None:
         # Lease lost: stop claiming, dispatching and driving instances at once (invariant 6). The
@@ -235,7 +242,7 @@ class Master(Node):
         self.dispatcher.paused = True
         bound = self.cfg.registry.lease_ttl
         services = [s for s in (self.poller, self.scheduler, self.failover, self.serial_repair, self.groups,
-                                self.retention) if s is not None]  # fmt: skip
+                                self.retention, self.worker_groups) if s is not None]  # fmt: skip
         await asyncio.gather(*(s.close(timeout=bound) for s in services))
         await self._stop_actors(timeout=bound)
         # a re-registration is a new incarnation: what we owned until now is failed over (by a peer or us)
@@ -444,7 +451,11 @@ class Master(Node):
         return int((time.time() + left) * 1000) if left > 0 else 0
 
     def _workers(self, group: str) -> list[Any]:
-        return self.registry.membership.workers(group) if self.registry else []
+        if not self.registry:
+            return []
+        if self.worker_groups is None:
+            return self.registry.membership.workers(group)
+        return self.worker_groups.workers(self.registry.membership.workers(), group)
 
     def _on_membership(self, change: NodeChange) -> None:
         if change.info.node.role == "worker" and change.kind is not ChangeKind.UPDATED:

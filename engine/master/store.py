@@ -575,6 +575,14 @@ class MasterStore:
         value = await self.pool.fetchval("SELECT config FROM environment WHERE code = $1", code)
         return value or ""
 
+    async def project_params(self, project_code: int) -> list[dict[str, Any]]:
+        """The parameters of a project (secret values still sealed), as TaskDispatch carries them."""
+        rows = await self.pool.fetch(
+            "SELECT param_name, param_value, secret FROM project_parameter WHERE project_code = $1 ORDER BY param_name",
+            project_code,
+        )
+        return [{"prop": r["param_name"], "value": r["param_value"], "secret": bool(r["secret"])} for r in rows]
+
     async def datasources(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Each named data source's connection params (secrets still sealed) with its ``type`` added."""
         rows = await self.pool.fetch(

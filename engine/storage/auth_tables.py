@@ -86,7 +86,8 @@ resource_grant = Table(
     Column("project_code", BigInteger, ForeignKey("project.code", ondelete="CASCADE")),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=_NOW),
     CheckConstraint(
-        "resource_type IN ('datasource', 'alert_group', 'tenant')", name="resource_grant_resource_type_check"
+        "resource_type IN ('datasource', 'alert_group', 'tenant', 'environment')",
+        name="resource_grant_resource_type_check",
     ),
     CheckConstraint("(user_id IS NULL) <> (project_code IS NULL)"),
 )

@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 
 from engine.alerts.senders import SECRET_KEYS
-from engine.secretbox import DATASOURCE_SECRETS, Keyring, key_ids, reseal_params
+from engine.secretbox import DATASOURCE_SECRETS, PROJECT_PARAM_SECRETS, Keyring, key_ids, reseal_params
 
 #: (table, JSON column, secret fields, sealing context)
 TABLES = (
@@ -62,7 +62,37 @@ async def reseal_all(conn: asyncpg.Connection, keyring: Keyring, batch: int = 50
             if len(rows) < batch:
                 break
             last = rows[-1]["id"]
+    out["project_parameter"] = await _reseal_project_params(conn, keyring, batch)
     return out
+
+
+async def _reseal_project_params(conn: asyncpg.Connection, keyring: Keyring, batch: int) -> Resealed:
+    """The secret project parameters (one sealed text column, engine/api/project_params.py)."""
+    done = Resealed()
+    last = 0
+    while True:
+        async with conn.transaction():
+            rows = await conn.fetch(
+                "SELECT id, param_value FROM project_parameter WHERE secret = 1 AND id > $1 ORDER BY id LIMIT $2"
+                " FOR UPDATE",
+                last,
+                batch,
+            )
+            for row in rows:
+                sealed = reseal_params(
+                    keyring, {"value": row["param_value"]}, PROJECT_PARAM_SECRETS, "project_parameter"
+                )["value"]
+                if sealed != row["param_value"]:
+                    await conn.execute(
+                        "UPDATE project_parameter SET param_value = $2, update_time = now() WHERE id = $1",
+                        row["id"],
+                        sealed,
+                    )
+                    done.changed += 1
+        done.scanned += len(rows)
+        if len(rows) < batch:
+            return done
+        last = rows[-1]["id"]
 
 
 async def keys_in_use(conn: asyncpg.Connection) -> set[str]:
@@ -71,4 +101,6 @@ async def keys_in_use(conn: asyncpg.Connection) -> set[str]:
     for table, column, fields, _ in TABLES:
         for row in await conn.fetch(f"SELECT {column} AS params FROM {table}"):
             used |= key_ids(_params(row["params"]), fields)
+    for row in await conn.fetch("SELECT param_value FROM project_parameter WHERE secret = 1"):
+        used |= key_ids({"value": row["param_value"]}, PROJECT_PARAM_SECRETS)
     return used

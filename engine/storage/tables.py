@@ -155,6 +155,23 @@ project = Table(
 )
 
 
+#: project parameters (DolphinScheduler 3.2 t_ds_project_parameter): name -> value for every task of the
+#: project, below workflow globals; a secret value is stored sealed (engine/secretbox.py)
+project_parameter = Table(
+    "project_parameter",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("project_code", BigInteger, ForeignKey("project.code", ondelete="CASCADE"), nullable=False),
+    Column("param_name", String(255), nullable=False),
+    Column("param_value", Text, nullable=False),
+    Column("secret", SmallInteger, nullable=False, server_default=text("0")),
+    Column("user_id", BigInteger),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    UniqueConstraint("project_code", "param_name"),
+)
+
+
 workflow_definition = Table(
     "workflow_definition",
     metadata,

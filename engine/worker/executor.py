@@ -27,8 +27,17 @@ import psutil
 
 from engine import logs
 from engine.aio import acquire_in_thread
-from engine.params import builtins, out_params, parse_set_values, parse_time, properties, resolve, trusted_names
-from engine.secretbox import DATASOURCE_SECRETS, Keyring, SecretError, open_params
+from engine.params import (
+    Property,
+    builtins,
+    out_params,
+    parse_set_values,
+    parse_time,
+    properties,
+    resolve,
+    trusted_names,
+)
+from engine.secretbox import DATASOURCE_SECRETS, PROJECT_PARAM_SECRETS, Keyring, SecretError, open_params
 from engine.tasks import registry
 from engine.tasks.base import Launch, TaskContext
 from engine.worker.execdirs import ExecDirs
@@ -63,6 +72,10 @@ SHUTTING_DOWN = "shutting down"
 #: (the SPARK plugin's bootstrap prints one as soon as the SparkContext exists): it goes to the master in a
 #: RUNNING report sent again, and with the result, into the task instance's app_id / app_link
 APP_MARKER = b"[porpoise] application "
+#: a secret project parameter shorter than this is not masked in the log (it would hide common text)
+MIN_MASKED = 4
+#: bytes of output without a newline written to the log at once when values are masked
+MASK_LINE_MAX = 65536
 
 
 def now_ms() -> int:
@@ -97,6 +110,8 @@ class TaskRun:
     app_link: str = ""
     #: the last lines of its log once it ended (TaskResult.log_tail)
     log_tail: str = ""
+    #: values the log shows as ``***`` (the secret project parameters it was given)
+    masked: tuple[bytes, ...] = ()
 
     @property
     def key(self) -> tuple[int, int]:
@@ -316,6 +331,20 @@ class Executor:
         except SecretError as exc:
             raise ValueError(f"data source secrets: {exc}") from None
 
+    def _project_params(self, run: TaskRun) -> list[Property]:
+        """The project's parameters, secret ones opened (engine/api/project_params.py seals them); the
+        secret values (of MIN_MASKED bytes or more) become the run's masked values."""
+        try:
+            opened = [
+                open_params(self.keyring, p, PROJECT_PARAM_SECRETS, "project_parameter") if p.get("secret") else p
+                for p in run.dispatch.project_params
+            ]
+        except SecretError as exc:
+            raise ValueError(f"project parameter secrets: {exc}") from None
+        secret = {str(p["value"]).encode() for p in opened if p.get("secret")}
+        run.masked = tuple(sorted((v for v in secret if len(v) >= MIN_MASKED), key=len, reverse=True))
+        return [Property.from_dict(p) for p in opened]
+
     def _prepare(self, run: TaskRun) -> tuple[Launch, list]:
         d = run.dispatch
         plugin_cls = registry.plugin(d.task_type)
@@ -332,7 +361,7 @@ class Executor:
         )
         local = plugin_cls.local_params(d.task_params)
         var_pool = properties(d.var_pool)
-        values = resolve(properties(d.global_params), var_pool, local, when, system)
+        values = resolve(properties(d.global_params), var_pool, local, when, system, self._project_params(run))
         ctx = TaskContext(
             task_instance_id=d.task_instance_id,
             task_name=d.task_name,
@@ -471,7 +500,7 @@ class Executor:
     ) -> None:
         """Wait for the task (enforcing its timeout) while its output streams into the log."""
         d = run.dispatch
-        pump = asyncio.create_task(_pump(proc, logfile, emitted, lambda line: self._on_app(run, line)))
+        pump = asyncio.create_task(_pump(proc, logfile, emitted, lambda line: self._on_app(run, line), run.masked))
         try:
             if d.timeout_seconds > 0:
                 await asyncio.wait_for(proc.wait(), d.timeout_seconds)
@@ -594,18 +623,37 @@ async def _write(fh: CappedLog, text: str) -> None:
     await asyncio.to_thread(fh.write, text.encode())
 
 
+def _mask(data: bytes, masked: tuple[bytes, ...]) -> bytes:
+    for value in masked:
+        data = data.replace(value, b"***")
+    return data
+
+
 async def _pump(
-    proc: TaskProcess, logfile: CappedLog, emitted: dict[str, str], on_app: Callable[[bytes], None] = lambda _: None
+    proc: TaskProcess,
+    logfile: CappedLog,
+    emitted: dict[str, str],
+    on_app: Callable[[bytes], None] = lambda _: None,
+    masked: tuple[bytes, ...] = (),
 ) -> None:
     """Copy the task's output into its log as it arrives; collect ${setValue(k=v)} lines; hand
-    APP_MARKER lines to ``on_app``."""
+    APP_MARKER lines to ``on_app``. With ``masked`` values, output goes to the log a whole line at a time
+    (a line longer than MASK_LINE_MAX is cut there) with each of those values shown as ``***``."""
     assert proc.stdout is not None
     partial = b""
+    unwritten = b""
     while True:
         chunk = await proc.stdout.read(65536)
         if not chunk:
             break
-        await asyncio.to_thread(logfile.write, chunk)
+        if masked:
+            unwritten += chunk
+            cut = unwritten.rfind(b"\n") + 1 if len(unwritten) <= MASK_LINE_MAX else len(unwritten)
+            if cut:
+                await asyncio.to_thread(logfile.write, _mask(unwritten[:cut], masked))
+                unwritten = unwritten[cut:]
+        else:
+            await asyncio.to_thread(logfile.write, chunk)
         lines = (partial + chunk).split(b"\n")
         partial = lines.pop()
         for line in lines:
@@ -615,6 +663,8 @@ async def _pump(
                 on_app(line)
     if partial and b"setValue(" in partial:
         emitted.update(parse_set_values(partial.decode(errors="replace")))
+    if unwritten:
+        await asyncio.to_thread(logfile.write, _mask(unwritten, masked))
 
 
 def _descendants(pid: int) -> list[psutil.Process]:

@@ -10,6 +10,7 @@ mistakes with the same field names.
     execution_type: PARALLEL              # PARALLEL | SERIAL_WAIT | SERIAL_DISCARD | SERIAL_PRIORITY
     max_active_runs: 0                    # runs at once; 0 = no limit (PARALLEL) / 1 (serial types)
     tenant: default                       # OS user tasks run as: granted to the project (docs/SECURITY.md)
+    environment: spark3                   # shell exports for every task naming none (engine/api/environments.py)
     params:                               # global params: name -> value, placeholders allowed
       biz_date: $[yyyyMMdd]
     tasks:
@@ -23,6 +24,7 @@ mistakes with the same field names.
         timeout_strategy: FAILED          # WARN | FAILED | WARNFAILED
         priority: MEDIUM                  # HIGHEST | HIGH | MEDIUM | LOW | LOWEST
         worker_group: default
+        environment: spark3               # this task's environment (wins over the workflow's)
         delay_time: 0                     # minutes to wait before the task starts
         task_group: etl_db                # at most the group's size of its slots run at once
         task_group_priority: 0            # higher first in the group's queue, then first come
@@ -67,6 +69,8 @@ from engine.workflows.model import (
 _NAME = {"type": "string", "minLength": 1, "maxLength": 255}
 #: minutes are stored as 32-bit integers (as DolphinScheduler's columns)
 _MINUTES = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
+#: an environment's name (engine/api/environments.py)
+_ENVIRONMENT = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"}
 #: characters of a parameter's value (global or local); a start parameter has the same bound
 MAX_PARAM_VALUE = 65536
 _PARAM_VALUE = {"type": ["string", "number", "boolean"], "maxLength": MAX_PARAM_VALUE}
@@ -110,6 +114,7 @@ TASK_SCHEMA: dict[str, Any] = {
         "timeout_strategy": {"enum": list(TIMEOUT_STRATEGIES)},
         "priority": {"enum": list(PRIORITIES)},
         "worker_group": {"type": "string", "minLength": 1, "maxLength": 64},
+        "environment": {**_ENVIRONMENT, "description": "environment whose exports run before the task's script"},
         "delay_time": {**_MINUTES, "description": "minutes to wait before the task starts"},
         "disabled": {
             "type": "boolean",
@@ -171,6 +176,7 @@ SCHEMA: dict[str, Any] = {
             "description": "runs active at once; 0 = the default: no limit for PARALLEL, 1 for the serial types",
         },
         "tenant": {"type": "string", "minLength": 1, "maxLength": 64},
+        "environment": {**_ENVIRONMENT, "description": "environment of every task that names none"},
         "params": {
             "oneOf": [
                 {"type": "object", "additionalProperties": _PARAM_VALUE},
@@ -269,6 +275,7 @@ def parse(doc: Any) -> WorkflowDef:
                 task_group_slots=t.get("task_group_slots", 1),
                 alert_on=tuple(t.get("alert_on", ())),
                 alert_group=t.get("alert_group"),
+                environment=t.get("environment", doc.get("environment", "")),
             )
         )
     wf = WorkflowDef(
@@ -327,8 +334,12 @@ _STRATEGY_NAMES = {v: k for k, v in TIMEOUT_STRATEGIES.items()}
 _EXECUTION_NAMES = {v: k for k, v in EXECUTION_TYPES.items()}
 
 
-def to_document(spec: WorkflowSpec, project: str, description: str = "") -> dict[str, Any]:
-    """The document of a stored version (what GET returns; applying it again changes nothing)."""
+def to_document(
+    spec: WorkflowSpec, project: str, description: str = "", environments: Mapping[int, str] | None = None
+) -> dict[str, Any]:
+    """The document of a stored version (what GET returns; applying it again changes nothing).
+    ``environments``: environment code -> name, for the tasks that name one."""
+    environments = environments or {}
     names = {code: t.name for code, t in spec.tasks.items()}
     tasks = []
     for code in spec.dag.topological():
@@ -349,6 +360,8 @@ def to_document(spec: WorkflowSpec, project: str, description: str = "") -> dict
             item["timeout_strategy"] = _STRATEGY_NAMES[t.timeout_strategy]
         if t.disabled:
             item["disabled"] = True
+        if environments.get(t.environment_code):
+            item["environment"] = environments[t.environment_code]
         if t.task_group:
             item.update(task_group=t.task_group, task_group_priority=t.task_group_priority,
                         task_group_slots=t.task_group_slots)  # fmt: skip

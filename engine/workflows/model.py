@@ -74,6 +74,8 @@ class TaskDef:
     timeout_strategy: int | None = None
     delay_time: int = 0
     environment_code: int = -1
+    #: the environment's name as the document gives it ("" = none; the API sets environment_code from it)
+    environment: str = ""
     #: switched off without being deleted (DolphinScheduler's flag = NO): it never runs, and what
     #: depends on it runs as though it had succeeded once its own upstream tasks have
     disabled: bool = False
