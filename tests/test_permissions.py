@@ -86,6 +86,7 @@ RULES = {
     ("DELETE", "/api/v1/cluster/workers/{address}/drain"): "ADMIN",
     ("GET", "/api/v1/datasources"): "USER",
     ("PUT", "/api/v1/datasources/{name}"): "ADMIN",
+    ("POST", "/api/v1/datasources/{name}/test"): "READ datasource path.name",
     ("DELETE", "/api/v1/datasources/{name}"): "ADMIN",
     ("GET", "/api/v1/tokens"): "USER",
     ("POST", "/api/v1/tokens"): "USER",
