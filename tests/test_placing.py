@@ -260,3 +260,29 @@ def test_a_procedure_s_quoted_in_value_is_refused_on_mysql(tmp_path: Path) -> No
                 ProcedureTask().launch(ctx)
         else:
             assert "\x00in\x00" in json.loads(ProcedureTask().launch(ctx).files["job.json"])["method"]
+
+
+#: values bash runs as code when it reads them in an arithmetic context: an array subscript is expanded there
+ARITHMETIC_CODE = ["a[$(touch owned)]", "x[`touch owned`]", "0+a[ ${IFS}$(touch owned) ]", "b[1]+c[$(touch owned)]"]
+
+
+@pytest.mark.parametrize("value", ARITHMETIC_CODE)
+@pytest.mark.parametrize(
+    "script", ["echo $(( ${v} + 1 ))", '[[ "${v}" -gt 0 ]] || true', "(( ${v} > 1 )) || true", "echo ${s:${v}}"]
+)
+def test_a_shell_value_that_would_run_in_an_arithmetic_context_is_refused(
+    script: str, value: str, tmp_path: Path
+) -> None:
+    """`$(( ${n} * 2 ))` and `[[ ${n} -gt 0 ]]` are everyday bash; there a value's own text is evaluated, and a
+    subscript in it (`a[$(cmd)]`) runs cmd: such a value never reaches a SHELL task."""
+    with pytest.raises(ParamError) as info:
+        placing.shell(script, {"v": value, "s": "abc"}, T)
+    assert info.value.field == "v" and "arithmetic" in info.value.reason
+    # what it would have done: bash ran the command from the value
+    placed = placing.shell(script, {"v": "PLACEHOLDER", "s": "abc"}, T)
+    env = {**placed.env, "PATH": "/usr/bin:/bin", "PORPOISE_P_1": value}
+    subprocess.run(["bash", "-c", placed.text], env=env, cwd=tmp_path, capture_output=True, check=False)
+    assert (tmp_path / "owned").exists()
+    # values with brackets or dollars alone stay plain data
+    for fine in ["[1,2]", "$HOME", "a[1]", "[x] $5", "price: $3 [approx]"]:
+        assert placing.shell(script, {"v": fine, "s": "abc"}, T).env["PORPOISE_P_1"] == fine

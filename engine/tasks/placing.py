@@ -37,6 +37,16 @@ MAX_ENV_VALUE = 100_000
 MAX_ENV_TOTAL = 1_000_000
 
 
+#: a value bash would run as code wherever it reads it as arithmetic (``$(( ${n} + 1 ))``, ``[[ ${n} -gt 0 ]]``,
+#: ``(( ))``, ``${s:${n}}``, ``let``): there an array subscript in the value is expanded, so ``a[$(cmd)]`` runs
+#: cmd. Refused as a SHELL task's value: a ``[`` followed by a command substitution or a parameter expansion.
+_ARITHMETIC_CODE = re.compile(r"\[.*?(?:\$[({\[]|`)", re.DOTALL)
+_ARITHMETIC_REASON = (
+    "a value holding '[' and then '$(', '${', '$[' or '`' is refused in SHELL tasks: where bash reads it as a number"
+    " ($(( )), [[ -gt ]], (( ))) it would run that text as a command"
+)
+
+
 @dataclass
 class Placed:
     """A script whose parameters are references, and the environment they read."""
@@ -87,6 +97,8 @@ class _Shell:
             size = len(value.encode())
             if size > MAX_ENV_VALUE:
                 raise ParamError(name, f"value too long to give a SHELL task ({size} bytes, at most {MAX_ENV_VALUE})")
+            if _ARITHMETIC_CODE.search(value):
+                raise ParamError(name, _ARITHMETIC_REASON)
             var = self.by_name[name] = f"{ENV_PREFIX}{len(self.by_name) + 1}"
             self.env[var] = value
             if sum(len(v.encode()) for v in self.env.values()) > MAX_ENV_TOTAL:
