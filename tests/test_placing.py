@@ -268,7 +268,7 @@ ARITHMETIC_CODE = ["a[$(touch owned)]", "x[`touch owned`]", "0+a[ ${IFS}$(touch 
 
 @pytest.mark.parametrize("value", ARITHMETIC_CODE)
 @pytest.mark.parametrize(
-    "script", ["echo $(( ${v} + 1 ))", '[[ "${v}" -gt 0 ]] || true', "(( ${v} > 1 )) || true", "echo ${s:${v}}"]
+    "script", ["echo $(( ${v} + 1 ))", '[[ "${v}" -gt 0 ]] || true', "(( ${v} > 1 )) || true", "s=abc; echo ${s:${v}}"]
 )
 def test_a_shell_value_that_would_run_in_an_arithmetic_context_is_refused(
     script: str, value: str, tmp_path: Path
@@ -286,3 +286,17 @@ def test_a_shell_value_that_would_run_in_an_arithmetic_context_is_refused(
     # values with brackets or dollars alone stay plain data
     for fine in ["[1,2]", "$HOME", "a[1]", "[x] $5", "price: $3 [approx]"]:
         assert placing.shell(script, {"v": fine, "s": "abc"}, T).env["PORPOISE_P_1"] == fine
+
+
+def test_checking_where_spliced_values_sit_is_bounded() -> None:
+    """The check reads the statement once per way of lexing it: a statement of 600,000 quotes and every
+    comment style is refused, naming the statement, rather than holding the worker for seconds; a large
+    ordinary one passes."""
+    hostile = "SELECT '" + "\\'" * 300_000 + " , '${v}' # -- /* /*! $$"
+    with pytest.raises(ParamError, match="too many quotes"):
+        placing.sql(hostile, {"v": "x"}, T, frozenset(), lambda i: "%s", True)
+    rows = ",".join("('a-b', 'c''d', \"e\", 5-3, /* x */ 1)" for _ in range(20_000))
+    text, args = placing.sql(
+        f"INSERT INTO t VALUES {rows}, ('${{v}}')", {"v": "x"}, T, frozenset(), lambda i: "%s", True
+    )
+    assert text.endswith("(%s)") and args == ["x"]

@@ -43,7 +43,7 @@ MAX_ENV_TOTAL = 1_000_000
 _ARITHMETIC_CODE = re.compile(r"\[.*?(?:\$[({\[]|`)", re.DOTALL)
 _ARITHMETIC_REASON = (
     "a value holding '[' and then '$(', '${', '$[' or '`' is refused in SHELL tasks: where bash reads it as a number"
-    " ($(( )), [[ -gt ]], (( ))) it would run that text as a command"
+    " (arithmetic: $(( )), [[ -gt ]], (( ))) it would run that text as a command"
 )
 
 
@@ -413,7 +413,7 @@ _DOLLAR_TAG = re.compile(r"\$[A-Za-z_]*\$")
 _COMMENT_EDGE = re.compile(r"/\*|\*/")
 #: a quoted string or name (a doubled quote stays in it), with or without backslash escapes, to its end
 _QUOTED = {
-    (q, backslash): re.compile(f"{q}(?:{q}{q}|{esc}[^{q}{bs}])*{q}", re.DOTALL)
+    (q, backslash): re.compile(f"{q}(?:[^{q}{bs}]++|{esc}{q}{q})*+{q}", re.DOTALL)
     for q in "'\"`"
     for backslash, esc, bs in ((True, r"\\.|", r"\\"), (False, "", ""))
 }
@@ -425,25 +425,50 @@ _LEXERS = list(
 )
 
 
+#: the most tokens (quotes, comments, dashes, dollars) all ways of lexing a statement may read together: a
+#: statement of ordinary size takes a few thousand
+MAX_LEXER_STEPS = 500_000
+_TOO_COMPLEX = (
+    "too many quotes and comments around its bound values to check where they sit: split the statement or bind"
+    " fewer values"
+)
+
+
 def quoted_marks(text: str, marks: re.Pattern[str]) -> list[re.Match[str]]:
     """The matches of ``marks`` that some SQL lexer of the drivers that splice values into the text themselves
     (MySQL, ClickHouse, Hive: the value arrives as a quoted literal) reads inside a string, a quoted name or a
     comment, where that literal's quotes would end the string and leave the value's text as SQL. Every way
     those lexers differ is tried; a mark is safe only when all read it as code."""
     found: dict[int, re.Match[str]] = {}
-    for lexer in _LEXERS:
-        for m in _marks_outside_code(text, marks, *lexer):
+    # only the ways of lexing that the text's characters can tell apart
+    slash, bang, dollar = "\\" in text, "/*!" in text, "$" in text
+    nests = "/*" in text[text.find("/*") + 2 :] if "/*" in text else False
+    hashes, dashes = "#" in text, "--" in text
+
+    def block_of(block: str) -> str:
+        return block if (block == "code" and bang) or (block == "nested" and nests) else "flat"
+
+    lexers = {
+        (bs or not slash, block_of(block), h or not hashes, d or not dashes, here and dollar)
+        for bs, block, h, d, here in _LEXERS
+    }
+    budget = [MAX_LEXER_STEPS]
+    for lexer in sorted(lexers):
+        for m in _marks_outside_code(text, marks, budget, *lexer):
             found.setdefault(m.start(), m)
     return [found[k] for k in sorted(found)]
 
 
 def _marks_outside_code(
-    text: str, marks: re.Pattern[str], backslash: bool, block: str, hash_comment: bool, loose_dashes: bool,
-    heredoc: bool,
+    text: str, marks: re.Pattern[str], budget: list[int], backslash: bool, block: str, hash_comment: bool,
+    loose_dashes: bool, heredoc: bool,
 ) -> list[re.Match[str]]:  # fmt: skip
     out: list[re.Match[str]] = []
     i, n = 0, len(text)
     while True:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise ParamError("sql", _TOO_COMPLEX)
         s = _SPECIAL.search(text, i)
         if s is None:
             return out
