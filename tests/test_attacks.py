@@ -383,7 +383,10 @@ async def test_data_source_tests_are_bounded_per_user(keyed: Hostile) -> None:
         after = await keyed.call("alice", "POST", f"/api/v1/datasources/{source}/test", {"timeout": 1})
         assert after.status == 200
     finally:
+        for writer in accepted:
+            writer.close()
         server.close()
+        await server.wait_closed()
 
 
 async def test_a_masked_secret_is_not_kept_when_the_sender_is_pointed_elsewhere(keyed: Hostile) -> None:
