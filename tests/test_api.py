@@ -546,10 +546,17 @@ def test_datasources_hide_secrets(api_cluster: ApiCluster) -> None:
     stored = api_cluster.query("SELECT connection_params FROM datasource WHERE name = $1", name)[0][0]
     assert "s3cret" not in stored and '"password": "pps1:' in stored  # sealed at rest (tests/test_secrets.py)
     # an edit that sends the mask back keeps the stored (sealed) password; a new source has none to keep
-    edited = {**params, "host": "db.example", "password": "***"}
-    assert client.request("PUT", f"/api/v1/datasources/{name}", {"params": edited})["params"]["host"] == "db.example"
+    edited = {**params, "user": "u2", "password": "***"}
+    assert client.request("PUT", f"/api/v1/datasources/{name}", {"params": edited})["params"]["user"] == "u2"
     kept = api_cluster.query("SELECT connection_params FROM datasource WHERE name = $1", name)[0][0]
-    assert json.loads(kept)["password"] == json.loads(stored)["password"] and json.loads(kept)["host"] == "db.example"
+    assert json.loads(kept)["password"] == json.loads(stored)["password"] and json.loads(kept)["user"] == "u2"
+    # ... but only while it goes where it went: a new host, port or type needs the password again
+    for moved in ({"host": "db.example"}, {"port": 5433}):
+        bad = error_of(lambda m=moved: client.request("PUT", f"/api/v1/datasources/{name}",
+                                                      {"params": {**edited, **m}}))  # fmt: skip
+        assert (bad.status, bad.field) == (400, "params.password") and "give the password again" in str(bad)
+    bad = error_of(lambda: client.request("PUT", f"/api/v1/datasources/{name}", {"type": "MYSQL", "params": edited}))
+    assert (bad.status, bad.field) == (400, "params.password")
     fresh = error_of(lambda: client.request("PUT", f"/api/v1/datasources/{name}-new", {"params": edited}))
     assert (fresh.status, fresh.field) == (400, "params.password")
     assert error_of(lambda: client.request("PUT", f"/api/v1/datasources/{name}", {"params": {"pw": 1}})).field

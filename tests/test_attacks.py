@@ -7,10 +7,12 @@ import asyncio
 import datetime as dt
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from engine.secretbox import ensure_key_file
 from tests.hostile import Hostile, hostile_api, shell, unique, waits_on
 from tests.test_migrate_dolphinscheduler import load
 from tests.tls import node_files
@@ -337,3 +339,84 @@ async def test_an_import_whose_sub_processes_form_a_cycle_is_refused(world: Host
     assert not await world.query(
         "SELECT 1 FROM workflow_definition d JOIN project p ON p.code = d.project_code WHERE p.name = $1", project
     )
+
+
+@pytest.fixture
+async def keyed(fresh_db: str, tmp_path: Path) -> AsyncIterator[Hostile]:
+    """The hostile set-up with a secrets keyring (data source passwords, alert sender tokens)."""
+    async with hostile_api(fresh_db, [f"secrets.key_file={ensure_key_file(tmp_path / 'secrets.key')}"]) as w:
+        yield w
+
+
+async def test_data_source_tests_are_bounded_per_user(keyed: Hostile) -> None:
+    """A user with a grant on a data source starts its connection tests (a Python process each, up to 120 s)
+    as fast as she likes: against a server that never answers, the third at once is a 429, and the held
+    ones still answer in time with the reason, never the password."""
+    accepted: list[asyncio.StreamWriter] = []
+    two = asyncio.Event()
+
+    async def blackhole(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+        if len(accepted) >= 2:
+            two.set()
+
+    server = await asyncio.start_server(blackhole, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    mine, source = unique("alice"), unique("silent")
+    await keyed.workflow("alice", {"name": "w", "project": mine, "tasks": [shell("a")]})
+    await keyed.ok("admin", "PUT", f"/api/v1/datasources/{source}",
+                   {"params": {"host": "127.0.0.1", "port": port, "user": "u", "password": "pw-S3cret-9"}})  # fmt: skip
+    await keyed.ok("admin", "POST", "/api/v1/grants", {"resource_type": "datasource", "resource": source,
+                                                       "project": mine})  # fmt: skip
+    try:
+        held = [
+            asyncio.create_task(keyed.call("alice", "POST", f"/api/v1/datasources/{source}/test", {"timeout": 60}))
+            for _ in range(2)
+        ]
+        await asyncio.wait_for(two.wait(), 60)
+        third = await keyed.call("alice", "POST", f"/api/v1/datasources/{source}/test", {"timeout": 60})
+        assert third.status == 429 and third.headers["Retry-After"]
+        for writer in accepted:  # the server goes away: the held tests end with the reason
+            writer.transport.abort()
+        for answer in await asyncio.gather(*held):
+            assert answer.status == 200 and answer.body["ok"] is False and "S3cret" not in json.dumps(answer.body)
+        after = await keyed.call("alice", "POST", f"/api/v1/datasources/{source}/test", {"timeout": 1})
+        assert after.status == 200
+    finally:
+        for writer in accepted:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_masked_secret_is_not_kept_when_the_sender_is_pointed_elsewhere(keyed: Hostile) -> None:
+    """An edit that sends a secret back masked keeps the stored one, so an edit moving the sender (its apiUrl,
+    its URL, its SMTP host, its type) while keeping a masked token would send that token, never shown to
+    anyone, to an address of the editor's choosing at the next test or alert."""
+    made = await keyed.ok("admin", "POST", "/api/v1/alert-groups", {"name": unique("g"), "senders": [
+        {"type": "SLACK", "name": "bot", "params": {"botToken": "xoxb-never-shown", "channel": "#ops",
+                                                   "apiUrl": "https://slack.example.com/api"}},
+        {"type": "WEBHOOK", "name": "hook", "params": {"url": "https://hooks.example.com/x",
+                                                      "headers": {"Authorization": "Bearer never-shown"}}},
+        {"type": "EMAIL", "name": "mail", "params": {"host": "smtp.example.com", "sender": "a@example.com",
+                                                    "receivers": ["b@example.com"], "user": "a",
+                                                    "password": "never-shown"}},
+    ]})  # fmt: skip
+    group = f"/api/v1/alert-groups/{made['id']}"
+    shown = (await keyed.ok("admin", "GET", group))["senders"]
+    moves = [
+        {"apiUrl": "https://attacker.example.net"},
+        {"url": "https://attacker.example.net/x"},
+        {"host": "smtp.attacker.example.net"},
+    ]
+    for i, move in enumerate(moves):
+        senders = [{**s, "params": {**s["params"], **(move if j == i else {})}} for j, s in enumerate(shown)]
+        answer = await keyed.call("admin", "PATCH", group, {"senders": senders})
+        assert answer.status == 400 and answer.error["field"] == f"senders[{i}].params", answer.body
+    retyped = [{**shown[0], "type": "TELEGRAM", "params": {**shown[0]["params"], "chatId": "1"}}, *shown[1:]]
+    assert (await keyed.call("admin", "PATCH", group, {"senders": retyped})).status == 400
+    # where it sends unchanged, or the secret given again: the edit is taken
+    renamed = [{**shown[0], "name": "bot2", "params": {**shown[0]["params"], "channel": "#dev"}}, *shown[1:]]
+    assert (await keyed.ok("admin", "PATCH", group, {"senders": renamed}))["senders"][0]["name"] == "bot2"
+    moved = {**shown[0]["params"], "apiUrl": "https://elsewhere.example.net", "botToken": "xoxb-new"}
+    await keyed.ok("admin", "PATCH", group, {"senders": [{**shown[0], "params": moved}, *shown[1:]]})

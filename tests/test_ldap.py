@@ -160,3 +160,14 @@ def test_bad_ldap_settings_are_refused_naming_the_key() -> None:
     ]:
         with pytest.raises(config_mod.ConfigError, match=key):
             config_mod.load(None, overrides, environ={})
+
+
+def test_a_directory_user_cannot_sign_in_under_a_name_that_looks_like_another(ldap_api: ApiCluster) -> None:
+    """The directory compares names without case or outer spaces: "Carol" or "carol " passes its check for
+    the entry carol. Neither becomes a second user looking like carol (or like the local admin)."""
+    c = ldap_api
+    assert _login(c, "carol", PEOPLE["carol"][0])[0] == 200
+    for name in ("Carol", "CAROL", "carol ", " carol"):
+        status, body, _ = _login(c, name, PEOPLE["carol"][0])
+        assert status == 401, (name, status, body)
+    assert [r[0] for r in c.query("SELECT user_name FROM users WHERE lower(btrim(user_name)) = 'carol'")] == ["carol"]

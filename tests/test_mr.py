@@ -6,6 +6,7 @@ class fails the task with the reason; stopping the workflow kills the job (no JV
 from __future__ import annotations
 
 import collections
+import datetime as dt
 import random
 import uuid
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ import psutil
 import pytest
 
 from engine.tasks.app_watch import Watch
-from engine.tasks.base import ParamError
+from engine.tasks.base import ParamError, TaskContext
 from engine.tasks.mr import MapReduceTask, main_jar
 from tests.conftest import ApiCluster
 from tests.helpers import wait_sync
@@ -58,6 +59,21 @@ def test_mr_params_are_checked_naming_the_field(params: dict[str, Any], field: s
         MapReduceTask.validate(params)
     assert err.value.field == field
     assert main_jar({"mainJar": {"resourceName": "a/b.jar"}}) == "a/b.jar"
+
+
+def test_a_value_stays_one_argument_of_the_job(tmp_path: Path) -> None:
+    """A start parameter (an EXECUTE-only user's) never adds options: a streaming job's second -mapper would
+    be a command of the caller's choosing."""
+    params = {"programType": "PYTHON", "mainJar": "streaming.jar", "mainArgs": "--day ${v}",
+              "others": "-mapper cat -reducer wc -input ${v} -output out"}  # fmt: skip
+    values = {"v": "in -mapper 'sh -c id' -D x=\"y"}
+    ctx = TaskContext(1, "mr", params, values, dt.datetime(2026, 3, 1), tmp_path)
+    argv = MapReduceTask().launch(ctx).argv
+    assert argv.count("-mapper") == 1 and argv[argv.index("-input") + 1] == values["v"]
+    assert argv[argv.index("--day") + 1] == values["v"] and argv[-2:] == ["--day", values["v"]]
+    with pytest.raises(ParamError) as err:
+        MapReduceTask.validate({"mainJar": "x.jar", "others": "-D a='b"})
+    assert err.value.field == "others"
 
 
 @pytest.fixture(scope="module")

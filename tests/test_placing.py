@@ -5,6 +5,7 @@ runs it on PostgreSQL)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -194,3 +195,108 @@ def test_a_value_s_text_is_never_rendered_again_after_it_is_placed() -> None:
     nested = "$['$[yyyy]']"
     assert python("print('${v}', '$[yyyy]')", {"v": nested}) == "$['2026'] 2026\n"
     assert bash("printf '%s' \"${v}\"", {"v": nested}) == "$['2026']"
+
+
+#: what a start parameter of an EXECUTE-only user may hold to turn a spliced value into SQL
+SQL_HOSTILE = " OR 1=1 -- "
+#: where a value bound by a driver that splices it into the text (MySQL, ClickHouse, Hive) would end up as SQL:
+#: its quoted literal ends the string, name or comment it was written in
+QUOTED_PLACES = [
+    "SELECT * FROM t WHERE d = 'day_${v}'",
+    "SELECT * FROM t WHERE d = '${v}${v}'",
+    "SELECT * FROM `t_${v}`",
+    'SELECT * FROM "t_${v}"',
+    "SELECT 1 /* ${v} */",
+    "SELECT 1 /* /* */ ${v} */",
+    "SELECT 1 -- ${v}",
+    "SELECT 1 # ${v}",
+    "SELECT $$ ${v} $$",
+    "SELECT 'a\\' , '${v}'",
+]
+
+
+def _spliced(text: str, args: list[str], kind: str) -> str:
+    """The statement the driver sends: the values spliced in as it escapes them."""
+    if kind == "MYSQL":
+        from asyncmy.converters import escape_item
+
+        return text % tuple(escape_item(a, "utf8") for a in args)
+    from clickhouse_driver.util.escape import escape_params
+
+    return text % escape_params({f"p{i}": a for i, a in enumerate(args, 1)}, None)
+
+
+@pytest.mark.parametrize("kind", ["MYSQL", "CLICKHOUSE"])
+@pytest.mark.parametrize("text", QUOTED_PLACES)
+def test_a_value_the_driver_splices_is_refused_inside_quotes_or_a_comment(kind: str, text: str) -> None:
+    marker = (lambda i: "%s") if kind == "MYSQL" else (lambda i: f"%(p{i})s")
+    with pytest.raises(ParamError) as info:
+        placing.sql(text, {"v": SQL_HOSTILE}, T, frozenset(), marker, True)
+    assert info.value.field == "${v}" and "CONCAT('day_', '${v}')" in info.value.reason
+    # PostgreSQL binds on the server: a $1 in a string is text there, never the value
+    assert placing.sql(text, {"v": SQL_HOSTILE}, T, frozenset())[1] == [SQL_HOSTILE, SQL_HOSTILE][: text.count("${v}")]
+
+
+@pytest.mark.parametrize("kind", ["MYSQL", "CLICKHOUSE"])
+def test_a_value_the_driver_splices_stays_one_literal_where_it_is_code(kind: str) -> None:
+    marker = (lambda i: "%s") if kind == "MYSQL" else (lambda i: f"%(p{i})s")
+    text, args = placing.sql(
+        "SELECT '50%', a-${v} FROM t WHERE d = '${v}' AND \"${v}\" = e -- a note\n", {"v": SQL_HOSTILE},
+        T, frozenset(), marker, True,
+    )  # fmt: skip
+    sent = _spliced(text, args, kind)
+    assert sent == "SELECT '50%', a-' OR 1=1 -- ' FROM t WHERE d = ' OR 1=1 -- ' AND ' OR 1=1 -- ' = e -- a note\n"
+
+
+def test_a_procedure_s_quoted_in_value_is_refused_on_mysql(tmp_path: Path) -> None:
+    from engine.tasks.procedure import ProcedureTask
+
+    source = {"type": "MYSQL", "host": "127.0.0.1"}
+    for method, refused in (("CALL p('${v}')", True), ("CALL p(${v})", False), ("CALL p('x', ${v}) -- ${v}", True)):
+        ctx = TaskContext(1, "p", {"datasource": "d", "method": method}, {"v": SQL_HOSTILE}, T, tmp_path,
+                          datasources={"d": source})  # fmt: skip
+        if refused:
+            with pytest.raises(ParamError, match="without quotes"):
+                ProcedureTask().launch(ctx)
+        else:
+            assert "\x00in\x00" in json.loads(ProcedureTask().launch(ctx).files["job.json"])["method"]
+
+
+#: values bash runs as code when it reads them in an arithmetic context: an array subscript is expanded there
+ARITHMETIC_CODE = ["a[$(touch owned)]", "x[`touch owned`]", "0+a[ ${IFS}$(touch owned) ]", "b[1]+c[$(touch owned)]"]
+
+
+@pytest.mark.parametrize("value", ARITHMETIC_CODE)
+@pytest.mark.parametrize(
+    "script", ["echo $(( ${v} + 1 ))", '[[ "${v}" -gt 0 ]] || true', "(( ${v} > 1 )) || true", "s=abc; echo ${s:${v}}"]
+)
+def test_a_shell_value_that_would_run_in_an_arithmetic_context_is_refused(
+    script: str, value: str, tmp_path: Path
+) -> None:
+    """`$(( ${n} * 2 ))` and `[[ ${n} -gt 0 ]]` are everyday bash; there a value's own text is evaluated, and a
+    subscript in it (`a[$(cmd)]`) runs cmd: such a value never reaches a SHELL task."""
+    with pytest.raises(ParamError) as info:
+        placing.shell(script, {"v": value, "s": "abc"}, T)
+    assert info.value.field == "v" and "arithmetic" in info.value.reason
+    # what it would have done: bash ran the command from the value
+    placed = placing.shell(script, {"v": "PLACEHOLDER", "s": "abc"}, T)
+    env = {**placed.env, "PATH": "/usr/bin:/bin", "PORPOISE_P_1": value}
+    subprocess.run(["bash", "-c", placed.text], env=env, cwd=tmp_path, capture_output=True, check=False)
+    assert (tmp_path / "owned").exists()
+    # values with brackets or dollars alone stay plain data
+    for fine in ["[1,2]", "$HOME", "a[1]", "[x] $5", "price: $3 [approx]"]:
+        assert placing.shell(script, {"v": fine, "s": "abc"}, T).env["PORPOISE_P_1"] == fine
+
+
+def test_checking_where_spliced_values_sit_is_bounded() -> None:
+    """The check reads the statement once per way of lexing it: a statement of 600,000 quotes and every
+    comment style is refused, naming the statement, rather than holding the worker for seconds; a large
+    ordinary one passes."""
+    hostile = "SELECT '" + "\\'" * 300_000 + " , '${v}' # -- /* /*! $$"
+    with pytest.raises(ParamError, match="too many quotes"):
+        placing.sql(hostile, {"v": "x"}, T, frozenset(), lambda i: "%s", True)
+    rows = ",".join("('a-b', 'c''d', \"e\", 5-3, /* x */ 1)" for _ in range(20_000))
+    text, args = placing.sql(
+        f"INSERT INTO t VALUES {rows}, ('${{v}}')", {"v": "x"}, T, frozenset(), lambda i: "%s", True
+    )
+    assert text.endswith("(%s)") and args == ["x"]

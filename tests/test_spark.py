@@ -118,6 +118,8 @@ async def test_killing_a_spark_task_kills_the_driver(worker: NodeProc, sink: Rep
         ({"rawScript": "x", "deployMode": "both"}, "deployMode"),
         ({"rawScript": "x", "executorCores": 0}, "executorCores"),
         ({"rawScript": "x", "conf": {"a": [1]}}, "conf"),
+        ({"rawScript": "x", "others": "--conf 'a=b"}, "others"),
+        ({"rawScript": "x", "mainArgs": 'a "b'}, "mainArgs"),
     ],
 )
 def test_spark_params_are_validated_with_the_field_named(params: dict, field: str) -> None:

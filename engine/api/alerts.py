@@ -127,6 +127,37 @@ def _unmasked(given: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, 
     return out
 
 
+#: params saying where a sender sends (and how it authenticates there): a masked secret is not kept once one
+#: of them changes, or a stored token would go to the new address (an edit's answer never shows it, a test
+#: would send it)
+ADDRESS_KEYS = ("url", "webHook", "WebHook", "apiUrl", "host", "port", "sendType")
+#: what an address param left out means (a form may send the default, a stored sender may lack it)
+_ADDRESS_DEFAULTS: dict[str, Any] = {"port": 25, "sendType": "APP"}
+
+
+def _masked_secrets(params: Mapping[str, Any]) -> bool:
+    for key in SECRET_KEYS & params.keys():
+        value = params[key]
+        if value == "***" or (isinstance(value, Mapping) and "***" in value.values()):
+            return True
+    return False
+
+
+def _moved(sender: Mapping[str, Any], stored_type: str | None, stored: Mapping[str, Any]) -> str:
+    """What of an edited sender changed where it sends ("" when nothing did)."""
+    if stored_type is None:
+        return ""
+    if sender["type"] != stored_type:
+        return "type"
+    given = sender["params"]
+    for key in ADDRESS_KEYS:
+        default = _ADDRESS_DEFAULTS.get(key)
+        now, before = given.get(key) or default, stored.get(key) or default
+        if now != before and not (key in SECRET_KEYS and now == "***"):
+            return f"params.{key}"
+    return ""
+
+
 async def update_group(api: Any, call: Call) -> dict[str, Any]:
     """Rename, describe, and replace the senders: a sender with an ``id`` of this group is edited in place
     (so an alert being retried still knows it delivered there), one without is added, one left out removed."""
@@ -148,15 +179,27 @@ async def update_group(api: Any, call: Call) -> dict[str, Any]:
             body.get("description"),
         )
         if "senders" in body:
+            rows = await conn.fetch(
+                "SELECT id, plugin_type, params FROM alert_sender WHERE alert_group_id = $1", group_id
+            )
             stored = {
-                r["id"]: open_params(api.keyring, _params(r["params"]), SECRET_KEYS, "alert_sender")
-                for r in await conn.fetch("SELECT id, params FROM alert_sender WHERE alert_group_id = $1", group_id)
+                r["id"]: open_params(api.keyring, _params(r["params"]), SECRET_KEYS, "alert_sender") for r in rows
             }
+            types = {r["id"]: r["plugin_type"] for r in rows}
             senders = []
             for i, sender in enumerate(body["senders"]):
                 if "id" in sender and sender["id"] not in stored:
                     raise ApiError(400, f"sender {sender['id']} is not a sender of this group", f"senders[{i}].id")
-                params = _unmasked(sender["params"], stored.get(sender.get("id"), {}))
+                kept = stored.get(sender.get("id"), {})
+                moved = _moved(sender, types.get(sender.get("id")), kept)
+                if moved and _masked_secrets(sender["params"]):
+                    raise ApiError(
+                        400,
+                        f"{moved} changed: give the sender's secrets again (a masked secret is kept only while the"
+                        " sender sends where it did)",
+                        f"senders[{i}].params",
+                    )
+                params = _unmasked(sender["params"], kept)
                 senders.append({**sender, "params": params})
             _checked(api, senders)
             sealed = _sealed(api, senders)

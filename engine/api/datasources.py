@@ -14,7 +14,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from engine.api import access
@@ -93,14 +93,23 @@ async def list_sources(api: Any, call: Call) -> dict[str, Any]:
     return page([_public(r) for r in rows], total, call)
 
 
-async def _kept_secrets(api: Any, name: str, params: dict[str, Any]) -> dict[str, Any]:
+async def _kept_secrets(api: Any, name: str, kind: str, params: dict[str, Any]) -> dict[str, Any]:
     """``params`` with each secret sent back as its mask ("***", what GET shows) replaced by the stored value:
     an edit form that never saw the password keeps it."""
     masked = [k for k in _SECRET_KEYS if params.get(k) == MASK]
     if not masked:
         return params
-    stored = await api.db.fetchval("SELECT connection_params FROM datasource WHERE name = $1", name)
+    row = await api.db.fetchrow("SELECT type, connection_params FROM datasource WHERE name = $1", name)
+    stored = row["connection_params"] if row is not None else None
     old = (json.loads(stored) if isinstance(stored, str) else dict(stored)) if stored is not None else {}
+    # a kept password goes only where it went: a new host, port or type with "***" would hand the stored one
+    # to a server of the editor's choosing at the next test or task
+    if row is not None:
+        where = {"type": (kind, row["type"])}
+        where |= {k: (params.get(k), old.get(k)) for k in ("host", "port", "dsn") if params.get(k) != MASK}
+        for key, (now, before) in where.items():
+            if (now or None) != (before or None):
+                raise ApiError(400, f"{key} changed: give the {masked[0]} again", f"params.{masked[0]}")
     for key in masked:
         if key not in old:
             raise ApiError(400, f"no stored {key} to keep: give the {key} itself", f"params.{key}")
@@ -116,7 +125,7 @@ async def put_source(api: Any, call: Call) -> dict[str, Any]:
         raise ApiError(
             400, f"dsn is for POSTGRESQL data sources; give host, port and database for {kind}", "params.dsn"
         )
-    params = await _kept_secrets(api, call.path["name"], call.body["params"])
+    params = await _kept_secrets(api, call.path["name"], kind, call.body["params"])
     try:
         params = seal_params(api.keyring, params, DATASOURCE_SECRETS, "datasource")
     except SecretError as exc:
@@ -154,7 +163,36 @@ async def probe(source: Mapping[str, Any], timeout: float) -> tuple[bool, str]:
     return False, (lines[-1] if lines else f"exit code {proc.returncode}").removeprefix("data source test failed: ")
 
 
+#: connection tests one user may run at once, and one API server: each is a Python process for up to ``timeout``
+#: seconds, so a signed-in user holding a grant must not be able to fill the API host with them
+TESTS_PER_USER = 2
+TESTS_PER_SERVER = 8
+#: API server (by id) -> user id -> tests running
+_running: dict[int, dict[int, int]] = {}
+
+
+@contextlib.contextmanager
+def _test_slot(api: Any, user_id: int) -> Iterator[None]:
+    running = _running.setdefault(id(api), {})
+    if running.get(user_id, 0) >= TESTS_PER_USER or sum(running.values()) >= TESTS_PER_SERVER:
+        raise ApiError(429, "too many data source tests running; retry when they have answered", retry_after=5)
+    running[user_id] = running.get(user_id, 0) + 1
+    try:
+        yield
+    finally:
+        running[user_id] -= 1
+        if not running[user_id]:
+            del running[user_id]
+        if not running:
+            _running.pop(id(api), None)
+
+
 async def test_source(api: Any, call: Call) -> dict[str, Any]:
+    with _test_slot(api, call.user_id):
+        return await _tested(api, call)
+
+
+async def _tested(api: Any, call: Call) -> dict[str, Any]:
     row = await api.db.fetchrow("SELECT type, connection_params FROM datasource WHERE name = $1", call.path["name"])
     if row is None:
         raise not_found(f"data source {call.path['name']!r}")

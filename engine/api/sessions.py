@@ -128,6 +128,10 @@ async def directory_user(api: Any, user: str, found: DirectoryUser) -> asyncpg.R
     return row
 
 
+#: another user whose name a directory would take for this one (LDAP compares names without case or outer spaces)
+_LOOKALIKE = "SELECT 1 FROM users WHERE lower(btrim(user_name)) = lower(btrim($1)) AND user_name <> $1 LIMIT 1"
+
+
 async def login(api: Any, call: Call) -> web.Response:
     user, password = call.body["user"], call.body["password"]
     call.request[AUDIT_USER] = user[:64]
@@ -154,6 +158,10 @@ async def login(api: Any, call: Call) -> web.Response:
     )
     if api.directory is not None and (row is None or row["auth_source"] == "ldap"):
         # the directory's users sign in there; local users (the first admin among them) never do
+        if row is None and (user != user.strip() or await api.db.fetchval(_LOOKALIKE, user)):
+            # the directory matches names without case and outer spaces: "Admin " would pass its check for an
+            # entry "admin" and become a new user named like another (one person, one user)
+            raise ApiError(401, "wrong user name or password (or the user is disabled)")
         try:
             found = await api.directory.authenticate(user, password)
         except DirectoryUnavailable as exc:

@@ -53,6 +53,15 @@ def main_jar(params: Mapping[str, Any], field: str = "mainJar") -> str:
     return value
 
 
+def words(params: Mapping[str, Any], field: str) -> list[str]:
+    """The words of an argument field as its writer wrote it (shell quoting), before any placeholder is
+    replaced; ParamError at the field for unbalanced quotes."""
+    try:
+        return shlex.split(params.get(field) or "")
+    except ValueError as exc:
+        raise ParamError(field, f"cannot be split into arguments: {exc}") from None
+
+
 def hadoop_jars() -> Path:
     """The Hadoop client classes of the installed pyspark (``hadoop-client-api`` and its runtime)."""
     try:
@@ -123,6 +132,8 @@ class MapReduceTask(TaskPlugin):
             optional(params, "mainClass", str)
         for name in ("mainArgs", "appName", "yarnQueue", "others"):
             optional(params, name, str, None)
+        for name in ("mainArgs", "others"):
+            words(params, name)
 
     def launch(self, ctx: TaskContext) -> Launch:
         p = ctx.task_params
@@ -130,15 +141,15 @@ class MapReduceTask(TaskPlugin):
         argv = [*start, ctx.render(main_jar(p))]
         if p.get("programType", "JAVA") != "PYTHON" and p.get("mainClass"):
             argv.append(ctx.render(p["mainClass"]))
-        others = shlex.split(ctx.render(p["others"])) if p.get("others") else []
+        # split into words as written, then each word's placeholders replaced: a value is always one argument
+        others = [ctx.render(word) for word in words(p, "others")]
         options = []
         if p.get("appName"):
             options.append(f"-Dmapreduce.job.name={ctx.render(p['appName'])}")
         if p.get("yarnQueue") and not any("mapreduce.job.queuename" in o for o in others):
             options.append(f"-Dmapreduce.job.queuename={ctx.render(p['yarnQueue'])}")
         argv += [*options, *others]
-        if p.get("mainArgs"):
-            argv += shlex.split(ctx.render(p["mainArgs"]))
+        argv += [ctx.render(word) for word in words(p, "mainArgs")]
         watch = [sys.executable, "-m", "engine.tasks.app_watch", ctx.options.get("worker_host", "") or "localhost"]
         command = [*watch, "--", *argv]
         if ctx.environment_config.strip():

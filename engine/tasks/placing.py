@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import io
+import itertools
 import re
 import tokenize
 from collections.abc import Callable, Mapping
@@ -34,6 +35,16 @@ ENV_PREFIX = "PORPOISE_P_"
 MAX_ENV_VALUE = 100_000
 #: bytes of all of a task's parameter values in the environment at most
 MAX_ENV_TOTAL = 1_000_000
+
+
+#: a value bash would run as code wherever it reads it as arithmetic (``$(( ${n} + 1 ))``, ``[[ ${n} -gt 0 ]]``,
+#: ``(( ))``, ``${s:${n}}``, ``let``): there an array subscript in the value is expanded, so ``a[$(cmd)]`` runs
+#: cmd. Refused as a SHELL task's value: a ``[`` followed by a command substitution or a parameter expansion.
+_ARITHMETIC_CODE = re.compile(r"\[.*?(?:\$[({\[]|`)", re.DOTALL)
+_ARITHMETIC_REASON = (
+    "a value holding '[' and then '$(', '${', '$[' or '`' is refused in SHELL tasks: where bash reads it as a number"
+    " (arithmetic: $(( )), [[ -gt ]], (( ))) it would run that text as a command"
+)
 
 
 @dataclass
@@ -86,6 +97,8 @@ class _Shell:
             size = len(value.encode())
             if size > MAX_ENV_VALUE:
                 raise ParamError(name, f"value too long to give a SHELL task ({size} bytes, at most {MAX_ENV_VALUE})")
+            if _ARITHMETIC_CODE.search(value):
+                raise ParamError(name, _ARITHMETIC_REASON)
             var = self.by_name[name] = f"{ENV_PREFIX}{len(self.by_name) + 1}"
             self.env[var] = value
             if sum(len(v.encode()) for v in self.env.values()) > MAX_ENV_TOTAL:
@@ -355,12 +368,14 @@ def sql(
     any other); and the values to bind, in order. ``percent``: the driver formats the statement with ``%`` when
     values are bound (MySQL, ClickHouse, Hive), so a literal ``%`` is doubled then."""
     args: list[str] = []
+    names: list[str] = []
 
     def bind(m: re.Match[str]) -> str:
         name = m.group(2).strip()
         if name not in values:
             return m.group(0)
         args.append(rendered_value(name, values, when))
+        names.append(name)
         return f"\x00{len(args)}\x00"  # the marker goes in once the text around it is final
 
     def raw(m: re.Match[str]) -> str:
@@ -377,9 +392,109 @@ def sql(
 
     bound = _SQL_RAW.sub(raw, _SQL_VAR.sub(bind, render(text, when).replace("\x00", "")))
     if percent and args:
+        quoted = quoted_marks(bound, _BOUND_MARK)
+        if quoted:
+            name = names[int(quoted[0].group(1)) - 1]
+            raise ParamError("${" + name + "}", _QUOTED_BIND.format(name))
         bound = bound.replace("%", "%%")
     mark = marker or (lambda i: f"${i}")
     return re.sub("\x00(\\d+)\x00", lambda m: mark(int(m.group(1))), bound), args
+
+
+_BOUND_MARK = re.compile("\x00(\\d+)\x00")
+_QUOTED_BIND = (
+    "sits inside a quoted string, a quoted name or a comment, where this data source's driver would splice its"
+    " value in as text: write it on its own ('${{{0}}}', the quotes are eaten) and join it in SQL, e.g."
+    " CONCAT('day_', '${{{0}}}')"
+)
+#: where a lexer of MySQL, ClickHouse or Hive may read something other than code
+_SPECIAL = re.compile(r"['\"`#$/\-]")
+_DOLLAR_TAG = re.compile(r"\$[A-Za-z_]*\$")
+_COMMENT_EDGE = re.compile(r"/\*|\*/")
+#: a quoted string or name (a doubled quote stays in it), with or without backslash escapes, to its end
+_QUOTED = {
+    (q, backslash): re.compile(f"{q}(?:[^{q}{bs}]++|{esc}{q}{q})*+{q}", re.DOTALL)
+    for q in "'\"`"
+    for backslash, esc, bs in ((True, r"\\.|", r"\\"), (False, "", ""))
+}
+#: the ways those lexers differ: backslash escapes in quotes (MySQL's NO_BACKSLASH_ESCAPES), nested block
+#: comments (ClickHouse), MySQL's executable /*! */ comments, # comments (not Hive), "--" without a space
+#: after it (a comment for ClickHouse and Hive, not MySQL), $$ here-documents (ClickHouse)
+_LEXERS = list(
+    itertools.product((True, False), ("flat", "nested", "code"), (True, False), (True, False), (True, False))
+)
+
+
+#: the most tokens (quotes, comments, dashes, dollars) all ways of lexing a statement may read together: a
+#: statement of ordinary size takes a few thousand
+MAX_LEXER_STEPS = 500_000
+_TOO_COMPLEX = (
+    "too many quotes and comments around its bound values to check where they sit: split the statement or bind"
+    " fewer values"
+)
+
+
+def quoted_marks(text: str, marks: re.Pattern[str]) -> list[re.Match[str]]:
+    """The matches of ``marks`` that some SQL lexer of the drivers that splice values into the text themselves
+    (MySQL, ClickHouse, Hive: the value arrives as a quoted literal) reads inside a string, a quoted name or a
+    comment, where that literal's quotes would end the string and leave the value's text as SQL. Every way
+    those lexers differ is tried; a mark is safe only when all read it as code."""
+    found: dict[int, re.Match[str]] = {}
+    # only the ways of lexing that the text's characters can tell apart
+    slash, bang, dollar = "\\" in text, "/*!" in text, "$" in text
+    nests = "/*" in text[text.find("/*") + 2 :] if "/*" in text else False
+    hashes, dashes = "#" in text, "--" in text
+
+    def block_of(block: str) -> str:
+        return block if (block == "code" and bang) or (block == "nested" and nests) else "flat"
+
+    lexers = {
+        (bs or not slash, block_of(block), h or not hashes, d or not dashes, here and dollar)
+        for bs, block, h, d, here in _LEXERS
+    }
+    budget = [MAX_LEXER_STEPS]
+    for lexer in sorted(lexers):
+        for m in _marks_outside_code(text, marks, budget, *lexer):
+            found.setdefault(m.start(), m)
+    return [found[k] for k in sorted(found)]
+
+
+def _marks_outside_code(
+    text: str, marks: re.Pattern[str], budget: list[int], backslash: bool, block: str, hash_comment: bool,
+    loose_dashes: bool, heredoc: bool,
+) -> list[re.Match[str]]:  # fmt: skip
+    out: list[re.Match[str]] = []
+    i, n = 0, len(text)
+    while True:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise ParamError("sql", _TOO_COMPLEX)
+        s = _SPECIAL.search(text, i)
+        if s is None:
+            return out
+        i, c = s.start(), s.group(0)
+        if c in "'\"`":
+            quoted = _QUOTED[c, backslash].match(text, i)
+            end = quoted.end() if quoted is not None else n
+        elif (c == "#" and hash_comment) or (
+            text.startswith("--", i) and (loose_dashes or i + 2 >= n or text[i + 2] in " \t\r\n")
+        ):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+        elif text.startswith("/*", i) and not (block == "code" and text.startswith("/*!", i)):
+            depth, j = 1, i + 2
+            while depth and (edge := _COMMENT_EDGE.search(text, j)) is not None:
+                j = edge.end()
+                depth += 1 if edge.group(0) == "/*" and block == "nested" else -1 if edge.group(0) == "*/" else 0
+            end = j if depth == 0 else n
+        elif c == "$" and heredoc and (tag := _DOLLAR_TAG.match(text, i)) is not None:
+            close = text.find(tag.group(0), tag.end())
+            end = n if close < 0 else close + len(tag.group(0))
+        else:
+            i += 3 if text.startswith("/*!", i) else 1
+            continue
+        out += marks.finditer(text, i, end)
+        i = end
 
 
 def raw_names(text: str) -> set[str]:

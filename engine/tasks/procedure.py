@@ -18,12 +18,14 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from engine.tasks import placing
 from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, describe_params, require_str, runner_env
 from engine.tasks.sql import check_type, source_stdin
 from engine.tasks.sql_dialects import IN_MARK, OUT_MARK, PROCEDURE_TYPES, SOURCE_TYPES
 
 #: the placeholders of ``method``
 PLACEHOLDER = re.compile(r"\$\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}")
+_IN_MARK = re.compile(re.escape(IN_MARK))
 #: localParams types an IN value may declare
 IN_TYPES = ("VARCHAR", "INTEGER", "LONG", "FLOAT", "DOUBLE", "DATE", "TIME", "TIMESTAMP", "BOOLEAN")
 
@@ -96,6 +98,12 @@ class ProcedureTask(TaskPlugin):
         # $[...] time placeholders first (as text), then ${name} -> bound IN values and OUT arguments
         template = ctx.render(PLACEHOLDER.sub(lambda m: "\x01" + m.group(1) + "\x02", p["method"]))
         method = re.sub(r"\x01([^\x02]*)\x02", lambda m: mark(PLACEHOLDER.match("${" + m.group(1) + "}")), template)
+        if kind == "MYSQL" and placing.quoted_marks(method, _IN_MARK):
+            raise ParamError(
+                "method",
+                "an IN parameter inside quotes or a comment: the MySQL driver splices its value in as a quoted"
+                " literal, so write ${name} without quotes (CALL p(${name}))",
+            )
         display = method.replace(IN_MARK, "?").replace(OUT_MARK, "?")
         job = {"kind": "procedure", "method": method, "display": display, "ins": ins, "outs": outs}
         return Launch(

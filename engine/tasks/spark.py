@@ -168,6 +168,11 @@ class SparkTask(TaskPlugin):
                 raise ParamError(name, "must be >= 1")
         for name in ("driverMemory", "executorMemory", "appName", "mainArgs", "others"):
             optional(params, name, str, None)
+        for name in ("mainArgs", "others"):
+            try:
+                shlex.split(params.get(name) or "")
+            except ValueError as exc:
+                raise ParamError(name, f"cannot be split into arguments: {exc}") from None
         conf = optional(params, "conf", dict, {})
         if not all(isinstance(k, str) and isinstance(v, str | int | float | bool) for k, v in conf.items()):
             raise ParamError("conf", "must map Spark property names to scalar values")
