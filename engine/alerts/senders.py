@@ -27,7 +27,7 @@ SECRET_KEYS = frozenset({
     "webHook", "WebHook",
 })  # fmt: skip
 
-__all__ = ["SECRET_KEYS", "AlertSender", "SendError", "masked", "plugins", "redact", "require", "validate"]
+__all__ = ["SECRET_KEYS", "AlertSender", "SendError", "masked", "plugins", "redact", "require", "smtp_send", "validate"]
 
 
 class AlertSender:
@@ -99,20 +99,25 @@ class EmailSender(AlertSender):
         msg["To"] = ", ".join(params["receivers"])
         msg["Subject"] = f"[Porpoise] {alert['title']}"
         msg.set_content(f"{alert['content']}\n\nalert {alert['id']}, type {alert['alert_type_name']}")
-        tls = params.get("tls", "none")
-        try:
-            await aiosmtplib.send(
-                msg,
-                hostname=params["host"],
-                port=int(params.get("port", 25)),
-                username=params.get("user") or None,
-                password=params.get("password") or None,
-                use_tls=tls == "ssl",
-                start_tls=tls == "starttls",
-                timeout=timeout,
-            )
-        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
-            raise SendError(f"smtp: {type(exc).__name__}: {exc}") from None
+        await smtp_send(msg, params, timeout)
+
+
+async def smtp_send(msg: email.message.EmailMessage, params: Mapping[str, Any], timeout: float) -> None:
+    """Deliver ``msg`` through the SMTP server of EMAIL sender ``params`` (secrets open); SendError when not."""
+    tls = params.get("tls", "none")
+    try:
+        await aiosmtplib.send(
+            msg,
+            hostname=params["host"],
+            port=int(params.get("port", 25)),
+            username=params.get("user") or None,
+            password=params.get("password") or None,
+            use_tls=tls == "ssl",
+            start_tls=tls == "starttls",
+            timeout=timeout,
+        )
+    except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
+        raise SendError(f"smtp: {type(exc).__name__}: {exc}") from None
 
 
 @cache
