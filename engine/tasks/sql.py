@@ -100,8 +100,10 @@ class SqlTask(TaskPlugin):
             "maxRows": {"type": "integer", "minimum": 0, "default": 1000, "description": "rows logged at most"},
             "limit": {"type": "integer", "minimum": 0, "default": 0, "description": "rows read at most (0: 10000)"},
             "sendEmail": {"type": "boolean", "default": False, "description": "query: mail the rows to groupId"},
-            "groupId": {"type": "integer", "minimum": 1, "description": "alert group whose EMAIL senders get them"},
-            "title": {"type": "string", "description": "the e-mail's title (default: <task name> query result sets)"},
+            "groupId": {"type": ["integer", "null"], "minimum": 0,
+                        "description": "id of the alert group whose EMAIL senders get the rows"},
+            "title": {"type": ["string", "null"],
+                      "description": "the e-mail's title (default: <task name> query result sets)"},
             "loadFiles": {
                 "type": "array",
                 "description": "CSV files bulk-loaded before sql: [{file, table, columns, header}]",
