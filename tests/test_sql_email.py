@@ -11,6 +11,7 @@ import decimal
 import io
 import json
 import re
+import uuid
 from email.message import Message
 from html.parser import HTMLParser
 from pathlib import Path
@@ -24,7 +25,9 @@ from engine.tasks.base import ParamError, TaskContext
 from engine.tasks.sql import SqlTask
 from engine.tasks.sql_dialects import Rows, SqlError
 from engine.tasks.sql_email import TABLE_ROWS, send_result
+from tests.conftest import ApiCluster
 from tests.test_alerts import SMTP_PASSWORD, Mailbox, smtp
+from tests.test_api import error_of, start, wait_final
 
 __all__ = ["smtp"]
 
@@ -194,3 +197,49 @@ def test_the_senders_go_to_the_runner_on_stdin_and_the_title_in_its_job(tmp_path
     launch = SqlTask().launch(_context(tmp_path, plain, senders))
     assert "email_senders" not in json.loads(launch.stdin) and "email" not in json.loads(launch.files["job.json"])
     assert not re.search("smtp|receivers", launch.stdin)
+
+
+@pytest.mark.slow
+def test_a_workflow_mails_its_query_result_to_the_alert_groups_email_senders(
+    api_cluster: ApiCluster, smtp: tuple[int, Mailbox]
+) -> None:
+    """Through the real API, master and worker: the master resolves the group's EMAIL senders (sealed at
+    rest), the worker opens them, the runner mails the rows after the query; a webhook sender of the group is
+    not sent the rows."""
+    c, (port, box) = api_cluster, smtp
+    client = c.client()
+    source = f"pg_{uuid.uuid4().hex[:8]}"
+    client.request("PUT", f"/api/v1/datasources/{source}", {"params": {"dsn": c.dsn}})
+    mail = sender(port)
+    group = client.post("/api/v1/alert-groups", {"name": f"rows_{uuid.uuid4().hex[:8]}", "senders": [
+        {"type": "EMAIL", "name": mail["name"], "params": mail["params"]},
+        {"type": "WEBHOOK", "name": "chat", "params": {"url": "http://127.0.0.1:9/never"}},
+    ]})["id"]  # fmt: skip
+    sql = "SELECT g AS n, 'row ' || g AS label, g * 1.5 AS amount FROM generate_series(1, 3) AS g ORDER BY g"
+    doc = {
+        "name": f"mail_rows_{uuid.uuid4().hex[:8]}", "project": "sql-mail", "params": {"day": "2026-03-01"},
+        "tasks": [{"name": "totals", "type": "SQL", "params": {
+            "datasource": source, "sql": sql, "sendEmail": True, "groupId": int(group), "title": "rows on ${day}"}}],
+    }  # fmt: skip
+    code = int(client.request("POST", "/api/v1/workflows", doc, query={"release": True})["code"])
+    detail = wait_final(c, start(c, code))
+    assert detail["state"] == "SUCCESS", detail
+    (msg,) = box.messages
+    assert msg["Subject"] == "[Porpoise] rows on 2026-03-01" and msg["To"] == "a@example.org, b@example.org"
+    html_body, files = parts(msg)
+    assert table_of(html_body) == [["n", "label", "amount"], ["1", "row 1", "1.5"], ["2", "row 2", "3.0"],
+                                   ["3", "row 3", "4.5"]]  # fmt: skip
+    sheet = load_workbook(io.BytesIO(files["rows on 2026-03-01.xlsx"]), read_only=True).active
+    assert list(sheet.iter_rows(values_only=True)) == [("n", "label", "amount"), (1, "row 1", 1.5),
+                                                       (2, "row 2", 3), (3, "row 3", 4.5)]  # fmt: skip
+    assert files["rows on 2026-03-01.csv"].decode().splitlines()[1] == "1,row 1,1.5"
+    log = "\n".join(client.get(f"/api/v1/tasks/{detail['tasks'][0]['id']}/log", limit=5000)["lines"])
+    assert "result sent by ops-mail to a@example.org, b@example.org" in log and SMTP_PASSWORD not in log
+
+
+@pytest.mark.slow
+def test_a_save_with_send_email_but_no_group_is_refused(api_cluster: ApiCluster) -> None:
+    doc = {"name": f"bad_mail_{uuid.uuid4().hex[:8]}", "project": "sql-mail", "tasks": [
+        {"name": "q", "type": "SQL", "params": {"datasource": "x", "sql": "select 1", "sendEmail": True}}]}  # fmt: skip
+    err = error_of(lambda: api_cluster.client().post("/api/v1/workflows", doc))
+    assert err.status == 400 and "groupId" in err.field
