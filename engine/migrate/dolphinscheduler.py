@@ -17,7 +17,7 @@ What maps to what:
   other type has no driver here), ``sqlType`` 0/1 -> query/non_query, ``displayRows`` -> ``maxRows``,
   ``title`` kept, ``sendEmail`` / ``groupId`` a note (alert group ids differ). PROCEDURE: the data source as
   for SQL (POSTGRESQL or MYSQL), ``method`` and ``localParams`` verbatim. HTTP: ``httpParams`` PARAMETER ->
-  ``query``, BODY -> a JSON ``body``, HEADERS -> ``headers``; ``httpCheckCondition`` STATUS_CODE_DEFAULT ->
+  ``query``, BODY -> a JSON ``body``, HEADERS -> ``headers``, ``httpBody`` -> the body (JSON when it parses); ``httpCheckCondition`` STATUS_CODE_DEFAULT ->
   ``expectedStatus: [200]``, STATUS_CODE_CUSTOM -> ``[condition]``, BODY_CONTAINS / BODY_NOT_CONTAINS ->
   ``check: {contains | not_contains: condition}``; ``connectTimeout`` / ``socketTimeout`` (ms) -> the larger,
   in seconds, as ``timeoutSeconds``. SPARK: PYTHON, SQL, JAVA and SCALA programs (``deployMode: local`` ->
@@ -39,6 +39,7 @@ resources) are *notes*: reported, never fatal.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -368,10 +369,14 @@ class _Workflow:
         out.update({k: v for k, v in parts.items() if v})
         if parts["body"]:  # DolphinScheduler sends the BODY entries as one JSON object
             out["bodyType"] = "json"
-        if p.get("httpBody"):  # 3.2+: a body written whole
+        if p.get("httpBody"):  # newer exports (3.2.1+): a body written whole
             if parts["body"]:
                 self.gap(task, NOT_REPRESENTABLE, "both httpBody and BODY httpParams (Porpoise sends one body)")
             out.update(body=p["httpBody"], bodyType="raw")
+            with contextlib.suppress(ValueError):  # JSON text, as DolphinScheduler sends it: a JSON body here
+                parsed = json.loads(p["httpBody"])
+                if isinstance(parsed, dict | list):
+                    out.update(body=parsed, bodyType="json")
         check = str(p.get("httpCheckCondition") or "STATUS_CODE_DEFAULT").upper()
         condition = "" if p.get("condition") is None else str(p["condition"]).strip()
         if check == "STATUS_CODE_DEFAULT":

@@ -112,12 +112,14 @@ def _http(p: dict[str, Any]) -> dict[str, Any]:
                                                    "check", "timeoutSeconds")}  # fmt: skip
     out["httpMethod"] = str(p.get("httpMethod") or "GET").upper()
     entries = []
+    body = p.get("body")
+    flat = isinstance(body, Mapping) and all(isinstance(v, str) for v in body.values())
     for key, kind in (("query", "PARAMETER"), ("body", "BODY"), ("headers", "HEADERS")):
         value = p.get(key)
-        if isinstance(value, Mapping):
+        if isinstance(value, Mapping) and (key != "body" or flat):
             entries += [{"prop": k, "httpParametersType": kind, "value": str(v)} for k, v in value.items()]
-    if isinstance(p.get("body"), str | list):
-        out["httpBody"] = p["body"] if isinstance(p["body"], str) else json.dumps(p["body"])
+    if body is not None and not flat:  # text, a list, or an object with values other than strings
+        out["httpBody"] = body if isinstance(body, str) else json.dumps(body)
     out["httpParams"] = entries
     check, expected = p.get("check") or {}, p.get("expectedStatus") or []
     if "contains" in check:
