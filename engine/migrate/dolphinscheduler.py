@@ -12,18 +12,19 @@ What maps to what:
 - task: type, params (per type below), upstream (from the relations; ``conditionType`` JUDGE / DELAY
   edges are upstream edges too), retries / retry interval, timeout (only when ``timeoutFlag`` is
   OPEN) and its strategy, delay, priority, worker group, description, ``flag: NO`` -> disabled;
-- SHELL / PYTHON: verbatim. SQL: the data source id becomes a Porpoise data source name (``datasources``
-  maps ``"<id>"`` to a name, default the id itself), ``type`` kept (POSTGRESQL, MYSQL, HIVE, CLICKHOUSE; any
-  other type has no driver here), ``sqlType`` 0/1 -> query/non_query, ``displayRows`` -> ``maxRows``,
-  ``title`` kept, ``sendEmail`` / ``groupId`` a note (alert group ids differ). PROCEDURE: the data source as
-  for SQL (POSTGRESQL or MYSQL), ``method`` and ``localParams`` verbatim. HTTP: ``httpParams`` PARAMETER ->
-  ``query``, BODY -> a JSON ``body``, HEADERS -> ``headers``, ``httpBody`` -> the body (JSON when it parses); ``httpCheckCondition`` STATUS_CODE_DEFAULT ->
-  ``expectedStatus: [200]``, STATUS_CODE_CUSTOM -> ``[condition]``, BODY_CONTAINS / BODY_NOT_CONTAINS ->
-  ``check: {contains | not_contains: condition}``; ``connectTimeout`` / ``socketTimeout`` (ms) -> the larger,
-  in seconds, as ``timeoutSeconds``. SPARK: PYTHON, SQL, JAVA and SCALA programs (``deployMode: local`` ->
-  master ``local[*]``, client/cluster -> ``yarn``; a jar's ``mainJar.resourceName`` -> ``mainJar``). MR:
-  the same parameters (``mainJar.resourceName`` -> ``mainJar``, 3.1's ``queue`` -> ``yarnQueue``); a jar
-  named only by a resource id (3.1) is an unresolved reference.
+- SHELL / PYTHON: verbatim. SQL: the data source id becomes a Porpoise data source name (``datasources`` maps
+  ``"<id>"`` to a name, default the id itself), ``type`` kept (POSTGRESQL, MYSQL, HIVE, CLICKHOUSE; any other
+  type has no driver here), ``sqlType`` 0/1 -> query/non_query, ``displayRows`` -> ``maxRows``, ``title``
+  kept, ``sendEmail`` / ``groupId`` a note (alert group ids differ). PROCEDURE: the data source as for SQL
+  (POSTGRESQL or MYSQL), ``method`` and ``localParams`` verbatim. HTTP: ``httpParams`` PARAMETER -> ``query``,
+  BODY -> a JSON ``body``, HEADERS -> ``headers``, ``httpBody`` -> the body (JSON when it parses);
+  ``httpCheckCondition`` STATUS_CODE_DEFAULT -> ``expectedStatus: [200]``, STATUS_CODE_CUSTOM ->
+  ``[condition]``, BODY_CONTAINS / BODY_NOT_CONTAINS -> ``check: {contains | not_contains: condition}``;
+  ``connectTimeout`` / ``socketTimeout`` (ms) -> the larger, in seconds, as ``timeoutSeconds``. SPARK: PYTHON,
+  SQL, JAVA and SCALA programs (``deployMode: local`` -> master ``local[*]``, client/cluster -> ``yarn``; a
+  jar's ``mainJar.resourceName`` -> ``mainJar``). MR: the same parameters (``mainJar.resourceName`` ->
+  ``mainJar``, 3.1's ``queue`` -> ``yarnQueue``); a jar named only by a resource id (3.1) is an unresolved
+  reference.
 - SUB_PROCESS / DEPENDENT: definition and task codes become names (the file's workflows, else the
   ``known`` ones); CONDITIONS / SWITCH: task codes become task names, SWITCH conditions are translated
   (ds_common). Schedules: Quartz crontab, time zone, start / end, failure strategy, warning type,
