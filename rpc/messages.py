@@ -40,6 +40,8 @@ class TaskDispatch:
     first_submit_time: int = 0
     #: connection parameters of the data sources the task names (SQL), resolved by the master
     datasources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: a SQL task with sendEmail: its alert group's EMAIL senders, ``{name, params}`` (secrets sealed)
+    email_senders: list[dict[str, Any]] = field(default_factory=list)
     #: the owner's fencing epoch: a worker refuses a dispatch older than an owner it already knows
     epoch: int = 0
     #: epoch ms until which the sending master's lease is certainly valid (0 = unchecked): a master that

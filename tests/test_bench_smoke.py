@@ -81,9 +81,14 @@ def _ui(r: dict[str, Any], size: dict[str, Any]) -> None:
     assert r["editor_1000_dom_nodes"] > 0, "the editor drew no node"
 
 
+def _sql(r: dict[str, Any], size: dict[str, Any]) -> None:
+    assert r["all_success"] == 1.0, "a SQL workflow did not end SUCCESS"
+    assert r["runs"] == len(size["kinds"]) * (1 + size["runs"]), "a run missing"
+
+
 CORRECT: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "engine": _engine, "failover": _failover, "registry": _registry, "scale": _scale, "hosts": _hosts,
-    "spark": _spark,
+    "spark": _spark, "sql": _sql,
     "history": _history,
     "ui": _ui,
 }  # fmt: skip

@@ -266,6 +266,39 @@ PARAM_CASES = [
       "numExecutors": 2}),
     ("SPARK", {"programType": "PYTHON", "mainJar": {"resourceName": "/jobs/a.py"}, "deployMode": "cluster"},
      {"mainFile": "/jobs/a.py", "master": "yarn", "deployMode": "cluster"}),
+    ("SQL", {"type": "MYSQL", "datasource": 3, "sql": "select ${d}", "sqlType": "0", "title": "daily ${d}"},
+     {"datasource": "wh", "type": "MYSQL", "sqlType": "query", "title": "daily ${d}"}),
+    ("SQL", {"type": "HIVE", "datasource": 3, "sql": "insert overwrite table t select 1", "sqlType": "1"},
+     {"datasource": "wh", "type": "HIVE", "sqlType": "non_query"}),
+    ("SQL", {"type": "CLICKHOUSE", "datasource": 3, "sql": "select 1", "sqlType": 0, "sendEmail": False,
+             "groupId": 0, "title": ""},
+     {"datasource": "wh", "type": "CLICKHOUSE", "sqlType": "query", "sendEmail": None, "groupId": None,
+      "title": None}),
+    ("PROCEDURE", {"type": "MYSQL", "datasource": 3, "method": "call p(${a}, ${b})",
+                   "localParams": [{"prop": "a", "direct": "IN", "type": "INTEGER", "value": "1"},
+                                   {"prop": "b", "direct": "OUT", "type": "VARCHAR", "value": ""}]},
+     {"datasource": "wh", "datasourceId": 3, "type": "MYSQL", "method": "call p(${a}, ${b})",
+      "localParams": [{"prop": "a", "direct": "IN", "type": "INTEGER", "value": "1"},
+                      {"prop": "b", "direct": "OUT", "type": "VARCHAR", "value": ""}]}),
+    ("PROCEDURE", {"type": "POSTGRESQL", "datasource": 4, "method": "CALL q()"},
+     {"datasource": "4", "type": "POSTGRESQL", "method": "CALL q()"}),
+    ("HTTP", {"url": "https://api.example.org/jobs/${id}", "httpMethod": "POST", "httpParams": [
+        {"prop": "day", "httpParametersType": "PARAMETER", "value": "${d}"},
+        {"prop": "name", "httpParametersType": "BODY", "value": "nightly"},
+        {"prop": "Authorization", "httpParametersType": "HEADERS", "value": "Bearer ${token}"}],
+        "httpCheckCondition": "STATUS_CODE_DEFAULT", "condition": "", "connectTimeout": 10000,
+        "socketTimeout": 45500, "localParams": []},
+     {"url": "https://api.example.org/jobs/${id}", "httpMethod": "POST", "query": {"day": "${d}"},
+      "body": {"name": "nightly"}, "bodyType": "json", "headers": {"Authorization": "Bearer ${token}"},
+      "expectedStatus": [200], "timeoutSeconds": 46, "httpParams": None, "connectTimeout": None}),
+    ("HTTP", {"url": "http://h/x", "httpMethod": "GET", "httpParams": [], "httpCheckCondition": "STATUS_CODE_CUSTOM",
+              "condition": "201"},
+     {"httpMethod": "GET", "expectedStatus": [201], "timeoutSeconds": 60, "query": None, "check": None}),
+    ("HTTP", {"url": "http://h/x", "httpMethod": "PUT", "httpCheckCondition": "BODY_CONTAINS", "condition": "ok"},
+     {"httpMethod": "PUT", "check": {"contains": "ok"}, "expectedStatus": None}),
+    ("HTTP", {"url": "http://h/x", "httpMethod": "DELETE", "httpCheckCondition": "BODY_NOT_CONTAINS",
+              "condition": "error", "httpBody": "{\"a\": 1}"},
+     {"httpMethod": "DELETE", "check": {"not_contains": "error"}, "body": {"a": 1}, "bodyType": "json"}),
     ("PYTHON", {"rawScript": "print(1)", "dependence": {}, "conditionResult": {"successNode": [], "failedNode": []},
                 "switchResult": {}, "waitStartTimeout": {}},
      {"rawScript": "print(1)"}),
@@ -326,3 +359,83 @@ def test_switch_cases_and_default() -> None:
     assert skipped["params"]["cases"][0] == {"condition": ds.UNTRANSLATED, "next": "switch_shell1",
                                              "dolphinscheduler": "if $test==1"}  # fmt: skip
     assert "[porpoise: imported with gaps" in skipped["description"]
+
+
+@pytest.mark.parametrize(
+    ("task_type", "params", "detail"),
+    [
+        ("SQL", {"type": "ORACLE", "datasource": 3, "sql": "select 1 from dual"}, "SQL (data source type ORACLE)"),
+        ("PROCEDURE", {"type": "HIVE", "datasource": 3, "method": "call p()"}, "PROCEDURE (data source type HIVE)"),
+        (
+            "HTTP",
+            {"url": "http://h/", "httpCheckCondition": "STATUS_CODE_CUSTOM", "condition": "ok"},
+            "STATUS_CODE_CUSTOM condition 'ok' is not a status code",
+        ),
+        (
+            "HTTP",
+            {"url": "http://h/", "httpParams": [{"prop": "a", "httpParametersType": "COOKIE", "value": "1"}]},
+            "httpParams entry {'prop': 'a', 'httpParametersType': 'COOKIE', 'value': '1'}: not a PARAMETER, BODY or "
+            "HEADERS",
+        ),
+    ],
+)
+def test_what_has_no_counterpart_is_a_fatal_gap(task_type: str, params: dict[str, Any], detail: str) -> None:
+    with pytest.raises(ds.Unsupported) as refused:
+        ds.translate(_typed(task_type, params), "p", datasources={"3": "wh"})
+    assert [(g.task, g.detail) for g in refused.value.gaps] == [("t", detail)]
+
+
+def test_task_groups_environments_and_result_mail_are_notes_naming_what_to_set() -> None:
+    sql = {"type": "MYSQL", "datasource": 3, "sql": "select 1", "sqlType": "0", "sendEmail": True, "groupId": 5,
+           "title": "rows"}  # fmt: skip
+    tr = ds.translate(_typed("SQL", sql, taskGroupId=7, taskGroupPriority=2, environmentCode=1234), "p")
+    task = tr.documents[0]["tasks"][0]
+    assert "sendEmail" not in task["params"] and "groupId" not in task["params"] and task["params"]["title"] == "rows"
+    assert "task_group" not in task
+    notes = sorted(g.detail for g in tr.gaps if g.kind == ds.NOTE)
+    assert notes == [
+        "environmentCode 1234 not kept (environment codes differ here)",
+        "sendEmail to alert group 5 not kept (alert group ids differ here): set sendEmail and groupId to a Porpoise"
+        " alert group",
+        "taskGroupId 7 (taskGroupPriority 2) not kept (task group ids differ here: set the task's task_group and "
+        "task_group_priority)",
+    ]
+    plain = ds.translate(_typed("SQL", {**sql, "sendEmail": False}, taskGroupId=0, environmentCode=-1), "p")
+    assert [g for g in plain.gaps if g.kind == ds.NOTE] == []
+
+
+@pytest.mark.parametrize(
+    ("task_type", "params"),
+    [
+        (
+            "HTTP",
+            {"url": "https://x/${id}", "httpMethod": "POST", "httpCheckCondition": "STATUS_CODE_CUSTOM",
+             "condition": "202", "connectTimeout": 5000, "socketTimeout": 7000, "httpParams": [
+                 {"prop": "q", "httpParametersType": "PARAMETER", "value": "1"},
+                 {"prop": "b", "httpParametersType": "BODY", "value": "${v}"},
+                 {"prop": "X-Token", "httpParametersType": "HEADERS", "value": "${t}"}]},
+        ),
+        ("HTTP", {"url": "http://h/", "httpCheckCondition": "BODY_NOT_CONTAINS", "condition": "FAILED"}),
+        ("HTTP", {"url": "http://h/", "httpMethod": "PUT", "httpBody": "raw text"}),
+        ("HTTP", {"url": "http://h/", "httpMethod": "POST", "httpBody": '{"a": {"b": [1, true]}}'}),
+        ("PROCEDURE", {"type": "MYSQL", "datasource": 1, "method": "call p(${a})",
+                       "localParams": [{"prop": "a", "direct": "OUT", "type": "INTEGER", "value": ""}]}),
+        ("SQL", {"type": "HIVE", "datasource": 1, "sql": "select 1", "sqlType": "0", "title": "t", "displayRows": 10,
+                 "preStatements": [], "postStatements": []}),
+    ],
+)  # fmt: skip
+def test_http_procedure_and_typed_sql_export_and_import_back_the_same(task_type: str, params: dict[str, Any]) -> None:
+    params = {"localParams": [], "resourceList": [], **params}  # what every export has
+    first = ds.translate(_typed(task_type, params), "imp", datasources={"1": "warehouse"})
+    refs = _codes(first, "imp")
+    exported = [export(d, refs[("imp", d["name"])], refs) for d in first.documents]
+    assert exported[0]["taskDefinitionList"][0]["taskType"] == task_type
+    second = ds.translate(json.loads(json.dumps(exported)), "imp", datasources={"1": "warehouse"})
+    assert second.documents == first.documents
+    if task_type == "HTTP":
+        back = exported[0]["taskDefinitionList"][0]["taskParams"]
+        for key in ("httpCheckCondition", "condition", "httpParams", "httpBody"):
+            if key in params:
+                assert back[key] == params[key]
+        if "connectTimeout" in params:
+            assert back["connectTimeout"] == back["socketTimeout"] == 7000

@@ -14,6 +14,7 @@ import pytest
 
 from engine.cli.client import ApiClientError
 from tests.conftest import ApiCluster
+from tests.sql_servers import MariaDb
 from tests.test_api import claimed, error_of, wait_final
 from tests.test_cli import porpoise
 from tests.test_migrate_dolphinscheduler import EXPECTED, load
@@ -80,7 +81,7 @@ def test_shell_python_and_sub_process_exports_run(api_cluster: ApiCluster) -> No
         assert _run(c, answer["project"], "test")["state"] == "SUCCESS"
 
 
-def test_sub_process_with_schedules_and_sql_run(api_cluster: ApiCluster) -> None:
+def test_sub_process_with_schedules_and_sql_run(api_cluster: ApiCluster, mariadb: MariaDb) -> None:
     c, project = api_cluster, _project()
     data = _scripts(
         load("ds320_subprocess-shell_schedules.json"),
@@ -105,15 +106,19 @@ def test_sub_process_with_schedules_and_sql_run(api_cluster: ApiCluster) -> None
     assert detail["state"] == "SUCCESS"
     assert _states(detail) == {"pre_shell": "SUCCESS", "subNode": "SUCCESS", "post_shell": "SUCCESS"}
 
-    source = f"src_{uuid.uuid4().hex[:6]}"
-    c.client().request("PUT", f"/api/v1/datasources/{source}", {"params": {"dsn": c.dsn}})
+    # the SQL task is written for MYSQL: it keeps its type and runs on a MYSQL data source (MariaDB)
+    source = f"my_{uuid.uuid4().hex[:6]}"
+    params = {k: v for k, v in mariadb.source().items() if k != "type"}
+    c.client().request("PUT", f"/api/v1/datasources/{source}", {"type": "MYSQL", "params": params})
     project = _project()
     answer = _import(c, load("ds320_dependent-shell-python-sql_schedule.json"), project,
                      datasources={"1": source}, release=True)  # fmt: skip
-    assert any("written for MYSQL" in g["detail"] for g in answer["gaps"])
+    assert not [g for g in answer["gaps"] if g["task"] == "sql节点"]
     # the DEPENDENT task waits for this month's earlier runs (as in DolphinScheduler); the SQL task alone runs
     detail = _run(c, project, "依赖节点测试", start_tasks=["sql节点"], scope="TASK_ONLY")
     assert detail["state"] == "SUCCESS" and _states(detail) == {"sql节点": "SUCCESS"}
+    log = c.client().get(f"/api/v1/tasks/{detail['tasks'][0]['id']}/log", limit=5000)
+    assert "query returned 1 row(s)" in "\n".join(log["lines"])  # MariaDB's now()
 
 
 def test_conditions_and_switch_exports_take_their_branches(api_cluster: ApiCluster) -> None:

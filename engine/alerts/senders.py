@@ -27,7 +27,7 @@ SECRET_KEYS = frozenset({
     "webHook", "WebHook",
 })  # fmt: skip
 
-__all__ = ["SECRET_KEYS", "AlertSender", "SendError", "masked", "plugins", "redact", "require", "validate"]
+__all__ = ["SECRET_KEYS", "AlertSender", "SendError", "masked", "plugins", "redact", "require", "smtp_send", "validate"]
 
 
 class AlertSender:
@@ -132,20 +132,25 @@ class EmailSender(AlertSender):
         msg["Subject"] = f"[Porpoise] {alert['title']}"
         links = "".join(f"\n{alert[k]}" for k in ("link", "log_link") if alert.get(k))
         msg.set_content(f"{alert['content']}\n{links}\nalert {alert['id']}, type {alert['alert_type_name']}")
-        tls = params.get("tls", "none")
-        try:
-            await aiosmtplib.send(
-                msg,
-                hostname=params["host"],
-                port=int(params.get("port", 25)),
-                username=params.get("user") or None,
-                password=params.get("password") or None,
-                use_tls=tls == "ssl",
-                start_tls=tls == "starttls",
-                timeout=timeout,
-            )
-        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
-            raise SendError(f"smtp: {type(exc).__name__}: {exc}") from None
+        await smtp_send(msg, params, timeout)
+
+
+async def smtp_send(msg: email.message.EmailMessage, params: Mapping[str, Any], timeout: float) -> None:
+    """Deliver ``msg`` through the SMTP server of EMAIL sender ``params`` (secrets open); SendError when not."""
+    tls = params.get("tls", "none")
+    try:
+        await aiosmtplib.send(
+            msg,
+            hostname=params["host"],
+            port=int(params.get("port", 25)),
+            username=params.get("user") or None,
+            password=params.get("password") or None,
+            use_tls=tls == "ssl",
+            start_tls=tls == "starttls",
+            timeout=timeout,
+        )
+    except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
+        raise SendError(f"smtp: {type(exc).__name__}: {exc}") from None
 
 
 @cache

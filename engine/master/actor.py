@@ -438,6 +438,9 @@ class WorkflowActor:
         datasources: dict[str, dict[str, Any]] = {}
         if t.task_type in ("SQL", "PROCEDURE") and t.params.get("datasource"):
             datasources = await self.store.datasources([t.params["datasource"]])
+        senders: list[dict[str, Any]] = []
+        if t.task_type == "SQL" and t.params.get("sendEmail") and isinstance(t.params.get("groupId"), int):
+            senders = await self.store.email_senders(t.params["groupId"])  # the result e-mail's (sql_email.py)
         message = TaskDispatch(
             task_instance_id=a.id,
             attempt=a.attempt,
@@ -457,6 +460,7 @@ class WorkflowActor:
             timeout_seconds=timeout,
             dry_run=bool(self.info.dry_run),
             datasources=datasources,
+            email_senders=senders,
             epoch=self.info.epoch,
         )
         self._dispatch(

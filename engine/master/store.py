@@ -583,6 +583,20 @@ class MasterStore:
         )
         return [{"prop": r["param_name"], "value": r["param_value"], "secret": bool(r["secret"])} for r in rows]
 
+    async def email_senders(self, group_id: int) -> list[dict[str, Any]]:
+        """The EMAIL senders of alert group ``group_id``, ``{name, params}`` (secrets still sealed)."""
+        rows = await self.pool.fetch(
+            "SELECT name, params FROM alert_sender WHERE alert_group_id = $1 AND plugin_type = 'EMAIL' ORDER BY id",
+            group_id,
+        )
+        return [
+            {
+                "name": r["name"],
+                "params": json.loads(r["params"]) if isinstance(r["params"], str) else dict(r["params"]),
+            }
+            for r in rows
+        ]
+
     async def datasources(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Each named data source's connection params (secrets still sealed) with its ``type`` added."""
         rows = await self.pool.fetch(

@@ -12,12 +12,19 @@ What maps to what:
 - task: type, params (per type below), upstream (from the relations; ``conditionType`` JUDGE / DELAY
   edges are upstream edges too), retries / retry interval, timeout (only when ``timeoutFlag`` is
   OPEN) and its strategy, delay, priority, worker group, description, ``flag: NO`` -> disabled;
-- SHELL / PYTHON: verbatim. SQL: the data source id becomes a Porpoise data source name (``datasources``
-  maps ``"<id>"`` to a name, default the id itself), ``sqlType`` 0/1 -> query/non_query,
-  ``displayRows`` -> ``maxRows``. SPARK: PYTHON, SQL, JAVA and SCALA programs (``deployMode: local`` ->
-  master ``local[*]``, client/cluster -> ``yarn``; a jar's ``mainJar.resourceName`` -> ``mainJar``). MR:
-  the same parameters (``mainJar.resourceName`` -> ``mainJar``, 3.1's ``queue`` -> ``yarnQueue``); a jar
-  named only by a resource id (3.1) is an unresolved reference.
+- SHELL / PYTHON: verbatim. SQL: the data source id becomes a Porpoise data source name (``datasources`` maps
+  ``"<id>"`` to a name, default the id itself), ``type`` kept (POSTGRESQL, MYSQL, HIVE, CLICKHOUSE; any other
+  type has no driver here), ``sqlType`` 0/1 -> query/non_query, ``displayRows`` -> ``maxRows``, ``title``
+  kept, ``sendEmail`` / ``groupId`` a note (alert group ids differ). PROCEDURE: the data source as for SQL
+  (POSTGRESQL or MYSQL), ``method`` and ``localParams`` verbatim. HTTP: ``httpParams`` PARAMETER -> ``query``,
+  BODY -> a JSON ``body``, HEADERS -> ``headers``, ``httpBody`` -> the body (JSON when it parses);
+  ``httpCheckCondition`` STATUS_CODE_DEFAULT -> ``expectedStatus: [200]``, STATUS_CODE_CUSTOM ->
+  ``[condition]``, BODY_CONTAINS / BODY_NOT_CONTAINS -> ``check: {contains | not_contains: condition}``;
+  ``connectTimeout`` / ``socketTimeout`` (ms) -> the larger, in seconds, as ``timeoutSeconds``. SPARK: PYTHON,
+  SQL, JAVA and SCALA programs (``deployMode: local`` -> master ``local[*]``, client/cluster -> ``yarn``; a
+  jar's ``mainJar.resourceName`` -> ``mainJar``). MR: the same parameters (``mainJar.resourceName`` ->
+  ``mainJar``, 3.1's ``queue`` -> ``yarnQueue``); a jar named only by a resource id (3.1) is an unresolved
+  reference.
 - SUB_PROCESS / DEPENDENT: definition and task codes become names (the file's workflows, else the
   ``known`` ones); CONDITIONS / SWITCH: task codes become task names, SWITCH conditions are translated
   (ds_common). Schedules: Quartz crontab, time zone, start / end, failure strategy, warning type,
@@ -27,19 +34,23 @@ Nothing is dropped silently: a task type Porpoise lacks, a reference nothing res
 the document cannot hold are *fatal* gaps (:class:`Unsupported` lists them all); with
 ``skip_unsupported`` the rest is imported, an unsupported task becomes a SHELL placeholder that fails
 and keeps the original under ``params.dolphinscheduler``, and workflow and task descriptions say so.
-Fields that have no meaning here (alert group ids, environment codes, task groups, resources) are
-*notes*: reported, never fatal.
+Fields that have no meaning here (alert group ids, environment codes, task group ids and priorities,
+resources) are *notes*: reported, never fatal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.migrate.ds_common import (
+    HTTP_PARAM_KINDS,
     ORIGINAL,
+    PROCEDURE_TYPES,
+    SOURCE_TYPES,
     SUPPORTED,
     js_to_expression,
     mark,
@@ -275,14 +286,20 @@ class _Workflow:
         return item
 
     def notes(self, t: Mapping[str, Any]) -> None:
+        if t.get("environmentCode") not in (None, -1):
+            self.gap(
+                t["name"], NOTE, f"environmentCode {t['environmentCode']!r} not kept (environment codes differ here)"
+            )
+        if t.get("taskGroupId") not in (None, 0, -1):
+            self.gap(t["name"], NOTE, f"taskGroupId {t['taskGroupId']!r} (taskGroupPriority "
+                     f"{t.get('taskGroupPriority') or 0}) not kept (task group ids differ here: set the task's "
+                     "task_group and task_group_priority)")  # fmt: skip
         for key, default, why in (
-            ("environmentCode", -1, "environment codes differ here"),
-            ("taskGroupId", 0, "task groups are not imported"),
             ("cpuQuota", -1, "no CPU quota here"),
             ("memoryMax", -1, "no memory limit here"),
             ("isCache", "NO", "no task cache here"),
         ):
-            if t.get(key) not in (None, default, 0 if key == "taskGroupId" else default):
+            if t.get(key) not in (None, default):
                 self.gap(t["name"], NOTE, f"{key} {t[key]!r} not kept ({why})")
         if t.get("taskExecuteType") not in (None, "BATCH"):
             self.gap(t["name"], NOTE, f"taskExecuteType {t['taskExecuteType']} not kept (runs as a batch task)")
@@ -298,21 +315,86 @@ class _Workflow:
             return {k: v for k, v in p.items() if not (k in _LOGIC_NOISE and _empty(v))}
         return getattr(self, "_" + task_type.lower())(task, p)
 
-    def _sql(self, task: str, p: dict[str, Any]) -> dict[str, Any]:
-        out = {k: v for k, v in p.items() if k not in ("datasource", "sqlType", "displayRows")}
+    def _source(self, task: str, task_type: str, p: Mapping[str, Any], out: dict[str, Any]) -> bool:
+        """Set ``out``'s data source (the id's Porpoise name) and ``type``; False after a gap for a type that
+        has no driver here."""
         source = str(p.get("datasource"))
         name = self.tr.datasources.get(source, source)
         out["datasource"] = name
         if name != source:
             out["datasourceId"] = p.get("datasource")
         self.tr.used_sources.setdefault(name, []).append(f"{self.name}/{task}")
+        kind = str(p.get("type") or "POSTGRESQL").upper()
+        allowed = PROCEDURE_TYPES if task_type == "PROCEDURE" else SOURCE_TYPES
+        if kind not in allowed:
+            self.gap(task, UNSUPPORTED_TYPE, f"{task_type} (data source type {kind})")
+            return False
+        out["type"] = kind
+        return True
+
+    def _sql(self, task: str, p: dict[str, Any]) -> dict[str, Any] | None:
+        drop = ("datasource", "sqlType", "displayRows", "sendEmail", "groupId", "title")
+        out = {k: v for k, v in p.items() if k not in drop}
+        if not self._source(task, "SQL", p, out):
+            return None
         out["sqlType"] = "non_query" if str(p.get("sqlType", "0")) == "1" else "query"
         if p.get("displayRows") is not None:
             out["maxRows"] = int(p["displayRows"])
         if p.get("segmentSeparator"):
             self.gap(task, NOTE, f"segmentSeparator {p['segmentSeparator']!r}: the sql runs as one script here")
-        if p.get("type") not in (None, "POSTGRESQL"):
-            self.gap(task, NOTE, f"written for {p['type']}; it runs on the PostgreSQL data source {name!r}")
+        if p.get("title"):
+            out["title"] = p["title"]
+        if p.get("sendEmail") and out["sqlType"] == "query":
+            self.gap(task, NOTE, f"sendEmail to alert group {p.get('groupId')!r} not kept (alert group ids differ "
+                     "here): set sendEmail and groupId to a Porpoise alert group")  # fmt: skip
+        return out
+
+    def _procedure(self, task: str, p: dict[str, Any]) -> dict[str, Any] | None:
+        out = {k: v for k, v in p.items() if k != "datasource"}
+        if not self._source(task, "PROCEDURE", p, out):
+            return None
+        out["method"] = p.get("method") or ""
+        return out
+
+    def _http(self, task: str, p: dict[str, Any]) -> dict[str, Any] | None:
+        drop = ("httpParams", "httpCheckCondition", "condition", "connectTimeout", "socketTimeout", "httpBody")
+        out: dict[str, Any] = {k: v for k, v in p.items() if k not in drop}
+        out["httpMethod"] = str(p.get("httpMethod") or "GET").upper()
+        parts: dict[str, dict[str, str]] = {"query": {}, "body": {}, "headers": {}}
+        for item in p.get("httpParams") or []:
+            kind = HTTP_PARAM_KINDS.get(str(item.get("httpParametersType") or "").upper())
+            if kind is None or not item.get("prop"):
+                self.gap(task, NOT_REPRESENTABLE, f"httpParams entry {item!r}: not a PARAMETER, BODY or HEADERS")
+                continue
+            parts[kind][str(item["prop"])] = "" if item.get("value") is None else str(item["value"])
+        out.update({k: v for k, v in parts.items() if v})
+        if parts["body"]:  # DolphinScheduler sends the BODY entries as one JSON object
+            out["bodyType"] = "json"
+        if p.get("httpBody"):  # newer exports (3.2.1+): a body written whole
+            if parts["body"]:
+                self.gap(task, NOT_REPRESENTABLE, "both httpBody and BODY httpParams (Porpoise sends one body)")
+            out.update(body=p["httpBody"], bodyType="raw")
+            with contextlib.suppress(ValueError):  # JSON text, as DolphinScheduler sends it: a JSON body here
+                parsed = json.loads(p["httpBody"])
+                if isinstance(parsed, dict | list):
+                    out.update(body=parsed, bodyType="json")
+        check = str(p.get("httpCheckCondition") or "STATUS_CODE_DEFAULT").upper()
+        condition = "" if p.get("condition") is None else str(p["condition"]).strip()
+        if check == "STATUS_CODE_DEFAULT":
+            out["expectedStatus"] = [200]
+        elif check == "STATUS_CODE_CUSTOM":
+            if not condition.isdigit() or not 100 <= int(condition) <= 599:
+                self.gap(task, NOT_REPRESENTABLE, f"STATUS_CODE_CUSTOM condition {condition!r} is not a status code")
+                return None
+            out["expectedStatus"] = [int(condition)]
+        elif check in ("BODY_CONTAINS", "BODY_NOT_CONTAINS"):
+            out["check"] = {"contains" if check == "BODY_CONTAINS" else "not_contains": condition}
+        else:
+            self.gap(task, NOT_REPRESENTABLE, f"httpCheckCondition {check!r}")
+            return None
+        waits = [int(p[k]) for k in ("connectTimeout", "socketTimeout") if isinstance(p.get(k), int) and p[k] > 0]
+        # DolphinScheduler's two limits in ms; Porpoise has one, for the connect and each read
+        out["timeoutSeconds"] = max(1, -(-max(waits) // 1000)) if waits else 60
         return out
 
     def _jar(self, task: str, p: Mapping[str, Any]) -> str | None:

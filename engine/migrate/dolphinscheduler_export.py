@@ -56,11 +56,14 @@ def _params(
         return p[ORIGINAL]["taskType"], dict(p[ORIGINAL].get("taskParams") or {})
     p.setdefault("localParams", [])
     p.setdefault("resourceList", [])
-    if kind == "SQL":
+    if kind in ("SQL", "PROCEDURE"):
         name = p.pop("datasource")
         ident = p.pop("datasourceId", None)
         p["datasource"] = ident if ident is not None else (int(name) if str(name).isdigit() else name)
         p["type"] = p.get("type") or "POSTGRESQL"
+    if kind == "HTTP":
+        p = _http(p)
+    elif kind == "SQL":
         p["sqlType"] = "1" if p.pop("sqlType", "query") == "non_query" else "0"
         p["displayRows"] = p.pop("maxRows", 10)
         p.setdefault("preStatements", [])
@@ -102,6 +105,34 @@ def _params(
         default = p.pop("default", None)
         p["switchResult"] = {"dependTaskList": cases, "nextNode": codes.tasks[default] if default else None}
     return kind, p
+
+
+def _http(p: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in p.items() if k not in ("query", "headers", "body", "bodyType", "expectedStatus",
+                                                   "check", "timeoutSeconds")}  # fmt: skip
+    out["httpMethod"] = str(p.get("httpMethod") or "GET").upper()
+    entries = []
+    body = p.get("body")
+    flat = isinstance(body, Mapping) and all(isinstance(v, str) for v in body.values())
+    for key, kind in (("query", "PARAMETER"), ("body", "BODY"), ("headers", "HEADERS")):
+        value = p.get(key)
+        if isinstance(value, Mapping) and (key != "body" or flat):
+            entries += [{"prop": k, "httpParametersType": kind, "value": str(v)} for k, v in value.items()]
+    if body is not None and not flat:  # text, a list, or an object with values other than strings
+        out["httpBody"] = body if isinstance(body, str) else json.dumps(body)
+    out["httpParams"] = entries
+    check, expected = p.get("check") or {}, p.get("expectedStatus") or []
+    if "contains" in check:
+        out.update(httpCheckCondition="BODY_CONTAINS", condition=check["contains"])
+    elif "not_contains" in check:
+        out.update(httpCheckCondition="BODY_NOT_CONTAINS", condition=check["not_contains"])
+    elif expected and expected != [200]:
+        out.update(httpCheckCondition="STATUS_CODE_CUSTOM", condition=str(expected[0]))
+    else:
+        out.update(httpCheckCondition="STATUS_CODE_DEFAULT", condition="")
+    timeout_ms = int(float(p.get("timeoutSeconds", 60)) * 1000)
+    out.update(connectTimeout=timeout_ms, socketTimeout=timeout_ms)
+    return out
 
 
 def _dependent(p: dict[str, Any], refs: Mapping[tuple[str, str], Codes], by_code: Mapping[int, Codes],

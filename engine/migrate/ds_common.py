@@ -17,7 +17,14 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 #: task types translated field by field (others are unsupported)
-SUPPORTED = ("SHELL", "PYTHON", "SQL", "SPARK", "MR", "SUB_PROCESS", "DEPENDENT", "CONDITIONS", "SWITCH")
+SUPPORTED = (
+    "SHELL", "PYTHON", "SQL", "PROCEDURE", "HTTP", "SPARK", "MR", "SUB_PROCESS", "DEPENDENT", "CONDITIONS", "SWITCH",
+)  # fmt: skip
+#: the data-source types SQL and PROCEDURE tasks run on here (engine/tasks/sql_dialects)
+SOURCE_TYPES = ("POSTGRESQL", "MYSQL", "HIVE", "CLICKHOUSE")
+PROCEDURE_TYPES = ("POSTGRESQL", "MYSQL")
+#: DolphinScheduler's HTTP parameter kinds -> the Porpoise HTTP param holding them
+HTTP_PARAM_KINDS = {"PARAMETER": "query", "BODY": "body", "HEADERS": "headers"}
 #: the key of a placeholder task's params that keeps the original DolphinScheduler task
 ORIGINAL = "dolphinscheduler"
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"

@@ -39,6 +39,9 @@ class TaskContext:
     environment_config: str = ""
     #: connection parameters of named data sources the master resolved for this task
     datasources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: a SQL task's result e-mail (sendEmail): the EMAIL senders of its alert group, ``{name, params}`` with
+    #: secrets open, resolved by the master
+    email_senders: tuple[Mapping[str, Any], ...] = ()
     #: the worker's interpreter for PYTHON tasks naming none (worker.python_interpreter)
     python_interpreter: str = "python3"
     #: directories SQL loadFiles may read from (worker.sql_load_dirs)

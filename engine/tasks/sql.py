@@ -19,13 +19,16 @@ and before ``sql``, in the same transaction: ``[{file: <path or glob>, table: <n
 header: true}]`` (a glob matching nothing fails the task). Files are read only from the worker's
 ``worker.sql_load_dirs``: the runner checks each matched file's real path (links resolved, so neither
 ``..`` nor a symbolic link leads out of them); a path outside fails the task naming it.
+
+A query with ``sendEmail: true`` mails its rows to the EMAIL senders of alert group ``groupId`` under ``title``
+(engine/tasks/sql_email.py).
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from engine.tasks import placing
@@ -49,14 +52,17 @@ SQL_TYPES = ("query", "non_query")
 DEFAULT_LIMIT = 10000
 
 
-def source_stdin(name: str, source: Mapping[str, Any], task_type: str | None) -> str:
-    """The runner's standard input for data source ``name`` (its params, secrets open, as JSON); ParamError
-    when the task's ``type`` (the DolphinScheduler field) names another type than the data source has, or the
-    params are too large for the pipe."""
+def source_stdin(
+    name: str, source: Mapping[str, Any], task_type: str | None, senders: Sequence[Mapping[str, Any]] = ()
+) -> str:
+    """The runner's standard input for data source ``name`` (its params, secrets open, as JSON, with the
+    ``senders`` of a result e-mail under ``email_senders``); ParamError when the task's ``type`` (the
+    DolphinScheduler field) names another type than the data source has, or the params are too large for the
+    pipe."""
     kind = source_kind(source)
     if task_type and task_type.upper() != kind:
         raise ParamError("type", f"data source {name!r} is {kind}, not {task_type}")
-    text = json.dumps({**source, "type": kind})
+    text = json.dumps({**source, "type": kind, **({"email_senders": list(senders)} if senders else {})})
     if len(text.encode()) > MAX_STDIN:
         raise ParamError("datasource", f"data source {name!r}: its params are over {MAX_STDIN} bytes")
     return text
@@ -93,6 +99,11 @@ class SqlTask(TaskPlugin):
             "postStatements": {"type": "array", "items": {"type": "string"}, "description": "run last"},
             "maxRows": {"type": "integer", "minimum": 0, "default": 1000, "description": "rows logged at most"},
             "limit": {"type": "integer", "minimum": 0, "default": 0, "description": "rows read at most (0: 10000)"},
+            "sendEmail": {"type": "boolean", "default": False, "description": "query: mail the rows to groupId"},
+            "groupId": {"type": ["integer", "null"], "minimum": 0,
+                        "description": "id of the alert group whose EMAIL senders get the rows"},
+            "title": {"type": ["string", "null"],
+                      "description": "the e-mail's title (default: <task name> query result sets)"},
             "loadFiles": {
                 "type": "array",
                 "description": "CSV files bulk-loaded before sql: [{file, table, columns, header}]",
@@ -105,6 +116,8 @@ class SqlTask(TaskPlugin):
             {"datasource": "warehouse", "type": "POSTGRESQL", "sql": "select 1", "preStatements": ["select 0"],
              "postStatements": [], "maxRows": 10, "limit": 100,
              "loadFiles": [{"file": "a.csv", "table": "t", "columns": ["x"], "header": True}]},
+            {"datasource": "warehouse", "sql": "select day, total from sales", "sqlType": "query", "sendEmail": True,
+             "groupId": 2, "title": "sales on ${day}"},
         ),
     )  # fmt: skip
 
@@ -122,6 +135,13 @@ class SqlTask(TaskPlugin):
         if optional(params, "limit", int, 0) < 0:
             raise ParamError("limit", "must be >= 0")
         check_type(params)
+        if optional(params, "sendEmail", bool, False):
+            if sql_type != "query":
+                raise ParamError("sendEmail", "needs sqlType query (only a query's rows can be mailed)")
+            group = params.get("groupId")
+            if not isinstance(group, int) or isinstance(group, bool) or group < 1:
+                raise ParamError("groupId", "sendEmail needs the id of the alert group to mail the rows to")
+        optional(params, "title", str, "")
         for name in ("preStatements", "postStatements"):
             stmts = optional(params, name, list, [])
             if not all(isinstance(s, str) for s in stmts):
@@ -146,7 +166,8 @@ class SqlTask(TaskPlugin):
             raise ParamError("datasource", f"data source {name!r} is not defined")
         if p.get("loadFiles") and not ctx.load_dirs:
             raise ParamError("loadFiles", "this worker allows no directory to load files from (worker.sql_load_dirs)")
-        stdin = source_stdin(name, source, p.get("type"))
+        mail = p.get("sendEmail", False) and p.get("sqlType", "query") == "query"
+        stdin = source_stdin(name, source, p.get("type"), ctx.email_senders if mail else ())
         marker, percent = _MARKERS.get(source_kind(source), _MARKERS["POSTGRESQL"])
 
         def bound(field: str, text: str) -> dict[str, Any]:
@@ -176,6 +197,9 @@ class SqlTask(TaskPlugin):
             "out": [lp.prop for lp in self.local_params(p) if lp.direct == "OUT"],
             "list_out": [lp.prop for lp in self.local_params(p) if lp.direct == "OUT" and lp.type == "LIST"],
         }
+        if mail:
+            title = ctx.render(p.get("title") or "") or f"{ctx.task_name} query result sets"
+            job["email"] = {"title": title, "group": p["groupId"]}
         return Launch(
             argv=[sys.executable, "-m", "engine.tasks.sql_runner", "job.json"],
             files={"job.json": json.dumps(job)},

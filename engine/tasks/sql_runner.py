@@ -6,7 +6,8 @@
 
 The data source's connection params (type, host, port, database, user, password, other; secrets opened)
 come on standard input (JSON, a pipe the worker fills and closes; the runner reads it once), never in the
-environment (readable by every process of the tenant's user while it runs), a file or the log. Each
+environment (readable by every process of the tenant's user while it runs), a file or the log; so do, for a
+query with ``sendEmail``, the params of the alert group's EMAIL senders (key ``email_senders``). Each
 statement comes with the values bound to its placeholders (``{"sql", "args"}``, made by
 engine/tasks/placing.py: a value is never SQL). One connection (session) serves the whole task. SIGTERM (the
 worker's kill, or the task's timeout) cancels the running statement on the server from a second connection
@@ -96,7 +97,8 @@ def out_values(result: Rows, out: list[str], list_out: list[str]) -> dict[str, s
     return values
 
 
-async def run_sql(session: Session, job: dict) -> None:
+async def run_sql(session: Session, job: dict) -> Rows | None:
+    """The task's statements; the query's rows (None for a non-query)."""
     for stmt in job["pre"]:
         print(f"pre: {stmt['sql']}", flush=True)
         await session.execute(stmt["sql"], stmt["args"])
@@ -108,11 +110,8 @@ async def run_sql(session: Session, job: dict) -> None:
         print_rows(result, job["max_rows"])
         for name, value in out_values(result, job["out"], job["list_out"]).items():
             set_value(name, value)
-        if job.get("email"):
-            from engine.tasks.sql_email import send_result
-
-            await send_result(job["email"], result)
     else:
+        result = None
         count = await session.execute(main["sql"], main["args"])
         print(f"ok: {count} row(s) affected" if count >= 0 else "ok", flush=True)
         if job["out"]:  # as in DolphinScheduler: the first OUT param takes the last statement's count
@@ -120,6 +119,7 @@ async def run_sql(session: Session, job: dict) -> None:
     for stmt in job["post"]:
         print(f"post: {stmt['sql']}", flush=True)
         await session.execute(stmt["sql"], stmt["args"])
+    return result
 
 
 def typed(value: str, kind: str, name: str) -> Any:
@@ -175,7 +175,8 @@ async def _terminate(session: Session, opened: bool) -> None:
     os._exit(KILLED)  # the blocked statement (a driver's thread) must not hold the exit
 
 
-async def run(job: dict, source: Mapping[str, Any]) -> int:
+async def run(job: dict, source: Mapping[str, Any], senders: list[dict[str, Any]] | None = None) -> int:
+    senders = senders or []
     session = session_for(source)
     opened = False
     loop = asyncio.get_running_loop()
@@ -185,17 +186,22 @@ async def run(job: dict, source: Mapping[str, Any]) -> int:
     )
     await session.open()
     opened = True
+    result = None
     try:
         await session.begin()
         if job.get("kind") == "procedure":
             await run_procedure(session, job)
         else:
-            await run_sql(session, job)
+            result = await run_sql(session, job)
         await session.commit()
     finally:
         if ending:  # killed: the statement ends (or fails) because of the cancel; the kill's exit is the end
             await ending[0]
         await session.close()
+    if result is not None and job.get("email"):  # after the commit: the mail reports what was done
+        from engine.tasks.sql_email import send_result
+
+        await send_result(job["email"], senders, result)
     return 0
 
 
@@ -215,6 +221,7 @@ async def probe(source: Mapping[str, Any], timeout: float) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     source = json.loads(sys.stdin.read(MAX_SOURCE_BYTES) or "{}")  # the worker's pipe, then its end
+    senders = source.pop("email_senders", [])  # sendEmail: the alert group's EMAIL senders (engine.tasks.sql_email)
     testing = bool(args) and args[0] == "--probe"
     what = "data source test" if testing else "SQL task"
     try:
@@ -223,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args[0]) as fh:
             job = json.load(fh)
         what = "PROCEDURE task" if job.get("kind") == "procedure" else what
-        return asyncio.run(run(job, source))
+        return asyncio.run(run(job, source, senders))
     except SqlError as exc:
         print(f"{what} failed: {exc}", file=sys.stderr, flush=True)
         return 1

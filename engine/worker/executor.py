@@ -18,7 +18,7 @@ import os
 import pwd
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ import psutil
 
 from engine import logs
 from engine.aio import acquire_in_thread
+from engine.alerts.senders import SECRET_KEYS
 from engine.params import (
     Property,
     builtins,
@@ -345,6 +346,15 @@ class Executor:
         run.masked = tuple(sorted((v for v in secret if len(v) >= MIN_MASKED), key=len, reverse=True))
         return [Property.from_dict(p) for p in opened]
 
+    def _open_senders(self, senders: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
+        try:
+            return tuple(
+                {"name": s["name"], "params": open_params(self.keyring, s["params"], SECRET_KEYS, "alert_sender")}
+                for s in senders
+            )
+        except SecretError as exc:
+            raise ValueError(f"alert sender secrets: {exc}") from None
+
     def _prepare(self, run: TaskRun) -> tuple[Launch, list]:
         d = run.dispatch
         plugin_cls = registry.plugin(d.task_type)
@@ -371,6 +381,7 @@ class Executor:
             exec_dir=run.exec_dir,
             environment_config=d.environment_config,
             datasources=self._open_sources(d.datasources),
+            email_senders=self._open_senders(d.email_senders),
             python_interpreter=self.policy.python_interpreter,
             load_dirs=self.policy.load_dirs,
             workflow_instance_id=d.workflow_instance_id,
