@@ -1,6 +1,7 @@
 """The chaos run: a real cluster (3 masters, 2 workers, private etcd and PostgreSQL) runs random DAG
 workflows while a seeded driver (tests/chaos_faults.py: a table of fault kinds with weights) kills
-(SIGKILL), pauses (SIGSTOP/SIGCONT) and gracefully restarts (SIGTERM) masters and workers, restarts etcd
+(SIGKILL), pauses (SIGSTOP/SIGCONT), gracefully restarts (SIGTERM) and steps the wall clock of (restarts
+with ``debug.clock_offset``) masters and workers, restarts etcd
 and PostgreSQL once each, and (when switched on) mixes poison commands into the stream. Afterwards it
 checks, from the database, a ledger every task writes from inside its own process, and each task
 process's life watched from outside (tests/task_watch.py; the checks are tests/chaos_ledger.py):
@@ -11,6 +12,9 @@ process's life watched from outside (tests/task_watch.py; the checks are tests/c
   with its worker (no end row: its process's death is watched);
 - a task ran more than once only when an earlier attempt failed on purpose or lost its worker;
 - no attempt ran twice; no task process is left behind.
+
+Some tasks fail their first attempt on purpose; half of those wait their ``retry_interval`` (a minute)
+before the retry, a timer that must outlive failovers.
 
 ``make test`` runs a short round (tests/test_chaos.py); ``make chaos`` a long one:
 ``python -m tests.chaos --workflows 2000 --seed 7 [--fault poison=1]``.
@@ -90,8 +94,7 @@ class Summary:
     reruns_after_worker_loss: int = 0
     retries_after_failure: int = 0
     seconds: float = 0.0
-    #: fault kind -> weight of this run (0: off; "poison" and "term-master" are off by default until the
-    #: defects they expose are fixed, see tests/chaos_faults.py)
+    #: fault kind -> weight of this run (0: off; tests/chaos_faults.py)
     fault_weights: dict[str, float] = field(default_factory=dict)
     poison_commands: int = 0
     #: attempts killed before their end row whose successor was checked against their watched death
@@ -130,7 +133,10 @@ def random_dag(rng: random.Random, name: str, flaky_rate: float, sleep: float) -
         script = TASK % {"sleep": f"{sleep * rng.uniform(0.5, 1.5):.2f}", "flaky": "yes" if flaky else "no",
                          "psql": pg_bindir() / "psql",
                          "watch": WATCH_PREAMBLE % {"port": "${watch_port}", "label": "$ti"}}  # fmt: skip
-        tasks.append(TaskDef(f"t{i}", "SHELL", {"rawScript": script}, upstream=tuple(ups), retries=3, retry_interval=0))
+        # half the flaky tasks wait retry_interval (1 minute) before their retry: a timer a failover must re-arm
+        interval = 1 if flaky and rng.random() < 0.5 else 0
+        tasks.append(TaskDef(f"t{i}", "SHELL", {"rawScript": script}, upstream=tuple(ups), retries=3,
+                             retry_interval=interval))  # fmt: skip
     return WorkflowDef(name=name, project="chaos", tasks=tuple(tasks), global_params=())
 
 

@@ -68,7 +68,7 @@ class Chaos:
         self.summary.faults[label] += 1
 
     def live_node(self, role: str) -> tuple[str, NodeProc] | None:
-        """A random running node of ``role`` (master, worker; None if none runs)."""
+        """A random running node of ``role`` (master, worker, "": any; None if none runs)."""
         live = sorted(s for s, n in self.cluster.nodes.items()
                       if s.startswith(role) and n.proc.exited() is None and n.proc.record)  # fmt: skip
         if not live:
@@ -150,6 +150,23 @@ async def _wedge(chaos: Chaos, slot: str, node: NodeProc) -> None:
         await asyncio.sleep(chaos.rng.uniform(TTL, 3 * TTL + 2))
     finally:
         record.signal(signal.SIGKILL)
+
+
+#: the largest step of a node's wall clock the clock-step fault makes: inside master.max_clock_skew (1 s), so
+#: a master still starts; its dispatches' validity and a worker's checks of it are read across the step
+CLOCK_STEP = 0.9
+
+
+async def _clock_step(chaos: Chaos, slot: str, node: NodeProc) -> None:
+    """The node's wall clock steps (``debug.clock_offset``: its ``time.time()`` moves by up to
+    ``CLOCK_STEP`` s, ahead or behind): it is killed -9 and started again with the offset, which it keeps
+    until its next restart."""
+    assert node.proc.record is not None and node.proc.popen is not None
+    node.proc.record.signal(signal.SIGKILL)
+    await asyncio.to_thread(node.proc.popen.wait)
+    offset = chaos.rng.choice((-1, 1)) * chaos.rng.uniform(0.3, CLOCK_STEP)
+    with contextlib.suppress(AssertionError):  # could not start now (an outage): restarted next round, unstepped
+        await asyncio.to_thread(chaos.cluster.start_node, slot, 0, {"PORPOISE_DEBUG_CLOCK_OFFSET": f"{offset:.3f}"})
 
 
 async def _kill_before_report(chaos: Chaos, slot: str, node: NodeProc) -> None:
@@ -242,6 +259,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
             2,
             "a worker killed -9 between its task's end and the report (result spooled, sent on restart)",
         ),
+        FaultKind("clock-step", _on("", _clock_step), 1, "a master's or worker's wall clock steps (up to 0.9 s)"),
         FaultKind("hold-replies", _hold_replies, 2, "a worker's replies to masters held back past the RPC timeout"),
         FaultKind("drop-requests", _drop_requests, 2, "requests from masters to a worker lost on the way"),
         FaultKind("poison", _poison, 1, "a START_PROCESS with an unresolvable start param + one for no definition"),
