@@ -29,7 +29,9 @@ import asyncpg
 import psutil
 
 from engine.storage.failures import DB_FAILURES
-from tests.helpers import NodeProc, eventually
+from rpc.errors import RpcError
+from rpc.messages import WorkflowControl
+from tests.helpers import NodeProc, eventually, rpc_client
 from tests.task_watch import TaskWatcher
 
 if TYPE_CHECKING:
@@ -63,6 +65,8 @@ class Chaos:
     watcher: TaskWatcher | None = None
     #: ids of the poison commands inserted: each must end in error_command
     poison: list[int] = field(default_factory=list)
+    #: instances a stop storm stopped (or may have): each ends STOP or SUCCESS, no task starting after its end
+    stopped: set[int] = field(default_factory=set)
 
     def fault(self, label: str) -> None:
         self.summary.faults[label] += 1
@@ -230,6 +234,42 @@ async def _poison(chaos: Chaos) -> bool:
     return True
 
 
+async def _stop_storm(chaos: Chaos) -> bool:
+    """Many stops at once while the load runs: 5-15 running instances (of workflows without run limits:
+    their rules' checks expect every run to end SUCCESS) are stopped through their owners' workflow.control,
+    all together. Each must end STOP (or SUCCESS: its last task ended first) and start no task after its end
+    (``chaos.stopped``: checked in tests/chaos.py)."""
+    try:
+        conn = await asyncpg.connect(chaos.dsn, timeout=5)
+        try:
+            rows = await conn.fetch(
+                "SELECT w.id, w.host FROM workflow_instance w JOIN workflow_definition d"
+                " ON d.code = w.workflow_definition_code WHERE w.state = 1 AND w.host <> ''"
+                " AND d.execution_type = 0 AND coalesce(d.max_active_runs, 0) = 0 ORDER BY w.id"
+            )
+        finally:
+            await conn.close()
+    except DB_FAILURES:
+        return False  # PostgreSQL is down: no storm this round
+    if len(rows) < 2:
+        return False
+    picked = chaos.rng.sample(rows, k=min(len(rows), chaos.rng.randint(5, 15)))
+    client = rpc_client()
+    try:
+        replies = await asyncio.gather(
+            *(client.call(r["host"], WorkflowControl(r["id"], "stop", "chaos stop storm")) for r in picked),
+            return_exceptions=True,
+        )
+    finally:
+        await client.close()
+    for r, reply in zip(picked, replies, strict=True):
+        # a stop that may have acted (accepted, or its answer lost) allows STOP; one refused, none
+        acted = isinstance(reply, dict) and reply.get("accepted")
+        if acted or (isinstance(reply, RpcError) and reply.maybe_delivered):
+            chaos.stopped.add(r["id"])
+    return True
+
+
 def _on(role: str, fault: Callable[[Chaos, str, NodeProc], Awaitable[None]]) -> Inject:
     """``fault`` on a random running node of ``role`` (not injected when none runs)."""
 
@@ -260,6 +300,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
             "a worker killed -9 between its task's end and the report (result spooled, sent on restart)",
         ),
         FaultKind("clock-step", _on("", _clock_step), 1, "a master's or worker's wall clock steps (up to 0.9 s)"),
+        FaultKind("stop-storm", _stop_storm, 1, "5-15 running instances stopped at once through their masters"),
         FaultKind("hold-replies", _hold_replies, 2, "a worker's replies to masters held back past the RPC timeout"),
         FaultKind("drop-requests", _drop_requests, 2, "requests from masters to a worker lost on the way"),
         FaultKind("poison", _poison, 1, "a START_PROCESS with an unresolvable start param + one for no definition"),
