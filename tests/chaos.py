@@ -140,7 +140,11 @@ def random_dag(rng: random.Random, name: str, flaky_rate: float, sleep: float) -
         interval = 1 if flaky and rng.random() < 0.5 else 0
         tasks.append(TaskDef(f"t{i}", "SHELL", {"rawScript": script}, upstream=tuple(ups), retries=3,
                              retry_interval=interval))  # fmt: skip
-    return WorkflowDef(name=name, project="chaos", tasks=tuple(tasks), global_params=())
+    # a start may set only declared globals: the ledger's DSN and the watcher's port come with each start, and
+    # a poison command's unresolvable "poison" (tests/chaos_faults.py)
+    names = ("ledger_dsn", "watch_port", "poison")
+    params = tuple({"prop": p, "direct": "IN", "type": "VARCHAR", "value": ""} for p in names)
+    return WorkflowDef(name=name, project="chaos", tasks=tuple(tasks), global_params=params)
 
 
 class Cluster:
