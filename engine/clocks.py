@@ -69,3 +69,40 @@ async def check_skew(pool: Any, margin: float, role: str) -> float:
             f"master.max_clock_skew); synchronise the clocks (NTP) and start it again"
         )
     return skew
+
+
+class SkewWatch:
+    """This node's wall clock against its peers', from every RPC answer (``RpcClient.clock``): a worker has
+    no database to measure against, but it calls its masters (reports) and each answer carries the master's
+    clock; a master likewise sees its workers' in their dispatch answers. A peer certainly off by more
+    than ``margin`` seconds (its figure less the round trip's half) raises an alarm: a warning in the log
+    (at most once a minute per peer) and the ``clock_skew_alarms`` counter; ``clock_skew_seconds`` shows
+    each peer's last figure. Nothing is refused: a worker keeps running what it runs."""
+
+    #: seconds between two warnings about the same peer
+    REPEAT = 60.0
+
+    def __init__(self, margin: float, metrics: Any = None) -> None:
+        self.margin = margin
+        self.metrics = metrics
+        #: peer address -> its clock less ours (seconds), from its last answer
+        self.skews: dict[str, float] = {}
+        self._warned: dict[str, float] = {}
+        if metrics is not None:
+            metrics.gauge("clock_skew_seconds", lambda: dict(self.skews))
+
+    def observe(self, peer: str, skew: float, uncertainty: float) -> None:
+        if len(self.skews) >= 1000 and peer not in self.skews:
+            self.skews.pop(next(iter(self.skews)))  # bounded: peers come and go
+        self.skews[peer] = round(skew, 4)
+        if self.margin <= 0 or abs(skew) - uncertainty <= self.margin:
+            return
+        if self.metrics is not None:
+            self.metrics.inc("clock_skew_alarms")
+        now = time.monotonic()
+        if now - self._warned.get(peer, -self.REPEAT) >= self.REPEAT:
+            self._warned[peer] = now
+            side = "ahead of" if skew > 0 else "behind"
+            log.warning("a peer's clock is off ours past the margin (master.max_clock_skew): synchronise the clocks",
+                        peer=peer, skew=round(skew, 3), uncertainty=round(uncertainty, 3), peer_is=side,
+                        margin=self.margin)  # fmt: skip

@@ -50,6 +50,8 @@ _SHARED = (
     Spec("gauge", "event_loop_lag_10s_seconds", "Event-loop lag over the last 10 s, by quantile", ("quantile",)),
     Spec("gauge", "gc_pause_max_60s_seconds", "Longest garbage-collection pause in 60 s", ("generation",)),
     Spec("gauge", "up_seconds", "Seconds since this process started"),
+    Spec("gauge", "clock_skew_seconds", "Each peer's wall clock less ours, from its last RPC answer", ("peer",)),
+    Spec("counter", "clock_skew_alarms", "RPC answers from a peer whose clock was off ours past master.max_clock_skew"),
 )
 _DB = (Spec("histogram", "db_pool_wait_seconds", "Time spent waiting for a database connection from the pool"),)
 

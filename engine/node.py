@@ -86,6 +86,7 @@ class Node:
             cfg.rpc.timeout,
             ssl=client_context(tls) if tls else None,
             observe=self.metrics.rpc_latency,
+            clock=clocks.SkewWatch(cfg.master.max_clock_skew, self.metrics).observe,
         )
         self.runner: web.AppRunner | None = None
         self.address = ""

@@ -14,6 +14,8 @@ import secrets
 import time
 
 HEADER = "X-Porpoise-Signature"
+#: on every RPC answer: the answering node's wall clock (epoch ms) when it answered (RpcClient.clock)
+TIME_HEADER = "X-Porpoise-Time"
 
 
 def _mac(secret: str, ts: str, nonce: str, method: str, body: bytes) -> str:

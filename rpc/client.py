@@ -57,9 +57,13 @@ class RpcClient:
         limit_per_host: int = 32,
         observe: Callable[[str, float, str], None] | None = None,
         ssl: ssl_mod.SSLContext | None = None,
+        clock: Callable[[str, float, float], None] | None = None,
     ) -> None:
         #: called after each call with (method, seconds, outcome: "ok" or the error's class name)
         self.observe = observe
+        #: called after each answered call with (address, the peer's clock less ours in seconds, the
+        #: uncertainty of that figure: half the round trip), from the answer's X-Porpoise-Time
+        self.clock = clock
         self.secret = secret
         self.timeout = timeout
         self.limit_per_host = limit_per_host
@@ -115,7 +119,12 @@ class RpcClient:
             self.observe(method, time.perf_counter() - start, outcome)
 
     async def _call_raw(self, address: str, method: str, body: bytes, timeout: float | None = None) -> bytes:
+        sent, started = time.time(), time.monotonic()
         async with self._request(address, method, body, aiohttp.ClientTimeout(total=timeout or self.timeout)) as resp:
+            theirs = resp.headers.get(auth.TIME_HEADER, "")
+            if self.clock is not None and theirs.isdigit():
+                trip = time.monotonic() - started
+                self.clock(address, int(theirs) / 1000 - (sent + trip / 2), trip / 2)
             return await resp.read()
 
     @contextlib.asynccontextmanager

@@ -11,6 +11,7 @@ handler runs.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -96,4 +97,8 @@ class RpcServer:
             return _error(500, f"{method} failed on the server; see its log")
         if isinstance(reply, web.StreamResponse):
             return reply
-        return web.Response(body=codec.dumps_reply({} if reply is None else reply), content_type="application/json")
+        return web.Response(
+            body=codec.dumps_reply({} if reply is None else reply),
+            content_type="application/json",
+            headers={auth.TIME_HEADER: str(int(time.time() * 1000))},  # callers measure their clock against ours
+        )

@@ -1,6 +1,7 @@
 """The chaos run: a real cluster (3 masters, 2 workers, private etcd and PostgreSQL) runs random DAG
 workflows while a seeded driver (tests/chaos_faults.py: a table of fault kinds with weights) kills
-(SIGKILL), pauses (SIGSTOP/SIGCONT) and gracefully restarts (SIGTERM) masters and workers, restarts etcd
+(SIGKILL), pauses (SIGSTOP/SIGCONT), gracefully restarts (SIGTERM) and steps the wall clock of (restarts
+with ``debug.clock_offset``) masters and workers, restarts etcd
 and PostgreSQL once each, and (when switched on) mixes poison commands into the stream. Afterwards it
 checks, from the database, a ledger every task writes from inside its own process, and each task
 process's life watched from outside (tests/task_watch.py; the checks are tests/chaos_ledger.py):
@@ -11,6 +12,9 @@ process's life watched from outside (tests/task_watch.py; the checks are tests/c
   with its worker (no end row: its process's death is watched);
 - a task ran more than once only when an earlier attempt failed on purpose or lost its worker;
 - no attempt ran twice; no task process is left behind.
+
+Some tasks fail their first attempt on purpose; half of those wait their ``retry_interval`` (a minute)
+before the retry, a timer that must outlive failovers.
 
 ``make test`` runs a short round (tests/test_chaos.py); ``make chaos`` a long one:
 ``python -m tests.chaos --workflows 2000 --seed 7 [--fault poison=1]``.
@@ -53,6 +57,7 @@ from tests.task_watch import WATCH_PREAMBLE, TaskWatcher
 
 TTL = 2.0
 SUCCESS = 7
+STOP = 5
 FINAL = (3, 5, 6, 7)
 
 LEDGER_DDL = """
@@ -90,10 +95,11 @@ class Summary:
     reruns_after_worker_loss: int = 0
     retries_after_failure: int = 0
     seconds: float = 0.0
-    #: fault kind -> weight of this run (0: off; "poison" and "term-master" are off by default until the
-    #: defects they expose are fixed, see tests/chaos_faults.py)
+    #: fault kind -> weight of this run (0: off; tests/chaos_faults.py)
     fault_weights: dict[str, float] = field(default_factory=dict)
     poison_commands: int = 0
+    #: instances a stop storm stopped (or may have)
+    stopped: int = 0
     #: attempts killed before their end row whose successor was checked against their watched death
     killed_attempts_checked: int = 0
     #: lines of the nodes' logs that show a safety net caught something (counted, not violations)
@@ -111,7 +117,7 @@ class Summary:
                 "node_restarts": self.restarts, "fault_tolerance_alerts": self.failovers_alerts,
                 "reruns_after_worker_loss": self.reruns_after_worker_loss,
                 "retries_after_failure": self.retries_after_failure, "seconds": round(self.seconds, 1),
-                "fault_weights": self.fault_weights, "poison_commands": self.poison_commands,
+                "fault_weights": self.fault_weights, "poison_commands": self.poison_commands, "stopped": self.stopped,
                 "off": sorted(k for k, w in self.fault_weights.items() if not w),
                 "killed_attempts_checked": self.killed_attempts_checked,
                 "safety_nets": dict(self.safety_nets), "concurrency_peaks": self.concurrency_peaks,
@@ -130,8 +136,15 @@ def random_dag(rng: random.Random, name: str, flaky_rate: float, sleep: float) -
         script = TASK % {"sleep": f"{sleep * rng.uniform(0.5, 1.5):.2f}", "flaky": "yes" if flaky else "no",
                          "psql": pg_bindir() / "psql",
                          "watch": WATCH_PREAMBLE % {"port": "${watch_port}", "label": "$ti"}}  # fmt: skip
-        tasks.append(TaskDef(f"t{i}", "SHELL", {"rawScript": script}, upstream=tuple(ups), retries=3, retry_interval=0))
-    return WorkflowDef(name=name, project="chaos", tasks=tuple(tasks), global_params=())
+        # half the flaky tasks wait retry_interval (1 minute) before their retry: a timer a failover must re-arm
+        interval = 1 if flaky and rng.random() < 0.5 else 0
+        tasks.append(TaskDef(f"t{i}", "SHELL", {"rawScript": script}, upstream=tuple(ups), retries=3,
+                             retry_interval=interval))  # fmt: skip
+    # a start may set only declared globals: the ledger's DSN and the watcher's port come with each start, and
+    # a poison command's unresolvable "poison" (tests/chaos_faults.py)
+    names = ("ledger_dsn", "watch_port", "poison")
+    params = tuple({"prop": p, "direct": "IN", "type": "VARCHAR", "value": ""} for p in names)
+    return WorkflowDef(name=name, project="chaos", tasks=tuple(tasks), global_params=params)
 
 
 class Cluster:
@@ -233,7 +246,8 @@ async def run(
             await driver
         summary.seconds = time.monotonic() - started
         summary.poison_commands = len(chaos.poison)
-        await _check(dsn, command_ids, chaos.poison, watcher, summary)
+        summary.stopped = len(chaos.stopped)
+        await _check(dsn, command_ids, chaos.poison, watcher, summary, chaos.stopped)
     finally:
         await asyncio.to_thread(cluster.stop)
         await asyncio.to_thread(watcher.close)
@@ -300,9 +314,11 @@ async def _wait_all(dsn: str, command_ids: list[int], poison: list[int], deadlin
 
 
 async def _check(
-    dsn: str, command_ids: list[int], poison: list[int], watcher: TaskWatcher | None, summary: Summary
-) -> None:
-    """The ledger's checks after a run (``watcher`` None: the processes were not watched, see check_ledger)."""
+    dsn: str, command_ids: list[int], poison: list[int], watcher: TaskWatcher | None, summary: Summary,
+    stopped: set[int] = frozenset(),  # type: ignore[assignment]
+) -> None:  # fmt: skip
+    """The ledger's checks after a run (``watcher`` None: the processes were not watched, see check_ledger).
+    ``stopped``: instances a stop storm stopped; each ends STOP or SUCCESS and starts no task after its end."""
     v = summary.violations
     # every instance ended, so every task process has exited or is about to (its last ledger write is done)
     if watcher is not None:
@@ -328,7 +344,26 @@ async def _check(
         stuck = await conn.fetch("SELECT id, workflow_definition_code FROM command LIMIT 10")
         if stuck:
             v.append(f"commands still queued after the run: {[tuple(r) for r in stuck]}")
-        not_ok = [(r["id"], r["state"]) for r in instances if r["state"] != SUCCESS and r["id"] not in stopped_by_rule]
+        ended = {r["id"]: r["state"] for r in instances}
+        v += [
+            f"stopped instance {i} ended in state {ended.get(i)}"
+            for i in sorted(stopped)
+            if ended.get(i) not in (STOP, SUCCESS)
+        ]
+        late = await conn.fetch(
+            "SELECT l.workflow_instance_id, l.task_instance_id, l.start_time, w.end_time FROM chaos_ledger l"
+            " JOIN workflow_instance w ON w.id = l.workflow_instance_id"
+            " WHERE l.workflow_instance_id = ANY($1) AND w.state = $2 AND l.start_time > w.end_time",
+            sorted(stopped),
+            STOP,
+        )
+        v += [f"stopped instance {r['workflow_instance_id']}: task instance {r['task_instance_id']} started "
+              f"{r['start_time']} after its end {r['end_time']}" for r in late]  # fmt: skip
+        not_ok = [
+            (r["id"], r["state"])
+            for r in instances
+            if r["state"] != SUCCESS and r["id"] not in stopped_by_rule and r["id"] not in stopped
+        ]
         if not_ok:
             bad = await conn.fetch(
                 "SELECT workflow_instance_id, name, attempt, state, host FROM task_instance"

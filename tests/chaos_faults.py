@@ -29,7 +29,9 @@ import asyncpg
 import psutil
 
 from engine.storage.failures import DB_FAILURES
-from tests.helpers import NodeProc, eventually
+from rpc.errors import RpcError
+from rpc.messages import WorkflowControl
+from tests.helpers import NodeProc, eventually, rpc_client
 from tests.task_watch import TaskWatcher
 
 if TYPE_CHECKING:
@@ -63,12 +65,14 @@ class Chaos:
     watcher: TaskWatcher | None = None
     #: ids of the poison commands inserted: each must end in error_command
     poison: list[int] = field(default_factory=list)
+    #: instances a stop storm stopped (or may have): each ends STOP or SUCCESS, no task starting after its end
+    stopped: set[int] = field(default_factory=set)
 
     def fault(self, label: str) -> None:
         self.summary.faults[label] += 1
 
     def live_node(self, role: str) -> tuple[str, NodeProc] | None:
-        """A random running node of ``role`` (master, worker; None if none runs)."""
+        """A random running node of ``role`` (master, worker, "": any; None if none runs)."""
         live = sorted(s for s, n in self.cluster.nodes.items()
                       if s.startswith(role) and n.proc.exited() is None and n.proc.record)  # fmt: skip
         if not live:
@@ -152,6 +156,23 @@ async def _wedge(chaos: Chaos, slot: str, node: NodeProc) -> None:
         record.signal(signal.SIGKILL)
 
 
+#: the largest step of a node's wall clock the clock-step fault makes: inside master.max_clock_skew (1 s), so
+#: a master still starts; its dispatches' validity and a worker's checks of it are read across the step
+CLOCK_STEP = 0.9
+
+
+async def _clock_step(chaos: Chaos, slot: str, node: NodeProc) -> None:
+    """The node's wall clock steps (``debug.clock_offset``: its ``time.time()`` moves by up to
+    ``CLOCK_STEP`` s, ahead or behind): it is killed -9 and started again with the offset, which it keeps
+    until its next restart."""
+    assert node.proc.record is not None and node.proc.popen is not None
+    node.proc.record.signal(signal.SIGKILL)
+    await asyncio.to_thread(node.proc.popen.wait)
+    offset = chaos.rng.choice((-1, 1)) * chaos.rng.uniform(0.3, CLOCK_STEP)
+    with contextlib.suppress(AssertionError):  # could not start now (an outage): restarted next round, unstepped
+        await asyncio.to_thread(chaos.cluster.start_node, slot, 0, {"PORPOISE_DEBUG_CLOCK_OFFSET": f"{offset:.3f}"})
+
+
 async def _kill_before_report(chaos: Chaos, slot: str, node: NodeProc) -> None:
     """A worker dies after a task's process ended and before its result reached a master: the worker is
     restarted with worker.test_hold_results (results spooled, never sent), killed -9 once a result is in
@@ -213,6 +234,42 @@ async def _poison(chaos: Chaos) -> bool:
     return True
 
 
+async def _stop_storm(chaos: Chaos) -> bool:
+    """Many stops at once while the load runs: 5-15 running instances (of workflows without run limits:
+    their rules' checks expect every run to end SUCCESS) are stopped through their owners' workflow.control,
+    all together. Each must end STOP (or SUCCESS: its last task ended first) and start no task after its end
+    (``chaos.stopped``: checked in tests/chaos.py)."""
+    try:
+        conn = await asyncpg.connect(chaos.dsn, timeout=5)
+        try:
+            rows = await conn.fetch(
+                "SELECT w.id, w.host FROM workflow_instance w JOIN workflow_definition d"
+                " ON d.code = w.workflow_definition_code WHERE w.state = 1 AND w.host <> ''"
+                " AND d.execution_type = 0 AND coalesce(d.max_active_runs, 0) = 0 ORDER BY w.id"
+            )
+        finally:
+            await conn.close()
+    except DB_FAILURES:
+        return False  # PostgreSQL is down: no storm this round
+    if len(rows) < 2:
+        return False
+    picked = chaos.rng.sample(rows, k=min(len(rows), chaos.rng.randint(5, 15)))
+    client = rpc_client()
+    try:
+        replies = await asyncio.gather(
+            *(client.call(r["host"], WorkflowControl(r["id"], "stop", "chaos stop storm")) for r in picked),
+            return_exceptions=True,
+        )
+    finally:
+        await client.close()
+    for r, reply in zip(picked, replies, strict=True):
+        # a stop that may have acted (accepted, or its answer lost) allows STOP; one refused, none
+        acted = isinstance(reply, dict) and reply.get("accepted")
+        if acted or (isinstance(reply, RpcError) and reply.maybe_delivered):
+            chaos.stopped.add(r["id"])
+    return True
+
+
 def _on(role: str, fault: Callable[[Chaos, str, NodeProc], Awaitable[None]]) -> Inject:
     """``fault`` on a random running node of ``role`` (not injected when none runs)."""
 
@@ -242,6 +299,8 @@ FAULT_KINDS: dict[str, FaultKind] = {
             2,
             "a worker killed -9 between its task's end and the report (result spooled, sent on restart)",
         ),
+        FaultKind("clock-step", _on("", _clock_step), 1, "a master's or worker's wall clock steps (up to 0.9 s)"),
+        FaultKind("stop-storm", _stop_storm, 1, "5-15 running instances stopped at once through their masters"),
         FaultKind("hold-replies", _hold_replies, 2, "a worker's replies to masters held back past the RPC timeout"),
         FaultKind("drop-requests", _drop_requests, 2, "requests from masters to a worker lost on the way"),
         FaultKind("poison", _poison, 1, "a START_PROCESS with an unresolvable start param + one for no definition"),

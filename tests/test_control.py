@@ -296,3 +296,16 @@ def test_schedule_api_rules(api_cluster: ApiCluster) -> None:
     updated = client.put(f"/api/v1/schedules/{sched['id']}", {"crontab": "0 30 1 * * ?"})
     assert updated["crontab"] == "0 30 1 * * ?" and updated["release_state"] == "OFFLINE"
     assert client.delete(f"/api/v1/schedules/{sched['id']}") == {"deleted": sched["id"]}
+
+
+def test_a_stop_ends_an_instance_whose_task_no_worker_can_take(api_cluster: ApiCluster, tmp_path: Path) -> None:
+    # no live worker serves the task's group: its attempt waits in the master's dispatch queue; a stop drops it
+    # from there (KILL, never sent) and the instance ends STOP instead of staying READY_STOP
+    c, ledger = api_cluster, tmp_path / "ledger"
+    code = create(c, [{**ledger_task("a", ledger), "worker_group": "served-by-nobody"}])
+    wid = start(c, code)
+    wait_sync(lambda: task_rows(c, wid) == [("a", 1, "SUBMITTED_SUCCESS", 1)], 30, what="the attempt queued")
+    assert c.client().post(f"/api/v1/instances/{wid}/stop")["accepted"]
+    final = wait_final(c, wid)
+    assert final["state"] == "STOP" and [t["state"] for t in final["tasks"]] == ["KILL"]
+    assert ran(ledger) == []  # never sent

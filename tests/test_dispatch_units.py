@@ -27,7 +27,8 @@ from engine.master.selectors import (
     RoundRobinSelector,
     load_weight,
 )
-from engine.master.workflow_messages import DispatchLost, TaskDispatched
+from engine.master.workflow_messages import DispatchLost, TaskDispatched, TaskResultEvent
+from engine.states import TaskState
 from registry import NodeInfo
 from registry.heartbeat import Heartbeat
 from registry.keys import NodeId
@@ -230,9 +231,14 @@ class _FakeRun:
     def __init__(self) -> None:
         #: (task instance id, attempt) a worker reported on (or that ended): no longer waiting for a worker
         self.reported: set[tuple[int, int]] = set()
+        #: the run is stopping: it wants nothing more sent
+        self.stopping = False
 
     def awaits_dispatch(self, task_instance_id: int, attempt: int) -> bool:
         return (task_instance_id, attempt) not in self.reported
+
+    def wants_dispatch(self, task_instance_id: int, attempt: int) -> bool:
+        return not self.stopping and self.awaits_dispatch(task_instance_id, attempt)
 
 
 class _FakeActor:
@@ -497,6 +503,48 @@ async def test_a_send_planned_before_its_actor_ended_never_leaves() -> None:
         await d.close()
     assert [c[1] for c in rpc.calls] == [(7,)]
     assert fenced.events == []
+
+
+def _killed(actor: _FakeActor) -> list[int]:
+    return [e.task_instance_id for e in actor.events if isinstance(e, TaskResultEvent) and e.state is TaskState.KILL]
+
+
+async def test_a_queued_attempt_of_a_stopped_run_is_dropped_and_ends_kill() -> None:
+    # no live worker in the group: the attempts wait in the queue; the run stops; cancel drops them (each
+    # reported KILL, so the run can end STOP), and another run's attempt stays queued
+    rpc = _FakeRpc(lambda _h, _m: DispatchReply(True, "", 5))
+    stopped, other = _FakeActor(), _FakeActor()
+    async with _dispatcher(rpc, []) as d:
+        d.submit(_request(stopped, 7))
+        d.submit(_request(stopped, 8))
+        d.submit(_request(other, 9))
+        await eventually(lambda: len(d._waiting.get("default", ())) == 3, 5, "every attempt waiting for a worker")
+        stopped.run.stopping = True
+        d.cancel(stopped)
+        assert len(d) == 1 and sorted(_killed(stopped)) == [7, 8] and other.events == []
+    assert rpc.calls == []
+
+
+async def test_a_send_planned_before_its_run_stopped_never_leaves() -> None:
+    # the only send slot is busy; the next attempt is planned and waits for it; meanwhile its run stopped:
+    # it must not leave (it would run after the stop), and it ends KILL instead
+    rpc = _GatedRpc(lambda _h, _m: DispatchReply(True, "", 5))
+    busy, stopping = _FakeActor(), _FakeActor()
+    d = Dispatcher(rpc, lambda _group: [_worker("a:1")], selector="round_robin", retry_delay=0.01,  # type: ignore[arg-type]
+                   concurrency=1, valid_until=lambda: now_ms() + 60_000)  # fmt: skip
+    d.start()
+    try:
+        d.submit(_request(busy, 7))
+        await rpc.first_in.wait()
+        d.submit(_request(stopping, 8))
+        await eventually(lambda: not d._heap, 5, "the second attempt planned")
+        stopping.run.stopping = True
+        rpc.gate.set()
+        await eventually(lambda: busy.events and not d._sends, 5, "every planned send done")
+    finally:
+        await d.close()
+    assert [c[1] for c in rpc.calls] == [(7,)]
+    assert _killed(stopping) == [8] and len(stopping.events) == 1
 
 
 async def test_an_attempt_refused_after_its_actor_ended_tries_no_other_worker() -> None:

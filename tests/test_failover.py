@@ -21,6 +21,7 @@ from engine.workflows.model import TaskDef
 from registry import EtcdClient
 from rpc.messages import HostUpdate, HostUpdateReply, TaskDispatch, TaskKill
 from tests.cluster_harness import command, instance_for, query, save, shell, started, started_unguarded, tasks_of
+from tests.delay_proxy import DelayProxy
 from tests.helpers import NodeProc, eventually, rpc_client
 from tests.task_watch import WATCH_PREAMBLE, TaskWatcher
 from tests.worker_harness import ReportSink, dispatch, task
@@ -370,3 +371,50 @@ async def test_a_sub_workflow_parent_survives_its_master_without_a_second_child(
     links = await query(fresh_db, "SELECT workflow_instance_id FROM sub_workflow_relation")
     assert [r["workflow_instance_id"] for r in links] == [child]
     assert len(runs(ledger, "long")) == 1 and len(runs(ledger, "after")) == 1
+
+
+async def test_a_worker_restarted_at_its_address_within_its_ttl_keeps_what_its_new_incarnation_took(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
+    """The incarnation race (issue 25.3), made deterministic: the master reaches etcd through a proxy whose
+    replies are held, so its view keeps the killed worker's key while the worker, restarted at the same
+    address, registers anew and takes the master's dispatch; released, the master's watch applies the old
+    incarnation's removal after that dispatch. The attempt the new incarnation runs must not be failed as
+    lost (it would run a second time, while the first still runs)."""
+    ttl = 30.0  # the hold outlasts a worker's start: no lease of the master runs out meanwhile
+    scheme = etcd_server.endpoint.split("://", 1)[0]
+    proxy = await DelayProxy(etcd_server.client_port).start()
+    env = {"PORPOISE_DATABASE_DSN": fresh_db, "PORPOISE_MASTER_MAX_CPU_LOAD_AVG": "100000",
+           "PORPOISE_WORKER_MAX_CPU_LOAD_AVG": "100000"}  # fmt: skip
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    try:
+        master = await asyncio.to_thread(node_factory, "master", f"{scheme}://127.0.0.1:{proxy.port}", etcd_root, ttl,
+                                         **env)  # fmt: skip
+        first = await asyncio.to_thread(node_factory, "worker", etcd_server.endpoint, etcd_root, ttl, **env)
+        (warm,) = await command(fresh_db, await save(fresh_db, "incarnation-warm", [shell("a", "true")]))
+        assert (await instance_for(fresh_db, warm))["state"] == SUCCESS  # the master dispatches to the worker
+        kill(first)
+        assert first.proc.popen is not None
+        await asyncio.to_thread(first.proc.popen.wait)
+        proxy.hold()  # the master hears nothing more from etcd: its view keeps the killed incarnation
+        second = await asyncio.to_thread(node_factory, "worker", etcd_server.endpoint, etcd_root, ttl,
+                                         port=first.port, **env)  # fmt: skip
+        cmd, wi = await start_gated(fresh_db, "incarnation-race", ledger, gate, follow_up=False)
+        (attempt,) = await tasks_of(fresh_db, wi["id"])
+        assert attempt["host"] == second.address == first.address  # taken by the new incarnation
+        proxy.release()
+        log = master.proc.log_path
+
+        def removal_applied() -> bool:
+            return any("worker left" in line and first.address in line for line in log.read_text().splitlines())
+
+        await eventually(removal_applied, 30, "the master applied the old incarnation's removal")
+        gate.touch()
+        final = await instance_for(fresh_db, cmd)
+    finally:
+        proxy.release()
+        await proxy.close()
+    assert final["state"] == SUCCESS
+    rows = await tasks_of(fresh_db, wi["id"])
+    assert [(r["attempt"], r["state"]) for r in rows] == [(1, SUCCESS)], [dict(r) for r in rows]
+    assert len(runs(ledger, "long")) == 1

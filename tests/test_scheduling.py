@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 from engine.infra.etcd import EtcdServer
+from engine.scheduling import scheduler as scheduler_module
 from engine.scheduling.cron import CronError, next_times, parse
 from engine.scheduling.scheduler import FIRE_ALL, SKIP, Scheduler, due_times, set_online
 from tests.cluster_harness import query, save, shell, started
@@ -216,6 +217,35 @@ async def test_a_schedule_put_online_before_its_start_time_fires_nothing_before_
         ]
     finally:
         await pool.close()
+
+
+class _AheadDatetime(dt.datetime):
+    """datetime whose now() reads 10 minutes ahead: this master's wall clock stepped forward."""
+
+    @classmethod
+    def now(cls, tz: dt.tzinfo | None = None) -> _AheadDatetime:  # type: ignore[override]
+        return super().now(tz) + _minutes(10)
+
+
+async def test_a_master_whose_clock_runs_ahead_fires_nothing_before_the_database_time(
+    fresh_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code = await save(fresh_db, "cron-ahead", [shell("a", "true")])
+    sid = await _schedule(fresh_db, code, "0 * * * * ?")
+    await query(fresh_db, "UPDATE schedule SET fired_until = now() - interval '5 minutes'")
+    ahead = type("dt", (), {"datetime": _AheadDatetime, "timedelta": dt.timedelta, "UTC": dt.UTC})
+    monkeypatch.setattr(scheduler_module, "dt", ahead)  # the master's clock, 10 minutes fast
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    try:
+        await Scheduler(pool, lambda: (0, 1), 1, 3600, 1000).tick()
+    finally:
+        await pool.close()
+    rows = await query(
+        fresh_db, "SELECT schedule_time, schedule_time <= now() AS come FROM command WHERE schedule_id = $1", sid
+    )
+    assert len(rows) in (4, 5, 6) and all(r["come"] for r in rows)  # the 5 missed minutes, none of the 10 ahead
+    watermark = await query(fresh_db, "SELECT fired_until <= now() AS ok FROM schedule WHERE id = $1", sid)
+    assert watermark[0]["ok"]
 
 
 async def test_a_crontab_failing_after_it_was_saved_skips_only_its_schedule(fresh_db: str) -> None:

@@ -19,6 +19,7 @@ from engine.master.workflow_messages import (
     RERUN_ON_RESUME,
     ArmTimer,
     Attempt,
+    CancelDispatch,
     CancelTimer,
     CreateAttempts,
     DispatchLost,
@@ -568,6 +569,34 @@ def test_an_attempt_dispatched_after_the_stop_is_killed() -> None:
     assert _kills(sim.apply(sim.run.handle(TaskDispatched(a.id, a.attempt, "w:1")))) == [1]
     assert a.host == "w:1"
     assert _kills(sim.apply(sim.run.handle(TaskRunningEvent(a.id, a.attempt, "w:1", 7, "", "", 1)))) == [1]
+
+
+def _cancelled(actions: list[Any]) -> list[int]:
+    return sorted(a.id for x in actions if isinstance(x, CancelDispatch) for a in x.attempts)
+
+
+def test_a_stop_cancels_the_attempts_still_queued_for_a_worker_and_ends_stop() -> None:
+    # a is queued in the dispatcher (no live worker in its group, say), b runs: the stop drops a from the
+    # queue (the dispatcher answers with a KILL result) instead of waiting for a dispatch that never comes
+    sim = Sim(spec({"a": [], "b": []}))
+    a = sim.attempt("a")
+    sim.running("b")
+    assert sim.run.wants_dispatch(a.id, a.attempt)
+    out = sim.apply(sim.run.handle(StopRequested()))
+    assert _cancelled(out) == [a.id]  # b has a host: it is killed there, not cancelled
+    assert not sim.run.wants_dispatch(a.id, a.attempt)
+    assert _cancelled(sim.fire(("kill-resend",))) == [a.id]  # again on every resend while it is queued
+    assert _cancelled(sim.apply(sim.run.handle(StopRequested("again")))) == [a.id]
+    sim.finish("b", K)
+    out = sim.apply(sim.run.handle(TaskResultEvent(a.id, a.attempt, K, -1, 0, 3, message="stopped before dispatch")))
+    assert final_state(out) is WorkflowState.STOP
+
+
+def test_a_stopping_run_taken_over_cancels_its_queued_attempts() -> None:
+    sp = spec({"a": []})
+    queued = Attempt(1, 1, 0, TaskState.SUBMITTED_SUCCESS, id=5)
+    run = WorkflowRun(99, sp, CONTINUE, WorkflowState.READY_STOP, [queued])
+    assert _cancelled(run.start(now=NOW)) == [5] and not run.wants_dispatch(5, 1)
 
 
 def test_a_stopping_run_taken_over_sends_its_kills() -> None:

@@ -29,6 +29,7 @@ from engine.master.workflow_messages import (
     Action,
     ArmTimer,
     Attempt,
+    CancelDispatch,
     CancelTimer,
     ControlChild,
     CreateAttempts,
@@ -148,6 +149,7 @@ class WorkflowActor:
         max_sub_workflow_depth: int = 10,
         control: Callable[[int, str], Awaitable[None]] | None = None,
         group_waiting: frozenset[int] = frozenset(),
+        cancel_dispatch: Callable[[WorkflowActor], None] | None = None,
     ) -> None:
         self.info = info
         self.spec = spec
@@ -156,6 +158,8 @@ class WorkflowActor:
         self.wheel = wheel
         self.me = me
         self._dispatch = dispatch
+        #: drops this actor's queued attempts its run no longer wants sent (Dispatcher.cancel)
+        self._cancel_dispatch = cancel_dispatch
         self._kill = kill
         self._on_finished = on_finished
         self.queue: asyncio.Queue[_Posted] = asyncio.Queue()
@@ -338,6 +342,9 @@ class WorkflowActor:
             elif isinstance(action, CancelTimer):
                 self._timers.discard(action.key)
                 self.wheel.cancel((self.info.id, *action.key))
+            elif isinstance(action, CancelDispatch):
+                if self._cancel_dispatch is not None:
+                    self._cancel_dispatch(self)
             elif isinstance(action, KillTask) and action.attempt.id in self.group_waiting:
                 a = self.group_waiting.pop(action.attempt.id)  # never dispatched: nothing to kill
                 now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)

@@ -44,7 +44,8 @@ from engine import logs
 from engine.aio import cancel_and_wait
 from engine.master.actor import DispatchRequest
 from engine.master.selectors import SELECTORS, Candidate
-from engine.master.workflow_messages import DispatchLost, TaskDispatched
+from engine.master.workflow_messages import DispatchLost, TaskDispatched, TaskResultEvent
+from engine.states import TaskState
 from registry import NodeInfo, ServerStatus
 from rpc import RpcClient
 from rpc.errors import BadRequest, RpcError
@@ -462,12 +463,53 @@ class Dispatcher:
 
     @staticmethod
     def _live(requests: list[DispatchRequest]) -> list[DispatchRequest]:
-        """Those whose actor still runs. Checked right before every send, with no await between it and
-        the lease check: a send planned before our lease was lost (waiting for a send slot, or for a
-        worker's refusal before trying the next) must not leave under the lease we registered anew,
-        with the old epoch, once the instance is another master's (a worker that never heard of the
-        new owner would take it: one attempt running twice)."""
-        return [r for r in requests if r.actor.task is not None]
+        """Those whose actor still runs and whose run still wants them sent. Checked right before every
+        send, with no await between it and the lease check: a send planned before our lease was lost
+        (waiting for a send slot, or for a worker's refusal before trying the next) must not leave under
+        the lease we registered anew, with the old epoch, once the instance is another master's (a worker
+        that never heard of the new owner would take it: one attempt running twice). An attempt of a run
+        that stopped meanwhile is not sent either: it ends KILL (``_unwanted``)."""
+        live = []
+        for r in requests:
+            if r.actor.task is None:
+                continue
+            if r.actor.run.wants_dispatch(r.message.task_instance_id, r.message.attempt):
+                live.append(r)
+            else:
+                Dispatcher._unwanted(r)
+        return live
+
+    @staticmethod
+    def _unwanted(request: DispatchRequest) -> None:
+        """``request`` leaves the queue unsent because its run no longer wants it (it stopped): the attempt
+        ends KILL (a report for an attempt the run has moved past is ignored there)."""
+        m = request.message
+        log.info("dispatch cancelled: its workflow is stopping", task_instance_id=m.task_instance_id, attempt=m.attempt)
+        request.actor.post(TaskResultEvent(m.task_instance_id, m.attempt, TaskState.KILL, -1, 0, now_ms(),
+                                           message="stopped before it was dispatched"))  # fmt: skip
+
+    def cancel(self, actor: Any) -> None:
+        """Drop ``actor``'s queued attempts its run no longer wants sent (a stop): each ends KILL. Attempts
+        already on their way are not here: they are checked again before each send, and an accepted one
+        is killed where it runs."""
+
+        def keep(r: DispatchRequest) -> bool:
+            if r.actor is not actor or r.actor.task is None:
+                return True  # another run's; an ended actor's is dropped when popped
+            if r.actor.run.wants_dispatch(r.message.task_instance_id, r.message.attempt):
+                return True
+            self._unwanted(r)
+            return False
+
+        self._heap = [r for r in self._heap if keep(r)]
+        heapq.heapify(self._heap)
+        for group in list(self._waiting):
+            left = [r for r in self._waiting[group] if keep(r)]
+            if left:
+                heapq.heapify(left)
+                self._waiting[group] = left
+            else:
+                del self._waiting[group]
 
     @staticmethod
     def _undecided(requests: list[DispatchRequest]) -> list[DispatchRequest]:

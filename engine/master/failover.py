@@ -102,6 +102,7 @@ class FailoverService(BackgroundService):
             if change.info.address != self.me:
                 self._kick.set()
             return
+        log.info("worker left", worker=change.info.address, incarnation=change.info.create_revision)
         self.worker_lost(change.info.address, change.info.create_revision)
 
     def retake(self, instance_id: int, epoch: int) -> None:

@@ -348,6 +348,7 @@ class Master(Node):
             max_sub_workflow_depth=self.cfg.master.max_sub_workflow_depth,
             control=self._control_instance,
             group_waiting=group_waiting,
+            cancel_dispatch=self._cancel_dispatch,
         )
         self.actors[info.id] = actor
         actor.start()
@@ -355,6 +356,9 @@ class Master(Node):
 
     def _dispatch(self, request: DispatchRequest) -> None:
         self.dispatcher.submit(request)
+
+    def _cancel_dispatch(self, actor: WorkflowActor) -> None:
+        self.dispatcher.cancel(actor)
 
     def _actor_done(self, actor: WorkflowActor, final: WorkflowState | None) -> None:
         if self.actors.get(actor.id) is actor:

@@ -32,6 +32,7 @@ from engine.master.workflow_messages import (
     Action,
     ArmTimer,
     Attempt,
+    CancelDispatch,
     CancelTimer,
     ControlChild,
     CreateAttempts,
@@ -152,6 +153,17 @@ class WorkflowRun:
         """Whether this attempt is current and no worker has reported on it yet (SUBMITTED / DISPATCH)."""
         a = self._current_attempt(task_instance_id, attempt)
         return a is not None and a.state in (TaskState.SUBMITTED_SUCCESS, TaskState.DISPATCH)
+
+    def wants_dispatch(self, task_instance_id: int, attempt: int) -> bool:
+        """Whether this attempt, queued for a worker, should still be sent: it is current, not yet sent,
+        and the run is not stopping (the dispatcher asks right before each send)."""
+        a = self._current_attempt(task_instance_id, attempt)
+        return (
+            a is not None
+            and a.state is TaskState.SUBMITTED_SUCCESS
+            and not self.finished
+            and self.state is not WorkflowState.READY_STOP
+        )
 
     def _ready(self, code: int) -> bool:
         if code not in self.scope or code in self.retry_pending or code in self.failed or code in self.skipped:
@@ -461,11 +473,19 @@ class WorkflowRun:
         return actions + self._maybe_finish()
 
     def _kill_active(self) -> list[Action]:
-        """Kills for every attempt still active, and the timer that sends them again while they are."""
+        """Kills for every attempt still active, the attempts never sent dropped from the dispatch queue
+        (each comes back as a KILL result: only the dispatcher knows whether it left already), and the timer
+        that does both again while any is active."""
         active = self.active()
         if not active:
             return []
-        return [KillTask(a) for a in active] + [ArmTimer(("kill-resend",), KILL_RESEND, KillResend())]
+        actions: list[Action] = [KillTask(a) for a in active]
+        queued = tuple(
+            a for a in active if a.state is TaskState.SUBMITTED_SUCCESS and not a.host and a.code not in self.logic
+        )
+        if queued:
+            actions.append(CancelDispatch(queued))
+        return [*actions, ArmTimer(("kill-resend",), KILL_RESEND, KillResend())]
 
     def _on_kill_resend(self, ev: KillResend) -> list[Action]:
         if self.state is not WorkflowState.READY_STOP:

@@ -217,6 +217,14 @@ class KillTask:
 
 
 @dataclass(frozen=True)
+class CancelDispatch:
+    """The run stopped: the dispatcher drops its attempts still queued for a worker (never sent), each
+    reported back as KILL; one already on its way is killed once its worker is known."""
+
+    attempts: tuple[Attempt, ...]
+
+
+@dataclass(frozen=True)
 class ArmTimer:
     key: tuple[Any, ...]
     delay: float
@@ -266,6 +274,7 @@ Action = (
     CreateAttempts
     | PersistTask
     | KillTask
+    | CancelDispatch
     | ArmTimer
     | CancelTimer
     | SetWorkflowState

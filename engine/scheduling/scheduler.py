@@ -12,7 +12,9 @@ its own schedule time) or dropped (``skip``) when older than ``misfire_threshold
 time of an offline workflow is passed over, as DolphinScheduler skips it. No time before the
 schedule's ``start_time`` fires, whenever it was put online.
 
-Fire times are computed in a thread (each costs bounded work, engine/scheduling/cron.py, but a tick
+Fire times are cut at the database's clock (``now()`` read with the schedules), never at this master's:
+a master whose clock runs ahead of the others' fires nothing early, one behind fires late only by its
+poll. Fire times are computed in a thread (each costs bounded work, engine/scheduling/cron.py, but a tick
 may compute many). A schedule that cannot be evaluated (refused since it was saved, or failing in
 any way) is logged once and passed over; the others keep firing.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +42,7 @@ FIRE_ALL, SKIP = "fire_all", "skip"
 SCAN_LIMIT = 100_000
 
 _ONLINE = (
-    "SELECT s.id, s.crontab, s.timezone_id, s.start_time, s.end_time, s.misfire_policy,"
+    "SELECT now() AS db_now, s.id, s.crontab, s.timezone_id, s.start_time, s.end_time, s.misfire_policy,"
     " greatest(s.fired_until, s.start_time - interval '1 microsecond') AS watermark"
     " FROM schedule s WHERE s.release_state = 1 AND s.id % $1 = $2"
 )
@@ -115,7 +118,7 @@ class Scheduler(BackgroundService):
         misfire_threshold: float,
         misfire_max_fires: int,
         metrics: Any = None,
-        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        clock: Callable[[], dt.datetime] | None = None,
     ) -> None:
         self.pool = pool
         self.slot = slot
@@ -123,6 +126,7 @@ class Scheduler(BackgroundService):
         self.threshold = misfire_threshold
         self.max_fires = misfire_max_fires
         self.metrics = metrics
+        #: the time fire times are cut at (tests); None: the database's now(), read with the schedules
         self.clock = clock
         self._bad: dict[int, str] = {}
 
@@ -130,26 +134,36 @@ class Scheduler(BackgroundService):
         while True:
             wait = self.poll_interval
             try:
-                nxt = await self.tick()
-                if nxt is not None:
-                    wait = min(wait, max(0.0, (nxt - self.clock()).total_seconds()))
+                started = time.monotonic()
+                nxt, now = await self._tick()
+                if nxt is not None and now is not None:
+                    # on the clock the tick cut at (the database's), less the time the tick took
+                    wait = min(wait, max(0.0, (nxt - now).total_seconds() - (time.monotonic() - started)))
             except DB_FAILURES as exc:
                 log.warning("schedule tick failed", error=str(exc))
             await asyncio.sleep(wait)
 
     async def tick(self) -> dt.datetime | None:
         """Fire what is due for this master's schedules; returns the earliest next fire time."""
+        return (await self._tick())[0]
+
+    async def _tick(self) -> tuple[dt.datetime | None, dt.datetime | None]:
+        """The earliest next fire time and the time the tick cut fire times at: the database's ``now()``,
+        read in the statement that reads the schedules, so a master whose clock runs ahead never fires a
+        time before it has come (a fire time is a business date: early is wrong, however little)."""
         index, count = self.slot()
         if count == 0:
-            return None
+            return None, None
         rows = await self.pool.fetch(_ONLINE, count, index)
-        now = self.clock()
+        if not rows:
+            return None, None
+        now = self.clock() if self.clock is not None else aware(rows[0]["db_now"])
         earliest: dt.datetime | None = None
         for row in rows:
             nxt = await self._schedule(row, now)
             if nxt is not None and (earliest is None or nxt < earliest):
                 earliest = nxt
-        return earliest
+        return earliest, now
 
     def _times(self, row: asyncpg.Record, now: dt.datetime) -> tuple[list[dt.datetime], int, dt.datetime | None]:
         times, dropped = due_times(
