@@ -37,7 +37,9 @@ def fan_in(name: str, width: int, sleep: float) -> WorkflowDef:
     tasks.append(
         TaskDef("join", "SHELL", {"rawScript": script}, upstream=tuple(t.name for t in tasks), retry_interval=0)
     )
-    return WorkflowDef(name=name, project="hosts", tasks=tuple(tasks), global_params=())
+    # a start may set only declared globals: the ledger's DSN comes with each start
+    ledger = ({"prop": "ledger_dsn", "direct": "IN", "type": "VARCHAR", "value": ""},)
+    return WorkflowDef(name=name, project="hosts", tasks=tuple(tasks), global_params=ledger)
 
 
 def _boot_time_error() -> float:
