@@ -280,8 +280,11 @@ def launch_api_cluster(
         runner = start("worker", worker_overrides) if worker else None
         api = start(
             "api",
+            # no anonymous rate limit: walking every route without a token (test_api.py) spends more than the
+            # default burst from one address, and the next test's refused token would get 429 (the limits have
+            # their own API in test_api_limits.py)
             ["api.token_cache_seconds=0", "api.alert_retry_seconds=0.2", "api.alert_poll_interval=0.1",
-             "api.alert_timeout=2", "api.alert_webhook_allow=[127.0.0.0/8]"],
+             "api.alert_timeout=2", "api.alert_webhook_allow=[127.0.0.0/8]", "api.anonymous_rate_limit_per_second=0"],
         )  # fmt: skip
         cluster = ApiCluster(dsn, api.url, token, root, api, master, runner, work, key_file, ca_file)  # type: ignore[arg-type]
         wait_sync(lambda: _cluster_seen(cluster, worker), 30, what="api sees the cluster")
