@@ -7,6 +7,7 @@ Every state change of an instance or a task instance goes through :func:`check_w
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 
 
 class CommandType(enum.IntEnum):
@@ -25,6 +26,27 @@ class CommandType(enum.IntEnum):
     STOP = 9
     #: wake a run waiting behind its workflow's serial rule or cap (inserted by the master only)
     RECOVER_SERIAL_WAIT = 11
+
+
+class ReleaseState(enum.IntEnum):
+    """``release_state`` of workflow definitions and schedules."""
+
+    OFFLINE = 0
+    ONLINE = 1
+
+
+class UserType(enum.IntEnum):
+    """``users.user_type``."""
+
+    ADMIN = 0
+    GENERAL = 1
+
+
+class UserState(enum.IntEnum):
+    """``users.state``: a disabled user's sessions and tokens stop working."""
+
+    DISABLED = 0
+    ENABLED = 1
 
 
 class WorkflowState(enum.IntEnum):
@@ -102,6 +124,24 @@ TASK_FINISHED = frozenset(
 TASK_ACTIVE = frozenset(
     {TaskState.SUBMITTED_SUCCESS, TaskState.DISPATCH, TaskState.RUNNING_EXECUTION, TaskState.DELAY_EXECUTION}
 )
+
+#: a finished dependency's outcome for DEPENDENT tasks: its task succeeded (SUCCESS, FORCED_SUCCESS)
+TASK_SUCCEEDED = frozenset({TaskState.SUCCESS, TaskState.FORCED_SUCCESS})
+#: a finished dependency's outcome for DEPENDENT tasks: its task failed or was stopped
+TASK_FAILED_OUTCOMES = frozenset(
+    {TaskState.PAUSE, TaskState.STOP, TaskState.FAILURE, TaskState.NEED_FAULT_TOLERANCE, TaskState.KILL}
+)
+
+
+def sql_codes(codes: Iterable[enum.IntEnum]) -> str:
+    """``(0, 1, 12)``: codes as a SQL list, for the partial-index conditions that cannot take parameters."""
+    return "(" + ", ".join(str(int(c)) for c in sorted(codes)) + ")"
+
+
+def code_list(codes: Iterable[enum.IntEnum]) -> list[int]:
+    """Codes as a ``smallint[]`` query parameter, in a stable order."""
+    return sorted(int(c) for c in codes)
+
 
 W, T, C = WorkflowState, TaskState, CommandType
 

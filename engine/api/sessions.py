@@ -24,6 +24,7 @@ from engine.api.access import Principal
 from engine.api.directory import DirectoryUnavailable, DirectoryUser, grants_of
 from engine.api.passwords import verify_password
 from engine.api.routing import AUDIT_USER, PRINCIPAL, ApiError, Call, Route, json_response
+from engine.states import UserState, UserType
 
 log = logs.get(__name__)
 
@@ -60,12 +61,14 @@ async def session_user(db: asyncpg.Pool, session: str) -> tuple[Principal, str] 
     """The user of a live session cookie and the hash of its CSRF token."""
     row = await db.fetchrow(
         "SELECT s.csrf_hash, u.id, u.user_name, u.user_type FROM user_session s JOIN users u ON u.id = s.user_id"
-        " WHERE s.session_hash = $1 AND s.expire_time > now() AND u.state = 1",
+        f" WHERE s.session_hash = $1 AND s.expire_time > now() AND u.state = {int(UserState.ENABLED)}",
         _digest(session),
     )
     if row is None:
         return None
-    return Principal(int(row["id"]), row["user_name"], row["user_type"] == 0, None, "session"), row["csrf_hash"]
+    return Principal(int(row["id"]), row["user_name"], row["user_type"] == UserType.ADMIN, None, "session"), row[
+        "csrf_hash"
+    ]
 
 
 def csrf_ok(expected_hash: str, header: str | None) -> bool:
@@ -173,7 +176,7 @@ async def login(api: Any, call: Call) -> web.Response:
         good = row is not None
     else:
         good = await verify_password(row["password_hash"] if row else None, password)
-    good = good and row is not None and row["state"] == 1
+    good = good and row is not None and row["state"] == UserState.ENABLED
     if good:
         await api.db.execute("UPDATE login_attempt SET success = true WHERE id = $1", attempt)
     if not good or row is None:
@@ -195,8 +198,15 @@ async def login(api: Any, call: Call) -> web.Response:
         address,
         expires,
     )
-    call.request[PRINCIPAL] = Principal(int(row["id"]), row["user_name"], row["user_type"] == 0, None, "session")
-    answer = {"user": row["user_name"], "admin": row["user_type"] == 0, "csrf_token": csrf, "expire_time": expires}
+    call.request[PRINCIPAL] = Principal(
+        int(row["id"]), row["user_name"], row["user_type"] == UserType.ADMIN, None, "session"
+    )
+    answer = {
+        "user": row["user_name"],
+        "admin": row["user_type"] == UserType.ADMIN,
+        "csrf_token": csrf,
+        "expire_time": expires,
+    }
     response = json_response(answer)
     response.set_cookie(
         COOKIE,

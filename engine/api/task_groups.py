@@ -1,6 +1,6 @@
 """Task groups (DolphinScheduler's task groups, Airflow's pools): create, list, resize live, delete;
 a group's queue with positions; force-start of a waiting task. Changing groups and force-starting
-need an admin user (``users.user_type = 0``); anyone may read.
+need an admin user; anyone may read.
 
 Admission itself is the masters' (engine/concurrency/task_groups_sql.py); a resize or a force start here
 runs the same admission under the group's row lock and notifies the masters on commit.

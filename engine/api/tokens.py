@@ -22,6 +22,7 @@ import asyncpg
 from engine.api import access
 from engine.api.access import Principal, perm_bits, perm_names
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page
+from engine.states import UserState, UserType
 
 ADMIN = "admin"
 DEFAULT_DAYS = 90
@@ -100,12 +101,15 @@ async def token_user(db: asyncpg.Pool | asyncpg.Connection, digest: str) -> Prin
     row = await db.fetchrow(
         "SELECT t.id, t.perm, u.id AS user_id, u.user_name, u.user_type FROM access_token t"
         " JOIN users u ON u.id = t.user_id"
-        " WHERE t.token_hash = $1 AND (t.expire_time IS NULL OR t.expire_time > now()) AND u.state = 1",
+        " WHERE t.token_hash = $1 AND (t.expire_time IS NULL OR t.expire_time > now())"
+        f" AND u.state = {int(UserState.ENABLED)}",
         digest,
     )
     if row is None:
         return None
-    return Principal(int(row["user_id"]), row["user_name"], row["user_type"] == 0, row["perm"], "token", row["id"])
+    return Principal(
+        int(row["user_id"]), row["user_name"], row["user_type"] == UserType.ADMIN, row["perm"], "token", row["id"]
+    )
 
 
 async def mark_used(db: asyncpg.Pool | asyncpg.Connection, token_id: int) -> None:

@@ -14,6 +14,7 @@ from engine.api import access
 from engine.api.access import Principal
 from engine.api.passwords import hash_password, password_problem, verify_password
 from engine.api.routing import PAGE, ApiError, Call, Route, not_found, page
+from engine.states import UserState, UserType
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9_.@-]+$"}
 _PASSWORD = {"type": "string", "minLength": 1, "maxLength": 1024}
@@ -62,9 +63,9 @@ def user_out(row: Any) -> dict[str, Any]:
     return {
         "id": row["id"],
         "name": row["user_name"],
-        "admin": row["user_type"] == 0,
+        "admin": row["user_type"] == UserType.ADMIN,
         "auth_source": row["auth_source"],
-        "enabled": row["state"] == 1,
+        "enabled": row["state"] == UserState.ENABLED,
         "email": row["email"],
         "create_time": row["create_time"],
     }
@@ -123,7 +124,9 @@ async def get_user(api: Any, call: Call) -> dict[str, Any]:
 
 async def _last_admin(conn: asyncpg.Connection, user_id: int) -> bool:
     return not await conn.fetchval(
-        "SELECT 1 FROM users WHERE user_type = 0 AND state = 1 AND id <> $1 LIMIT 1", user_id
+        f"SELECT 1 FROM users WHERE user_type = {int(UserType.ADMIN)} AND state = {int(UserState.ENABLED)}"
+        " AND id <> $1 LIMIT 1",
+        user_id,
     )
 
 
@@ -132,15 +135,15 @@ async def put_user(api: Any, call: Call) -> dict[str, Any]:
     async with api.db.acquire() as conn, conn.transaction():
         row = await _row(conn, call.path["name"])
         demoted = body.get("admin") is False or body.get("enabled") is False
-        if demoted and row["user_type"] == 0 and await _last_admin(conn, row["id"]):
+        if demoted and row["user_type"] == UserType.ADMIN and await _last_admin(conn, row["id"]):
             raise ApiError(409, "this is the last enabled admin; make another admin first")
         sets: dict[str, Any] = {}
         if "password" in body:
             sets["password_hash"] = await hash_password(_checked(body["password"], "password"))
         if "admin" in body:
-            sets["user_type"] = 0 if body["admin"] else 1
+            sets["user_type"] = UserType.ADMIN if body["admin"] else UserType.GENERAL
         if "enabled" in body:
-            sets["state"] = 1 if body["enabled"] else 0
+            sets["state"] = UserState.ENABLED if body["enabled"] else UserState.DISABLED
         if "email" in body:
             sets["email"] = body["email"]
         if sets:
@@ -161,7 +164,7 @@ async def delete_user(api: Any, call: Call) -> dict[str, Any]:
         row = await _row(conn, call.path["name"])
         if row["id"] == who.user_id:
             raise ApiError(409, "you cannot delete yourself")
-        if row["user_type"] == 0 and await _last_admin(conn, row["id"]):
+        if row["user_type"] == UserType.ADMIN and await _last_admin(conn, row["id"]):
             raise ApiError(409, "this is the last enabled admin; make another admin first")
         owned = [r["name"] for r in await conn.fetch("SELECT name FROM project WHERE user_id = $1", row["id"])]
         if owned:

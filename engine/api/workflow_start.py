@@ -16,7 +16,7 @@ from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES
 from engine.api.tenants import check_tenant
 from engine.api.workflows import workflow_row
 from engine.scheduling.backfill import BackfillError, backfill_param, chunks, list_dates, range_dates
-from engine.states import CommandType
+from engine.states import CommandType, ReleaseState
 from engine.storage.definitions import load_spec
 from engine.tasks.base import ParamError
 from engine.tasks.placing import raw_names
@@ -265,7 +265,8 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
             if "start" not in body or "end" not in body:
                 raise ApiError(400, "a range needs both start and end", "end" if "start" in body else "start")
             crons = await api.db.fetch(
-                "SELECT crontab, timezone_id FROM schedule WHERE workflow_definition_code = $1 AND release_state = 1",
+                "SELECT crontab, timezone_id FROM schedule"
+                f" WHERE workflow_definition_code = $1 AND release_state = {int(ReleaseState.ONLINE)}",
                 row["code"],
             )
             dates = range_dates(_when(body["start"], "start"), _when(body["end"], "end"), [(c[0], c[1]) for c in crons])

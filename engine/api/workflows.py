@@ -13,7 +13,7 @@ from engine.api import access, environments, references
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
 from engine.api.rows import RELEASE_NAMES
 from engine.api.schedules import schedule_json
-from engine.states import WorkflowState
+from engine.states import ReleaseState, WorkflowState
 from engine.storage import sql
 from engine.storage import tables as t
 from engine.storage.definitions import delete_workflow, load_spec, save_workflow, set_release, switch_version
@@ -130,7 +130,9 @@ async def _add_runs_and_fires(db: asyncpg.Pool, items: list[dict[str, Any]]) -> 
         codes,
     )
     schedules = await db.fetch(
-        "SELECT * FROM schedule WHERE workflow_definition_code = ANY($1::bigint[]) AND release_state = 1", codes
+        "SELECT * FROM schedule"
+        f" WHERE workflow_definition_code = ANY($1::bigint[]) AND release_state = {int(ReleaseState.ONLINE)}",
+        codes,
     )
     by_code: dict[int, list[dict[str, Any]]] = {}
     for r in runs:

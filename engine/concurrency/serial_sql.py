@@ -149,7 +149,8 @@ async def claim_woken(conn: asyncpg.Connection, me: str, cmd: asyncpg.Record) ->
     """Inside the claim (the workflow's lock held): take the waiting instance a RECOVER_SERIAL_WAIT
     command names. None when it no longer waits; then the next waiting run is woken instead."""
     row = await conn.fetchrow(
-        "UPDATE workflow_instance SET host = $2, epoch = nextval('workflow_epoch_seq'), state = 1, start_time = now(),"
+        "UPDATE workflow_instance SET host = $2, epoch = nextval('workflow_epoch_seq'),"
+        f" state = {int(WorkflowState.RUNNING_EXECUTION)}, start_time = now(),"
         " end_time = NULL, update_time = now(), state_history = state_history || $4::jsonb"
         " WHERE id = $1 AND state = $3 RETURNING *",
         cmd["workflow_instance_id"],

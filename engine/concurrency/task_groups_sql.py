@@ -26,6 +26,7 @@ import asyncpg
 from engine import logs
 from engine.aio import BackgroundService
 from engine.concurrency.task_groups import admissible
+from engine.states import TaskState
 from engine.storage.failures import DB_FAILURES
 
 log = logs.get(__name__)
@@ -109,7 +110,7 @@ async def release_lost(conn: asyncpg.Connection, instance_id: int) -> None:
     (the adopted ones keep theirs)."""
     rows = await conn.fetch(
         "SELECT q.task_instance_id FROM task_group_queue q JOIN task_instance t ON t.id = q.task_instance_id"
-        " WHERE q.workflow_instance_id = $1 AND (t.state = 8 OR t.flag = 0)",
+        f" WHERE q.workflow_instance_id = $1 AND (t.state = {int(TaskState.NEED_FAULT_TOLERANCE)} OR t.flag = 0)",
         instance_id,
     )
     await release(conn, [int(r["task_instance_id"]) for r in rows])

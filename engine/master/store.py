@@ -32,6 +32,17 @@ from engine.errors import StorageError
 from engine.master.claim import Rules, claim
 from engine.master.workflow_messages import ALERT_FAULT_TOLERANCE, RaiseAlert
 from engine.scheduling.backfill import BACKFILL_ID, INDEX
+from engine.states import (
+    TASK_ACTIVE,
+    TASK_FAILED_OUTCOMES,
+    TASK_SUCCEEDED,
+    WORKFLOW_FAILOVER,
+    WORKFLOW_FINISHED,
+    CommandType,
+    TaskState,
+    WorkflowState,
+    code_list,
+)
 from engine.storage.failures import CONNECTION_LOST
 from engine.tasks.registry import LOGIC_TYPES
 
@@ -116,9 +127,9 @@ _CURRENT_ATTEMPTS = (
     " FROM task_instance WHERE workflow_instance_id = $1 AND flag = 1"
 )
 #: instance states a failover takes over (DolphinScheduler's NEED_FAILOVER_STATES)
-_FAILOVER_STATES = [0, 1, 2, 4, 12]
+_FAILOVER_STATES = code_list(WORKFLOW_FAILOVER)
 #: task states that may still be running somewhere (SUBMITTED, RUNNING, DELAY, DISPATCH)
-_ACTIVE_STATES = [0, 1, 12, 17]
+_ACTIVE_STATES = code_list(TASK_ACTIVE)
 
 # A serial backfill goes on with the next date: a new COMPLEMENT_DATA command like this instance's, whose
 # schedule time is date $4 (0-based) of backfill row $3, in the same transaction as the instance's final
@@ -127,7 +138,8 @@ _NEXT_BACKFILL = (
     "INSERT INTO command (command_type, workflow_definition_code, workflow_definition_version, command_param,"
     " task_depend_type, failure_strategy, warning_type, warning_group_id, schedule_time, executor_id,"
     " workflow_instance_priority, worker_group, environment_code, dry_run)"
-    " SELECT 5, w.workflow_definition_code, w.workflow_definition_version, $2::jsonb, w.task_depend_type,"
+    f" SELECT {int(CommandType.COMPLEMENT_DATA)}, w.workflow_definition_code, w.workflow_definition_version,"
+    " $2::jsonb, w.task_depend_type,"
     " w.failure_strategy, w.warning_type, w.warning_group_id, b.dates[$4::int + 1], w.executor_id,"
     " w.workflow_instance_priority, w.worker_group, w.environment_code, w.dry_run"
     " FROM workflow_instance w JOIN backfill b ON b.id = $3 WHERE w.id = $1"
@@ -367,10 +379,11 @@ class MasterStore:
             ]
             if gone:
                 await conn.execute(
-                    "UPDATE task_instance SET state = 8, update_time = now()"
+                    "UPDATE task_instance SET state = $3, update_time = now()"
                     " WHERE id = ANY($1::bigint[]) AND state = ANY($2::smallint[])",
                     gone,
                     _ACTIVE_STATES,
+                    TaskState.NEED_FAULT_TOLERANCE,
                 )
             await task_groups_sql.release_lost(conn, instance_id)
             await _insert_alert(
@@ -441,12 +454,12 @@ class MasterStore:
                 task_code,
                 task_instance_id,
             )
-            if earlier is not None and earlier["state"] in (3, 5):
+            if earlier is not None and earlier["state"] in (WorkflowState.PAUSE, WorkflowState.STOP):
                 command_id = await conn.fetchval(
                     "INSERT INTO command (command_type, workflow_definition_code, workflow_definition_version,"
                     " workflow_instance_id, failure_strategy, workflow_instance_priority, worker_group)"
-                    " SELECT 3, $1, $2, $3, failure_strategy, workflow_instance_priority, worker_group"
-                    " FROM workflow_instance WHERE id = $3 RETURNING id",
+                    f" SELECT {int(CommandType.RECOVER_SUSPENDED_PROCESS)}, $1, $2, $3, failure_strategy,"
+                    " workflow_instance_priority, worker_group FROM workflow_instance WHERE id = $3 RETURNING id",
                     earlier["workflow_definition_code"],
                     earlier["workflow_definition_version"],
                     earlier["id"],
@@ -461,7 +474,8 @@ class MasterStore:
             command_id = await conn.fetchval(
                 "INSERT INTO command (command_type, workflow_definition_code, command_param, failure_strategy,"
                 " warning_type, warning_group_id, schedule_time, executor_id, workflow_instance_priority,"
-                " worker_group, environment_code, dry_run) SELECT 0, $2, $3::jsonb, failure_strategy, warning_type,"
+                " worker_group, environment_code, dry_run)"
+                f" SELECT {int(CommandType.START_PROCESS)}, $2, $3::jsonb, failure_strategy, warning_type,"
                 " warning_group_id, schedule_time, executor_id, workflow_instance_priority, worker_group,"
                 " environment_code, dry_run FROM workflow_instance WHERE id = $1 RETURNING id",
                 instance_id,
@@ -520,7 +534,8 @@ class MasterStore:
                 return
             command_id = await conn.fetchval(
                 "WITH c AS (INSERT INTO command (command_type, workflow_definition_code, command_param, executor_id,"
-                " worker_group) SELECT 0, $2, $3::jsonb, executor_id, worker_group FROM workflow_instance"
+                f" worker_group) SELECT {int(CommandType.START_PROCESS)}, $2, $3::jsonb, executor_id, worker_group"
+                " FROM workflow_instance"
                 " WHERE id = $1 RETURNING *) INSERT INTO error_command SELECT c.*, $4 FROM c RETURNING id",
                 instance_id,
                 child_code,
@@ -544,9 +559,9 @@ class MasterStore:
         )
         if row is None:
             return "WAITING"
-        finished = row["state"] in (3, 5, 6, 7, 16)
+        finished = row["state"] in WORKFLOW_FINISHED
         if task is None:
-            return "WAITING" if not finished else "SUCCESS" if row["state"] == 7 else "FAILED"
+            return "WAITING" if not finished else "SUCCESS" if row["state"] == WorkflowState.SUCCESS else "FAILED"
         state = await self.pool.fetchval(
             "SELECT state FROM task_instance WHERE workflow_instance_id = $1 AND name = $2 AND flag = 1",
             row["id"],
@@ -554,9 +569,11 @@ class MasterStore:
         )
         if state is None:
             return "FAILED" if finished else "WAITING"
-        if state in (7, 13):
+        if state in TASK_SUCCEEDED:
             return "SUCCESS"
-        return "FAILED" if state in (3, 5, 6, 8, 9) and (finished or state != 6) else "WAITING"
+        # a failed task of a running instance may yet be retried: only a finished instance makes it final
+        final = finished or state != TaskState.FAILURE
+        return "FAILED" if state in TASK_FAILED_OUTCOMES and final else "WAITING"
 
     async def attempt_floors(self, instance_id: int) -> dict[int, int]:
         """Highest attempt number per task over every run of an instance (superseded rows included)."""

@@ -32,7 +32,7 @@ import asyncpg
 from engine import logs
 from engine.aio import BackgroundService
 from engine.scheduling.cron import between, parse
-from engine.states import CommandType
+from engine.states import CommandType, ReleaseState
 from engine.storage.failures import DB_FAILURES
 
 log = logs.get(__name__)
@@ -44,7 +44,7 @@ SCAN_LIMIT = 100_000
 _ONLINE = (
     "SELECT now() AS db_now, s.id, s.crontab, s.timezone_id, s.start_time, s.end_time, s.misfire_policy,"
     " greatest(s.fired_until, s.start_time - interval '1 microsecond') AS watermark"
-    " FROM schedule s WHERE s.release_state = 1 AND s.id % $1 = $2"
+    f" FROM schedule s WHERE s.release_state = {int(ReleaseState.ONLINE)} AND s.id % $1 = $2"
 )
 
 # One statement: the fire rows that did not exist yet become commands (same ids), nothing else.
@@ -63,12 +63,12 @@ SELECT f.command_id, {int(CommandType.SCHEDULER)}, s.workflow_definition_code,
        s.warning_group_id, s.id, f.fire_time, s.user_id, s.workflow_instance_priority, s.worker_group,
        s.environment_code
 FROM fired f JOIN schedule s ON s.id = $1
-JOIN workflow_definition d ON d.code = s.workflow_definition_code AND d.release_state = 1
+JOIN workflow_definition d ON d.code = s.workflow_definition_code AND d.release_state = {int(ReleaseState.ONLINE)}
 RETURNING id
 """
 _ADVANCE = (
     "UPDATE schedule SET fired_until = greatest(coalesce(fired_until, '-infinity'::timestamptz), $2)"
-    " WHERE id = $1 AND release_state = 1"
+    f" WHERE id = $1 AND release_state = {int(ReleaseState.ONLINE)}"
 )
 
 

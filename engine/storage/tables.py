@@ -30,6 +30,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
+from engine.states import (
+    TASK_ACTIVE,
+    WORKFLOW_FAILOVER,
+    WORKFLOW_FINISHED,
+    ReleaseState,
+    WorkflowState,
+    sql_codes,
+)
+
 metadata = MetaData()
 
 schema_version = Table(
@@ -365,7 +374,7 @@ schedule = Table(
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("update_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("fired_until", TIMESTAMP(timezone=True)),
-    Index("schedule_online_idx", "id", postgresql_where=text("release_state = 1")),
+    Index("schedule_online_idx", "id", postgresql_where=text(f"release_state = {int(ReleaseState.ONLINE)}")),
 )
 
 
@@ -631,12 +640,12 @@ Index(
     "workflow_instance_waiting_idx",
     workflow_instance.c.workflow_definition_code,
     workflow_instance.c.id,
-    postgresql_where=text("state = 14"),
+    postgresql_where=text(f"state = {int(WorkflowState.SERIAL_WAIT)}"),
 )
 Index(
     "workflow_instance_unfinished_host_idx",
     workflow_instance.c.host,
-    postgresql_where=text("state IN (0, 1, 2, 4, 12)"),
+    postgresql_where=text(f"state IN {sql_codes(WORKFLOW_FAILOVER)}"),
 )
 Index("workflow_instance_state_idx", workflow_instance.c.state, workflow_instance.c.id)
 Index("workflow_instance_project_idx", workflow_instance.c.project_code, workflow_instance.c.id)
@@ -645,7 +654,7 @@ Index(
     workflow_instance.c.project_code,
     workflow_instance.c.end_time,
     workflow_instance.c.id,
-    postgresql_where=text("state IN (3, 5, 6, 7, 16)"),
+    postgresql_where=text(f"state IN {sql_codes(WORKFLOW_FINISHED)}"),
 )
 Index("task_instance_workflow_idx", task_instance.c.workflow_instance_id)
 Index("task_instance_code_version_idx", task_instance.c.task_code, task_instance.c.task_definition_version)
@@ -659,7 +668,7 @@ Index(
 Index(
     "task_instance_unfinished_host_idx",
     task_instance.c.host,
-    postgresql_where=text("state IN (0, 1, 12, 17)"),
+    postgresql_where=text(f"state IN {sql_codes(TASK_ACTIVE)}"),
 )
 Index("sub_workflow_relation_child_idx", sub_workflow_relation.c.workflow_instance_id)
 Index("sub_workflow_relation_command_idx", sub_workflow_relation.c.command_id)
