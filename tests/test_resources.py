@@ -203,3 +203,16 @@ async def test_changes_are_audited(api: tuple[aiohttp.ClientSession, str, str]) 
     status, audit = await _json(session, "GET", f"{base}/api/v1/audit?resource_type=resources")
     assert status == 200
     assert [e["action"] for e in audit["items"]] == ["delete", "update", "create"]
+
+
+async def test_deleting_a_project_removes_its_files_contents(api: tuple[aiohttp.ClientSession, str, str]) -> None:
+    session, base, dsn = api
+    await _upload(session, base, "a.txt", b"a")
+    await _upload(session, base, "b/c.txt", b"c")
+    assert (await _json(session, "DELETE", f"{base}{P}"))[0] == 200
+    conn = await asyncpg.connect(dsn)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM resource") == 0
+        assert await conn.fetchval("SELECT count(*) FROM blob") == 0
+    finally:
+        await conn.close()
