@@ -216,3 +216,13 @@ async def test_deleting_a_project_removes_its_files_contents(api: tuple[aiohttp.
         assert await conn.fetchval("SELECT count(*) FROM blob") == 0
     finally:
         await conn.close()
+
+
+def test_the_upload_is_documented_with_its_streamed_body() -> None:
+    from engine.api.openapi import docs_page, document
+    from engine.api.server import ROUTES
+
+    doc = document(ROUTES)
+    body = doc["paths"]["/api/v1/projects/{name}/resources"]["post"]["requestBody"]["content"]
+    assert set(body) == {"application/octet-stream", "multipart/form-data"}
+    assert "application/octet-stream, multipart/form-data" in docs_page(doc)  # the docs page lists it too
