@@ -135,13 +135,13 @@ class Client:
         return dict(self.api.get(self._resources(project), folder=folder or None))
 
     def resource_versions(self, project: str, path: str) -> list[dict[str, Any]]:
-        return list(self.api.get(f"{self._resources(project)}/versions", path=path)["versions"])
+        return list(self.api.request("GET", f"{self._resources(project)}/versions", query={"path": path})["versions"])
 
     def restore_resource(self, project: str, path: str, version: int) -> dict[str, Any]:
         return dict(self.api.post(f"{self._resources(project)}/restore", {"path": path, "version": version}))
 
     def delete_resource(self, project: str, path: str) -> dict[str, Any]:
-        return dict(self.api.delete(self._resources(project), path=path))
+        return dict(self.api.request("DELETE", self._resources(project), query={"path": path}))
 
     # -- worker groups -----------------------------------------------------------------------------
 

@@ -96,6 +96,13 @@ def test_tasks_get_the_pinned_versions_of_their_files(api_cluster: ApiCluster, t
     assert missing.returncode == 1 and "does not exist" in missing.stderr and not (tmp_path / "x").exists()
     bad = porpoise(c, "resource", "upload", project, str(tmp_path / "absent.sh"))
     assert bad.returncode == 1 and "cannot read" in bad.stderr and "Traceback" not in bad.stderr
+    # the SDK: versions, restore, download
+    assert [v["version"] for v in sdk.resource_versions(project, "lib/greet.py")] == [2, 1]
+    assert sdk.restore_resource(project, "lib/greet.py", 1)["version"] == 3
+    sink = io.BytesIO()
+    assert sdk.download_resource(project, "lib/greet.py", sink) == "3"
+    assert sink.getvalue() == module
+    assert [f["name"] for f in sdk.resources(project, "lib")["files"]] == ["greet.py"]
 
 
 def test_a_corrupted_file_fails_the_task_before_it_starts(api_cluster: ApiCluster, tmp_path: Path) -> None:

@@ -94,9 +94,9 @@ def run(args: argparse.Namespace) -> int:
         version = headers.get("X-Resource-Version", "?")
         _show({"path": args.path, "version": version, "file": target}, args, f"wrote {target} ({args.path} v{version})")
     elif args.action == "versions":
-        data = client.get(f"{base}/versions", path=args.path)
+        data = client.request("GET", f"{base}/versions", query={"path": args.path})
         _show(data, args, "\n".join(_version_line(v) for v in data["versions"]))
     else:
-        answer = client.delete(base, path=args.path)
+        answer = client.request("DELETE", base, query={"path": args.path})
         _show(answer, args, f"deleted {', '.join(answer['deleted'])} ({answer['versions']} versions)")
     return 0
