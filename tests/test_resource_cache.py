@@ -218,3 +218,19 @@ async def test_pinning_fills_versions_except_latest() -> None:
         await refs.pin("SHELL", {"resourceList": ["c.sh"]}, latest, by_id)
     kept, _ = await refs.pin("SHELL", {"resourceList": ["c.sh"]}, latest, by_id, missing_ok=True)
     assert kept["resourceList"] == [{"resourceName": "c.sh", "version": "latest"}]
+
+
+def test_a_spark_main_file_may_be_a_resource() -> None:
+    import datetime as dt
+
+    from engine.tasks.base import TaskContext
+    from engine.tasks.spark import SparkTask
+
+    params = {"mainFile": {"resourceName": "jobs/agg.py", "version": 2}, "mainArgs": "--x 1"}
+    SparkTask.validate(params)
+    ctx = TaskContext(
+        task_instance_id=5, task_name="agg", task_params=params, values={}, when=dt.datetime(2026, 5, 17),
+        exec_dir=Path("/tmp"),
+    )  # fmt: skip
+    assert " ".join(SparkTask().launch(ctx).argv).endswith(" jobs/agg.py --x 1")  # where the worker put it
+    assert [(r.name, r.version) for r in refs.references("SPARK", params)] == [("jobs/agg.py", 2)]
