@@ -49,6 +49,7 @@ from engine.master.workflow_messages import (
 from engine.node import SHUTDOWN_BOUND, SHUTDOWN_STEP, Node
 from engine.scheduling.scheduler import Scheduler
 from engine.states import CommandType, TaskState, WorkflowState
+from engine.storage.blobs import BlobStore, blob_store
 from engine.storage.definitions import WorkflowSpec
 from engine.storage.failures import DB_FAILURES
 from engine.storage.pool import connect_pool, database_reachable
@@ -115,6 +116,8 @@ class Master(Node):
         self.serial_repair: SerialRepair | None = None
         self.groups: GroupListener | None = None
         self.retention: RetentionService | None = None
+        #: the blob store (archived task logs: retention deletes those of the runs it removes)
+        self.blobs: BlobStore | None = None
         self.worker_groups: WorkerGroupMap | None = None
         self.dispatcher = Dispatcher(
             self.rpc, self._workers, m.host_selector, metrics=self.metrics, valid_until=self._valid_until_ms
@@ -196,11 +199,13 @@ class Master(Node):
             self.cfg.master.misfire_max_fires,
             self.metrics,
         )
+        self.blobs = blob_store(self.cfg, self.pool)
         self.retention = RetentionService(
             self.pool,
             self.cfg.history,
             lambda: self.registry.job_lock(LOCK_NAME) if self.registry is not None else None,
             self.metrics,
+            blobs=self.blobs,
         )
         self.worker_groups = WorkerGroupMap(
             self.pool, self.cfg.master.worker_group_refresh_interval, self.dispatcher.membership_changed
@@ -273,6 +278,8 @@ class Master(Node):
         await bounded("dispatcher", self.dispatcher.close(), SHUTDOWN_STEP)
         await bounded("timer wheel", self.wheel.close(), SHUTDOWN_STEP)
         self.gc.release()
+        if self.blobs is not None:
+            await bounded("blob store", self.blobs.close(), SHUTDOWN_STEP)
         if self.pool is not None and not await bounded("database pool", self.pool.close(), SHUTDOWN_STEP):
             self.pool.terminate()  # connections still out (abandoned work): closed under it
 
