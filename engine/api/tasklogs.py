@@ -57,11 +57,13 @@ class ArchivedLogs:
             self._sizes.move_to_end(name)
             return str(self.root / name)
         lock = self._locks.setdefault(name, asyncio.Lock())
-        async with lock:
-            if name not in self._sizes:
-                self._sizes[name] = await self._fetch(key, self.root / name)
-                await self._evict()
-        self._locks.pop(name, None)
+        try:
+            async with lock:
+                if name not in self._sizes:
+                    self._sizes[name] = await self._fetch(key, self.root / name)
+                    await self._evict()
+        finally:
+            self._locks.pop(name, None)
         return str(self.root / name)
 
     def forget(self, sha256: str) -> None:
@@ -80,10 +82,14 @@ class ArchivedLogs:
             async for chunk in self.blobs.open(key):
                 await asyncio.to_thread(lambda c=chunk: fh.write(gz.decompress(c)))
             await asyncio.to_thread(lambda: fh.write(gz.flush()))
+            if not gz.eof:
+                raise BlobError(f"{key}: the archive ends before its gzip stream does")
         except zlib.error as exc:
             raise BlobError(f"{key}: the archive is not a gzip stream: {exc}") from exc
         finally:
             await asyncio.to_thread(fh.close)
+            if not gz.eof:
+                await asyncio.to_thread(tmp.unlink, True)
         size = (await asyncio.to_thread(tmp.stat)).st_size
         await asyncio.to_thread(tmp.replace, target)
         return size
@@ -161,6 +167,9 @@ async def _on_copy(cache: ArchivedLogs, row: Any, archive: Archive, read: Callab
         except BlobError as exc:
             log.warning("archived task log unreadable", task_instance_id=row["id"], error=str(exc))
             raise ApiError(502, f"the archived log of task instance {row['id']} could not be read: {exc}") from exc
+        except OSError as exc:  # the cache directory (full, or not writable)
+            log.warning("archived task log not copied", task_instance_id=row["id"], error=str(exc))
+            raise ApiError(503, f"this API server could not keep a copy of the archived log: {exc}") from exc
         except BadRequest as exc:
             if exc.status != 404 or not again:
                 raise ApiError(400 if exc.status == 400 else 503, str(exc)) from exc
