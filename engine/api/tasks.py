@@ -228,8 +228,8 @@ ROUTES = [
                           Param("from_end", bool, "the last `limit` lines (open a log at its end)", False)),
           response=_LINES, rule=access.read("task", "path.id")),
     Route("GET", "/api/v1/tasks/{id}/log/search", search_log,
-          "Lines of a task's log containing a text (case-insensitive), searched on the worker; a long log is"
-          " searched in steps: go on from next until done", "tasks",
+          "Lines of a task's log containing a text (case-insensitive), searched on the worker while the task runs,"
+          " on its archive once it ended; a long log is searched in steps: go on from next until done", "tasks",
           query=(Param("q", str, "the text to find (1 to 200 characters)"),
                  Param("after", int, "line number (from 0) to search from", 0, minimum=0),
                  Param("limit", int, "matches to return at most", 100, minimum=1, maximum=1000)),
