@@ -187,7 +187,7 @@ async def read_lines(api: Any, row: Any, skip: int, limit: int, from_end: bool =
         return LogLines(lines=lines, next=start + len(lines), complete=True, start=start, total=total)
     host, path = worker_source(row)
     try:
-        page = await api.rpc.call(host, LogRange(path, skip, limit, from_end), LogLines, timeout=WORKER_READ_TIMEOUT)
+        page = await api.rpc.call(host, LogRange(path, skip, limit, from_end), LogLines)
     except RpcError as exc:
         raise worker_error(row, host, exc, why) from exc
     # the worker answers complete=True for any file nobody writes; a task still active has more to come

@@ -120,8 +120,7 @@ async def follow_log(api: Any, call: Call) -> web.StreamResponse:
     then ``end`` {next, complete} when the task finished (or the stream's time is up: open it again from
     ``next``); ``error`` {message} when the worker cannot be read."""
     task_id = call.path_int("id")
-    row = await _task(api, task_id)
-    tasklogs.worker_source(row)  # 404 before the stream starts for an attempt with no log yet
+    tasklogs.worker_source(await _task(api, task_id))  # 404 before the stream starts for an attempt with no log yet
     response = web.StreamResponse(headers=SSE_HEADERS)
     await response.prepare(call.request)
     skip = call.query["skip"]
@@ -134,7 +133,7 @@ async def follow_log(api: Any, call: Call) -> web.StreamResponse:
                     break
                 checked = time.monotonic()
             try:
-                page = await tasklogs.read_lines(api, row, skip, 1000)
+                page = await tasklogs.read_lines(api, await _task(api, task_id), skip, 1000)
             except ApiError as exc:
                 await response.write(frame("error", {"message": exc.message}))
                 break
@@ -149,8 +148,6 @@ async def follow_log(api: Any, call: Call) -> web.StreamResponse:
                 await response.write(b": ping\n\n")
                 pinged = time.monotonic()
             await asyncio.sleep(FOLLOW_POLL)
-            # the attempt may have ended meanwhile (its log then comes from the archive once there)
-            row = await _task(api, task_id)
     except ConnectionResetError:
         pass  # the page went away
     return response
