@@ -118,7 +118,8 @@ async def test_a_running_attempt_is_followed_live_and_its_ended_log_survives_the
                     events.append((event, json.loads(line[6:])))
                     if event == "lines" and any(t == "live 3" for t in events[-1][1]["lines"]):
                         # the task is still running: nothing is archived for it yet
-                        rows = api_cluster.query("SELECT 1 FROM task_log_archive WHERE task_instance_id = $1", task_id)
+                        ask = "SELECT 1 FROM task_log_archive WHERE task_instance_id = $1"
+                        rows = await asyncio.to_thread(api_cluster.query, ask, task_id)
                         assert rows == []
                         gate.touch()
                     if event in ("end", "error"):
