@@ -11,9 +11,11 @@ among them: tests/test_log_archive_e2e.py.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import gzip
 import json
+import os
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -293,3 +295,29 @@ async def test_retention_deletes_the_archived_logs_of_the_instances_it_removes(f
 def test_the_archive_settings_are_checked() -> None:
     with pytest.raises(config_mod.ConfigError, match=r"api\.log_cache_dir"):
         config_mod.load(overrides=["api.log_cache_dir=relative/dir"], environ={})
+
+
+async def test_an_archive_that_compressed_a_thousandfold_is_read_a_megabyte_at_a_time(
+    fresh_db: str, tmp_path: Path
+) -> None:
+    """One stored chunk of a log of one repeated line holds a gigabyte: reading it never holds more than
+    INFLATE_BYTES of it at once, in the download's stream as in the cache's copy."""
+    from engine.api.tasklogs import INFLATE_BYTES
+
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=2)
+    blobs = DatabaseBlobStore(pool)
+    size = 64 * INFLATE_BYTES + 5
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    data = b"".join(comp.compress(b"y\n" * (INFLATE_BYTES // 2)) for _ in range(64)) + comp.compress(b"tail\n")
+    data += comp.flush()
+    stored = await blobs.put("task-logs/1/1-1.log.gz", _chunks(data))
+    assert stored.size < size // 100
+    cache = ArchivedLogs(blobs, str(tmp_path / "cache"), 1 << 30)
+    try:
+        pieces = [len(p) async for p in cache.stream(stored.key)]
+        assert sum(pieces) == size and max(pieces) <= INFLATE_BYTES
+        path = Path(await cache.local(stored.key, stored.sha256))
+        assert await asyncio.to_thread(os.path.getsize, path) == size
+    finally:
+        await cache.close()
+        await pool.close()

@@ -34,6 +34,15 @@ log = logs.get(__name__)
 
 WORKER_READ_TIMEOUT = 30.0
 T = TypeVar("T")
+#: bytes decompressed at a time: a log of one repeated line compresses a thousand times, and one stored chunk
+#: must not become a gigabyte in memory
+INFLATE_BYTES = 1 << 20
+
+
+def _inflate(gz: Any, data: bytes) -> tuple[bytes, bytes]:
+    """At most INFLATE_BYTES of ``data`` decompressed, and the input not consumed yet."""
+    out = gz.decompress(data, INFLATE_BYTES)
+    return out, gz.unconsumed_tail
 
 
 class ArchivedLogs:
@@ -77,18 +86,14 @@ class ArchivedLogs:
     async def _fetch(self, key: str, target: Path) -> int:
         tmp = target.with_suffix(".part")
         fh = await asyncio.to_thread(open, tmp, "wb")
-        gz = zlib.decompressobj(31)
+        done = False
         try:
-            async for chunk in self.blobs.open(key):
-                await asyncio.to_thread(lambda c=chunk: fh.write(gz.decompress(c)))
-            await asyncio.to_thread(lambda: fh.write(gz.flush()))
-            if not gz.eof:
-                raise BlobError(f"{key}: the archive ends before its gzip stream does")
-        except zlib.error as exc:
-            raise BlobError(f"{key}: the archive is not a gzip stream: {exc}") from exc
+            async for data in self.stream(key):
+                await asyncio.to_thread(fh.write, data)
+            done = True
         finally:
             await asyncio.to_thread(fh.close)
-            if not gz.eof:
+            if not done:
                 await asyncio.to_thread(tmp.unlink, True)
         size = (await asyncio.to_thread(tmp.stat)).st_size
         await asyncio.to_thread(tmp.replace, target)
@@ -100,17 +105,21 @@ class ArchivedLogs:
             await asyncio.to_thread((self.root / name).unlink, True)
 
     async def stream(self, key: str) -> AsyncIterator[bytes]:
-        """The archived log decompressed, chunk by chunk."""
+        """The archived log decompressed, at most INFLATE_BYTES at a time (however well a log compressed)."""
         gz = zlib.decompressobj(31)
         try:
             async for chunk in self.blobs.open(key):
-                out = await asyncio.to_thread(gz.decompress, chunk)
-                if out:
-                    yield out
-            if rest := gz.flush():
-                yield rest
+                data = chunk
+                while True:
+                    out, data = await asyncio.to_thread(_inflate, gz, data)
+                    if out:
+                        yield out
+                    if not data and len(out) < INFLATE_BYTES:
+                        break
         except zlib.error as exc:
             raise BlobError(f"{key}: the archive is not a gzip stream: {exc}") from exc
+        if not gz.eof:
+            raise BlobError(f"{key}: the archive ends before its gzip stream does")
 
     async def close(self) -> None:
         if self._own:
