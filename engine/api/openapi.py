@@ -97,6 +97,16 @@ def _operation(route: Route) -> dict[str, Any]:
         op["x-permission"] = route.rule.need.value + (f" ({find.kind} from {find.source})" if find else "")
     else:
         op["security"] = []
+    if route.consumes:
+        op["requestBody"] = {
+            "required": True,
+            "content": {
+                route.consumes: {"schema": {"type": "string", "format": "binary"}},
+                "multipart/form-data": {
+                    "schema": {"type": "object", "properties": {"file": {"type": "string", "format": "binary"}}}
+                },
+            },
+        }
     if route.body is not None:
         op["requestBody"] = {
             "required": route.body_required,
@@ -204,7 +214,10 @@ def docs_page(doc: dict[str, Any]) -> str:
                 parts.append(f"<ul>{items}</ul>")
             body = op.get("requestBody")
             if body:
-                schema = body["content"]["application/json"]["schema"]
+                media, first = next(iter(body["content"].items()))
+                schema = body["content"].get("application/json", first)["schema"]
+                if media != "application/json":
+                    schema = {"content": f"{', '.join(body['content'])}", **schema}
                 if "$ref" in schema:
                     schema = doc["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
                 parts.append(f"<details><summary>request body</summary><pre>{html.escape(json.dumps(schema, indent=2))}"

@@ -41,6 +41,7 @@ from engine.api import (
     overview,
     project_params,
     projects,
+    resources,
     schedules,
     sessions,
     static,
@@ -91,6 +92,7 @@ STREAM_ROUTES = frozenset({"/api/v1/events", "/api/v1/tasks/{id}/log/follow"})
 ROUTES: list[Route] = [
     *projects.ROUTES,
     *project_params.ROUTES,
+    *resources.ROUTES,
     *workflows.ROUTES,
     *workflow_start.ROUTES,
     *instances.ROUTES,
@@ -148,6 +150,7 @@ class ApiServer:
             raise ConfigError("rpc.secret: required (the API signs its calls to masters and workers)")
         self.cfg = cfg
         self.pool: asyncpg.Pool | None = None
+        self._blobs: BlobStore | None = None
         self.metrics = NodeMetrics("api")
         #: open event streams (their requests last as long as the browser tab)
         self.streams = 0
@@ -167,8 +170,7 @@ class ApiServer:
         self.membership = MembershipView(self.etcd, cfg.registry.root)
         self._membership_task: asyncio.Task[None] | None = None
         self.alerts: AlertService | None = None
-        #: where ended attempts' logs are archived (engine/api/logarchive.py), and their local copies
-        self.blobs: BlobStore | None = None
+        #: local copies of archived task logs (engine/api/tasklogs.py), and the archiver (in ``blobs``)
         self.archived_logs: ArchivedLogs | None = None
         self.log_archiver: LogArchiver | None = None
         api = cfg.api
@@ -208,6 +210,13 @@ class ApiServer:
         if self.pool is None:
             raise ApiError(503, "the database is not connected yet")
         return self.pool
+
+    @property
+    def blobs(self) -> BlobStore:
+        """Where resource files live (storage.type), made on first use."""
+        if self._blobs is None:
+            self._blobs = blob_store(self.cfg, self.db)
+        return self._blobs
 
     def masters(self) -> list[str]:
         return [m.address for m in self.membership.masters()]
@@ -419,7 +428,6 @@ class ApiServer:
                 api.public_url,
             )
             self.alerts.start()
-        self.blobs = blob_store(self.cfg, self.pool)
         self.archived_logs = ArchivedLogs(self.blobs, api.log_cache_dir, api.log_cache_bytes)
         if api.log_archive_enabled:
             self.log_archiver = LogArchiver(
@@ -476,8 +484,8 @@ class ApiServer:
         await self.metrics.close()
         if self.archived_logs is not None:
             await self.archived_logs.close()
-        if self.blobs is not None:
-            await self.blobs.close()
+        if self._blobs is not None:
+            await self._blobs.close()
         if self.pool is not None:
             await self.pool.close()
         log.info("api stopped", address=self.address)
