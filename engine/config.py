@@ -292,6 +292,13 @@ class ApiConfig:
     tls_cert: str
     tls_key: str
     allow_plain_http: bool
+    log_archive_enabled: bool
+    log_archive_interval: float = field(metadata=_bounded(0.05, 3600))
+    log_archive_max_bytes: int = field(metadata=_bounded(0, 1 << 50))
+    log_archive_retry_seconds: float = field(metadata=_bounded(0.1, 86400))
+    log_archive_max_tries: int = field(metadata=_bounded(1, 1000))
+    log_cache_dir: str
+    log_cache_bytes: int = field(metadata=_bounded(1 << 20, 1 << 50))
 
     def check(self) -> None:
         from engine.alerts.netguard import networks
@@ -303,6 +310,8 @@ class ApiConfig:
                 raise ConfigError(f"api.{key}: {exc}") from None
         if self.alert_script_dir and not self.alert_script_dir.startswith("/"):
             raise ConfigError(f"api.alert_script_dir: {self.alert_script_dir!r} is not an absolute path")
+        if self.log_cache_dir and not self.log_cache_dir.startswith("/"):
+            raise ConfigError(f"api.log_cache_dir: {self.log_cache_dir!r} is not an absolute path")
         if self.public_url and not self.public_url.startswith(("http://", "https://")):
             raise ConfigError(f"api.public_url: {self.public_url!r} is not an http:// or https:// URL")
         if bool(self.tls_cert) != bool(self.tls_key):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import aiohttp
 import asyncpg
@@ -16,12 +16,15 @@ from tests.helpers import TEST_SECRET
 
 @contextlib.asynccontextmanager
 async def in_process_api(
-    dsn: str, overrides: list[str], token: str = ""
+    dsn: str, overrides: list[str], token: str = "", prepare: Callable[[ApiServer], None] | None = None
 ) -> AsyncIterator[tuple[aiohttp.ClientSession, str]]:
-    """A client session (with ``token`` as its Bearer token, if given) and the server's base URL."""
+    """A client session (with ``token`` as its Bearer token, if given) and the server's base URL; ``prepare``
+    is given the server before it serves (to set what its ``start`` would)."""
     cfg = config_mod.load(overrides=[f"rpc.secret={TEST_SECRET}", "api.alerts_enabled=false", *overrides], environ={})
     api = ApiServer(cfg)
     api.pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
+    if prepare is not None:
+        prepare(api)
     server = TestServer(api.app)
     await server.start_server()
     headers = {"Authorization": f"Bearer {token}"} if token else {}

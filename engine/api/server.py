@@ -57,6 +57,7 @@ from engine.api import (
 )
 from engine.api.access import Principal
 from engine.api.directory import Directory
+from engine.api.logarchive import LogArchiver
 from engine.api.ratelimit import RateLimiter
 from engine.api.routing import (
     PRINCIPAL,
@@ -69,6 +70,7 @@ from engine.api.routing import (
     errors_middleware,
     json_response,
 )
+from engine.api.tasklogs import ArchivedLogs
 from engine.config import Config, is_loopback
 from engine.errors import ConfigError, PorpoiseError
 from engine.metrics import CONTENT_TYPE, NodeMetrics
@@ -168,6 +170,9 @@ class ApiServer:
         self.membership = MembershipView(self.etcd, cfg.registry.root)
         self._membership_task: asyncio.Task[None] | None = None
         self.alerts: AlertService | None = None
+        #: local copies of archived task logs (engine/api/tasklogs.py), and the archiver (in ``blobs``)
+        self.archived_logs: ArchivedLogs | None = None
+        self.log_archiver: LogArchiver | None = None
         api = cfg.api
         self.live = live.LiveHub(
             cfg.database.url(), api.events_batch_seconds, api.events_heartbeat_seconds, api.events_history
@@ -423,6 +428,18 @@ class ApiServer:
                 api.public_url,
             )
             self.alerts.start()
+        self.archived_logs = ArchivedLogs(self.blobs, api.log_cache_dir, api.log_cache_bytes)
+        if api.log_archive_enabled:
+            self.log_archiver = LogArchiver(
+                self.pool,
+                self.rpc,
+                self.blobs,
+                interval=api.log_archive_interval,
+                max_bytes=api.log_archive_max_bytes,
+                retry_seconds=api.log_archive_retry_seconds,
+                max_tries=api.log_archive_max_tries,
+            )
+            self.log_archiver.start()
         self.live.start()
         self.metrics.start_lag_probe()
         self.runner = web.AppRunner(self.app, access_log=None)
@@ -452,6 +469,8 @@ class ApiServer:
         await self.live.close()  # ends the event streams, so the runner's cleanup does not wait for them
         if self.alerts is not None:
             await self.alerts.close()
+        if self.log_archiver is not None:
+            await self.log_archiver.close()
         if self.runner is not None:
             runner, self.runner = self.runner, None
             await runner.cleanup()
@@ -463,6 +482,8 @@ class ApiServer:
         await self.etcd.close()
         await self.rpc.close()
         await self.metrics.close()
+        if self.archived_logs is not None:
+            await self.archived_logs.close()
         if self._blobs is not None:
             await self._blobs.close()
         if self.pool is not None:

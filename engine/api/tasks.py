@@ -1,6 +1,6 @@
-"""Task instances: detail, and the log, read from the worker that ran the task: paged, searched on the
-worker (bounded per request, go on with ``after``), followed as server-sent events while the task writes, or
-whole."""
+"""Task instances: detail, and the log: paged, searched (bounded per request, go on with ``after``), followed
+as server-sent events while the task writes, or whole; read from the worker that ran the task while it runs,
+from its archive once it ended (engine/api/tasklogs.py)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from aiohttp import web
 from sqlalchemy import select
 
 from engine import logs
-from engine.api import access, rows
+from engine.api import access, rows, tasklogs
 from engine.api.live import SSE_HEADERS, frame
 from engine.api.routing import ApiError, Call, Param, Route, one
-from engine.states import TaskState
 from engine.storage import tables as t
-from rpc.errors import BadRequest, RpcError
-from rpc.messages import LogDownload, LogHits, LogLines, LogRange, LogSearch
+from engine.storage.blobs import BlobError
+from rpc.errors import RpcError
+from rpc.messages import LogDownload
 
 log = logs.get(__name__)
 
@@ -87,42 +87,19 @@ async def get_task(api: Any, call: Call) -> dict[str, Any]:
     return rows.task_detail(await _task(api, call.path_int("id")))
 
 
-def _log_source(row: Any) -> tuple[str, str]:
-    if not row["host"] or not row["log_path"]:
-        raise ApiError(404, f"task instance {row['id']} has no log yet (state {TaskState(row['state']).name})")
-    return row["host"], row["log_path"]
-
-
-def _worker_error(host: str, exc: RpcError) -> ApiError:
-    if isinstance(exc, BadRequest) and exc.status == 404:
-        return ApiError(404, f"the log is gone from worker {host}")
-    return ApiError(502, f"worker {host} that ran the task did not answer: {exc}")
-
-
 async def get_log(api: Any, call: Call) -> dict[str, Any]:
     row = await _task(api, call.path_int("id"))
-    host, path = _log_source(row)
-    try:
-        ask = LogRange(path, call.query["skip"], call.query["limit"], call.query["from_end"])
-        lines = await api.rpc.call(host, ask, LogLines)
-    except RpcError as exc:
-        raise _worker_error(host, exc) from exc
-    # the worker answers complete=True for any file nobody writes; a task still active has more to come
-    complete = lines.complete and TaskState(row["state"]).finished
-    return {"lines": lines.lines, "start": lines.start, "total": lines.total, "next": lines.next, "complete": complete}
+    lines = await tasklogs.read_lines(api, row, call.query["skip"], call.query["limit"], call.query["from_end"])
+    return {"lines": lines.lines, "start": lines.start, "total": lines.total, "next": lines.next,
+            "complete": lines.complete}  # fmt: skip
 
 
 async def search_log(api: Any, call: Call) -> dict[str, Any]:
     row = await _task(api, call.path_int("id"))
-    host, path = _log_source(row)
     needle = call.query["q"]
     if not needle or len(needle) > MAX_NEEDLE:
         raise ApiError(400, f"must be 1 to {MAX_NEEDLE} characters", "query.q")
-    try:
-        ask = LogSearch(path, needle, call.query["after"], call.query["limit"])
-        found = await api.rpc.call(host, ask, LogHits, timeout=WORKER_READ_TIMEOUT)
-    except RpcError as exc:
-        raise _worker_error(host, exc) from exc
+    found = await tasklogs.search(api, row, needle, call.query["after"], call.query["limit"])
     return {"hits": [{"line": n, "text": text} for n, text in found.hits], "next": found.next, "done": found.done,
             "total": found.total}  # fmt: skip
 
@@ -143,8 +120,7 @@ async def follow_log(api: Any, call: Call) -> web.StreamResponse:
     then ``end`` {next, complete} when the task finished (or the stream's time is up: open it again from
     ``next``); ``error`` {message} when the worker cannot be read."""
     task_id = call.path_int("id")
-    row = await _task(api, task_id)
-    host, path = _log_source(row)
+    tasklogs.worker_source(await _task(api, task_id))  # 404 before the stream starts for an attempt with no log yet
     response = web.StreamResponse(headers=SSE_HEADERS)
     await response.prepare(call.request)
     skip = call.query["skip"]
@@ -157,18 +133,16 @@ async def follow_log(api: Any, call: Call) -> web.StreamResponse:
                     break
                 checked = time.monotonic()
             try:
-                page = await api.rpc.call(host, LogRange(path, skip, 1000), LogLines, timeout=WORKER_READ_TIMEOUT)
-            except RpcError as exc:
-                await response.write(frame("error", {"message": _worker_error(host, exc).message}))
+                page = await tasklogs.read_lines(api, await _task(api, task_id), skip, 1000)
+            except ApiError as exc:
+                await response.write(frame("error", {"message": exc.message}))
                 break
             if page.lines:
                 await response.write(frame("lines", {"start": page.start, "lines": page.lines, "total": page.total}))
                 skip = page.next
                 continue
-            state = await api.db.fetchval("SELECT state FROM task_instance WHERE id = $1", task_id)
-            finished = state is None or TaskState(state).finished
-            if (page.complete and finished) or time.monotonic() - started > FOLLOW_SECONDS:
-                await response.write(frame("end", {"next": skip, "complete": page.complete and finished}))
+            if page.complete or time.monotonic() - started > FOLLOW_SECONDS:
+                await response.write(frame("end", {"next": skip, "complete": page.complete}))
                 break
             if time.monotonic() - pinged > _PING_EVERY:
                 await response.write(b": ping\n\n")
@@ -195,12 +169,16 @@ def attachment(name: str) -> str:
 
 
 async def download_log(api: Any, call: Call) -> web.StreamResponse:
-    """The log file streamed from the worker through to the client, a chunk at a time."""
+    """The log streamed through to the client a chunk at a time: from its archive once the attempt ended and
+    it was archived, else from the worker."""
     row = await _task(api, call.path_int("id"))
-    host, path = _log_source(row)
     name = f"{row['name']}-{row['id']}-{row['attempt']}.log"
     out = web.StreamResponse(headers={"Content-Disposition": attachment(name)})
     out.content_type, out.charset = "text/plain", "utf-8"
+    archive, why = await tasklogs.archive_of(api, row)
+    if archive is not None:
+        return await _download_archive(api, call, row, archive, out)
+    host, path = tasklogs.worker_source(row)
     try:
         async with api.rpc.stream(host, LogDownload(path), idle_timeout=DOWNLOAD_IDLE_TIMEOUT) as resp:
             if resp.content_length is not None:
@@ -210,10 +188,30 @@ async def download_log(api: Any, call: Call) -> web.StreamResponse:
                 await out.write(chunk)
     except RpcError as exc:
         if not out.prepared:
-            raise _worker_error(host, exc) from exc
+            raise tasklogs.worker_error(row, host, exc, why) from exc
         # the answer has begun: its status cannot change any more; the client sees a short body
         log.warning("log download cut off", task_instance_id=row["id"], worker=host, error=str(exc))
         return out
+    await out.write_eof()
+    return out
+
+
+async def _download_archive(
+    api: Any, call: Call, row: Any, archive: tasklogs.Archive, out: web.StreamResponse
+) -> web.StreamResponse:
+    out.content_length = archive.log_size  # a cut-off transfer is seen as one by the client
+    try:
+        async for chunk in api.archived_logs.stream(archive.key):
+            if not out.prepared:
+                await out.prepare(call.request)
+            await out.write(chunk)
+    except BlobError as exc:
+        if not out.prepared:
+            raise ApiError(502, f"the archived log of task instance {row['id']} could not be read: {exc}") from exc
+        log.warning("archived log download cut off", task_instance_id=row["id"], error=str(exc))
+        return out
+    if not out.prepared:
+        await out.prepare(call.request)
     await out.write_eof()
     return out
 
@@ -227,8 +225,8 @@ ROUTES = [
                           Param("from_end", bool, "the last `limit` lines (open a log at its end)", False)),
           response=_LINES, rule=access.read("task", "path.id")),
     Route("GET", "/api/v1/tasks/{id}/log/search", search_log,
-          "Lines of a task's log containing a text (case-insensitive), searched on the worker; a long log is"
-          " searched in steps: go on from next until done", "tasks",
+          "Lines of a task's log containing a text (case-insensitive), searched on the worker while the task runs,"
+          " on its archive once it ended; a long log is searched in steps: go on from next until done", "tasks",
           query=(Param("q", str, "the text to find (1 to 200 characters)"),
                  Param("after", int, "line number (from 0) to search from", 0, minimum=0),
                  Param("limit", int, "matches to return at most", 100, minimum=1, maximum=1000)),

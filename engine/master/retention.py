@@ -17,6 +17,7 @@ import asyncpg
 from engine import logs
 from engine.aio import BackgroundService
 from engine.config import HistoryConfig
+from engine.storage.blobs import BlobStore
 from engine.storage.failures import DB_FAILURES
 from engine.storage.retention import Removed, Retention
 from registry import RegistryUnavailable
@@ -38,8 +39,11 @@ class RetentionService(BackgroundService):
         cfg: HistoryConfig,
         lock: Callable[[], Lock | None],
         metrics: Any = None,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.pool = pool
+        #: where archived task logs are: those of the instances a pass removes are deleted with them
+        self.blobs = blobs
         self.cfg = cfg
         self.lock = lock
         self.metrics = metrics
@@ -65,7 +69,7 @@ class RetentionService(BackgroundService):
             log.info("retention skipped: registry unavailable", error=str(exc))
             return None
         job = Retention(self.pool, self.cfg.keep_days, self.cfg.audit_keep_days, self.cfg.batch_size,
-                        go_on=lambda: lock.held)  # fmt: skip
+                        go_on=lambda: lock.held, blobs=self.blobs)  # fmt: skip
         try:
             removed = await job.run()
         except DB_FAILURES as exc:
@@ -80,7 +84,8 @@ class RetentionService(BackgroundService):
         if removed.total() or removed.kept:
             log.info("retention pass", instances=removed.instances, kept=removed.kept,
                      error_commands=removed.error_commands, schedule_fires=removed.schedule_fires,
-                     backfills=removed.backfills, audit_rows=removed.audit_rows, batches=removed.batches)  # fmt: skip
+                     backfills=removed.backfills, audit_rows=removed.audit_rows, log_archives=removed.log_archives,
+                     batches=removed.batches)  # fmt: skip
         if self.metrics is not None:
             self.metrics.inc("retention_passes")
             self.metrics.inc("retention_removed_instances", removed.instances)

@@ -204,11 +204,14 @@ class Master(Node):
             self.cfg.master.misfire_max_fires,
             self.metrics,
         )
+        if self._blobs is None:  # retention deletes the archived task logs of the runs it removes
+            self._blobs = blob_store(self.cfg, self.pool)
         self.retention = RetentionService(
             self.pool,
             self.cfg.history,
             lambda: self.registry.job_lock(LOCK_NAME) if self.registry is not None else None,
             self.metrics,
+            blobs=self._blobs,
         )
         self.worker_groups = WorkerGroupMap(
             self.pool, self.cfg.master.worker_group_refresh_interval, self.dispatcher.membership_changed

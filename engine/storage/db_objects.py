@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from sqlalchemy import DDL, Sequence, Table, event
 
-from engine.storage.tables import command, metadata, task_instance, workflow_instance
+from engine.states import TASK_FINISHED
+from engine.storage.tables import command, metadata, task_instance, task_log_archive, workflow_instance
 
 #: Codes of projects, workflow and task definitions (stable across versions, like DolphinScheduler's).
 definition_code_seq = Sequence("definition_code_seq", start=1000000, metadata=metadata)
@@ -61,3 +62,25 @@ def _state_triggers(table: Table) -> None:
 
 _state_triggers(workflow_instance)
 _state_triggers(task_instance)
+
+
+#: Task logs outlive their worker: an attempt that ended with a log on a worker gets a PENDING row in
+#: task_log_archive, which the API's archiver (engine/api/logarchive.py) works through. A trigger, so every
+#: writer of a final state (actors, takeovers, the API's force success) queues the log without knowing of it.
+QUEUE_LOG_ARCHIVE = """\
+CREATE FUNCTION porpoise_queue_log_archive() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO task_log_archive (task_instance_id, workflow_instance_id)
+    VALUES (NEW.id, NEW.workflow_instance_id) ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END;
+$$"""
+#: task states after which an attempt writes no more log (engine.states.TASK_FINISHED)
+FINISHED_CODES = ", ".join(str(int(s)) for s in sorted(TASK_FINISHED))
+LOG_ARCHIVE_TRIGGER = (
+    "CREATE TRIGGER task_instance_log_archive AFTER INSERT OR UPDATE OF state, log_path ON task_instance\n"
+    f"    FOR EACH ROW WHEN (NEW.state IN ({FINISHED_CODES}) AND NEW.host IS NOT NULL AND NEW.log_path IS NOT NULL)\n"
+    "    EXECUTE FUNCTION porpoise_queue_log_archive()"
+)
+event.listen(metadata, "before_create", DDL(QUEUE_LOG_ARCHIVE))
+event.listen(task_log_archive, "after_create", DDL(LOG_ARCHIVE_TRIGGER))

@@ -16,7 +16,9 @@ before we took it is seen):
   a child about to be created) or an alert not yet delivered.
 
 Then it goes with its descendants, their task instances (foreign key cascade), their sub-workflow
-relations, alerts and task-group queue rows.
+relations, alerts and task-group queue rows; once that batch committed, the archived task logs of those
+instances (blob keys under ``task-logs/<instance id>/``, engine/api/logarchive.py) are deleted from the blob
+store. A pass stopped between the two leaves those blobs behind, nothing else (no row names them any more).
 
 Serial runs waiting (SERIAL_WAIT) and runs of a backfill chain in progress are unfinished, so kept; a
 chain's ``backfill`` row goes only when no command and no instance names it any more. A ``schedule_fire``
@@ -36,6 +38,8 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from engine import logs
+from engine.storage.blobs import BlobError, BlobStore
+from engine.storage.task_logs import instance_prefix
 
 log = logs.get(__name__)
 
@@ -151,6 +155,8 @@ class Removed:
     schedule_fires: int = 0
     backfills: int = 0
     audit_rows: int = 0
+    #: archived task logs deleted from the blob store with their instances
+    log_archives: int = 0
     #: candidates kept because something still needs them (or their row was being changed)
     kept: int = 0
     batches: int = 0
@@ -174,8 +180,11 @@ class Retention:
         batch: int = 500,
         go_on: Callable[[], bool] = lambda: True,
         now: dt.datetime | None = None,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.pool = pool
+        #: where the instances' archived task logs are (None: not deleted here)
+        self.blobs = blobs
         self.keep_days = keep_days
         self.audit_keep_days = audit_keep_days
         self.batch = batch
@@ -210,16 +219,28 @@ class Retention:
     async def _instances(self, project: int, cutoff: dt.datetime) -> None:
         after: tuple[dt.datetime, int] = (dt.datetime.min.replace(tzinfo=dt.UTC), 0)
         while self.go_on():
+            doomed: list[int] = []
             async with self.pool.acquire() as conn, conn.transaction():
                 rows = await conn.fetch(_CANDIDATES, project, cutoff, after[0], after[1], self.batch)
                 if rows:
                     after = (rows[-1]["end_time"], int(rows[-1]["id"]))
-                    await self._remove(conn, project, [int(r["id"]) for r in rows])
+                    doomed = await self._remove(conn, project, [int(r["id"]) for r in rows])
+            await self._remove_log_archives(doomed)
             self.removed.batches += 1
             if len(rows) < self.batch:
                 return
 
-    async def _remove(self, conn: asyncpg.Connection, project: int, roots: list[int]) -> None:
+    async def _remove_log_archives(self, instances: list[int]) -> None:
+        if self.blobs is None:
+            return
+        for instance in instances:
+            try:
+                self.removed.log_archives += await self.blobs.delete_prefix(instance_prefix(instance))
+            except BlobError as exc:  # the rows are gone: these blobs stay behind (logged), the pass goes on
+                log.warning("archived task logs not deleted", workflow_instance_id=instance, error=str(exc))
+
+    async def _remove(self, conn: asyncpg.Connection, project: int, roots: list[int]) -> list[int]:
+        """Remove the roots that nothing needs with their descendants; the instances removed."""
         tree: dict[int, list[int]] = {}
         for row in await conn.fetch(_TREE, roots):
             tree.setdefault(int(row["root"]), []).append(int(row["id"]))
@@ -234,11 +255,12 @@ class Retention:
                 continue
             doomed.extend(ms)
         if not doomed:
-            return
+            return []
         for statement in _DELETE:
             await conn.execute(statement, doomed)
         self.removed.instances += len(doomed)
         self.removed.by_project[project] = self.removed.by_project.get(project, 0) + len(doomed)
+        return doomed
 
     async def _keyset(self, statement: str, now: dt.datetime, kind: str) -> None:
         after = 0

@@ -13,6 +13,7 @@ from sqlalchemy import (
     CHAR,
     TIMESTAMP,
     BigInteger,
+    Boolean,
     CheckConstraint,
     Column,
     ForeignKey,
@@ -554,6 +555,33 @@ task_instance = Table(
     # the external application the attempt started (a Spark application id); app_link: its UI link
     Column("app_id", String(255)),
     UniqueConstraint("workflow_instance_id", "task_code", "attempt"),
+)
+
+
+#: where an ended attempt's log was archived (engine/api/logarchive.py): a row appears when the attempt ends
+#: (trigger ``task_instance_log_archive``), PENDING until the API's archiver copied the log from its worker
+#: into the blob store (gzip, ``blob_key``) or gave up; it goes with its task instance (retention removes
+#: the blobs of the instances it removes)
+task_log_archive = Table(
+    "task_log_archive",
+    metadata,
+    Column("task_instance_id", BigInteger, ForeignKey("task_instance.id", ondelete="CASCADE"), primary_key=True),
+    Column("workflow_instance_id", BigInteger, nullable=False),
+    #: 0 pending, 1 archived, 2 missing (the worker no longer had the log), 3 failed (gave up: worker gone)
+    Column("state", SmallInteger, nullable=False, server_default=text("0")),
+    Column("blob_key", Text),
+    #: bytes of the log as archived (before compression), and of the stored blob
+    Column("log_size", BigInteger),
+    Column("stored_size", BigInteger),
+    Column("sha256", String(64)),
+    #: the archiver cut the log at api.log_archive_max_bytes (a last line says so)
+    Column("truncated", Boolean, nullable=False, server_default=text("false")),
+    Column("tries", Integer, nullable=False, server_default=text("0")),
+    Column("next_try", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("reason", Text),
+    Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
+    Column("archive_time", TIMESTAMP(timezone=True)),
+    Index("task_log_archive_pending_idx", "next_try", postgresql_where=text("state = 0")),
 )
 
 

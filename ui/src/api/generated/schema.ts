@@ -1036,7 +1036,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Lines of a task's log containing a text (case-insensitive), searched on the worker; a long log is searched in steps: go on from next until done */
+        /** Lines of a task's log containing a text (case-insensitive), searched on the worker while the task runs, on its archive once it ended; a long log is searched in steps: go on from next until done */
         get: operations["get_api_v1_tasks_id_log_search"];
         put?: never;
         post?: never;

@@ -1,0 +1,197 @@
+"""Task logs that outlive their worker: the archiver copies each ended attempt's log into the blob store.
+
+Who writes: the API server. Workers have no database connection (they hold only what a dispatch sends
+them, docs/SECURITY.md), and the API already reads logs from workers (``log.download``, api -> worker), so
+the archiver pulls with that same call and the same credentials: no new RPC method, no new direction of
+trust, and the blob store's credentials (the database, or S3 keys) stay on the API and master hosts.
+
+When: a trigger (``task_instance_log_archive``, engine/storage/db_objects.py) queues a PENDING
+``task_log_archive`` row whenever an attempt with a host and a log path reaches a finished state, whoever
+wrote that state. Any number of API servers work through the queue: a claim is ``FOR UPDATE SKIP LOCKED``
+plus a lease (``next_try``, growing with each try), so one row is in one archiver's hands at a time and one
+whose archiver died is taken up again when its lease ends.
+
+What: the log as the worker has it (already capped by ``worker.max_log_bytes``, its first line saying what
+was dropped), gzip-compressed on the way through (the API holds one chunk at a time), cut at
+``api.log_archive_max_bytes`` with a last line saying so, under ``task-logs/<workflow instance>/<task
+instance>-<attempt>.log.gz`` (retention removes a workflow instance's prefix with the instance). A worker
+that answers 404 (its janitor or a user removed the file) makes the row MISSING; a worker that does not
+answer is asked again with a doubling delay, and after ``api.log_archive_max_tries`` the row is FAILED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from engine import logs
+from engine.aio import BackgroundService
+from engine.storage.blobs import BlobError, BlobStore
+from engine.storage.failures import DB_FAILURES
+from engine.storage.task_logs import ArchiveState, archive_key
+from rpc.errors import BadRequest, RpcError
+from rpc.messages import LogDownload
+
+log = logs.get(__name__)
+
+#: bytes read from the worker at a time, and compressed at a time (off the event loop)
+CHUNK = 256 * 1024
+#: seconds a transfer may wait for the worker's next chunk
+IDLE_TIMEOUT = 60.0
+#: the longest wait between two tries of one log
+MAX_RETRY_SECONDS = 3600.0
+
+
+def truncation_notice(cap: int, dropped: int) -> bytes:
+    return (
+        f"[porpoise] log archive truncated: the last {dropped} bytes of the log were not archived"
+        f" (api.log_archive_max_bytes = {cap})\n"
+    ).encode()
+
+
+@dataclass
+class Compressed:
+    """What :func:`gzip_capped` passed through: bytes of the log kept, and whether it was cut."""
+
+    log_size: int = 0
+    truncated: bool = False
+
+
+async def gzip_capped(chunks: AsyncIterable[bytes], cap: int, seen: Compressed) -> AsyncIterator[bytes]:
+    """The chunks gzip-compressed, keeping at most ``cap`` bytes of them (0: all), cut at the last line
+    start within the cap with a notice as the last line; the rest is read and counted, not kept.
+    Compression runs in a thread, a chunk at a time."""
+    gz = zlib.compressobj(6, zlib.DEFLATED, 31)  # wbits 31: a gzip member
+    dropped = 0
+    line_open = False  # the last byte kept is not a newline
+    async for chunk in chunks:
+        if seen.truncated:
+            dropped += len(chunk)
+            continue
+        keep = chunk
+        if cap and seen.log_size + len(chunk) > cap:
+            room = chunk[: cap - seen.log_size]
+            nl = room.rfind(b"\n")
+            keep = room[: nl + 1] if nl >= 0 else room
+            dropped += len(chunk) - len(keep)
+            seen.truncated = True
+        seen.log_size += len(keep)
+        if keep:
+            line_open = not keep.endswith(b"\n")
+            out = await asyncio.to_thread(gz.compress, keep)
+            if out:
+                yield out
+    tail = (b"\n" if line_open else b"") + truncation_notice(cap, dropped) if seen.truncated else b""
+    yield await asyncio.to_thread(lambda: gz.compress(tail) + gz.flush())
+
+
+_CLAIM = """
+WITH claimed AS (
+    UPDATE task_log_archive a SET tries = a.tries + 1,
+        next_try = now() + make_interval(secs => least($2 * power(2, a.tries), $3))
+    WHERE a.task_instance_id IN (
+        SELECT task_instance_id FROM task_log_archive WHERE state = $4 AND next_try <= now()
+        ORDER BY next_try LIMIT $1 FOR UPDATE SKIP LOCKED)
+    RETURNING a.task_instance_id, a.workflow_instance_id, a.tries
+)
+SELECT c.task_instance_id, c.workflow_instance_id, c.tries, t.host, t.log_path, t.attempt
+FROM claimed c JOIN task_instance t ON t.id = c.task_instance_id
+"""
+
+_ARCHIVED = """
+UPDATE task_log_archive SET state = $2, blob_key = $3, log_size = $4, stored_size = $5, sha256 = $6,
+    truncated = $7, archive_time = now(), reason = NULL
+WHERE task_instance_id = $1
+"""
+
+_GIVE_UP = "UPDATE task_log_archive SET state = $2, reason = $3 WHERE task_instance_id = $1"
+_RETRY = "UPDATE task_log_archive SET reason = $2 WHERE task_instance_id = $1"
+
+
+class LogArchiver(BackgroundService):
+    """Copies ended attempts' logs from their workers into the blob store (see the module docstring)."""
+
+    task_name = "log-archiver"
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        rpc: Any,
+        blobs: BlobStore,
+        *,
+        interval: float,
+        max_bytes: int,
+        retry_seconds: float,
+        max_tries: int,
+        batch: int = 8,
+    ) -> None:
+        self.pool = pool
+        self.rpc = rpc
+        self.blobs = blobs
+        self.interval = interval
+        self.max_bytes = max_bytes
+        self.retry_seconds = retry_seconds
+        self.max_tries = max_tries
+        self.batch = batch
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                while await self.archive_once() >= self.batch:
+                    pass
+            except DB_FAILURES as exc:
+                log.warning("log archive pass failed", error=str(exc))
+            await asyncio.sleep(self.interval)
+
+    async def archive_once(self) -> int:
+        """Claim up to ``batch`` due logs and archive them; how many were claimed."""
+        rows = await self.pool.fetch(
+            _CLAIM, self.batch, self.retry_seconds, MAX_RETRY_SECONDS, int(ArchiveState.PENDING)
+        )
+        for row in rows:
+            await self._archive(row)
+        return len(rows)
+
+    async def _archive(self, row: asyncpg.Record) -> None:
+        task_id = int(row["task_instance_id"])
+        key = archive_key(int(row["workflow_instance_id"]), task_id, int(row["attempt"]))
+        seen = Compressed()
+        # gzip of a capped log is never much larger than the cap; a bound all the same
+        max_size = self.max_bytes + self.max_bytes // 100 + 65536 if self.max_bytes else None
+        try:
+            async with self.rpc.stream(row["host"], LogDownload(row["log_path"]), idle_timeout=IDLE_TIMEOUT) as resp:
+                chunks = resp.content.iter_chunked(CHUNK)
+                stored = await self.blobs.put(key, gzip_capped(chunks, self.max_bytes, seen), max_size=max_size)
+        except BadRequest as exc:
+            if exc.status == 404:
+                await self.pool.execute(_GIVE_UP, task_id, int(ArchiveState.MISSING), f"gone from {row['host']}")
+                log.info("task log gone from its worker before it was archived", task_instance_id=task_id)
+                return
+            await self._failed(row, f"worker {row['host']}: {exc}")
+            return
+        except (RpcError, BlobError) as exc:
+            await self._failed(row, str(exc))
+            return
+        done = await self.pool.execute(
+            _ARCHIVED, task_id, int(ArchiveState.ARCHIVED), key, seen.log_size, stored.size, stored.sha256,
+            seen.truncated,
+        )  # fmt: skip
+        if done == "UPDATE 0":  # its instance was removed meanwhile (retention): so goes the archive
+            await self.blobs.delete(key)
+            return
+        log.info("task log archived", task_instance_id=task_id, key=key, log_bytes=seen.log_size,
+                 stored_bytes=stored.size, truncated=seen.truncated)  # fmt: skip
+
+    async def _failed(self, row: asyncpg.Record, reason: str) -> None:
+        task_id = int(row["task_instance_id"])
+        if int(row["tries"]) >= self.max_tries:
+            await self.pool.execute(_GIVE_UP, task_id, int(ArchiveState.FAILED), reason[:1000])
+            log.warning("task log not archived: gave up", task_instance_id=task_id, tries=row["tries"], error=reason)
+        else:
+            await self.pool.execute(_RETRY, task_id, reason[:1000])
+            log.info("task log not archived yet; trying again", task_instance_id=task_id, error=reason)

@@ -1,0 +1,323 @@
+"""Archived task logs (engine/api/logarchive.py, engine/api/tasklogs.py) on a real database and blob store.
+
+The compression and its cap alone; the trigger that queues an ended attempt's log; the archiver copying logs
+from a worker's RPC listener (the worker's own log files and ``log.download`` answer) into the blob store,
+marking a log the worker no longer has MISSING and giving up on a worker that never answers; the API reading
+an ended attempt's log from its archive (pages, the end, search, download) with no worker at all, and saying
+404 with a reason when neither the worker nor an archive has it; retention deleting the archives of the
+instances it removes and only those. The whole path with real masters and workers, a worker killed for good
+among them: tests/test_log_archive_e2e.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import gzip
+import json
+import os
+import zlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from aiohttp import web
+
+from engine import config as config_mod
+from engine.api.logarchive import LogArchiver, gzip_capped
+from engine.api.tasklogs import ArchivedLogs
+from engine.api.tokens import create_token, ensure_user
+from engine.storage.blobs import DatabaseBlobStore
+from engine.storage.retention import Retention
+from engine.storage.task_logs import ArchiveState, archive_key, instance_prefix
+from engine.worker.logfiles import LogFiles
+from rpc import RpcClient
+from rpc.messages import LogDownload
+from rpc.server import RpcServer
+from tests import tls
+from tests.api_harness import in_process_api
+from tests.helpers import TEST_SECRET, free_port, rpc_client
+from tests.test_retention import OLD, _instance, _project
+
+SUCCESS, RUNNING = 7, 1
+
+
+async def _chunks(*parts: bytes) -> AsyncIterator[bytes]:
+    for part in parts:
+        yield part
+
+
+async def _compress(cap: int, *parts: bytes) -> tuple[bytes, Any]:
+    from engine.api.logarchive import Compressed
+
+    seen = Compressed()
+    out = b"".join([c async for c in gzip_capped(_chunks(*parts), cap, seen)])
+    return gzip.decompress(out), seen
+
+
+async def test_a_log_under_the_cap_is_archived_as_it_is() -> None:
+    parts = [f"line {i}\n".encode() * 50 for i in range(100)]
+    text, seen = await _compress(1 << 20, *parts)
+    assert text == b"".join(parts) and seen.log_size == len(text) and not seen.truncated
+    empty, seen = await _compress(0)
+    assert empty == b"" and seen.log_size == 0
+
+
+async def test_a_log_over_the_cap_is_cut_at_a_line_with_a_last_line_saying_so() -> None:
+    parts = [b"".join(f"chunk {c} line {i}\n".encode() for i in range(100)) for c in range(20)]
+    whole = b"".join(parts)
+    cap = 10_000
+    text, seen = await _compress(cap, *parts)
+    kept, _, notice = text.rstrip(b"\n").rpartition(b"\n")
+    kept += b"\n"
+    assert seen.truncated and seen.log_size == len(kept) <= cap
+    assert whole.startswith(kept) and len(kept) > cap - 100  # cut at the last line start within the cap
+    assert notice.decode() == (
+        f"[porpoise] log archive truncated: the last {len(whole) - len(kept)} bytes of the log were not archived"
+        f" (api.log_archive_max_bytes = {cap})"
+    )
+
+
+# -- the queue ------------------------------------------------------------------------------------------------
+
+
+async def _task(conn: asyncpg.Connection, state: int, host: str | None, log_path: str | None) -> tuple[int, int]:
+    project = await _project(conn, f"p{await conn.fetchval('SELECT count(*) FROM project')}", None)
+    instance = await _instance(conn, project, RUNNING, None, tasks=0)
+    task = await conn.fetchval(
+        "INSERT INTO task_instance (name, task_type, task_code, task_definition_version, workflow_instance_id,"
+        " state, host, log_path) VALUES ('t', 'SHELL', 1, 1, $1, $2, $3, $4) RETURNING id",
+        instance,
+        state,
+        host,
+        log_path,
+    )
+    return instance, int(task)
+
+
+async def _queued(conn: asyncpg.Connection) -> set[int]:
+    return {int(r["task_instance_id"]) for r in await conn.fetch("SELECT task_instance_id FROM task_log_archive")}
+
+
+async def test_an_attempt_is_queued_for_archiving_when_it_ends_with_a_log_on_a_worker(fresh_db: str) -> None:
+    conn = await asyncpg.connect(fresh_db)
+    try:
+        _, running = await _task(conn, RUNNING, "w:1", "/l/1.log")
+        _, ended = await _task(conn, SUCCESS, "w:1", "/l/2.log")  # ended as it was inserted
+        _, never_ran = await _task(conn, 6, None, None)  # failed before reaching a worker
+        assert await _queued(conn) == {ended}
+        await conn.execute("UPDATE task_instance SET state = 9 WHERE id = $1", running)  # KILL
+        await conn.execute("UPDATE task_instance SET state = 13 WHERE id = $1", ended)  # forced success: once
+        assert await _queued(conn) == {ended, running}
+        row = await conn.fetchrow("SELECT * FROM task_log_archive WHERE task_instance_id = $1", running)
+        assert row["state"] == ArchiveState.PENDING and row["blob_key"] is None
+        assert never_ran not in await _queued(conn)
+    finally:
+        await conn.close()
+
+
+# -- the archiver against a worker's log listener -------------------------------------------------------------
+
+
+class LogListener:
+    """A worker's ``log.download`` answer (engine/worker/server.py on_log_download) over its log directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.files = LogFiles(root)
+        self.address = f"127.0.0.1:{free_port()}"
+        self.runner: web.AppRunner | None = None
+
+    async def download(self, msg: LogDownload) -> web.StreamResponse:
+        target = self.files.checked(msg.path)
+        if not target.is_file():
+            return web.json_response({"error": f"log {msg.path} does not exist"}, status=404)
+        return web.FileResponse(target, headers={"Content-Type": "text/plain; charset=utf-8"})
+
+    async def __aenter__(self) -> LogListener:
+        app = web.Application()
+        RpcServer(app, TEST_SECRET, require_client_cert=tls.ENABLED).register(LogDownload, self.download)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        host, port = self.address.split(":")
+        await web.TCPSite(self.runner, host, int(port), ssl_context=tls.server_ssl()).start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.runner is not None
+        await self.runner.cleanup()
+
+
+def _archiver(pool: asyncpg.Pool, rpc: RpcClient, max_bytes: int = 1 << 20, max_tries: int = 2) -> LogArchiver:
+    blobs = DatabaseBlobStore(pool)
+    return LogArchiver(pool, rpc, blobs, interval=0.05, max_bytes=max_bytes, retry_seconds=0.0, max_tries=max_tries)
+
+
+async def _blob_text(blobs: DatabaseBlobStore, key: str) -> bytes:
+    return zlib.decompress(b"".join([c async for c in blobs.open(key)]), 31)
+
+
+async def test_the_archiver_copies_ended_logs_and_says_which_it_could_not(fresh_db: str, tmp_path: Path) -> None:
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    rpc = rpc_client(5)
+    try:
+        async with LogListener(tmp_path) as worker:
+            big = tmp_path / "1" / "big.log"
+            big.parent.mkdir()
+            big.write_bytes(b"".join(f"big line {i}\n".encode() for i in range(50_000)))
+            small = tmp_path / "1" / "small.log"
+            small.write_text("hello\nworld\n")
+            async with pool.acquire() as conn:
+                w1, t_big = await _task(conn, SUCCESS, worker.address, str(big))
+                w2, t_small = await _task(conn, SUCCESS, worker.address, str(small))
+                _, t_gone = await _task(conn, SUCCESS, worker.address, str(tmp_path / "1" / "removed.log"))
+                _, t_dead = await _task(conn, SUCCESS, f"127.0.0.1:{free_port()}", str(small))
+            archiver = _archiver(pool, rpc, max_bytes=100_000)
+            assert await archiver.archive_once() == 4
+            assert await archiver.archive_once() == 1  # the dead worker's, tried again at once (retry 0 s)
+            assert await archiver.archive_once() == 0  # and given up after max_tries
+        rows = {r["task_instance_id"]: r for r in await pool.fetch("SELECT * FROM task_log_archive")}
+        blobs = archiver.blobs
+        assert rows[t_small]["state"] == ArchiveState.ARCHIVED and not rows[t_small]["truncated"]
+        assert rows[t_small]["blob_key"] == archive_key(w2, t_small, 1)
+        assert await _blob_text(blobs, rows[t_small]["blob_key"]) == b"hello\nworld\n"
+        assert rows[t_big]["state"] == ArchiveState.ARCHIVED and rows[t_big]["truncated"]
+        text = await _blob_text(blobs, archive_key(w1, t_big, 1))
+        assert big.read_bytes().startswith(text.rsplit(b"\n[porpoise] log archive truncated", 1)[0])
+        assert b"[porpoise] log archive truncated" in text.splitlines()[-1]
+        assert rows[t_gone]["state"] == ArchiveState.MISSING
+        assert rows[t_dead]["state"] == ArchiveState.FAILED and rows[t_dead]["tries"] == 2
+        assert rows[t_dead]["reason"]
+    finally:
+        await rpc.close()
+        await pool.close()
+
+
+# -- reading through the API ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def api_token(fresh_db: str) -> str:
+    conn = await asyncpg.connect(fresh_db)
+    try:
+        return (await create_token(conn, await ensure_user(conn), "t"))[1]
+    finally:
+        await conn.close()
+
+
+async def test_an_ended_attempt_s_log_is_read_from_its_archive_with_no_worker(
+    fresh_db: str, api_token: str, tmp_path: Path
+) -> None:
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    blobs = DatabaseBlobStore(pool)
+    lines = [f"line {i} of the archived log" for i in range(3000)]
+    gone = f"127.0.0.1:{free_port()}"  # a worker that is no more
+    async with pool.acquire() as conn:
+        instance, task = await _task(conn, SUCCESS, gone, "/nowhere/1-1.log")
+        _, lost = await _task(conn, SUCCESS, gone, "/nowhere/2-1.log")
+        _, running = await _task(conn, RUNNING, gone, "/nowhere/3-1.log")
+        await conn.execute(
+            "UPDATE task_log_archive SET state = $2, reason = 'gone from w' WHERE task_instance_id = $1",
+            lost,
+            int(ArchiveState.MISSING),
+        )
+    key = archive_key(instance, task, 1)
+    data = ("\n".join(lines) + "\n").encode()
+    stored = await blobs.put(key, _chunks(gzip.compress(data)))
+    await pool.execute(
+        "UPDATE task_log_archive SET state = 1, blob_key = $2, log_size = $3, stored_size = $4, sha256 = $5"
+        " WHERE task_instance_id = $1",
+        task,
+        key,
+        len(data),
+        stored.size,
+        stored.sha256,
+    )
+    archived = ArchivedLogs(blobs, str(tmp_path / "cache"), 1 << 20)
+
+    def prepare(server: Any) -> None:
+        server.archived_logs = archived
+
+    async with in_process_api(fresh_db, ["rpc.timeout=2"], api_token, prepare) as (http, url):
+
+        async def get(path: str, **params: Any) -> tuple[int, Any]:
+            async with http.get(url + path, params={k: json.dumps(v) if isinstance(v, bool) else str(v)
+                                                    for k, v in params.items()}) as resp:  # fmt: skip
+                return resp.status, await (resp.json() if resp.content_type == "application/json" else resp.read())
+
+        status, page = await get(f"/api/v1/tasks/{task}/log", skip=10, limit=5)
+        assert status == 200, page
+        assert page == {"lines": lines[10:15], "start": 10, "total": 3000, "next": 15, "complete": True}
+        status, page = await get(f"/api/v1/tasks/{task}/log", limit=2, from_end=True)
+        assert page["lines"] == lines[-2:] and page["start"] == 2998
+        status, found = await get(f"/api/v1/tasks/{task}/log/search", q="LINE 2999 ")
+        assert status == 200 and found["hits"] == [{"line": 2999, "text": lines[2999]}] and found["done"]
+        status, body = await get(f"/api/v1/tasks/{task}/log/download")
+        assert status == 200 and body == data
+        status, answer = await get(f"/api/v1/tasks/{lost}/log")
+        assert status == 404 and "it was not archived (missing: gone from w)" in answer["error"]["message"], answer
+        status, answer = await get(f"/api/v1/tasks/{lost}/log/download")
+        assert status == 404 and "not archived" in answer["error"]["message"], answer
+        status, answer = await get(f"/api/v1/tasks/{running}/log")
+        assert status == 502 and "did not answer" in answer["error"]["message"], (
+            answer
+        )  # a running one: only its worker
+    await archived.close()
+    await pool.close()
+
+
+# -- retention ------------------------------------------------------------------------------------------------
+
+
+async def test_retention_deletes_the_archived_logs_of_the_instances_it_removes(fresh_db: str) -> None:
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    blobs = DatabaseBlobStore(pool)
+    try:
+        async with pool.acquire() as conn:
+            project = await _project(conn, "p", None)
+            old = await _instance(conn, project, SUCCESS, OLD)
+            young = await _instance(conn, project, SUCCESS, dt.timedelta(days=1))
+        keys = {}
+        for instance in (old, young):
+            for task in (1, 2):
+                keys[instance, task] = archive_key(instance, task, 1)
+                await blobs.put(keys[instance, task], _chunks(gzip.compress(b"x\n")))
+        removed = await Retention(pool, 90, 0, batch=1, blobs=blobs).run()
+        assert removed.instances == 1 and removed.log_archives == 2
+        for (instance, _), key in keys.items():
+            assert await blobs.exists(key) == (instance == young), key
+        assert instance_prefix(old) != instance_prefix(young)
+    finally:
+        await pool.close()
+
+
+def test_the_archive_settings_are_checked() -> None:
+    with pytest.raises(config_mod.ConfigError, match=r"api\.log_cache_dir"):
+        config_mod.load(overrides=["api.log_cache_dir=relative/dir"], environ={})
+
+
+async def test_an_archive_that_compressed_a_thousandfold_is_read_a_megabyte_at_a_time(
+    fresh_db: str, tmp_path: Path
+) -> None:
+    """One stored chunk of a log of one repeated line holds a gigabyte: reading it never holds more than
+    INFLATE_BYTES of it at once, in the download's stream as in the cache's copy."""
+    from engine.api.tasklogs import INFLATE_BYTES
+
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=2)
+    blobs = DatabaseBlobStore(pool)
+    size = 64 * INFLATE_BYTES + 5
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    data = b"".join(comp.compress(b"y\n" * (INFLATE_BYTES // 2)) for _ in range(64)) + comp.compress(b"tail\n")
+    data += comp.flush()
+    stored = await blobs.put("task-logs/1/1-1.log.gz", _chunks(data))
+    assert stored.size < size // 100
+    cache = ArchivedLogs(blobs, str(tmp_path / "cache"), 1 << 30)
+    try:
+        pieces = [len(p) async for p in cache.stream(stored.key)]
+        assert sum(pieces) == size and max(pieces) <= INFLATE_BYTES
+        path = Path(await cache.local(stored.key, stored.sha256))
+        assert await asyncio.to_thread(os.path.getsize, path) == size
+    finally:
+        await cache.close()
+        await pool.close()
