@@ -39,6 +39,7 @@ from engine.states import (
     WorkflowState,
     sql_codes,
 )
+from engine.storage.task_logs import ArchiveState
 
 metadata = MetaData()
 
@@ -581,7 +582,7 @@ task_log_archive = Table(
     Column("reason", Text),
     Column("create_time", TIMESTAMP(timezone=True), nullable=False, server_default=text("now()")),
     Column("archive_time", TIMESTAMP(timezone=True)),
-    Index("task_log_archive_pending_idx", "next_try", postgresql_where=text("state = 0")),
+    Index("task_log_archive_pending_idx", "next_try", postgresql_where=text(f"state = {int(ArchiveState.PENDING)}")),
 )
 
 
