@@ -66,8 +66,10 @@ class Client:
     ) -> dict[str, Any]:
         """Create or edit data source ``name``: ``type`` (POSTGRESQL, MYSQL, CLICKHOUSE, HIVE; kept on edit)
         and its params (host, port, database, user, password, dsn, other). A ``password`` of ``"***"`` (or
-        none, on an edit) keeps the stored one."""
-        params.setdefault("password", "***")
+        none, on an edit) keeps the stored one; a new source given none has none."""
+        if "password" not in params:
+            exists = any(d["name"] == name for d in self.datasources())
+            params["password"] = "***" if exists else ""
         body: dict[str, Any] = {"params": params}
         if type is not None:
             body["type"] = type

@@ -334,3 +334,32 @@ def hive(workdir: Path) -> Iterator[sql_servers.HiveServer]:
     server = sql_servers.start_hive(workdir / "hive")
     yield server
     sql_servers.stop_hive(server)
+
+
+#: (test, names of the threads it started that outlived it): printed after the run. A thread left running in
+#: the test process competes with every later test (for the GIL and, under tracemalloc, in memory bounds)
+_LEAKED_THREADS: list[tuple[str, list[str]]] = []
+
+
+@pytest.fixture(autouse=True)
+def _thread_census(request: pytest.FixtureRequest) -> Iterator[None]:
+    import threading
+    import time
+
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 1.0
+    while True:
+        extra = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        if not extra or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    if extra:
+        _LEAKED_THREADS.append((request.node.nodeid, sorted(t.name for t in extra)))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _LEAKED_THREADS:
+        terminalreporter.section("threads that outlived their test")
+        for nodeid, names in _LEAKED_THREADS:
+            terminalreporter.line(f"{nodeid}: {', '.join(names)}")
