@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bench.common import exit_on_sigterm, machine
 from bench.quick import reference_block, write_reference
-from engine import logs
+from core import logs
 
 BENCHMARKS = ["registry", "engine", "failover", "scale", "hosts", "history", "ui", "spark", "sql"]
 #: too heavy for the tiny round `make test` runs (four Spark JVMs and a dozen Spark applications, minutes on

@@ -81,7 +81,7 @@ def main(run: Callable[[str], dict[str, Any]]) -> None:
     import json
     import sys
 
-    from engine import logs
+    from core import logs
 
     logs.configure("console", "warning")
     exit_on_sigterm()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from engine.cli.client import ApiClient, ApiClientError, discover
+from engine.client import ApiClient, ApiClientError, discover
 
 ApiError = ApiClientError
 

@@ -18,7 +18,7 @@ import contextvars
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Self
 
-from engine.errors import PorpoiseError
+from core.errors import PorpoiseError
 from engine.workflows import document
 from engine.workflows.model import DefinitionError
 

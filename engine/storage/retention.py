@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from engine import logs
+from core import logs
 
 log = logs.get(__name__)
 
