@@ -86,9 +86,14 @@ def _sql(r: dict[str, Any], size: dict[str, Any]) -> None:
     assert r["runs"] == len(size["kinds"]) * (1 + size["runs"]), "a run missing"
 
 
+def _jars(r: dict[str, Any], size: dict[str, Any]) -> None:
+    assert r["all_success"] == 1.0, "an MR, Spark jar or PySpark workflow did not end SUCCESS"
+    assert r["runs"] == 3 * (size["runs"] + size["first_apart"]), "a run missing"
+
+
 CORRECT: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "engine": _engine, "failover": _failover, "registry": _registry, "scale": _scale, "hosts": _hosts,
-    "spark": _spark, "sql": _sql,
+    "spark": _spark, "sql": _sql, "jars": _jars,
     "history": _history,
     "ui": _ui,
 }  # fmt: skip
