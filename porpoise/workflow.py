@@ -348,8 +348,3 @@ def collecting(into: list[Workflow]) -> Iterator[list[Workflow]]:
         yield into
     finally:
         _COLLECTOR.reset(token)
-
-
-def current_workflow() -> Workflow | None:
-    """The workflow whose ``with`` block is open, if any."""
-    return _CURRENT.get()
