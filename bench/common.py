@@ -89,10 +89,18 @@ class Run:
     dispatch: float
     task: float
     state: int
+    #: the task's log file on the worker (its tail says why a run failed)
+    log_path: str
 
     @property
     def success(self) -> bool:
         return self.state == WorkflowState.SUCCESS
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(Path(self.log_path).read_text(errors="replace").splitlines()[-lines:])
+        except OSError as exc:
+            return f"(no log: {exc})"
 
 
 async def run_workflow(dsn: str, code: int, timeout: float = 900.0) -> Run:
@@ -117,13 +125,15 @@ async def run_workflow(dsn: str, code: int, timeout: float = 900.0) -> Run:
             await asyncio.sleep(0.02)
         total = time.monotonic() - t0
         task = await conn.fetchrow(
-            "SELECT submit_time, start_time, end_time FROM task_instance WHERE workflow_instance_id = $1", row["id"]
+            "SELECT submit_time, start_time, end_time, log_path FROM task_instance WHERE workflow_instance_id = $1",
+            row["id"],
         )
         return Run(
             total=total,
             dispatch=(task["end_time"] - task["submit_time"]).total_seconds(),
             task=(task["end_time"] - task["start_time"]).total_seconds(),
             state=int(row["state"]),
+            log_path=task["log_path"] or "",
         )
     finally:
         await conn.close()

@@ -25,7 +25,7 @@ from bench.common import bench_stack, main, percentile, rounded, run_workflow, s
 from engine.workflows.model import TaskDef
 from tests.java_jobs import SPARK_SUM, WORD_COUNT, build_jar
 
-SIZES = {"tiny": {"runs": 1, "first_apart": False}, "full": {"runs": 5, "first_apart": True}}
+SIZES = {"tiny": {"runs": 1, "first_apart": False}, "full": {"runs": 3, "first_apart": True}}
 KINDS = ("mr", "spark_jar", "pyspark")
 #: what the jar's SparkSum computes for mainArgs "7": (1 + 2 + 3) * 7, the same sum in PySpark
 PYSPARK_SUM = """
@@ -69,6 +69,8 @@ async def _measure(dsn: str, tasks: dict[str, tuple[str, dict[str, Any]]], param
     if params["first_apart"]:
         for kind, code in codes.items():
             first = await run_workflow(dsn, code, timeout=600)
+            if not first.success:
+                out[f"{kind}_failure"] = first.log_tail()
             out[f"{kind}_first_total_s"] = first.total
             successes.append(first.success)
     totals: dict[str, list[float]] = {kind: [] for kind in codes}
@@ -76,6 +78,8 @@ async def _measure(dsn: str, tasks: dict[str, tuple[str, dict[str, Any]]], param
     for _ in range(params["runs"]):
         for kind, code in codes.items():  # interleaved
             r = await run_workflow(dsn, code, timeout=600)
+            if not r.success and f"{kind}_failure" not in out:
+                out[f"{kind}_failure"] = r.log_tail()
             totals[kind].append(r.total)
             task_s[kind].append(r.task)
             successes.append(r.success)
