@@ -89,6 +89,7 @@ clean: stop
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m engine.storage.schema_sql --check
 	cd ui && npm run --silent lint && npm run --silent typecheck && npm run --silent check:api
 

@@ -11,13 +11,14 @@ from pathlib import Path
 
 from bench.common import exit_on_sigterm, machine
 from bench.quick import reference_block, write_reference
-from engine import logs
+from core import logs
 
-BENCHMARKS = ["registry", "engine", "failover", "scale", "hosts", "history", "ui", "spark", "sql", "resources"]
-#: too heavy for the tiny round `make test` runs (four Spark JVMs and a dozen Spark applications, minutes on
-#: two cores): what they measure is proven by real processes in tests/test_spark_cluster.py and
-#: tests/test_spark_connect.py
-NOT_IN_SMOKE = frozenset({"spark"})
+BENCHMARKS = ["registry", "engine", "failover", "scale", "hosts", "history", "ui", "spark", "sql", "jars", "resources"]
+#: too heavy for the tiny round `make test` runs (spark: four Spark JVMs and a dozen Spark applications; jars:
+#: two javac builds and a JVM job per kind, 4-6 minutes at load 15 on two cores): what they measure is proven
+#: by real processes in tests/test_spark_cluster.py, tests/test_spark_connect.py, tests/test_mr.py and
+#: tests/test_spark_jar.py
+NOT_IN_SMOKE = frozenset({"spark", "jars"})
 DOC = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
 
 

@@ -173,7 +173,7 @@ def run(size: str = "quick") -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    from engine import logs
+    from core import logs
 
     logs.configure("console", "warning")
     exit_on_sigterm()

@@ -26,15 +26,23 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
-from bench.common import bench_config, main, percentile, rounded, save_released, workdir
+from bench.common import (
+    UNGUARDED,
+    bench_stack,
+    main,
+    percentile,
+    rounded,
+    run_workflow,
+    save_released,
+    start_nodes,
+    workdir,
+)
 from engine.infra.spark import SparkCluster, SparkConnectServer
-from engine.infra.stack import Stack
 from engine.workflows.model import TaskDef
 
 SIZES = {"tiny": {"trivial": 1, "example": 1, "rows": 5000}, "full": {"trivial": 5, "example": 1, "rows": 100000}}
@@ -47,40 +55,11 @@ from pyspark.sql import SparkSession
 spark = SparkSession.builder.getOrCreate()
 print("${setValue(n=%d)}" % spark.range(10).count())
 """
-FINAL = (3, 5, 6, 7)
-SUCCESS = 7
 
 
 def _params(master: str, **kw: Any) -> dict[str, Any]:
     return {"master": master, "driverMemory": "512m", "executorMemory": "512m",
             "conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}, **kw}  # fmt: skip
-
-
-async def _run_once(dsn: str, code: int) -> tuple[float, float, int]:
-    """Start the workflow; (total seconds, its task's seconds, final state)."""
-    conn = await asyncpg.connect(dsn)
-    try:
-        t0 = time.monotonic()
-        cid = await conn.fetchval(
-            "INSERT INTO command (command_type, workflow_definition_code) VALUES (0, $1) RETURNING id", code
-        )
-        deadline = t0 + 900
-        while True:
-            row = await conn.fetchrow(
-                "SELECT id, state FROM workflow_instance WHERE command_id = $1 AND state = ANY($2)", cid, list(FINAL)
-            )
-            if row is not None:
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"workflow {code} not finished after 900 s")
-            await asyncio.sleep(0.02)
-        total = time.monotonic() - t0
-        task = await conn.fetchrow(
-            "SELECT start_time, end_time FROM task_instance WHERE workflow_instance_id = $1", row["id"]
-        )
-        return total, (task["end_time"] - task["start_time"]).total_seconds(), int(row["state"])
-    finally:
-        await conn.close()
 
 
 async def _save(dsn: str, name: str, params: dict[str, Any], group: str = "default") -> int:
@@ -93,7 +72,7 @@ async def _save(dsn: str, name: str, params: dict[str, Any], group: str = "defau
 
 async def _measure(dsn: str, modes: dict[str, str], params: dict[str, Any], day: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    states: list[int] = []
+    successes: list[bool] = []
     codes = {
         mode: await _save(dsn, f"trivial_{mode}", _params(master, rawScript=TRIVIAL)) for mode, master in modes.items()
     }
@@ -104,16 +83,16 @@ async def _measure(dsn: str, modes: dict[str, str], params: dict[str, Any], day:
         )
         for mode, master in modes.items()
     }
-    total, _, state = await _run_once(dsn, codes["connect"])  # the server's JIT warm-up, once per server
-    out["connect_first_total_s"] = total
-    states.append(state)
+    first = await run_workflow(dsn, codes["connect"])  # the server's JIT warm-up, once per server
+    out["connect_first_total_s"] = first.total
+    successes.append(first.success)
     for mode in modes:
         totals, tasks = [], []
         for _ in range(params["trivial"]):
-            total, task, state = await _run_once(dsn, codes[mode])
-            totals.append(total)
-            tasks.append(task)
-            states.append(state)
+            r = await run_workflow(dsn, codes[mode])
+            totals.append(r.total)
+            tasks.append(r.task)
+            successes.append(r.success)
         out |= {
             f"trivial_{mode}_total_p50_s": percentile(totals, 50),
             f"trivial_{mode}_total_max_s": max(totals),
@@ -122,12 +101,12 @@ async def _measure(dsn: str, modes: dict[str, str], params: dict[str, Any], day:
     for mode in modes:
         tasks = []
         for _ in range(params["example"]):
-            _, task, state = await _run_once(dsn, examples[mode])
-            tasks.append(task)
-            states.append(state)
+            r = await run_workflow(dsn, examples[mode])
+            tasks.append(r.task)
+            successes.append(r.success)
         out[f"example_{mode}_task_p50_s"] = percentile(tasks, 50)
-    out["all_success"] = float(all(s == SUCCESS for s in states))
-    out["runs"] = len(states)
+    out["all_success"] = float(all(successes))
+    out["runs"] = len(successes)
     return out
 
 
@@ -136,19 +115,19 @@ async def _measure_connect(dsn: str, runs: int) -> dict[str, Any]:
     codes = {mode: await _save(dsn, f"trivial_{mode}", _params("connect", rawScript=TRIVIAL), group)
              for mode, group in groups.items()}  # fmt: skip
     out: dict[str, Any] = {"load_avg_1m_start": os.getloadavg()[0]}
-    states: list[int] = []
+    successes: list[bool] = []
     for mode in groups:  # each worker's first task: the server's JIT warm-up, the fork server's start
-        total, _, state = await _run_once(dsn, codes[mode])
-        out[f"connect_{mode}_first_total_s"] = total
-        states.append(state)
+        first = await run_workflow(dsn, codes[mode])
+        out[f"connect_{mode}_first_total_s"] = first.total
+        successes.append(first.success)
     totals: dict[str, list[float]] = {mode: [] for mode in groups}
     tasks: dict[str, list[float]] = {mode: [] for mode in groups}
     for _ in range(runs):
         for mode in groups:  # interleaved: a change of load meets both modes
-            total, task, state = await _run_once(dsn, codes[mode])
-            totals[mode].append(total)
-            tasks[mode].append(task)
-            states.append(state)
+            r = await run_workflow(dsn, codes[mode])
+            totals[mode].append(r.total)
+            tasks[mode].append(r.task)
+            successes.append(r.success)
     for mode in groups:
         out |= {
             f"trivial_connect_{mode}_total_p50_s": percentile(totals[mode], 50),
@@ -157,34 +136,26 @@ async def _measure_connect(dsn: str, runs: int) -> dict[str, Any]:
             f"trivial_connect_{mode}_task_max_s": max(tasks[mode]),
         }
     out["load_avg_1m_end"] = os.getloadavg()[0]
-    out["all_success"] = float(all(s == SUCCESS for s in states))
-    out["runs"] = len(states)
+    out["all_success"] = float(all(successes))
+    out["runs"] = len(successes)
     return out
 
 
 def run_connect() -> dict[str, Any]:
     result: dict[str, Any] = {"benchmark": "spark", "size": "connect"}
-    with workdir() as base:
-        stack = Stack(base / "stack", bench_config())
+    with workdir() as base, contextlib.ExitStack() as cleanup:
         connect = SparkConnectServer(base / "spark", master="local[2]")
-        with contextlib.ExitStack() as cleanup:
-            cleanup.callback(connect.stop)
-            cleanup.callback(stack.stop_all)
-            stack.start_infra()
-            connect.start()
-            stack.start_node("master", "master", ["logging.level=warning", "master.max_cpu_load_avg=100000"])
-            common = [
-                "logging.level=warning",
-                "worker.max_cpu_load_avg=100000",
-                f"worker.spark_connect_url={connect.url}",
-            ]
-            stack.start_node("worker", "worker-prefork", common)
-            stack.start_node("worker", "worker-spawn", [
-                *common, "worker.group=spawn", "worker.spark_connect_prefork=false",
-                f"worker.exec_dir={base / 'exec-spawn'}", f"worker.log_dir={base / 'logs-spawn'}",
-            ])  # fmt: skip
-            assert stack.postgres is not None
-            result |= asyncio.run(_measure_connect(stack.postgres.dsn, CONNECT_RUNS))
+        cleanup.callback(connect.stop)
+        stack = bench_stack(base, cleanup)
+        connect.start()
+        start_nodes(stack, f"worker.spark_connect_url={connect.url}", worker="worker-prefork")
+        stack.start_node("worker", "worker-spawn", [
+            "logging.level=warning", *UNGUARDED["worker"], f"worker.spark_connect_url={connect.url}",
+            "worker.group=spawn", "worker.spark_connect_prefork=false",
+            f"worker.exec_dir={base / 'exec-spawn'}", f"worker.log_dir={base / 'logs-spawn'}",
+        ])  # fmt: skip
+        assert stack.postgres is not None
+        result |= asyncio.run(_measure_connect(stack.postgres.dsn, CONNECT_RUNS))
     return rounded(result)
 
 
@@ -200,20 +171,15 @@ def run(size: str = "full") -> dict[str, Any]:
              "--out", str(day)],
             check=True, capture_output=True, timeout=300,
         )  # fmt: skip
-        stack = Stack(base / "stack", bench_config())
         cluster = SparkCluster(base / "spark", workers=2, worker_cores=1, worker_memory="512m")
         connect = SparkConnectServer(base / "spark", master="local[2]")
         with contextlib.ExitStack() as cleanup:  # each one stopped even when another's stop fails
             cleanup.callback(cluster.stop)
             cleanup.callback(connect.stop)
-            cleanup.callback(stack.stop_all)
-            stack.start_infra()
+            stack = bench_stack(base, cleanup)
             cluster.start()
             connect.start()
-            stack.start_node("master", "master", ["logging.level=warning", "master.max_cpu_load_avg=100000"])
-            stack.start_node("worker", "worker", [
-                "logging.level=warning", "worker.max_cpu_load_avg=100000", f"worker.spark_connect_url={connect.url}",
-            ])  # fmt: skip
+            start_nodes(stack, f"worker.spark_connect_url={connect.url}")
             assert stack.postgres is not None
             modes = {"local": "local[1]", "cluster": cluster.master_url, "connect": "connect"}
             result |= asyncio.run(_measure(stack.postgres.dsn, modes, params, day))

@@ -1,17 +1,19 @@
 """SQL task timings per data-source type, side by side in one run: PostgreSQL (the stack's own server),
-MariaDB (MYSQL), ClickHouse and, with ``hive``, Spark's Thrift server (HIVE), the last three private
-servers started as the test suite starts them (tests/sql_servers.py).
+MariaDB (MYSQL), ClickHouse and Spark's Thrift server (HIVE), the last three private servers started as the
+test suite starts them (tests/sql_servers.py).
 
 On a standalone-shaped stack (private etcd + PostgreSQL, 1 master, 1 worker), a one-task workflow whose
 SQL task runs ``SELECT 1 AS n`` (a query: one row to the log and an OUT parameter) on each type in turn,
-``runs`` times, interleaved so a change of load meets every type:
+``runs`` times, interleaved so a change of load meets every type (bench.common.Run):
 
 - total: command inserted -> instance finished (wall clock, polled every 20 ms);
 - dispatch: the task instance's submit time (the master dispatched it) -> its end (the result recorded);
 - task: the task instance's own start -> end (the runner's process: connect, query, close).
 
-``python -m bench.sql [tiny|full|hive]``: ``hive`` is ``full`` with HIVE as well (a Spark JVM; minutes to
-start on a loaded machine).
+Each type's dispatch-to-result p50 is also given as a ratio to PostgreSQL's (``<type>_to_postgresql``).
+
+``python -m bench.sql [tiny|full]``: ``tiny`` (the test suite's smoke round) is PostgreSQL and MariaDB only;
+``full`` adds ClickHouse and HIVE (a Spark JVM: minutes to start on a loaded machine).
 """
 
 from __future__ import annotations
@@ -19,51 +21,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
+import os
 from typing import Any
 
 import asyncpg
 
-from bench.common import bench_config, main, percentile, rounded, save_released, workdir
-from engine.infra.stack import Stack
+from bench.common import bench_stack, main, percentile, rounded, run_workflow, save_released, start_nodes, workdir
 from engine.workflows.model import TaskDef
 from tests import sql_servers
 
 SIZES = {
     "tiny": {"runs": 2, "kinds": ("POSTGRESQL", "MYSQL")},
-    "full": {"runs": 20, "kinds": ("POSTGRESQL", "MYSQL", "CLICKHOUSE")},
-    "hive": {"runs": 20, "kinds": ("POSTGRESQL", "MYSQL", "CLICKHOUSE", "HIVE")},
+    "full": {"runs": 20, "kinds": ("POSTGRESQL", "MYSQL", "CLICKHOUSE", "HIVE")},
 }
-FINAL = (3, 5, 6, 7)
-SUCCESS = 7
-
-
-async def _run_once(dsn: str, code: int) -> tuple[float, float, float, int]:
-    """Start the workflow; (total, dispatch -> end, task seconds, final state)."""
-    conn = await asyncpg.connect(dsn)
-    try:
-        t0 = time.monotonic()
-        cid = await conn.fetchval(
-            "INSERT INTO command (command_type, workflow_definition_code) VALUES (0, $1) RETURNING id", code
-        )
-        deadline = t0 + 600
-        while True:
-            row = await conn.fetchrow(
-                "SELECT id, state FROM workflow_instance WHERE command_id = $1 AND state = ANY($2)", cid, list(FINAL)
-            )
-            if row is not None:
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"workflow {code} not finished after 600 s")
-            await asyncio.sleep(0.02)
-        total = time.monotonic() - t0
-        task = await conn.fetchrow(
-            "SELECT submit_time, start_time, end_time FROM task_instance WHERE workflow_instance_id = $1", row["id"]
-        )
-        dispatch = (task["end_time"] - task["submit_time"]).total_seconds()
-        return total, dispatch, (task["end_time"] - task["start_time"]).total_seconds(), int(row["state"])
-    finally:
-        await conn.close()
 
 
 async def _measure(dsn: str, sources: dict[str, dict[str, Any]], runs: int) -> dict[str, Any]:
@@ -81,20 +51,20 @@ async def _measure(dsn: str, sources: dict[str, dict[str, Any]], runs: int) -> d
             codes[kind] = await save_released(conn, f"sql_{kind.lower()}", [task])
     finally:
         await conn.close()
-    out: dict[str, Any] = {}
-    states: list[int] = []
+    out: dict[str, Any] = {"load_avg_1m_start": os.getloadavg()[0]}
+    successes: list[bool] = []
     for kind, code in codes.items():  # each type's first task: its driver's import and first connection, apart
-        total, _, _, state = await _run_once(dsn, code)
-        out[f"{kind.lower()}_first_total_s"] = total
-        states.append(state)
+        first = await run_workflow(dsn, code, timeout=600)
+        out[f"{kind.lower()}_first_total_s"] = first.total
+        successes.append(first.success)
     figures: dict[str, dict[str, list[float]]] = {k: {"total": [], "dispatch": [], "task": []} for k in codes}
     for _ in range(runs):
         for kind, code in codes.items():  # interleaved
-            total, dispatch, task, state = await _run_once(dsn, code)
-            figures[kind]["total"].append(total)
-            figures[kind]["dispatch"].append(dispatch)
-            figures[kind]["task"].append(task)
-            states.append(state)
+            r = await run_workflow(dsn, code, timeout=600)
+            figures[kind]["total"].append(r.total)
+            figures[kind]["dispatch"].append(r.dispatch)
+            figures[kind]["task"].append(r.task)
+            successes.append(r.success)
     for kind, f in figures.items():
         k = kind.lower()
         out |= {
@@ -103,8 +73,13 @@ async def _measure(dsn: str, sources: dict[str, dict[str, Any]], runs: int) -> d
             f"{k}_total_p50_s": percentile(f["total"], 50),
             f"{k}_total_max_s": max(f["total"]),
         }
-    out["all_success"] = float(all(s == SUCCESS for s in states))
-    out["runs"] = len(states)
+    reference = out["postgresql_dispatch_to_result_p50_s"]
+    for kind in figures:
+        if kind != "POSTGRESQL":
+            out[f"{kind.lower()}_to_postgresql"] = out[f"{kind.lower()}_dispatch_to_result_p50_s"] / reference
+    out["load_avg_1m_end"] = os.getloadavg()[0]
+    out["all_success"] = float(all(successes))
+    out["runs"] = len(successes)
     return out
 
 
@@ -113,9 +88,7 @@ def run(size: str = "full") -> dict[str, Any]:
     kinds = params["kinds"]
     result: dict[str, Any] = {"benchmark": "sql", "size": size}
     with workdir() as base, contextlib.ExitStack() as cleanup:  # each one stopped even when another's stop fails
-        stack = Stack(base / "stack", bench_config())
-        cleanup.callback(stack.stop_all)
-        stack.start_infra()
+        stack = bench_stack(base, cleanup)
         assert stack.postgres is not None
         sources: dict[str, dict[str, Any]] = {"POSTGRESQL": {"dsn": stack.postgres.dsn}}
         if "MYSQL" in kinds:
@@ -130,8 +103,7 @@ def run(size: str = "full") -> dict[str, Any]:
             hive = sql_servers.start_hive(base / "hive")
             cleanup.callback(sql_servers.stop_hive, hive)
             sources["HIVE"] = hive.source()
-        stack.start_node("master", "master", ["logging.level=warning", "master.max_cpu_load_avg=100000"])
-        stack.start_node("worker", "worker", ["logging.level=warning", "worker.max_cpu_load_avg=100000"])
+        start_nodes(stack)
         plain = {kind: {k: v for k, v in s.items() if k != "type"} for kind, s in sources.items()}
         result |= asyncio.run(_measure(stack.postgres.dsn, plain, params["runs"]))
     return rounded(result)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from engine import logs
-from engine.errors import PorpoiseError
+from core import logs
+from core.errors import PorpoiseError
 
 log = logs.get(__name__)
 

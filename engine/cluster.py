@@ -15,8 +15,8 @@ from typing import Any
 
 import asyncpg
 
-from engine import logs
-from engine.cli.client import CLIENT_FILE
+from core import logs
+from engine.client import CLIENT_FILE
 from engine.config import Config
 from engine.infra.access import ensure_client_file
 from engine.infra.process import ProcessRecord

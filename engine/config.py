@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from engine.errors import ConfigError
+from core.errors import ConfigError
 
 ENV_PREFIX = "PORPOISE_"
 

@@ -19,8 +19,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from engine import logs
-from engine.aio import cancel_and_wait
+from core import logs
+from core.aio import cancel_and_wait
 
 log = logs.get(__name__)
 

@@ -17,11 +17,12 @@ from typing import Any
 import uvloop
 from aiohttp import web
 
-from engine import clocks, logs
+from core import logs
+from core.aio import bounded, cancel_and_wait
+from core.errors import ConfigError, PorpoiseError, SchemaMismatch
+from engine import clocks
 from engine import config as config_mod
-from engine.aio import bounded, cancel_and_wait
 from engine.config import Config
-from engine.errors import ConfigError, PorpoiseError, SchemaMismatch
 from engine.metrics import CONTENT_TYPE, NodeMetrics
 from registry import (
     DuplicateNode,

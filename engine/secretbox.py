@@ -32,7 +32,7 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from engine.errors import ConfigError, PorpoiseError
+from core.errors import ConfigError, PorpoiseError
 
 PREFIX = "pps1:"
 MASK = "***"

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import asyncpg
 
-from engine import logs
+from core import logs
+from core.errors import PorpoiseError
 from engine.api.static import ui_dist
-from engine.cli.client import CLIENT_FILE
+from engine.client import CLIENT_FILE
 from engine.config import Config
-from engine.errors import PorpoiseError
 from engine.infra.access import ensure_client_file
 from engine.infra.process import ManagedProcess
 from engine.infra.stack import Stack

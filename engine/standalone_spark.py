@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 
-from engine import logs
+from core import logs
 from engine.infra.spark import SparkCluster, SparkConnectServer
 from engine.infra.stack import Stack
 

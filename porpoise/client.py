@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import quote
 
-from engine.cli.client import ApiClient, ApiClientError, discover
+from engine.client import ApiClient, ApiClientError, discover
 
 ApiError = ApiClientError
 

@@ -18,7 +18,7 @@ import contextvars
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Self
 
-from engine.errors import PorpoiseError
+from core.errors import PorpoiseError
 from engine.workflows import document
 from engine.workflows.model import DefinitionError
 
@@ -353,8 +353,3 @@ def collecting(into: list[Workflow]) -> Iterator[list[Workflow]]:
         yield into
     finally:
         _COLLECTOR.reset(token)
-
-
-def current_workflow() -> Workflow | None:
-    """The workflow whose ``with`` block is open, if any."""
-    return _CURRENT.get()

@@ -12,8 +12,6 @@ from __future__ import annotations
 import aiohttp.client
 import etcd3.aio_client
 
-_ORIGINAL = etcd3.aio_client._RequestContextManager
-
 
 def install() -> None:
     """Apply the shim (idempotent)."""
@@ -22,8 +20,3 @@ def install() -> None:
 
 def installed() -> bool:
     return etcd3.aio_client._RequestContextManager is aiohttp.client._BaseRequestContextManager
-
-
-def uninstall() -> None:
-    """Restore etcd3-py's original name (tests only)."""
-    etcd3.aio_client._RequestContextManager = _ORIGINAL

@@ -2,7 +2,7 @@
 
 ::
 
-    RegistryError (engine.errors)
+    RegistryError (core.errors)
     ├── RegistryUnavailable   etcd could not be reached or did not answer in time
     ├── LeaseLost             the session's lease expired or was revoked
     ├── LockTimeout           a lock was not acquired within the caller's timeout
@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from engine.errors import RegistryError
+from core.errors import RegistryError
 
 
 class RegistryUnavailable(RegistryError):

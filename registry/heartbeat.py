@@ -15,8 +15,8 @@ from typing import Any
 
 import psutil
 
-from engine import logs
-from engine.aio import cancel_and_wait
+from core import logs
+from core.aio import cancel_and_wait
 from registry.errors import DuplicateNode, RegistryUnavailable
 from registry.identity import Incarnation, Verdict, judge_holder
 from registry.load import BUSY

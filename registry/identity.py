@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 
 import psutil
 
-from engine.errors import ConfigError
+from core.errors import ConfigError
 
 WILDCARDS = ("", "0.0.0.0", "::")
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import psutil
 
-from engine.aio import BackgroundService
+from core.aio import BackgroundService
 
 #: the share of CPU time over the last period above which the CPUs count as busy
 BUSY = 0.9

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import time
 
-from engine import logs
+from core import logs
 from registry.errors import LockTimeout, NotLockOwner, RegistryUnavailable
 from registry.session import Session
 

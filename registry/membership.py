@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engine import logs
-from engine.aio import cancel_and_wait
+from core import logs
+from core.aio import cancel_and_wait
 from registry.client import EtcdClient, KeyValue
 from registry.errors import RegistryUnavailable
 from registry.heartbeat import Heartbeat

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
-from engine import logs
-from engine.config import RegistryConfig
+from core import logs
 from registry.client import EtcdAccess, EtcdClient
 from registry.heartbeat import Heartbeat, Registration
 from registry.keys import NodeId, failover_lock_key, job_lock_key, node_key
@@ -16,12 +16,31 @@ from registry.session import Session, SessionState
 log = logs.get(__name__)
 
 
+class RegistrySettings(Protocol):
+    """What a node's presence reads from its configuration: the ``registry`` section (engine.config's
+    RegistryConfig, which the engine hands in; the registry does not import the engine)."""
+
+    endpoints: list[str]
+    root: str
+    lease_ttl: float
+    keepalive_interval: float
+    heartbeat_interval: float
+    request_timeout: float
+    tls_ca: str
+    tls_cert: str
+    tls_key: str
+    user: str
+    password: str
+
+    def stall_limit(self) -> float: ...
+
+
 class RegistryNode:
     """Starts in order (session, registration, membership) and closes in reverse; close is idempotent."""
 
     def __init__(
         self,
-        cfg: RegistryConfig,
+        cfg: RegistrySettings,
         node: NodeId,
         heartbeat: Callable[[], Awaitable[Heartbeat]],
         client: EtcdClient | None = None,

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engine import logs
+from core import logs
 from registry.client import EtcdClient
 from registry.errors import LeaseLost, RegistryUnavailable
 

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine import logs
+from core import logs
 from registry.membership import MembershipView, NodeChange
 
 log = logs.get(__name__)

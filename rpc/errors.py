@@ -2,7 +2,7 @@
 
 ::
 
-    PorpoiseError (engine.errors)
+    PorpoiseError (core.errors)
     └── RpcError              the call failed (status / reason attached)
         ├── RpcTimeout        no answer within the timeout
         ├── RpcRefused        the peer could not be reached: nothing was sent (refused, DNS, no route)
@@ -22,7 +22,7 @@ twice (a dispatch) may not send it elsewhere on such an error before it knows.
 
 from __future__ import annotations
 
-from engine.errors import PorpoiseError
+from core.errors import PorpoiseError
 
 
 class RpcError(PorpoiseError):

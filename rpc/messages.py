@@ -259,11 +259,6 @@ class TaskReports:
 
 
 @dataclass(frozen=True)
-class Ack:
-    ack: bool = True
-
-
-@dataclass(frozen=True)
 class ReportReply:
     """A master's answer to task.running / task.result: ``ack`` once persisted; otherwise ``owner``
     names the master that owns the instance now, when known (the worker re-targets its reports)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from engine import logs
+from core import logs
 from rpc import auth, codec
 from rpc.auth import ReplayGuard
 from rpc.errors import BadRequest

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 
-from engine.errors import ConfigError
+from core.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from pathlib import Path
 import asyncpg
 import psutil
 
-from engine import logs
+from core import logs
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer, pg_bindir
@@ -395,7 +395,7 @@ async def _check(
 
 
 SAFETY_NETS = {
-    "background loop failed": "loop_restarts",  # engine.aio.BackgroundService restarted a loop
+    "background loop failed": "loop_restarts",  # core.aio.BackgroundService restarted a loop
     "workflow actor failed": "actor_recoveries",  # an actor ended on an error; recovered from the database
 }
 

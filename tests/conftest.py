@@ -20,10 +20,10 @@ from typing import Any
 import asyncpg
 import pytest
 
+from core import logs
 from engine import config as config_mod
-from engine import logs
 from engine.api.tokens import create_token, ensure_user
-from engine.cli.client import ApiClient, Target
+from engine.client import ApiClient, Target
 from engine.config import Config
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
@@ -303,7 +303,7 @@ def api_cluster(workdir: Path, pg_server: PostgresServer, etcd_server: EtcdServe
 
 
 def _cluster_seen(cluster: ApiCluster, worker: bool = True) -> bool:
-    from engine.cli.client import ApiClientError
+    from engine.client import ApiClientError
 
     try:
         data = cluster.client().get("/api/v1/cluster")

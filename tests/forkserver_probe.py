@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
 
 
 async def _worker(mode: str) -> None:
-    from engine import logs
+    from core import logs
     from engine.worker.forkclient import ForkServer
     from engine.worker.reaper import Reaper
 

@@ -63,7 +63,7 @@ from typing import Any
 
 import psutil
 
-from engine.errors import InfraError
+from core.errors import InfraError
 from engine.infra.etcd import EtcdServer
 from engine.infra.postgres import PostgresServer
 from engine.infra.process import ProcessRecord, in_netns

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine import logs
+from core import logs
 from tests.host_workload import TaskSampler, Workload
 from tests.hosts import HostCluster
 

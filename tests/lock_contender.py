@@ -14,7 +14,7 @@ import os
 import random
 import sys
 
-from engine import logs
+from core import logs
 from registry import EtcdClient, Lock, Session
 from tests import tls
 

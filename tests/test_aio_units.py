@@ -1,4 +1,4 @@
-"""engine.aio: the supervised background loop."""
+"""core.aio: the supervised background loop."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import threading
 import asyncpg
 import pytest
 
-from engine.aio import BackgroundService, acquire_in_thread, bounded
+from core.aio import BackgroundService, acquire_in_thread, bounded
 from engine.storage.failures import CONNECTION_LOST, DB_FAILURES
 from tests.helpers import eventually
 

@@ -17,7 +17,7 @@ from openapi_spec_validator import validate
 
 from engine import config as config_mod
 from engine.api.server import ApiServer
-from engine.cli.client import ApiClientError
+from engine.client import ApiClientError
 from rpc.messages import WorkflowControl
 from tests.conftest import ApiCluster
 from tests.helpers import TEST_SECRET, rpc_client, wait_sync

@@ -7,6 +7,7 @@ import importlib
 import json
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -92,9 +93,14 @@ def _resources(r: dict[str, Any], size: dict[str, Any]) -> None:
     assert r["task_runs"] == 2 * size["runs"], "a run missing"
 
 
+def _jars(r: dict[str, Any], size: dict[str, Any]) -> None:
+    assert r["all_success"] == 1.0, "an MR, Spark jar or PySpark workflow did not end SUCCESS"
+    assert r["runs"] == 3 * (size["runs"] + size["first_apart"]), "a run missing"
+
+
 CORRECT: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "engine": _engine, "failover": _failover, "registry": _registry, "scale": _scale, "hosts": _hosts,
-    "spark": _spark, "sql": _sql,
+    "spark": _spark, "sql": _sql, "jars": _jars,
     "history": _history,
     "ui": _ui,
     "resources": _resources,
@@ -112,6 +118,17 @@ def test_benchmark_runs_at_tiny_size(name: str) -> None:
     assert result["benchmark"] == name
     assert not any(math.isnan(v) for v in result.values() if isinstance(v, float)), result
     CORRECT[name](result, module.SIZES["tiny"])
+
+
+def test_the_jars_benchmark_s_tasks_pass_their_plugins_checks(tmp_path: Path) -> None:
+    """bench/jars.py is not in the tiny round (JVMs): its task definitions are checked here instead."""
+    from bench.jars import KINDS, task_params
+    from engine.tasks import registry
+
+    tasks = task_params(tmp_path / "jars", tmp_path / "data")
+    assert sorted(tasks) == sorted(KINDS)
+    for task_type, params in tasks.values():
+        registry.plugin(task_type).validate(params)
 
 
 def test_the_guard_flags_the_figures_whose_ratio_to_the_spawn_limit_fell_by_more_than_a_fifth() -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import asyncpg
 import pytest
 
+from core.errors import ConfigError
 from engine import config as config_mod
-from engine.errors import ConfigError
 from engine.infra.ports import free_port
 from engine.secretbox import Keyring, new_key_line
 from engine.storage.blobs import (

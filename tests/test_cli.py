@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli.client import write_client_file
+from engine.client import write_client_file
 from tests import tls
 from tests.conftest import ApiCluster
 from tests.helpers import ROOT, wait_sync

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from core.errors import ConfigError
 from engine import config as config_mod
-from engine.errors import ConfigError
 
 
 def test_defaults_come_from_the_documented_yaml_files() -> None:

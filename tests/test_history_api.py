@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from engine.cli.client import ApiClientError
+from engine.client import ApiClientError
 from tests.conftest import ApiCluster
 from tests.helpers import start_workflow
 

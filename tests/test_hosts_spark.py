@@ -20,7 +20,7 @@ import asyncpg
 import pytest
 
 from engine.api.tokens import create_token, ensure_user
-from engine.cli.client import ApiClient, Target
+from engine.client import ApiClient, Target
 from engine.infra.spark import SparkCluster
 from tests.chaos import Summary, _check_no_process_left
 from tests.helpers import wait_sync

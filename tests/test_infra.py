@@ -12,7 +12,7 @@ import asyncpg
 import psutil
 import pytest
 
-from engine.errors import BinaryNotFound, DataDirCorrupt, PortInUse
+from core.errors import BinaryNotFound, DataDirCorrupt, PortInUse
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import choose_port, free_port
 from engine.infra.postgres import RUNTIME_ROLE, PostgresServer, find_pg_bindir

@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 import psutil
 
-from engine.cli.client import ApiClient, discover
+from engine.client import ApiClient, discover
 from engine.infra.process import ProcessRecord
 from tests.helpers import ROOT, http_json, wait_sync
 

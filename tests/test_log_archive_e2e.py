@@ -23,7 +23,7 @@ import aiohttp
 import psutil
 import pytest
 
-from engine.cli.client import ApiClient
+from engine.client import ApiClient
 from engine.infra.etcd import EtcdServer
 from engine.infra.postgres import PostgresServer
 from engine.storage.task_logs import ArchiveState

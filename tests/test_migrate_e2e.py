@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from engine.cli.client import ApiClientError
+from engine.client import ApiClientError
 from tests.conftest import ApiCluster
 from tests.sql_servers import MariaDb
 from tests.test_api import claimed, error_of, wait_final

@@ -26,7 +26,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from engine.cli.client import ApiClient, Target
+from engine.client import ApiClient, Target
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.infra.postgres import OWNER_ROLE, RUNTIME_ROLE, PostgresServer

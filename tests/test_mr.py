@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import psutil
 import pytest
@@ -74,6 +75,29 @@ def test_a_value_stays_one_argument_of_the_job(tmp_path: Path) -> None:
     with pytest.raises(ParamError) as err:
         MapReduceTask.validate({"mainJar": "x.jar", "others": "-D a='b"})
     assert err.value.field == "others"
+
+
+def test_the_local_runner_stages_in_the_task_s_own_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hadoop's local runner stages in /tmp/hadoop/mapred/staging unless told otherwise: one directory for every
+    OS user, owned by whoever ran a job first, and every other tenant's job failed there ("chmod: cannot access
+    .../.staging"). The bundled runner reads a core-site.xml first on its class path that keeps its staging and
+    temporary directories in the task's working directory; with HADOOP_HOME that installation's own applies."""
+    monkeypatch.delenv("HADOOP_HOME", raising=False)
+    ctx = TaskContext(1, "mr", {"mainJar": "job.jar", "mainClass": "Job"}, {}, dt.datetime(2026, 3, 1), tmp_path)
+    launch = MapReduceTask().launch(ctx)
+    argv = launch.argv
+    classpath = argv[argv.index("-cp") + 1].split(":")
+    assert classpath[0] == str(tmp_path), classpath
+    site = ElementTree.fromstring(launch.files["core-site.xml"])
+    props = {p.findtext("name"): p.findtext("value") for p in site.iter("property")}
+    assert props["mapreduce.jobtracker.staging.root.dir"] == f"{tmp_path}/hadoop-tmp/staging"
+    assert props["hadoop.tmp.dir"] == f"{tmp_path}/hadoop-tmp"
+    hadoop = tmp_path / "hadoop" / "bin" / "hadoop"
+    hadoop.parent.mkdir(parents=True)
+    hadoop.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("HADOOP_HOME", str(hadoop.parent.parent))
+    installed = MapReduceTask().launch(ctx)
+    assert str(hadoop) in installed.argv and "core-site.xml" not in installed.files
 
 
 @pytest.fixture(scope="module")

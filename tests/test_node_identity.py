@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from core.errors import ConfigError
 from engine.config import Config
-from engine.errors import ConfigError
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer

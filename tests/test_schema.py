@@ -12,7 +12,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from engine.errors import SchemaError, SchemaMismatch
+from core.errors import SchemaError, SchemaMismatch
 from engine.infra.etcd import EtcdServer
 from engine.infra.postgres import OWNER_ROLE, RUNTIME_ROLE, PostgresServer
 from engine.node import EXIT_SCHEMA

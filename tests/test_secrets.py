@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import asyncpg
 import pytest
 
-from engine.errors import ConfigError
+from core.errors import ConfigError
 from engine.secretbox import (
     DATASOURCE_SECRETS,
     Keyring,

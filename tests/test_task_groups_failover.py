@@ -20,7 +20,7 @@ import asyncpg
 import pytest
 
 from engine.api.tokens import create_token, ensure_user
-from engine.cli.client import ApiClient, Target
+from engine.client import ApiClient, Target
 from engine.infra.etcd import EtcdServer
 from tests import tls
 from tests.cluster_harness import command, max_overlap, query, save, shell

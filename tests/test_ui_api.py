@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from engine.cli.client import ApiClientError
+from engine.client import ApiClientError
 from tests.conftest import ApiCluster
 from tests.helpers import start_workflow, wait_sync
 

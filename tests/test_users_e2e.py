@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from engine.cli.client import ApiClient
+from engine.client import ApiClient
 from tests.conftest import ApiCluster
 from tests.test_api import claimed, error_of, shell_doc, wait_final
 

@@ -9,10 +9,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from core.errors import ConfigError
 from engine.alerts.netguard import AddressPolicy
 from engine.alerts.senders import SendError, WebhookSender
 from engine.config import load
-from engine.errors import ConfigError
 
 ALERT = {"id": 1, "title": "t", "content": "c", "alert_type_name": "FAILURE"}
 

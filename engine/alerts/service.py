@@ -16,8 +16,8 @@ from typing import Any
 
 import asyncpg
 
-from engine import logs
-from engine.aio import BackgroundService
+from core import logs
+from core.aio import BackgroundService
 from engine.alerts.netguard import AddressPolicy
 from engine.alerts.senders import SECRET_KEYS, SendError, plugins, redact
 from engine.secretbox import Keyring, SecretError, open_params

@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from engine import logs
+from core import logs
 from engine.api import access
 from engine.api.routing import AUDIT_USER, PAGE, PRINCIPAL, PROJECT_CODE, Call, Param, Route, page, select_page
 from engine.api.sessions import SAFE_METHODS, client_address

@@ -25,8 +25,8 @@ from ldap3.core import exceptions as ldap_errors
 from ldap3.utils.conv import escape_filter_chars
 from ldap3.utils.dn import escape_rdn
 
+from core.errors import PorpoiseError
 from engine.config import LdapConfig
-from engine.errors import PorpoiseError
 
 
 class DirectoryUnavailable(PorpoiseError):

@@ -35,7 +35,7 @@ from typing import Any
 import asyncpg
 from aiohttp import web
 
-from engine import logs
+from core import logs
 from engine.api import access
 from engine.api.routing import ApiError, Call, Param, Route
 from engine.states import TaskState, WorkflowState

@@ -29,8 +29,8 @@ from typing import Any
 
 import asyncpg
 
-from engine import logs
-from engine.aio import BackgroundService
+from core import logs
+from core.aio import BackgroundService
 from engine.storage.blobs import BlobError, BlobStore
 from engine.storage.failures import DB_FAILURES
 from engine.storage.task_logs import ArchiveState, archive_key

@@ -7,11 +7,11 @@ from typing import Any
 import asyncpg
 from sqlalchemy import func, select
 
-from engine import logs
+from core import logs
+from core.errors import PorpoiseError
 from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, one, page
 from engine.config import check_keep_days
-from engine.errors import PorpoiseError
 from engine.storage import sql
 from engine.storage import tables as t
 from engine.storage.definitions import ensure_project

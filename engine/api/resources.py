@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import BodyPartReader, web
 
-from engine import logs
+from core import logs
 from engine.api import access
 from engine.api.projects import project_by_name
 from engine.api.routing import ApiError, Call, Param, Route

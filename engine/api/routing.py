@@ -20,7 +20,7 @@ import asyncpg
 import jsonschema
 from aiohttp import web
 
-from engine import logs
+from core import logs
 from engine.storage import sql
 from engine.storage.failures import CONNECTION_LOST
 from engine.workflows.document import schema_problem

@@ -21,8 +21,9 @@ import asyncpg
 import uvloop
 from aiohttp import web
 
+from core import logs
+from core.errors import ConfigError, PorpoiseError
 from engine import config as config_mod
-from engine import logs
 from engine.alerts.netguard import AddressPolicy
 from engine.alerts.service import AlertService
 from engine.api import (
@@ -72,7 +73,6 @@ from engine.api.routing import (
 )
 from engine.api.tasklogs import ArchivedLogs
 from engine.config import Config, is_loopback
-from engine.errors import ConfigError, PorpoiseError
 from engine.metrics import CONTENT_TYPE, NodeMetrics
 from engine.node import exit_code, parse_args
 from engine.secretbox import Keyring

@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 from aiohttp import web
 
-from engine import logs
+from core import logs
 from engine.api import access
 from engine.api.access import Principal
 from engine.api.directory import DirectoryUnavailable, DirectoryUser, grants_of

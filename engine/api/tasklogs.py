@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine import logs
+from core import logs
 from engine.api.routing import ApiError
 from engine.states import TaskState
 from engine.storage.blobs import BlobError, BlobStore

@@ -13,7 +13,7 @@ from urllib.parse import quote
 from aiohttp import web
 from sqlalchemy import select
 
-from engine import logs
+from core import logs
 from engine.api import access, rows, tasklogs
 from engine.api.live import SSE_HEADERS, frame
 from engine.api.routing import ApiError, Call, Param, Route, one

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from engine.cli import targets
-from engine.cli.client import ApiClient
+from engine.client import ApiClient
 
 ACTIONS = ["list", "show", "delete", "test", "alerts"]
 

@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from engine.cli.client import ApiClient, ApiClientError
+from engine.client import ApiClient, ApiClientError
 from engine.tasks.sql_dialects import SOURCE_TYPES
 
 ACTIONS = ["list", "put", "test", "delete"]

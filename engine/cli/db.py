@@ -17,8 +17,8 @@ from typing import Any
 
 import asyncpg
 
+from core.errors import StorageError
 from engine.config import Config
-from engine.errors import StorageError
 from engine.storage import roles, schema
 
 

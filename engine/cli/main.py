@@ -20,7 +20,7 @@
     porpoise alert-group list|show|delete|test|alerts   alert groups, a test alert, the alert history
     porpoise secrets init|encrypt-all|rotate-key|prune-keys   the keyring sealing stored credentials
 
-The API commands find the server and token as engine/cli/client.py describes (``make run`` writes them).
+The API commands find the server and token as engine/client.py describes (``make run`` writes them).
 
 Errors are one line on stderr and a non-zero exit code, never a traceback.
 """
@@ -34,9 +34,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine import __version__, logs
+from core import logs
+from core.errors import PorpoiseError
+from engine import __version__
 from engine import config as config_mod
-from engine.errors import PorpoiseError
 
 if TYPE_CHECKING:
     from engine import cluster

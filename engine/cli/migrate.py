@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
-from engine.cli.client import ApiClient, ApiClientError
+from engine.client import ApiClient, ApiClientError
 
 #: an import of a large export may take a while: each workflow is saved in one transaction
 IMPORT_TIMEOUT_SECONDS = 120.0

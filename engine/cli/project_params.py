@@ -13,7 +13,7 @@ import sys
 from typing import Any
 from urllib.parse import quote
 
-from engine.cli.client import ApiClient, connection_parser, discover
+from engine.client import ApiClient, connection_parser, discover
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:

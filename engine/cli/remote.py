@@ -23,7 +23,7 @@ from engine.cli import datasources as cli_datasources
 from engine.cli import migrate as cli_migrate
 from engine.cli import schedule as cli_schedule
 from engine.cli import task_groups as cli_task_groups
-from engine.cli.client import ApiClient, ApiClientError, connection_parser, discover
+from engine.client import ApiClient, ApiClientError, connection_parser, discover
 from engine.workflows import document
 from engine.workflows.model import DefinitionError
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from engine.cli.client import ApiClient, ApiClientError, connection_parser, discover
+from engine.client import ApiClient, ApiClientError, connection_parser, discover
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from engine.cli.client import ApiClient, ApiClientError
+from engine.client import ApiClient, ApiClientError
 
 PRIORITIES = ["HIGHEST", "HIGH", "MEDIUM", "LOW", "LOWEST"]
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import asyncpg
 
+from core.errors import ConfigError, PorpoiseError
 from engine.config import Config
-from engine.errors import ConfigError, PorpoiseError
 from engine.secretbox import Keyring, ensure_key_file, key_file_lines, new_key_line, write_key_file
 from engine.storage.secret_rows import keys_in_use, reseal_all
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from engine.cli.client import ApiClientError
+from engine.client import ApiClientError
 
 
 def need(args: argparse.Namespace, command: str, what: str) -> str:

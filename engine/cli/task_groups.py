@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from engine.cli import targets
-from engine.cli.client import ApiClient, ApiClientError
+from engine.client import ApiClient, ApiClientError
 
 ACTIONS = ["list", "show", "create", "resize", "delete", "queue", "force-start"]
 

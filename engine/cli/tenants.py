@@ -13,7 +13,7 @@ import argparse
 import json
 from typing import Any
 
-from engine.cli.client import ApiClient, ApiClientError, connection_parser, discover
+from engine.client import ApiClient, ApiClientError, connection_parser, discover
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:

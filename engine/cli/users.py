@@ -19,8 +19,8 @@ import json
 import sys
 from typing import Any
 
-from engine.cli.client import ApiClient, ApiClientError, connection_parser, discover
-from engine.errors import PorpoiseError
+from core.errors import PorpoiseError
+from engine.client import ApiClient, ApiClientError, connection_parser, discover
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:

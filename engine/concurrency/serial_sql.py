@@ -30,8 +30,8 @@ from typing import Any
 
 import asyncpg
 
-from engine import logs
-from engine.aio import BackgroundService
+from core import logs
+from core.aio import BackgroundService
 from engine.concurrency.serial import Decision, Mode, Rule, admit, superseded_reason, to_wake
 from engine.states import CommandType, WorkflowState
 from engine.storage.failures import DB_FAILURES

@@ -23,8 +23,8 @@ from typing import Any
 
 import asyncpg
 
-from engine import logs
-from engine.aio import BackgroundService
+from core import logs
+from core.aio import BackgroundService
 from engine.concurrency.task_groups import admissible
 from engine.states import TaskState
 from engine.storage.failures import DB_FAILURES

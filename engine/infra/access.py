@@ -14,7 +14,7 @@ from pathlib import Path
 import asyncpg
 
 from engine.api.tokens import MAX_DAYS, create_token, ensure_user, token_hash, token_user
-from engine.cli.client import write_client_file
+from engine.client import write_client_file
 
 
 def previous_token(client_path: Path) -> str:

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from engine.errors import BinaryNotFound, DataDirCorrupt, InfraError
+from core.errors import BinaryNotFound, DataDirCorrupt, InfraError
 from engine.infra.process import ManagedProcess, ProcessRecord, in_netns, wait_until
 from rpc.tls import TlsFiles
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import socket
 
-from engine.errors import PortInUse
+from core.errors import PortInUse
 
 _rng = random.Random()
 

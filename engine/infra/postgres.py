@@ -22,7 +22,7 @@ from pathlib import Path
 
 import asyncpg
 
-from engine.errors import BinaryNotFound, DataDirCorrupt, InfraError
+from core.errors import BinaryNotFound, DataDirCorrupt, InfraError
 from engine.infra.process import ManagedProcess, ProcessRecord, in_netns, is_root, wait_until
 
 SERVICE_USER = "postgres"

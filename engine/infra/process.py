@@ -14,7 +14,7 @@ from typing import Any
 
 import psutil
 
-from engine.errors import InfraError
+from core.errors import InfraError
 
 
 @dataclass

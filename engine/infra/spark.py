@@ -29,7 +29,7 @@ from typing import Any
 
 import psutil
 
-from engine.errors import BinaryNotFound, InfraError
+from core.errors import BinaryNotFound, InfraError
 from engine.infra.ports import free_port
 from engine.infra.process import ManagedProcess, ProcessRecord, in_netns, wait_until
 

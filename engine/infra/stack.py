@@ -29,9 +29,9 @@ from typing import Any
 import asyncpg
 import yaml
 
-from engine import logs
+from core import logs
+from core.errors import InfraError
 from engine.config import Config
-from engine.errors import InfraError
 from engine.infra.certs import CertDir
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import choose_port, free_port

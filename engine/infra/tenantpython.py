@@ -17,8 +17,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from engine import logs
-from engine.errors import InfraError
+from core import logs
+from core.errors import InfraError
 
 log = logs.get(__name__)
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import asyncpg
 
-from engine import logs
-from engine.aio import cancel_until_done
+from core import logs
+from core.aio import cancel_until_done
 from engine.master.logic_runner import LogicRunner
 from engine.master.store import FencedOut, MasterStore, NewAttempt, TaskUpdate, WriteBatch
 from engine.master.wheel import StateWheel

@@ -26,7 +26,7 @@ from typing import Any
 
 import asyncpg
 
-from engine import logs
+from core import logs
 from engine.concurrency import serial_sql
 from engine.concurrency.serial import Rule, Verdict
 from engine.states import RESTART_FROM, CommandType, WorkflowState

@@ -20,8 +20,8 @@ from typing import Any
 
 import asyncpg
 
-from engine import logs
-from engine.aio import BackgroundService
+from core import logs
+from core.aio import BackgroundService
 from engine.concurrency.serial import Rule
 from engine.master.store import MasterStore
 from engine.master.workflow_messages import Attempt

@@ -40,8 +40,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engine import logs
-from engine.aio import cancel_and_wait
+from core import logs
+from core.aio import cancel_and_wait
 from engine.master.actor import DispatchRequest
 from engine.master.selectors import SELECTORS, Candidate
 from engine.master.workflow_messages import DispatchLost, TaskDispatched, TaskResultEvent

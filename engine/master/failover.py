@@ -25,9 +25,9 @@ from typing import Any
 
 import asyncpg
 
-from engine import logs
-from engine.aio import BackgroundService
-from engine.errors import StorageError
+from core import logs
+from core.aio import BackgroundService
+from core.errors import StorageError
 from engine.master.actor import InstanceInfo
 from engine.master.commands import DefinitionCache, Starting
 from engine.master.store import CommitUnknown, FencedOut, MasterStore, TaskUpdate, WriteBatch

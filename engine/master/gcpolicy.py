@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gc
 
-from engine import logs
+from core import logs
 
 log = logs.get(__name__)
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from engine import logs
+from core import logs
 from engine.master.store import FencedOut
 from engine.master.workflow import FAILED, WARNFAILED
 from engine.master.workflow_messages import Attempt, LogicCheck, TaskResultEvent, TaskRunningEvent

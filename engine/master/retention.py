@@ -14,8 +14,8 @@ from typing import Any
 
 import asyncpg
 
-from engine import logs
-from engine.aio import BackgroundService
+from core import logs
+from core.aio import BackgroundService
 from engine.config import HistoryConfig
 from engine.storage.blobs import BlobStore
 from engine.storage.failures import DB_FAILURES

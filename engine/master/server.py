@@ -24,8 +24,8 @@ from typing import Any
 import asyncpg
 from aiohttp import web
 
-from engine import logs
-from engine.aio import bounded, cancel_and_wait
+from core import logs
+from core.aio import bounded, cancel_and_wait
 from engine.clocks import check_skew
 from engine.concurrency.serial_sql import SerialRepair
 from engine.concurrency.task_groups_sql import GroupListener

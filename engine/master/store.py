@@ -26,9 +26,9 @@ from typing import Any
 
 import asyncpg
 
-from engine import logs
+from core import logs
+from core.errors import StorageError
 from engine.concurrency import serial_sql, task_groups_sql
-from engine.errors import StorageError
 from engine.master.claim import Rules, claim
 from engine.master.workflow_messages import ALERT_FAULT_TOLERANCE, RaiseAlert
 from engine.resources import catalog

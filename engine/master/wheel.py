@@ -17,7 +17,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.aio import cancel_and_wait
+from core.aio import cancel_and_wait
 
 
 @dataclass

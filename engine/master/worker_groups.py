@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import asyncpg
 
-from engine import logs
-from engine.aio import BackgroundService
+from core import logs
+from core.aio import BackgroundService
 from engine.storage.failures import DB_FAILURES
 from registry.membership import NodeInfo
 

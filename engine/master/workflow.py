@@ -22,7 +22,7 @@ import collections
 import time
 from typing import Any
 
-from engine import logs
+from core import logs
 from engine.master.workflow_messages import (
     ALERT_FAULT_TOLERANCE,
     ALERT_TASK_TIMEOUT,

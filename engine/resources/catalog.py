@@ -19,9 +19,9 @@ from typing import Any
 
 import asyncpg
 
-from engine import logs
+from core import logs
+from core.errors import PorpoiseError
 from engine.config import StorageConfig
-from engine.errors import PorpoiseError
 from engine.resources import refs
 from engine.storage.blobs import BlobStore, BlobTooLarge, StoredBlob
 from engine.workflows.model import DefinitionError

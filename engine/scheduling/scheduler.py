@@ -29,8 +29,8 @@ from typing import Any
 
 import asyncpg
 
-from engine import logs
-from engine.aio import BackgroundService
+from core import logs
+from core.aio import BackgroundService
 from engine.scheduling.cron import between, parse
 from engine.states import CommandType, ReleaseState
 from engine.storage.failures import DB_FAILURES

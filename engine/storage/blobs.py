@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import asyncpg
 
-from engine import logs
-from engine.errors import ConfigError, StorageError
+from core import logs
+from core.errors import ConfigError, StorageError
 from engine.storage.failures import DB_FAILURES
 
 if TYPE_CHECKING:

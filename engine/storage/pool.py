@@ -12,9 +12,9 @@ from typing import Any
 
 import asyncpg
 
-from engine import logs
+from core import logs
+from core.errors import SchemaError, StorageError
 from engine.config import DatabaseConfig
-from engine.errors import SchemaError, StorageError
 from engine.storage.failures import DB_FAILURES
 from engine.storage.schema import check_schema
 

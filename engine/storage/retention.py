@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from engine import logs
+from core import logs
 from engine.storage.blobs import BlobError, BlobStore
 from engine.storage.task_logs import instance_prefix
 

@@ -8,7 +8,7 @@ from urllib.parse import unquote, urlsplit
 
 import asyncpg
 
-from engine.errors import SchemaError
+from core.errors import SchemaError
 
 #: run by the owner after every upgrade (idempotent): the tables of now, and by default those of later
 #: migrations, which the same owner creates

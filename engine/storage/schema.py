@@ -18,8 +18,8 @@ from importlib import resources
 
 import asyncpg
 
-from engine import logs
-from engine.errors import SchemaError, SchemaMismatch, StorageError
+from core import logs
+from core.errors import SchemaError, SchemaMismatch, StorageError
 from engine.storage import roles
 from engine.storage.schema_sql import schema_text
 

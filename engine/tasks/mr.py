@@ -26,6 +26,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from xml.sax.saxutils import escape
 
 from engine.tasks.base import Launch, ParamError, TaskContext, TaskPlugin, describe_params, optional
 
@@ -90,16 +91,31 @@ logger.runner.level = info
 """
 
 
-def hadoop_command() -> tuple[list[str], dict[str, str]]:
-    """The start of ``hadoop jar`` on this worker and the files it needs. Without a Hadoop installation Hadoop's
-    defaults apply: ``mapreduce.framework.name=local`` and ``fs.defaultFS=file:///``, the local runner."""
+#: the bundled runner's Hadoop configuration (core-site.xml in the task's working directory, first on the class
+#: path): its staging and temporary directories inside that directory. Hadoop's local runner otherwise stages in
+#: /tmp/hadoop/mapred/staging, one directory for every OS user of the machine: the first user to run a job owns
+#: it (mode 755), and every other tenant's job then fails ("chmod: cannot access .../.staging").
+LOCAL_SITE = """\
+<?xml version="1.0"?>
+<configuration>
+  <property><name>hadoop.tmp.dir</name><value>{tmp}</value></property>
+  <property><name>mapreduce.jobtracker.staging.root.dir</name><value>{tmp}/staging</value></property>
+</configuration>
+"""
+
+
+def hadoop_command(exec_dir: Path) -> tuple[list[str], dict[str, str]]:
+    """The start of ``hadoop jar`` on this worker and the files it needs in the task's working directory
+    ``exec_dir``. Without a Hadoop installation Hadoop's defaults apply (``mapreduce.framework.name=local``,
+    ``fs.defaultFS=file:///``: the local runner), its scratch directories in ``exec_dir`` (LOCAL_SITE)."""
     home = os.environ.get("HADOOP_HOME", "")
     if home and Path(home, "bin", "hadoop").exists():
         return [str(Path(home, "bin", "hadoop")), "jar"], {}
     java = shutil.which("java") or "java"
-    argv = [java, *JAVA17_OPENS, "-Dlog4j2.configurationFile=log4j2.properties", "-cp", f"{hadoop_jars()}/*",
-            "org.apache.hadoop.util.RunJar"]  # fmt: skip
-    return argv, {"log4j2.properties": LOG4J2}
+    argv = [java, *JAVA17_OPENS, "-Dlog4j2.configurationFile=log4j2.properties",
+            "-cp", f"{exec_dir}:{hadoop_jars()}/*", "org.apache.hadoop.util.RunJar"]  # fmt: skip
+    site = LOCAL_SITE.format(tmp=escape(str(exec_dir / "hadoop-tmp")))
+    return argv, {"log4j2.properties": LOG4J2, "core-site.xml": site}
 
 
 class MapReduceTask(TaskPlugin):
@@ -137,7 +153,7 @@ class MapReduceTask(TaskPlugin):
 
     def launch(self, ctx: TaskContext) -> Launch:
         p = ctx.task_params
-        start, files = hadoop_command()
+        start, files = hadoop_command(ctx.exec_dir)
         argv = [*start, ctx.render(main_jar(p))]
         if p.get("programType", "JAVA") != "PYTHON" and p.get("mainClass"):
             argv.append(ctx.render(p["mainClass"]))

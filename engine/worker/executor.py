@@ -25,8 +25,8 @@ from typing import Any
 
 import psutil
 
-from engine import logs
-from engine.aio import acquire_in_thread
+from core import logs
+from core.aio import acquire_in_thread
 from engine.alerts.senders import SECRET_KEYS
 from engine.params import (
     Property,

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine import logs
+from core import logs
 from engine.worker.forkserver import SPEC_LIMIT
 from engine.worker.spawn import PipeReader
 

@@ -34,7 +34,7 @@ import asyncio
 import contextlib
 import os
 
-from engine import logs
+from core import logs
 
 log = logs.get(__name__)
 

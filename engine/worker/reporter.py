@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine import logs
-from engine.aio import BackgroundService, cancel_and_wait
+from core import logs
+from core.aio import BackgroundService, cancel_and_wait
 from engine.worker.spool import Spool, Spooled
 from rpc import RpcClient
 from rpc.errors import BadRequest, RpcError

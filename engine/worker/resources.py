@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine import logs
+from core import logs
 from engine.resources.refs import ResourceNameError, check_name
 from rpc import RpcClient
 from rpc.errors import RpcError

@@ -18,8 +18,8 @@ from typing import Any
 
 from aiohttp import web
 
-from engine import logs
-from engine.errors import ConfigError
+from core import logs
+from core.errors import ConfigError
 from engine.node import Node
 from engine.secretbox import Keyring
 from engine.tasks.spark import CONNECT_RUNNER

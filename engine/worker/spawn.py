@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from engine.aio import acquire_in_thread
+from core.aio import acquire_in_thread
 from engine.tasks.base import MAX_STDIN
 
 

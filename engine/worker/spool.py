@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine import logs
+from core import logs
 from rpc import codec
 from rpc.errors import BadRequest
 from rpc.messages import TaskResult

@@ -1,4 +1,4 @@
-"""A small synchronous client of the REST API, used by the ``porpoise`` CLI.
+"""A small synchronous client of the REST API, used by the ``porpoise`` CLI and the SDK (porpoise.Client).
 
 Where the API is and which token to send, first found wins:
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
-from engine.errors import PorpoiseError
+from core.errors import PorpoiseError
 
 T = TypeVar("T")
 

@@ -1,0 +1,129 @@
+"""Small asyncio helpers shared by the services that own background tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, TypeVar
+
+from core import logs
+
+log = logs.get(__name__)
+
+T = TypeVar("T")
+
+
+async def cancel_and_wait(*tasks: asyncio.Task[object] | None) -> None:
+    """Cancel the given tasks (None entries are skipped) and wait until each has finished."""
+    live = [t for t in tasks if t is not None]
+    for task in live:
+        task.cancel()
+    for task in live:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def cancel_until_done(task: asyncio.Task[Any], timeout: float | None = None) -> bool:
+    """Cancel ``task`` and wait for it to end, cancelling it again at every step: a library may turn
+    a cancellation into an error of its own that a loop catches and carries on from (asyncpg, when a
+    query is cancelled while its connection's network is gone, raises InternalClientError from the
+    pool's release, which the poller took for a database failure and polled on: a fenced master that
+    never stopped). With ``timeout``, give up after it (a call that ignores cancellation for good)
+    and return False: the task is abandoned. A task's own error is not raised here."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    while not task.done():
+        task.cancel()
+        step = 0.1 if deadline is None else min(0.1, deadline - loop.time())
+        if step <= 0:
+            return False
+        await asyncio.wait([task], timeout=step)
+    if not task.cancelled():
+        task.exception()  # retrieved: the owner logged it already, or it ended on the cancellation
+    return True
+
+
+async def bounded(what: str, work: Awaitable[Any], timeout: float) -> bool:
+    """Run one step of a shutdown for at most ``timeout`` seconds: past it the step is cancelled, and
+    abandoned if it ignores the cancellation (cancel_until_done) for a moment more. Its error is logged,
+    never raised (the next steps run anyway). True when it ended in time, error or not."""
+    task = asyncio.ensure_future(work)
+    await asyncio.wait([task], timeout=max(timeout, 0.0))
+    if not task.done():
+        log.warning("shutdown step overran its bound; cancelling it", step=what, seconds=timeout)
+        if not await cancel_until_done(task, ABANDON_AFTER):
+            log.error("shutdown step ignored its cancellation; abandoned", step=what)
+        return False
+    if not task.cancelled() and task.exception() is not None:
+        log.error("shutdown step failed", step=what, error=repr(task.exception()))
+    return True
+
+
+#: seconds a cancelled shutdown step may take to end before it is abandoned
+ABANDON_AFTER = 1.0
+
+
+async def acquire_in_thread(
+    release: Callable[[T], Awaitable[None] | None], fn: Callable[..., T], *args: Any, **kwargs: Any
+) -> T:
+    """``asyncio.to_thread(fn, ...)`` for a call that acquires something (opens a file, starts a process).
+
+    Cancelling the wait does not stop the thread: what it acquires after the caller gave up would be
+    leaked (a file left open, a task process running unowned). So on cancellation this waits for the
+    thread (further cancellations meanwhile included), hands its result to ``release`` and re-raises."""
+    call = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+    try:
+        return await asyncio.shield(call)
+    except asyncio.CancelledError:
+        while not call.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([call])
+        if call.exception() is None:
+            with contextlib.suppress(Exception):
+                released = release(call.result())
+                if inspect.isawaitable(released):
+                    await released
+        raise
+
+
+class BackgroundService:
+    """Owns one background task running ``_run``: started once, cancelled and awaited on close.
+
+    ``_run`` is supervised: an exception it did not expect is logged with its traceback and the loop
+    starts again after a backoff (``restart_delays``), so a surprise from a library (say an asyncpg
+    error class a loop's ``except`` did not name) cannot leave a master silently without its command
+    poller or failover sweep.
+    """
+
+    task_name: ClassVar[str] = "background"
+    restart_delays: ClassVar[tuple[float, float]] = (0.5, 30.0)  # first, cap (doubling)
+    _task: asyncio.Task[None] | None = None
+    restarts: int = 0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._supervise(), name=self.task_name)
+
+    async def _supervise(self) -> None:
+        delay, cap = self.restart_delays
+        while True:
+            try:
+                await self._run()
+                return
+            except Exception:
+                self.restarts += 1
+                log.exception("background loop failed; restarting it", service=self.task_name, restart_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, cap)
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Cancel the loop and wait for it; with ``timeout``, at most that long (then it is abandoned,
+        logged: it ends when whatever ignores the cancellation returns, and ``start`` makes a new one)."""
+        task, self._task = self._task, None
+        if task is not None and not await cancel_until_done(task, timeout):
+            log.error("background loop did not stop when cancelled; abandoned", service=self.task_name)
+
+    async def _run(self) -> None:
+        raise NotImplementedError
