@@ -168,3 +168,12 @@ export function useTaskTypes() {
     queryFn: () => call(api.GET("/api/v1/task-types")),
   });
 }
+
+/** The data sources the caller may use (secrets masked), e.g. for a SQL task's choice of one. */
+export function useDataSources(enabled = true) {
+  return useQuery({
+    queryKey: ["datasources"],
+    enabled,
+    queryFn: () => call(api.GET("/api/v1/datasources", { params: { query: { size: 500 } } })),
+  });
+}
