@@ -36,7 +36,6 @@ export const tDataSources = {
   testing: "testing…",
   testOk: (version: string, seconds: number) => `connected: ${version} (${seconds.toFixed(2)} s)`,
   testFailed: (error: string) => `failed: ${error}`,
-  deleteConfirm: (name: string) => `Delete data source ${name}?`,
   badPort: "must be a whole number from 1 to 65535",
   badOther: (line: string) => `not name=value: ${line}`,
   grants: "Granted to",
@@ -80,7 +79,6 @@ export const tEnvironments = {
   workerGroupsHelp: "the groups it is meant for",
   groups: "Worker groups",
   projects: "Granted to",
-  deleteConfirm: (name: string) => `Delete environment ${name}?`,
 } as const;
 
 export const tProjectParams = {
@@ -98,7 +96,6 @@ export const tProjectParams = {
   secret: "Secret (sealed at rest, shown as ***)",
   secretYes: "secret",
   updated: "Updated",
-  deleteConfirm: (name: string) => `Delete parameter ${name}?`,
   empty: "No parameter in this project.",
 } as const;
 
@@ -111,7 +108,6 @@ export const tWorkerGroups = {
   editTitle: (name: string) => `Edit worker group ${name}`,
   name: "Worker group name",
   description: "Description",
-  workers: "Workers",
   assigned: "Assigned workers",
   live: "Live workers",
   liveMark: "live",
@@ -121,6 +117,4 @@ export const tWorkerGroups = {
   liveWorkers: "Live workers to assign",
   assign: (address: string) => `Assign ${address}`,
   noneRegistered: "No worker is registered now.",
-  managed: "Managed",
-  deleteConfirm: (name: string) => `Delete worker group ${name}?`,
 } as const;
