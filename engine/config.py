@@ -352,6 +352,35 @@ class RpcConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    """Where resource files and archived task logs live (engine/storage/blobs.py, docs/RESOURCES.md)."""
+
+    type: str = field(metadata=_choice("database", "s3"))
+    max_file_bytes: int = field(metadata=_bounded(1, 1 << 50))
+    max_project_bytes: int = field(metadata=_bounded(1, 1 << 60))
+    s3_bucket: str
+    s3_endpoint: str
+    s3_region: str
+    s3_prefix: str
+    s3_access_key_id: str
+    #: plain, or sealed (``pps1:...``, context ``storage.s3_secret_access_key``) under the secrets keyring
+    s3_secret_access_key: str = field(repr=False)
+    s3_timeout: float = field(metadata=_bounded(0.1, 3600))
+    cache_dir: str
+    cache_max_bytes: int = field(metadata=_bounded(0, 1 << 60))
+
+    def check(self) -> None:
+        if self.type == "s3" and not self.s3_bucket:
+            raise ConfigError("storage.s3_bucket: required when storage.type is s3")
+        if self.s3_endpoint and not self.s3_endpoint.startswith(("http://", "https://")):
+            raise ConfigError(f"storage.s3_endpoint: {self.s3_endpoint!r} must be an http:// or https:// URL")
+        if self.s3_prefix.startswith("/"):
+            raise ConfigError(f"storage.s3_prefix: {self.s3_prefix!r} must not start with '/'")
+        if self.max_file_bytes > self.max_project_bytes:
+            raise ConfigError("storage.max_file_bytes: larger than storage.max_project_bytes")
+
+
+@dataclass(frozen=True)
 class SecretsConfig:
     """The keyring credential fields are sealed with at rest (engine/secretbox.py)."""
 
@@ -426,6 +455,7 @@ class Config:
     rpc: RpcConfig
     secrets: SecretsConfig
     ldap: LdapConfig
+    storage: StorageConfig
     debug: DebugConfig
 
     def replace(self, **sections: Mapping[str, Any]) -> Config:

@@ -27,7 +27,7 @@ _ACTIONS = {
     "start": "start", "backfill": "start", "stop": "stop", "pause": "pause", "resume": "resume",
     "recover-failed": "start", "rerun": "start", "force-success": "update", "online": "update",
     "offline": "update", "switch": "update", "login": "login", "logout": "logout", "password": "update",
-    "preview": "", "dolphinscheduler": "",
+    "preview": "", "dolphinscheduler": "", "restore": "update",
 }  # fmt: skip
 _ENTRY = {
     "type": "object",

@@ -144,7 +144,8 @@ async def import_dolphinscheduler(api: Any, call: Call) -> dict[str, Any]:
                 for doc in tr.documents:
                     wf = await environments.with_codes(conn, document.parse(doc))
                     code, version = await save_workflow(conn, wf, release=body.get("release", False),
-                                                        user_id=call.user_id)  # fmt: skip
+                                                        user_id=call.user_id,
+                                                        missing_resources_ok=True)  # fmt: skip
                     entry: dict[str, Any] = {"name": wf.name, "code": code, "version": version, "schedule_id": None}
                     if wf.name in tr.schedules:
                         try:
@@ -161,6 +162,8 @@ async def import_dolphinscheduler(api: Any, call: Call) -> dict[str, Any]:
             raise ApiError(
                 409, f"a workflow of the file was created meanwhile in {project!r}; retry", "project"
             ) from exc
+        except DefinitionError as exc:  # a malformed resourceList entry
+            raise ApiError(400, exc.reason, f"export: {exc.field}") from exc
     for entry in saved:
         await api.expire_caches(entry["code"])
     return {

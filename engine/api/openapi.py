@@ -97,6 +97,16 @@ def _operation(route: Route) -> dict[str, Any]:
         op["x-permission"] = route.rule.need.value + (f" ({find.kind} from {find.source})" if find else "")
     else:
         op["security"] = []
+    if route.consumes:
+        op["requestBody"] = {
+            "required": True,
+            "content": {
+                route.consumes: {"schema": {"type": "string", "format": "binary"}},
+                "multipart/form-data": {
+                    "schema": {"type": "object", "properties": {"file": {"type": "string", "format": "binary"}}}
+                },
+            },
+        }
     if route.body is not None:
         op["requestBody"] = {
             "required": route.body_required,

@@ -184,6 +184,8 @@ class Route:
     auth: bool = True
     #: media type of a successful answer
     produces: str = "application/json"
+    #: media type of a body the handler reads itself, streaming (``body`` is then None): an upload
+    consumes: str = ""
     #: who may call it (engine/api/access.py); a route without one is admin-only, and tests/test_permissions.py
     #: fails until it has one
     rule: Rule | None = None

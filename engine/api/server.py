@@ -41,6 +41,7 @@ from engine.api import (
     overview,
     project_params,
     projects,
+    resources,
     schedules,
     sessions,
     static,
@@ -73,6 +74,7 @@ from engine.errors import ConfigError, PorpoiseError
 from engine.metrics import CONTENT_TYPE, NodeMetrics
 from engine.node import exit_code, parse_args
 from engine.secretbox import Keyring
+from engine.storage.blobs import BlobStore, blob_store
 from engine.storage.pool import connect_pool, database_reachable
 from registry import EtcdAccess, EtcdClient, MembershipView, RegistryUnavailable
 from rpc import RpcClient
@@ -88,6 +90,7 @@ STREAM_ROUTES = frozenset({"/api/v1/events", "/api/v1/tasks/{id}/log/follow"})
 ROUTES: list[Route] = [
     *projects.ROUTES,
     *project_params.ROUTES,
+    *resources.ROUTES,
     *workflows.ROUTES,
     *workflow_start.ROUTES,
     *instances.ROUTES,
@@ -145,6 +148,7 @@ class ApiServer:
             raise ConfigError("rpc.secret: required (the API signs its calls to masters and workers)")
         self.cfg = cfg
         self.pool: asyncpg.Pool | None = None
+        self._blobs: BlobStore | None = None
         self.metrics = NodeMetrics("api")
         #: open event streams (their requests last as long as the browser tab)
         self.streams = 0
@@ -201,6 +205,13 @@ class ApiServer:
         if self.pool is None:
             raise ApiError(503, "the database is not connected yet")
         return self.pool
+
+    @property
+    def blobs(self) -> BlobStore:
+        """Where resource files live (storage.type), made on first use."""
+        if self._blobs is None:
+            self._blobs = blob_store(self.cfg, self.db)
+        return self._blobs
 
     def masters(self) -> list[str]:
         return [m.address for m in self.membership.masters()]
@@ -452,6 +463,8 @@ class ApiServer:
         await self.etcd.close()
         await self.rpc.close()
         await self.metrics.close()
+        if self._blobs is not None:
+            await self._blobs.close()
         if self.pool is not None:
             await self.pool.close()
         log.info("api stopped", address=self.address)

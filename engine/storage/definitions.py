@@ -15,6 +15,8 @@ from typing import Any
 
 import asyncpg
 
+from engine.resources import catalog
+from engine.resources.refs import Ref
 from engine.workflows.model import Dag, DefinitionError, WorkflowDef
 
 ONLINE, OFFLINE = 1, 0
@@ -92,9 +94,15 @@ async def ensure_project(conn: asyncpg.Connection, name: str, owner: int | None 
 
 
 async def save_workflow(
-    conn: asyncpg.Connection, wf: WorkflowDef, release: bool = False, user_id: int | None = None
+    conn: asyncpg.Connection,
+    wf: WorkflowDef,
+    release: bool = False,
+    user_id: int | None = None,
+    missing_resources_ok: bool = False,
 ) -> tuple[int, int]:
-    """Create or update (= new version) a workflow definition. Returns (code, version)."""
+    """Create or update (= new version) a workflow definition. Returns (code, version). The resource-center
+    files its tasks name are pinned to their newest versions (engine/resources/refs.py); one not stored is a
+    DefinitionError at its field, unless ``missing_resources_ok`` (an import: then it is used as ``latest``)."""
     await asyncio.to_thread(wf.validate)  # CPU work in proportion to the definition: off the loop
     async with conn.transaction():
         project_code = await ensure_project(conn, wf.project, user_id)
@@ -127,10 +135,18 @@ async def save_workflow(
             codes[t.name] = names.get(t.name) or await next_code(conn)
         groups = await _task_groups(conn, wf, project_code)
         alert_groups = await alert_groups_of(conn, wf)
+        used: list[tuple[int, Ref]] = []
         for i, t in enumerate(wf.tasks):
+            try:
+                params, task_refs = await catalog.pin_task(
+                    conn, project_code, t.task_type, t.params, missing_ok=missing_resources_ok
+                )
+            except DefinitionError as exc:
+                raise DefinitionError(f"tasks[{i}].params.{exc.field}", exc.reason) from None
+            used.extend((codes[t.name], r) for r in task_refs)
             values = (
                 codes[t.name], t.name, version, t.description, project_code, user_id, t.task_type,
-                json.dumps(dict(t.params)), t.priority, t.worker_group, t.environment_code, t.retries,
+                json.dumps(params), t.priority, t.worker_group, t.environment_code, t.retries,
                 t.retry_interval, 1 if t.timeout else 0, t.timeout_strategy, t.timeout, t.delay_time,
                 0 if t.disabled else 1, groups.get(t.task_group, 0), t.task_group_priority, t.task_group_slots,
                 ",".join(t.alert_on), alert_groups.get(i),
@@ -167,6 +183,7 @@ async def save_workflow(
             " tenant_code, execution_type, max_active_runs, timeout_strategy"
         )
         await _write_versioned(conn, "workflow_definition", wf_cols, wf_values)
+        await catalog.record_references(conn, project_code, code, version, used)
     return code, version
 
 
@@ -288,6 +305,7 @@ async def delete_workflow(conn: asyncpg.Connection, code: int) -> None:
         await conn.execute("DELETE FROM task_definition_log WHERE code = ANY($1)", task_codes)
         await conn.execute("DELETE FROM workflow_definition WHERE code = $1", code)
         await conn.execute("DELETE FROM workflow_definition_log WHERE code = $1", code)
+        await conn.execute("DELETE FROM resource_reference WHERE workflow_code = $1", code)
 
 
 async def set_release(conn: asyncpg.Connection, code: int, online: bool) -> None:

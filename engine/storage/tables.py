@@ -705,7 +705,7 @@ Index(
 
 # The users / grants / audit tables live in their own module on the same metadata (keeps this one short),
 # the sequences, functions and triggers in another.
-from engine.storage import db_objects  # noqa: E402, F401
+from engine.storage import blob_tables, db_objects  # noqa: E402, F401
 from engine.storage.auth_tables import (  # noqa: E402
     audit_log,
     login_attempt,

@@ -1,0 +1,1 @@
+"""The resource center: versioned files of a project that tasks use (docs/RESOURCES.md)."""
