@@ -12,10 +12,13 @@ editor (collapse.mjs) and the streamed log download (download.mjs)"""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import threading
+import urllib.parse
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -250,3 +253,46 @@ def test_admin_settings_screens_in_headless_chromium(api_cluster: ApiCluster) ->
     (environment,) = [e for e in client.get("/api/v1/environments", size=500)["items"] if e["name"] == f"e2e_env_{tag}"]
     assert environment["worker_groups"] == ["default"] and environment["projects"] == ["ui-e2e"]
     assert f"e2e_wg_{tag}" not in {g["name"] for g in client.get("/api/v1/worker-groups", size=500)["items"]}
+
+
+def _upload(c: ApiCluster, project: str, path: str, data: bytes) -> dict[str, object]:
+    """A file stored in ``project``'s resource center through the API (the raw body)."""
+    query = urllib.parse.urlencode({"path": path})
+    request = urllib.request.Request(
+        f"{c.url}/api/v1/projects/{project}/resources?{query}", data=data, method="POST",
+        headers={"Authorization": f"Bearer {c.token}", "Content-Type": "application/octet-stream"},
+    )  # fmt: skip
+    context = tls.trusting(c.ca_file) if c.url.startswith("https://") else None
+    with urllib.request.urlopen(request, timeout=30, context=context) as answer:
+        return dict(json.load(answer))
+
+
+def test_resources_screen_in_headless_chromium(api_cluster: ApiCluster) -> None:
+    """ui/tests/e2e/resources.mjs: a bad path refused at the field; upload with progress into a new folder, a
+    second version, restore, download byte for byte; a used file's workflow shown and its delete refused with
+    the reason; an unused one deleted."""
+    chromium = _chromium()
+    c = api_cluster
+    client = c.client()
+    tag = uuid.uuid4().hex[:8]
+    shell = {"name": "a", "type": "SHELL", "params": {"rawScript": "true"}}
+    client.post("/api/v1/workflows", {"name": f"ui_res_project_{tag}", "project": "ui-e2e", "tasks": [shell]})
+    used = f"shared_{tag}/used.sh"
+    _upload(c, "ui-e2e", used, b"echo used\n")
+    workflow = f"ui_res_user_{tag}"
+    uses = {"name": "run", "type": "SHELL", "params": {"rawScript": "true", "resourceList": [{"resourceName": used}]}}
+    client.post("/api/v1/workflows", {"name": workflow, "project": "ui-e2e", "tasks": [uses]})
+    user, password = f"ui_res_{tag}", uuid.uuid4().hex
+    client.post("/api/v1/users", {"name": user, "password": password, "admin": True})
+    env = {**os.environ, **tls.browser_env(), "PORPOISE_URL": c.url, "E2E_USER": user, "E2E_PASSWORD": password,
+           "E2E_TAG": tag, "E2E_USED": used, "E2E_USER_WORKFLOW": workflow, "CHROMIUM": chromium}  # fmt: skip
+    done = subprocess.run(
+        ["node", "tests/e2e/resources.mjs"], check=False, cwd=UI, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "resources: all steps passed" in done.stdout
+    # the used file is still there; the browser's file is gone with its versions
+    assert [v["version"] for v in client.get("/api/v1/projects/ui-e2e/resources/versions", path=used)["versions"]] == [
+        1
+    ]
+    assert f"e2e_{tag}" not in {f["name"] for f in client.get("/api/v1/projects/ui-e2e/resources")["folders"]}
