@@ -51,13 +51,13 @@ try {
   await page.getByRole("button", { name: "New data source" }).click();
   let form = page.getByRole("form", { name: "New data source" });
   await form.getByLabel("Data source name").fill(source);
-  await form.getByLabel("Type").selectOption("CLICKHOUSE");
-  if ((await form.getByLabel("Port").inputValue()) !== "9000")
+  await form.getByLabel("Type", { exact: true }).selectOption("CLICKHOUSE");
+  if ((await form.getByLabel("Port", { exact: true }).inputValue()) !== "9000")
     throw new Error("CLICKHOUSE did not set port 9000");
-  await form.getByLabel("Type").selectOption("POSTGRESQL");
-  if ((await form.getByLabel("Port").inputValue()) !== "5432")
+  await form.getByLabel("Type", { exact: true }).selectOption("POSTGRESQL");
+  if ((await form.getByLabel("Port", { exact: true }).inputValue()) !== "5432")
     throw new Error("POSTGRESQL did not set port 5432");
-  const host = form.getByLabel("Host");
+  const host = form.getByLabel("Host", { exact: true });
   await host.fill("bad host!");
   await form.getByRole("button", { name: "Save" }).click();
   await refusedAt(host, "does not match");
@@ -79,7 +79,7 @@ try {
   form = page.getByRole("form", { name: `Edit data source ${source}` });
   if ((await form.getByLabel(/^DSN/).inputValue()) !== "") throw new Error("the stored DSN is shown");
   await form.getByText("stored: leave empty to keep it").first().waitFor();
-  await form.getByLabel("Note").fill("the test cluster's database");
+  await form.getByLabel("Note", { exact: true }).fill("the test cluster's database");
   await audit("data sources");
   await shot("datasources");
   await form.getByRole("button", { name: "Save" }).click();
@@ -115,7 +115,7 @@ try {
   await envRow.getByText("export E2E_HOME=/opt/e2e").waitFor();
   await envRow.getByRole("button", { name: "Edit" }).click();
   form = page.getByRole("form", { name: `Edit environment ${env}` });
-  await form.getByLabel("Description").fill("e2e tools");
+  await form.getByLabel("Description", { exact: true }).fill("e2e tools");
   await form.getByRole("button", { name: "Save" }).click();
   await envRow.getByText("e2e tools").waitFor();
   await envRow.getByLabel(`Project to grant ${env} to`).selectOption("ui-e2e");
@@ -126,13 +126,13 @@ try {
 
   step = "project parameters: a built-in name refused at the field, a secret one created masked and edited";
   await tab("Project parameters", "admin-project-params");
-  await page.getByLabel("Project").selectOption("ui-e2e");
+  await page.getByLabel("Project", { exact: true }).selectOption("ui-e2e");
   await page.getByRole("button", { name: "New parameter" }).click();
   form = page.getByRole("form", { name: "New project parameter" });
   const paramName = form.getByLabel("Parameter name");
   await paramName.fill("system.datetime");
   await form.getByLabel("Secret (sealed at rest, shown as ***)").check();
-  await form.getByLabel("Value").fill(`s3cret-${tag}`);
+  await form.getByLabel("Value", { exact: true }).fill(`s3cret-${tag}`);
   await form.getByRole("button", { name: "Save" }).click();
   await refusedAt(paramName, "built-in");
   const param = `e2e_secret_${tag}`;
@@ -170,7 +170,7 @@ try {
   await groupRow.getByText("live", { exact: true }).waitFor();
   await groupRow.getByRole("button", { name: "Edit" }).click();
   form = page.getByRole("form", { name: `Edit worker group ${group}` });
-  await form.getByLabel("Description").fill("e2e workers");
+  await form.getByLabel("Description", { exact: true }).fill("e2e workers");
   await audit("worker groups");
   await shot("worker-groups");
   await form.getByRole("button", { name: "Save" }).click();

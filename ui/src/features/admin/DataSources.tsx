@@ -226,7 +226,7 @@ export function SourceEditor({ stored, onDone }: { stored: Listed | null; onDone
         </>
       )}
       {form.type === "POSTGRESQL" && (
-        <FormField label={t.dsn} error={at("params.dsn")} help={secrets?.dsn ? t.dsnKept : undefined}>
+        <FormField label={t.dsn} error={at("params.dsn")} help={secrets?.dsn ? t.dsnKept : t.dsnHelp}>
           {(props) => (
             <input {...props} type="password" autoComplete="off" value={form.dsn} onChange={set("dsn")} />
           )}
