@@ -152,7 +152,11 @@ export function ResourcesPage() {
               {(data?.files ?? []).map((f) => {
                 const path = f.path ?? "";
                 return (
-                  <tr key={path} data-testid={`resource-file-${path}`} aria-selected={open === path}>
+                  <tr
+                    key={path}
+                    data-testid={`resource-file-${path}`}
+                    className={open === path ? "selected" : undefined}
+                  >
                     <td>
                       <button className="link" onClick={() => go({ file: path })}>
                         {f.name}
