@@ -1,12 +1,15 @@
 """A workflow's SQL and PROCEDURE tasks name data sources that exist, of a type the task runs on: checked when
 the workflow is saved (400 at ``tasks[i].params.datasource``, admins too), not at run time. A general user
-may name in PROCEDURE tasks, as in SQL tasks, only data sources granted to them or to the project."""
+may name in PROCEDURE tasks, as in SQL tasks, only data sources granted to them or to the project. The
+connection test of a POSTGRESQL source answers ok."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
+from engine.api.datasources import probe
 from tests.conftest import ApiCluster
 from tests.test_api import error_of
 from tests.test_users_e2e import make_user
@@ -60,3 +63,13 @@ def test_a_procedure_task_names_only_a_granted_data_source(api_cluster: ApiClust
     assert refused.status == 403 and f"'{source}' not granted to you" in str(refused)
     admin.post("/api/v1/grants", {"resource_type": "datasource", "resource": source, "user": f"ds_user_{tag}"})
     assert user.post("/api/v1/workflows", _doc(f"wf_{tag}", proc, project=project))["version"] == 1
+
+
+def test_a_postgresql_source_answers_the_connection_test(fresh_db: str) -> None:
+    """The connection test of a POSTGRESQL source runs SELECT 1 as a task's query does (in the session's
+    transaction: asyncpg reads rows through a cursor, which needs one) and answers the server's version."""
+    ok, said = asyncio.run(probe({"type": "POSTGRESQL", "dsn": fresh_db}, 15))
+    assert ok, said
+    assert said.startswith("PostgreSQL ")
+    refused = asyncio.run(probe({"type": "POSTGRESQL", "dsn": fresh_db.rsplit("/", 1)[0] + "/no_such_db"}, 15))
+    assert refused[0] is False and "no_such_db" in refused[1]
