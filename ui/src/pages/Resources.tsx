@@ -60,6 +60,7 @@ export function ResourcesPage() {
         <label>
           {t.project}{" "}
           <select
+            aria-label={t.project}
             value={project}
             onChange={(e) => setParams(e.target.value ? { project: e.target.value } : {})}
           >

@@ -79,6 +79,7 @@ export function ProjectParams() {
         <label>
           {t.project}{" "}
           <select
+            aria-label={t.project}
             value={project}
             onChange={(e) => {
               setProject(e.target.value);
