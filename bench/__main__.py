@@ -13,7 +13,7 @@ from bench.common import exit_on_sigterm, machine
 from bench.quick import reference_block, write_reference
 from engine import logs
 
-BENCHMARKS = ["registry", "engine", "failover", "scale", "hosts", "history", "ui", "spark", "sql"]
+BENCHMARKS = ["registry", "engine", "failover", "scale", "hosts", "history", "ui", "spark", "sql", "resources"]
 #: too heavy for the tiny round `make test` runs (four Spark JVMs and a dozen Spark applications, minutes on
 #: two cores): what they measure is proven by real processes in tests/test_spark_cluster.py and
 #: tests/test_spark_connect.py

@@ -16,6 +16,7 @@ docs/SDK.md has the whole surface.
 
 from porpoise.client import ApiError, Client, Instance, TaskRun
 from porpoise.loader import load_workflows
+from porpoise.resources import Resource
 from porpoise.tasks import Conditions, Dep, Dependent, Http, Python, Shell, Spark, Sql, SubWorkflow, Switch
 from porpoise.workflow import Task, Workflow, WorkflowError
 
@@ -28,6 +29,7 @@ __all__ = [
     "Http",
     "Instance",
     "Python",
+    "Resource",
     "Shell",
     "Spark",
     "Sql",

@@ -7,10 +7,12 @@ no gateway process. Errors from the API raise :class:`ApiError` with its status 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 from urllib.parse import quote
 
 from engine.cli.client import ApiClient, ApiClientError, discover
@@ -105,6 +107,41 @@ class Client:
 
     def delete_project_param(self, project: str, name: str) -> dict[str, Any]:
         return dict(self.api.delete(f"/api/v1/projects/{quote(project, safe='')}/parameters/{quote(name, safe='')}"))
+
+    # -- resource center ---------------------------------------------------------------------------
+
+    def _resources(self, project: str) -> str:
+        return f"/api/v1/projects/{quote(project, safe='')}/resources"
+
+    def upload_resource(
+        self, project: str, path: str, source: str | Path | BinaryIO, size: int | None = None
+    ) -> dict[str, Any]:
+        """A new version of resource ``path`` from a local file (or an open binary file of ``size`` bytes),
+        streamed: any size in bounded memory."""
+        if isinstance(source, str | Path):
+            with open(source, "rb") as fh:
+                return self.upload_resource(project, path, fh, os.fstat(fh.fileno()).st_size)
+        if size is None:
+            raise ValueError("give size with an open file")
+        return dict(self.api.upload(self._resources(project), source, size, {"path": path}))
+
+    def download_resource(self, project: str, path: str, sink: BinaryIO, version: int | None = None) -> str:
+        """Write a resource's content (newest version, or ``version``) to ``sink``; its version."""
+        headers = self.api.download(f"{self._resources(project)}/content", sink, {"path": path, "version": version})
+        return headers.get("X-Resource-Version", "")
+
+    def resources(self, project: str, folder: str = "") -> dict[str, Any]:
+        """A folder's sub-folders and files (newest version of each)."""
+        return dict(self.api.get(self._resources(project), folder=folder or None))
+
+    def resource_versions(self, project: str, path: str) -> list[dict[str, Any]]:
+        return list(self.api.request("GET", f"{self._resources(project)}/versions", query={"path": path})["versions"])
+
+    def restore_resource(self, project: str, path: str, version: int) -> dict[str, Any]:
+        return dict(self.api.post(f"{self._resources(project)}/restore", {"path": path, "version": version}))
+
+    def delete_resource(self, project: str, path: str) -> dict[str, Any]:
+        return dict(self.api.request("DELETE", self._resources(project), query={"path": path}))
 
     # -- worker groups -----------------------------------------------------------------------------
 

@@ -84,7 +84,7 @@ class Spark(Task):
         self,
         name: str,
         *,
-        main_file: str | None = None,
+        main_file: str | Mapping[str, Any] | None = None,
         raw_script: str | None = None,
         sql: str | None = None,
         master: str | None = None,

@@ -62,7 +62,8 @@ class Task:
     the ends of an attempt that raise the task's own alert ("failure", "success", "retry", "timeout"),
     sent to ``alert_group`` (its name or id; default: the run's warning group); ``inputs`` are IN
     local params (name -> value), ``outputs`` the names of OUT params the task sets with
-    ``${setValue(name=value)}``.
+    ``${setValue(name=value)}``; ``resources`` lists resource-center files the worker puts in the task's
+    directory (:class:`porpoise.Resource` or paths), its ``resourceList``.
     """
 
     task_type: str = ""
@@ -91,6 +92,7 @@ class Task:
         alert_group: str | int | None = None,
         inputs: Mapping[str, ParamValue] | None = None,
         outputs: Sequence[str] = (),
+        resources: Iterable[Mapping[str, Any] | str] = (),
         workflow: Workflow | None = None,
     ) -> None:
         self.name = name
@@ -117,6 +119,9 @@ class Task:
         local += [{"prop": k, "direct": "OUT", "type": "VARCHAR", "value": ""} for k in outputs]
         if local:
             self.params["localParams"] = [*self.params.get("localParams", []), *local]
+        listed = [{"resourceName": r} if isinstance(r, str) else dict(r) for r in resources]
+        if listed:
+            self.params["resourceList"] = [*self.params.get("resourceList", []), *listed]
         #: names of the tasks this one waits for, in the order they were added
         self.upstream: list[str] = []
         for up in upstream:

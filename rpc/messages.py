@@ -42,6 +42,9 @@ class TaskDispatch:
     datasources: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: a SQL task with sendEmail: its alert group's EMAIL senders, ``{name, params}`` (secrets sealed)
     email_senders: list[dict[str, Any]] = field(default_factory=list)
+    #: the resource-center files the task uses, resolved by the master to exact versions (engine/resources/):
+    #: ``{name, version, size, sha256, blob_key}``, or ``{name, version, missing}`` saying why there is none
+    resources: list[dict[str, Any]] = field(default_factory=list)
     #: the owner's fencing epoch: a worker refuses a dispatch older than an owner it already knows
     epoch: int = 0
     #: epoch ms until which the sending master's lease is certainly valid (0 = unchecked): a master that
@@ -297,6 +300,15 @@ class SubWorkflowDone:
     METHOD: ClassVar[str] = "workflow.sub_done"
     workflow_instance_id: int
     task_instance_id: int
+
+
+@dataclass(frozen=True)
+class ResourceFetch:
+    """Worker -> master: the content of one resource version (the reply is the raw bytes, streamed)."""
+
+    METHOD: ClassVar[str] = "resource.fetch"
+    blob_key: str
+    sha256: str
 
 
 @dataclass(frozen=True)

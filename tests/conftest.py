@@ -273,6 +273,7 @@ def launch_api_cluster(
         worker_overrides = [
             f"worker.log_dir={work / 'logs'}",
             f"worker.exec_dir={work / 'exec'}",
+            f"storage.cache_dir={work / 'resource-cache'}",
             # the example's quality check imports pyarrow; its SQL task loads from the test's tmp_path
             f"worker.python_interpreter={sys.executable}",
             f"worker.sql_load_dirs=[{tempfile.gettempdir()}]",

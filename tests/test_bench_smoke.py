@@ -86,11 +86,18 @@ def _sql(r: dict[str, Any], size: dict[str, Any]) -> None:
     assert r["runs"] == len(size["kinds"]) * (1 + size["runs"]), "a run missing"
 
 
+def _resources(r: dict[str, Any], size: dict[str, Any]) -> None:
+    assert r["upload_checksum_ok"] == 1.0 and r["download_checksum_ok"] == 1.0, "the large file came back changed"
+    assert r["task_runs_all_success"] == 1.0, "a task using a resource did not end SUCCESS"
+    assert r["task_runs"] == 2 * size["runs"], "a run missing"
+
+
 CORRECT: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "engine": _engine, "failover": _failover, "registry": _registry, "scale": _scale, "hosts": _hosts,
     "spark": _spark, "sql": _sql,
     "history": _history,
     "ui": _ui,
+    "resources": _resources,
 }  # fmt: skip
 
 

@@ -90,6 +90,20 @@ COVERAGE: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
     ("project-param", "list"): ("test_project_params_e2e.py::test_the_project_param_cli_and_sdk", ("list",)),
     ("project-param", "set"): ("test_project_params_e2e.py::test_the_project_param_cli_and_sdk", ("set",)),
     ("project-param", "delete"): ("test_project_params_e2e.py::test_the_project_param_cli_and_sdk", ("delete",)),
+    ("resource", "upload"): (
+        "test_resources_e2e.py::_upload_script",
+        ("resource", "upload", "--path"),
+    ),
+    ("resource", "list"): ("test_resources_e2e.py::test_tasks_get_the_pinned_versions_of_their_files", ("list",)),
+    ("resource", "download"): (
+        "test_resources_e2e.py::test_tasks_get_the_pinned_versions_of_their_files",
+        ("download", "etl/run.sh", "--version"),
+    ),
+    ("resource", "versions"): (
+        "test_resources_e2e.py::test_tasks_get_the_pinned_versions_of_their_files",
+        ("versions",),
+    ),
+    ("resource", "delete"): ("test_resources_e2e.py::test_tasks_get_the_pinned_versions_of_their_files", ("delete",)),
     ("secrets", "init"): ("test_cli_commands.py::test_the_commands_no_other_test_runs", ("secrets", "init")),
     ("secrets", "encrypt-all"): (
         "test_cli_commands.py::test_the_commands_no_other_test_runs",

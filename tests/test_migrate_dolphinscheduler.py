@@ -439,3 +439,27 @@ def test_http_procedure_and_typed_sql_export_and_import_back_the_same(task_type:
                 assert back[key] == params[key]
         if "connectTimeout" in params:
             assert back["connectTimeout"] == back["socketTimeout"] == 7000
+
+
+def test_a_resource_list_becomes_resource_center_paths() -> None:
+    params = {
+        "rawScript": "bash etl/a.sh",
+        "localParams": [],
+        "resourceList": [
+            {"id": 3, "resourceName": "hdfs://ns/dolphinscheduler/etl/resources/etl/a.sh"},  # 3.2: storage path
+            {"id": 4, "res": "b.py", "fullName": "/lib/b.py"},  # 3.1: full name
+            {"id": 9},  # 3.1: an id alone cannot be mapped
+        ],
+    }
+    tr = ds.translate(_typed("SHELL", params), "p")
+    task = tr.documents[0]["tasks"][0]
+    assert task["params"]["resourceList"] == [{"resourceName": "etl/a.sh"}, {"resourceName": "lib/b.py"}]
+    notes = [g.detail for g in tr.gaps if g.task == "t" and not g.fatal]
+    assert any("etl/a.sh, lib/b.py come from the project's resource center" in n for n in notes), notes
+    assert any("{'id': 9}" in n and "not kept" in n for n in notes), notes
+    document.parse(tr.documents[0])  # the server's checks accept it
+    # an empty list (what every export has) leaves nothing
+    assert (
+        "resourceList"
+        not in ds.translate(_typed("SHELL", {**params, "resourceList": []}), "p").documents[0]["tasks"][0]["params"]
+    )

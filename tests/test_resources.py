@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from engine.api.tokens import create_token
 from tests.api_harness import in_process_api
+from tests.test_blobs import moto_s3  # noqa: F401 (fixture)
 
 P = "/api/v1/projects/res"
 
@@ -203,3 +205,62 @@ async def test_changes_are_audited(api: tuple[aiohttp.ClientSession, str, str]) 
     status, audit = await _json(session, "GET", f"{base}/api/v1/audit?resource_type=resources")
     assert status == 200
     assert [e["action"] for e in audit["items"]] == ["delete", "update", "create"]
+
+
+async def test_deleting_a_project_removes_its_files_contents(api: tuple[aiohttp.ClientSession, str, str]) -> None:
+    session, base, dsn = api
+    await _upload(session, base, "a.txt", b"a")
+    await _upload(session, base, "b/c.txt", b"c")
+    assert (await _json(session, "DELETE", f"{base}{P}"))[0] == 200
+    conn = await asyncpg.connect(dsn)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM resource") == 0
+        assert await conn.fetchval("SELECT count(*) FROM blob") == 0
+    finally:
+        await conn.close()
+
+
+def test_the_upload_is_documented_with_its_streamed_body() -> None:
+    from engine.api.openapi import docs_page, document
+    from engine.api.server import ROUTES
+
+    doc = document(ROUTES)
+    body = doc["paths"]["/api/v1/projects/{name}/resources"]["post"]["requestBody"]["content"]
+    assert set(body) == {"application/octet-stream", "multipart/form-data"}
+    assert "application/octet-stream, multipart/form-data" in docs_page(doc)  # the docs page lists it too
+
+
+@pytest.fixture
+def s3_api(fresh_db: str, moto_s3: str) -> tuple[str, list[str]]:  # noqa: F811 (the imported fixture)
+    """A fresh database and the settings of an API storing contents in moto's S3 (its bucket made)."""
+    import boto3
+
+    bucket = f"res-{uuid.uuid4().hex[:8]}"
+    boto3.client(
+        "s3", endpoint_url=moto_s3, aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1"
+    ).create_bucket(Bucket=bucket)
+    settings = {"type": "s3", "s3_bucket": bucket, "s3_endpoint": moto_s3, "s3_access_key_id": "t",
+                "s3_secret_access_key": "t"}  # fmt: skip
+    return fresh_db, [f"storage.{k}={v}" for k, v in settings.items()]
+
+
+async def test_files_round_trip_through_an_s3_store(s3_api: tuple[str, list[str]]) -> None:
+    dsn, overrides = s3_api
+    conn = await asyncpg.connect(dsn)
+    try:
+        uid = await conn.fetchval("INSERT INTO users (user_name, user_type) VALUES ('root_admin', 0) RETURNING id")
+        token = (await create_token(conn, uid, "t"))[1]
+    finally:
+        await conn.close()
+    async with in_process_api(dsn, overrides, token) as (session, base):
+        await _json(session, "POST", f"{base}/api/v1/projects", {"name": "res"})
+        data = os.urandom(9 << 20)  # two multipart parts
+        status, stored = await _upload(session, base, "big/data.bin", data)
+        assert status == 201 and stored["sha256"] == hashlib.sha256(data).hexdigest(), stored
+        assert await _download(session, base, "big/data.bin") == data
+        assert (await _json(session, "DELETE", f"{base}{P}/resources?path=big"))[0] == 200
+    conn = await asyncpg.connect(dsn)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM blob") == 0  # nothing went to the database store
+    finally:
+        await conn.close()

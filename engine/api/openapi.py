@@ -214,7 +214,10 @@ def docs_page(doc: dict[str, Any]) -> str:
                 parts.append(f"<ul>{items}</ul>")
             body = op.get("requestBody")
             if body:
-                schema = body["content"]["application/json"]["schema"]
+                media, first = next(iter(body["content"].items()))
+                schema = body["content"].get("application/json", first)["schema"]
+                if media != "application/json":
+                    schema = {"content": f"{', '.join(body['content'])}", **schema}
                 if "$ref" in schema:
                     schema = doc["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
                 parts.append(f"<details><summary>request body</summary><pre>{html.escape(json.dumps(schema, indent=2))}"

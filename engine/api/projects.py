@@ -7,12 +7,16 @@ from typing import Any
 import asyncpg
 from sqlalchemy import func, select
 
+from engine import logs
 from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, one, page
 from engine.config import check_keep_days
+from engine.errors import PorpoiseError
 from engine.storage import sql
 from engine.storage import tables as t
 from engine.storage.definitions import ensure_project
+
+log = logs.get(__name__)
 
 _COLUMNS = ("code", "name", "description", "keep_days", "create_time", "update_time")
 _PROJECT = {
@@ -112,7 +116,11 @@ async def delete_project(api: Any, call: Call) -> dict[str, Any]:
     row = await project_by_name(api.db, call.path["name"])
     if row["workflows"]:
         raise ApiError(409, f"project {row['name']!r} still has {row['workflows']} workflow(s); delete them first")
-    await api.db.execute("DELETE FROM project WHERE code = $1", row["code"])
+    await api.db.execute("DELETE FROM project WHERE code = $1", row["code"])  # its resource rows with it
+    try:
+        await api.blobs.delete_prefix(f"resources/{row['code']}/")
+    except PorpoiseError as exc:  # the rows are gone: orphan contents waste space, nothing more
+        log.warning("resource contents of a deleted project not removed", project=row["name"], error=str(exc))
     return {"deleted": row["name"]}
 
 

@@ -26,6 +26,7 @@ from engine.storage.blobs import BlobError
 log = logs.get(__name__)
 
 UPLOAD_CHUNK = 1 << 20
+FIELD_BYTES = 4096
 TAG = "resources"
 
 _PATH = Param("path", str, "the file's path in the project's resource center, e.g. etl/clean.py")
@@ -152,6 +153,19 @@ async def _part_chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
         yield chunk
 
 
+async def _field(part: BodyPartReader) -> str:
+    """A short text field of the form (at most FIELD_BYTES: it is read whole)."""
+    data = bytearray()
+    while chunk := await part.read_chunk(FIELD_BYTES):
+        data += chunk
+        if len(data) > FIELD_BYTES:
+            raise ApiError(400, f"at most {FIELD_BYTES} bytes", f"body.{part.name}")
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise ApiError(400, "must be UTF-8 text", f"body.{part.name}") from None
+
+
 async def upload(api: Any, call: Call) -> dict[str, Any]:
     """A new version of a file, the request body streamed to the store."""
     code = await _project_code(api, call)
@@ -167,9 +181,9 @@ async def upload(api: Any, call: Call) -> dict[str, Any]:
             if not isinstance(part, BodyPartReader):
                 raise ApiError(400, "nested multipart forms are not supported", "body")
             if part.name == "path" and not path:
-                path = (await part.text()).strip()
+                path = (await _field(part)).strip()
             elif part.name == "description" and not description:
-                description = (await part.text()).strip() or None
+                description = (await _field(part)).strip() or None
             elif part.name == "file":
                 if not path:
                     folder = _folder(call.query["folder"])

@@ -21,11 +21,14 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, TypeVar
 
 from engine.errors import PorpoiseError
+
+T = TypeVar("T")
 
 CLIENT_FILE = "client.json"
 DEFAULT_FILES = (
@@ -123,6 +126,44 @@ class ApiClient:
                 if resp.headers.get_content_type() != "application/json":
                     return raw.decode(errors="replace")
                 return json.loads(raw) if raw else None
+        except urllib.error.HTTPError as exc:
+            raise _error(exc) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ApiClientError(
+                f"cannot reach the Porpoise API at {self.target.url} ({reason}); is it running? "
+                f"(configuration from {self.target.source})"
+            ) from None
+
+    def _url(self, path: str, query: dict[str, Any] | None) -> str:
+        clean = {k: v for k, v in (query or {}).items() if v is not None}
+        return self.target.url + path + ("?" + urllib.parse.urlencode(clean) if clean else "")
+
+    def upload(self, path: str, source: BinaryIO, size: int, query: dict[str, Any] | None = None) -> Any:
+        """POST ``size`` bytes read from ``source`` as a raw body (sent in blocks: any size in bounded memory)."""
+        req = urllib.request.Request(self._url(path, query), data=source, method="POST")
+        req.add_header("Accept", "application/json")
+        req.add_header("Content-Type", "application/octet-stream")
+        req.add_header("Content-Length", str(size))
+        return self._open(req, lambda resp: json.loads(resp.read() or b"null"))
+
+    def download(self, path: str, sink: BinaryIO, query: dict[str, Any] | None = None) -> dict[str, str]:
+        """GET a file into ``sink`` in blocks; the answer's headers."""
+        req = urllib.request.Request(self._url(path, query), method="GET")
+
+        def copy(resp: Any) -> dict[str, str]:
+            while block := resp.read(1 << 20):
+                sink.write(block)
+            return dict(resp.headers.items())
+
+        return self._open(req, copy)
+
+    def _open(self, req: urllib.request.Request, read: Callable[[Any], T]) -> T:
+        if self.target.token:
+            req.add_header("Authorization", f"Bearer {self.target.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as resp:
+                return read(resp)
         except urllib.error.HTTPError as exc:
             raise _error(exc) from None
         except (urllib.error.URLError, OSError) as exc:

@@ -77,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
     from engine.cli import environments as cli_environments
 
     cli_environments.add_parsers(sub, common)
+    from engine.cli import resources as cli_resources
+
+    cli_resources.add_parsers(sub, common)
     from engine.cli import worker_groups as cli_worker_groups
 
     cli_worker_groups.add_parsers(sub, common)
@@ -150,6 +153,10 @@ def _dispatch(args: argparse.Namespace, cfg: config_mod.Config) -> int:
         from engine.cli import project_params as cli_project_params
 
         return cli_project_params.run(args)
+    if args.command == "resource":
+        from engine.cli import resources as cli_resources
+
+        return cli_resources.run(args)
     if args.command == "secrets":
         from engine.cli import secrets as cli_secrets
 

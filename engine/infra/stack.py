@@ -335,6 +335,7 @@ class Stack:
             argv += ["--set", f"worker.log_dir={self.run_dir / 'task-logs'}"]
             argv += ["--set", f"worker.exec_dir={self.run_dir / 'exec'}"]
             argv += ["--set", f"worker.spool_dir={self.run_dir / 'spool'}"]
+            argv += ["--set", f"storage.cache_dir={self.run_dir / 'resource-cache'}"]
         for item in overrides or []:
             argv += ["--set", item]
         proc = ManagedProcess(name, argv, self.run_dir / "logs" / f"{name}.log", env=self.node_env())

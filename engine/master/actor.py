@@ -468,6 +468,7 @@ class WorkflowActor:
             dry_run=bool(self.info.dry_run),
             datasources=datasources,
             email_senders=senders,
+            resources=await self.store.resources(self.spec.project_code, t.task_type, t.params),
             epoch=self.info.epoch,
         )
         self._dispatch(

@@ -18,9 +18,11 @@ import contextlib
 import datetime as dt
 import gc
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
+from aiohttp import web
 
 from engine import logs
 from engine.aio import bounded, cancel_and_wait
@@ -47,8 +49,10 @@ from engine.master.workflow_messages import (
     TaskRunningEvent,
 )
 from engine.node import SHUTDOWN_BOUND, SHUTDOWN_STEP, Node
+from engine.resources import catalog
 from engine.scheduling.scheduler import Scheduler
 from engine.states import CommandType, TaskState, WorkflowState
+from engine.storage.blobs import BlobError, BlobNotFound, BlobStore, blob_store
 from engine.storage.definitions import WorkflowSpec
 from engine.storage.failures import DB_FAILURES
 from engine.storage.pool import connect_pool, database_reachable
@@ -58,6 +62,7 @@ from rpc.messages import (
     LOG_TAIL_BYTES,
     CacheExpire,
     ReportReply,
+    ResourceFetch,
     SubWorkflowDone,
     TaskKill,
     TaskReports,
@@ -107,6 +112,8 @@ class Master(Node):
         self.wheel = StateWheel()
         self.actors: dict[int, WorkflowActor] = {}
         self.pool: asyncpg.Pool | None = None
+        #: where resource files live (storage.type), made on a worker's first fetch
+        self._blobs: BlobStore | None = None
         self.store: MasterStore | None = None
         self.cache: DefinitionCache | None = None
         self.failover: FailoverService | None = None
@@ -129,6 +136,7 @@ class Master(Node):
             (WorkflowControl, self.on_workflow_control),
             (CacheExpire, self.on_cache_expire),
             (SubWorkflowDone, self.on_sub_workflow_done),
+            (ResourceFetch, self.on_resource_fetch),
         ):
             self.rpc_server.register(msg_cls, handler)
         self.metrics.gauge("actors", lambda: len(self.actors))
@@ -273,6 +281,8 @@ class Master(Node):
         await bounded("dispatcher", self.dispatcher.close(), SHUTDOWN_STEP)
         await bounded("timer wheel", self.wheel.close(), SHUTDOWN_STEP)
         self.gc.release()
+        if self._blobs is not None:
+            await bounded("blob store", self._blobs.close(), SHUTDOWN_STEP)
         if self.pool is not None and not await bounded("database pool", self.pool.close(), SHUTDOWN_STEP):
             self.pool.terminate()  # connections still out (abandoned work): closed under it
 
@@ -587,6 +597,30 @@ class Master(Node):
             return {"ok": False}
         actor.post(LogicCheck(a.id, a.attempt, "sub-workflow ended"))
         return {"ok": True}
+
+    async def on_resource_fetch(self, msg: ResourceFetch) -> web.StreamResponse:
+        """A resource version's content, streamed to the worker that runs a task using it (workers have no
+        database): only what a resource version names, checked by key and checksum."""
+        if self.pool is None:
+            raise BadRequest("the master is not connected to its database yet", 503)
+        if not await catalog.is_resource_blob(self.pool, msg.blob_key, msg.sha256):
+            raise BadRequest(f"no resource version is stored under {msg.blob_key!r} with that checksum", 404)
+        if self._blobs is None:
+            self._blobs = blob_store(self.cfg, self.pool)
+        chunks = self._blobs.open(msg.blob_key)
+        try:
+            first = await anext(chunks, b"")
+        except BlobNotFound as exc:
+            raise BadRequest(str(exc), 404) from None
+        except BlobError as exc:
+            raise BadRequest(f"the file store failed: {exc}", 503) from None
+
+        async def body() -> AsyncIterator[bytes]:
+            yield first
+            async for chunk in chunks:
+                yield chunk
+
+        return web.Response(body=body(), content_type="application/octet-stream")
 
     async def on_cache_expire(self, msg: CacheExpire) -> dict[str, bool]:
         if self.cache is not None:

@@ -20,7 +20,7 @@ import asyncio
 import datetime as dt
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,8 @@ from engine.concurrency import serial_sql, task_groups_sql
 from engine.errors import StorageError
 from engine.master.claim import Rules, claim
 from engine.master.workflow_messages import ALERT_FAULT_TOLERANCE, RaiseAlert
+from engine.resources import catalog
+from engine.resources.refs import MAIN_FIELDS
 from engine.scheduling.backfill import BACKFILL_ID, INDEX
 from engine.storage.failures import CONNECTION_LOST
 from engine.tasks.registry import LOGIC_TYPES
@@ -596,6 +598,13 @@ class MasterStore:
             }
             for r in rows
         ]
+
+    async def resources(self, project_code: int, task_type: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The resource versions a task gets (engine/resources/catalog.for_run); none asked: no query."""
+        mains = MAIN_FIELDS.get(task_type, ())
+        if not params.get("resourceList") and not any(isinstance(params.get(f), Mapping) for f in mains):
+            return []
+        return await catalog.for_run(self.pool, project_code, task_type, params)
 
     async def datasources(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Each named data source's connection params (secrets still sealed) with its ``type`` added."""

@@ -58,6 +58,7 @@ from engine.migrate.ds_common import (
     placeholder_script,
     workflow_part,
 )
+from engine.resources.refs import ResourceNameError, check_name, from_storage_path
 from engine.workflows import document, logic
 from engine.workflows.model import DefinitionError
 
@@ -309,11 +310,47 @@ class _Workflow:
         if task_type not in SUPPORTED:
             self.gap(task, UNSUPPORTED_TYPE, task_type)
             return None
-        if p.get("resourceList"):
-            self.gap(task, NOTE, f"resourceList {p['resourceList']!r}: resource-centre files are not fetched here")
+        listed = self._resource_list(task, p.get("resourceList"))
         if task_type in ("SHELL", "PYTHON"):
-            return {k: v for k, v in p.items() if not (k in _LOGIC_NOISE and _empty(v))}
-        return getattr(self, "_" + task_type.lower())(task, p)
+            out = {k: v for k, v in p.items() if not (k in _LOGIC_NOISE and _empty(v)) and k != "resourceList"}
+        else:
+            out = getattr(self, "_" + task_type.lower())(task, p)
+            if out is None:
+                return None
+            out.pop("resourceList", None)
+        if listed:
+            out["resourceList"] = listed
+        return out
+
+    def _resource_list(self, task: str, entries: Any) -> list[dict[str, Any]]:
+        """DolphinScheduler's ``resourceList`` as resource-center paths (``{"resourceName": "etl/a.sh"}``: the
+        part of a storage path after ``resources/``). Saving pins each to the newest version the project's
+        resource center holds; one not uploaded yet is used as ``latest`` (the newest when a run starts). A 3.1
+        entry with only an id cannot be mapped."""
+        if not entries:
+            return []
+        if not isinstance(entries, list):
+            self.gap(task, NOTE, f"resourceList {entries!r} is not a list: not kept")
+            return []
+        out, dropped = [], []
+        for entry in entries:
+            raw = entry if isinstance(entry, str) else None
+            if isinstance(entry, Mapping):
+                raw = entry.get("resourceName") or entry.get("fullName") or entry.get("res")
+            name = from_storage_path(raw) if isinstance(raw, str) and raw.strip() else ""
+            try:
+                out.append({"resourceName": check_name(name)})
+            except ResourceNameError:
+                dropped.append(entry)
+        if out:
+            names = ", ".join(e["resourceName"] for e in out)
+            self.gap(task, NOTE, f"resourceList: {names} come from the project's resource center (porpoise"
+                                 " resource upload); pinned to the versions stored at import, else the newest"
+                                 " at run time")  # fmt: skip
+        if dropped:
+            self.gap(task, NOTE, f"resourceList entries {dropped!r} name no file by path (a resource id cannot be"
+                                 " resolved here): not kept")  # fmt: skip
+        return out
 
     def _source(self, task: str, task_type: str, p: Mapping[str, Any], out: dict[str, Any]) -> bool:
         """Set ``out``'s data source (the id's Porpoise name) and ``type``; False after a gap for a type that

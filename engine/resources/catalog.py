@@ -24,6 +24,7 @@ from engine.config import StorageConfig
 from engine.errors import PorpoiseError
 from engine.resources import refs
 from engine.storage.blobs import BlobStore, BlobTooLarge, StoredBlob
+from engine.workflows.model import DefinitionError
 
 log = logs.get(__name__)
 
@@ -325,3 +326,57 @@ async def record_references(
             " task_code) VALUES ($1, $2, $3, $4, $5, $6)",
             [(project_code, r.name, r.version, workflow_code, workflow_version, code) for code, r in used],
         )
+
+
+# -- runs ---------------------------------------------------------------------------------------------------
+
+
+async def for_run(
+    db: asyncpg.Pool | asyncpg.Connection, project_code: int, task_type: str, params: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The exact versions a task of a saved workflow version gets (its pins; ``latest``: the newest now),
+    each ``{name, version, size, sha256, blob_key}``, or ``{name, version, missing}`` saying why there is none
+    (the worker then fails the task before it starts)."""
+    try:
+        wanted = refs.references(task_type, params)
+    except DefinitionError as exc:
+        return [{"name": "", "version": None, "missing": f"{exc.field}: {exc.reason}"}]
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for ref in wanted:
+        if ref.resource_id is not None:
+            out.append({"name": "", "version": None, "missing": f"{ref.field}: no resource with id {ref.resource_id}"})
+            continue
+        if ref.name in seen:
+            continue
+        seen.add(ref.name)
+        found = await version_of(db, project_code, ref.name, ref.version)
+        if found is None:
+            what = f"version {ref.version} of " if ref.version is not None else ""
+            out.append(
+                {
+                    "name": ref.name,
+                    "version": ref.version,
+                    "missing": f"{what}resource {ref.name!r} is not in the project's resource center ({ref.field})",
+                }
+            )
+            continue
+        out.append(
+            {
+                "name": found.full_name,
+                "version": found.version,
+                "size": found.size,
+                "sha256": found.sha256,
+                "blob_key": found.blob_key,
+            }
+        )
+    return out
+
+
+async def is_resource_blob(db: asyncpg.Pool | asyncpg.Connection, blob_key: str, sha256: str) -> bool:
+    """Whether ``blob_key`` holds a resource version with that checksum (what a worker may fetch)."""
+    return bool(
+        await db.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM resource WHERE blob_key = $1 AND sha256 = $2)", blob_key, sha256
+        )
+    )

@@ -107,7 +107,10 @@ class SparkTask(TaskPlugin):
     params_schema = describe_params(
         {
             "programType": {"enum": list(PROGRAM_TYPES), "default": "PYTHON"},
-            "mainFile": {"type": "string", "description": "path of the PySpark application (or rawScript)"},
+            "mainFile": {
+                "type": ["string", "object"],
+                "description": "path of the PySpark application (or rawScript); {resourceName}: a resource-center file",
+            },
             "mainJar": {"type": ["string", "object"], "description": "the application jar (JAVA / SCALA)"},
             "mainClass": {"type": "string", "description": "its main class (JAVA / SCALA)"},
             "rawScript": {"type": "string", "contentMediaType": "text/x-python", "description": "inline PySpark"},
@@ -269,5 +272,5 @@ def _program(ctx: TaskContext) -> tuple[dict[str, str], str, list[str]]:
         files["app.py"] = placing.python(p["rawScript"], ctx.values, ctx.when)  # values as literals, as PYTHON
         main = "app.py"
     else:
-        main = ctx.render(p["mainFile"])
+        main = ctx.render(main_jar(p, "mainFile"))
     return files, main, [ctx.render(word) for word in shlex.split(p.get("mainArgs") or "")]

@@ -46,6 +46,7 @@ from engine.worker.forkclient import ForkedTask, ForkServer
 from engine.worker.logfiles import CappedLog, log_path, result_tail
 from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
+from engine.worker.resources import ResourceCache, ResourceFailure
 from engine.worker.spawn import TaskProcess, spawn
 from engine.worker.taskenv import TaskPolicy, resolve_tenant, task_environment
 from registry.heartbeat import Overload
@@ -139,7 +140,10 @@ class Executor:
         disk_full: Callable[[], str] = lambda: "",
         keyring: Keyring | None = None,
         forkserver: ForkServer | None = None,
+        resources: ResourceCache | None = None,
     ) -> None:
+        #: fetches and caches the resource-center files tasks use (engine/worker/resources.py)
+        self.resources = resources
         #: forks the tasks whose launch allows it (Spark Connect's runner) from pre-imported state
         self.forkserver = forkserver
         #: told of every attempt's end here (metrics)
@@ -413,6 +417,10 @@ class Executor:
             if d.dry_run:
                 await _write(logfile, "[porpoise] dry run: not executed\n")
                 return self._result(run, "SUCCESS", 0, "dry run")
+            if d.resources:
+                failed = await self._place_resources(run, logfile, user)
+                if failed:
+                    return self._result(run, "FAILURE", -1, failed)
             refused = self.may_start()
             if refused:
                 await _write(logfile, f"[porpoise] not started: {refused}\n")
@@ -448,6 +456,22 @@ class Executor:
             return self._result(run, state, code, message, var_pool)
         finally:
             run.log_tail = await asyncio.to_thread(_close_with_tail, logfile, run.log_path)
+
+    async def _place_resources(self, run: TaskRun, logfile: CappedLog, user: pwd.struct_passwd | None) -> str:
+        """The task's resource-center files into its directory (engine/worker/resources.py); why not, or ""."""
+        if self.resources is None:
+            why = "this worker has no resource cache configured"
+        else:
+            try:
+                lines = await self.resources.place(run.dispatch.resources, run.dispatch.master, run.exec_dir,
+                                                   run.files, user)  # fmt: skip
+            except ResourceFailure as exc:
+                why = str(exc)
+            else:
+                await _write(logfile, "".join(f"[porpoise] {line}\n" for line in lines))
+                return ""
+        await _write(logfile, f"[porpoise] not started: {why}\n")
+        return why
 
     async def _spawn(self, run: TaskRun, launch: Launch, user: pwd.struct_passwd | None) -> TaskProcess:
         """Start the task in a new session (its own process group) and report RUNNING: forked by the fork

@@ -29,6 +29,7 @@ from engine.worker.logdisk import LogJanitor, disk_short
 from engine.worker.logfiles import LogFiles
 from engine.worker.reaper import Reaper
 from engine.worker.reporter import Reporter
+from engine.worker.resources import ResourceCache
 from engine.worker.spool import Spool
 from engine.worker.taskenv import TaskPolicy, passed_through
 from registry import WORKER, Heartbeat, HeartbeatSource, LoadLimits, NodeId, ServerStatus, TaskCounts
@@ -138,6 +139,12 @@ class Worker(Node):
             disk_full=lambda: self.source.disk_reason,
             keyring=Keyring.from_config(self.cfg.secrets),
             forkserver=self.forkserver,
+            resources=ResourceCache(
+                Path(self.cfg.storage.cache_dir).resolve(),
+                self.cfg.storage.cache_max_bytes,
+                self.rpc,
+                idle_timeout=max(self.cfg.rpc.timeout, 60.0),
+            ),
         )
         self.metrics.gauge("report_backlog", lambda: len(self.reporter.pending))
         self.metrics.gauge("tasks_running", lambda: len(self.executor.runs))
