@@ -91,7 +91,7 @@ try {
   const usedFolder = used.split("/")[0];
   await page.getByTestId(`resource-folder-${usedFolder}`).getByRole("button").first().click();
   const usedRow = page.getByTestId(`resource-file-${used}`);
-  await usedRow.getByRole("button", { name: used.split("/").pop() }).click();
+  await usedRow.getByRole("button", { name: used.split("/").pop(), exact: true }).click();
   await page
     .getByRole("region", { name: `File ${used}` })
     .getByTestId("resource-references")
