@@ -133,7 +133,7 @@ export function ResourcesPage() {
                 <tr key={f.path} data-testid={`resource-folder-${f.path}`}>
                   <td>
                     <button className="link" onClick={() => go({ folder: f.path ?? "", file: null })}>
-                      📁 {f.name}/
+                      {f.name}/
                     </button>
                   </td>
                   <td>{formatBytes(f.size)}</td>

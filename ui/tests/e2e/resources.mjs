@@ -75,6 +75,7 @@ try {
     page.waitForEvent("download"),
     detail.getByRole("link", { name: "Download version 1" }).click(),
   ]);
+  if (shots) await page.screenshot({ path: join(shots, "resources.png"), fullPage: true });
   const saved = await download.path();
   if (readFileSync(saved, "utf8") !== first) throw new Error("version 1 downloaded other bytes");
 
@@ -82,7 +83,6 @@ try {
   await page.getByTestId(`resource-folder-${folder}`).getByRole("button").first().click();
   await page.getByTestId(`resource-file-${path}`).waitFor();
   await a11y.push(...(await violations(page, "resources")));
-  if (shots) await page.screenshot({ path: join(shots, "resources.png"), fullPage: true });
   await page.getByRole("button", { name: "Open folder (top)" }).click();
   await page.getByTestId(`resource-folder-${folder}`).waitFor();
 
