@@ -138,9 +138,7 @@ describe("Resources", () => {
     show("/resources?project=etl");
     await screen.findByTestId("resource-file-top.sh");
     expect(screen.getByTestId("resource-usage").textContent).toBe("2.0 KiB of 1.0 GiB used");
-    fireEvent.click(
-      within(screen.getByTestId("resource-folder-etl")).getByRole("button", { name: "etl/" }),
-    );
+    fireEvent.click(within(screen.getByTestId("resource-folder-etl")).getByRole("button", { name: "etl/" }));
     fireEvent.click(
       within(await screen.findByTestId("resource-file-etl/clean.py")).getByRole("button", {
         name: "clean.py",
