@@ -170,6 +170,9 @@ async def test_every_answer_carries_the_security_headers(world: Hostile) -> None
         headers = (await world.call(who, "GET", path)).headers
         assert "frame-ancestors 'none'" in headers["Content-Security-Policy"], path
         assert "script-src 'self'" in headers["Content-Security-Policy"], path
+        # the UI's <base href> says where its assets are (a proxy prefix); 'none' left every page opened at a
+        # nested address (/workflows/7/edit) blank: its scripts resolved under that address
+        assert "base-uri 'self'" in headers["Content-Security-Policy"], path
         assert headers["X-Frame-Options"] == "DENY" and headers["X-Content-Type-Options"] == "nosniff", path
 
 

@@ -12,10 +12,13 @@ editor (collapse.mjs) and the streamed log download (download.mjs)"""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import threading
+import urllib.parse
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -211,3 +214,84 @@ def test_alert_groups_and_history_in_headless_chromium(
     # the edit kept the stored webhook: the test alert reached it, with the username added by the edit
     (call,) = [s for s in receiver.seen if s[1] == "/services/E2E/B/ok"]
     assert call[3]["username"] == "porpoise-e2e" and "test alert" in call[3]["text"]
+
+
+def test_admin_settings_screens_in_headless_chromium(api_cluster: ApiCluster) -> None:
+    """ui/tests/e2e/settings.mjs: data sources by type (field error, DSN kept on edit, test connection, grant),
+    environments, project parameters (a secret masked and kept), worker groups of the live worker, and a SQL
+    task's data source as a dropdown in the editor (a deleted one refused at the field on save)."""
+    chromium = _chromium()
+    c = api_cluster
+    client = c.client()
+    tag = uuid.uuid4().hex[:8]
+    source, gone = f"e2e_wh_{tag}", f"e2e_gone_{tag}"
+    for name in (source, gone):
+        client.request("PUT", f"/api/v1/datasources/{name}", {"params": {"dsn": c.dsn}})
+    doc = {"name": f"ui_sql_{tag}", "project": "ui-e2e",
+           "tasks": [{"name": "q", "type": "SQL", "params": {"datasource": gone, "sql": "select 1"}}]}  # fmt: skip
+    code = client.post("/api/v1/workflows", doc)["code"]
+    client.request("DELETE", f"/api/v1/datasources/{gone}")
+    user, password = f"ui_set_{tag}", uuid.uuid4().hex
+    client.post("/api/v1/users", {"name": user, "password": password, "admin": True})
+    env = {**os.environ, **tls.browser_env(), "PORPOISE_URL": c.url, "E2E_USER": user, "E2E_PASSWORD": password,
+           "E2E_TAG": tag, "E2E_DSN": c.dsn, "E2E_WORKER": c.worker.address, "E2E_WORKFLOW": str(code),
+           "E2E_SOURCE": source, "E2E_GONE": gone, "CHROMIUM": chromium}  # fmt: skip
+    done = subprocess.run(
+        ["node", "tests/e2e/settings.mjs"], check=False, cwd=UI, env=env, capture_output=True, text=True, timeout=400
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "settings: all steps passed" in done.stdout
+    # what the browser saved, as the API has it
+    saved = client.get(f"/api/v1/workflows/{code}")
+    assert saved["version"] == 2 and saved["document"]["tasks"][0]["params"]["datasource"] == source
+    (made,) = [d for d in client.get("/api/v1/datasources", size=500)["items"] if d["name"] == f"e2e_pg_{tag}"]
+    assert made["params"]["dsn"] == "***" and made["note"] == "the test cluster's database"
+    params = client.get("/api/v1/projects/ui-e2e/parameters", size=500)["items"]
+    assert {"name": f"e2e_secret_{tag}", "value": "***", "secret": True} in [
+        {k: p[k] for k in ("name", "value", "secret")} for p in params
+    ]
+    (environment,) = [e for e in client.get("/api/v1/environments", size=500)["items"] if e["name"] == f"e2e_env_{tag}"]
+    assert environment["worker_groups"] == ["default"] and environment["projects"] == ["ui-e2e"]
+    assert f"e2e_wg_{tag}" not in {g["name"] for g in client.get("/api/v1/worker-groups", size=500)["items"]}
+
+
+def _upload(c: ApiCluster, project: str, path: str, data: bytes) -> dict[str, object]:
+    """A file stored in ``project``'s resource center through the API (the raw body)."""
+    query = urllib.parse.urlencode({"path": path})
+    request = urllib.request.Request(
+        f"{c.url}/api/v1/projects/{project}/resources?{query}", data=data, method="POST",
+        headers={"Authorization": f"Bearer {c.token}", "Content-Type": "application/octet-stream"},
+    )  # fmt: skip
+    context = tls.trusting(c.ca_file) if c.url.startswith("https://") else None
+    with urllib.request.urlopen(request, timeout=30, context=context) as answer:
+        return dict(json.load(answer))
+
+
+def test_resources_screen_in_headless_chromium(api_cluster: ApiCluster) -> None:
+    """ui/tests/e2e/resources.mjs: a bad path refused at the field; upload with progress into a new folder, a
+    second version, restore, download byte for byte; a used file's workflow shown and its delete refused with
+    the reason; an unused one deleted."""
+    chromium = _chromium()
+    c = api_cluster
+    client = c.client()
+    tag = uuid.uuid4().hex[:8]
+    shell = {"name": "a", "type": "SHELL", "params": {"rawScript": "true"}}
+    client.post("/api/v1/workflows", {"name": f"ui_res_project_{tag}", "project": "ui-e2e", "tasks": [shell]})
+    used = f"shared_{tag}/used.sh"
+    _upload(c, "ui-e2e", used, b"echo used\n")
+    workflow = f"ui_res_user_{tag}"
+    uses = {"name": "run", "type": "SHELL", "params": {"rawScript": "true", "resourceList": [{"resourceName": used}]}}
+    client.post("/api/v1/workflows", {"name": workflow, "project": "ui-e2e", "tasks": [uses]})
+    user, password = f"ui_res_{tag}", uuid.uuid4().hex
+    client.post("/api/v1/users", {"name": user, "password": password, "admin": True})
+    env = {**os.environ, **tls.browser_env(), "PORPOISE_URL": c.url, "E2E_USER": user, "E2E_PASSWORD": password,
+           "E2E_TAG": tag, "E2E_USED": used, "E2E_USER_WORKFLOW": workflow, "CHROMIUM": chromium}  # fmt: skip
+    done = subprocess.run(
+        ["node", "tests/e2e/resources.mjs"], check=False, cwd=UI, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "resources: all steps passed" in done.stdout
+    # the used file is still there; the browser's file is gone with its versions
+    versions = client.request("GET", "/api/v1/projects/ui-e2e/resources/versions", query={"path": used})["versions"]
+    assert [v["version"] for v in versions] == [1]
+    assert f"e2e_{tag}" not in {f["name"] for f in client.get("/api/v1/projects/ui-e2e/resources")["folders"]}

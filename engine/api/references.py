@@ -3,7 +3,9 @@ updated or imported) by a general user:
 
 - a SUB_PROCESS task runs another workflow: EXECUTE on that workflow's project;
 - a DEPENDENT item reads the runs of another workflow: READ on its project;
-- a SQL task connects with a data source: granted to the user or to the document's project (access.py);
+- a SQL or PROCEDURE task connects with a data source: granted to the user or to the document's project (access.py);
+- a SQL or PROCEDURE task's data source exists, of a type the task runs on (and the ``type`` the task gives),
+  for admins too: 400 at ``tasks[i].params.datasource`` (check_source_names, after the document's own checks);
 - a task's alerts go to its ``alert_group``: it exists, and is granted to the user or to the project (access.py);
 - an environment the workflow or a task names: granted to the user or to the document's project
   (environments.py), admins any;
@@ -28,6 +30,10 @@ from engine.api.routing import ApiError
 from engine.api.sub_workflows import check_cycles
 from engine.api.tenants import DEFAULT as DEFAULT_TENANT
 from engine.api.tenants import check_tenant
+from engine.tasks.sql_dialects import PROCEDURE_TYPES, SOURCE_TYPES
+
+#: task types that name a data source, and the data-source types each runs on
+_SOURCE_TASKS = {"SQL": SOURCE_TYPES, "PROCEDURE": PROCEDURE_TYPES}
 
 
 def _refs(doc: Mapping[str, Any]) -> Iterator[tuple[Mapping[str, Any], int, str]]:
@@ -64,11 +70,41 @@ def _alert_groups(doc: Mapping[str, Any]) -> list[tuple[str, int | str]]:
 def _sql_sources(doc: Mapping[str, Any]) -> list[str]:
     tasks = doc.get("tasks")
     params = (
-        [t.get("params") for t in tasks if isinstance(t, Mapping) and t.get("type") == "SQL"]
+        [t.get("params") for t in tasks if isinstance(t, Mapping) and t.get("type") in _SOURCE_TASKS]
         if isinstance(tasks, list)
         else []
     )
     return [p["datasource"] for p in params if isinstance(p, Mapping) and isinstance(p.get("datasource"), str)]
+
+
+async def check_source_names(db: asyncpg.Pool | asyncpg.Connection, doc: Mapping[str, Any]) -> None:
+    """400 at ``tasks[i].params.datasource`` for a SQL or PROCEDURE task naming a data source that does not
+    exist, or one of a type the task does not run on (PROCEDURE: PROCEDURE_TYPES; the task's own ``type``)."""
+    tasks = doc.get("tasks")
+    named = [
+        (i, t["type"], t["params"])
+        for i, t in enumerate(tasks if isinstance(tasks, list) else [])
+        if isinstance(t, Mapping) and t.get("type") in _SOURCE_TASKS and isinstance(t.get("params"), Mapping)
+        and isinstance(t["params"].get("datasource"), str)
+    ]  # fmt: skip
+    if not named:
+        return
+    rows = await db.fetch(
+        "SELECT name, type FROM datasource WHERE name = ANY($1::text[])", sorted({p["datasource"] for _, _, p in named})
+    )
+    kinds = {r["name"]: str(r["type"]).upper() for r in rows}
+    for i, task_type, params in named:
+        name, field = params["datasource"], f"tasks[{i}].params.datasource"
+        kind = kinds.get(name)
+        if kind is None:
+            raise ApiError(400, f"data source {name!r} does not exist", field)
+        if kind not in _SOURCE_TASKS[task_type]:
+            raise ApiError(
+                400, f"data source {name!r} is {kind}: {task_type} runs on {', '.join(_SOURCE_TASKS[task_type])}", field
+            )
+        wanted = params.get("type")
+        if isinstance(wanted, str) and wanted and wanted.upper() != kind:
+            raise ApiError(400, f"data source {name!r} is {kind}, not {wanted}", field)
 
 
 async def check_document(db: asyncpg.Pool | asyncpg.Connection, who: Principal, doc: Any) -> None:

@@ -128,10 +128,11 @@ def _too_many(wait: int) -> web.Response | None:
 
 
 #: on every answer (the UI, the API, errors, streams): no framing, no MIME sniffing, scripts and
-#: connections only from this origin (the docs page's inline style is the one inline thing allowed)
+#: connections only from this origin (the docs page's inline style is the one inline thing allowed); <base href>
+#: of this origin only (the UI finds its assets by it)
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';"
-    " img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none';"
+    " img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self';"
     " frame-ancestors 'none'; form-action 'self'",
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",

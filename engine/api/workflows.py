@@ -156,6 +156,7 @@ async def _save(api: Any, doc: Any, release: bool, user_id: int | None, code: in
     except DefinitionError as exc:
         raise _definition_error(exc) from exc
     async with api.db.acquire() as conn:
+        await references.check_source_names(conn, doc)
         if code is not None:
             row = await workflow_row(conn, code)
             if (row["name"], row["project"]) != (wf.name, wf.project):

@@ -209,6 +209,7 @@ async def probe(source: Mapping[str, Any], timeout: float) -> int:
     session = session_for(source, timeout)
     await session.open()
     try:
+        await session.begin()  # as a task's statements run (PostgreSQL reads rows through a cursor: it needs one)
         rows = await session.query("SELECT 1", 1)
         if not rows.rows or str(rows.rows[0][0]) != "1":
             raise SqlError(f"SELECT 1 returned {rows.rows!r}")

@@ -168,3 +168,51 @@ export function useTaskTypes() {
     queryFn: () => call(api.GET("/api/v1/task-types")),
   });
 }
+
+/** The data sources the caller may use (secrets masked), e.g. for a SQL task's choice of one. */
+export function useDataSources(enabled = true) {
+  return useQuery({
+    queryKey: ["datasources"],
+    enabled,
+    queryFn: () => call(api.GET("/api/v1/datasources", { params: { query: { size: 500 } } })),
+  });
+}
+
+/** A folder of a project's resource center: its sub-folders and files, the project's usage and limits. */
+export function useResourceFolder(project: string, folder: string) {
+  return useQuery({
+    queryKey: ["resources", project, "folder", folder],
+    enabled: project !== "",
+    queryFn: () =>
+      call(
+        api.GET("/api/v1/projects/{name}/resources", {
+          params: { path: { name: project }, query: { folder } },
+        }),
+      ),
+  });
+}
+
+/** A file's versions (newest first) and the workflow versions that use it. */
+export function useResourceDetail(project: string, path: string | null) {
+  const enabled = project !== "" && path !== null;
+  const query = { path: path ?? "" };
+  const versions = useQuery({
+    queryKey: ["resources", project, "versions", path],
+    enabled,
+    queryFn: () =>
+      call(
+        api.GET("/api/v1/projects/{name}/resources/versions", { params: { path: { name: project }, query } }),
+      ),
+  });
+  const references = useQuery({
+    queryKey: ["resources", project, "references", path],
+    enabled,
+    queryFn: () =>
+      call(
+        api.GET("/api/v1/projects/{name}/resources/references", {
+          params: { path: { name: project }, query },
+        }),
+      ),
+  });
+  return { versions, references };
+}

@@ -14,6 +14,7 @@ export function Layout() {
           <NavLink to="/overview">Overview</NavLink>
           <NavLink to="/instances">Instances</NavLink>
           <NavLink to="/workflows">Workflows</NavLink>
+          <NavLink to="/resources">Resources</NavLink>
           <NavLink to="/cluster">Cluster</NavLink>
           <NavLink to="/alerts">Alerts</NavLink>
           <NavLink to="/admin">Admin</NavLink>

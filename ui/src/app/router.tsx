@@ -9,6 +9,7 @@ import { InstancePage } from "../pages/Instance";
 import { Instances } from "../pages/Instances";
 import { NotFound } from "../pages/NotFound";
 import { OverviewPage } from "../pages/Overview";
+import { ResourcesPage } from "../pages/Resources";
 import { SignIn } from "../pages/SignIn";
 import { TaskLog } from "../pages/TaskLog";
 import { WorkflowPage } from "../pages/Workflow";
@@ -44,6 +45,7 @@ export const router = createBrowserRouter(
         { path: "workflows/:code/edit", element: <Editor /> },
         { path: "cluster", element: <ClusterPage /> },
         { path: "alerts", element: <AlertsPage /> },
+        { path: "resources", element: <ResourcesPage /> },
         { path: "admin", element: <AdminPage /> },
         { path: "*", element: <NotFound /> },
       ],

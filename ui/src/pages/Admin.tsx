@@ -1,20 +1,26 @@
-// Admin: users, project grants, tenants, data sources, alert groups, task groups, API tokens; one tab each, reachable
-// by URL (?tab=users ...).
+// Admin: users, project grants, tenants, data sources, environments, project parameters, worker groups, alert
+// groups, task groups, API tokens; one tab each, reachable by URL (?tab=users ...).
 import { useSearchParams } from "react-router";
 
 import { AlertGroups } from "../features/admin/AlertGroups";
 import { DataSources } from "../features/admin/DataSources";
+import { Environments } from "../features/admin/Environments";
 import { ProjectGrants } from "../features/admin/Grants";
+import { ProjectParams } from "../features/admin/ProjectParams";
 import { TaskGroups } from "../features/admin/TaskGroups";
 import { Tenants } from "../features/admin/Tenants";
 import { Tokens } from "../features/admin/Tokens";
 import { Users } from "../features/admin/Users";
+import { WorkerGroups } from "../features/admin/WorkerGroups";
 
 const TABS = {
   users: ["Users", Users],
   grants: ["Project grants", ProjectGrants],
   tenants: ["Tenants", Tenants],
   datasources: ["Data sources", DataSources],
+  environments: ["Environments", Environments],
+  "project-params": ["Project parameters", ProjectParams],
+  "worker-groups": ["Worker groups", WorkerGroups],
   alerts: ["Alert groups", AlertGroups],
   "task-groups": ["Task groups", TaskGroups],
   tokens: ["API tokens", Tokens],

@@ -308,16 +308,21 @@ try {
   await audit("admin-tenants");
   await page.getByRole("button", { name: "Data sources" }).click();
   await page.getByRole("button", { name: "New data source" }).click();
-  const form = page.getByRole("form", { name: "Data source" });
-  await form.getByLabel("name").fill(`ds_${tag}`);
-  await form.getByLabel("database").fill("warehouse");
-  await form.getByLabel("password").fill("very-secret-pw");
+  let form = page.getByRole("form", { name: "New data source" });
+  await form.getByLabel("Data source name").fill(`ds_${tag}`);
+  await form.getByLabel("Database", { exact: true }).fill("warehouse");
+  await form.getByLabel("Password", { exact: true }).fill("very-secret-pw");
   await form.getByRole("button", { name: "Save" }).click();
   await page.getByTestId(`datasource-ds_${tag}`).getByText('"password":"***"').waitFor();
   if ((await page.locator("body").innerText()).includes("very-secret-pw"))
     throw new Error("a password is shown");
   await page.getByTestId(`datasource-ds_${tag}`).getByRole("button", { name: "Edit" }).click();
-  await form.getByLabel("host").fill("db.example");
+  form = page.getByRole("form", { name: `Edit data source ds_${tag}` });
+  await form.getByLabel("Host", { exact: true }).fill("db.example");
+  await form.getByRole("button", { name: "Save" }).click();
+  // the stored password goes only where it went: a new host needs it again, said at the field
+  await form.getByRole("alert").filter({ hasText: "give the password again" }).waitFor();
+  await form.getByLabel("Password", { exact: true }).fill("very-secret-pw");
   await form.getByRole("button", { name: "Save" }).click();
   await page.getByTestId(`datasource-ds_${tag}`).getByText("db.example").waitFor();
   await audit("admin-datasources");

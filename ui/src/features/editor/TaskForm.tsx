@@ -3,10 +3,12 @@
 // errors shown at the field they name.
 import { useMemo, useState } from "react";
 
+import { useDataSources } from "../../api/queries";
 import { upstreamOf } from "../graph/buildGraph";
 import type { DraftTask } from "./draft";
 import { FieldInput, ParamFields } from "./ParamFields";
 import { fieldsOf, templateOf, type Field, type JsonSchema } from "./schemaFields";
+import { SOURCE_TASK_TYPES, withSourceChoices } from "./sourceChoices";
 
 /** The task fields every type has (the document's Task schema, engine/workflows/document.py). */
 const TASK_FIELDS: Field[] = fieldsOf({
@@ -99,8 +101,14 @@ export function TaskForm({
   const [name, setName] = useState(task.name);
   const [renameProblem, setRenameProblem] = useState<string>();
   const schema = types.get(task.type);
-  const fields = useMemo(() => fieldsOf(schema), [schema]);
   const params = (task.params ?? {}) as Record<string, unknown>;
+  const sources = useDataSources(SOURCE_TASK_TYPES[task.type] !== undefined);
+  const fields = useMemo(
+    () => withSourceChoices(fieldsOf(schema), task.type, params, sources.data?.items),
+    // params.type and params.datasource decide the choices; the other params do not
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+    [schema, task.type, params.type, params.datasource, sources.data],
+  );
   const errors = paramErrors(error);
   const taskError = error && !error.field.startsWith("params.") ? error : null;
   const record = task as unknown as Record<string, unknown>;
