@@ -1,9 +1,11 @@
 import { Link, NavLink, Outlet } from "react-router";
 
+import { useMe } from "../api/queries";
 import { ConnectionBanner } from "../components/ConnectionBanner";
-import { signOut } from "./session";
+import { Account } from "./Account";
 
 export function Layout() {
+  const me = useMe().data;
   return (
     <div className="app">
       <header className="top">
@@ -16,11 +18,9 @@ export function Layout() {
           <NavLink to="/workflows">Workflows</NavLink>
           <NavLink to="/cluster">Cluster</NavLink>
           <NavLink to="/alerts">Alerts</NavLink>
-          <NavLink to="/admin">Admin</NavLink>
+          {me?.admin && <NavLink to="/admin">Admin</NavLink>}
         </nav>
-        <button className="link" onClick={() => void signOut()}>
-          Sign out
-        </button>
+        <Account />
       </header>
       <ConnectionBanner />
       <main className="content">

@@ -13,6 +13,7 @@ import { SignIn } from "../pages/SignIn";
 import { TaskLog } from "../pages/TaskLog";
 import { WorkflowPage } from "../pages/Workflow";
 import { Workflows } from "../pages/Workflows";
+import { AdminOnly } from "./AdminOnly";
 import { Layout } from "./Layout";
 
 /** The app's path prefix, from <base href> (it may be served under a proxy prefix). */
@@ -44,7 +45,14 @@ export const router = createBrowserRouter(
         { path: "workflows/:code/edit", element: <Editor /> },
         { path: "cluster", element: <ClusterPage /> },
         { path: "alerts", element: <AlertsPage /> },
-        { path: "admin", element: <AdminPage /> },
+        {
+          path: "admin",
+          element: (
+            <AdminOnly>
+              <AdminPage />
+            </AdminOnly>
+          ),
+        },
         { path: "*", element: <NotFound /> },
       ],
     },
