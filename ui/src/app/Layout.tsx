@@ -19,6 +19,7 @@ export function Layout() {
           <NavLink to="/cluster">Cluster</NavLink>
           <NavLink to="/alerts">Alerts</NavLink>
           {me?.admin && <NavLink to="/admin">Admin</NavLink>}
+          {me && !me.admin && <NavLink to="/tokens">My tokens</NavLink>}
         </nav>
         <Account />
       </header>

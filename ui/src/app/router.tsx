@@ -15,6 +15,7 @@ import { WorkflowPage } from "../pages/Workflow";
 import { Workflows } from "../pages/Workflows";
 import { AdminOnly } from "./AdminOnly";
 import { Layout } from "./Layout";
+import { MyTokens } from "./MyTokens";
 
 /** The app's path prefix, from <base href> (it may be served under a proxy prefix). */
 export const basename = new URL(".", document.baseURI).pathname.replace(/\/$/, "") || "/";
@@ -53,6 +54,7 @@ export const router = createBrowserRouter(
             </AdminOnly>
           ),
         },
+        { path: "tokens", element: <MyTokens /> },
         { path: "*", element: <NotFound /> },
       ],
     },

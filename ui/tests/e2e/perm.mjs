@@ -52,6 +52,7 @@ try {
   const nav = page.getByRole("navigation", { name: "Main" });
   await nav.getByRole("link", { name: "Workflows" }).waitFor();
   if (await nav.getByRole("link", { name: "Admin" }).count()) throw new Error("the Admin tab shows");
+  await nav.getByRole("link", { name: "My tokens" }).waitFor(); // their own tokens stay reachable
 
   step = "the workflow's actions are disabled with the right they need";
   await refused(page, "Start…", reason);
