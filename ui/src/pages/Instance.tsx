@@ -9,6 +9,7 @@ import {
   useWorkflowVersion,
   type InstanceAction,
 } from "../api/queries";
+import { BadAddress, idParam } from "../components/BadAddress";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { StateBadge } from "../components/StateBadge";
 import { formatDuration, formatTime } from "../components/time";
@@ -35,7 +36,13 @@ const TEXT = {
 };
 
 export function InstancePage() {
-  const id = Number(useParams().id);
+  const param = useParams().id;
+  const id = idParam(param);
+  if (id === null) return <BadAddress what="instance" value={param} />;
+  return <InstanceOf key={id} id={id} />;
+}
+
+function InstanceOf({ id }: { id: number }) {
   useLive(id);
   useEffect(prewarmLayout, []);
   const query = useInstance(id);

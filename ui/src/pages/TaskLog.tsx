@@ -4,6 +4,7 @@ import { Link, useParams } from "react-router";
 
 import { api, authHeaders, baseUrl, call, errorOf, token, type LogSearch } from "../api/client";
 import { useAttempts, useTask } from "../api/queries";
+import { BadAddress, idParam } from "../components/BadAddress";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { StateBadge } from "../components/StateBadge";
 import { signOut } from "../app/session";
@@ -33,7 +34,9 @@ interface FollowData {
 type SearchPage = LogSearch;
 
 export function TaskLog() {
-  const id = Number(useParams().id);
+  const param = useParams().id;
+  const id = idParam(param);
+  if (id === null) return <BadAddress what="task" value={param} />;
   // a fresh page per attempt (the attempt tabs change only the id): no lines of another attempt kept
   return <TaskLogOf key={id} id={id} />;
 }

@@ -3,6 +3,7 @@ import { useMemo, useState } from "react";
 import { Link, useParams } from "react-router";
 
 import { useMe, useWorkflow, workflowAction, type WorkflowAction } from "../api/queries";
+import { BadAddress, idParam } from "../components/BadAddress";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { formatTime } from "../components/time";
 import { lacking } from "../features/access/rights";
@@ -14,7 +15,13 @@ import { StartDialog } from "../features/workflow/StartDialog";
 import { VersionDiff } from "../features/workflow/VersionDiff";
 
 export function WorkflowPage() {
-  const code = Number(useParams().code);
+  const param = useParams().code;
+  const code = idParam(param);
+  if (code === null) return <BadAddress what="workflow" value={param} />;
+  return <WorkflowOf key={code} code={code} />;
+}
+
+function WorkflowOf({ code }: { code: number }) {
   const query = useWorkflow(code);
   const client = useQueryClient();
   const [error, setError] = useState<unknown>(null);

@@ -98,6 +98,18 @@ try {
   const stateOptions = await page.getByLabel("Filter by state").locator("option").allTextContents();
   if (stateOptions.some((o) => /_/.test(o))) throw new Error(`raw enums in the filter: ${stateOptions}`);
 
+  step = "an address with a word where the code belongs: said so, no NaN";
+  await page.goto(`${url}/workflows/abc`);
+  await page.getByRole("alert").filter({ hasText: "“abc” is not a workflow number" }).waitFor();
+  if (await page.getByText("NaN").count()) throw new Error("NaN on the page");
+
+  step = "a project name that matches none: the editor says saving creates it";
+  await page.goto(`${url}/workflows/new`);
+  await page.locator("#wf-project").fill(`${project}x`);
+  await page.getByTestId("new-project-hint").filter({ hasText: `No project “${project}x”` }).waitFor();
+  await page.locator("#wf-project").fill(project);
+  await page.getByTestId("new-project-hint").waitFor({ state: "detached" });
+
   step = "a retried task: one log tab per attempt, attempt 1 reachable";
   await page.goto(`${url}/tasks/${env.E2E_RETRIED_TASK}/log`);
   const tabs = page.getByRole("navigation", { name: "Attempts" });
