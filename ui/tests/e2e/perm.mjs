@@ -106,7 +106,10 @@ try {
   step = "a project name that matches none: the editor says saving creates it";
   await page.goto(`${url}/workflows/new`);
   await page.locator("#wf-project").fill(`${project}x`);
-  await page.getByTestId("new-project-hint").filter({ hasText: `No project “${project}x”` }).waitFor();
+  await page
+    .getByTestId("new-project-hint")
+    .filter({ hasText: `No project “${project}x”` })
+    .waitFor();
   await page.locator("#wf-project").fill(project);
   await page.getByTestId("new-project-hint").waitFor({ state: "detached" });
 
