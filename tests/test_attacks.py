@@ -170,6 +170,8 @@ async def test_every_answer_carries_the_security_headers(world: Hostile) -> None
         headers = (await world.call(who, "GET", path)).headers
         assert "frame-ancestors 'none'" in headers["Content-Security-Policy"], path
         assert "script-src 'self'" in headers["Content-Security-Policy"], path
+        # the UI's <base href>: with base-uri 'none' a deep link (/instances/3) loaded a blank page
+        assert "base-uri 'self'" in headers["Content-Security-Policy"], path
         assert headers["X-Frame-Options"] == "DENY" and headers["X-Content-Type-Options"] == "nosniff", path
 
 

@@ -123,10 +123,11 @@ def _too_many(wait: int) -> web.Response | None:
 
 
 #: on every answer (the UI, the API, errors, streams): no framing, no MIME sniffing, scripts and
-#: connections only from this origin (the docs page's inline style is the one inline thing allowed)
+#: connections only from this origin (the docs page's inline style is the one inline thing allowed); the UI's
+#: <base href> (its path prefix) must be allowed, or every deep link loads its assets from the wrong path
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';"
-    " img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none';"
+    " img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self';"
     " frame-ancestors 'none'; form-action 'self'",
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",

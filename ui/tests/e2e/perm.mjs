@@ -15,11 +15,13 @@ const env = process.env;
 const url = env.PORPOISE_URL;
 const project = env.E2E_PROJECT;
 const reason = `needs EXECUTE on project ${project}`;
-// bypassCSP: axe-core is injected as an inline script, which the UI's Content-Security-Policy refuses
-const { page, close } = await launch({ bypassCSP: true });
+const { page, close } = await launch();
 page.setDefaultTimeout(60_000);
 const pageErrors = [];
 page.on("pageerror", (err) => pageErrors.push(String(err)));
+page.on("console", (m) => {
+  if (m.type() === "error") pageErrors.push(`console: ${m.text()}`);
+});
 page.on("dialog", (dialog) => void dialog.accept()); // leaving the editor with a typed project name
 const follows = [];
 page.on("request", (r) => {

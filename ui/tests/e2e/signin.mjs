@@ -7,8 +7,7 @@ import { violations } from "./a11y.mjs";
 import { launch, reportFailure } from "./browser.mjs";
 
 const url = process.env.PORPOISE_URL;
-// bypassCSP: axe-core is injected as an inline script, which the UI's Content-Security-Policy refuses
-const { page, close } = await launch({ bypassCSP: true });
+const { page, close } = await launch();
 page.setDefaultTimeout(60_000);
 let step = "start";
 try {
