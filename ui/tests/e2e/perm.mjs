@@ -19,8 +19,10 @@ const { page, close } = await launch();
 page.setDefaultTimeout(60_000);
 const pageErrors = [];
 page.on("pageerror", (err) => pageErrors.push(String(err)));
+// the console's errors are shown with a failure (refusals this run provokes log some: 403, 404)
+const consoleErrors = [];
 page.on("console", (m) => {
-  if (m.type() === "error") pageErrors.push(`console: ${m.text()}`);
+  if (m.type() === "error") consoleErrors.push(`console: ${m.text()}`);
 });
 page.on("dialog", (dialog) => void dialog.accept()); // leaving the editor with a typed project name
 const follows = [];
@@ -83,6 +85,7 @@ try {
   await page.getByTestId("run-type").filter({ hasText: "manual" }).waitFor();
   await refused(page.getByRole("group", { name: "Instance actions" }), "Rerun", reason);
   await audit("instance (read-only)");
+  await shot("instance-skipped");
 
   step = "the instance list: run type and business date tell the backfill run apart";
   await page.goto(`${url}/instances?workflow=${env.E2E_BACKFILL_WORKFLOW}`);
@@ -165,7 +168,7 @@ try {
   if (pageErrors.length) throw new Error(`uncaught page errors: ${pageErrors.join("; ")}`);
   console.log("perm: all steps passed");
 } catch (err) {
-  await reportFailure("perm", page, step, err, pageErrors);
+  await reportFailure("perm", page, step, err, [...pageErrors, ...consoleErrors]);
 } finally {
   await close();
 }
