@@ -33,7 +33,7 @@ const LABELS: Record<string, string> = {
   NEED_FAULT_TOLERANCE: "needs failover",
   DELAY_EXECUTION: "delayed",
   SERIAL_WAIT: "serial wait",
-  SKIPPED: "skipped (branch not taken)",
+  SKIPPED: "skipped",
 };
 
 export function toneOf(state: string): Tone {
