@@ -28,7 +28,7 @@ from core.errors import PorpoiseError
 from engine.api.static import ui_dist
 from engine.client import CLIENT_FILE
 from engine.config import Config
-from engine.infra.access import ensure_client_file
+from engine.infra.access import FIRST_PASSWORD_FILE, ensure_client_file, ensure_first_password
 from engine.infra.process import ManagedProcess
 from engine.infra.stack import Stack
 from engine.secretbox import DATASOURCE_SECRETS, Keyring, seal_params
@@ -41,14 +41,16 @@ WAREHOUSE = "warehouse"
 EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "taxi"
 
 
-async def _prepare_access(stack: Stack, client_path: Path, api_url: str) -> None:
-    """Runs before any node starts (asyncio.run in the launcher thread): blocking file I/O is fine here."""
+async def _prepare_access(stack: Stack, client_path: Path, api_url: str) -> str | None:
+    """Runs before any node starts (asyncio.run in the launcher thread): blocking file I/O is fine here. The
+    first password of ``admin`` while it is unchanged (engine/infra/access.py), else None."""
     assert stack.postgres is not None
     pg = stack.postgres
     keyring = Keyring.from_file(stack.key_file)
     conn = await asyncpg.connect(pg.dsn, timeout=30)
     try:
         await ensure_client_file(conn, client_path, api_url, "standalone")
+        first_password = await ensure_first_password(conn, stack.run_dir / FIRST_PASSWORD_FILE)
         # the example's tables live in a database of their own, owned by a role of its own: the SQL tasks'
         # credentials reach neither the metadata schema nor its rows
         admin = await asyncpg.connect(pg.admin_dsn(), timeout=30)
@@ -67,6 +69,7 @@ async def _prepare_access(stack: Stack, client_path: Path, api_url: str) -> None
         )
     finally:
         await conn.close()
+    return first_password
 
 
 def run(
@@ -93,14 +96,14 @@ def run(
         api_port = stack.api_port()
         api_url = f"http://127.0.0.1:{api_port}"
         client_path = stack.run_dir / CLIENT_FILE
-        asyncio.run(_prepare_access(stack, client_path, api_url))
+        first_password = asyncio.run(_prepare_access(stack, client_path, api_url))
         procs: dict[str, ManagedProcess] = {}
         for role, name in NODES:
             if stop.is_set():
                 break
             procs[name] = _start_node(stack, role, name, api_port, services)
         if not stop.is_set():
-            _banner(stack, api_url, client_path, services)
+            _banner(stack, api_url, client_path, services, first_password)
             if ready is not None:
                 ready.set()
             if example:
@@ -163,15 +166,23 @@ def _try_text(client_path: Path) -> str:
     )
 
 
-def _banner(stack: Stack, api_url: str, client_path: Path, services: SparkServices) -> None:
+def sign_in_text(first_password: str | None) -> str:
+    """How to sign in to the web UI, for the banner."""
+    if first_password is not None:
+        return f"user admin, password {first_password}   (change it: your name at the top right of the UI)"
+    return "user admin with the password you set   (forgot it: porpoise user passwd admin)"
+
+
+def _banner(stack: Stack, api_url: str, client_path: Path, services: SparkServices, first_password: str | None) -> None:
     assert stack.etcd is not None and stack.postgres is not None
     built = (ui_dist(stack.cfg.api.ui_dir) / "index.html").is_file()
     ui = f"{api_url}/" if built else f"{api_url}/ (not built here: run make install)"
     print(
         "\nPorpoise standalone is up\n"
-        f"  Web UI      {ui}   (sign in with the API token below)\n"
+        f"  Web UI      {ui}\n"
+        f"  Sign in     {sign_in_text(first_password)}\n"
         f"  API         {api_url}   (docs {api_url}/docs, OpenAPI {api_url}/openapi.json)\n"
-        f"  API token   in {client_path}\n"
+        f"  API token   in {client_path}   (the CLI's; the UI also signs in with a token)\n"
         f"  etcd        {stack.etcd.endpoint}\n"
         f"  PostgreSQL  127.0.0.1:{stack.postgres.port} (data {stack.postgres.data_dir})\n"
         + services.banner()

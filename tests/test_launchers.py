@@ -9,6 +9,8 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -167,7 +169,8 @@ def _make_stop(run_dir: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def _start_standalone(run_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def start_standalone_banner(run_dir: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+    """A standalone in ``run_dir``, once up, and the banner it printed."""
     proc = subprocess.Popen(
         [*PORPOISE, "standalone", "--run-dir", str(run_dir)],
         cwd=ROOT,
@@ -177,10 +180,27 @@ def _start_standalone(run_dir: Path, env: dict[str, str] | None = None) -> subpr
         text=True,
     )
     assert proc.stdout is not None
+    banner: list[str] = []
     for line in proc.stdout:
+        banner.append(line)
         if "Press Ctrl-C to stop everything." in line:
-            return proc
+            return proc, "".join(banner)
     raise AssertionError(f"standalone exited early with {proc.wait()}")
+
+
+def _start_standalone(run_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return start_standalone_banner(run_dir, env)[0]
+
+
+def banner_password(banner: str) -> str:
+    """The first password of ``admin`` the standalone's banner prints."""
+    (line,) = [x for x in banner.splitlines() if x.strip().startswith("Sign in")]
+    assert "user admin, password " in line, line
+    return line.split("password ", 1)[1].split()[0]
+
+
+def stop_standalone(proc: subprocess.Popen[str]) -> int:
+    return _stop_standalone(proc)
 
 
 def _stop_standalone(proc: subprocess.Popen[str]) -> int:
@@ -189,15 +209,30 @@ def _stop_standalone(proc: subprocess.Popen[str]) -> int:
     return proc.returncode
 
 
+def _login(api_url: str, password: str) -> int:
+    """The status POST /api/v1/login answers for ``admin`` with ``password``."""
+    body = json.dumps({"user": "admin", "password": password}).encode()
+    request = urllib.request.Request(f"{api_url}/api/v1/login", body, {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
 def test_standalone_runs_stops_on_ctrl_c_and_keeps_data(workdir: Path) -> None:
     run_dir = workdir / f"standalone-{uuid.uuid4().hex[:6]}"
-    proc = _start_standalone(run_dir)
+    proc, banner = start_standalone_banner(run_dir)
     records = _records(run_dir)
     try:
         assert sorted(r.name for r in records) == ["api", "etcd", "master", "postgres", "worker"]
         assert all(r.alive() for r in records)
         client_file = json.loads((run_dir / "client.json").read_text())
         api = ApiClient(discover(client_file["api_url"], client_file["token"]))
+        # first sign-in: the banner prints admin's first password, which signs in (issue 28 item 1)
+        first = banner_password(banner)
+        assert _login(client_file["api_url"], first) == 200
+        assert (run_dir / "admin-password").stat().st_mode & 0o077 == 0
         assert [w["group"] for w in api.get("/api/v1/cluster")["workers"]] == ["default"]
         assert [d["name"] for d in api.get("/api/v1/datasources")["items"]] == ["warehouse"]
 
@@ -212,7 +247,7 @@ def test_standalone_runs_stops_on_ctrl_c_and_keeps_data(workdir: Path) -> None:
     assert code == 0
     assert _no_process_left(records)
 
-    proc = _start_standalone(run_dir)
+    proc, banner = start_standalone_banner(run_dir)
     records = _records(run_dir)
     try:
 
@@ -226,6 +261,24 @@ def test_standalone_runs_stops_on_ctrl_c_and_keeps_data(workdir: Path) -> None:
         again = json.loads((run_dir / "client.json").read_text())
         assert again == client_file  # same port, same token: the CLI keeps working across restarts
         assert [p["name"] for p in api.get("/api/v1/projects")["items"]] == ["survives restarts"]
+        assert banner_password(banner) == first  # the same first password while it is unchanged
+        api.put("/api/v1/users/admin", {"password": "chosen-by-me"})
+    finally:
+        assert _stop_standalone(proc) == 0
+    assert _no_process_left(records)
+    _after_password_change(run_dir, client_file["api_url"], first)
+
+
+def _after_password_change(run_dir: Path, api_url: str, first: str) -> None:
+    """Once admin changed it, the banner no longer shows a password, and the first one no longer signs in."""
+    proc, banner = start_standalone_banner(run_dir)
+    records = _records(run_dir)
+    try:
+        (line,) = [x for x in banner.splitlines() if x.strip().startswith("Sign in")]
+        assert "the password you set" in line and first not in banner
+        assert not (run_dir / "admin-password").exists()
+        assert _login(api_url, first) == 401
+        assert _login(api_url, "chosen-by-me") == 200
     finally:
         assert _stop_standalone(proc) == 0
     assert _no_process_left(records)
@@ -278,8 +331,8 @@ true
 
 
 #: files of a standalone's run dir that no task may read
-PRIVATE = ["state.json", "secrets.key", "node.yaml", "client.json", "tls/node-key.pem", "tls/ca-key.pem",
-           "logs/worker.log", "logs/master.log"]  # fmt: skip
+PRIVATE = ["state.json", "secrets.key", "node.yaml", "client.json", "admin-password", "tls/node-key.pem",
+           "tls/ca-key.pem", "logs/worker.log", "logs/master.log"]  # fmt: skip
 
 
 def _run_as_alice(run_dir: Path, script: str) -> list[str]:

@@ -36,7 +36,12 @@ def create(c: ApiCluster, tasks: list[dict[str, Any]], name: str | None = None, 
 
 
 def states(detail: dict[str, Any]) -> dict[str, str]:
-    return {t["name"]: t["state"] for t in detail["tasks"]}
+    """The tasks that ran (a branch's skipped tasks are listed too, as SKIPPED: see skipped)."""
+    return {t["name"]: t["state"] for t in detail["tasks"] if t["state"] != "SKIPPED"}
+
+
+def skipped(detail: dict[str, Any]) -> set[str]:
+    return {t["name"] for t in detail["tasks"] if t["state"] == "SKIPPED"}
 
 
 def test_conditions_take_the_branch_the_upstream_result_selects(api_cluster: ApiCluster) -> None:
@@ -54,10 +59,12 @@ def test_conditions_take_the_branch_the_upstream_result_selects(api_cluster: Api
     ok = wait_final(c, start(c, code))
     assert ok["state"] == "SUCCESS"
     assert states(ok) == {"load": "SUCCESS", "check": "SUCCESS", "publish": "SUCCESS", "announce": "SUCCESS"}
+    assert skipped(ok) == {"repair"}
     # the failure is handled by the CONDITIONS task: the repair branch runs and the workflow succeeds
     bad = wait_final(c, start(c, code, {"params": {"code": "4"}}))
     assert bad["state"] == "SUCCESS"
     assert states(bad) == {"load": "FAILURE", "check": "SUCCESS", "repair": "SUCCESS"}
+    assert skipped(bad) == {"publish", "announce"}
 
 
 def test_switch_picks_the_first_true_case_or_the_default(api_cluster: ApiCluster) -> None:

@@ -295,3 +295,91 @@ def test_resources_screen_in_headless_chromium(api_cluster: ApiCluster) -> None:
     versions = client.request("GET", "/api/v1/projects/ui-e2e/resources/versions", query={"path": used})["versions"]
     assert [v["version"] for v in versions] == [1]
     assert f"e2e_{tag}" not in {f["name"] for f in client.get("/api/v1/projects/ui-e2e/resources")["folders"]}
+
+
+def _node(script: str, env: dict[str, str], timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["node", f"tests/e2e/{script}"], check=False, cwd=UI, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _seed_read_only_day(c: ApiCluster, tmp_path: Path, tag: str) -> dict[str, str]:
+    """What perm.mjs looks at, made through the API as the admin (a Spark application's id and a lost log
+    written into the task rows, as a SPARK task's worker and a cleaned-up worker would leave them)."""
+    from tests.test_instance_view import _sh, _switch_doc
+
+    project = f"ux-{tag}"
+    client = c.client()
+    switch = _switch_doc(f"ui_switch_{tag}")
+    switch["project"] = project
+    switch_instance = _start(c, switch, finished=True)
+    mark = tmp_path / "retried-once"
+    retried_doc = {"name": f"ui_retried_{tag}", "project": project, "tasks": [
+        {"name": "flaky", "type": "SHELL", "retries": 1, "retry_interval": 0,
+         "params": {"rawScript": f"test -f {mark} && echo second try || {{ touch {mark}; "
+                                 "echo failing on purpose; exit 1; }"}}]}  # fmt: skip
+    retried = _start(c, retried_doc, finished=True)
+    attempts = client.get(f"/api/v1/instances/{retried}", all_attempts=True)["tasks"]
+    assert [a["state"] for a in sorted(attempts, key=lambda a: a["attempt"])] == ["FAILURE", "SUCCESS"], attempts
+    first, last = sorted(attempts, key=lambda a: a["attempt"])
+    backfill_doc = {"name": f"ui_backfill_{tag}", "project": project, "tasks": [_sh("a")]}
+    backfill_code = client.request("POST", "/api/v1/workflows", backfill_doc, query={"release": True})["code"]
+    (command,) = client.post(f"/api/v1/workflows/{backfill_code}/backfill", {"dates": ["2026-03-01T00:00:00Z"]})[
+        "command_ids"
+    ]
+    backfill = wait_claimed_final(c, command)
+    tasks = {t["name"]: t["id"] for t in client.get(f"/api/v1/instances/{switch_instance}")["tasks"]}
+    app_id, app_link = "application_1767225600000_0042", "http://spark-history.example:18080/history/app/"
+    c.query("UPDATE task_instance SET app_id = $2, app_link = $3 WHERE id = $1", tasks["left"], app_id, app_link)
+    c.query("UPDATE task_instance SET log_path = NULL WHERE id = $1", tasks["a"])
+    user, password = f"reader_{tag}", uuid.uuid4().hex
+    client.post("/api/v1/users", {"name": user, "password": password})
+    client.put(f"/api/v1/projects/{project}/grants/{user}", {"perms": ["READ"]})
+    workflow = client.get(f"/api/v1/instances/{switch_instance}")["workflow_code"]
+    return {"E2E_USER": user, "E2E_PASSWORD": password, "E2E_PROJECT": project, "E2E_WORKFLOW": str(workflow),
+            "E2E_SWITCH_INSTANCE": str(switch_instance), "E2E_BACKFILL_INSTANCE": str(backfill),
+            "E2E_BACKFILL_WORKFLOW": str(backfill_code), "E2E_RETRIED_TASK": str(last["id"]),
+            "E2E_FIRST_ATTEMPT": str(first["id"]), "E2E_NO_LOG_TASK": str(tasks["a"]),
+            "E2E_APP_TASK": str(tasks["left"]), "E2E_APP_ID": app_id, "E2E_APP_LINK": app_link}  # fmt: skip
+
+
+def wait_claimed_final(c: ApiCluster, command: int) -> int:
+    from tests.test_api import claimed, wait_final
+
+    instance = claimed(c, command)
+    wait_final(c, instance)
+    return instance
+
+
+def test_a_read_only_user_in_headless_chromium(api_cluster: ApiCluster, tmp_path: Path) -> None:
+    """ui/tests/e2e/perm.mjs (issue 28 items 2, 3, 5, 7): a user granted READ sees who is signed in, no Admin tab,
+    actions disabled with the right they need; the instance page counts 7 tasks (not 8 relation rows), shows the
+    SWITCH branch not taken as skipped, the run type and business date tell a backfill run apart, every attempt's
+    log is reachable, a Spark application links to its UI, a lost log says so once; the user changes their own
+    password and signs in with it."""
+    chromium = _chromium()
+    c = api_cluster
+    seeded = _seed_read_only_day(c, tmp_path, uuid.uuid4().hex[:8])
+    env = {**os.environ, **tls.browser_env(), "PORPOISE_URL": c.url, "CHROMIUM": chromium, **seeded}
+    done = _node("perm.mjs", env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "perm: all steps passed" in done.stdout
+
+
+def test_first_sign_in_to_a_standalone_in_headless_chromium(workdir: Path) -> None:
+    """ui/tests/e2e/signin.mjs (issue 28 item 1): a fresh standalone prints admin's first password in its
+    banner; the sign-in page says where it is; that password signs admin in."""
+    from tests.test_launchers import banner_password, start_standalone_banner, stop_standalone
+
+    assert (UI / "dist" / "index.html").is_file(), "the UI is not built: run `make install`"
+    chromium = _chromium()
+    proc, banner = start_standalone_banner(workdir / f"standalone-ui-{uuid.uuid4().hex[:6]}")
+    try:
+        api_url = next(line.split()[2] for line in banner.splitlines() if line.strip().startswith("Web UI"))
+        env = {**os.environ, "PORPOISE_URL": api_url.rstrip("/"), "E2E_PASSWORD": banner_password(banner),
+               "CHROMIUM": chromium}  # fmt: skip
+        done = _node("signin.mjs", env)
+    finally:
+        assert stop_standalone(proc) == 0
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "signin: all steps passed" in done.stdout

@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 
 from engine.api import access, rows, task_groups
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
+from engine.api.skipped import Edge, skipped_tasks
 from engine.api.tenants import check_tenant
 from engine.concurrency import serial_sql
 from engine.master.worker_groups import parse_addresses
@@ -27,7 +28,7 @@ _STATES = tuple(s.name for s in WorkflowState)
 _INSTANCE = {
     "type": "object",
     "required": ["id", "name", "workflow_code", "workflow_version", "project_code", "state", "finished", "host",
-                 "start_time", "end_time", "duration_ms"],
+                 "start_time", "end_time", "duration_ms", "run_type"],
     "properties": {
         "id": {"type": "integer"},
         "name": {"type": "string"},
@@ -38,11 +39,16 @@ _INSTANCE = {
         "finished": {"type": "boolean"},
         "host": {"type": ["string", "null"]},
         "command_type": {"type": "integer"},
+        "run_type": {"enum": list(rows.RUN_TYPES), "description": "how the run came to be, from its command"},
         "run_times": {"type": "integer"},
         "priority": {"type": "string"},
         "failure_strategy": {"type": "string"},
         "worker_group": {"type": "string"},
-        "schedule_time": {"type": ["string", "null"], "format": "date-time"},
+        "schedule_time": {
+            "type": ["string", "null"],
+            "format": "date-time",
+            "description": "the business date: the schedule's fire time or the backfill date it runs for",
+        },
         "start_time": {"type": ["string", "null"], "format": "date-time"},
         "end_time": {"type": ["string", "null"], "format": "date-time"},
         "duration_ms": {"type": ["integer", "null"]},
@@ -149,20 +155,18 @@ async def get_instance(api: Any, call: Call) -> dict[str, Any]:
     if not call.query["all_attempts"]:
         where.append(ti.c.flag == 1)
     tasks = await sql.fetch(api.db, select(ti).where(*where).order_by(ti.c.submit_time, ti.c.id))
-    total = await api.db.fetchval(
-        "SELECT count(*) FROM workflow_task_relation_log WHERE workflow_definition_code = $1"
-        " AND workflow_definition_version = $2",
+    # one relation row per edge (a task with two upstream tasks has two): the tasks are its distinct ends
+    graph = await api.db.fetch(
+        "SELECT r.pre_task_code, r.post_task_code, t.name, t.task_type, t.flag FROM workflow_task_relation_log r"
+        " JOIN task_definition_log t ON t.code = r.post_task_code AND t.version = r.post_task_version"
+        " WHERE r.workflow_definition_code = $1 AND r.workflow_definition_version = $2",
         row["workflow_definition_code"],
         row["workflow_definition_version"],
     )
-    disabled = await api.db.fetch(
-        "SELECT t.code, t.name, t.task_type FROM task_definition_log t JOIN workflow_task_relation_log r"
-        " ON r.post_task_code = t.code AND r.post_task_version = t.version"
-        " WHERE r.workflow_definition_code = $1 AND r.workflow_definition_version = $2 AND t.flag = 0"
-        " ORDER BY t.name",
-        row["workflow_definition_code"],
-        row["workflow_definition_version"],
-    )
+    defined = {int(g["post_task_code"]): g for g in graph}
+    total = len(defined)
+    off = sorted((g for g in defined.values() if g["flag"] == 0), key=lambda g: g["name"])
+    disabled = [{"code": g["post_task_code"], "name": g["name"], "task_type": g["task_type"]} for g in off]
     queued = {
         int(q["task_instance_id"]): task_groups.entry(q)
         for q in await api.db.fetch(
@@ -174,6 +178,15 @@ async def get_instance(api: Any, call: Call) -> dict[str, Any]:
     listed = [{**rows.task(r), **_group_state(queued.get(int(r["id"])))} for r in tasks]
     await _no_worker_reasons(api, tasks, listed)
     listed += [rows.disabled_task(d, row["id"]) for d in disabled]
+    current = {int(r["task_code"]): TaskState(r["state"]).name for r in tasks if r["flag"] == 1}
+    skipped = skipped_tasks(
+        [Edge(int(g["pre_task_code"]), int(g["post_task_code"])) for g in graph],
+        {code: g["task_type"] for code, g in defined.items()},
+        current,
+        WorkflowState(row["state"]).finished,
+    )
+    skipped = {code for code in skipped if defined[code]["flag"] != 0}  # a disabled task is listed as such
+    listed += [rows.skipped_task(defined[c], row["id"]) for c in sorted(skipped, key=lambda c: defined[c]["name"])]
     children = await api.db.fetch(
         "SELECT parent_task_instance_id, workflow_instance_id FROM sub_workflow_relation"
         " WHERE parent_workflow_instance_id = $1 AND workflow_instance_id <> 0",

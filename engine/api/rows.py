@@ -7,13 +7,15 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from engine.states import TaskState, WorkflowState
+from engine.states import CommandType, TaskState, WorkflowState
 
 PRIORITY_NAMES = ("HIGHEST", "HIGH", "MEDIUM", "LOW", "LOWEST")
 FAILURE_STRATEGY_NAMES = ("END", "CONTINUE")
 RELEASE_NAMES = ("OFFLINE", "ONLINE")
 #: the state listed for a disabled task (it has no task instance, so no TaskState)
 DISABLED = "DISABLED"
+#: the state listed for a task a logic task's branch skipped (it has no task instance either)
+SKIPPED = "SKIPPED"
 
 
 def _json(value: Any) -> Any:
@@ -30,6 +32,33 @@ def pick(row: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
     return {n: row[n] for n in names}
 
 
+#: how a run came to be, from the command that made it (DolphinScheduler's command types)
+RUN_TYPES = ("manual", "scheduled", "backfill", "rerun", "recovery")
+_RUN_TYPE = {
+    CommandType.START_PROCESS: "manual",
+    CommandType.START_CURRENT_TASK_PROCESS: "manual",
+    CommandType.SCHEDULER: "scheduled",
+    CommandType.COMPLEMENT_DATA: "backfill",
+    CommandType.REPEAT_RUNNING: "rerun",
+    CommandType.RECOVER_TOLERANCE_FAULT_PROCESS: "recovery",
+    CommandType.RECOVER_SUSPENDED_PROCESS: "recovery",
+    CommandType.START_FAILURE_TASK_PROCESS: "recovery",
+}
+
+
+def run_type(command_type: int | None, history_cmd: str | None) -> str:
+    """manual, scheduled, backfill, rerun or recovery. A run woken from a serial wait keeps the type of the
+    command that made it (the first of ``history_cmd``)."""
+    if command_type == CommandType.RECOVER_SERIAL_WAIT and history_cmd:
+        first = history_cmd.split(",")[0]
+        if first in CommandType.__members__:
+            command_type = CommandType[first]
+    try:
+        return _RUN_TYPE.get(CommandType(command_type), "manual")
+    except ValueError:
+        return "manual"
+
+
 def instance(row: Mapping[str, Any]) -> dict[str, Any]:
     end = row["end_time"]
     return {
@@ -42,6 +71,7 @@ def instance(row: Mapping[str, Any]) -> dict[str, Any]:
         "finished": WorkflowState(row["state"]).finished,
         "host": row["host"],
         "command_type": row["command_type"],
+        "run_type": run_type(row["command_type"], row["history_cmd"]),
         "run_times": row["run_times"],
         "priority": PRIORITY_NAMES[row["workflow_instance_priority"]],
         "failure_strategy": FAILURE_STRATEGY_NAMES[row["failure_strategy"]],
@@ -113,6 +143,14 @@ def disabled_task(definition: Mapping[str, Any], workflow_instance_id: int) -> d
         "queued_ms": None,
         "duration_ms": None,
         "exit_code": None,
+    }
+
+
+def skipped_task(definition: Mapping[str, Any], workflow_instance_id: int) -> dict[str, Any]:
+    """A task a SWITCH or CONDITIONS branch skipped (engine/api/skipped.py): no task instance, only this."""
+    return {
+        **disabled_task({**definition, "code": definition["post_task_code"]}, workflow_instance_id),
+        "state": SKIPPED,
     }
 
 

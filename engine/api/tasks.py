@@ -53,6 +53,22 @@ TASK_INSTANCE = {
         },
     },
 }
+#: one attempt in full (GET /api/v1/tasks/{id})
+TASK_DETAIL = {
+    **TASK_INSTANCE,
+    "properties": {
+        **TASK_INSTANCE["properties"],
+        "pid": {"type": ["integer", "null"]},
+        "app_id": {
+            "type": ["string", "null"],
+            "description": "the external application it started (a Spark or YARN application id), once known",
+        },
+        "app_link": {"type": ["string", "null"], "description": "that application's web UI, when known"},
+        "worker_group": {"type": ["string", "null"]},
+        "priority": {"type": "string"},
+        "task_version": {"type": "integer"},
+    },
+}
 _LINES = {
     "type": "object",
     "required": ["lines", "next", "complete", "start", "total"],
@@ -217,7 +233,7 @@ async def _download_archive(
 
 
 ROUTES = [
-    Route("GET", "/api/v1/tasks/{id}", get_task, "A task instance (one attempt)", "tasks", response=TASK_INSTANCE,
+    Route("GET", "/api/v1/tasks/{id}", get_task, "A task instance (one attempt)", "tasks", response=TASK_DETAIL,
           rule=access.read("task", "path.id")),
     Route("GET", "/api/v1/tasks/{id}/log", get_log, "Lines of a task's log, paged (tail it by following next)",
           "tasks", query=(Param("skip", int, "lines to skip", 0, minimum=0),

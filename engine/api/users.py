@@ -56,6 +56,32 @@ _USER = {
         "auth_source": {"enum": ["local", "ldap"], "description": "where the user signs in"},
     },
 }
+_ME = {
+    "type": "object",
+    "required": ["id", "name", "admin", "via", "projects"],
+    "properties": {
+        **_USER["properties"],
+        "admin": {"type": "boolean", "description": "admin rights on this call (an admin's reduced token: false)"},
+        "via": {"enum": ["token", "session"]},
+        "token_perms": {"type": ["array", "null"], "items": {"enum": list(access.PERM_NAMES)}},
+        "projects": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["code", "name", "perms"],
+                "properties": {
+                    "code": {"type": "integer"},
+                    "name": {"type": "string"},
+                    "perms": {
+                        "type": "array",
+                        "items": {"enum": list(access.PERM_NAMES)},
+                        "description": "the rights this call may use on the project",
+                    },
+                },
+            },
+        },
+    },
+}
 _COLUMNS = "id, user_name, user_type, state, email, create_time, auth_source"
 
 
@@ -176,11 +202,29 @@ async def delete_user(api: Any, call: Call) -> dict[str, Any]:
     return {"deleted": row["user_name"]}
 
 
+async def _my_projects(db: Any, who: Principal) -> list[dict[str, Any]]:
+    """The projects ``who`` sees, with the rights this call may use on each (a token may carry fewer)."""
+    if who.is_admin:
+        found = await db.fetch("SELECT code, name, $1::int AS perm FROM project ORDER BY name", access.ALL)
+    else:
+        found = await db.fetch(
+            "SELECT p.code, p.name, CASE WHEN p.user_id = $1 THEN $2::int ELSE pu.perm | $3::int END AS perm"
+            " FROM project p LEFT JOIN project_user pu ON pu.project_code = p.code AND pu.user_id = $1"
+            " WHERE p.user_id = $1 OR pu.user_id IS NOT NULL ORDER BY p.name",
+            who.user_id,
+            access.ALL,
+            access.READ,
+        )
+    cap = access.ALL if who.perm_cap is None else who.perm_cap
+    return [{"code": r["code"], "name": r["name"], "perms": access.perm_names(int(r["perm"]) & cap)} for r in found]
+
+
 async def get_me(api: Any, call: Call) -> dict[str, Any]:
     who: Principal = call.principal
     out = user_out(await _row(api.db, who.user_name))
     caps = None if who.perm_cap is None else access.perm_names(who.perm_cap)
-    return {**out, "via": who.via, "token_perms": caps}
+    projects = await _my_projects(api.db, who)
+    return {**out, "admin": who.admin, "via": who.via, "token_perms": caps, "projects": projects}
 
 
 async def change_password(api: Any, call: Call) -> dict[str, Any]:
@@ -214,7 +258,8 @@ ROUTES = [
           body=_UPDATE, response=_USER, rule=access.ADMIN),
     Route("DELETE", _ONE, delete_user, "Delete a user owning no project (admins)", "users",
           response={"type": "object", "properties": {"deleted": {"type": "string"}}}, rule=access.ADMIN),
-    Route("GET", "/api/v1/me", get_me, "Who you are signed in as", "users", response=_USER, rule=access.SIGNED_IN),
+    Route("GET", "/api/v1/me", get_me, "Who you are signed in as, and your rights on each project you see", "users",
+          response=_ME, rule=access.SIGNED_IN),
     Route("POST", "/api/v1/me/password", change_password, "Change your password (ends your browser sessions)",
           "users", body=_PASSWD, response={"type": "object"}, rule=access.SIGNED_IN),
 ]  # fmt: skip

@@ -9,11 +9,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import os
+import secrets
 from pathlib import Path
 
 import asyncpg
 
-from engine.api.tokens import MAX_DAYS, create_token, ensure_user, token_hash, token_user
+from engine.api.passwords import hash_password, verify_password
+from engine.api.tokens import ADMIN, MAX_DAYS, create_token, ensure_user, token_hash, token_user
 from engine.client import write_client_file
 
 
@@ -34,3 +37,45 @@ async def ensure_client_file(conn: asyncpg.Connection, client_path: Path, api_ur
         expires = dt.datetime.now(dt.UTC) + dt.timedelta(days=MAX_DAYS)  # made again once it has expired
         _, token = await create_token(conn, user_id, name, expires)
     write_client_file(client_path, api_url, token)
+
+
+#: the standalone's first password of ``admin``, beside client.json in its run directory
+FIRST_PASSWORD_FILE = "admin-password"
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text + "\n")
+
+
+def _read_kept(path: Path) -> str | None:
+    with contextlib.suppress(OSError):
+        return path.read_text(encoding="utf-8").strip()
+    return None
+
+
+def _forget(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
+async def ensure_first_password(conn: asyncpg.Connection, password_path: Path) -> str | None:
+    """The first password of the ``admin`` user, for the standalone's banner: set (random) and written to
+    ``password_path`` (mode 0600) when ``admin`` has none; kept while it still signs in; None once the user
+    changed it (the file is then removed). Blocking file I/O: runs before any node starts."""
+    await ensure_user(conn)
+    stored = await conn.fetchval("SELECT password_hash FROM users WHERE user_name = $1", ADMIN)
+    if stored is None:
+        password = secrets.token_urlsafe(12)
+        _write_private(password_path, password)
+        await conn.execute(
+            "UPDATE users SET password_hash = $2, update_time = now() WHERE user_name = $1 AND password_hash IS NULL",
+            ADMIN,
+            await hash_password(password),
+        )
+        return password
+    kept = _read_kept(password_path)
+    if kept and await verify_password(stored, kept):
+        return kept
+    _forget(password_path)
+    return None

@@ -30,6 +30,7 @@ export type Cluster = Json<"/api/v1/cluster", "get">;
 export type LogLines = Json<"/api/v1/tasks/{id}/log", "get">;
 export type LogSearch = Json<"/api/v1/tasks/{id}/log/search", "get">;
 export type Overview = Json<"/api/v1/overview", "get">;
+export type Me = Json<"/api/v1/me", "get">;
 export type ControlResult = Json<"/api/v1/instances/{id}/stop", "post">;
 
 /** An API answer that is not a success, with the server's message (and field, for a 400). */

@@ -19,7 +19,13 @@ export const keys = {
   version: (code: number, version: number) => ["workflow-version", code, version] as const,
   cluster: ["cluster"] as const,
   task: (id: number) => ["task", id] as const,
+  me: ["me"] as const,
 };
+
+/** Who is signed in, admin or not, and their rights on each project they see (actions follow them). */
+export function useMe() {
+  return useQuery({ queryKey: keys.me, queryFn: () => call(api.GET("/api/v1/me")), staleTime: 60_000 });
+}
 
 export function useInstances(f: InstanceFilters) {
   return useQuery({
@@ -33,6 +39,20 @@ export function useInstance(id: number) {
   return useQuery({
     queryKey: keys.instance(id),
     queryFn: () => call(api.GET("/api/v1/instances/{id}", { params: { path: { id: String(id) } } })),
+  });
+}
+
+/** Every attempt of an instance's tasks (retries, failovers), for the per-attempt tabs of a task's log. */
+export function useAttempts(instanceId: number | undefined) {
+  return useQuery({
+    queryKey: ["attempts", instanceId],
+    enabled: instanceId !== undefined,
+    queryFn: () =>
+      call(
+        api.GET("/api/v1/instances/{id}", {
+          params: { path: { id: String(instanceId) }, query: { all_attempts: true } },
+        }),
+      ),
   });
 }
 

@@ -1,9 +1,11 @@
 import { Link, NavLink, Outlet } from "react-router";
 
+import { useMe } from "../api/queries";
 import { ConnectionBanner } from "../components/ConnectionBanner";
-import { signOut } from "./session";
+import { Account } from "./Account";
 
 export function Layout() {
+  const me = useMe().data;
   return (
     <div className="app">
       <header className="top">
@@ -17,11 +19,10 @@ export function Layout() {
           <NavLink to="/resources">Resources</NavLink>
           <NavLink to="/cluster">Cluster</NavLink>
           <NavLink to="/alerts">Alerts</NavLink>
-          <NavLink to="/admin">Admin</NavLink>
+          {me?.admin && <NavLink to="/admin">Admin</NavLink>}
+          {me && !me.admin && <NavLink to="/tokens">My tokens</NavLink>}
         </nav>
-        <button className="link" onClick={() => void signOut()}>
-          Sign out
-        </button>
+        <Account />
       </header>
       <ConnectionBanner />
       <main className="content">

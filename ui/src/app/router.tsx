@@ -14,7 +14,9 @@ import { SignIn } from "../pages/SignIn";
 import { TaskLog } from "../pages/TaskLog";
 import { WorkflowPage } from "../pages/Workflow";
 import { Workflows } from "../pages/Workflows";
+import { AdminOnly } from "./AdminOnly";
 import { Layout } from "./Layout";
+import { MyTokens } from "./MyTokens";
 
 /** The app's path prefix, from <base href> (it may be served under a proxy prefix). */
 export const basename = new URL(".", document.baseURI).pathname.replace(/\/$/, "") || "/";
@@ -46,7 +48,15 @@ export const router = createBrowserRouter(
         { path: "cluster", element: <ClusterPage /> },
         { path: "alerts", element: <AlertsPage /> },
         { path: "resources", element: <ResourcesPage /> },
-        { path: "admin", element: <AdminPage /> },
+        {
+          path: "admin",
+          element: (
+            <AdminOnly>
+              <AdminPage />
+            </AdminOnly>
+          ),
+        },
+        { path: "tokens", element: <MyTokens /> },
         { path: "*", element: <NotFound /> },
       ],
     },

@@ -19,9 +19,12 @@ const TONES: Record<string, Tone> = {
   STOP: "hold",
   BLOCK: "hold",
   DISABLED: "off",
+  SKIPPED: "off",
 };
 
 const SYMBOLS: Record<Tone, string> = { ok: "✓", bad: "✕", run: "▶", wait: "○", hold: "■", off: "⊘" };
+/** states sharing a tone but told apart by their symbol: a skipped branch is not a disabled task */
+const STATE_SYMBOLS: Record<string, string> = { SKIPPED: "↷" };
 
 const LABELS: Record<string, string> = {
   RUNNING_EXECUTION: "running",
@@ -30,6 +33,7 @@ const LABELS: Record<string, string> = {
   NEED_FAULT_TOLERANCE: "needs failover",
   DELAY_EXECUTION: "delayed",
   SERIAL_WAIT: "serial wait",
+  SKIPPED: "skipped",
 };
 
 export function toneOf(state: string): Tone {
@@ -37,7 +41,7 @@ export function toneOf(state: string): Tone {
 }
 
 export function symbolOf(state: string): string {
-  return SYMBOLS[toneOf(state)];
+  return STATE_SYMBOLS[state] ?? SYMBOLS[toneOf(state)];
 }
 
 export function labelOf(state: string): string {

@@ -1,7 +1,8 @@
 export function formatTime(iso: string | null | undefined): string {
   if (!iso) return "—";
   const d = new Date(iso);
-  return d.toLocaleString(undefined, { hour12: false });
+  // h23: midnight is 00:00, never 24:00 (what hour12: false gives in some locales)
+  return d.toLocaleString(undefined, { hourCycle: "h23" });
 }
 
 export function formatDuration(ms: number | null | undefined): string {

@@ -5,17 +5,22 @@ import {
   allowedActions,
   useInstance,
   useInstanceAction,
+  useMe,
   useWorkflowVersion,
   type InstanceAction,
 } from "../api/queries";
+import { BadAddress, idParam } from "../components/BadAddress";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { StateBadge } from "../components/StateBadge";
 import { formatDuration, formatTime } from "../components/time";
+import { lacking } from "../features/access/rights";
 import { TaskTable } from "../features/gantt/TaskTable";
+import { finishedCount } from "../features/gantt/count";
 import { buildGraph, statesByName, type TaskSpec } from "../features/graph/buildGraph";
 import { DagView } from "../features/graph/DagView";
 import { prewarmLayout } from "../features/graph/layout";
 import { useLive } from "../features/live/useLive";
+import { RunType } from "../features/workflow/RunType";
 
 const LABELS: Record<InstanceAction, string> = {
   stop: "Stop",
@@ -24,15 +29,27 @@ const LABELS: Record<InstanceAction, string> = {
   "recover-failed": "Recover failed",
   rerun: "Rerun",
 };
+const TEXT = {
+  notWhile: (state: string) => `not allowed while ${state}`,
+  finished: (done: number, total: number) => `${done} of ${total} finished`,
+  skipped: (n: number) => `, ${n} skipped`,
+};
 
 export function InstancePage() {
-  const id = Number(useParams().id);
+  const param = useParams().id;
+  const id = idParam(param);
+  if (id === null) return <BadAddress what="instance" value={param} />;
+  return <InstanceOf key={id} id={id} />;
+}
+
+function InstanceOf({ id }: { id: number }) {
   useLive(id);
   useEffect(prewarmLayout, []);
   const query = useInstance(id);
   const detail = query.data;
   const version = useWorkflowVersion(detail?.workflow_code, detail?.workflow_version);
   const action = useInstanceAction();
+  const me = useMe().data;
   const [selected, setSelected] = useState<string | null>(null);
 
   const tasks = version.data?.document.tasks as TaskSpec[] | undefined;
@@ -47,6 +64,8 @@ export function InstancePage() {
   if (query.isPending) return <Loading what={`instance ${id}`} />;
   if (!detail) return <ErrorBox error={query.error} title={`Cannot load instance ${id}`} />;
   const allowed = allowedActions(detail.state);
+  const mayExecute = lacking(me, detail.project_code, "EXECUTE");
+  const count = finishedCount(detail.tasks);
   return (
     <section>
       <div className="pagehead">
@@ -57,8 +76,8 @@ export function InstancePage() {
           {(Object.keys(LABELS) as InstanceAction[]).map((a) => (
             <button
               key={a}
-              disabled={!allowed.includes(a) || action.isPending}
-              title={allowed.includes(a) ? "" : `not allowed while ${detail.state}`}
+              disabled={!allowed.includes(a) || action.isPending || mayExecute !== null}
+              title={mayExecute ?? (allowed.includes(a) ? "" : TEXT.notWhile(detail.state))}
               onClick={() => action.mutate({ id, action: a })}
             >
               {LABELS[a]}
@@ -66,6 +85,11 @@ export function InstancePage() {
           ))}
         </div>
       </div>
+      {mayExecute && (
+        <p className="muted" data-testid="rights-note">
+          {mayExecute}
+        </p>
+      )}
       <ErrorBox error={action.error} title="Action refused" />
       <ErrorBox error={query.error} title="Refresh failed" />
       <dl className="facts">
@@ -77,6 +101,12 @@ export function InstancePage() {
             {detail.workflow_code} v{detail.workflow_version}
           </Link>
         </dd>
+        <dt>Run type</dt>
+        <dd>
+          <RunType type={detail.run_type} />
+        </dd>
+        <dt>Business date</dt>
+        <dd data-testid="business-date">{formatTime(detail.schedule_time)}</dd>
         <dt>Started</dt>
         <dd>{formatTime(detail.start_time)}</dd>
         <dt>Duration</dt>
@@ -94,8 +124,9 @@ export function InstancePage() {
           </>
         ) : null}
         <dt>Tasks</dt>
-        <dd>
-          {detail.tasks.filter((t) => t.finished).length} of {detail.tasks_total} finished
+        <dd data-testid="tasks-finished">
+          {TEXT.finished(count.done, detail.tasks_total)}
+          {count.skipped ? TEXT.skipped(count.skipped) : ""}
         </dd>
       </dl>
       <ErrorBox error={version.error} title="Cannot load the workflow's graph" />

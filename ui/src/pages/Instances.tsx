@@ -1,13 +1,16 @@
 import { useState } from "react";
 import { Link } from "react-router";
 
-import { useInstanceAction, useInstances, type InstanceAction } from "../api/queries";
+import { useInstanceAction, useInstances, useMe, type InstanceAction } from "../api/queries";
 import { BatchReport } from "../components/BatchReport";
 import { runBatch, type BatchOutcome } from "../components/batch";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { Pager, SelectAll, useSelection, useUrlFilters } from "../components/listing";
+import { labelOf } from "../components/state";
 import { StateBadge } from "../components/StateBadge";
 import { formatDuration, formatTime } from "../components/time";
+import { lacking } from "../features/access/rights";
+import { RunType } from "../features/workflow/RunType";
 import { useLive } from "../features/live/useLive";
 
 const STATES = [
@@ -20,18 +23,23 @@ const STATES = [
   "SERIAL_WAIT",
 ];
 const SIZE = 50;
+const TEXT = {
+  notCode: "a workflow code is a number: open the workflow from the Workflows page to filter by it",
+};
 
 export function Instances() {
   useLive();
   const { params, set, page } = useUrlFilters();
   const state = params.get("state") ?? "";
   const workflow = params.get("workflow");
+  const workflowCode = workflow && /^\d+$/.test(workflow) ? Number(workflow) : null;
   const filters = {
     page,
     size: SIZE,
     ...(state ? { state } : {}),
-    ...(workflow ? { workflow: Number(workflow) } : {}),
+    ...(workflowCode !== null ? { workflow: workflowCode } : {}),
   };
+  const me = useMe().data;
   const query = useInstances(filters);
   const selection = useSelection();
   const selected = selection.selected;
@@ -44,6 +52,12 @@ export function Instances() {
   };
 
   const data = query.data;
+  const projectOf = new Map(data?.items.map((i) => [i.id, i.project_code]) ?? []);
+  // the first selected instance the caller may not act on says why the actions are off
+  const refused = [...selected]
+    .map((id) => lacking(me, projectOf.get(id), "EXECUTE"))
+    .find((r) => r !== null);
+  const badWorkflow = workflow !== null && workflow !== "" && workflowCode === null;
   return (
     <section>
       <h1>Workflow instances</h1>
@@ -54,7 +68,7 @@ export function Instances() {
             <option value="">any</option>
             {STATES.map((s) => (
               <option key={s} value={s}>
-                {s}
+                {labelOf(s)}
               </option>
             ))}
           </select>
@@ -63,6 +77,8 @@ export function Instances() {
           Workflow code{" "}
           <input
             inputMode="numeric"
+            aria-invalid={badWorkflow}
+            aria-describedby={badWorkflow ? "workflow-error" : undefined}
             defaultValue={workflow ?? ""}
             onKeyDown={(e) =>
               e.key === "Enter" && set("workflow", (e.target as HTMLInputElement).value.trim())
@@ -70,15 +86,32 @@ export function Instances() {
             placeholder="Enter to apply"
           />
         </label>
+        {badWorkflow && (
+          <span id="workflow-error" className="field-error" role="alert">
+            {TEXT.notCode}
+          </span>
+        )}
         <span className="spacer" />
         <span className="muted">{selected.size} selected</span>
-        <button disabled={!selected.size} onClick={() => void batch("stop")}>
+        <button
+          disabled={!selected.size || refused !== undefined}
+          title={refused ?? ""}
+          onClick={() => void batch("stop")}
+        >
           Stop
         </button>
-        <button disabled={!selected.size} onClick={() => void batch("rerun")}>
+        <button
+          disabled={!selected.size || refused !== undefined}
+          title={refused ?? ""}
+          onClick={() => void batch("rerun")}
+        >
           Rerun
         </button>
-        <button disabled={!selected.size} onClick={() => void batch("recover-failed")}>
+        <button
+          disabled={!selected.size || refused !== undefined}
+          title={refused ?? ""}
+          onClick={() => void batch("recover-failed")}
+        >
           Recover failed
         </button>
       </div>
@@ -96,6 +129,8 @@ export function Instances() {
                 <th>Id</th>
                 <th>Name</th>
                 <th>State</th>
+                <th>Run type</th>
+                <th>Business date</th>
                 <th>Started</th>
                 <th>Duration</th>
                 <th>Host</th>
@@ -119,6 +154,10 @@ export function Instances() {
                   <td>
                     <StateBadge state={i.state} />
                   </td>
+                  <td>
+                    <RunType type={i.run_type} />
+                  </td>
+                  <td>{formatTime(i.schedule_time)}</td>
                   <td>{formatTime(i.start_time)}</td>
                   <td>{formatDuration(i.duration_ms)}</td>
                   <td className="muted">{i.host ?? "—"}</td>
@@ -126,7 +165,7 @@ export function Instances() {
               ))}
               {data.items.length === 0 && (
                 <tr>
-                  <td colSpan={7} className="muted">
+                  <td colSpan={9} className="muted">
                     No instance matches.
                   </td>
                 </tr>

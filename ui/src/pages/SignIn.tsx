@@ -4,6 +4,13 @@ import { useNavigate, useSearchParams } from "react-router";
 import { api, call, session, token } from "../api/client";
 import { ErrorBox } from "../components/ErrorBox";
 
+const TEXT = {
+  firstTime:
+    "First sign-in: the standalone (make run) prints user admin's first password in its start banner, and keeps " +
+    "it in admin-password in its run directory until you change it. On a cluster, your admin makes your user " +
+    "(porpoise user create), or gives you an API token.",
+};
+
 /** Sign in with a user name and password (a session cookie for this browser, CSRF token for this tab), or
  * with an API token (porpoise token create, or the one `make run` prints). */
 export function SignIn() {
@@ -83,6 +90,9 @@ export function SignIn() {
           {mode === "password"
             ? "A session cookie for this browser; changes also need this tab's CSRF token."
             : "The token is kept for this browser tab only."}
+        </p>
+        <p className="hint" data-testid="first-sign-in">
+          {TEXT.firstTime}
         </p>
       </form>
     </main>

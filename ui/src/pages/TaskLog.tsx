@@ -3,7 +3,8 @@ import { useCallback, useEffect, useReducer, useRef, useState } from "react";
 import { Link, useParams } from "react-router";
 
 import { api, authHeaders, baseUrl, call, errorOf, token, type LogSearch } from "../api/client";
-import { useTask } from "../api/queries";
+import { useAttempts, useTask } from "../api/queries";
+import { BadAddress, idParam } from "../components/BadAddress";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { StateBadge } from "../components/StateBadge";
 import { signOut } from "../app/session";
@@ -11,6 +12,16 @@ import { openStream } from "../features/live/sse";
 import { LogStore, PAGE } from "../features/logs/logStore";
 
 const ROW = 18;
+const TEXT = {
+  attempts: "Attempts",
+  attempt: (n: number) => `Attempt ${n}`,
+  app: "Application",
+  appUi: "open its UI",
+  lines: (n: number) => `${n} line${n === 1 ? "" : "s"}`,
+  complete: " (complete)",
+  writing: " (task still writing)",
+  noLog: "no log",
+};
 
 interface FollowData {
   start?: number;
@@ -23,7 +34,14 @@ interface FollowData {
 type SearchPage = LogSearch;
 
 export function TaskLog() {
-  const id = Number(useParams().id);
+  const param = useParams().id;
+  const id = idParam(param);
+  if (id === null) return <BadAddress what="task" value={param} />;
+  // a fresh page per attempt (the attempt tabs change only the id): no lines of another attempt kept
+  return <TaskLogOf key={id} id={id} />;
+}
+
+function TaskLogOf({ id }: { id: number }) {
   const task = useTask(id);
   const store = useRef(new LogStore()).current;
   const [, redraw] = useReducer((n: number) => n + 1, 0);
@@ -45,7 +63,7 @@ export function TaskLog() {
   const fetchLines = useCallback(
     async (skip: number, limit: number, fromEnd = false) => {
       const key = `${skip}:${limit}:${fromEnd}`;
-      if (inflight.current.has(key)) return;
+      if (inflight.current.has(key)) return true;
       inflight.current.add(key);
       try {
         const page = await call(
@@ -56,8 +74,10 @@ export function TaskLog() {
         store.put(page.start, page.lines, page.next, page.complete, page.total);
         setError(null);
         redraw();
+        return true;
       } catch (exc) {
         setError(exc);
+        return false;
       } finally {
         inflight.current.delete(key);
       }
@@ -71,8 +91,9 @@ export function TaskLog() {
     let stop = false;
     let stream: { close: () => void } | null = null;
     void (async () => {
-      await fetchLines(0, PAGE, true);
-      if (stop || store.complete) return;
+      // no log to read (none written yet, or gone): say so once rather than follow a 404 again and again
+      const read = await fetchLines(0, PAGE, true);
+      if (!read || stop || store.complete) return;
       stream = openStream({
         url: () => `${baseUrl()}/api/v1/tasks/${id}/log/follow?skip=${store.known}`,
         headers: () => authHeaders(),
@@ -164,6 +185,17 @@ export function TaskLog() {
         )}
       </div>
       <ErrorBox error={task.error} title="Cannot load the task" />
+      {t && <AttemptTabs id={id} instance={t.workflow_instance_id} taskCode={t.task_code} />}
+      {t?.app_id && (
+        <p data-testid="task-app">
+          {TEXT.app} <code>{t.app_id}</code>{" "}
+          {t.app_link && (
+            <a href={t.app_link} target="_blank" rel="noreferrer">
+              {TEXT.appUi}
+            </a>
+          )}
+        </p>
+      )}
       <div className="toolbar">
         <label>
           <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.target.checked)} /> Follow
@@ -196,7 +228,9 @@ export function TaskLog() {
         )}
         <span className="spacer" />
         <span className="muted" data-testid="log-status">
-          {store.known} lines{store.complete ? " (complete)" : " (task still writing)"}
+          {store.known === 0 && error
+            ? TEXT.noLog
+            : TEXT.lines(store.known) + (store.complete ? TEXT.complete : TEXT.writing)}
         </span>
         {token.get() === null ? (
           <a className="button" href={downloadUrl} download data-testid="log-download">
@@ -249,5 +283,27 @@ export function TaskLog() {
         </div>
       </div>
     </section>
+  );
+}
+
+/** One tab per attempt of this task in its instance (retries, failovers): every attempt's log is reachable. */
+function AttemptTabs({ id, instance, taskCode }: { id: number; instance: number; taskCode: number }) {
+  const attempts = useAttempts(instance).data?.tasks.filter((a) => a.task_code === taskCode && a.id !== null);
+  if (!attempts || attempts.length < 2) return null;
+  return (
+    <nav className="tabs" aria-label={TEXT.attempts} data-testid="attempt-tabs">
+      {[...attempts]
+        .sort((a, b) => a.attempt - b.attempt || (a.id ?? 0) - (b.id ?? 0))
+        .map((a) => (
+          <Link
+            key={a.id}
+            to={`/tasks/${a.id}/log`}
+            aria-current={a.id === id ? "page" : undefined}
+            className={a.id === id ? "active" : ""}
+          >
+            {TEXT.attempt(a.attempt)} <StateBadge state={a.state} />
+          </Link>
+        ))}
+    </nav>
   );
 }

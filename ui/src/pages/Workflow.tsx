@@ -2,9 +2,11 @@ import { useQueryClient } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { Link, useParams } from "react-router";
 
-import { useWorkflow, workflowAction, type WorkflowAction } from "../api/queries";
+import { useMe, useWorkflow, workflowAction, type WorkflowAction } from "../api/queries";
+import { BadAddress, idParam } from "../components/BadAddress";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { formatTime } from "../components/time";
+import { lacking } from "../features/access/rights";
 import { buildGraph, type TaskSpec } from "../features/graph/buildGraph";
 import { DagView } from "../features/graph/DagView";
 import { Backfill } from "../features/workflow/Backfill";
@@ -13,12 +15,19 @@ import { StartDialog } from "../features/workflow/StartDialog";
 import { VersionDiff } from "../features/workflow/VersionDiff";
 
 export function WorkflowPage() {
-  const code = Number(useParams().code);
+  const param = useParams().code;
+  const code = idParam(param);
+  if (code === null) return <BadAddress what="workflow" value={param} />;
+  return <WorkflowOf key={code} code={code} />;
+}
+
+function WorkflowOf({ code }: { code: number }) {
   const query = useWorkflow(code);
   const client = useQueryClient();
   const [error, setError] = useState<unknown>(null);
   const [dialog, setDialog] = useState<"start" | "backfill" | null>(null);
   const detail = query.data;
+  const me = useMe().data;
   const graph = useMemo(() => (detail ? buildGraph(detail.document.tasks as TaskSpec[]) : null), [detail]);
 
   const release = async (what: WorkflowAction) => {
@@ -35,6 +44,8 @@ export function WorkflowPage() {
   if (query.isPending) return <Loading what={`workflow ${code}`} />;
   if (!detail) return <ErrorBox error={query.error} title={`Cannot load workflow ${code}`} />;
   const online = detail.release_state === "ONLINE";
+  const mayWrite = lacking(me, detail.project, "WRITE");
+  const mayExecute = lacking(me, detail.project, "EXECUTE");
   return (
     <section>
       <div className="pagehead">
@@ -45,23 +56,43 @@ export function WorkflowPage() {
           </span>
         </h1>
         <div className="actions" role="group" aria-label="Workflow actions">
-          <button onClick={() => void release(online ? "offline" : "online")}>
+          <button
+            disabled={mayWrite !== null}
+            title={mayWrite ?? ""}
+            onClick={() => void release(online ? "offline" : "online")}
+          >
             {online ? "Take offline" : "Put online"}
           </button>
           <button
-            disabled={!online}
-            title={online ? "" : "put it online first"}
+            disabled={!online || mayExecute !== null}
+            title={mayExecute ?? (online ? "" : "put it online first")}
             onClick={() => setDialog("start")}
           >
             Start…
           </button>
-          <button disabled={!online} onClick={() => setDialog("backfill")}>
+          <button
+            disabled={!online || mayExecute !== null}
+            title={mayExecute ?? (online ? "" : "put it online first")}
+            onClick={() => setDialog("backfill")}
+          >
             Backfill…
           </button>
-          <Link to={`/workflows/${code}/edit`}>Edit</Link>
+          {mayWrite === null ? (
+            <Link to={`/workflows/${code}/edit`}>Edit</Link>
+          ) : (
+            <button disabled title={mayWrite}>
+              Edit
+            </button>
+          )}
           <Link to={`/instances?workflow=${code}`}>Instances</Link>
         </div>
       </div>
+      {(mayWrite ?? mayExecute) && (
+        <p className="muted" data-testid="rights-note">
+          {mayExecute ?? mayWrite}
+          {mayExecute && mayWrite && mayWrite !== mayExecute ? `; ${mayWrite}` : ""}
+        </p>
+      )}
       <ErrorBox error={error} title="Refused" />
       {dialog === "start" && <StartDialog code={code} onClose={() => setDialog(null)} />}
       {dialog === "backfill" && <Backfill code={code} onClose={() => setDialog(null)} />}
@@ -73,7 +104,7 @@ export function WorkflowPage() {
         <div className="error">Upstream tasks that do not exist: {graph.dangling.join(", ")}</div>
       )}
       {graph && <DagView layoutKey={`${code}:${detail.version}`} graph={graph} />}
-      <Schedules code={code} />
+      <Schedules code={code} lacking={mayWrite} />
       <VersionDiff code={code} current={detail.version} />
     </section>
   );

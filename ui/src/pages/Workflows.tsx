@@ -2,13 +2,14 @@ import { useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { Link } from "react-router";
 
-import { useWorkflows, workflowAction, type WorkflowAction } from "../api/queries";
+import { useMe, useWorkflows, workflowAction, type WorkflowAction } from "../api/queries";
 import { BatchReport } from "../components/BatchReport";
 import { runBatch, type BatchOutcome } from "../components/batch";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { Pager, SelectAll, useSelection, useUrlFilters } from "../components/listing";
 import { labelOf, symbolOf, toneOf } from "../components/state";
 import { formatTime } from "../components/time";
+import { lackingCreate } from "../features/access/rights";
 
 const SIZE = 50;
 
@@ -26,6 +27,7 @@ export function Workflows() {
   const selected = selection.selected;
   const [outcome, setOutcome] = useState<BatchOutcome | null>(null);
   const client = useQueryClient();
+  const me = useMe().data;
 
   const batch = async (what: WorkflowAction) => {
     setOutcome(await runBatch([...selected], (code) => workflowAction(code, what)));
@@ -34,11 +36,18 @@ export function Workflows() {
     void client.invalidateQueries({ queryKey: ["instances"] });
   };
   const data = query.data;
+  const mayCreate = lackingCreate(me);
   return (
     <section>
       <div className="pagehead">
         <h1>Workflows</h1>
-        <Link to="/workflows/new">New workflow</Link>
+        {mayCreate === null ? (
+          <Link to="/workflows/new">New workflow</Link>
+        ) : (
+          <button disabled title={mayCreate}>
+            New workflow
+          </button>
+        )}
       </div>
       <div className="toolbar" role="search">
         <input

@@ -530,7 +530,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Who you are signed in as */
+        /** Who you are signed in as, and your rights on each project you see */
         get: operations["get_api_v1_me"];
         put?: never;
         post?: never;
@@ -3944,7 +3944,15 @@ export interface operations {
                             priority?: string;
                             project_code: number;
                             run_times?: number;
-                            /** Format: date-time */
+                            /**
+                             * @description how the run came to be, from its command
+                             * @enum {unknown}
+                             */
+                            run_type: "manual" | "scheduled" | "backfill" | "rerun" | "recovery";
+                            /**
+                             * Format: date-time
+                             * @description the business date: the schedule's fire time or the backfill date it runs for
+                             */
                             schedule_time?: string | null;
                             /** Format: date-time */
                             start_time: string | null;
@@ -4046,7 +4054,15 @@ export interface operations {
                         priority?: string;
                         project_code: number;
                         run_times?: number;
-                        /** Format: date-time */
+                        /**
+                         * @description how the run came to be, from its command
+                         * @enum {unknown}
+                         */
+                        run_type: "manual" | "scheduled" | "backfill" | "rerun" | "recovery";
+                        /**
+                         * Format: date-time
+                         * @description the business date: the schedule's fire time or the backfill date it runs for
+                         */
                         schedule_time?: string | null;
                         /** Format: date-time */
                         start_time: string | null;
@@ -4615,7 +4631,8 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        admin?: boolean;
+                        /** @description admin rights on this call (an admin's reduced token: false) */
+                        admin: boolean;
                         /**
                          * @description where the user signs in
                          * @enum {unknown}
@@ -4623,8 +4640,17 @@ export interface operations {
                         auth_source?: "local" | "ldap";
                         email?: string | null;
                         enabled?: boolean;
-                        id?: number;
-                        name?: string;
+                        id: number;
+                        name: string;
+                        projects: {
+                            code: number;
+                            name: string;
+                            /** @description the rights this call may use on the project */
+                            perms: ("EXECUTE" | "READ" | "WRITE")[];
+                        }[];
+                        token_perms?: ("EXECUTE" | "READ" | "WRITE")[] | null;
+                        /** @enum {unknown} */
+                        via: "token" | "session";
                     };
                 };
             };
@@ -7647,6 +7673,10 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @description the external application it started (a Spark or YARN application id), once known */
+                        app_id?: string | null;
+                        /** @description that application's web UI, when known */
+                        app_link?: string | null;
                         attempt: number;
                         /** @description the latest attempt (older ones: all_attempts=true) */
                         current: boolean;
@@ -7659,6 +7689,8 @@ export interface operations {
                         /** @description null for a disabled task (it has no instance) */
                         id: number | null;
                         name: string;
+                        pid?: number | null;
+                        priority?: string;
                         queued_ms?: number | null;
                         retry_times?: number;
                         /** Format: date-time */
@@ -7670,9 +7702,11 @@ export interface operations {
                         /** Format: date-time */
                         submit_time?: string | null;
                         task_code: number;
+                        task_version?: number;
                         type: string;
                         /** @description why an attempt not on a worker yet waits: no live worker in its group (instance detail) */
                         waiting?: string;
+                        worker_group?: string | null;
                         workflow_instance_id: number;
                     };
                 };

@@ -1,6 +1,12 @@
 // The workflow's own fields (shown when no task is selected): name, project, description and the global
 // parameters, in either of the document's forms (a name -> value object or a list of {prop, value, ...}).
+import { useMe } from "../../api/queries";
 import type { Draft } from "./draft";
+
+const TEXT = {
+  newProject: (name: string) =>
+    `No project “${name}” that you can see: saving creates it, and you will own it.`,
+};
 
 export interface GlobalParam {
   prop: string;
@@ -37,6 +43,9 @@ export function WorkflowForm({
   error: { field: string; message: string } | null;
   onChange: (next: Draft) => void;
 }) {
+  const projects = useMe().data?.projects.map((p) => p.name);
+  const project = (draft.project ?? "").trim();
+  const creates = projects !== undefined && project !== "" && !projects.includes(project);
   const rows = readGlobals(draft.params);
   const setRows = (next: GlobalParam[]) => onChange({ ...draft, params: writeGlobals(next) });
   const at = (field: string) =>
@@ -50,8 +59,22 @@ export function WorkflowForm({
       <input
         id={`wf-${field}`}
         value={draft[field] ?? ""}
+        list={field === "project" ? "wf-projects" : undefined}
+        aria-describedby={field === "project" && creates ? "wf-project-new" : undefined}
         onChange={(e) => onChange({ ...draft, [field]: e.target.value })}
       />
+      {field === "project" && (
+        <datalist id="wf-projects">
+          {projects?.map((name) => (
+            <option key={name} value={name} />
+          ))}
+        </datalist>
+      )}
+      {field === "project" && creates && (
+        <div className="hint" id="wf-project-new" data-testid="new-project-hint">
+          {TEXT.newProject(project)}
+        </div>
+      )}
       {at(field) && (
         <div className="error-inline" role="alert">
           {at(field)}

@@ -89,7 +89,7 @@ export function TaskTable({
                 <span role="cell">
                   <StateBadge state={t.state} />
                 </span>
-                <span role="cell">{t.attempt}</span>
+                <span role="cell">{t.attempt || "—"}</span>
                 <span role="cell">{formatDuration(t.duration_ms)}</span>
                 <span role="cell">
                   {t.sub_instance_id ? (

@@ -25,7 +25,8 @@ function usePreview(crontab: string, timezone: string) {
   });
 }
 
-export function Schedules({ code }: { code: number }) {
+/** ``lacking``: why the caller may not change schedules (no WRITE on the project), or null. */
+export function Schedules({ code, lacking }: { code: number; lacking: string | null }) {
   const client = useQueryClient();
   const key = ["schedules", code];
   const list = useQuery({
@@ -73,6 +74,8 @@ export function Schedules({ code }: { code: number }) {
       <h2>
         Schedules{" "}
         <button
+          disabled={lacking !== null}
+          title={lacking ?? ""}
           onClick={() => {
             setEditing("new");
             setCrontab("0 2 * * *");
@@ -105,6 +108,8 @@ export function Schedules({ code }: { code: number }) {
               <td>{formatTime(s.next_fire_times?.[0])}</td>
               <td className="actions">
                 <button
+                  disabled={lacking !== null}
+                  title={lacking ?? ""}
                   onClick={() => {
                     setEditing(s.id as number);
                     setCrontab(s.crontab ?? "");
@@ -113,7 +118,11 @@ export function Schedules({ code }: { code: number }) {
                 >
                   Edit
                 </button>
-                <button onClick={() => void release(s.id as number, s.release_state !== "ONLINE")}>
+                <button
+                  disabled={lacking !== null}
+                  title={lacking ?? ""}
+                  onClick={() => void release(s.id as number, s.release_state !== "ONLINE")}
+                >
                   {s.release_state === "ONLINE" ? "Offline" : "Online"}
                 </button>
               </td>

@@ -1,0 +1,13 @@
+import { Tokens } from "../features/admin/Tokens";
+
+const TEXT = { title: "My API tokens" };
+
+/** A user who is not an admin manages their own API tokens here (admins: Admin → API tokens). */
+export function MyTokens() {
+  return (
+    <section>
+      <h1>{TEXT.title}</h1>
+      <Tokens />
+    </section>
+  );
+}
