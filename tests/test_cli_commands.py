@@ -27,7 +27,7 @@ TESTS = ROOT / "tests"
 #: command words -> (the test, or the helper a test calls, that runs it; the literal argument words it passes,
 #: in order)
 COVERAGE: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
-    ("standalone",): ("test_launchers.py::_start_standalone", ("standalone", "--run-dir")),
+    ("standalone",): ("test_launchers.py::start_standalone_banner", ("standalone", "--run-dir")),
     ("apply",): ("test_cli.py::test_apply_start_watch_list_status_logs", ("apply",)),
     ("start",): ("test_cli.py::test_apply_start_watch_list_status_logs", ("start",)),
     ("list",): ("test_cli.py::test_apply_start_watch_list_status_logs", ("list",)),
