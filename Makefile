@@ -104,8 +104,7 @@ bench-quick: install
 	$(BIN)/python -m bench.quick
 
 # Long chaos soak (make test runs a short round): SEED=n WORKFLOWS=n, minutes to hours.
-# FAULTS="poison=0 kill-master=2" sets fault weights (tests/chaos_faults.py; clock-step and stop-storm are off
-# by default: FAULTS="clock-step=1 stop-storm=1" turns them on).
+# FAULTS="poison=0 kill-master=2" sets fault weights (tests/chaos_faults.py).
 WORKFLOWS ?= 2000
 SEED ?= $(shell date +%s)
 # HOSTS=n: the soak across n namespace hosts instead (tests/hosts_chaos.py, root): hosts killed, links

@@ -299,11 +299,8 @@ FAULT_KINDS: dict[str, FaultKind] = {
             2,
             "a worker killed -9 between its task's end and the report (result spooled, sent on restart)",
         ),
-        # off by default (weight 0) until the double run they surfaced is fixed: with both on, a round (seed
-        # 20261121) saw an attempt that waited in a master's dispatch queue (no host) marked NEED_FAULT_TOLERANCE
-        # by a takeover and still run next to its successor; `make chaos FAULTS="clock-step=1 stop-storm=1"`
-        FaultKind("clock-step", _on("", _clock_step), 0, "a master's or worker's wall clock steps (up to 0.9 s)"),
-        FaultKind("stop-storm", _stop_storm, 0, "5-15 running instances stopped at once through their masters"),
+        FaultKind("clock-step", _on("", _clock_step), 1, "a master's or worker's wall clock steps (up to 0.9 s)"),
+        FaultKind("stop-storm", _stop_storm, 1, "5-15 running instances stopped at once through their masters"),
         FaultKind("hold-replies", _hold_replies, 2, "a worker's replies to masters held back past the RPC timeout"),
         FaultKind("drop-requests", _drop_requests, 2, "requests from masters to a worker lost on the way"),
         FaultKind("poison", _poison, 1, "a START_PROCESS with an unresolvable start param + one for no definition"),

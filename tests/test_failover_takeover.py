@@ -1,23 +1,37 @@
-"""The takeover of one instance against a real PostgreSQL (no registry, no workers): what the failover
+"""The takeover of one instance against a real PostgreSQL (no registry, no worker processes): what the failover
 service leaves behind when something between the takeover's commit and the actor's start goes wrong;
-and a backfill chain whose date ends twice (recovered, or resumed, after a failover or not)."""
+what an instance taken again while its actor runs may still send (real actors and dispatcher, workers
+faked at the RPC); and a backfill chain whose date ends twice (recovered, or resumed, after a failover or
+not)."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import pytest
 
+from engine.master.actor import InstanceInfo, WorkflowActor
 from engine.master.commands import DefinitionCache
+from engine.master.dispatcher import Dispatcher
 from engine.master.failover import FailoverService
 from engine.master.store import MasterStore, WriteBatch
+from engine.master.wheel import StateWheel
+from engine.master.workflow import WorkflowRun
+from engine.master.workflow_messages import Attempt
 from engine.scheduling.backfill import backfill_param
-from engine.states import WorkflowState
+from engine.states import TaskState, WorkflowState
+from registry import NodeInfo
+from registry.heartbeat import Heartbeat
+from registry.keys import NodeId
 from rpc import RpcClient
+from rpc.errors import RpcRefused
+from rpc.messages import DispatchBatchReply, DispatchReply, HostUpdate, HostUpdateReply, TaskDispatch, TaskDispatchBatch
 from tests.cluster_harness import save, shell
+from tests.helpers import eventually
 
 ME, DEAD = "127.0.0.1:5678", "127.0.0.1:5679"
 
@@ -168,3 +182,133 @@ async def test_a_sub_workflow_stopped_before_its_child_was_claimed_never_starts_
         "parent stopped before the sub-workflow started"
     )
     assert not await store.cancel_child_command(77, "again")  # claimed (or cancelled) already: nothing to take
+
+
+class _Workers:
+    """Two workers as the master's RPC sees them (no processes). Each refuses dispatches while ``full``
+    and answers host updates with what it runs; ``silent`` ones fail their host updates. Like a worker
+    that restarted since the instance's last takeover, none remembers owner epochs: whether a stale
+    dispatch leaves the master is what is tested, not the worker's own fence."""
+
+    def __init__(self, running: dict[str, list[list[int]]]) -> None:
+        self.running = running
+        self.full = True
+        self.silent: set[str] = set()
+        #: (task instance id, attempt, epoch) of every dispatch a worker took
+        self.took: list[tuple[int, int, int]] = []
+        self.refused = 0
+
+    async def call(self, host: str, msg: object, reply_cls: object = None, timeout: float | None = None) -> object:
+        if isinstance(msg, HostUpdate):
+            if host in self.silent:
+                raise RpcRefused(f"{host} refused the connection")
+            return HostUpdateReply(known=self.running.get(host, []))
+        tasks = msg.tasks if isinstance(msg, TaskDispatchBatch) else [msg]
+        replies = [self._one(t) for t in tasks]  # type: ignore[arg-type]
+        return DispatchBatchReply(replies, 0 if self.full else 10) if isinstance(msg, TaskDispatchBatch) else replies[0]
+
+    def _one(self, d: TaskDispatch) -> DispatchReply:
+        if self.full:
+            self.refused += 1
+            return DispatchReply(False, "all 16 exec slots are busy", 0)
+        self.took.append((d.task_instance_id, d.attempt, d.epoch))
+        return DispatchReply(True, "", 10, 1)
+
+
+def _worker_info(address: str) -> NodeInfo:
+    hb = Heartbeat(startup_time=1, report_time=1, cpu_usage=0.1, memory_usage=0.1, load_average=0.1,
+                   available_memory_gb=8, disk_available_gb=8, pid=1, exec_slots=16)  # fmt: skip
+    return NodeInfo(NodeId("worker", address, "default"), hb, 1)
+
+
+class _Driving:
+    """What a master drives taken-over instances with (as ``Master.start_actor``): real actors, a real
+    dispatcher (to ``workers``) and timer wheel, on a real PostgreSQL."""
+
+    def __init__(self, pool: asyncpg.Pool, workers: _Workers, addresses: list[str]) -> None:
+        self.store = MasterStore(pool, ME)
+        self.wheel = StateWheel()
+        valid_until = lambda: int(time.time() * 1000) + 60_000  # noqa: E731
+        self.dispatcher = Dispatcher(workers, lambda _group: [_worker_info(w) for w in addresses],  # type: ignore[arg-type]
+                                     retry_delay=0.02, valid_until=valid_until)  # fmt: skip
+        self.actors: dict[int, WorkflowActor] = {}
+
+    def start_actor(self, info: InstanceInfo, spec: Any, state: WorkflowState, attempts: list[Attempt],
+                    **kw: Any) -> WorkflowActor:  # fmt: skip
+        run = WorkflowRun(info.id, spec, info.failure_strategy, state, attempts)
+        actor = WorkflowActor(info, spec, run, self.store, self.wheel, ME, self.dispatcher.submit, self._kill,
+                              self._done, group_waiting=kw.get("group_waiting", frozenset()),
+                              cancel_dispatch=self.dispatcher.cancel)  # fmt: skip
+        self.actors[info.id] = actor
+        actor.start()
+        return actor
+
+    def _done(self, actor: WorkflowActor, _final: object) -> None:
+        if self.actors.get(actor.id) is actor:
+            del self.actors[actor.id]
+
+    @staticmethod
+    async def _kill(*_: object) -> None:
+        return None
+
+    async def __aenter__(self) -> _Driving:
+        self.wheel.start(lambda owner, event: owner.post(event))
+        self.dispatcher.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        for actor in list(self.actors.values()):
+            await actor.stop()
+        await self.dispatcher.close()
+        await self.wheel.close()
+
+
+async def test_a_retake_stops_the_actor_it_replaces_so_its_queued_attempt_never_leaves(
+    pool: asyncpg.Pool, fresh_db: str
+) -> None:
+    # The chaos round with seed 20261121: a master took an instance over while a worker it had to ask was
+    # silent, so it drove the instance and queued a retake (asked again under a fresh epoch). Meanwhile
+    # its actor queued attempt b#1 (every worker full). The retake found b#1 on no worker, marked it
+    # NEED_FAULT_TOLERANCE and started a second actor, which queued b#2: the first actor still ran, and
+    # once a worker had room (one that restarted since, knowing no epoch) b#1 left under the old epoch
+    # and ran beside b#2 (its task group's slot already given to the next attempt: a size-1 group ran 2).
+    w1, w2 = "127.0.0.1:7001", "127.0.0.1:7002"
+    code = await save(fresh_db, "retake-queue", [shell("a", "sleep 60"), shell("b", "true")])
+    wid, epoch = await instance(pool, DEAD, code)
+    cache = DefinitionCache(pool)
+    b_code = next(t.code for t in (await cache.spec(code, 1)).tasks.values() if t.name == "b")
+    a_id = await pool.fetchval(
+        "INSERT INTO task_instance (name, task_type, task_code, task_definition_version, workflow_instance_id,"
+        " state, host, attempt) SELECT 'a', 'SHELL', code, 1, $1, 1, $2, 1 FROM task_definition"
+        " WHERE name = 'a' RETURNING id",
+        wid,
+        w2,
+    )
+    workers = _Workers({w2: [[a_id, 1]]})
+    workers.silent.add(w2)
+    b_attempt = "SELECT id FROM task_instance WHERE workflow_instance_id = $1 AND task_code = $2 AND attempt = $3"
+    async with _Driving(pool, workers, [w1, w2]) as driving:
+        svc = FailoverService(ME, driving.store, cache, workers, lambda: None, driving.actors,  # type: ignore[arg-type]
+                              driving.start_actor, 5.0)  # fmt: skip
+        # the dead master's instance: a runs on w2, which does not answer the host update
+        assert await svc._take(wid, DEAD, epoch, {w1, w2})
+        first = driving.actors[wid]
+        assert svc._retake == {wid: first.info.epoch}
+        # its actor queues b#1; every worker is full, so it waits in the dispatch queue
+        b1 = await eventually(lambda: pool.fetchval(b_attempt, wid, b_code, 1), 10, "b#1 made")
+        await eventually(lambda: workers.refused >= 2 and len(driving.dispatcher) == 1, 10, "b#1 refused by both")
+        # the next sweep takes it again; w2 answers now: b#1 is on no worker, so it runs again as b#2
+        workers.silent.clear()
+        svc._silent.clear()
+        assert await svc._take(wid, ME, first.info.epoch, {w1, w2})
+        second = driving.actors[wid]
+        assert second is not first and second.info.epoch > first.info.epoch
+        lost = await pool.fetchval("SELECT state FROM task_instance WHERE id = $1", b1)
+        assert TaskState(lost) is TaskState.NEED_FAULT_TOLERANCE
+        b2 = await eventually(lambda: pool.fetchval(b_attempt, wid, b_code, 2), 10, "b#2 made")
+        # a worker has room again: only b#2 may leave, under the new owner's epoch
+        workers.full = False
+        await eventually(lambda: (b2, 2, second.info.epoch) in workers.took, 10, "b#2 dispatched")
+        await eventually(lambda: not len(driving.dispatcher) and not driving.dispatcher._sends, 10, "queue empty")
+        assert workers.took == [(b2, 2, second.info.epoch)], "an attempt the takeover marked lost left"
+        assert first.task is None, "the replaced actor still drives the instance"

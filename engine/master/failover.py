@@ -48,6 +48,9 @@ log = logs.get(__name__)
 #: seconds a takeover waits for the host updates it sends (together) to the instance's workers
 HOST_UPDATE_TIMEOUT = 3.0
 
+#: seconds a takeover waits for our own actor of the instance it takes again to stop
+ACTOR_STOP_TIMEOUT = 3.0
+
 #: attempts a live worker may be running (SUBMITTED ones were only in the dead master's dispatch queue)
 _RUNNING_SOMEWHERE = frozenset({TaskState.DISPATCH, TaskState.RUNNING_EXECUTION, TaskState.DELAY_EXECUTION})
 
@@ -88,8 +91,11 @@ class FailoverService(BackgroundService):
         self._kick = asyncio.Event()
         #: workers that did not answer a host update in the current sweep (its instances are asked again later)
         self._silent: set[str] = set()
-        #: instances of ours whose actor crashed: instance id -> the epoch it held
+        #: instances of ours to take again under a fresh epoch (their actor crashed, or a takeover could not
+        #: ask every worker): instance id -> the epoch it held
         self._retake: dict[int, int] = {}
+        #: stops of our actors replaced by a takeover that have not ended yet
+        self._stopping: set[asyncio.Future[None]] = set()
 
     def start(self) -> None:
         super().start()
@@ -231,6 +237,8 @@ class FailoverService(BackgroundService):
         return taken
 
     async def _take(self, instance_id: int, host: str, epoch: int, workers: set[str]) -> bool:
+        if instance_id in self.actors:
+            workers = await self._replace_actor(instance_id, workers)
         result = await self.store.take_over(instance_id, host, epoch, workers)
         if result is None:
             return False  # moved by someone else meanwhile
@@ -245,6 +253,30 @@ class FailoverService(BackgroundService):
         except (*DB_FAILURES, CommitUnknown):
             self.retake(info.id, info.epoch)
             raise
+
+    async def _replace_actor(self, instance_id: int, workers: set[str]) -> set[str]:
+        """Stop our actor of an instance we are about to take again under a fresh epoch (a takeover that
+        could not ask every worker is retaken while its actor drives the instance), before the takeover:
+        what that actor queued for a worker, or is about to send, then never leaves (``Dispatcher._live``).
+        Left running, it would send an attempt the takeover finds on no worker, marks NEED_FAULT_TOLERANCE
+        and runs again, under the epoch it replaced; a worker that never heard of the new one (it
+        restarted since) takes it: two attempts of one task at once (invariant 3), a task group over its
+        size. Returns the live workers read again after the stop: a send already on its way goes to a
+        worker registered by then, which the takeover must ask (its host update arrives before that send,
+        which it then refuses, or after, and names the attempt: adopted)."""
+        actor = self.actors[instance_id]
+        log.info("stopping our actor of an instance taken again", workflow_instance_id=instance_id,
+                 epoch=actor.info.epoch)  # fmt: skip
+        stopping = asyncio.ensure_future(actor.stop())  # its first step ends its sends (Dispatcher._live)
+        self._stopping.add(stopping)
+        stopping.add_done_callback(self._stopping.discard)
+        _, pending = await asyncio.wait([stopping], timeout=ACTOR_STOP_TIMEOUT)
+        if pending:  # a call ignoring its cancellation: it sends nothing more, and the takeover fences its writes
+            log.error("replaced workflow actor did not stop in time", workflow_instance_id=instance_id)
+        node = self.registry()
+        if node is None:
+            return workers
+        return (await self._live_nodes(node))[1]
 
     async def _drive(
         self, info: InstanceInfo, row: asyncpg.Record, attempts: list[Attempt], group_waiting: set[int],
