@@ -154,13 +154,15 @@ async def test_query_non_query_pre_post_out_params_limit_and_the_servers_error(
         "SQL",
         {
             "datasource": "wh",
-            "sql": f"SELECT day, n FROM {table} WHERE day <> '${{skip}}' ORDER BY n DESC",
+            # ${least} is bound as the INTEGER it is declared (a number compared with a number on every server)
+            "sql": f"SELECT day, n FROM {table} WHERE day <> '${{skip}}' AND n >= ${{least}} ORDER BY n DESC",
             "limit": 2,
             "maxRows": 1,
             "localParams": [
                 {"prop": "n", "direct": "OUT", "type": "INTEGER"},
                 {"prop": "day", "direct": "OUT", "type": "LIST"},
                 {"prop": "skip", "value": "c"},
+                {"prop": "least", "direct": "IN", "type": "INTEGER", "value": "2"},
             ],
         },
         sink.address,

@@ -362,11 +362,25 @@ def sql(
     marker: Callable[[int], str] | None = None,
     percent: bool = False,
 ) -> tuple[str, list[str]]:
+    """:func:`sql_bound` without the names of the bound values."""
+    statement, args, _ = sql_bound(text, values, when, trusted, marker, percent)
+    return statement, args
+
+
+def sql_bound(
+    text: str,
+    values: Mapping[str, str],
+    when: dt.datetime,
+    trusted: frozenset[str],
+    marker: Callable[[int], str] | None = None,
+    percent: bool = False,
+) -> tuple[str, list[str], list[str]]:
     """A statement with its ``$[...]`` rendered, each known ``${name}`` a bind placeholder (``marker(n)`` for
     the n-th, from 1: ``$1``, ``$2``... by default; a quote pair around it is eaten, ``'${day}'`` binds the value)
     and each ``!{name}`` the raw text of a value in ``trusted`` (the workflow's writers wrote it: ParamError for
     any other); and the values to bind, in order. ``percent``: the driver formats the statement with ``%`` when
-    values are bound (MySQL, ClickHouse, Hive), so a literal ``%`` is doubled then."""
+    values are bound (MySQL, ClickHouse, Hive), so a literal ``%`` is doubled then. The third list names the
+    parameter each bound value came from."""
     args: list[str] = []
     names: list[str] = []
 
@@ -398,7 +412,7 @@ def sql(
             raise ParamError("${" + name + "}", _QUOTED_BIND.format(name))
         bound = bound.replace("%", "%%")
     mark = marker or (lambda i: f"${i}")
-    return re.sub("\x00(\\d+)\x00", lambda m: mark(int(m.group(1))), bound), args
+    return re.sub("\x00(\\d+)\x00", lambda m: mark(int(m.group(1))), bound), args, names
 
 
 _BOUND_MARK = re.compile("\x00(\\d+)\x00")

@@ -170,12 +170,21 @@ class SqlTask(TaskPlugin):
         stdin = source_stdin(name, source, p.get("type"), ctx.email_senders if mail else ())
         marker, percent = _MARKERS.get(source_kind(source), _MARKERS["POSTGRESQL"])
 
+        #: the declared type of each local parameter: a bound value goes to the server as that type (as
+        #: DolphinScheduler's setInParameter binds it), others as text
+        declared = {lp.prop: lp.type for lp in self.local_params(p) if lp.direct == "IN"}
+
         def bound(field: str, text: str) -> dict[str, Any]:
             try:
-                statement, args = placing.sql(text, ctx.values, ctx.when, ctx.trusted, marker, percent)
+                statement, args, names = placing.sql_bound(text, ctx.values, ctx.when, ctx.trusted, marker, percent)
             except ParamError as exc:
                 raise ParamError(field, f"{exc.field}: {exc.reason}") from None
-            return {"sql": statement, "args": args}
+            return {
+                "sql": statement,
+                "args": args,
+                "names": names,
+                "types": [declared.get(n, "VARCHAR") for n in names],
+            }
 
         job = {
             "pre": [bound(f"preStatements[{i}]", s) for i, s in enumerate(p.get("preStatements", []))],

@@ -97,28 +97,35 @@ def out_values(result: Rows, out: list[str], list_out: list[str]) -> dict[str, s
     return values
 
 
+def bound_args(session: Session, stmt: dict) -> list[Any]:
+    """A statement's bound values, each as its declared type where the session's driver formats by type."""
+    if not session.typed_binds or "types" not in stmt:
+        return list(stmt["args"])
+    return [typed(v, t, n) for v, t, n in zip(stmt["args"], stmt["types"], stmt["names"], strict=True)]
+
+
 async def run_sql(session: Session, job: dict) -> Rows | None:
     """The task's statements; the query's rows (None for a non-query)."""
     for stmt in job["pre"]:
         print(f"pre: {stmt['sql']}", flush=True)
-        await session.execute(stmt["sql"], stmt["args"])
+        await session.execute(stmt["sql"], bound_args(session, stmt))
     for load in job.get("load", []):
         await _load(session, load, job.get("load_dirs", []))
     main = job["sql"]
     if job["query"]:
-        result = await session.query(main["sql"], int(job.get("limit") or 10000), main["args"])
+        result = await session.query(main["sql"], int(job.get("limit") or 10000), bound_args(session, main))
         print_rows(result, job["max_rows"])
         for name, value in out_values(result, job["out"], job["list_out"]).items():
             set_value(name, value)
     else:
         result = None
-        count = await session.execute(main["sql"], main["args"])
+        count = await session.execute(main["sql"], bound_args(session, main))
         print(f"ok: {count} row(s) affected" if count >= 0 else "ok", flush=True)
         if job["out"]:  # as in DolphinScheduler: the first OUT param takes the last statement's count
             set_value(job["out"][0], str(count))
     for stmt in job["post"]:
         print(f"post: {stmt['sql']}", flush=True)
-        await session.execute(stmt["sql"], stmt["args"])
+        await session.execute(stmt["sql"], bound_args(session, stmt))
     return result
 
 

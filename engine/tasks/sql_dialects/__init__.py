@@ -49,6 +49,10 @@ class Session(ABC):
     """One connection for one task. Statements run in one transaction where the server has them
     (PostgreSQL, MySQL): ``commit`` at the end, nothing kept when the task fails."""
 
+    #: bound values are sent as the Python values of their declared types (``INTEGER`` as int, ...): the
+    #: driver formats them by Python type. PostgreSQL types them by the prepared statement's own parameters
+    typed_binds = True
+
     def __init__(self, source: Mapping[str, Any], timeout: float = CONNECT_TIMEOUT) -> None:
         self.source = source
         self.timeout = timeout

@@ -19,6 +19,7 @@ def dsn_of(source: dict[str, Any] | Any) -> str:
 
 
 class PostgresSession(Session):
+    typed_binds = False
     conn: asyncpg.Connection
 
     def _kwargs(self) -> dict[str, Any]:
