@@ -11,7 +11,14 @@
     ├── StorageError             the metadata database refused or failed a call
     │   └── SchemaError          schema.sql or a migration could not be applied
     │       └── SchemaMismatch   the database's schema version is not the one this code knows
-    └── RegistryError            etcd (registry.errors: RegistryUnavailable, LeaseLost, NotLockOwner, ...)
+    ├── RegistryError            etcd (registry.errors: RegistryUnavailable, LeaseLost, NotLockOwner, ...)
+    └── InvalidInput             input that cannot be used (also a ValueError): the message says why
+        ├── FieldError           ... at one field (``field``: ``tasks[2].upstream``; ``reason``): DefinitionError
+        │                        (workflows), ParamError (task parameters), BackfillError (backfill requests)
+        └── CronError, PluginError, ExpressionError, PlaceholderError, ExportError, ...
+
+Errors of the outside world the user is shown as they are (the SQL server's, an alert receiver's) are
+PorpoiseErrors too: SqlError, SendError; the API's answers are ApiError.
 """
 
 from __future__ import annotations
@@ -19,6 +26,19 @@ from __future__ import annotations
 
 class PorpoiseError(Exception):
     """Base of every error Porpoise raises on purpose; its message is meant for the user."""
+
+
+class InvalidInput(PorpoiseError, ValueError):
+    """Input (a definition, a parameter, an expression, a schedule) that cannot be used; the message says why."""
+
+
+class FieldError(InvalidInput):
+    """Invalid input at one field: ``field`` locates it for the user (``tasks[2].upstream``), ``reason`` says why."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
 
 
 class ConfigError(PorpoiseError):

@@ -45,6 +45,8 @@ import calendar
 import datetime as dt
 import re
 
+from core.errors import InvalidInput
+
 __all__ = ["TIME", "PlaceholderError", "add_months", "evaluate", "int_expr", "java_format", "render"]
 
 #: characters inside one ``$[...]``
@@ -64,7 +66,7 @@ def quote(text: str, limit: int = MAX_QUOTE) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
-class PlaceholderError(ValueError):
+class PlaceholderError(InvalidInput):
     """A ``$[...]`` expression that cannot be evaluated; the message names it (shortened) and the reason."""
 
     def __init__(self, expr: str, reason: str) -> None:

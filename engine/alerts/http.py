@@ -14,10 +14,11 @@ from typing import Any
 
 import aiohttp
 
+from core.errors import PorpoiseError
 from engine.alerts.netguard import AddressPolicy, AddressRefused, PinnedResolver
 
 
-class SendError(Exception):
+class SendError(PorpoiseError):
     """Delivery failed; the message says why (with the receiver's answer, when there was one)."""
 
 

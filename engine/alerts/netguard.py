@@ -19,11 +19,13 @@ from urllib.parse import urlsplit
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from core.errors import PorpoiseError
+
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-class AddressRefused(Exception):
+class AddressRefused(PorpoiseError):
     """The target resolves to an address the policy refuses; the message says which and why."""
 
 

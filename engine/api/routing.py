@@ -21,6 +21,7 @@ import jsonschema
 from aiohttp import web
 
 from core import logs
+from core.errors import PorpoiseError
 from engine.storage import sql
 from engine.storage.failures import CONNECTION_LOST
 from engine.workflows.document import schema_problem
@@ -61,7 +62,7 @@ ERROR_SCHEMA = {
 }
 
 
-class ApiError(Exception):
+class ApiError(PorpoiseError):
     def __init__(
         self,
         status: int,

@@ -46,6 +46,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.errors import InvalidInput
 from engine.migrate.ds_common import (
     HTTP_PARAM_KINDS,
     ORIGINAL,
@@ -104,7 +105,7 @@ class Translation:
     datasources: dict[str, list[str]]
 
 
-class Unsupported(ValueError):
+class Unsupported(InvalidInput):
     """The file holds fatal gaps; nothing may be imported unless they are skipped."""
 
     def __init__(self, gaps: list[Gap]) -> None:

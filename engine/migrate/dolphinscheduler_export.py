@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.errors import InvalidInput
 from engine.migrate.ds_common import ORIGINAL, expression_to_js, format_time
 
 _FAILURE_POLICY = {"FAIL": "DEPENDENT_FAILURE_FAILURE", "WAIT": "DEPENDENT_FAILURE_WAITING"}
@@ -31,7 +32,7 @@ class Codes:
     version: int = 1
 
 
-class ExportError(ValueError):
+class ExportError(InvalidInput):
     """A reference that cannot be written as a code (the workflow it names does not exist)."""
 
 

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import InvalidInput
 from engine.workflows.model import DefinitionError
 
 LATEST = "latest"
@@ -35,7 +36,7 @@ MAIN_FIELDS = {"SPARK": ("mainJar", "mainFile"), "MR": ("mainJar",)}
 _SEGMENT = re.compile(r"^[^/\\\x00-\x1f\x7f]{1,255}$")
 
 
-class ResourceNameError(ValueError):
+class ResourceNameError(InvalidInput):
     """A resource path is not usable; the message says why."""
 
 

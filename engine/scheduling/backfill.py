@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import FieldError
 from engine.scheduling.cron import CronError, between, parse
 
 DEFAULT_CRON = "0 0 0 * * ? *"
@@ -28,11 +29,8 @@ DEFAULT_CRON = "0 0 0 * * ? *"
 MAX_DATES = 10_000
 
 
-class BackfillError(ValueError):
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
+class BackfillError(FieldError):
+    """A backfill request is invalid; ``field`` names the part (``end``, ``dates``)."""
 
 
 def range_dates(

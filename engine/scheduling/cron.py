@@ -37,6 +37,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
+from core.errors import InvalidInput
+
 FIELDS_QUARTZ = ("second", "minute", "hour", "day-of-month", "month", "day-of-week", "year")
 FIELDS_CRON = ("minute", "hour", "day-of-month", "month", "day-of-week")
 _DOW_NAMES = {"SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"}
@@ -47,7 +49,7 @@ MAX_STEPS = 16
 _TICK = dt.timedelta(microseconds=1)
 
 
-class CronError(ValueError):
+class CronError(InvalidInput):
     """An expression that cannot be scheduled; the message names the field and the part. ``limit``:
     refused because a fire time would cost more than :data:`MAX_STEPS` units of work."""
 

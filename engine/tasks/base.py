@@ -14,16 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from core.errors import FieldError
 from engine.params import Property, properties, substitute
 
 
-class ParamError(ValueError):
+class ParamError(FieldError):
     """A task definition's parameter is invalid; ``field`` names it for the user."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 @dataclass

@@ -14,12 +14,13 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from core.errors import PorpoiseError
 from engine.tasks.http import SECRET_HEADER, parse_json_path
 
 MASK = "***"
 
 
-class CheckFailed(Exception):
+class CheckFailed(PorpoiseError):
     pass
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import jsonschema
 
+from core.errors import InvalidInput
 from engine.tasks.base import ParamError, TaskPlugin
 
 GROUP = "porpoise.tasks"
@@ -18,7 +19,7 @@ GROUP = "porpoise.tasks"
 LOGIC_TYPES = frozenset({"SUB_PROCESS", "DEPENDENT", "CONDITIONS", "SWITCH"})
 
 
-class PluginError(ValueError):
+class PluginError(InvalidInput):
     pass
 
 

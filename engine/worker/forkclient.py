@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from core import logs
+from core.errors import PorpoiseError
 from engine.worker.forkserver import SPEC_LIMIT
 from engine.worker.spawn import PipeReader
 
@@ -47,7 +48,7 @@ RETRY_AFTER = 60.0
 CLOSE_TIMEOUT = 5.0
 
 
-class ForkServerUnavailable(Exception):
+class ForkServerUnavailable(PorpoiseError):
     """The fork server cannot start this task (gone, not answering, or it refused): start it normally."""
 
 

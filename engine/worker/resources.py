@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from core import logs
+from core.errors import PorpoiseError
 from engine.resources.refs import ResourceNameError, check_name
 from rpc import RpcClient
 from rpc.errors import RpcError
@@ -37,7 +38,7 @@ log = logs.get(__name__)
 CHUNK = 1 << 20
 
 
-class ResourceFailure(Exception):
+class ResourceFailure(PorpoiseError):
     """A task's resources cannot be put in place; the message is the reason its task fails with."""
 
 

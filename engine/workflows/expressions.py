@@ -34,6 +34,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from core.errors import InvalidInput
+
 #: characters of an expression, after ``${name}`` substitution
 MAX_LENGTH = 4096
 #: bracket nesting ( [ {
@@ -52,7 +54,7 @@ MAX_WORK = 200_000
 SYNTAX, REFUSED, LIMIT, VALUE = "syntax", "refused", "limit", "value"
 
 
-class ExpressionError(ValueError):
+class ExpressionError(InvalidInput):
     """A condition that cannot be evaluated. ``kind``: SYNTAX (does not parse), REFUSED (outside the
     language), LIMIT (too long, deep, big or expensive) or VALUE (wrong types for an operation,
     division by zero: may depend on the parameters' values)."""

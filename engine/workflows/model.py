@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.errors import FieldError
 from engine.params import builtins, check_placeholders, properties, substitute
 from engine.tasks import registry
 from engine.tasks.base import ParamError
@@ -48,13 +49,8 @@ def name_error(name: str) -> str | None:
     return None
 
 
-class DefinitionError(ValueError):
+class DefinitionError(FieldError):
     """A workflow definition is invalid; ``field`` locates the problem (``tasks[2].upstream``)."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.errors import PorpoiseError
+
 #: data-source types and the module (in this package) that serves each
 MODULES = {"POSTGRESQL": "postgresql", "MYSQL": "mysql", "CLICKHOUSE": "clickhouse", "HIVE": "hive"}
 SOURCE_TYPES = tuple(MODULES)
@@ -33,7 +35,7 @@ OUT_MARK = "\x00out\x00"
 CONNECT_TIMEOUT = 30.0
 
 
-class SqlError(Exception):
+class SqlError(PorpoiseError):
     """The server (or the connection to it) refused: the message is the server's."""
 
 
