@@ -28,6 +28,7 @@ from bench.common import UNGUARDED, bench_config, cpu_seconds, main, percentile,
 from bench.spawn import spawn_limit
 from engine.api.tokens import create_token, ensure_user
 from engine.infra.stack import Stack
+from engine.states import CommandType
 from engine.workflows.model import TaskDef
 
 SIZES = {
@@ -51,7 +52,8 @@ async def _save(dsn: str, name: str, tasks: list[TaskDef]) -> int:
 
 async def _start(conn: asyncpg.Connection, code: int, count: int = 1) -> list[int]:
     rows = await conn.fetch(
-        "INSERT INTO command (command_type, workflow_definition_code) SELECT 0, $1 FROM generate_series(1, $2)"
+        f"INSERT INTO command (command_type, workflow_definition_code) SELECT {int(CommandType.START_PROCESS)}, $1"
+        " FROM generate_series(1, $2)"
         " RETURNING id",
         code,
         count,

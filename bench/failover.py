@@ -23,6 +23,7 @@ from bench.common import BENCH_TTL, UNGUARDED, bench_config, main, rounded, save
 from engine import config as config_mod
 from engine.infra.process import ManagedProcess
 from engine.infra.stack import Stack
+from engine.states import CommandType, TaskState
 from engine.workflows.model import TaskDef
 
 SIZES = {"tiny": {"instances": 3, "tasks": 3}, "full": {"instances": 100, "tasks": 50}}
@@ -58,7 +59,8 @@ async def _master_failover(
             TaskDef("next", "SHELL", {"rawScript": "true"}, upstream=("gated",)),
         ])  # fmt: skip
         await conn.execute(
-            "INSERT INTO command (command_type, workflow_definition_code) SELECT 0, $1 FROM generate_series(1, $2)",
+            f"INSERT INTO command (command_type, workflow_definition_code) SELECT {int(CommandType.START_PROCESS)}, $1"
+            " FROM generate_series(1, $2)",
             code,
             n,
         )
@@ -67,7 +69,9 @@ async def _master_failover(
 
         async def all_running() -> bool:
             got = await conn.fetchval(
-                f"SELECT count(*) FROM task_instance WHERE name = 'gated' AND state = 1 AND {mine}", code
+                "SELECT count(*) FROM task_instance WHERE name = 'gated'"
+                f" AND state = {int(TaskState.RUNNING_EXECUTION)} AND {mine}",
+                code,
             )
             return int(got) == n
 
@@ -118,7 +122,8 @@ async def _worker_failover(stack: Stack, dsn: str, m: int, victim: ManagedProces
         async def placed() -> bool:
             got = await conn.fetchval(
                 "SELECT count(*) FROM task_instance t JOIN workflow_instance w ON w.id = t.workflow_instance_id"
-                " WHERE w.workflow_definition_code = $1 AND t.state = 1 AND t.flag = 1",
+                " WHERE w.workflow_definition_code = $1"
+                f" AND t.state = {int(TaskState.RUNNING_EXECUTION)} AND t.flag = 1",
                 code,
             )
             return int(got) == m
@@ -126,7 +131,8 @@ async def _worker_failover(stack: Stack, dsn: str, m: int, victim: ManagedProces
         await _until(placed, 120, "all tasks running")
         await asyncio.to_thread(join)  # the worker the tasks move to
         on_victim = await conn.fetchval(
-            "SELECT count(*) FROM task_instance WHERE host = $1 AND state = 1", f"127.0.0.1:{port}"
+            f"SELECT count(*) FROM task_instance WHERE host = $1 AND state = {int(TaskState.RUNNING_EXECUTION)}",
+            f"127.0.0.1:{port}",
         )
         assert victim.record is not None
         killed = time.monotonic()
@@ -135,7 +141,8 @@ async def _worker_failover(stack: Stack, dsn: str, m: int, victim: ManagedProces
         async def elsewhere() -> bool:
             got = await conn.fetchval(
                 "SELECT count(*) FROM task_instance t JOIN workflow_instance w ON w.id = t.workflow_instance_id"
-                " WHERE w.workflow_definition_code = $1 AND t.flag = 1 AND t.state = 1 AND t.host <> $2",
+                " WHERE w.workflow_definition_code = $1 AND t.flag = 1"
+                f" AND t.state = {int(TaskState.RUNNING_EXECUTION)} AND t.host <> $2",
                 code,
                 f"127.0.0.1:{port}",
             )

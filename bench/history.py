@@ -39,6 +39,7 @@ from bench.common import UNGUARDED, bench_config, main, percentile, rounded, wor
 from engine.api.tokens import create_token, ensure_user
 from engine.infra.postgres import OWNER_ROLE
 from engine.infra.stack import Stack
+from engine.states import TaskState, WorkflowState
 from engine.storage.definitions import save_workflow
 from engine.storage.retention import Retention
 from engine.workflows.model import TaskDef, WorkflowDef
@@ -68,7 +69,9 @@ INSERT INTO task_instance (name, task_type, task_code, task_definition_version, 
     attempt, submit_time, first_submit_time, start_time, end_time, host, pid, exit_code, log_path, flag,
     update_time)
 SELECT gt.name, 'SHELL', gt.task_code, gt.version, w.id,
-       CASE WHEN w.state = 6 AND gt.n = {TASKS} THEN 6 WHEN w.state = 5 AND gt.n = {TASKS} THEN 9 ELSE 7 END, 1,
+       CASE WHEN w.state = {int(WorkflowState.FAILURE)} AND gt.n = {TASKS} THEN {int(TaskState.FAILURE)}
+            WHEN w.state = {int(WorkflowState.STOP)} AND gt.n = {TASKS} THEN {int(TaskState.KILL)}
+            ELSE {int(TaskState.SUCCESS)} END, 1,
        w.start_time + gt.n * interval '1 second', w.start_time + gt.n * interval '1 second',
        w.start_time + gt.n * interval '2 second', w.start_time + gt.n * interval '3 second', 'gone:2',
        1000 + gt.n, 0, '/gone/' || w.id || '/' || gt.n || '.log', 1, w.end_time

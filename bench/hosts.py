@@ -26,6 +26,7 @@ import asyncpg
 
 from bench.common import main, rounded, workdir
 from bench.engine import _chain, _save, _start, _task_span, _wait_done
+from engine.states import WorkflowState
 from engine.workflows.model import TaskDef
 from tests.hosts import HostCluster, NetemUnavailable
 
@@ -47,7 +48,7 @@ async def _throughput(dsn: str, workflows: int, tasks: int) -> dict[str, float]:
         await conn.close()
     return {
         "throughput_tasks_per_s": int(span["n"]) / (span["last"] - span["first"]).total_seconds(),
-        "throughput_all_success": float(all(r["state"] == 7 for r in done)),
+        "throughput_all_success": float(all(r["state"] == WorkflowState.SUCCESS for r in done)),
     }
 
 

@@ -23,6 +23,7 @@ import psutil
 from bench.common import bench_config, cpu_seconds, main, rounded, save_released, workdir
 from engine.infra.postgres import OWNER_ROLE, RUNTIME_ROLE
 from engine.infra.stack import Stack
+from engine.states import CommandType, TaskState
 from engine.storage.schema import upgrade
 from engine.workflows.model import TaskDef
 
@@ -88,7 +89,8 @@ async def _claim_round(dsn: str, code: int, n: int, timeout: float) -> tuple[flo
     try:
         t0 = time.monotonic()
         await conn.execute(
-            "INSERT INTO command (command_type, workflow_definition_code) SELECT 0, $1 FROM generate_series(1, $2)",
+            f"INSERT INTO command (command_type, workflow_definition_code) SELECT {int(CommandType.START_PROCESS)}, $1"
+            " FROM generate_series(1, $2)",
             code,
             n,
         )
@@ -169,7 +171,11 @@ def concurrency(stack: Stack, n: int, hold: float) -> dict[str, float]:
         async def waiting() -> int:
             conn = await asyncpg.connect(dsn)
             try:
-                return int(await conn.fetchval("SELECT count(*) FROM task_instance WHERE state = 1"))
+                return int(
+                    await conn.fetchval(
+                        f"SELECT count(*) FROM task_instance WHERE state = {int(TaskState.RUNNING_EXECUTION)}"
+                    )
+                )
             finally:
                 await conn.close()
 

@@ -35,6 +35,7 @@ from engine import config as config_mod
 from engine.api.tokens import create_token, ensure_user
 from engine.infra.process import wait_until
 from engine.infra.stack import Stack
+from engine.states import WorkflowState
 from engine.workflows.model import TaskDef
 
 UI = Path(__file__).resolve().parent.parent / "ui"
@@ -100,7 +101,7 @@ def _run_to_end(url: str, token: str, code: int, body: dict[str, Any], timeout: 
 async def _flip(dsn: str, instance: int) -> float:
     conn = await asyncpg.connect(dsn)
     try:
-        await conn.execute("UPDATE workflow_instance SET state = 6 WHERE id = $1", instance)  # FAILURE
+        await conn.execute("UPDATE workflow_instance SET state = $2 WHERE id = $1", instance, WorkflowState.FAILURE)
         return time.time() * 1000
     finally:
         await conn.close()

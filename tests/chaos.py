@@ -45,6 +45,7 @@ from core import logs
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer, pg_bindir
+from engine.states import TaskState
 from engine.storage.definitions import save_workflow
 from engine.storage.failures import DB_FAILURES
 from engine.workflows.model import TaskDef, WorkflowDef
@@ -367,7 +368,8 @@ async def _check(
         if not_ok:
             bad = await conn.fetch(
                 "SELECT workflow_instance_id, name, attempt, state, host FROM task_instance"
-                " WHERE workflow_instance_id = ANY($1) AND state <> 7 ORDER BY workflow_instance_id, name, attempt",
+                f" WHERE workflow_instance_id = ANY($1) AND state <> {int(TaskState.SUCCESS)}"
+                " ORDER BY workflow_instance_id, name, attempt",
                 [i for i, _ in not_ok[:5]],
             )
             v.append(f"{len(not_ok)} instance(s) not SUCCESS: {not_ok[:10]}; their unsuccessful attempts: "

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import asyncpg
 import psutil
 
+from engine.states import WorkflowState
 from engine.storage.failures import DB_FAILURES
 from rpc.errors import RpcError
 from rpc.messages import WorkflowControl
@@ -244,7 +245,8 @@ async def _stop_storm(chaos: Chaos) -> bool:
         try:
             rows = await conn.fetch(
                 "SELECT w.id, w.host FROM workflow_instance w JOIN workflow_definition d"
-                " ON d.code = w.workflow_definition_code WHERE w.state = 1 AND w.host <> ''"
+                " ON d.code = w.workflow_definition_code"
+                f" WHERE w.state = {int(WorkflowState.RUNNING_EXECUTION)} AND w.host <> ''"
                 " AND d.execution_type = 0 AND coalesce(d.max_active_runs, 0) = 0 ORDER BY w.id"
             )
         finally:

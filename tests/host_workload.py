@@ -20,6 +20,7 @@ import asyncpg
 import psutil
 
 from engine.infra.postgres import pg_bindir
+from engine.states import CommandType, TaskState, WorkflowState
 from engine.storage.definitions import save_workflow
 from engine.workflows.model import TaskDef, WorkflowDef
 from tests.chaos import LEDGER_DDL, TASK, Summary, _check, _check_no_process_left
@@ -131,7 +132,7 @@ class Workload:
             code, _ = await save_workflow(conn, wf, release=True)
             rows = await conn.fetch(
                 "INSERT INTO command (command_type, workflow_definition_code, command_param)"
-                " SELECT 0, $1, $2::jsonb FROM generate_series(1, $3) RETURNING id",
+                f" SELECT {int(CommandType.START_PROCESS)}, $1, $2::jsonb FROM generate_series(1, $3) RETURNING id",
                 code,
                 json.dumps({"StartParams": {"ledger_dsn": self.dsn}}),
                 workflows,
@@ -153,8 +154,18 @@ class Workload:
         masters = {self.cluster.masters[n].address: n for n in among}
 
         async def find() -> str | None:
-            owning = {r["host"] for r in await self.query("SELECT host FROM workflow_instance WHERE state = 1")}
-            running = {r["host"] for r in await self.query("SELECT host FROM task_instance WHERE state = 1")}
+            owning = {
+                r["host"]
+                for r in await self.query(
+                    f"SELECT host FROM workflow_instance WHERE state = {int(WorkflowState.RUNNING_EXECUTION)}"
+                )
+            }
+            running = {
+                r["host"]
+                for r in await self.query(
+                    f"SELECT host FROM task_instance WHERE state = {int(TaskState.RUNNING_EXECUTION)}"
+                )
+            }
             for addr, name in masters.items():
                 if addr in owning and self.cluster.workers[name].address in running:
                     return name
@@ -164,7 +175,10 @@ class Workload:
 
     async def held_by(self, master_address: str, worker_address: str) -> tuple[int, int]:
         """(unfinished instances owned by ``master_address``, active attempts on ``worker_address``)."""
-        owned = await self.query("SELECT id FROM workflow_instance WHERE state = 1 AND host = $1", master_address)
+        owned = await self.query(
+            f"SELECT id FROM workflow_instance WHERE state = {int(WorkflowState.RUNNING_EXECUTION)} AND host = $1",
+            master_address,
+        )
         active = await self.query(
             "SELECT id FROM task_instance WHERE flag = 1 AND state = ANY($1::smallint[]) AND host = $2",
             list(ACTIVE),

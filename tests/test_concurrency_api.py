@@ -13,6 +13,7 @@ from typing import Any
 import asyncpg
 
 from engine.api.tokens import create_token, ensure_user
+from engine.states import UserType, WorkflowState
 from tests.conftest import ApiCluster
 from tests.test_api import error_of
 
@@ -34,7 +35,7 @@ def _user_token(c: ApiCluster, name: str) -> str:
         conn = await asyncpg.connect(c.dsn)
         try:
             user = await ensure_user(conn, name)
-            await conn.execute("UPDATE users SET user_type = 1 WHERE id = $1", user)  # a general user
+            await conn.execute("UPDATE users SET user_type = $2 WHERE id = $1", user, UserType.GENERAL)
             return (await create_token(conn, user, "t"))[1]
         finally:
             await conn.close()
@@ -120,14 +121,14 @@ def test_a_waiting_run_is_stopped_by_the_api_and_the_next_one_is_woken(api_clust
     assert reply["accepted"] is True
     (row,) = c.query("SELECT state, state_history FROM workflow_instance WHERE id = $1", ids[0])
     history = json.loads(row["state_history"]) if isinstance(row["state_history"], str) else row["state_history"]
-    assert row["state"] == 5 and "stopped while waiting" in history[-1]["desc"]
+    assert row["state"] == WorkflowState.STOP and "stopped while waiting" in history[-1]["desc"]
     # nothing runs: the place is free, so the next waiting run was woken (one RECOVER_SERIAL_WAIT command)
     woken = c.query(
         "SELECT workflow_instance_id FROM command WHERE command_type = 11 AND workflow_definition_code = $1", code
     )
     assert [r["workflow_instance_id"] for r in woken] == [ids[1]] or c.query(
         "SELECT state FROM workflow_instance WHERE id = $1", ids[1]
-    )[0]["state"] in (1, 7)  # or a master claimed it already
+    )[0]["state"] in (WorkflowState.RUNNING_EXECUTION, WorkflowState.SUCCESS)  # or a master claimed it already
 
 
 def test_a_backfill_with_all_dependent_also_backfills_the_downstream_workflows_in_order(

@@ -13,10 +13,14 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from engine.states import TaskState
+from engine.states import TaskState, WorkflowState
 from tests.conftest import ApiCluster
 from tests.helpers import wait_sync
 from tests.test_api import _name, claimed, error_of, start, wait_final
+
+#: instance states of a run that ended
+_ENDED = frozenset({WorkflowState.PAUSE, WorkflowState.STOP, WorkflowState.FAILURE, WorkflowState.SUCCESS})
+
 
 pytestmark = pytest.mark.slow
 
@@ -151,7 +155,7 @@ def _instances(c: ApiCluster, code: int, expected: int) -> list[Any]:
             code,
         )
         queued = c.query("SELECT count(*) AS n FROM command WHERE workflow_definition_code = $1", code)[0]["n"]
-        return len(rows) >= expected and queued == 0 and all(r["state"] in (3, 5, 6, 7) for r in rows)
+        return len(rows) >= expected and queued == 0 and all(r["state"] in _ENDED for r in rows)
 
     wait_sync(done, 90, what=f"{expected} backfill instances finished")
     return rows

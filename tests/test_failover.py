@@ -17,6 +17,7 @@ import pytest
 
 from engine.infra.etcd import EtcdServer
 from engine.node import EXIT_LEASE_LOST
+from engine.states import TaskState
 from engine.workflows.model import TaskDef
 from registry import EtcdClient
 from rpc.messages import HostUpdate, HostUpdateReply, TaskDispatch, TaskKill
@@ -311,7 +312,8 @@ async def test_an_attempt_dispatched_but_not_yet_recorded_is_adopted_not_rerun(
     kill(master)
     await query(
         fresh_db,
-        "UPDATE task_instance SET state = 0, host = NULL WHERE workflow_instance_id = $1 AND name = 'long'",
+        f"UPDATE task_instance SET state = {int(TaskState.SUBMITTED_SUCCESS)}, host = NULL"
+        " WHERE workflow_instance_id = $1 AND name = 'long'",
         wi["id"],
     )
     newcomer = await asyncio.to_thread(

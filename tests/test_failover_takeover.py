@@ -156,11 +156,17 @@ async def test_a_backfill_date_ended_twice_queues_the_next_date_once(pool: async
     store = MasterStore(pool, ME)
     nxt = {**backfill_param(backfill, 1, 2), "complementOnFailure": "CONTINUE"}
     for _ in range(2):  # the date's first end, then its end after a recovery
-        await store.write(wid, epoch, WriteBatch(workflow_state=6, workflow_finished=True, next_backfill=(nxt, [])))
+        await store.write(
+            wid,
+            epoch,
+            WriteBatch(workflow_state=WorkflowState.FAILURE, workflow_finished=True, next_backfill=(nxt, [])),
+        )
     rows = await pool.fetch("SELECT command_param FROM command WHERE command_type = 5")
     assert len(rows) == 1
     await pool.execute("DELETE FROM command")  # claimed meanwhile: the next date runs, its command is gone
-    await store.write(wid, epoch, WriteBatch(workflow_state=6, workflow_finished=True, next_backfill=(nxt, [])))
+    await store.write(
+        wid, epoch, WriteBatch(workflow_state=WorkflowState.FAILURE, workflow_finished=True, next_backfill=(nxt, []))
+    )
     assert await pool.fetchval("SELECT count(*) FROM command") == 0
 
 

@@ -14,8 +14,15 @@ from pathlib import Path
 
 import pytest
 
+from engine.states import TaskState, WorkflowState
 from tests.host_workload import TaskSampler, Workload, measured
 from tests.hosts import HostCluster
+
+#: attempts of a worker a failover found lost
+LOST_ON_HOST = (
+    f"SELECT count(*) AS n FROM task_instance WHERE host = $1 AND state = {int(TaskState.NEED_FAULT_TOLERANCE)}"
+)
+
 
 pytestmark = pytest.mark.slow
 
@@ -80,7 +87,7 @@ async def test_a_dead_host_s_instances_and_tasks_are_taken_over_by_the_other_hos
         await work.wait_all(180)
         summary = await work.check(sampler)
         moved = await work.query("SELECT id, host FROM workflow_instance WHERE id = ANY($1)", list(owned))
-        lost = await work.query("SELECT count(*) AS n FROM task_instance WHERE host = $1 AND state = 8", worker)
+        lost = await work.query(LOST_ON_HOST, worker)
     work.stop_and_check_nothing_left(summary)
     assert not summary.violations, summary.text()
     assert moved and all(r["host"] != master for r in moved), moved
@@ -116,7 +123,7 @@ async def test_a_cut_off_host_fences_itself_and_rejoins_as_a_new_incarnation(rej
         print(f"host {victim} back: its nodes registered again {took:.1f} s after the link came up")
         await work.wait_all(180)
         summary = await work.check(sampler)
-        lost = await work.query("SELECT count(*) AS n FROM task_instance WHERE host = $1 AND state = 8", worker)
+        lost = await work.query(LOST_ON_HOST, worker)
     for role in ("master", "worker"):  # the same processes, as new incarnations
         node = (hosts.masters if role == "master" else hosts.workers)[victim]
         assert node.proc.exited() is None and node.healthy(), f"{role} on {victim} did not come back"
@@ -177,7 +184,11 @@ async def test_partitions_between_a_master_etcd_and_postgresql_cause_no_split_br
         victim = await work.busy_host(hosts.names)
         master = hosts.masters[victim].address
         owned = {
-            r["id"] for r in await work.query("SELECT id FROM workflow_instance WHERE state = 1 AND host = $1", master)
+            r["id"]
+            for r in await work.query(
+                f"SELECT id FROM workflow_instance WHERE state = {int(WorkflowState.RUNNING_EXECUTION)} AND host = $1",
+                master,
+            )
         }
         hosts.net.block(victim, ["db"])
         try:

@@ -29,6 +29,7 @@ from engine import config as config_mod
 from engine.api.logarchive import LogArchiver, gzip_capped
 from engine.api.tasklogs import ArchivedLogs
 from engine.api.tokens import create_token, ensure_user
+from engine.states import TaskState
 from engine.storage.blobs import DatabaseBlobStore
 from engine.storage.retention import Retention
 from engine.storage.task_logs import ArchiveState, archive_key, instance_prefix
@@ -108,8 +109,8 @@ async def test_an_attempt_is_queued_for_archiving_when_it_ends_with_a_log_on_a_w
         _, ended = await _task(conn, SUCCESS, "w:1", "/l/2.log")  # ended as it was inserted
         _, never_ran = await _task(conn, 6, None, None)  # failed before reaching a worker
         assert await _queued(conn) == {ended}
-        await conn.execute("UPDATE task_instance SET state = 9 WHERE id = $1", running)  # KILL
-        await conn.execute("UPDATE task_instance SET state = 13 WHERE id = $1", ended)  # forced success: once
+        await conn.execute("UPDATE task_instance SET state = $2 WHERE id = $1", running, TaskState.KILL)
+        await conn.execute("UPDATE task_instance SET state = $2 WHERE id = $1", ended, TaskState.FORCED_SUCCESS)  # once
         assert await _queued(conn) == {ended, running}
         row = await conn.fetchrow("SELECT * FROM task_log_archive WHERE task_instance_id = $1", running)
         assert row["state"] == ArchiveState.PENDING and row["blob_key"] is None
@@ -226,7 +227,8 @@ async def test_an_ended_attempt_s_log_is_read_from_its_archive_with_no_worker(
     data = ("\n".join(lines) + "\n").encode()
     stored = await blobs.put(key, _chunks(gzip.compress(data)))
     await pool.execute(
-        "UPDATE task_log_archive SET state = 1, blob_key = $2, log_size = $3, stored_size = $4, sha256 = $5"
+        f"UPDATE task_log_archive SET state = {int(ArchiveState.ARCHIVED)}, blob_key = $2, log_size = $3,"
+        " stored_size = $4, sha256 = $5"
         " WHERE task_instance_id = $1",
         task,
         key,

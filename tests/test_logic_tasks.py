@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from engine.infra.etcd import EtcdServer
+from engine.states import TaskState, WorkflowState
 from engine.workflows.model import TaskDef
 from registry import EtcdClient, MembershipView
 from tests import tls
@@ -196,7 +197,7 @@ def test_sub_workflows_nest_five_deep_with_fan_out(api_cluster: ApiCluster, tmp_
         " ON d.code = w.workflow_definition_code WHERE d.name LIKE $1",
         f"{prefix}_%",
     )
-    assert len(rows) == 1 + 2 + 4 + 8 + 16 and all(r["state"] == 7 for r in rows)
+    assert len(rows) == 1 + 2 + 4 + 8 + 16 and all(r["state"] == WorkflowState.SUCCESS for r in rows)
     assert sum(r["is_sub_workflow"] for r in rows) == 30
     links = c.query(
         "SELECT count(*) AS n FROM sub_workflow_relation r JOIN workflow_instance w ON w.id = r.workflow_instance_id"
@@ -215,9 +216,9 @@ def _child_of(c: ApiCluster, parent_id: int) -> dict[str, Any]:
             " ON w.id = r.workflow_instance_id WHERE r.parent_workflow_instance_id = $1 ORDER BY r.id DESC",
             parent_id,
         )
-        if rows and rows[0]["state"] == 1:
+        if rows and rows[0]["state"] == WorkflowState.RUNNING_EXECUTION:
             tasks = c.query("SELECT state FROM task_instance WHERE workflow_instance_id = $1", rows[0]["id"])
-            if tasks and tasks[0]["state"] == 1:
+            if tasks and tasks[0]["state"] == TaskState.RUNNING_EXECUTION:
                 found.update(rows[0])
                 return True
         return False

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.infra.etcd import EtcdServer
+from engine.states import TaskState, WorkflowState
 from rpc.messages import WorkflowControl
 from tests.cluster_harness import command, instance_for, query, save, shell, started, tasks_of
 from tests.helpers import NodeProc, eventually, metric, rpc_client, scrape
@@ -112,7 +113,7 @@ async def test_stop_kills_the_running_task_and_ends_stop(cluster, fresh_db: str)
 
     async def running() -> bool:
         rows = await tasks_of(fresh_db, wi["id"])
-        return bool(rows) and rows[0]["state"] == 1
+        return bool(rows) and rows[0]["state"] == TaskState.RUNNING_EXECUTION
 
     await eventually(running, 20, "task running")
     client = rpc_client()
@@ -147,9 +148,9 @@ async def test_dispatches_and_reports_due_together_travel_in_one_call(cluster, f
     code = await save(fresh_db, "wide", [shell(f"t{i}", "true") for i in range(60)])
     (cid,) = await command(fresh_db, code)
     wi = await instance_for(fresh_db, cid, timeout=60)
-    assert wi["state"] == 7
+    assert wi["state"] == WorkflowState.SUCCESS
     rows = await tasks_of(fresh_db, wi["id"])
-    assert len(rows) == 60 and all(r["state"] == 7 and r["pid"] and r["host"] for r in rows)
+    assert len(rows) == 60 and all(r["state"] == TaskState.SUCCESS and r["pid"] and r["host"] for r in rows)
     seen = await asyncio.to_thread(scrape, masters[0].url)
 
     def total(name: str) -> float:
@@ -196,7 +197,7 @@ async def test_fencing_an_actor_whose_epoch_was_bumped_writes_nothing(cluster, f
 
     async def running() -> bool:
         rows = await tasks_of(fresh_db, wi["id"])
-        return bool(rows) and rows[0]["state"] == 1
+        return bool(rows) and rows[0]["state"] == TaskState.RUNNING_EXECUTION
 
     await eventually(running, 20, "task a running")
     # another master took the instance over (what failover does): same host here, fresh epoch
@@ -215,7 +216,7 @@ async def test_fencing_an_actor_whose_epoch_was_bumped_writes_nothing(cluster, f
         "the fenced actor must not persist a's result or submit b"
     )
     after = (await query(fresh_db, "SELECT state, end_time FROM workflow_instance WHERE id = $1", wi["id"]))[0]
-    assert after["state"] == 1 and after["end_time"] is None
+    assert after["state"] == WorkflowState.RUNNING_EXECUTION and after["end_time"] is None
     # the worker keeps the unacknowledged result for the instance's real owner
     assert workers[0].health()[1]["pending_reports"] >= 1
 
@@ -319,7 +320,11 @@ async def test_graceful_master_shutdown_leaves_instances_for_failover(cluster, f
     await asyncio.to_thread(lambda: wait_sync(lambda: masters[0].proc.exited() is not None, 20, "master exit"))
     assert masters[0].proc.exited() == 0
     row = (await query(fresh_db, "SELECT state, host, end_time FROM workflow_instance WHERE id = $1", wi["id"]))[0]
-    assert row["state"] == 1 and row["host"] == masters[0].address and row["end_time"] is None
+    assert (
+        row["state"] == WorkflowState.RUNNING_EXECUTION
+        and row["host"] == masters[0].address
+        and row["end_time"] is None
+    )
 
 
 async def test_poison_commands_go_to_error_command_and_the_rest_of_their_page_is_claimed(

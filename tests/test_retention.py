@@ -18,10 +18,15 @@ import pytest
 
 from engine.config import DEPENDENT_LOOKBACK_DAYS, ConfigError, load
 from engine.infra.etcd import EtcdServer
+from engine.states import WorkflowState, sql_codes
 from engine.storage.retention import Removed, Retention
 from engine.workflows.model import TaskDef
 from tests.cluster_harness import command, query, save, shell
 from tests.helpers import NodeProc, eventually
+
+#: instance states of a run that ended
+_ENDED = frozenset({WorkflowState.PAUSE, WorkflowState.STOP, WorkflowState.FAILURE, WorkflowState.SUCCESS})
+
 
 RUNNING, STOP, FAILURE, SUCCESS, READY_BLOCK = 1, 5, 6, 7, 15
 OLD = dt.timedelta(days=100)
@@ -262,7 +267,7 @@ def test_keep_days_below_the_longest_dependent_look_back_is_refused() -> None:
 
 async def _finished(dsn: str, ids: list[int]) -> bool:
     rows = await query(dsn, "SELECT count(*) AS n FROM workflow_instance WHERE command_id = ANY($1::bigint[])"
-                            " AND state IN (3, 5, 6, 7)", ids)  # fmt: skip
+                            f" AND state IN {sql_codes(_ENDED)}", ids)  # fmt: skip
     return int(rows[0]["n"]) == len(ids)
 
 

@@ -16,8 +16,13 @@ from engine.infra.etcd import EtcdServer
 from engine.scheduling import scheduler as scheduler_module
 from engine.scheduling.cron import CronError, next_times, parse
 from engine.scheduling.scheduler import FIRE_ALL, SKIP, Scheduler, due_times, set_online
+from engine.states import ReleaseState, WorkflowState, sql_codes
 from tests.cluster_harness import query, save, shell, started
 from tests.helpers import NodeProc, eventually
+
+#: instance states of a run that stopped, failed or succeeded
+_ENDED = frozenset({WorkflowState.STOP, WorkflowState.FAILURE, WorkflowState.SUCCESS})
+
 
 UTC = dt.UTC
 BASE = dt.datetime(2026, 7, 1, tzinfo=UTC)  # a Wednesday
@@ -170,11 +175,13 @@ async def test_each_fire_time_yields_one_instance_while_a_master_is_killed(
     masters[0].proc.record.signal(signal.SIGKILL)
     before = (await query(fresh_db, "SELECT count(*) AS n FROM schedule_fire"))[0]["n"]
     await eventually(lambda: fired(before + 6 * 8), 60, "schedules firing after the kill")
-    await query(fresh_db, "UPDATE schedule SET release_state = 0")
+    await query(fresh_db, f"UPDATE schedule SET release_state = {int(ReleaseState.OFFLINE)}")
 
     async def settled() -> bool:
         rows = await query(fresh_db, "SELECT count(*) AS n FROM command")
-        running = await query(fresh_db, "SELECT count(*) AS n FROM workflow_instance WHERE state NOT IN (5, 6, 7)")
+        running = await query(
+            fresh_db, f"SELECT count(*) AS n FROM workflow_instance WHERE state NOT IN {sql_codes(_ENDED)}"
+        )
         return rows[0]["n"] == 0 and running[0]["n"] == 0
 
     await eventually(settled, 60, "every fired command claimed and finished")
@@ -192,7 +199,7 @@ async def test_each_fire_time_yields_one_instance_while_a_master_is_killed(
             sid,
         )
         assert sorted(r["schedule_time"] for r in per_time) == fires
-        assert all(r["n"] == 1 and r["state"] == 7 for r in per_time)
+        assert all(r["n"] == 1 and r["state"] == WorkflowState.SUCCESS for r in per_time)
     errors = await query(fresh_db, "SELECT count(*) AS n FROM error_command")
     assert errors[0]["n"] == 0
 

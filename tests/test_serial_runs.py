@@ -17,6 +17,7 @@ import asyncpg
 from engine.concurrency.serial import Mode
 from engine.infra.etcd import EtcdServer
 from engine.scheduling.scheduler import set_online
+from engine.states import ReleaseState
 from tests.cluster_harness import command, max_overlap, query, save, shell
 from tests.cluster_harness import started_unguarded as started
 from tests.helpers import NodeProc, eventually
@@ -118,7 +119,7 @@ async def test_serial_modes_hold_while_cron_fires_every_second_and_a_master_is_k
     masters[0].proc.record.signal(signal.SIGKILL)
     before = (await query(fresh_db, "SELECT count(*) AS n FROM workflow_instance"))[0]["n"]
     await eventually(lambda: instances(before + 3 * 5), 60, "runs made after the kill")
-    await query(fresh_db, "UPDATE schedule SET release_state = 0")
+    await query(fresh_db, f"UPDATE schedule SET release_state = {int(ReleaseState.OFFLINE)}")
     await eventually(lambda: all_finished(fresh_db, *codes.values()), 150, "every run finished")
 
     for mode, code in codes.items():

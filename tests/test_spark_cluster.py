@@ -21,6 +21,7 @@ import pytest
 
 from engine.infra.etcd import EtcdServer
 from engine.infra.spark import SparkCluster
+from engine.states import WorkflowState
 from engine.workflows.model import TaskDef
 from tests.cluster_harness import command, instance_for, query, save, started_unguarded, tasks_of
 from tests.conftest import ApiCluster
@@ -204,7 +205,7 @@ async def test_a_killed_worker_s_attempt_leaves_no_application_running(
     await asyncio.to_thread(assert_gone, spark_cluster, app_id)
     final = await instance_for(fresh_db, cmd, timeout=300)
     rows = await tasks_of(fresh_db, wi["id"])
-    assert final["state"] == 7 and [r["attempt"] for r in rows] == [1, 2], rows  # SUCCESS
+    assert final["state"] == WorkflowState.SUCCESS and [r["attempt"] for r in rows] == [1, 2], rows  # SUCCESS
     second = rows[1]
     assert second["host"] != dead.address and second["app_id"] and second["app_id"] != app_id
     assert apps(spark_cluster, "completedapps")[second["app_id"]]["state"] == "FINISHED"

@@ -1,5 +1,5 @@
-"""One vocabulary of codes: workflow, task, command and release states are named through engine/states.py's
-IntEnums everywhere in the engine (SQL text included), never spelled as bare numbers a reader must decode."""
+"""One vocabulary of codes: workflow, task, command, release and user states are named through engine/states.py's
+IntEnums everywhere in the engine, its tests and benchmarks (SQL text included), never spelled as bare numbers."""
 
 from __future__ import annotations
 
@@ -27,7 +27,10 @@ LITERAL_CODE = re.compile(
 
 
 def _sources() -> list[Path]:
-    return sorted(p for d in ("engine", "registry", "rpc", "porpoise") for p in (ROOT / d).rglob("*.py"))
+    found = (
+        p for d in ("core", "engine", "registry", "rpc", "porpoise", "tests", "bench") for p in (ROOT / d).rglob("*.py")
+    )
+    return sorted(p for p in found if p != Path(__file__).resolve())  # this file spells them to test the scan
 
 
 def test_no_state_code_is_spelled_as_a_number() -> None:

@@ -12,9 +12,14 @@ import pytest
 
 from engine.concurrency.task_groups import admissible
 from engine.infra.etcd import EtcdServer
+from engine.states import TaskState, WorkflowState
 from tests.cluster_harness import command, max_overlap, query, save, shell
 from tests.cluster_harness import started_unguarded as started
 from tests.helpers import NodeProc, eventually
+
+#: instance states of a run that stopped, failed or succeeded
+_ENDED = frozenset({WorkflowState.STOP, WorkflowState.FAILURE, WorkflowState.SUCCESS})
+
 
 SUCCESS = 7
 
@@ -83,7 +88,7 @@ async def test_a_group_runs_at_most_its_size_and_admits_by_priority(
         nonlocal peak
         peak = max(peak, await _held(fresh_db, group))
         rows = await query(fresh_db, "SELECT state FROM workflow_instance WHERE command_id = $1", cid)
-        return bool(rows) and rows[0]["state"] in (5, 6, 7)
+        return bool(rows) and rows[0]["state"] in _ENDED
 
     await eventually(done, 90, "the grouped workflow finished")
     rows = await query(fresh_db, "SELECT state FROM workflow_instance WHERE command_id = $1", cid)
@@ -108,7 +113,7 @@ async def test_slots_are_released_once_when_the_owning_master_is_killed_mid_run(
 
     async def holding_and_waiting() -> bool:
         rows = await query(fresh_db, "SELECT status, count(*) AS n FROM task_group_queue GROUP BY 1 ORDER BY 1")
-        running = await query(fresh_db, "SELECT 1 FROM task_instance WHERE state = 1")
+        running = await query(fresh_db, f"SELECT 1 FROM task_instance WHERE state = {int(TaskState.RUNNING_EXECUTION)}")
         return [(r["status"], r["n"]) for r in rows] == [(0, 2), (1, 1)] and bool(running)
 
     await eventually(holding_and_waiting, 60, "one task holding the slot, two waiting")
@@ -122,7 +127,7 @@ async def test_slots_are_released_once_when_the_owning_master_is_killed_mid_run(
         nonlocal peak
         peak = max(peak, await _held(fresh_db, group))
         rows = await query(fresh_db, "SELECT state, host FROM workflow_instance WHERE command_id = $1", cid)
-        return rows[0]["state"] in (5, 6, 7)
+        return rows[0]["state"] in _ENDED
 
     await eventually(done, 120, "the workflow finished on the surviving master")
     rows = await query(fresh_db, "SELECT state, host FROM workflow_instance WHERE command_id = $1", cid)

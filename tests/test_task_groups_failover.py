@@ -22,11 +22,16 @@ import pytest
 from engine.api.tokens import create_token, ensure_user
 from engine.client import ApiClient, Target
 from engine.infra.etcd import EtcdServer
+from engine.states import TaskState, WorkflowState
 from tests import tls
 from tests.cluster_harness import command, max_overlap, query, save, shell
 from tests.cluster_harness import started_unguarded as started
 from tests.helpers import ROOT, NodeProc, eventually
 from tests.task_watch import WATCH_PREAMBLE, TaskWatcher
+
+#: instance states of a run that stopped, failed or succeeded
+_ENDED = frozenset({WorkflowState.STOP, WorkflowState.FAILURE, WorkflowState.SUCCESS})
+
 
 pytestmark = pytest.mark.slow
 SUCCESS = 7
@@ -115,7 +120,9 @@ async def test_a_task_waiting_for_its_group_keeps_its_place_when_its_master_is_k
     await eventually(taken_over, 60, "the early run taken over by the surviving master")
     after = await _queue_row(fresh_db, early["id"])
     holder = await _instance(fresh_db, runs["holder"])
-    assert holder is not None and holder["state"] == 1, "the holder ended before the takeover: nothing was tested"
+    assert holder is not None and holder["state"] == TaskState.RUNNING_EXECUTION, (
+        "the holder ended before the takeover: nothing was tested"
+    )
     # still queued behind the holder: the same attempt in the same row, in the same place
     assert after is not None and tuple(after) == tuple(before)
     assert places() == {"early": "waiting for task group line, position 1",
@@ -123,7 +130,7 @@ async def test_a_task_waiting_for_its_group_keeps_its_place_when_its_master_is_k
 
     async def all_done() -> bool:
         rows = [await _instance(fresh_db, c) for c in runs.values()]
-        return all(r is not None and r["state"] in (5, 6, 7) for r in rows)
+        return all(r is not None and r["state"] in _ENDED for r in rows)
 
     await eventually(all_done, 120, "every run finished")
     assert [(await _instance(fresh_db, c))["state"] for c in runs.values()] == [SUCCESS] * 3  # type: ignore[index]
@@ -163,14 +170,17 @@ async def test_a_killed_worker_s_slot_goes_to_the_next_task_only_once_its_proces
             return got == [("holder", 1, 1), ("waiter", 0, 0)] and marker.exists()
 
         await eventually(holding_and_waiting, 60, "the holder running in the slot, the waiter queued")
-        (running,) = await query(fresh_db, "SELECT host FROM task_instance WHERE name = 'holder' AND state = 1")
+        (running,) = await query(
+            fresh_db,
+            f"SELECT host FROM task_instance WHERE name = 'holder' AND state = {int(TaskState.RUNNING_EXECUTION)}",
+        )
         dead = next(w for w in workers if w.address == running["host"])
         assert dead.proc.record is not None
         dead.proc.record.signal(signal.SIGKILL)
 
         async def finished() -> bool:
             row = await _instance(fresh_db, cid)
-            return row is not None and row["state"] in (5, 6, 7)
+            return row is not None and row["state"] in _ENDED
 
         await eventually(finished, 90, "the workflow finished on the surviving worker")
         assert (await _instance(fresh_db, cid))["state"] == SUCCESS  # type: ignore[index]
