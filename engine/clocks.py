@@ -24,6 +24,11 @@ log = logs.get(__name__)
 ROUND_TRIPS = 3
 
 
+def now_ms() -> int:
+    """The wall clock in epoch milliseconds (what the database's and the peers' timestamps are compared with)."""
+    return int(time.time() * 1000)
+
+
 class ClockSkew(PorpoiseError):
     """This node's wall clock is off the database's by more than the allowed margin."""
 

@@ -15,10 +15,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine.clocks import now_ms
 from engine.infra.ports import free_port
 from engine.master import dispatcher as dispatcher_module
 from engine.master.actor import DispatchRequest
-from engine.master.dispatcher import Dispatcher, now_ms
+from engine.master.dispatcher import Dispatcher
 from engine.master.selectors import (
     WARM_UP_MS,
     Candidate,

@@ -42,6 +42,7 @@ from typing import Any
 
 from core import logs
 from core.aio import cancel_and_wait
+from engine.clocks import now_ms
 from engine.master.actor import DispatchRequest
 from engine.master.selectors import SELECTORS, Candidate
 from engine.master.workflow_messages import DispatchLost, TaskDispatched, TaskResultEvent
@@ -62,10 +63,6 @@ QUIET = 10
 DOUBT_MARGIN_MS = 1000
 #: longest pause (seconds) between questions to a worker about dispatches in doubt there
 DOUBT_MAX_DELAY = 5.0
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _local_deadline(valid_until_ms: int) -> float:

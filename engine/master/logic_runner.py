@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from core import logs
+from engine.clocks import now_ms
 from engine.master.store import FencedOut
 from engine.master.workflow import FAILED, WARNFAILED
 from engine.master.workflow_messages import Attempt, LogicCheck, TaskResultEvent, TaskRunningEvent
@@ -38,10 +39,6 @@ CHILD_RESULT = {
     WorkflowState.PAUSE: TaskState.PAUSE,
     WorkflowState.BLOCK: TaskState.FAILURE,
 }
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class LogicRunner:
@@ -82,7 +79,7 @@ class LogicRunner:
                 self._finish(a, state, skip, message)
                 return
             if a.state is TaskState.SUBMITTED_SUCCESS:
-                actor.post(TaskRunningEvent(a.id, a.attempt, actor.me, 0, "", "", _now_ms(), "logic task started"))
+                actor.post(TaskRunningEvent(a.id, a.attempt, actor.me, 0, "", "", now_ms(), "logic task started"))
             if task.task_type == logic.SUB_PROCESS:
                 outcome = await self._sub_workflow(a)
                 wait = self.interval
@@ -127,7 +124,7 @@ class LogicRunner:
     # -- helpers -----------------------------------------------------------------------------------
 
     def _finish(self, a: Attempt, state: TaskState, skip: tuple[int, ...], message: str) -> None:
-        now = _now_ms()
+        now = now_ms()
         self.actor.post(
             TaskResultEvent(
                 a.id, a.attempt, state, 0 if state.succeeded else 1, a.start_time or now, now, self.actor.me,
@@ -205,7 +202,7 @@ class LogicRunner:
         task = actor.spec.tasks[a.code]
         params = task.params
         base = dependent.base_date(actor.info.schedule_time, actor.info.start_time, dt.datetime.now(dt.UTC))
-        started = (a.start_time or _now_ms()) / 1000
+        started = (a.start_time or now_ms()) / 1000
         elapsed = time.time() - started
         timed = task.timeout_flag and task.timeout > 0 and task.timeout_strategy in (FAILED, WARNFAILED)
         limits = [task.timeout * 60.0] if timed else []

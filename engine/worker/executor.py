@@ -17,7 +17,6 @@ import datetime as dt
 import os
 import pwd
 import signal
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ import psutil
 from core import logs
 from core.aio import acquire_in_thread
 from engine.alerts.senders import SECRET_KEYS
+from engine.clocks import now_ms
 from engine.params import (
     Property,
     builtins,
@@ -78,10 +78,6 @@ APP_MARKER = b"[porpoise] application "
 MIN_MASKED = 4
 #: bytes of output without a newline written to the log at once when values are masked
 MASK_LINE_MAX = 65536
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass
