@@ -15,6 +15,7 @@ or the client file's), else the system's trusted CAs.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import ssl
@@ -148,13 +149,25 @@ class ApiClient:
         return self._open(req, lambda resp: json.loads(resp.read() or b"null"))
 
     def download(self, path: str, sink: BinaryIO, query: dict[str, Any] | None = None) -> dict[str, str]:
-        """GET a file into ``sink`` in blocks; the answer's headers."""
+        """GET a file into ``sink`` in blocks; the answer's headers. A body shorter than its Content-Length (the
+        server's store failed after the answer began) or not matching its X-Resource-Sha256 is an error: a cut
+        file is never taken for the whole one."""
         req = urllib.request.Request(self._url(path, query), method="GET")
 
         def copy(resp: Any) -> dict[str, str]:
+            digest, got = hashlib.sha256(), 0
             while block := resp.read(1 << 20):
                 sink.write(block)
-            return dict(resp.headers.items())
+                digest.update(block)
+                got += len(block)
+            headers = dict(resp.headers.items())
+            expected = headers.get("Content-Length")
+            if expected is not None and expected.isdigit() and got != int(expected):
+                raise ApiClientError(f"the download was cut off after {got} of {expected} bytes; try again")
+            sha = headers.get("X-Resource-Sha256")
+            if sha and digest.hexdigest() != sha:
+                raise ApiClientError("the downloaded file does not match its checksum; try again")
+            return headers
 
         return self._open(req, copy)
 

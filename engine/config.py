@@ -367,6 +367,8 @@ class StorageConfig:
     type: str = field(metadata=_choice("database", "s3"))
     max_file_bytes: int = field(metadata=_bounded(1, 1 << 50))
     max_project_bytes: int = field(metadata=_bounded(1, 1 << 60))
+    upload_idle_timeout: float = field(metadata=_bounded(1, 3600))
+    max_concurrent_uploads: int = field(metadata=_bounded(1, 1000))
     s3_bucket: str
     s3_endpoint: str
     s3_region: str

@@ -168,3 +168,26 @@ def test_systemd_accepts_the_units(tmp_path: Path) -> None:
             [analyze, "verify", "--man=no", str(unit)], capture_output=True, text=True, timeout=60, check=False
         )
         assert out.returncode == 0 and not (out.stdout + out.stderr).strip(), out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_directory_a_node_writes_is_an_absolute_path_in_its_state_directory(role: str) -> None:
+    # a unit runs with / as its working directory and ProtectSystem=strict: a relative default such as
+    # storage.cache_dir's .run/resource-cache would be read-only there, and every task using a resource fail
+    import dataclasses
+    import re
+
+    unit = (DEPLOY / f"porpoise-{role}.service").read_text()
+    env = dict(re.findall(r"^Environment=(PORPOISE_[A-Z0-9_]+)=(\S+)$", unit, re.M))
+    cfg = config_mod.load(environ={})
+    sections = {"worker": ("worker", "storage"), "api": ("api",), "master": ("master",)}[role]
+    for section in sections:
+        for f in dataclasses.fields(getattr(cfg, section)):
+            default = getattr(getattr(cfg, section), f.name)
+            if not f.name.endswith("_dir") or not isinstance(default, str) or default.startswith("/"):
+                continue
+            key = f"PORPOISE_{section.upper()}_{f.name.upper()}"
+            if default == "" and key not in env:
+                continue  # empty: the node picks a private temporary directory
+            assert key in env, f"{role}: {section}.{f.name} defaults to {default!r} and the unit does not set {key}"
+            assert env[key].startswith(f"/var/lib/porpoise/{role}/"), (key, env[key])

@@ -88,7 +88,9 @@ async def test_files_are_fetched_once_then_served_from_the_cache(
     first.mkdir()
     lines = await cache.place([script, module], address, first)
     assert (first / "etl" / "run.sh").read_bytes() == b"echo hi\n"
-    assert os.stat(first / "etl" / "run.sh").st_mode & 0o777 == 0o755
+    # the task's alone (its tenant owns it): another tenant's task on this worker must not read it
+    assert os.stat(first / "etl" / "run.sh").st_mode & 0o777 == 0o700
+    assert os.stat(tmp_path / "cache").st_mode & 0o777 == 0o700
     assert all("fetched" in line for line in lines) and len(fake.fetched) == 2
     second = tmp_path / "a2"
     second.mkdir()

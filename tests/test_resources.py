@@ -4,6 +4,7 @@ their tasks name and a file in use cannot be deleted. The real API stack on a re
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import json
@@ -18,6 +19,7 @@ import pytest
 
 from engine.api.tokens import create_token
 from tests.api_harness import in_process_api
+from tests.helpers import eventually
 from tests.test_blobs import moto_s3  # noqa: F401 (fixture)
 
 P = "/api/v1/projects/res"
@@ -264,3 +266,44 @@ async def test_files_round_trip_through_an_s3_store(s3_api: tuple[str, list[str]
         assert await conn.fetchval("SELECT count(*) FROM blob") == 0  # nothing went to the database store
     finally:
         await conn.close()
+
+
+@pytest.mark.parametrize("api", [["storage.upload_idle_timeout=5", "storage.max_concurrent_uploads=1"]], indirect=True)
+async def test_a_stalled_upload_is_abandoned_and_uploads_beyond_the_cap_wait_their_turn(
+    api: tuple[aiohttp.ClientSession, str, str],
+) -> None:
+    # a client that sends a few bytes and then nothing would hold a store connection for ever: it is cut
+    # after the idle timeout, stores nothing, and while it holds the only upload slot others get 503
+    session, base, _ = api
+    stall = asyncio.Event()
+
+    async def trickle() -> AsyncIterator[bytes]:
+        yield b"0123456789"
+        await stall.wait()
+
+    async def stalled() -> int | None:
+        headers = {"Content-Type": "application/octet-stream"}
+        try:
+            async with session.post(
+                f"{base}{P}/resources", params={"path": "stalled.bin"}, data=trickle(), headers=headers
+            ) as resp:
+                return resp.status
+        except aiohttp.ClientError:
+            return None  # the server answered and closed while the body was still being sent
+
+    sending = asyncio.ensure_future(stalled())
+    try:
+
+        async def refused() -> bool:
+            status, answer = await _upload(session, base, "probe.bin", b"x")
+            return status == 503 and "too many uploads" in answer["error"]["message"]
+
+        await eventually(refused, 30, "an upload refused while the stalled one holds the only slot")
+        assert await asyncio.wait_for(sending, 30) in (408, None)
+    finally:
+        stall.set()
+        await asyncio.wait_for(sending, 30)
+    status, answer = await _upload(session, base, "after.bin", b"fine")
+    assert status == 201, answer
+    status, listing = await _json(session, "GET", f"{base}{P}/resources")
+    assert "stalled.bin" not in {f["name"] for f in listing["files"]}, listing

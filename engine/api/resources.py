@@ -9,7 +9,9 @@ path then defaults to ``folder`` + the part's file name). Downloads stream the s
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import weakref
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from aiohttp import BodyPartReader, web
@@ -140,16 +142,26 @@ async def list_folder(api: Any, call: Call) -> dict[str, Any]:
     return answer
 
 
-async def _body_chunks(request: web.Request) -> AsyncIterator[bytes]:
-    async for chunk in request.content.iter_chunked(UPLOAD_CHUNK):
+#: uploads being stored, per API server: each may hold a database connection for its whole transfer
+_UPLOADS: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+async def _within(read: Awaitable[bytes], idle: float) -> bytes:
+    """The next piece of an upload, or 408 when the client sent nothing for ``idle`` seconds (a stalled or
+    trickling upload must not hold its store connection for ever)."""
+    try:
+        return await asyncio.wait_for(read, idle)
+    except TimeoutError:
+        raise ApiError(408, f"the upload sent nothing for {idle:g} s and was abandoned (nothing stored)") from None
+
+
+async def _body_chunks(request: web.Request, idle: float) -> AsyncIterator[bytes]:
+    while chunk := await _within(request.content.read(UPLOAD_CHUNK), idle):
         yield chunk
 
 
-async def _part_chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
-    while True:
-        chunk = await part.read_chunk(UPLOAD_CHUNK)
-        if not chunk:
-            return
+async def _part_chunks(part: BodyPartReader, idle: float) -> AsyncIterator[bytes]:
+    while chunk := await _within(part.read_chunk(UPLOAD_CHUNK), idle):
         yield chunk
 
 
@@ -172,6 +184,7 @@ async def upload(api: Any, call: Call) -> dict[str, Any]:
     request = call.request
     path = call.query["path"]
     description = call.query["description"] or None
+    idle = api.cfg.storage.upload_idle_timeout
     if request.content_type.startswith("multipart/"):
         reader = await request.multipart()
         while True:
@@ -190,10 +203,10 @@ async def upload(api: Any, call: Call) -> dict[str, Any]:
                     filename = (part.filename or "").rsplit("/", 1)[-1]
                     path = f"{folder}/{filename}" if folder and filename else filename
                 name = _name(path)
-                return await _store(api, call, code, name, _part_chunks(part), description)
+                return await _store(api, call, code, name, _part_chunks(part, idle), description)
             else:
                 await part.release()
-    return await _store(api, call, code, _name(path), _body_chunks(request), description)
+    return await _store(api, call, code, _name(path), _body_chunks(request, idle), description)
 
 
 async def _store(
@@ -201,10 +214,14 @@ async def _store(
 ) -> dict[str, Any]:
     if description is not None and len(description) > 1024:
         raise ApiError(400, "at most 1024 characters", "query.description")
+    slots = _UPLOADS.setdefault(api, asyncio.Semaphore(api.cfg.storage.max_concurrent_uploads))
+    if slots.locked():
+        raise ApiError(503, "too many uploads at once on this API server; try again shortly", retry_after=5)
     try:
-        version = await catalog.upload(
-            api.db, api.blobs, api.cfg.storage, code, name, chunks, call.user_id, description
-        )
+        async with slots:
+            version = await catalog.upload(
+                api.db, api.blobs, api.cfg.storage, code, name, chunks, call.user_id, description
+            )
     except catalog.LimitExceeded as exc:
         raise ApiError(413, str(exc), "body") from None
     except BlobError as exc:

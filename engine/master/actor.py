@@ -328,13 +328,15 @@ class WorkflowActor:
             if posted.done is not None and not posted.done.done():
                 posted.done.set_result(True)
         grouped = {write.new_attempts[i].task_code for i, *_ in write.group_requests}
+        ready: list[Attempt] = []
         for a in created:
             if a.code in grouped and a.id not in write.admitted:
                 self.group_waiting[a.id] = a  # its group is full: GroupAdmitted sends it
                 log.info("waiting for a task group slot", task_instance_id=a.id,
                          task_group=self.spec.tasks[a.code].task_group)  # fmt: skip
                 continue
-            await self._send(a)
+            ready.append(a)
+        await self._send_all(ready)
         for action in after:
             if isinstance(action, ArmTimer):
                 self._timers.add(action.key)
@@ -437,9 +439,20 @@ class WorkflowActor:
         )
 
     async def _send(self, a: Attempt) -> None:
+        await self._send_all([a])
+
+    async def _send_all(self, attempts: list[Attempt]) -> None:
+        """Dispatch the attempts of one turn: every message is built first (its reads of the database are
+        awaits), then all are queued at once, so the dispatcher sees them together and sends those for the
+        same worker in one batch."""
+        requests = [r for a in attempts if (r := await self._request(a)) is not None]
+        for request in requests:
+            self._dispatch(request)
+
+    async def _request(self, a: Attempt) -> DispatchRequest | None:
         if a.code in self.run.logic:
             self.logic.spawn(self.logic.run(a))  # run by this master, not a worker
-            return
+            return None
         t = self.spec.tasks[a.code]
         timeout = dispatch_timeout(t)
         datasources: dict[str, dict[str, Any]] = {}
@@ -471,6 +484,4 @@ class WorkflowActor:
             resources=await self.store.resources(self.spec.project_code, t.task_type, t.params),
             epoch=self.info.epoch,
         )
-        self._dispatch(
-            DispatchRequest((self.info.priority, self.info.id, t.priority, a.id), message, t.worker_group, self)
-        )
+        return DispatchRequest((self.info.priority, self.info.id, t.priority, a.id), message, t.worker_group, self)

@@ -6,7 +6,8 @@ master over the cluster's RPC (``resource.fetch``, streamed: a file of any size 
 which reads it from the blob store (engine/storage/blobs.py). Each file is checked against its size and
 SHA-256 and kept in a cache directory named by checksum (``<cache>/<aa>/<sha256>``), up to
 ``storage.cache_max_bytes``, least recently used first out; a task whose files are cached starts without
-a transfer. Then each is copied (not linked: a task may change its copy) to ``<exec dir>/<path>``, mode 0755.
+a transfer. Then each is copied (not linked: a task may change its copy) to ``<exec dir>/<path>``, mode
+0700, owned by the task's tenant (the cache directory is the worker's alone, 0700).
 
 A file the master could not resolve, a transfer that fails, or content whose checksum differs fails the
 task before it starts, with the reason (:class:`ResourceFailure`).
@@ -66,7 +67,8 @@ class ResourceCache:
 
     def _load(self) -> None:
         """What an earlier run of the worker left in the cache, oldest use first (mtime is the last use)."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.root.chmod(0o700)  # the worker's alone: cached files are other tenants' resources
         found = []
         for sub in self.root.iterdir():
             if sub.is_dir() and len(sub.name) == 2:
@@ -204,7 +206,7 @@ def _copy_in(source: Path, target: Path, exec_dir: Path, user: pwd.struct_passwd
         os.replace(source, target)
     else:
         shutil.copyfile(source, target)
-    os.chmod(target, 0o755)
+    os.chmod(target, 0o700)  # its tenant's alone (chowned below): another tenant's task must not read it
     if user is not None:
         item = target
         while item != exec_dir:
