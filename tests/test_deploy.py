@@ -151,7 +151,7 @@ def test_worker_stop_timeout_covers_its_drain(tmp_path: Path) -> None:
     timeout = float(_one(service, "TimeoutStopSec"))
     assert timeout > cfg.worker.drain_timeout + cfg.worker.report_flush_timeout
     dirs = [v.split("=", 1)[1] for k, v in service if k == "Environment" and "_DIR=" in v]
-    assert len(dirs) == 3 and all(d.startswith("/var/lib/" + _one(service, "StateDirectory") + "/") for d in dirs)
+    assert len(dirs) == 4 and all(d.startswith("/var/lib/" + _one(service, "StateDirectory") + "/") for d in dirs)
 
 
 def test_systemd_accepts_the_units(tmp_path: Path) -> None:
