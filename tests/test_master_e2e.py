@@ -336,7 +336,9 @@ async def test_poison_commands_go_to_error_command_and_the_rest_of_their_page_is
     # then retried forever: every other command of that master's slot starved.
     masters, _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=3, workers=0)
     await eventually(lambda: all(m.health()[1]["slot"]["count"] == 3 for m in masters), 10, "3 slots")
-    code = await save(fresh_db, "good", [shell("t", "true")])
+    # "day" is declared: a start may set only declared globals, and these starts must fail on its value
+    day = {"prop": "day", "direct": "IN", "type": "VARCHAR", "value": ""}
+    code = await save(fresh_db, "good", [shell("t", "true")], global_params=(day,))
     long_code = await save(fresh_db, "long", [shell("t", "true")])
     long_name = "n" * 255  # saved before names were bounded: the instance name cannot fit
     for table in ("workflow_definition", "workflow_definition_log"):
