@@ -111,7 +111,8 @@ async def test_killing_a_spark_task_kills_the_driver(worker: NodeProc, sink: Rep
 @pytest.mark.parametrize(
     ("params", "field"),
     [
-        ({"programType": "SCALA"}, "programType"),
+        ({"programType": "SCALA"}, "mainJar"),  # a jar program names its jar
+        ({"programType": "R"}, "programType"),
         ({"programType": "PYTHON"}, "mainFile"),
         ({"programType": "SQL"}, "sql"),
         ({"rawScript": "x", "master": "ftp://nope"}, "master"),
