@@ -283,13 +283,15 @@ async def test_a_stalled_upload_is_abandoned_and_uploads_beyond_the_cap_wait_the
 
     async def stalled() -> int | None:
         headers = {"Content-Type": "application/octet-stream"}
-        try:
-            async with session.post(
-                f"{base}{P}/resources", params={"path": "stalled.bin"}, data=trickle(), headers=headers
-            ) as resp:
-                return resp.status
-        except aiohttp.ClientError:
-            return None  # the server answered and closed while the body was still being sent
+        while True:  # until it holds the slot: a probe being stored when it arrives refuses it (503)
+            try:
+                async with session.post(
+                    f"{base}{P}/resources", params={"path": "stalled.bin"}, data=trickle(), headers=headers
+                ) as resp:
+                    if resp.status != 503:
+                        return resp.status
+            except aiohttp.ClientError:
+                return None  # the server answered and closed while the body was still being sent
 
     sending = asyncio.ensure_future(stalled())
     try:
