@@ -48,6 +48,14 @@ def test_the_watcher_announces_ids_and_links_from_spark_hadoop_and_yarn_lines() 
     assert w.feed("INFO mapreduce.Job: The url to track the job: http://rm:8088/proxy/application_1700_0042/") == (
         "[porpoise] application application_1700_0042 http://rm:8088/proxy/application_1700_0042/"
     )
+    w = Watch("h")  # a standalone cluster's cluster deploy mode: the driver's submission names it
+    assert w.feed("INFO ClientEndpoint: ... waiting before polling master for driver state") is None
+    assert w.feed("INFO ClientEndpoint: Driver successfully submitted as driver-20261127001841-0000") == (
+        "[porpoise] application driver-20261127001841-0000"
+    )
+    assert Watch("h").feed("INFO RestSubmissionClient: Submission successfully created as driver-1-0001") == (
+        "[porpoise] application driver-1-0001"
+    )
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,8 @@ usage: python -m engine.tasks.app_watch HOST [--app-id ID] -- COMMAND [ARGS...]
 
 The command's standard output and error pass through unchanged (to the task's log). The application's id
 comes from its log lines — Spark's standalone master ("Connected to Spark cluster with app ID app-..."), YARN
-("Submitted application application_..."), Hadoop's local runner ("Running job: job_local...") — or, where
+("Submitted application application_..."), a standalone cluster's cluster deploy mode ("Driver successfully
+submitted as driver-..."), Hadoop's local runner ("Running job: job_local...") — or, where
 the log never names it (Spark's local mode), from the driver's own UI (``/api/v1/applications``); its link
 from "started service 'SparkUI' on port N" (on HOST) or YARN's "The url to track the job: ...". Once the id
 is known this prints ``[porpoise] application <id> <link>``, the line the worker records into the task
@@ -30,6 +31,9 @@ _ID_PATTERNS = (
     re.compile(r"Connected to Spark cluster with app ID (\S+)"),
     re.compile(r"Submitted application (application_\d+_\d+)"),
     re.compile(r"Running job: (job_\S+)"),
+    # a standalone cluster's cluster deploy mode: the driver's submission id (legacy and REST gateways)
+    re.compile(r"Driver successfully submitted as (driver-\S+)"),
+    re.compile(r"Submission successfully created as (driver-\S+)"),
 )
 _UI_PORT = re.compile(r"started service 'SparkUI' on port (\d+)")
 _TRACKING = re.compile(r"The url to track the job: (\S+)")
