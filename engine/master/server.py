@@ -26,6 +26,7 @@ from aiohttp import web
 
 from core import logs
 from core.aio import bounded, cancel_and_wait
+from core.text import storable, storable_json
 from engine.clocks import check_skew
 from engine.concurrency.serial_sql import SerialRepair
 from engine.concurrency.task_groups_sql import GroupListener
@@ -523,11 +524,11 @@ class Master(Node):
             msg.attempt,
             msg.host,
             msg.pid,
-            msg.log_path,
-            msg.execute_path,
+            storable(msg.log_path),
+            storable(msg.execute_path),
             msg.start_time,
-            app_id=msg.app_id,
-            app_link=msg.app_link,
+            app_id=storable(msg.app_id),
+            app_link=storable(msg.app_link),
         )
         return await self._deliver_report(msg.workflow_instance_id, event)
 
@@ -543,14 +544,15 @@ class Master(Node):
             msg.start_time,
             msg.end_time,
             msg.host,
-            msg.log_path,
-            tuple(msg.var_pool),
-            msg.message,
+            storable(msg.log_path),
+            tuple(storable_json(msg.var_pool)),
+            storable(msg.message),
             pid=msg.pid,
-            execute_path=msg.execute_path,
-            app_id=msg.app_id,
-            app_link=msg.app_link,
-            log_tail=msg.log_tail[-LOG_TAIL_BYTES:],  # the worker caps it; a report that did not is cut here
+            execute_path=storable(msg.execute_path),
+            app_id=storable(msg.app_id),
+            app_link=storable(msg.app_link),
+            # the worker caps it; a report that did not is cut here
+            log_tail=storable(msg.log_tail[-LOG_TAIL_BYTES:]),
         )
         self.metrics.inc("task_results")
         self.dispatcher.freed(msg.host)  # the attempt's slot on that worker is free again

@@ -19,6 +19,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from core.text import storable
 from rpc.errors import BadRequest
 
 MAX_REPLY_BYTES = 64 * 1024
@@ -232,7 +233,7 @@ def result_tail(path: Path, lines: int, limit: int) -> str:
             break
         used += len(data) + 1
         out.append(line)
-    return "\n".join(reversed(out))
+    return storable("\n".join(reversed(out)))  # a NUL the task printed: no database stores it
 
 
 def _range(path: Path, index: LineIndex, skip: int, limit: int, from_end: bool) -> tuple[list[str], int, int]:
