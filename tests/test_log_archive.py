@@ -26,7 +26,7 @@ import pytest
 from aiohttp import web
 
 from engine import config as config_mod
-from engine.api.logarchive import LogArchiver, gzip_capped
+from engine.api.logarchive import LogArchiver, gzip_capped, truncation_notice
 from engine.api.tasklogs import ArchivedLogs
 from engine.api.tokens import create_token, ensure_user
 from engine.states import TaskState
@@ -236,6 +236,16 @@ async def test_an_ended_attempt_s_log_is_read_from_its_archive_with_no_worker(
         stored.size,
         stored.sha256,
     )
+    # a truncated archive: the kept bytes (log_size) and its notice line after them
+    _, cut = await _task(pool, SUCCESS, gone, "/nowhere/4-1.log")
+    cut_key = archive_key(instance, cut, 1)
+    kept, notice = data[:1000], truncation_notice(1000, len(data) - 1000)
+    cut_stored = await blobs.put(cut_key, _chunks(gzip.compress(kept + notice)))
+    await pool.execute(
+        f"UPDATE task_log_archive SET state = {int(ArchiveState.ARCHIVED)}, blob_key = $2, log_size = $3,"
+        " stored_size = $4, sha256 = $5, truncated = true WHERE task_instance_id = $1",
+        cut, cut_key, len(kept), cut_stored.size, cut_stored.sha256,
+    )  # fmt: skip
     archived = ArchivedLogs(blobs, str(tmp_path / "cache"), 1 << 20)
 
     def prepare(server: Any) -> None:
@@ -257,6 +267,8 @@ async def test_an_ended_attempt_s_log_is_read_from_its_archive_with_no_worker(
         assert status == 200 and found["hits"] == [{"line": 2999, "text": lines[2999]}] and found["done"]
         status, body = await get(f"/api/v1/tasks/{task}/log/download")
         assert status == 200 and body == data
+        status, body = await get(f"/api/v1/tasks/{cut}/log/download")
+        assert status == 200 and body == kept + notice
         status, answer = await get(f"/api/v1/tasks/{lost}/log")
         assert status == 404 and "it was not archived (missing: gone from w)" in answer["error"]["message"], answer
         status, answer = await get(f"/api/v1/tasks/{lost}/log/download")

@@ -151,13 +151,15 @@ def test_every_log_reads_the_same_after_its_worker_was_killed_for_good(own_clust
         {"name": "short", "type": "SHELL", "params": {"rawScript": "for i in $(seq 0 99); do echo short $i; done"}},
         {"name": "capped", "type": "SHELL",
          "params": {"rawScript": "for i in $(seq 0 2999); do printf 'capped %04d %090d\\n' $i 0; done"}},
-        {"name": "failing", "type": "SHELL", "upstream": ["short"],
+        # after both: a failure ends the run (failure strategy END), killing what still runs
+        {"name": "failing", "type": "SHELL", "upstream": ["short", "capped"],
          "params": {"rawScript": "echo about to fail; exit 3"}},
     ]  # fmt: skip
     instance = _run(client, f"killlog_{uuid.uuid4().hex[:8]}", tasks)
     detail = _finished(client, instance)
     by_name = {t["name"]: t for t in detail["tasks"]}
-    assert by_name["failing"]["state"] == "FAILURE" and by_name["short"]["state"] == "SUCCESS"
+    assert by_name["failing"]["state"] == "FAILURE"
+    assert by_name["short"]["state"] == by_name["capped"]["state"] == "SUCCESS", by_name
     ids = [t["id"] for t in detail["tasks"]]
     _archived(own_cluster, ids)
     before = {i: _all_lines(client, i) for i in ids}  # read from the archive already, the worker alive

@@ -232,3 +232,30 @@ async def test_unreachable_or_refused_source_fails_with_the_reason(
         text = await log_text(result["log_path"])
         assert result["state"] == "FAILURE"
         assert any(w in text for w in ("Access denied", "password", "Authentication")), text
+
+
+@pytest.mark.parametrize(
+    ("server", "sql"),
+    [("CLICKHOUSE", "SELECT toString(toDateTime64(${ts}, 6)) AS ts, ${t} AS t"),
+     (HIVE, "SELECT CAST(${ts} AS STRING) AS ts, ${t} AS t")],
+    indirect=["server"],
+)  # fmt: skip
+async def test_time_and_timestamp_values_are_bound_whole(
+    server: Server, sql: str, worker: NodeProc, sink: ReportSink, client: RpcClient
+) -> None:
+    # a TIMESTAMP keeps its fraction of a second and a TIME is a quoted value (a driver formatting them by
+    # type dropped the one and spliced the other bare)
+    query = task(
+        "SQL",
+        {"datasource": "wh", "sql": sql,
+         "localParams": [{"prop": "ts", "direct": "IN", "type": "TIMESTAMP", "value": "2026-01-02 03:04:05.123456"},
+                         {"prop": "t", "direct": "IN", "type": "TIME", "value": "01:02:03"},
+                         {"prop": "ts", "direct": "OUT", "type": "VARCHAR"},
+                         {"prop": "t", "direct": "OUT", "type": "VARCHAR"}]},
+        sink.address,
+        datasources={"wh": server.source},
+    )  # fmt: skip
+    await dispatch(client, worker.address, query)
+    result = await sink.result(query.task_instance_id, server.slow)
+    assert result["state"] == "SUCCESS", await log_text(result["log_path"])
+    assert _var(result, "ts") == "2026-01-02 03:04:05.123456" and _var(result, "t") == "01:02:03", result

@@ -76,3 +76,15 @@ def test_bound_values_go_to_the_driver_as_their_declared_types(
     assert bound_args(session, stmt) == bound
     with pytest.raises(SqlError, match="IN parameter least: 'five' is not a INTEGER"):
         bound_args(session if typed_binds else session_for({"type": "CLICKHOUSE"}), {**stmt, "args": ["five", "x"]})
+
+
+def test_drivers_are_given_times_and_fractional_timestamps_they_format_whole() -> None:
+    from impala.interface import _bind_parameters
+
+    stmt = {"args": ["2026-01-02 03:04:05.5", "01:02:03", "2026-01-02 03:04:05"],
+            "types": ["TIMESTAMP", "TIME", "TIMESTAMP"], "names": ["a", "b", "c"]}  # fmt: skip
+    hive = bound_args(session_for({"type": "HIVE"}), stmt)
+    assert _bind_parameters("SELECT %s, %s", tuple(hive[:2])) == "SELECT '2026-01-02 03:04:05.500000', '01:02:03'"
+    clickhouse = bound_args(session_for({"type": "CLICKHOUSE"}), stmt)
+    assert clickhouse[:2] == ["2026-01-02 03:04:05.500000", "01:02:03"]
+    assert clickhouse[2] == dt.datetime(2026, 1, 2, 3, 4, 5)  # a whole second stays a datetime (its zone kept)

@@ -130,7 +130,9 @@ class ArchivedLogs:
 class Archive:
     key: str
     sha256: str
+    #: bytes of the log the archive kept; a truncated archive holds its notice line after them
     log_size: int
+    truncated: bool = False
 
 
 async def archive_of(api: Any, row: Any) -> tuple[Archive | None, str]:
@@ -138,14 +140,14 @@ async def archive_of(api: Any, row: Any) -> tuple[Archive | None, str]:
     if not TaskState(row["state"]).finished or api.archived_logs is None:  # None: a server not started (tests)
         return None, ""
     arch = await api.db.fetchrow(
-        "SELECT state, blob_key, sha256, log_size, reason FROM task_log_archive WHERE task_instance_id = $1",
+        "SELECT state, blob_key, sha256, log_size, truncated, reason FROM task_log_archive WHERE task_instance_id = $1",
         row["id"],
     )
     if arch is None:
         return None, "it was not archived"
     state = ArchiveState(arch["state"])
     if state is ArchiveState.ARCHIVED:
-        return Archive(arch["blob_key"], arch["sha256"], int(arch["log_size"])), ""
+        return Archive(arch["blob_key"], arch["sha256"], int(arch["log_size"]), bool(arch["truncated"])), ""
     if state is ArchiveState.PENDING:
         return None, "it is not archived yet"
     return None, f"it was not archived ({state.name.lower()}: {arch['reason'] or 'no reason recorded'})"

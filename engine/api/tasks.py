@@ -215,7 +215,8 @@ async def download_log(api: Any, call: Call) -> web.StreamResponse:
 async def _download_archive(
     api: Any, call: Call, row: Any, archive: tasklogs.Archive, out: web.StreamResponse
 ) -> web.StreamResponse:
-    out.content_length = archive.log_size  # a cut-off transfer is seen as one by the client
+    if not archive.truncated:  # (a truncated one's notice line is not counted in log_size: sent chunked)
+        out.content_length = archive.log_size  # a cut-off transfer is seen as one by the client
     try:
         async for chunk in api.archived_logs.stream(archive.key):
             if not out.prepared:

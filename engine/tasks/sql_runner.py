@@ -101,7 +101,7 @@ def bound_args(session: Session, stmt: dict) -> list[Any]:
     """A statement's bound values, each as its declared type where the session's driver formats by type."""
     if not session.typed_binds or "types" not in stmt:
         return list(stmt["args"])
-    return [typed(v, t, n) for v, t, n in zip(stmt["args"], stmt["types"], stmt["names"], strict=True)]
+    return [session.bind(typed(v, t, n)) for v, t, n in zip(stmt["args"], stmt["types"], stmt["names"], strict=True)]
 
 
 async def run_sql(session: Session, job: dict) -> Rows | None:
@@ -154,7 +154,7 @@ def typed(value: str, kind: str, name: str) -> Any:
 
 
 async def run_procedure(session: Session, job: dict) -> None:
-    ins = [typed(p["value"], p["type"], p["prop"]) for p in job["ins"]]
+    ins = [session.bind(typed(p["value"], p["type"], p["prop"])) for p in job["ins"]]
     outs: list[str] = job["outs"]
     print(f"call: {job['display']}", flush=True)
     values = await session.call(job["method"], ins, outs)

@@ -59,6 +59,10 @@ class Session(ABC):
         self.source = source
         self.timeout = timeout
 
+    def bind(self, value: Any) -> Any:
+        """A typed value as this driver must be given it (where its own formatting of that type is wrong)."""
+        return value
+
     @abstractmethod
     async def open(self) -> None: ...
 

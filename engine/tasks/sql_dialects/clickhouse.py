@@ -10,6 +10,7 @@ client to parse inline rows and send them as blocks, and silently drops them oth
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import re
 import uuid
 from collections.abc import Sequence
@@ -62,6 +63,13 @@ def inline_insert_as_select(stmt: str) -> str:
 class ClickHouseSession(Session):
     client: Client
     query_id = ""
+
+    def bind(self, value: Any) -> Any:
+        # clickhouse-driver formats a datetime to whole seconds: one with a fraction goes as its text, which
+        # ClickHouse reads into DateTime64 exactly (a time of day has no type here either: its text)
+        if isinstance(value, dt.datetime) and value.microsecond and value.tzinfo is None:
+            return value.isoformat(sep=" ")
+        return value.isoformat() if isinstance(value, dt.time) else value
 
     def _client(self) -> Client:
         return Client(

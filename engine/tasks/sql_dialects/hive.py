@@ -10,6 +10,7 @@ any password) unless ``other`` has ``auth_mechanism`` (NOSASL, PLAIN, LDAP)."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
@@ -89,6 +90,10 @@ class HiveSession(Session):
         if handle is None:
             return
         await asyncio.to_thread(self._cancel_from_a_second_connection, handle)
+
+    def bind(self, value: Any) -> Any:
+        # Hive has no TIME type and impyla splices a time unquoted: it goes as its text ('HH:MM:SS')
+        return value.isoformat() if isinstance(value, dt.time) else value
 
     def _cancel_from_a_second_connection(self, handle: Any) -> None:
         from impala._thrift_gen.TCLIService.ttypes import TCancelOperationReq
