@@ -62,6 +62,14 @@ def test_shell_python_and_sub_process_exports_run(api_cluster: ApiCluster) -> No
     err = error_of(lambda: _import(c, batch, project))
     assert err.status == 400 and err.field == "datasources" and "sql_p1/sql_task1" in str(err)
     assert c.client().get("/api/v1/workflows", project=project)["total"] == 0
+    # mapped to a source of another type than the task's (a POSTGRESQL task): refused at that task
+    other = f"my_{uuid.uuid4().hex[:6]}"
+    c.client().request("PUT", f"/api/v1/datasources/{other}",
+                       {"type": "MYSQL", "params": {"host": "127.0.0.1", "port": 3306, "database": "d"}})  # fmt: skip
+    err = error_of(lambda: _import(c, batch, project, datasources={"1": other}))
+    assert err.status == 400 and "is MYSQL, not POSTGRESQL" in str(err), err
+    assert err.field == "export: workflow 'sql_p1': tasks[0].params.datasource", err
+    assert c.client().get("/api/v1/workflows", project=project)["total"] == 0
     answer = _import(c, batch, project, datasources={"1": source}, release=True)
     assert [w["name"] for w in answer["workflows"]] == ["shell1", "python1", "sql_p1", "subprocess1"]
     assert answer["datasources"] == {source: ["sql_p1/sql_task1"]}

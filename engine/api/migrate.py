@@ -131,6 +131,10 @@ async def import_dolphinscheduler(api: Any, call: Call) -> dict[str, Any]:
         await _check_sources(conn, call.principal, tr.datasources)
         for doc in tr.documents:
             await references.check_document(conn, call.principal, doc)
+            try:  # each SQL / PROCEDURE task's source exists and is of the type the task runs on
+                await references.check_source_names(conn, doc)
+            except ApiError as exc:
+                raise ApiError(400, exc.message, f"export: workflow {doc['name']!r}: {exc.field}") from exc
         names = [d["name"] for d in tr.documents]
         taken = await conn.fetch(_CURRENT + " WHERE p.name = $1 AND d.name = ANY($2::text[])", project, names)
         if taken:

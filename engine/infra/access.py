@@ -44,9 +44,17 @@ FIRST_PASSWORD_FILE = "admin-password"
 
 
 def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text + "\n")
+    """``text`` as the whole of ``path``, mode 0600 whatever file was there (a new file renamed over it:
+    an existing file's own mode, say 0644, would be kept by an open with O_TRUNC)."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _read_kept(path: Path) -> str | None:
@@ -68,12 +76,15 @@ async def ensure_first_password(conn: asyncpg.Connection, password_path: Path) -
     if stored is None:
         password = secrets.token_urlsafe(12)
         _write_private(password_path, password)
-        await conn.execute(
+        done = await conn.execute(
             "UPDATE users SET password_hash = $2, update_time = now() WHERE user_name = $1 AND password_hash IS NULL",
             ADMIN,
             await hash_password(password),
         )
-        return password
+        if done == "UPDATE 1":
+            return password
+        _forget(password_path)  # a password was set meanwhile (another start, or the user): not this one
+        return None
     kept = _read_kept(password_path)
     if kept and await verify_password(stored, kept):
         return kept
