@@ -236,3 +236,20 @@ def test_a_spark_main_file_may_be_a_resource() -> None:
     )  # fmt: skip
     assert " ".join(SparkTask().launch(ctx).argv).endswith(" jobs/agg.py --x 1")  # where the worker put it
     assert [(r.name, r.version) for r in refs.references("SPARK", params)] == [("jobs/agg.py", 2)]
+
+
+async def test_files_too_large_to_cache_are_placed_whatever_their_names(
+    master: tuple[FakeMaster, str], rpc: RpcClient, tmp_path: Path
+) -> None:
+    # fetched straight into the attempt's directory through a staging folder that is removed afterwards:
+    # a resource named like that folder (once ".fetch") must survive its removal
+    fake, address = master
+    cache = ResourceCache(tmp_path / "cache", 1000, rpc)
+    big, other = os.urandom(5000), os.urandom(6000)
+    files = [entry(fake, ".fetch/big.bin", big), entry(fake, "other.bin", other)]
+    exec_dir = tmp_path / "attempt"
+    exec_dir.mkdir()
+    lines = await cache.place(files, address, exec_dir)
+    assert all("fetched" in line for line in lines), lines
+    assert (exec_dir / ".fetch" / "big.bin").read_bytes() == big and (exec_dir / "other.bin").read_bytes() == other
+    assert sorted(p.name for p in exec_dir.iterdir()) == [".fetch", "other.bin"]  # no staging folder left

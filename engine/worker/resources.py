@@ -96,6 +96,9 @@ class ResourceCache:
             await asyncio.to_thread(self._load)
             self._loaded = True
         lines = []
+        # files too large for the cache are fetched here first: a name no resource path can take (its
+        # segments are checked below), so removing it never removes a placed resource
+        staging = exec_dir / f".porpoise-fetch-{uuid.uuid4().hex}"
         for entry in files:
             if entry.get("missing"):
                 raise ResourceFailure(str(entry["missing"]))
@@ -104,22 +107,22 @@ class ResourceCache:
                 check_name(name)
             except ResourceNameError as exc:
                 raise ResourceFailure(f"resource {name!r}: {exc}") from None
-            if name in taken:
+            if name in taken or name.split("/", 1)[0] == staging.name:
                 raise ResourceFailure(f"resource {name!r} would replace the task's own file of that name")
             sha, size = str(entry["sha256"]), int(entry["size"])
-            source, how = await self._get(entry, master, exec_dir)
+            source, how = await self._get(entry, master, staging)
             target = exec_dir / name
-            await asyncio.to_thread(_copy_in, source, target, exec_dir, user, source.parent == exec_dir / ".fetch")
+            await asyncio.to_thread(_copy_in, source, target, exec_dir, user, source.parent == staging)
             lines.append(f"resource {name} version {entry.get('version')} ({size} bytes, sha256 {sha[:12]}, {how})")
         with contextlib.suppress(FileNotFoundError):
-            await asyncio.to_thread(shutil.rmtree, exec_dir / ".fetch")
+            await asyncio.to_thread(shutil.rmtree, staging)
         return lines
 
-    async def _get(self, entry: Mapping[str, Any], master: str, exec_dir: Path) -> tuple[Path, str]:
-        """A local file holding the entry's content: in the cache, or (not cacheable) fetched under exec_dir."""
+    async def _get(self, entry: Mapping[str, Any], master: str, staging: Path) -> tuple[Path, str]:
+        """A local file holding the entry's content: in the cache, or (not cacheable) fetched into staging."""
         sha, size = str(entry["sha256"]), int(entry["size"])
         if size > self.max_bytes:  # never fits: straight into the attempt's directory
-            spot = exec_dir / ".fetch" / uuid.uuid4().hex
+            spot = staging / uuid.uuid4().hex
             await self._fetch(entry, master, spot)
             self.misses += 1
             return spot, "fetched"
