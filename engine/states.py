@@ -201,7 +201,8 @@ _TASK: dict[TaskState, frozenset[TaskState]] = {
     T.RUNNING_EXECUTION: frozenset({T.SUCCESS, T.FAILURE, T.KILL, T.NEED_FAULT_TOLERANCE, T.PAUSE}),
     T.FAILURE: frozenset({T.FORCED_SUCCESS}),
     T.KILL: frozenset({T.FORCED_SUCCESS}),
-    T.NEED_FAULT_TOLERANCE: frozenset(),
+    # an attempt lost with its worker, left so when its run ended: the API may force it (as a failed one)
+    T.NEED_FAULT_TOLERANCE: frozenset({T.FORCED_SUCCESS}),
     T.SUCCESS: frozenset(),
     T.FORCED_SUCCESS: frozenset(),
     T.PAUSE: frozenset(),

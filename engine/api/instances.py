@@ -15,7 +15,7 @@ from engine.api.tenants import check_tenant
 from engine.concurrency import serial_sql
 from engine.master.worker_groups import parse_addresses
 from engine.states import RESTART_FROM, CommandType, TaskState, WorkflowState
-from engine.storage import sql
+from engine.storage import sql, state_writes
 from engine.storage import tables as t
 from rpc.errors import RpcError
 from rpc.messages import WorkflowControl
@@ -235,15 +235,10 @@ async def _stop_waiting(api: Any, row: Any) -> dict[str, Any]:
     been woken already, the next waiting run is woken in its place."""
     async with api.db.acquire() as conn, conn.transaction():
         await serial_sql.lock(conn, int(row["workflow_definition_code"]))
-        done = await conn.fetchval(
-            "UPDATE workflow_instance SET state = $2, end_time = now(), update_time = now(),"
-            " state_history = state_history || $3::jsonb WHERE id = $1 AND state = $4 RETURNING id",
-            row["id"],
-            int(WorkflowState.STOP),
-            serial_sql.history(WorkflowState.STOP, "stopped while waiting (api stop)"),
-            int(WorkflowState.SERIAL_WAIT),
+        done = await state_writes.move_workflows(
+            conn, [row["id"]], [WorkflowState.SERIAL_WAIT], WorkflowState.STOP, "stopped while waiting (api stop)"
         )
-        if done is None:
+        if not done:
             raise ApiError(409, f"workflow instance {row['id']} stopped waiting meanwhile; try again")
         await serial_sql.wake(conn, int(row["workflow_definition_code"]))
     return {"id": row["id"], "action": "stop", "accepted": True, "command_id": None}
@@ -354,11 +349,9 @@ async def force_success(api: Any, call: Call) -> dict[str, Any]:
                 f"task instance {task_id} is {TaskState(task['state']).name}; only a failed or killed task"
                 " can be forced to success",
             )
-        await conn.execute(
-            "UPDATE task_instance SET state = $2, update_time = now() WHERE id = $1",
-            task_id,
-            int(TaskState.FORCED_SUCCESS),
-        )
+        moved = await state_writes.move_tasks(conn, [task_id], _FORCEABLE, TaskState.FORCED_SUCCESS, "forced (api)")
+        if not moved:
+            raise ApiError(409, f"task instance {task_id} changed meanwhile; try again")
     return {"id": task_id, "state": TaskState.FORCED_SUCCESS.name}
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +33,7 @@ from core import logs
 from core.aio import BackgroundService
 from engine.concurrency.serial import Decision, Mode, Rule, admit, superseded_reason, to_wake
 from engine.states import CommandType, WorkflowState
+from engine.storage import state_writes
 from engine.storage.failures import DB_FAILURES
 
 log = logs.get(__name__)
@@ -56,9 +56,7 @@ _WAKE = (
 )
 
 
-def history(state: WorkflowState, desc: str) -> str:
-    """One ``state_history`` entry (a JSON array of one) for ``state || $n::jsonb``."""
-    return json.dumps([{"time": dt.datetime.now(dt.UTC).isoformat(), "state": state.name, "desc": desc}])
+history = state_writes.history
 
 
 async def lock(conn: asyncpg.Connection, code: int) -> None:
@@ -99,15 +97,8 @@ async def admission(conn: asyncpg.Connection, code: int, rule: Rule, name: str, 
 
 async def supersede(conn: asyncpg.Connection, ids: list[int], newer: int) -> None:
     """Waiting runs replaced by a newer SERIAL_PRIORITY run: STOP, with the reason."""
-    if ids:
-        await conn.execute(
-            "UPDATE workflow_instance SET state = $2, end_time = now(), update_time = now(),"
-            " state_history = state_history || $3::jsonb WHERE id = ANY($1::bigint[]) AND state = $4",
-            ids,
-            STOP,
-            history(WorkflowState.STOP, superseded_reason(newer)),
-            WAIT,
-        )
+    reason = superseded_reason(newer)
+    await state_writes.move_workflows(conn, ids, [WorkflowState.SERIAL_WAIT], WorkflowState.STOP, reason)
 
 
 async def wake(conn: asyncpg.Connection, code: int) -> list[int]:

@@ -45,6 +45,7 @@ from engine.states import (
     WorkflowState,
     code_list,
 )
+from engine.storage import state_writes
 from engine.storage.failures import CONNECTION_LOST
 from engine.tasks.registry import LOGIC_TYPES
 
@@ -379,14 +380,9 @@ class MasterStore:
                 and r["host"] not in live_workers
                 and r["task_type"] not in LOGIC_TYPES  # run by the master: the new owner takes them up
             ]
-            if gone:
-                await conn.execute(
-                    "UPDATE task_instance SET state = $3, update_time = now()"
-                    " WHERE id = ANY($1::bigint[]) AND state = ANY($2::smallint[])",
-                    gone,
-                    _ACTIVE_STATES,
-                    TaskState.NEED_FAULT_TOLERANCE,
-                )
+            await state_writes.move_tasks(
+                conn, gone, TASK_ACTIVE, TaskState.NEED_FAULT_TOLERANCE, f"master {old_host} failed over"
+            )
             await task_groups_sql.release_lost(conn, instance_id)
             await _insert_alert(
                 conn,
