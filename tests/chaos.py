@@ -11,7 +11,9 @@ process's life watched from outside (tests/task_watch.py; the checks are tests/c
 - no two attempts of the same task of an instance ran at the same time, including an attempt killed
   with its worker (no end row: its process's death is watched);
 - a task ran more than once only when an earlier attempt failed on purpose or lost its worker;
-- no attempt ran twice; no task process is left behind.
+- no attempt ran twice; no task process is left behind;
+- a ``* * * * *`` schedule in a zone of the run's own, whose clocks go forward and back during the round
+  (tests/chaos_dst.py), fired each wall-clock minute exactly once through the faults.
 
 Some tasks fail their first attempt on purpose; half of those wait their ``retry_interval`` (a minute)
 before the retry, a timer that must outlive failovers.
@@ -35,6 +37,7 @@ import sys
 import tempfile
 import time
 import uuid
+import zoneinfo
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,7 +52,7 @@ from engine.states import TaskState
 from engine.storage.definitions import save_workflow
 from engine.storage.failures import DB_FAILURES
 from engine.workflows.model import TaskDef, WorkflowDef
-from tests import chaos_concurrency, databases, tls
+from tests import chaos_concurrency, chaos_dst, databases, tls
 from tests.chaos_faults import Chaos, drive, insert_commands, parse_weights, weights
 from tests.chaos_ledger import check_ledger
 from tests.delay_proxy import DelayProxy
@@ -109,6 +112,8 @@ class Summary:
     concurrency_peaks: dict[str, int] = field(default_factory=dict)
     #: task group -> its peak by the ledger's times alone (killed attempts counted until replaced)
     estimated_group_peaks: dict[str, int] = field(default_factory=dict)
+    #: fire times of the schedule crossing DST changes (tests/chaos_dst.py)
+    dst_fires: int = 0
     violations: list[str] = field(default_factory=list)
 
     def text(self) -> str:
@@ -122,7 +127,7 @@ class Summary:
                 "off": sorted(k for k, w in self.fault_weights.items() if not w),
                 "killed_attempts_checked": self.killed_attempts_checked,
                 "safety_nets": dict(self.safety_nets), "concurrency_peaks": self.concurrency_peaks,
-                "estimated_group_peaks": self.estimated_group_peaks,
+                "estimated_group_peaks": self.estimated_group_peaks, "dst_fires": self.dst_fires,
                 "violations": self.violations[:20],
             }
         )  # fmt: skip
@@ -157,6 +162,8 @@ class Cluster:
         self.etcd = EtcdServer(base / "etcd", free_port(), free_port(), base / "logs" / "etcd.log", **tls.etcd_kwargs())
         self.pg = PostgresServer(base / "pg", free_port(), base / "logs" / "postgres.log", durable=True)
         self.root = f"/chaos-{uuid.uuid4().hex[:6]}"
+        #: the run's own time zone (tests/chaos_dst.py), found by every node
+        self.tzdir = base / "zoneinfo"
         self.nodes: dict[str, NodeProc] = {}
         self.all: list[NodeProc] = []
         self.paused: set[str] = set()
@@ -177,7 +184,9 @@ class Cluster:
         role = slot.split("-", maxsplit=1)[0]
         env = node_env(self.etcd.endpoint, self.root, TTL, PORPOISE_DATABASE_DSN=self.pg.dsn,
                        PORPOISE_LOGGING_LEVEL="info", PORPOISE_MASTER_FAILOVER_SWEEP_INTERVAL="2",
-                       PYTHONFAULTHANDLER="1", PORPOISE_DEBUG_WEDGE_HOOK="true", **(extra_env or {}))  # fmt: skip
+                       PYTHONFAULTHANDLER="1", PORPOISE_DEBUG_WEDGE_HOOK="true",
+                       PYTHONTZPATH=f"{self.tzdir}{os.pathsep}{os.pathsep.join(zoneinfo.TZPATH)}",
+                       **(extra_env or {}))  # fmt: skip
         overrides = []
         if role == "worker":
             overrides = [f"worker.log_dir={self.base / 'task-logs'}", f"worker.exec_dir={self.base / 'exec'}",
@@ -228,6 +237,8 @@ async def run(
                 wf = chaos_concurrency.decorate(rng, random_dag(rng, f"dag{i}", 0.1, sleep), i)
                 code, _ = await save_workflow(conn, wf, release=True)
                 codes.append((code, len(wf.tasks)))
+            dst_code, _ = await save_workflow(conn, chaos_dst.WORKFLOW, release=True)
+            dst = await chaos_dst.add_schedule(conn, dst_code, cluster.tzdir)
         finally:
             await conn.close()
         for slot in ("worker-a", "worker-b"):
@@ -245,6 +256,8 @@ async def run(
         finally:
             done.set()
             await driver
+        summary.violations += await chaos_dst.settle(dsn, *dst, deadline=300)
+        summary.dst_fires = len(chaos_dst.expected_fires(*dst[1:]))
         summary.seconds = time.monotonic() - started
         summary.poison_commands = len(chaos.poison)
         summary.stopped = len(chaos.stopped)

@@ -8,6 +8,7 @@ import datetime as dt
 import itertools
 import signal
 from collections.abc import Callable
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -287,3 +288,39 @@ async def test_a_daily_new_york_schedule_fires_once_on_the_fall_back_night(fresh
         await pool.close()
     rows = await query(fresh_db, "SELECT schedule_time FROM command WHERE schedule_id = $1 ORDER BY 1", sid)
     assert [r["schedule_time"] for r in rows] == [dt.datetime(2026, 11, 1, 5, 30, tzinfo=UTC)]  # 01:30 EDT
+
+
+async def test_a_minutely_schedule_in_a_zone_that_shifts_twice_fires_each_wall_clock_minute_once(
+    fresh_db: str, tmp_path: Path
+) -> None:
+    # the chaos round's zone (tests/chaos_dst.py): clocks forward 2 minutes, then back; its expectation is
+    # worked out minute by minute, independently of engine/scheduling/cron.py
+    from tests import chaos_dst
+
+    code = await save(fresh_db, "cron-shift", [shell("a", "true")])
+    sid = await _schedule(fresh_db, code, chaos_dst.CRON)
+    start = dt.datetime(2026, 11, 27, 1, 0, tzinfo=UTC)
+    end = start + _minutes(chaos_dst.LENGTH)
+    zone = chaos_dst.write_zone(tmp_path, start + _minutes(chaos_dst.FORWARD_AT), start + _minutes(chaos_dst.BACK_AT))
+    chaos_dst.use_zones(tmp_path)
+    await query(
+        fresh_db,
+        "UPDATE schedule SET timezone_id = $1, start_time = $2, end_time = $3, fired_until = NULL",
+        zone,
+        start,
+        end,
+    )
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    try:
+        scheduler = Scheduler(pool, lambda: (0, 1), 1, 10**9, 1000, clock=lambda: start)
+        for seconds in range(0, (chaos_dst.LENGTH + 2) * 60, 20):
+            scheduler.clock = lambda s=seconds: start + dt.timedelta(seconds=s)
+            await scheduler.tick()
+    finally:
+        await pool.close()
+    rows = await query(fresh_db, "SELECT schedule_time FROM command WHERE schedule_id = $1 ORDER BY 1", sid)
+    fired = [r["schedule_time"] for r in rows]
+    want = chaos_dst.expected_fires(zone, start, end)
+    assert fired == want, (fired, want)
+    # two minutes skipped going forward, two repeated going back: neither fires
+    assert len(want) == chaos_dst.LENGTH + 1 - 2
