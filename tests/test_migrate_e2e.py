@@ -192,11 +192,18 @@ def test_mr_and_spark_jar_exports_import_as_tasks_of_their_own(api_cluster: ApiC
 
 def test_import_export_import_round_trip(api_cluster: ApiCluster, tmp_path: Path) -> None:
     c = api_cluster
-    source = f"src_{uuid.uuid4().hex[:6]}"
-    c.client().request("PUT", f"/api/v1/datasources/{source}", {"params": {"dsn": c.dsn}})
+    # a source of each type the samples' SQL tasks name as data source 1 (an import checks the type)
+    sources = {"POSTGRESQL": f"src_{uuid.uuid4().hex[:6]}", "MYSQL": f"my_{uuid.uuid4().hex[:6]}"}
+    c.client().request("PUT", f"/api/v1/datasources/{sources['POSTGRESQL']}", {"params": {"dsn": c.dsn}})
+    c.client().request("PUT", f"/api/v1/datasources/{sources['MYSQL']}",
+                       {"type": "MYSQL", "params": {"host": "127.0.0.1", "port": 3306, "database": "d"}})  # fmt: skip
     for i, name in enumerate(sorted(EXPECTED)):  # every sample, unsupported tasks kept as placeholders
         first, second = _project(), _project()
-        _import(c, load(name), first, skip_unsupported=True, datasources={"1": source})
+        data = load(name)
+        kinds = {t["taskParams"].get("type") for item in data for t in item["taskDefinitionList"]
+                 if t["taskType"] in ("SQL", "PROCEDURE")}  # fmt: skip
+        source = sources["MYSQL" if "MYSQL" in kinds else "POSTGRESQL"]
+        _import(c, data, first, skip_unsupported=True, datasources={"1": source})
         if i == 0:  # once through the CLI (a process each), the rest through the API
             path = tmp_path / f"{first}.json"
             out = porpoise(c, "export", "--format", "dolphinscheduler", "--project", first, "-o", str(path))
