@@ -236,8 +236,8 @@ async def test_unreachable_or_refused_source_fails_with_the_reason(
 
 @pytest.mark.parametrize(
     ("server", "sql"),
-    [("CLICKHOUSE", "SELECT toString(toDateTime64(${ts}, 6)) AS ts, ${t} AS t"),
-     (HIVE, "SELECT CAST(${ts} AS STRING) AS ts, ${t} AS t")],
+    [("CLICKHOUSE", "SELECT ${ts} AS ts, ${t} AS t"),
+     pytest.param("HIVE", "SELECT CAST(${ts} AS STRING) AS ts, ${t} AS t", marks=pytest.mark.timeout(1500))],
     indirect=["server"],
 )  # fmt: skip
 async def test_time_and_timestamp_values_are_bound_whole(
