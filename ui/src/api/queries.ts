@@ -84,10 +84,12 @@ export function useWorkflows(f: {
   });
 }
 
-export function useWorkflow(code: number) {
+/** A workflow's current definition; ``null``: none (a new workflow's editor), nothing is fetched. */
+export function useWorkflow(code: number | null) {
   return useQuery({
-    queryKey: keys.workflow(code),
+    queryKey: keys.workflow(code ?? 0),
     queryFn: () => call(api.GET("/api/v1/workflows/{code}", { params: { path: { code: String(code) } } })),
+    enabled: code !== null,
   });
 }
 

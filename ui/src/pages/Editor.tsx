@@ -80,7 +80,7 @@ function placeRefusal(exc: unknown, sent: Draft): Refusal | null {
 export function Editor() {
   const param = useParams().code;
   const code = param === undefined ? null : Number(param);
-  const existing = useWorkflow(code ?? 0);
+  const existing = useWorkflow(code);
   const taskTypes = useTaskTypes();
   const navigate = useNavigate();
   const client = useQueryClient();
