@@ -253,3 +253,23 @@ async def test_files_too_large_to_cache_are_placed_whatever_their_names(
     assert all("fetched" in line for line in lines), lines
     assert (exec_dir / ".fetch" / "big.bin").read_bytes() == big and (exec_dir / "other.bin").read_bytes() == other
     assert sorted(p.name for p in exec_dir.iterdir()) == [".fetch", "other.bin"]  # no staging folder left
+
+
+async def test_a_file_being_placed_is_not_evicted_meanwhile(
+    master: tuple[FakeMaster, str], rpc: RpcClient, tmp_path: Path
+) -> None:
+    # another task's placement fetching a new file evicts the least recently used ones: not one that a
+    # placement is copying into its attempt's directory at that moment (its copy would find no file)
+    fake, address = master
+    cache = ResourceCache(tmp_path / "cache", 150_000, rpc)
+    a, b = (entry(fake, f"{n}.bin", os.urandom(100_000)) for n in "ab")
+    await cache.place([a], address, tmp_path / "x")
+    cache._in_use[a["sha256"]] += 1  # a placement of a between finding it and copying it
+    await cache.place([b], address, tmp_path / "y")
+    assert (tmp_path / "cache").exists() and cache.size == 200_000  # over its size while a is in use
+    cache._in_use.pop(a["sha256"])
+    c = entry(fake, "c.bin", os.urandom(10_000))
+    await cache.place([c], address, tmp_path / "z")  # the next fetch evicts a, the least recently used
+    assert cache.size <= 150_000 and len(fake.fetched) == 3
+    await cache.place([b], address, tmp_path / "w")
+    assert len(fake.fetched) == 3  # b stayed

@@ -53,6 +53,8 @@ class ResourceCache:
         self.idle_timeout = idle_timeout
         #: sha256 -> size, least recently used first
         self._entries: collections.OrderedDict[str, int] = collections.OrderedDict()
+        #: checksums being placed right now (fetched or found, not yet copied): never evicted meanwhile
+        self._in_use: collections.Counter[str] = collections.Counter()
         self._locks: dict[str, asyncio.Lock] = {}
         self._loaded = False
         self.hits = 0
@@ -110,9 +112,15 @@ class ResourceCache:
             if name in taken or name.split("/", 1)[0] == staging.name:
                 raise ResourceFailure(f"resource {name!r} would replace the task's own file of that name")
             sha, size = str(entry["sha256"]), int(entry["size"])
-            source, how = await self._get(entry, master, staging)
             target = exec_dir / name
-            await asyncio.to_thread(_copy_in, source, target, exec_dir, user, source.parent == staging)
+            self._in_use[sha] += 1
+            try:
+                source, how = await self._get(entry, master, staging)
+                await asyncio.to_thread(_copy_in, source, target, exec_dir, user, source.parent == staging)
+            finally:
+                self._in_use[sha] -= 1
+                if not self._in_use[sha]:
+                    del self._in_use[sha]
             lines.append(f"resource {name} version {entry.get('version')} ({size} bytes, sha256 {sha[:12]}, {how})")
         with contextlib.suppress(FileNotFoundError):
             await asyncio.to_thread(shutil.rmtree, staging)
@@ -138,7 +146,9 @@ class ResourceCache:
             await self._fetch(entry, master, path)
             self._entries[sha] = size
             self.misses += 1
-            await asyncio.to_thread(self._evict, sha)
+            victims = self._evict(sha)
+            if victims:
+                await asyncio.to_thread(_unlink_all, [self._path(v) for v in victims])
         return path, "fetched"
 
     async def _fetch(self, entry: Mapping[str, Any], master: str, path: Path) -> None:
@@ -177,18 +187,27 @@ class ResourceCache:
                 await asyncio.to_thread(os.unlink, tmp)
             raise
 
-    def _evict(self, keep: str) -> None:
-        """Drop least recently used files until the cache fits (never ``keep``, just fetched)."""
+    def _evict(self, keep: str) -> list[str]:
+        """Forget least recently used files until the cache fits; the checksums forgotten (their files are
+        the caller's to remove). On the event loop, which alone changes the entries; never ``keep`` (just
+        fetched) nor a file being placed into an attempt's directory."""
         total = self.size
+        victims = []
         for sha in list(self._entries):
             if total <= self.max_bytes:
-                return
-            if sha == keep:
+                break
+            if sha == keep or sha in self._in_use:
                 continue
             total -= self._entries.pop(sha)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._path(sha))
+            victims.append(sha)
             log.debug("resource cache eviction", sha256=sha)
+        return victims
+
+
+def _unlink_all(paths: list[Path]) -> None:
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def _usable(path: Path, size: int) -> bool:
