@@ -187,6 +187,13 @@ async def upload(
         raise
 
 
+async def lock_project(conn: asyncpg.Connection, project_code: int) -> None:
+    """Inside a transaction: the project's resource lock, held until it ends. Version numbers, the project's
+    total, deletes and the references a workflow save pins are decided under it: a save cannot pin a file a
+    delete is removing, a restore cannot add a version of one."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('resource', $1))", project_code)
+
+
 async def _add_version(
     pool: asyncpg.Pool,
     limits: StorageConfig,
@@ -199,7 +206,9 @@ async def _add_version(
 ) -> Version:
     async with pool.acquire() as conn, conn.transaction():
         # one writer per project at a time: the version number and the project total are decided under it
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('resource', $1))", project_code)
+        await lock_project(conn, project_code)
+        if restored_from is not None and await version_of(conn, project_code, name, restored_from) is None:
+            raise ResourceError(f"resource {name!r} has no version {restored_from} (deleted meanwhile)")
         shared = await conn.fetchval(
             "SELECT EXISTS (SELECT 1 FROM resource WHERE project_code = $1 AND blob_key = $2)", project_code, stored.key
         )
@@ -267,7 +276,7 @@ async def delete(pool: asyncpg.Pool, blobs: BlobStore, project_code: int, name: 
     """Delete every version of ``name`` (or, when it is a folder, of every file under it); InUse when a
     workflow version uses one of them."""
     async with pool.acquire() as conn, conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('resource', $1))", project_code)
+        await lock_project(conn, project_code)
         folder = not await conn.fetchval(
             "SELECT EXISTS (SELECT 1 FROM resource WHERE project_code = $1 AND full_name = $2)", project_code, name
         )

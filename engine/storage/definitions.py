@@ -136,6 +136,7 @@ async def save_workflow(
         groups = await _task_groups(conn, wf, project_code)
         alert_groups = await alert_groups_of(conn, wf)
         used: list[tuple[int, Ref]] = []
+        await catalog.lock_project(conn, project_code)  # what it pins is not deleted before the save commits
         for i, t in enumerate(wf.tasks):
             try:
                 params, task_refs = await catalog.pin_task(
