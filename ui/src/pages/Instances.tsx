@@ -8,7 +8,8 @@ import { ErrorBox, Loading } from "../components/ErrorBox";
 import { Pager, SelectAll, useSelection, useUrlFilters } from "../components/listing";
 import { labelOf } from "../components/state";
 import { StateBadge } from "../components/StateBadge";
-import { formatDuration, formatTime } from "../components/time";
+import { Time } from "../components/Time";
+import { formatDuration } from "../components/time";
 import { lacking } from "../features/access/rights";
 import { RunType } from "../features/workflow/RunType";
 import { useLive } from "../features/live/useLive";
@@ -157,8 +158,12 @@ export function Instances() {
                   <td>
                     <RunType type={i.run_type} />
                   </td>
-                  <td>{formatTime(i.schedule_time)}</td>
-                  <td>{formatTime(i.start_time)}</td>
+                  <td>
+                    <Time iso={i.schedule_time} />
+                  </td>
+                  <td>
+                    <Time iso={i.start_time} />
+                  </td>
                   <td>{formatDuration(i.duration_ms)}</td>
                   <td className="muted">{i.host ?? "—"}</td>
                 </tr>

@@ -8,7 +8,7 @@ import { runBatch, type BatchOutcome } from "../components/batch";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { Pager, SelectAll, useSelection, useUrlFilters } from "../components/listing";
 import { labelOf, symbolOf, toneOf } from "../components/state";
-import { formatTime } from "../components/time";
+import { Time } from "../components/Time";
 import { lackingCreate } from "../features/access/rights";
 
 const SIZE = 50;
@@ -126,8 +126,12 @@ export function Workflows() {
                       ))}
                     </span>
                   </td>
-                  <td>{formatTime(w.next_fire_time)}</td>
-                  <td>{formatTime(w.update_time)}</td>
+                  <td>
+                    <Time iso={w.next_fire_time} />
+                  </td>
+                  <td>
+                    <Time iso={w.update_time} />
+                  </td>
                 </tr>
               ))}
               {data.items.length === 0 && (
