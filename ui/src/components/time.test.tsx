@@ -3,7 +3,15 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
 import { ZoneSwitch } from "./ZoneSwitch";
 import { Time } from "./Time";
-import { formatInZone, formatTime, offsetLabel, setDisplayZone, ZONE_KEY } from "./time";
+import {
+  formatInZone,
+  formatTime,
+  offsetLabel,
+  parseInZone,
+  setDisplayZone,
+  typedInZone,
+  ZONE_KEY,
+} from "./time";
 
 beforeEach(() => act(() => setDisplayZone("UTC")));
 
@@ -59,5 +67,26 @@ describe("the display-zone switch", () => {
     fireEvent.keyDown(zone, { key: "Enter" });
     expect(screen.getByRole("alert").textContent).toContain("Mars/Olympus");
     expect(localStorage.getItem(ZONE_KEY)).toBe("UTC");
+  });
+});
+
+describe("typed times", () => {
+  it("reads a wall clock in the display zone, summer time included", () => {
+    expect(parseInZone("2026-03-01 08:00", "Asia/Shanghai")).toBe("2026-03-01T00:00:00Z");
+    expect(parseInZone("2026-03-01", "UTC")).toBe("2026-03-01T00:00:00Z");
+    expect(parseInZone("2026-07-01 02:00:30", "Europe/Berlin")).toBe("2026-07-01T00:00:30Z");
+    expect(parseInZone("2026-01-01 02:00", "Europe/Berlin")).toBe("2026-01-01T01:00:00Z");
+  });
+
+  it("refuses what is not a time", () => {
+    for (const bad of ["NaN", "2026-13-01", "2026-02-30", "2026-03-01 24:00", "yesterday", ""])
+      expect(parseInZone(bad, "UTC")).toBeNull();
+  });
+
+  it("writes back what it reads", () => {
+    expect(typedInZone("2026-03-01T00:00:00Z", "Asia/Shanghai")).toBe("2026-03-01 08:00");
+    expect(parseInZone(typedInZone("2026-07-01T00:00:30Z", "Europe/Berlin"), "Europe/Berlin")).toBe(
+      "2026-07-01T00:00:30Z",
+    );
   });
 });

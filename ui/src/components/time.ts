@@ -78,8 +78,7 @@ export function resolveZone(zone: DisplayZone): string {
   return zone === "local" ? browserZone() : zone;
 }
 
-/** The zone's offset from UTC at ``date``: "UTC", "UTC+8", "UTC+5:30", "UTC−4". */
-export function offsetLabel(date: Date, zone: string): string {
+function wallParts(date: Date, zone: string): number[] {
   const parts = new Intl.DateTimeFormat("en-US", {
     timeZone: zone,
     hourCycle: "h23",
@@ -88,16 +87,60 @@ export function offsetLabel(date: Date, zone: string): string {
     day: "numeric",
     hour: "numeric",
     minute: "numeric",
+    second: "numeric",
   }).formatToParts(date);
   const part = (type: string) => Number(parts.find((p) => p.type === type)?.value ?? 0);
-  const wall = Date.UTC(part("year"), part("month") - 1, part("day"), part("hour"), part("minute"));
+  return [part("year"), part("month"), part("day"), part("hour"), part("minute"), part("second")];
+}
+
+/** Minutes ``zone`` is ahead of UTC at ``date``. */
+function offsetMinutes(date: Date, zone: string): number {
+  const [y = 0, mo = 1, d = 1, h = 0, mi = 0] = wallParts(date, zone);
   const whole = Math.floor(date.getTime() / 60_000) * 60_000;
-  const minutes = Math.round((wall - whole) / 60_000);
+  return Math.round((Date.UTC(y, mo - 1, d, h, mi) - whole) / 60_000);
+}
+
+/** The zone's offset from UTC at ``date``: "UTC", "UTC+8", "UTC+5:30", "UTC−4". */
+export function offsetLabel(date: Date, zone: string): string {
+  const minutes = offsetMinutes(date, zone);
   if (minutes === 0) return zone === "UTC" || zone === "Etc/UTC" ? "UTC" : "UTC+0";
   const sign = minutes > 0 ? "+" : "−";
   const abs = Math.abs(minutes);
   const rest = abs % 60;
   return `UTC${sign}${Math.floor(abs / 60)}${rest ? `:${String(rest).padStart(2, "0")}` : ""}`;
+}
+
+const TYPED = /^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2}))?)?$/;
+
+/** A wall-clock time typed as "YYYY-MM-DD[ HH:mm[:ss]]" in the display zone, as an ISO instant (UTC), or
+ * null when it is not one (a month 13, a 25th hour…). */
+export function parseInZone(text: string, zone: DisplayZone = current): string | null {
+  const m = TYPED.exec(text.trim());
+  if (!m) return null;
+  const [y, mo, d, h, mi, s] = m.slice(1).map((v) => Number(v ?? 0)) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const guess = Date.UTC(y, mo - 1, d, h, mi, s);
+  const back = new Date(guess);
+  if (back.getUTCMonth() !== mo - 1 || back.getUTCDate() !== d || h > 23 || mi > 59 || s > 59) return null;
+  const tz = resolveZone(zone);
+  let at = guess - offsetMinutes(new Date(guess), tz) * 60_000;
+  at = guess - offsetMinutes(new Date(at), tz) * 60_000; // the offset at the instant itself (summer time)
+  return new Date(at).toISOString().replace(".000Z", "Z");
+}
+
+/** An ISO instant as "YYYY-MM-DD HH:mm" (":ss" when not zero) in the display zone: what parseInZone reads. */
+export function typedInZone(iso: string, zone: DisplayZone = current): string {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return iso;
+  const [y = 0, mo = 1, d = 1, h = 0, mi = 0, s = 0] = wallParts(date, resolveZone(zone));
+  const two = (n: number) => String(n).padStart(2, "0");
+  return `${y}-${two(mo)}-${two(d)} ${two(h)}:${two(mi)}${s ? `:${two(s)}` : ""}`;
 }
 
 function wallClock(date: Date, zone: string): string {
