@@ -127,3 +127,24 @@ async def test_a_reader_filters_only_within_the_projects_they_see(world: dict[st
     async with in_process_api(world["dsn"], [], world["tokens"]["reader"]) as (session, base):
         assert await _names(session, base, workflow_name="nightly") == {f"nightly-{n}" for n in range(1, 9)}
         assert await _names(session, base, project="q") == set()
+
+
+async def test_the_workflows_list_says_the_zone_of_the_next_fire(world: dict[str, Any]) -> None:
+    """The UI shows a schedule's next fire in the schedule's own zone beside the viewer's."""
+    conn = await asyncpg.connect(world["dsn"])
+    try:
+        await conn.execute(
+            "INSERT INTO schedule (workflow_definition_code, start_time, end_time, crontab, timezone_id,"
+            " release_state) VALUES (10, now(), now() + interval '3 days', '0 2 * * *', 'Asia/Shanghai', 1)"
+        )
+    finally:
+        await conn.close()
+    async with (
+        in_process_api(world["dsn"], [], world["tokens"]["admin"]) as (session, base),
+        session.get(f"{base}/api/v1/workflows", params={"project": "p"}) as resp,
+    ):
+        listed = {w["name"]: w for w in (await resp.json())["items"]}
+    nightly, hourly = listed["nightly"], listed["hourly"]
+    assert nightly["next_fire_timezone"] == "Asia/Shanghai"
+    assert nightly["next_fire_time"].endswith("18:00:00+00:00")  # 02:00 in Shanghai
+    assert hourly["next_fire_time"] is None and hourly["next_fire_timezone"] is None

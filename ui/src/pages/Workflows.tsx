@@ -10,6 +10,7 @@ import { Pager, SelectAll, useSelection, useUrlFilters } from "../components/lis
 import { labelOf, symbolOf, toneOf } from "../components/state";
 import { Time } from "../components/Time";
 import { lackingCreate } from "../features/access/rights";
+import { NextFire } from "../features/workflow/FireTimes";
 
 const SIZE = 50;
 
@@ -126,8 +127,12 @@ export function Workflows() {
                       ))}
                     </span>
                   </td>
-                  <td>
-                    <Time iso={w.next_fire_time} />
+                  <td data-testid={`next-fire-${w.code}`}>
+                    {w.next_fire_timezone ? (
+                      <NextFire iso={w.next_fire_time} zone={w.next_fire_timezone} />
+                    ) : (
+                      <Time iso={w.next_fire_time} />
+                    )}
                   </td>
                   <td>
                     <Time iso={w.update_time} />

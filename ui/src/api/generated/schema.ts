@@ -9379,6 +9379,8 @@ export interface operations {
                              * @description the soonest fire of its online schedules
                              */
                             next_fire_time: string | null;
+                            /** @description the IANA zone of the schedule that fires next (its crontab's wall clock) */
+                            next_fire_timezone: string | null;
                             project: string;
                             /** @enum {unknown} */
                             release_state: "OFFLINE" | "ONLINE";
