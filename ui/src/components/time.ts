@@ -78,17 +78,36 @@ export function resolveZone(zone: DisplayZone): string {
   return zone === "local" ? browserZone() : zone;
 }
 
+// formatters are costly to make (a list re-renders often under live updates): one per zone, kept
+const partsFormats = new Map<string, Intl.DateTimeFormat>();
+const wallFormats = new Map<string, Intl.DateTimeFormat>();
+
+function cached(cache: Map<string, Intl.DateTimeFormat>, zone: string, make: () => Intl.DateTimeFormat) {
+  let format = cache.get(zone);
+  if (!format) {
+    format = make();
+    cache.set(zone, format);
+  }
+  return format;
+}
+
 function wallParts(date: Date, zone: string): number[] {
-  const parts = new Intl.DateTimeFormat("en-US", {
-    timeZone: zone,
-    hourCycle: "h23",
-    year: "numeric",
-    month: "numeric",
-    day: "numeric",
-    hour: "numeric",
-    minute: "numeric",
-    second: "numeric",
-  }).formatToParts(date);
+  const format = cached(
+    partsFormats,
+    zone,
+    () =>
+      new Intl.DateTimeFormat("en-US", {
+        timeZone: zone,
+        hourCycle: "h23",
+        year: "numeric",
+        month: "numeric",
+        day: "numeric",
+        hour: "numeric",
+        minute: "numeric",
+        second: "numeric",
+      }),
+  );
+  const parts = format.formatToParts(date);
   const part = (type: string) => Number(parts.find((p) => p.type === type)?.value ?? 0);
   return [part("year"), part("month"), part("day"), part("hour"), part("minute"), part("second")];
 }
@@ -145,7 +164,22 @@ export function typedInZone(iso: string, zone: DisplayZone = current): string {
 
 function wallClock(date: Date, zone: string): string {
   // h23: midnight is 00:00, never 24:00 (what hour12: false gives in some locales)
-  return date.toLocaleString(undefined, { hourCycle: "h23", timeZone: zone });
+  const format = cached(
+    wallFormats,
+    zone,
+    () =>
+      new Intl.DateTimeFormat(undefined, {
+        timeZone: zone,
+        hourCycle: "h23",
+        year: "numeric",
+        month: "numeric",
+        day: "numeric",
+        hour: "numeric",
+        minute: "2-digit",
+        second: "2-digit",
+      }),
+  );
+  return format.format(date);
 }
 
 /** ``iso`` in the display zone (the switch's, unless given), labelled with its offset: "…, 02:00:00 UTC+8". */
