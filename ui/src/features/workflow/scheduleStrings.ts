@@ -6,3 +6,8 @@ export const tFires = {
   viewer: (time: string) => `(${time} for you)`,
   none: "no upcoming fire",
 } as const;
+
+export const tBackfillRange = {
+  from: (zone: string) => `From (${zone})`,
+  to: (zone: string) => `To (${zone})`,
+} as const;
