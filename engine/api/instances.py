@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, not_, or_, select
 
 from engine.api import access, rows, task_groups
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
@@ -78,6 +78,29 @@ _CONTROL = {
 }
 
 
+def _names(raw: str, known: tuple[str, ...], field: str) -> list[str]:
+    """A comma list of names, each one of ``known`` (else a 400 at ``field``)."""
+    names = [n.strip().lower() for n in raw.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ApiError(400, f"unknown run type {unknown[0]!r} (known: {', '.join(known)})", field)
+    return names
+
+
+def _run_type_clause(wanted: list[str]) -> Any:
+    """Instances whose run type (rows.run_type: from the command type, or for a run woken from a serial wait
+    the first command of its history) is one of ``wanted``."""
+    woken = wi.c.command_type == int(CommandType.RECOVER_SERIAL_WAIT)
+    first = func.split_part(func.coalesce(wi.c.history_cmd, ""), ",", 1)
+
+    def of(kind: str) -> Any:
+        types = [c for c, k in rows.RUN_TYPE_OF.items() if k == kind]
+        return or_(wi.c.command_type.in_([int(c) for c in types]), and_(woken, first.in_([c.name for c in types])))
+
+    others = [of(k) for k in rows.RUN_TYPES if k != "manual"]
+    return or_(*(of(k) if k != "manual" else not_(or_(*others)) for k in wanted))
+
+
 async def list_instances(api: Any, call: Call) -> dict[str, Any]:
     q = call.query
     where = access.project_clause(call, wi.c.project_code)
@@ -89,6 +112,11 @@ async def list_instances(api: Any, call: Call) -> dict[str, Any]:
         where.append(wi.c.state.in_([int(WorkflowState[n]) for n in names]))
     if q["workflow"]:
         where.append(wi.c.workflow_definition_code == q["workflow"])
+    if q["workflow_name"]:
+        named = select(t.workflow_definition.c.code).where(t.workflow_definition.c.name == q["workflow_name"])
+        where.append(wi.c.workflow_definition_code.in_(named))
+    if q["run_type"]:
+        where.append(_run_type_clause(_names(q["run_type"], rows.RUN_TYPES, "query.run_type")))
     if q["project"]:
         where.append(
             wi.c.project_code == select(t.project.c.code).where(t.project.c.name == q["project"]).scalar_subquery()
@@ -97,6 +125,10 @@ async def list_instances(api: Any, call: Call) -> dict[str, Any]:
         where.append(wi.c.start_time >= q["since"])
     if q["until"]:
         where.append(wi.c.start_time < q["until"])
+    if q["schedule_since"]:
+        where.append(wi.c.schedule_time >= q["schedule_since"])
+    if q["schedule_until"]:
+        where.append(wi.c.schedule_time < q["schedule_until"])
     if q["host"]:
         where.append(wi.c.host == q["host"])
     # counted up to COUNT_CAP: a count over a million rows costs more than the page itself
@@ -361,6 +393,10 @@ ROUTES = [
                  Param("workflow", int, "workflow definition code"), Param("project", str, "project name"),
                  Param("since", dt.datetime, "started at or after (ISO 8601)"),
                  Param("until", dt.datetime, "started before (ISO 8601)"),
+                 Param("workflow_name", str, "workflow definition name (exact; with project for one project's)"),
+                 Param("run_type", str, f"comma list of run types: {', '.join(rows.RUN_TYPES)}"),
+                 Param("schedule_since", dt.datetime, "business date (schedule time) at or after (ISO 8601)"),
+                 Param("schedule_until", dt.datetime, "business date (schedule time) before (ISO 8601)"),
                  Param("host", str, "owning master host:port"),
                  Param("before", int, "only instances with a smaller id: pass the previous answer's next_before to"
                        " page through history at any depth (with page=1; total counts them all)", minimum=1),

@@ -34,7 +34,8 @@ def pick(row: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
 
 #: how a run came to be, from the command that made it (DolphinScheduler's command types)
 RUN_TYPES = ("manual", "scheduled", "backfill", "rerun", "recovery")
-_RUN_TYPE = {
+#: the run type of each command type (any other is manual)
+RUN_TYPE_OF = {
     CommandType.START_PROCESS: "manual",
     CommandType.START_CURRENT_TASK_PROCESS: "manual",
     CommandType.SCHEDULER: "scheduled",
@@ -54,7 +55,7 @@ def run_type(command_type: int | None, history_cmd: str | None) -> str:
         if first in CommandType.__members__:
             command_type = CommandType[first]
     try:
-        return _RUN_TYPE.get(CommandType(command_type), "manual")
+        return RUN_TYPE_OF.get(CommandType(command_type), "manual")
     except ValueError:
         return "manual"
 

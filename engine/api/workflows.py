@@ -39,7 +39,7 @@ _SUMMARY = {
 LAST_RUNS = 10
 _LISTED = {
     **_SUMMARY,
-    "required": [*_SUMMARY["required"], "last_runs", "next_fire_time"],
+    "required": [*_SUMMARY["required"], "last_runs", "next_fire_time", "next_fire_timezone"],
     "properties": {
         **_SUMMARY["properties"],
         "last_runs": {
@@ -55,6 +55,10 @@ _LISTED = {
             "type": ["string", "null"],
             "format": "date-time",
             "description": "the soonest fire of its online schedules",
+        },
+        "next_fire_timezone": {
+            "type": ["string", "null"],
+            "description": "the IANA zone of the schedule that fires next (its crontab's wall clock)",
         },
     },
 }
@@ -137,15 +141,15 @@ async def _add_runs_and_fires(db: asyncpg.Pool, items: list[dict[str, Any]]) -> 
     by_code: dict[int, list[dict[str, Any]]] = {}
     for r in runs:
         by_code.setdefault(r["code"], []).append({"id": r["id"], "state": WorkflowState(r["state"]).name})
-    fires: dict[int, Any] = {}
+    fires: dict[int, tuple[Any, str]] = {}
     nexts = await asyncio.to_thread(lambda: [schedule_json(s, 1)["next_fire_times"] for s in schedules])
     for s, upcoming in zip(schedules, nexts, strict=True):
         code = s["workflow_definition_code"]
-        if upcoming and (code not in fires or upcoming[0] < fires[code]):
-            fires[code] = upcoming[0]
+        if upcoming and (code not in fires or upcoming[0] < fires[code][0]):
+            fires[code] = (upcoming[0], s["timezone_id"])
     for item in items:
         item["last_runs"] = by_code.get(item["code"], [])
-        item["next_fire_time"] = fires.get(item["code"])
+        item["next_fire_time"], item["next_fire_timezone"] = fires.get(item["code"], (None, None))
 
 
 async def _save(api: Any, doc: Any, release: bool, user_id: int | None, code: int | None = None) -> dict[str, Any]:

@@ -6,6 +6,12 @@ import { api, call, type ControlResult } from "./client";
 export interface InstanceFilters {
   state?: string;
   workflow?: number;
+  workflow_name?: string;
+  project?: string;
+  run_type?: string;
+  schedule_since?: string;
+  schedule_until?: string;
+  host?: string;
   since?: string;
   page: number;
   size: number;
@@ -81,6 +87,27 @@ export function useWorkflows(f: {
     queryKey: keys.workflows(f),
     queryFn: () => call(api.GET("/api/v1/workflows", { params: { query: f } })),
     placeholderData: (previous) => previous,
+  });
+}
+
+/** Names of the workflows the caller may see that contain ``search`` (the instance filter's autocomplete). */
+export function useWorkflowNames(search: string) {
+  return useQuery({
+    queryKey: ["workflow-names", search],
+    queryFn: () => call(api.GET("/api/v1/workflows", { params: { query: { search, size: 20 } } })),
+    select: (page) => [...new Set(page.items.map((w) => w.name))],
+    placeholderData: (previous) => previous,
+    staleTime: 30_000,
+  });
+}
+
+/** Names of the projects the caller may see. */
+export function useProjectNames() {
+  return useQuery({
+    queryKey: ["project-names"],
+    queryFn: () => call(api.GET("/api/v1/projects", { params: { query: { size: 500 } } })),
+    select: (page) => page.items.map((p) => p.name),
+    staleTime: 60_000,
   });
 }
 

@@ -2,6 +2,7 @@ import { Link, NavLink, Outlet } from "react-router";
 
 import { useMe } from "../api/queries";
 import { ConnectionBanner } from "../components/ConnectionBanner";
+import { ZoneSwitch } from "../components/ZoneSwitch";
 import { Account } from "./Account";
 
 export function Layout() {
@@ -22,6 +23,7 @@ export function Layout() {
           {me?.admin && <NavLink to="/admin">Admin</NavLink>}
           {me && !me.admin && <NavLink to="/tokens">My tokens</NavLink>}
         </nav>
+        <ZoneSwitch />
         <Account />
       </header>
       <ConnectionBanner />

@@ -12,7 +12,13 @@ export function useUrlFilters() {
     if (name !== "page") next.delete("page");
     setParams(next, { replace: name !== "page" });
   };
-  return { params, set, page: Number(params.get("page") ?? "1") || 1 };
+  /** drop every one of ``names`` (and the page) at once */
+  const clear = (names: string[]) => {
+    const next = new URLSearchParams(params);
+    for (const name of [...names, "page"]) next.delete(name);
+    setParams(next, { replace: true });
+  };
+  return { params, set, clear, page: Number(params.get("page") ?? "1") || 1 };
 }
 
 export function useSelection() {

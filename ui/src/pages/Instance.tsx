@@ -12,7 +12,8 @@ import {
 import { BadAddress, idParam } from "../components/BadAddress";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { StateBadge } from "../components/StateBadge";
-import { formatDuration, formatTime } from "../components/time";
+import { Time } from "../components/Time";
+import { formatDuration } from "../components/time";
 import { lacking } from "../features/access/rights";
 import { TaskTable } from "../features/gantt/TaskTable";
 import { finishedCount } from "../features/gantt/count";
@@ -106,9 +107,13 @@ function InstanceOf({ id }: { id: number }) {
           <RunType type={detail.run_type} />
         </dd>
         <dt>Business date</dt>
-        <dd data-testid="business-date">{formatTime(detail.schedule_time)}</dd>
+        <dd data-testid="business-date">
+          <Time iso={detail.schedule_time} />
+        </dd>
         <dt>Started</dt>
-        <dd>{formatTime(detail.start_time)}</dd>
+        <dd>
+          <Time iso={detail.start_time} />
+        </dd>
         <dt>Duration</dt>
         <dd>{formatDuration(detail.duration_ms)}</dd>
         <dt>Master</dt>

@@ -6,39 +6,21 @@ import { BatchReport } from "../components/BatchReport";
 import { runBatch, type BatchOutcome } from "../components/batch";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { Pager, SelectAll, useSelection, useUrlFilters } from "../components/listing";
-import { labelOf } from "../components/state";
 import { StateBadge } from "../components/StateBadge";
-import { formatDuration, formatTime } from "../components/time";
+import { Time } from "../components/Time";
+import { formatDuration } from "../components/time";
 import { lacking } from "../features/access/rights";
+import { filtersOf, InstanceFiltersBar } from "../features/instances/Filters";
 import { RunType } from "../features/workflow/RunType";
 import { useLive } from "../features/live/useLive";
 
-const STATES = [
-  "RUNNING_EXECUTION",
-  "SUBMITTED_SUCCESS",
-  "FAILURE",
-  "SUCCESS",
-  "STOP",
-  "PAUSE",
-  "SERIAL_WAIT",
-];
 const SIZE = 50;
-const TEXT = {
-  notCode: "a workflow code is a number: open the workflow from the Workflows page to filter by it",
-};
 
 export function Instances() {
   useLive();
-  const { params, set, page } = useUrlFilters();
-  const state = params.get("state") ?? "";
-  const workflow = params.get("workflow");
-  const workflowCode = workflow && /^\d+$/.test(workflow) ? Number(workflow) : null;
-  const filters = {
-    page,
-    size: SIZE,
-    ...(state ? { state } : {}),
-    ...(workflowCode !== null ? { workflow: workflowCode } : {}),
-  };
+  const { params, set, clear, page } = useUrlFilters();
+  // a value the server would refuse is said at its field by the bar, and left out of the request
+  const filters = { page, size: SIZE, ...filtersOf(params).filters };
   const me = useMe().data;
   const query = useInstances(filters);
   const selection = useSelection();
@@ -57,40 +39,11 @@ export function Instances() {
   const refused = [...selected]
     .map((id) => lacking(me, projectOf.get(id), "EXECUTE"))
     .find((r) => r !== null);
-  const badWorkflow = workflow !== null && workflow !== "" && workflowCode === null;
   return (
     <section>
       <h1>Workflow instances</h1>
-      <div className="toolbar" role="search">
-        <label>
-          State{" "}
-          <select value={state} onChange={(e) => set("state", e.target.value)} aria-label="Filter by state">
-            <option value="">any</option>
-            {STATES.map((s) => (
-              <option key={s} value={s}>
-                {labelOf(s)}
-              </option>
-            ))}
-          </select>
-        </label>
-        <label>
-          Workflow code{" "}
-          <input
-            inputMode="numeric"
-            aria-invalid={badWorkflow}
-            aria-describedby={badWorkflow ? "workflow-error" : undefined}
-            defaultValue={workflow ?? ""}
-            onKeyDown={(e) =>
-              e.key === "Enter" && set("workflow", (e.target as HTMLInputElement).value.trim())
-            }
-            placeholder="Enter to apply"
-          />
-        </label>
-        {badWorkflow && (
-          <span id="workflow-error" className="field-error" role="alert">
-            {TEXT.notCode}
-          </span>
-        )}
+      <InstanceFiltersBar params={params} set={set} clear={clear} />
+      <div className="toolbar">
         <span className="spacer" />
         <span className="muted">{selected.size} selected</span>
         <button
@@ -157,8 +110,12 @@ export function Instances() {
                   <td>
                     <RunType type={i.run_type} />
                   </td>
-                  <td>{formatTime(i.schedule_time)}</td>
-                  <td>{formatTime(i.start_time)}</td>
+                  <td>
+                    <Time iso={i.schedule_time} />
+                  </td>
+                  <td>
+                    <Time iso={i.start_time} />
+                  </td>
                   <td>{formatDuration(i.duration_ms)}</td>
                   <td className="muted">{i.host ?? "—"}</td>
                 </tr>

@@ -4,7 +4,7 @@ import { useOverview } from "../api/queries";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { StateBadge } from "../components/StateBadge";
 import { toneOf } from "../components/state";
-import { formatTime } from "../components/time";
+import { Time } from "../components/Time";
 import { useLive } from "../features/live/useLive";
 
 const ORDER = [
@@ -88,7 +88,9 @@ export function OverviewPage() {
               {data.running.map((i) => (
                 <li key={i.id}>
                   <StateBadge state={i.state} /> <Link to={`/instances/${i.id}`}>{i.name}</Link>{" "}
-                  <span className="muted">since {formatTime(i.start_time)}</span>
+                  <span className="muted">
+                    since <Time iso={i.start_time} />
+                  </span>
                 </li>
               ))}
               {data.running.length === 0 && <li className="muted">nothing runs</li>}
@@ -102,7 +104,9 @@ export function OverviewPage() {
               {data.failures.map((i) => (
                 <li key={i.id}>
                   <StateBadge state={i.state} /> <Link to={`/instances/${i.id}`}>{i.name}</Link>{" "}
-                  <span className="muted">{formatTime(i.end_time)}</span>{" "}
+                  <span className="muted">
+                    <Time iso={i.end_time} />
+                  </span>{" "}
                   {i.failed_task && (
                     <Link to={`/tasks/${i.failed_task.id}/log`}>log of failed task {i.failed_task.name}</Link>
                   )}

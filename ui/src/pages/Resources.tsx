@@ -9,6 +9,7 @@ import { Link, useSearchParams } from "react-router";
 import { api, authHeaders, baseUrl, call, errorOf, token } from "../api/client";
 import { useResourceDetail, useResourceFolder } from "../api/queries";
 import { ErrorBox } from "../components/ErrorBox";
+import { Time } from "../components/Time";
 import { errorAt } from "../features/admin/FormField";
 import { contentPath, crumbs, formatBytes, joinPath, percent } from "../features/resources/paths";
 import { t } from "../features/resources/strings";
@@ -165,7 +166,9 @@ export function ResourcesPage() {
                     </td>
                     <td>{formatBytes(f.size)}</td>
                     <td>{f.versions}</td>
-                    <td className="small">{f.create_time}</td>
+                    <td className="small">
+                      <Time iso={f.create_time} />
+                    </td>
                     <td>
                       <div className="toolbar">
                         <DownloadLink project={project} path={path} label={t.download} />
@@ -393,7 +396,9 @@ function FileDetail({
                 <td>
                   <code title={v.sha256}>{v.sha256?.slice(0, 12)}</code>
                 </td>
-                <td className="small">{v.create_time}</td>
+                <td className="small">
+                  <Time iso={v.create_time} />
+                </td>
                 <td>
                   {v.description}
                   {v.restored_from ? (

@@ -5,7 +5,7 @@ import { Link, useParams } from "react-router";
 import { useMe, useWorkflow, workflowAction, type WorkflowAction } from "../api/queries";
 import { BadAddress, idParam } from "../components/BadAddress";
 import { ErrorBox, Loading } from "../components/ErrorBox";
-import { formatTime } from "../components/time";
+import { Time } from "../components/Time";
 import { lacking } from "../features/access/rights";
 import { buildGraph, type TaskSpec } from "../features/graph/buildGraph";
 import { DagView } from "../features/graph/DagView";
@@ -97,7 +97,7 @@ function WorkflowOf({ code }: { code: number }) {
       {dialog === "start" && <StartDialog code={code} onClose={() => setDialog(null)} />}
       {dialog === "backfill" && <Backfill code={code} onClose={() => setDialog(null)} />}
       <p className="muted">
-        Project {detail.project} · code {detail.code} · updated {formatTime(detail.update_time)}
+        Project {detail.project} · code {detail.code} · updated <Time iso={detail.update_time} />
         {detail.description ? ` · ${detail.description}` : ""}
       </p>
       {graph && graph.dangling.length > 0 && (

@@ -8,8 +8,9 @@ import { runBatch, type BatchOutcome } from "../components/batch";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { Pager, SelectAll, useSelection, useUrlFilters } from "../components/listing";
 import { labelOf, symbolOf, toneOf } from "../components/state";
-import { formatTime } from "../components/time";
+import { Time } from "../components/Time";
 import { lackingCreate } from "../features/access/rights";
+import { NextFire } from "../features/workflow/FireTimes";
 
 const SIZE = 50;
 
@@ -126,8 +127,16 @@ export function Workflows() {
                       ))}
                     </span>
                   </td>
-                  <td>{formatTime(w.next_fire_time)}</td>
-                  <td>{formatTime(w.update_time)}</td>
+                  <td data-testid={`next-fire-${w.code}`}>
+                    {w.next_fire_timezone ? (
+                      <NextFire iso={w.next_fire_time} zone={w.next_fire_timezone} />
+                    ) : (
+                      <Time iso={w.next_fire_time} />
+                    )}
+                  </td>
+                  <td>
+                    <Time iso={w.update_time} />
+                  </td>
                 </tr>
               ))}
               {data.items.length === 0 && (

@@ -3909,6 +3909,14 @@ export interface operations {
                 since?: string;
                 /** @description started before (ISO 8601) */
                 until?: string;
+                /** @description workflow definition name (exact; with project for one project's) */
+                workflow_name?: string;
+                /** @description comma list of run types: manual, scheduled, backfill, rerun, recovery */
+                run_type?: string;
+                /** @description business date (schedule time) at or after (ISO 8601) */
+                schedule_since?: string;
+                /** @description business date (schedule time) before (ISO 8601) */
+                schedule_until?: string;
                 /** @description owning master host:port */
                 host?: string;
                 /** @description only instances with a smaller id: pass the previous answer's next_before to page through history at any depth (with page=1; total counts them all) */
@@ -9371,6 +9379,8 @@ export interface operations {
                              * @description the soonest fire of its online schedules
                              */
                             next_fire_time: string | null;
+                            /** @description the IANA zone of the schedule that fires next (its crontab's wall clock) */
+                            next_fire_timezone: string | null;
                             project: string;
                             /** @enum {unknown} */
                             release_state: "OFFLINE" | "ONLINE";

@@ -6,6 +6,7 @@ import { useState, type FormEvent } from "react";
 
 import { api, call } from "../../api/client";
 import { ErrorBox } from "../../components/ErrorBox";
+import { Time } from "../../components/Time";
 import { MASK } from "./dataSourceForm";
 import { errorAt, FormField, isFieldError } from "./FormField";
 import { common, tProjectParams as t } from "./strings";
@@ -142,7 +143,9 @@ export function ProjectParams() {
                 <td>
                   <code>{p.value}</code>
                 </td>
-                <td className="small">{p.update_time}</td>
+                <td className="small">
+                  <Time iso={p.update_time} />
+                </td>
                 <td>
                   <div className="toolbar">
                     <button

@@ -4,7 +4,7 @@ import { useState, type FormEvent } from "react";
 
 import { api, call } from "../../api/client";
 import { ErrorBox, Loading } from "../../components/ErrorBox";
-import { formatTime } from "../../components/time";
+import { Time } from "../../components/Time";
 
 export function Tokens() {
   const client = useQueryClient();
@@ -73,7 +73,7 @@ export function Tokens() {
             <tr key={String(t.id)}>
               <td>{t.id}</td>
               <td>{t.name}</td>
-              <td>{t.expire_time ? formatTime(t.expire_time) : "never"}</td>
+              <td>{t.expire_time ? <Time iso={t.expire_time} /> : "never"}</td>
               <td>
                 <button onClick={() => void revoke(t.id as number)}>Revoke</button>
               </td>

@@ -3,6 +3,8 @@ import { useState, type FormEvent } from "react";
 
 import { api, call } from "../../api/client";
 import { ErrorBox } from "../../components/ErrorBox";
+import { offsetLabel, parseInZone, resolveZone, useDisplayZone } from "../../components/time";
+import { tBackfillRange } from "./scheduleStrings";
 
 export function Backfill({ code, onClose }: { code: number; onClose: () => void }) {
   const [start, setStart] = useState("");
@@ -11,6 +13,9 @@ export function Backfill({ code, onClose }: { code: number; onClose: () => void 
   const [parallelism, setParallelism] = useState(2);
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState<string | null>(null);
+  // the range is typed in the header's display zone, and says which
+  const zone = useDisplayZone();
+  const label = offsetLabel(new Date(), resolveZone(zone));
 
   const submit = async (event: FormEvent) => {
     event.preventDefault();
@@ -20,8 +25,8 @@ export function Backfill({ code, onClose }: { code: number; onClose: () => void 
         api.POST("/api/v1/workflows/{code}/backfill", {
           params: { path: { code: String(code) } },
           body: {
-            start: new Date(start).toISOString(),
-            end: new Date(end).toISOString(),
+            start: parseInZone(start, zone) ?? start,
+            end: parseInZone(end, zone) ?? end,
             run_mode: mode,
             ...(mode === "PARALLEL" ? { parallelism } : {}),
           },
@@ -36,10 +41,12 @@ export function Backfill({ code, onClose }: { code: number; onClose: () => void 
     <form className="dialog" onSubmit={submit} aria-label="Backfill">
       <h2>Backfill</h2>
       <label>
-        From <input type="datetime-local" value={start} onChange={(e) => setStart(e.target.value)} required />
+        {tBackfillRange.from(label)}{" "}
+        <input type="datetime-local" value={start} onChange={(e) => setStart(e.target.value)} required />
       </label>
       <label>
-        To <input type="datetime-local" value={end} onChange={(e) => setEnd(e.target.value)} required />
+        {tBackfillRange.to(label)}{" "}
+        <input type="datetime-local" value={end} onChange={(e) => setEnd(e.target.value)} required />
       </label>
       <label>
         Mode{" "}

@@ -4,7 +4,7 @@ import { useEffect, useState } from "react";
 
 import { api, call } from "../../api/client";
 import { ErrorBox } from "../../components/ErrorBox";
-import { formatTime } from "../../components/time";
+import { FireTimes, NextFire } from "./FireTimes";
 
 function usePreview(crontab: string, timezone: string) {
   const [debounced, setDebounced] = useState({ crontab, timezone });
@@ -105,7 +105,9 @@ export function Schedules({ code, lacking }: { code: number; lacking: string | n
               </td>
               <td>{s.timezone}</td>
               <td>{s.release_state === "ONLINE" ? "● online" : "○ offline"}</td>
-              <td>{formatTime(s.next_fire_times?.[0])}</td>
+              <td data-testid={`next-fire-${s.id}`}>
+                <NextFire iso={s.next_fire_times?.[0]} zone={s.timezone ?? "UTC"} />
+              </td>
               <td className="actions">
                 <button
                   disabled={lacking !== null}
@@ -158,11 +160,9 @@ export function Schedules({ code, lacking }: { code: number; lacking: string | n
             {preview.error ? (
               <ErrorBox error={preview.error} title="Not a valid schedule" />
             ) : (
-              <ol>
-                {preview.data?.next_fire_times?.map((t) => (
-                  <li key={t}>{formatTime(t)}</li>
-                ))}
-              </ol>
+              preview.data && (
+                <FireTimes times={preview.data.next_fire_times ?? []} zone={preview.data.timezone ?? "UTC"} />
+              )
             )}
           </div>
           <div className="actions">

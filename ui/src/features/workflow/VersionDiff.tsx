@@ -5,7 +5,7 @@ import { stringify } from "yaml";
 
 import { useVersions, useWorkflowVersion } from "../../api/queries";
 import { ErrorBox } from "../../components/ErrorBox";
-import { formatTime } from "../../components/time";
+import { Time } from "../../components/Time";
 
 export function VersionDiff({ code, current }: { code: number; current: number }) {
   const versions = useVersions(code);
@@ -32,7 +32,9 @@ export function VersionDiff({ code, current }: { code: number; current: number }
         {versions.data?.items.map((v) => (
           <li key={String(v.version)}>
             v{String(v.version)} {v.current ? "(current)" : ""}{" "}
-            <span className="muted">{formatTime(v.create_time)}</span>
+            <span className="muted">
+              <Time iso={v.create_time} />
+            </span>
           </li>
         ))}
       </ul>
