@@ -2,6 +2,7 @@
 import { useState, type FormEvent } from "react";
 
 import { api, call } from "../../api/client";
+import { DateTimeInput, parseDateTime24 } from "../../components/DateTimeInput";
 import { ErrorBox } from "../../components/ErrorBox";
 
 export function Backfill({ code, onClose }: { code: number; onClose: () => void }) {
@@ -15,13 +16,16 @@ export function Backfill({ code, onClose }: { code: number; onClose: () => void 
   const submit = async (event: FormEvent) => {
     event.preventDefault();
     setError(null);
+    const from = parseDateTime24(start);
+    const to = parseDateTime24(end);
+    if (!from || !to) return; // the field says why
     try {
       const result = await call(
         api.POST("/api/v1/workflows/{code}/backfill", {
           params: { path: { code: String(code) } },
           body: {
-            start: new Date(start).toISOString(),
-            end: new Date(end).toISOString(),
+            start: from.toISOString(),
+            end: to.toISOString(),
             run_mode: mode,
             ...(mode === "PARALLEL" ? { parallelism } : {}),
           },
@@ -35,12 +39,8 @@ export function Backfill({ code, onClose }: { code: number; onClose: () => void 
   return (
     <form className="dialog" onSubmit={submit} aria-label="Backfill">
       <h2>Backfill</h2>
-      <label>
-        From <input type="datetime-local" value={start} onChange={(e) => setStart(e.target.value)} required />
-      </label>
-      <label>
-        To <input type="datetime-local" value={end} onChange={(e) => setEnd(e.target.value)} required />
-      </label>
+      <DateTimeInput label="From" value={start} onChange={setStart} />
+      <DateTimeInput label="To" value={end} onChange={setEnd} />
       <label>
         Mode{" "}
         <select value={mode} onChange={(e) => setMode(e.target.value as "SERIAL" | "PARALLEL")}>
