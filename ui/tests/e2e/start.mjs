@@ -2,9 +2,11 @@
 // 7 and 8): a word or an unknown code in a workflow's address says so; the dialog is modal (focus moved into it,
 // Escape closes it and gives the focus back to Start…), pre-fills the workflow's global parameters, refuses an
 // undeclared one at its row; a run started with a changed parameter, a worker group, dry run and one start task
-// (only it) opens its instance. axe-core with the dialog open.
+// (only it) opens its instance. axe-core with the dialog open. The editor: a mistyped project is created only
+// once confirmed; a refused field's message leaves the screen once the field changes.
 // Environment: PORPOISE_URL, E2E_USER / E2E_PASSWORD (an admin), E2E_WORKFLOW (an online workflow declaring
-// dt and region = eu, tasks extract -> load), E2E_SCREENSHOTS (optional), CHROMIUM.
+// dt and region = eu, tasks extract -> load), E2E_TAG, E2E_TYPO_PROJECT (a project that does not exist),
+// E2E_SCREENSHOTS (optional), CHROMIUM.
 import { join } from "node:path";
 import { violations } from "./a11y.mjs";
 import { launch, reportFailure } from "./browser.mjs";
@@ -82,6 +84,27 @@ try {
   await dialog.getByRole("button", { name: "Start now" }).click();
   await page.waitForURL(/\/instances\/\d+$/);
   console.log(`INSTANCE ${page.url().split("/").pop()}`);
+
+  step = "the editor: a project nobody sees is created only once confirmed; a fixed error leaves the screen";
+  await page.goto(`${url}/workflows/new`);
+  await page.getByTestId("node-hello").waitFor();
+  await page.locator("#wf-name").fill(`ui_start_new_${process.env.E2E_TAG}`);
+  await page.locator("#wf-project").fill(process.env.E2E_TYPO_PROJECT);
+  await page.getByRole("button", { name: "Save as new version" }).click();
+  await page.getByTestId("confirm-project").filter({ hasText: process.env.E2E_TYPO_PROJECT }).waitFor();
+  await page.getByRole("button", { name: "Pick another project" }).click();
+  await page.waitForFunction(() => document.activeElement?.id === "wf-project");
+  await page.getByTestId("confirm-project").waitFor({ state: "detached" });
+  await page.locator("#wf-project").fill("ui-e2e");
+  await page.getByTestId("node-hello").click();
+  await page.getByLabel("rawScript").fill("");
+  await page.getByRole("button", { name: "Save as new version" }).click();
+  await page.getByTestId("field-rawScript").getByRole("alert").waitFor();
+  await page.getByLabel("rawScript").fill("echo fixed");
+  await page.getByTestId("field-rawScript").getByRole("alert").waitFor({ state: "detached" });
+  if (await page.getByText("Not saved").count()) throw new Error("the fixed refusal is still on screen");
+  await page.getByRole("button", { name: "Save as new version" }).click();
+  await page.waitForURL(/\/workflows\/\d+$/);
 
   if (a11y.length) throw new Error(`axe-core violations:\n${a11y.join("\n")}`);
   if (pageErrors.length) throw new Error(`page errors: ${pageErrors.join("; ")}`);
