@@ -80,7 +80,7 @@ try {
   await dialog.getByLabel("Failure strategy").selectOption("CONTINUE");
   await dialog.getByLabel(/Dry run/).check();
   await dialog.getByRole("checkbox", { name: "Start from load" }).check();
-  await dialog.getByLabel("With", { exact: true }).selectOption("TASK_ONLY");
+  await dialog.getByLabel(/^With/).selectOption("TASK_ONLY");
   await dialog.getByRole("button", { name: "Start now" }).click();
   await page.waitForURL(/\/instances\/\d+$/);
   console.log(`INSTANCE ${page.url().split("/").pop()}`);
@@ -90,6 +90,7 @@ try {
   await page.getByTestId("node-hello").waitFor();
   await page.locator("#wf-name").fill(`ui_start_new_${process.env.E2E_TAG}`);
   await page.locator("#wf-project").fill(process.env.E2E_TYPO_PROJECT);
+  await page.getByTestId("new-project-hint").waitFor(); // the caller's projects are known
   await page.getByRole("button", { name: "Save as new version" }).click();
   await page.getByTestId("confirm-project").filter({ hasText: process.env.E2E_TYPO_PROJECT }).waitFor();
   await page.getByRole("button", { name: "Pick another project" }).click();
