@@ -383,3 +383,38 @@ def test_first_sign_in_to_a_standalone_in_headless_chromium(workdir: Path) -> No
         assert stop_standalone(proc) == 0
     assert done.returncode == 0, done.stdout + done.stderr
     assert "signin: all steps passed" in done.stdout
+
+
+def test_start_dialog_in_headless_chromium(api_cluster: ApiCluster) -> None:
+    """ui/tests/e2e/start.mjs (issue 28 items 7, 8): /workflows/abc and an unknown code say so; the start dialog is
+    modal (focus in, Escape closes, focus back), pre-fills the global parameters, refuses an undeclared one at its
+    row; the run it starts has the changed parameter, the failure strategy, dry run and only the picked task. The
+    editor creates a mistyped project only once confirmed, and a fixed refusal leaves the screen."""
+    from tests.test_api import wait_final
+
+    assert (UI / "dist" / "index.html").is_file(), "the UI is not built: run `make install`"
+    chromium = _chromium()
+    c = api_cluster
+    client = c.client()
+    tag = uuid.uuid4().hex[:8]
+    echo = {"type": "SHELL", "params": {"rawScript": "echo ${region}"}}
+    doc = {"name": f"ui_start_{tag}", "project": "ui-e2e", "params": {"dt": "$[yyyyMMdd]", "region": "eu"},
+           "tasks": [{"name": "extract", **echo}, {"name": "load", **echo, "upstream": ["extract"]}]}  # fmt: skip
+    code = client.request("POST", "/api/v1/workflows", doc, query={"release": True})["code"]
+    user, password = f"ui_start_{tag}", uuid.uuid4().hex
+    client.post("/api/v1/users", {"name": user, "password": password, "admin": True})
+    typo = f"ui-e2e-typo-{tag}"
+    env = {**os.environ, **tls.browser_env(), "PORPOISE_URL": c.url, "E2E_USER": user, "E2E_PASSWORD": password,
+           "E2E_WORKFLOW": str(code), "E2E_TAG": tag, "E2E_TYPO_PROJECT": typo, "CHROMIUM": chromium}  # fmt: skip
+    done = _node("start.mjs", env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "start: all steps passed" in done.stdout
+    (instance_id,) = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("INSTANCE ")]
+    run = wait_final(c, instance_id)
+    assert run["state"] == "SUCCESS" and run["dry_run"] and run["failure_strategy"] == "CONTINUE"
+    assert {p["prop"]: p["value"] for p in run["global_params"]}["region"] == "us"
+    assert [t["name"] for t in run["tasks"]] == ["load"]
+    # the editor asked before creating the mistyped project, and saved into the existing one
+    assert typo not in {p["name"] for p in client.get("/api/v1/projects", size=500)["items"]}
+    saved = client.get("/api/v1/workflows", search=f"ui_start_new_{tag}")["items"]
+    assert [(w["project"], w["version"]) for w in saved] == [("ui-e2e", 1)]

@@ -9,7 +9,7 @@ import { useNavigate, useParams } from "react-router";
 import { parse, stringify } from "yaml";
 
 import { api, ApiError, call, type WorkflowDoc } from "../api/client";
-import { useTaskTypes, useWorkflow } from "../api/queries";
+import { useMe, useTaskTypes, useWorkflow } from "../api/queries";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import {
   addTask,
@@ -22,7 +22,9 @@ import {
   type Draft,
 } from "../features/editor/draft";
 import { EditGraph, type PlaceHints } from "../features/editor/EditGraph";
+import { projectToCreate, refusalFixed, type Refusal } from "../features/editor/refusal";
 import { templateOf, type JsonSchema } from "../features/editor/schemaFields";
+import { tEditor } from "../features/editor/strings";
 import { TaskForm } from "../features/editor/TaskForm";
 import { WorkflowForm } from "../features/editor/WorkflowForm";
 import { buildGraph, type TaskSpec } from "../features/graph/buildGraph";
@@ -62,13 +64,6 @@ function shapeKey(tasks: readonly TaskSpec[]): string {
   return `draft:${h}:${text.length}`;
 }
 
-/** The server's refusal, placed: on a task (by name, from the document that was sent) or the workflow. */
-interface Refusal {
-  task?: string;
-  field: string;
-  message: string;
-}
-
 function placeRefusal(exc: unknown, sent: Draft): Refusal | null {
   if (!(exc instanceof ApiError) || exc.status !== 400) return null;
   const target = errorTarget(exc.field);
@@ -91,6 +86,10 @@ export function Editor() {
   const [selected, setSelected] = useState<string | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [refusal, setRefusal] = useState<Refusal | null>(null);
+  const refusalRef = useRef(refusal);
+  refusalRef.current = refusal;
+  const [askProject, setAskProject] = useState<string>();
+  const projects = useMe().data?.projects.map((p) => p.name);
   const [notice, setNotice] = useState<string>();
   const [busy, setBusy] = useState(false);
   const [groups, setGroups] = useState<Groups>(NO_GROUPS);
@@ -120,6 +119,13 @@ export function Editor() {
     draftRef.current = next;
     setDraft(next);
     setNotice(undefined);
+    setAskProject(undefined);
+    // the refused value changed: its message leaves the screen (the next save checks it again)
+    const refused = refusalRef.current;
+    if (refused && refusalFixed(current, next, refused)) {
+      setRefusal(null);
+      setError(null);
+    }
   }, []);
   const onConnect = useCallback(
     (source: string, target: string) => {
@@ -169,7 +175,8 @@ export function Editor() {
     setMode(next);
   };
 
-  const save = async () => {
+  /** Save; a project the caller sees none of is created only once confirmed (``confirmed`` names it). */
+  const save = async (confirmed?: string) => {
     let doc = draft;
     if (mode !== "graph") {
       const read = readDocument(text, mode);
@@ -178,6 +185,12 @@ export function Editor() {
       setDraft(doc);
     }
     if (!doc) return;
+    const creating = projectToCreate(projects, doc.project);
+    if (creating !== undefined && creating !== confirmed) {
+      setAskProject(creating);
+      return;
+    }
+    setAskProject(undefined);
     setBusy(true);
     setError(null);
     setRefusal(null);
@@ -190,6 +203,7 @@ export function Editor() {
             );
       void client.invalidateQueries({ queryKey: ["workflow", saved.code] });
       void client.invalidateQueries({ queryKey: ["workflows"] });
+      void client.invalidateQueries({ queryKey: ["me"] }); // a project it created
       navigate(`/workflows/${saved.code}`);
     } catch (exc) {
       setError(exc);
@@ -232,6 +246,22 @@ export function Editor() {
         </div>
       </div>
       <ErrorBox error={error} title="Not saved" />
+      {askProject !== undefined && (
+        <div className="notice" role="alert" data-testid="confirm-project">
+          {tEditor.createProject(askProject)}{" "}
+          <button onClick={() => void save(askProject)}>{tEditor.createAndSave(askProject)}</button>{" "}
+          <button
+            onClick={() => {
+              setAskProject(undefined);
+              setSelected(null);
+              if (mode !== "graph") switchMode("graph");
+              requestAnimationFrame(() => document.getElementById("wf-project")?.focus());
+            }}
+          >
+            {tEditor.pickProject}
+          </button>
+        </div>
+      )}
       <ErrorBox error={taskTypes.error} title="Cannot load the task types" />
       {notice && (
         <div className="error" role="status">

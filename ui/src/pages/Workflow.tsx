@@ -2,6 +2,7 @@ import { useQueryClient } from "@tanstack/react-query";
 import { useMemo, useState } from "react";
 import { Link, useParams } from "react-router";
 
+import { ApiError } from "../api/client";
 import { useMe, useWorkflow, workflowAction, type WorkflowAction } from "../api/queries";
 import { BadAddress, idParam } from "../components/BadAddress";
 import { ErrorBox, Loading } from "../components/ErrorBox";
@@ -12,6 +13,7 @@ import { DagView } from "../features/graph/DagView";
 import { Backfill } from "../features/workflow/Backfill";
 import { Schedules } from "../features/workflow/Schedules";
 import { StartDialog } from "../features/workflow/StartDialog";
+import { tWorkflow } from "../features/workflow/strings";
 import { VersionDiff } from "../features/workflow/VersionDiff";
 
 export function WorkflowPage() {
@@ -42,7 +44,10 @@ function WorkflowOf({ code }: { code: number }) {
   };
 
   if (query.isPending) return <Loading what={`workflow ${code}`} />;
-  if (!detail) return <ErrorBox error={query.error} title={`Cannot load workflow ${code}`} />;
+  if (!detail) {
+    if (query.error instanceof ApiError && query.error.status === 404) return <NoSuchWorkflow code={code} />;
+    return <ErrorBox error={query.error} title={tWorkflow.cannotLoad(code)} />;
+  }
   const online = detail.release_state === "ONLINE";
   const mayWrite = lacking(me, detail.project, "WRITE");
   const mayExecute = lacking(me, detail.project, "EXECUTE");
@@ -94,7 +99,7 @@ function WorkflowOf({ code }: { code: number }) {
         </p>
       )}
       <ErrorBox error={error} title="Refused" />
-      {dialog === "start" && <StartDialog code={code} onClose={() => setDialog(null)} />}
+      {dialog === "start" && <StartDialog workflow={detail} onClose={() => setDialog(null)} />}
       {dialog === "backfill" && <Backfill code={code} onClose={() => setDialog(null)} />}
       <p className="muted">
         Project {detail.project} · code {detail.code} · updated <Time iso={detail.update_time} />
@@ -106,6 +111,16 @@ function WorkflowOf({ code }: { code: number }) {
       {graph && <DagView layoutKey={`${code}:${detail.version}`} graph={graph} />}
       <Schedules code={code} lacking={mayWrite} />
       <VersionDiff code={code} current={detail.version} />
+    </section>
+  );
+}
+
+function NoSuchWorkflow({ code }: { code: number }) {
+  return (
+    <section>
+      <h1>{tWorkflow.noSuch}</h1>
+      <p role="alert">{tWorkflow.noSuchCode(code)}</p>
+      <Link to="/workflows">{tWorkflow.toList}</Link>
     </section>
   );
 }

@@ -2,6 +2,7 @@
 import { useState, type FormEvent } from "react";
 
 import { api, call } from "../../api/client";
+import { DateTimeInput, parseDateTime24 } from "../../components/DateTimeInput";
 import { ErrorBox } from "../../components/ErrorBox";
 import { offsetLabel, parseInZone, resolveZone, useDisplayZone } from "../../components/time";
 import { tBackfillRange } from "./scheduleStrings";
@@ -20,13 +21,17 @@ export function Backfill({ code, onClose }: { code: number; onClose: () => void 
   const submit = async (event: FormEvent) => {
     event.preventDefault();
     setError(null);
+    // typed as 24-hour "YYYY-MM-DD HH:MM" (the field says when it is not), read in the display zone
+    const from = parseDateTime24(start) && parseInZone(start, zone);
+    const to = parseDateTime24(end) && parseInZone(end, zone);
+    if (!from || !to) return;
     try {
       const result = await call(
         api.POST("/api/v1/workflows/{code}/backfill", {
           params: { path: { code: String(code) } },
           body: {
-            start: parseInZone(start, zone) ?? start,
-            end: parseInZone(end, zone) ?? end,
+            start: from,
+            end: to,
             run_mode: mode,
             ...(mode === "PARALLEL" ? { parallelism } : {}),
           },
@@ -40,14 +45,8 @@ export function Backfill({ code, onClose }: { code: number; onClose: () => void 
   return (
     <form className="dialog" onSubmit={submit} aria-label="Backfill">
       <h2>Backfill</h2>
-      <label>
-        {tBackfillRange.from(label)}{" "}
-        <input type="datetime-local" value={start} onChange={(e) => setStart(e.target.value)} required />
-      </label>
-      <label>
-        {tBackfillRange.to(label)}{" "}
-        <input type="datetime-local" value={end} onChange={(e) => setEnd(e.target.value)} required />
-      </label>
+      <DateTimeInput label={tBackfillRange.from(label)} value={start} onChange={setStart} />
+      <DateTimeInput label={tBackfillRange.to(label)} value={end} onChange={setEnd} />
       <label>
         Mode{" "}
         <select value={mode} onChange={(e) => setMode(e.target.value as "SERIAL" | "PARALLEL")}>

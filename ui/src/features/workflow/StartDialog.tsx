@@ -1,24 +1,16 @@
-// The start dialog: run options of POST /workflows/{code}/start, then follow the new instance.
-import { useState, type FormEvent } from "react";
+// The start dialog (DolphinScheduler's and Airflow's trigger form): the workflow's global parameters as
+// rows pre-filled with its values, failure strategy, worker group, notification and alert group, priority,
+// dry run and the tasks to start from with their scope; POST /workflows/{code}/start, then follow the new
+// instance.
+import { useQuery } from "@tanstack/react-query";
+import { useId, useState, type FormEvent } from "react";
 import { useNavigate } from "react-router";
 
-import { api, call } from "../../api/client";
+import { api, ApiError, call, type WorkflowDetail } from "../../api/client";
 import { ErrorBox } from "../../components/ErrorBox";
-
-type Priority = "HIGHEST" | "HIGH" | "MEDIUM" | "LOW" | "LOWEST";
-
-/** Parse "a=1\nb=two" into parameter overrides; a line without "=" is an error naming it. */
-export function parseParams(text: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  text.split("\n").forEach((raw, i) => {
-    const line = raw.trim();
-    if (!line) return;
-    const eq = line.indexOf("=");
-    if (eq <= 0) throw new Error(`parameters line ${i + 1}: expected name=value, got "${line}"`);
-    out[line.slice(0, eq).trim()] = line.slice(eq + 1).trim();
-  });
-  return out;
-}
+import { Modal } from "../../components/Modal";
+import { initialForm, rowOfField, startBody, type StartForm } from "./startForm";
+import { tStart, type FailureStrategy, type Priority, type Scope, type WarningType } from "./strings";
 
 export async function followCommand(commandId: number): Promise<number> {
   for (let i = 0; i < 100; i += 1) {
@@ -26,80 +18,293 @@ export async function followCommand(commandId: number): Promise<number> {
       api.GET("/api/v1/commands/{id}", { params: { path: { id: String(commandId) } } }),
     );
     if (status.workflow_instance_id) return status.workflow_instance_id;
-    if (status.status === "ERROR") throw new Error(status.message ?? "the command was refused");
+    if (status.status === "ERROR") throw new Error(status.message ?? tStart.commandRefused);
     await new Promise((r) => setTimeout(r, 200));
   }
-  throw new Error(`command ${commandId} is still queued: no master claimed it yet (is one running?)`);
+  throw new Error(tStart.queued(commandId));
 }
 
-export function StartDialog({ code, onClose }: { code: number; onClose: () => void }) {
+function useWorkerGroups() {
+  return useQuery({
+    queryKey: ["worker-groups"],
+    queryFn: () => call(api.GET("/api/v1/worker-groups", { params: { query: { size: 500 } } })),
+  });
+}
+
+function useAlertGroups() {
+  return useQuery({
+    queryKey: ["alert-groups"],
+    queryFn: () => call(api.GET("/api/v1/alert-groups", { params: { query: { size: 200 } } })),
+  });
+}
+
+type DocParams = Parameters<typeof initialForm>[0];
+
+export function StartDialog({ workflow, onClose }: { workflow: WorkflowDetail; onClose: () => void }) {
   const navigate = useNavigate();
-  const [params, setParams] = useState("");
-  const [priority, setPriority] = useState<Priority>("MEDIUM");
-  const [dryRun, setDryRun] = useState(false);
-  const [startTasks, setStartTasks] = useState("");
+  const id = useId();
+  const [form, setForm] = useState<StartForm>(() => initialForm(workflow.document.params as DocParams));
+  const [rowErrors, setRowErrors] = useState<Map<number, string>>(new Map());
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
+  const workerGroups = useWorkerGroups().data?.items ?? [];
+  const alertGroups = useAlertGroups().data?.items ?? [];
+  const tasks = workflow.document.tasks.map((t) => t.name);
+  const groupNames = workerGroups.some((g) => g.name === "default")
+    ? workerGroups
+    : [{ name: "default", live: undefined }, ...workerGroups];
+
+  const update = (change: Partial<StartForm>) => setForm((f) => ({ ...f, ...change }));
+  const setRow = (index: number, change: { prop?: string; value?: string }) => {
+    setForm((f) => ({ ...f, rows: f.rows.map((r, i) => (i === index ? { ...r, ...change } : r)) }));
+    // an error stays only on a row not changed since
+    setRowErrors((errors) => {
+      if (!errors.has(index)) return errors;
+      const next = new Map(errors);
+      next.delete(index);
+      return next;
+    });
+    setError((e: unknown) => (e instanceof ApiError && rowOfField(form.rows, e.field) === index ? null : e));
+  };
 
   const submit = async (event: FormEvent) => {
     event.preventDefault();
-    setBusy(true);
     setError(null);
+    const built = startBody(form);
+    if ("errors" in built) {
+      setRowErrors(built.errors);
+      return;
+    }
+    setRowErrors(new Map());
+    setBusy(true);
     try {
-      const tasks = startTasks
-        .split(",")
-        .map((t) => t.trim())
-        .filter(Boolean);
       const started = await call(
         api.POST("/api/v1/workflows/{code}/start", {
-          params: { path: { code: String(code) } },
-          body: {
-            params: parseParams(params),
-            priority,
-            dry_run: dryRun,
-            ...(tasks.length ? { start_tasks: tasks } : {}),
-          },
+          params: { path: { code: String(workflow.code) } },
+          body: built.body,
         }),
       );
       navigate(`/instances/${await followCommand(started.command_id)}`);
     } catch (exc) {
-      setError(exc);
+      const row = exc instanceof ApiError ? rowOfField(form.rows, exc.field) : -1;
+      if (row >= 0) setRowErrors(new Map([[row, (exc as ApiError).message]]));
+      else setError(exc);
     } finally {
       setBusy(false);
     }
   };
 
+  const rowError = (i: number) => rowErrors.get(i);
   return (
-    <form className="dialog" onSubmit={submit} aria-label="Start the workflow">
-      <h2>Start</h2>
-      <label>
-        Parameters (name=value per line)
-        <textarea rows={3} value={params} onChange={(e) => setParams(e.target.value)} />
-      </label>
-      <label>
-        Priority{" "}
-        <select value={priority} onChange={(e) => setPriority(e.target.value as Priority)}>
-          {["HIGHEST", "HIGH", "MEDIUM", "LOW", "LOWEST"].map((p) => (
-            <option key={p}>{p}</option>
-          ))}
-        </select>
-      </label>
-      <label>
-        Only from tasks (comma list, optional){" "}
-        <input value={startTasks} onChange={(e) => setStartTasks(e.target.value)} />
-      </label>
-      <label>
-        <input type="checkbox" checked={dryRun} onChange={(e) => setDryRun(e.target.checked)} /> Dry run
-      </label>
-      <ErrorBox error={error} title="Not started" />
-      <div className="actions">
-        <button type="submit" disabled={busy}>
-          Start now
-        </button>
-        <button type="button" onClick={onClose}>
-          Cancel
-        </button>
-      </div>
-    </form>
+    <Modal labelledBy={`${id}-title`} onClose={onClose} testId="start-dialog">
+      <form className="dialog-form" onSubmit={submit} aria-labelledby={`${id}-title`} noValidate>
+        <h2 id={`${id}-title`}>
+          {tStart.title} {workflow.name}
+        </h2>
+        <fieldset>
+          <legend>{tStart.params}</legend>
+          {form.rows.length === 0 && <p className="muted">{tStart.noParams}</p>}
+          {form.rows.length > 0 && (
+            <table className="grid params" data-testid="start-params">
+              <thead>
+                <tr>
+                  <th>{tStart.prop}</th>
+                  <th>{tStart.value}</th>
+                  <th />
+                </tr>
+              </thead>
+              <tbody>
+                {form.rows.map((row, i) => {
+                  const message = rowError(i);
+                  const errorId = `${id}-row-${i}-error`;
+                  const invalid = {
+                    "aria-invalid": message !== undefined,
+                    "aria-describedby": message ? errorId : undefined,
+                  };
+                  return (
+                    <tr key={i} data-testid={`start-param-${i}`}>
+                      <td>
+                        {row.declared !== undefined ? (
+                          <code>{row.prop}</code>
+                        ) : (
+                          <input
+                            aria-label={tStart.nameOfRow(i + 1)}
+                            list={`${id}-declared`}
+                            value={row.prop}
+                            onChange={(e) => setRow(i, { prop: e.target.value })}
+                            {...invalid}
+                          />
+                        )}
+                      </td>
+                      <td>
+                        <input
+                          aria-label={
+                            row.declared !== undefined ? tStart.valueOf(row.prop) : tStart.valueOfRow(i + 1)
+                          }
+                          value={row.value}
+                          onChange={(e) => setRow(i, { value: e.target.value })}
+                          {...invalid}
+                        />
+                        {message && (
+                          <div className="error-inline" id={errorId} role="alert">
+                            {message}
+                          </div>
+                        )}
+                      </td>
+                      <td>
+                        {row.declared === undefined && (
+                          <button
+                            type="button"
+                            className="link"
+                            aria-label={tStart.removeParam(i + 1)}
+                            onClick={() => {
+                              update({ rows: form.rows.filter((_, j) => j !== i) });
+                              setRowErrors(new Map());
+                            }}
+                          >
+                            {tStart.remove}
+                          </button>
+                        )}
+                      </td>
+                    </tr>
+                  );
+                })}
+              </tbody>
+            </table>
+          )}
+          <datalist id={`${id}-declared`}>
+            {form.rows
+              .filter((r) => r.declared !== undefined)
+              .map((r) => (
+                <option key={r.prop} value={r.prop} />
+              ))}
+          </datalist>
+          <button type="button" onClick={() => update({ rows: [...form.rows, { prop: "", value: "" }] })}>
+            {tStart.addParam}
+          </button>
+          {form.rows.length > 0 && <p className="muted small">{tStart.paramsHelp}</p>}
+        </fieldset>
+        <fieldset className="options">
+          <legend>{tStart.options}</legend>
+          <label>
+            {tStart.failureStrategy}
+            <select
+              value={form.failureStrategy}
+              onChange={(e) => update({ failureStrategy: e.target.value as FailureStrategy })}
+            >
+              {Object.entries(tStart.failureStrategies).map(([value, label]) => (
+                <option key={value} value={value}>
+                  {label}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label>
+            {tStart.workerGroup}
+            <select value={form.workerGroup} onChange={(e) => update({ workerGroup: e.target.value })}>
+              {groupNames.map((g) => (
+                <option key={g.name} value={g.name}>
+                  {g.name}
+                  {g.live !== undefined && g.live.length === 0 ? ` (${tStart.noLiveWorker})` : ""}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label>
+            {tStart.warningType}
+            <select
+              value={form.warningType}
+              onChange={(e) => update({ warningType: e.target.value as WarningType })}
+            >
+              {Object.entries(tStart.warningTypes).map(([value, label]) => (
+                <option key={value} value={value}>
+                  {label}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label>
+            {tStart.alertGroup}
+            <select value={form.alertGroup} onChange={(e) => update({ alertGroup: e.target.value })}>
+              <option value="">{tStart.noAlertGroup}</option>
+              {alertGroups.map((g) => (
+                <option key={g.id} value={String(g.id)}>
+                  {g.name}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label>
+            {tStart.priority}
+            <select value={form.priority} onChange={(e) => update({ priority: e.target.value as Priority })}>
+              {Object.entries(tStart.priorities).map(([value, label]) => (
+                <option key={value} value={value}>
+                  {label}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label className="inline">
+            <input
+              type="checkbox"
+              checked={form.dryRun}
+              onChange={(e) => update({ dryRun: e.target.checked })}
+            />{" "}
+            {tStart.dryRun}
+          </label>
+        </fieldset>
+        <fieldset>
+          <legend>{tStart.startTasks}</legend>
+          <div className="start-tasks" data-testid="start-tasks">
+            {tasks.map((name) => (
+              <label key={name} className="inline">
+                <input
+                  type="checkbox"
+                  aria-label={tStart.startTask(name)}
+                  checked={form.startTasks.includes(name)}
+                  onChange={(e) =>
+                    update({
+                      startTasks: e.target.checked
+                        ? tasks.filter((t) => t === name || form.startTasks.includes(t))
+                        : form.startTasks.filter((t) => t !== name),
+                    })
+                  }
+                />{" "}
+                {name}
+              </label>
+            ))}
+          </div>
+          <label>
+            {tStart.scope}
+            <select
+              value={form.scope}
+              disabled={form.startTasks.length === 0}
+              onChange={(e) => update({ scope: e.target.value as Scope })}
+            >
+              {Object.entries(tStart.scopes).map(([value, label]) => (
+                <option key={value} value={value}>
+                  {label}
+                </option>
+              ))}
+            </select>
+          </label>
+          {form.startTasks.length === 0 && <p className="muted small">{tStart.startTasksHelp}</p>}
+        </fieldset>
+        {rowErrors.size > 0 && (
+          <p className="error-inline" role="status">
+            {tStart.fixFields}
+          </p>
+        )}
+        <ErrorBox error={error} title={tStart.refused} />
+        <div className="actions">
+          <button type="submit" disabled={busy}>
+            {busy ? tStart.starting : tStart.start}
+          </button>
+          <button type="button" onClick={onClose}>
+            {tStart.cancel}
+          </button>
+        </div>
+      </form>
+    </Modal>
   );
 }
