@@ -1,4 +1,7 @@
-"""make bench: run every benchmark at full size and rewrite its section of docs/BENCHMARKS.md."""
+"""make bench: run every benchmark at full size and rewrite its section of docs/BENCHMARKS.md.
+
+``python -m bench peers <name>``: the comparison with another scheduler (bench/peers/<name>/), which installs
+that scheduler first; never part of ``make bench`` or the tests' tiny round."""
 
 from __future__ import annotations
 
@@ -38,6 +41,11 @@ def section(name: str, result: dict[str, object], facts: dict[str, object]) -> s
 def main(argv: list[str]) -> int:
     logs.configure("console", "warning")
     exit_on_sigterm()
+    if argv[:1] == ["peers"]:
+        if len(argv) < 2:
+            print("usage: python -m bench peers airflow [--rounds N] [--no-doc]", file=sys.stderr)
+            return 2
+        return int(importlib.import_module(f"bench.peers.{argv[1]}").main(argv[2:]))
     size = argv[0] if argv else "full"
     names = argv[1:] or BENCHMARKS  # python -m bench full failover: just that one
     facts = machine()
