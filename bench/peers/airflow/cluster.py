@@ -143,11 +143,14 @@ async def _answers(session: aiohttp.ClientSession, url: str) -> bool:
 
 
 def _stop_session(proc: ManagedProcess, timeout: float = 30) -> None:
-    """SIGTERM the process group ``proc`` leads (its own session), then SIGKILL what is left of it."""
+    """SIGTERM the process group ``proc`` leads (its own session), then SIGKILL what is left of it and of
+    its descendants (a task supervisor puts its task in a process group of its own)."""
     if proc.popen is None:
         return
     pgid = proc.popen.pid
-    members = [p for p in psutil.process_iter() if _pgid(p) == pgid]
+    members = {p for p in psutil.process_iter() if _pgid(p) == pgid}
+    with contextlib.suppress(psutil.Error):
+        members |= set(psutil.Process(pgid).children(recursive=True))
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGTERM)
     _, alive = psutil.wait_procs(members, timeout=timeout)

@@ -135,7 +135,8 @@ def medians(rounds: Sequence[Mapping[str, float]]) -> dict[str, float]:
 
 def advantage(figure: Figure, porpoise: float, airflow: float) -> float:
     """How many times better Porpoise's figure is than Airflow's (> 1: Porpoise is better)."""
-    return porpoise / airflow if figure.higher_is_better else airflow / porpoise
+    better, worse = (porpoise, airflow) if figure.higher_is_better else (airflow, porpoise)
+    return better / worse if worse > 0 else float("inf")
 
 
 def _number(value: float) -> str:
