@@ -80,6 +80,10 @@ async def _porpoise_round(porpoise: PorpoiseStack, sizes: dict[str, int]) -> dic
     return out
 
 
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def run(rounds: int = 3, sizes: dict[str, int] | None = None) -> dict[str, Any]:
     """Both systems' figures (medians over ``rounds``) and each round's, as one JSON-able object."""
     sizes = sizes or dict(SIZES)
@@ -88,18 +92,22 @@ def run(rounds: int = 3, sizes: dict[str, int] | None = None) -> dict[str, Any]:
     with workdir() as base, contextlib.ExitStack() as cleanup:
         porpoise = PorpoiseStack(Path(base) / "porpoise")
         cleanup.callback(porpoise.stop)
+        _say("starting Porpoise")
         porpoise.start()
         dags = workload_dags(sizes["fanout"], sizes["chain"], sizes["runs"])
         cluster = AirflowCluster(airflow_bin, Path(base) / "airflow", list(dags.values()))
         cleanup.callback(cluster.stop)
+        _say(f"starting Airflow {VERSION} (db migrate, API server, scheduler, DAG processor)")
         cluster.start()
         asyncio.run(_airflow_warm_up(cluster))
         asyncio.run(porpoise.trigger_latency(1))  # the same warm-up on Porpoise
         for i in range(rounds):
-            print(f"round {i + 1}/{rounds}: Porpoise", file=sys.stderr, flush=True)
+            _say(f"round {i + 1}/{rounds}: Porpoise")
             per_round["porpoise"].append(asyncio.run(_porpoise_round(porpoise, sizes)))
-            print(f"round {i + 1}/{rounds}: Airflow {VERSION}", file=sys.stderr, flush=True)
+            _say(f"round {i + 1}/{rounds}: Porpoise {json.dumps(rounded(per_round['porpoise'][-1]))}")
+            _say(f"round {i + 1}/{rounds}: Airflow {VERSION}")
             per_round["airflow"].append(asyncio.run(_airflow_round(cluster, sizes)))
+            _say(f"round {i + 1}/{rounds}: Airflow {json.dumps(rounded(per_round['airflow'][-1]))}")
     return {
         "airflow_version": VERSION,
         "parallelism": PARALLELISM,

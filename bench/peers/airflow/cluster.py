@@ -67,6 +67,9 @@ class AirflowCluster:
             "API__SECRET_KEY": secrets.token_hex(16),
             "API_AUTH__JWT_SECRET": secrets.token_hex(32),
             "LOGGING__LOGGING_LEVEL": "WARNING",
+            # a task's calls to the execution API (default 5 s): on a loaded shared machine the first ones
+            # can take longer, and a timed-out call fails the task (it does not slow a task that gets its answer)
+            "WORKERS__EXECUTION_API_TIMEOUT": "60",
         }
         return keep | {"AIRFLOW_HOME": str(home)} | {f"AIRFLOW__{k}": v for k, v in settings.items()}
 
