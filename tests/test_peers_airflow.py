@@ -7,6 +7,7 @@ import datetime as dt
 import sys
 import types
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from bench.__main__ import BENCHMARKS
 from bench.peers import airflow as peers_airflow
 from bench.peers.airflow import results
+from bench.peers.airflow.cluster import AirflowCluster
 from bench.peers.airflow.dags import workload_dags
 from bench.peers.airflow.results import Incorrect, RunRow, TaskRow
 
@@ -147,3 +149,21 @@ def test_section_replaces_its_own_block_only() -> None:
 def test_the_comparison_is_not_in_make_bench() -> None:
     """It installs Airflow: only ``python -m bench peers airflow`` runs it, never ``make bench`` or the smoke round."""
     assert not any(b.startswith("peers") for b in BENCHMARKS)
+
+
+def test_airflow_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Airflow is started with: LocalExecutor at parallelism 16 on its own database, its tasks calling
+    back the API server it starts, and nothing of the launcher's environment that would change Airflow."""
+    monkeypatch.setenv("PORPOISE_CONFIG", "/elsewhere.yaml")
+    monkeypatch.setenv("AIRFLOW__CORE__EXECUTOR", "CeleryExecutor")
+    monkeypatch.setenv("VIRTUAL_ENV", "/work/.venv")
+    cluster = AirflowCluster(tmp_path / "venv" / "bin" / "airflow", tmp_path, [])
+    env = cluster.env("postgresql+psycopg2://u:p@127.0.0.1:5/airflow")
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    assert env["AIRFLOW__CORE__PARALLELISM"] == "16"
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] == "postgresql+psycopg2://u:p@127.0.0.1:5/airflow"
+    assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == f"http://127.0.0.1:{cluster.port}/execution/"
+    assert env["AIRFLOW__API__PORT"] == str(cluster.port)
+    assert env["AIRFLOW_HOME"] == str(tmp_path / "home")
+    assert env["PATH"].startswith(f"{tmp_path / 'venv' / 'bin'}:")
+    assert "PORPOISE_CONFIG" not in env and "VIRTUAL_ENV" not in env

@@ -145,6 +145,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (figures are their medians)")
     parser.add_argument("--no-doc", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     exit_on_sigterm()
     result = run(args.rounds)
     print(json.dumps(result), flush=True)
