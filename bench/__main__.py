@@ -23,6 +23,8 @@ BENCHMARKS = ["registry", "engine", "failover", "scale", "hosts", "history", "ui
 #: tests/test_spark_jar.py
 NOT_IN_SMOKE = frozenset({"spark", "jars"})
 DOC = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
+#: the schedulers ``python -m bench peers <name>`` compares Porpoise with (bench/peers/<name>/)
+PEERS = ("airflow",)
 
 
 def section(name: str, result: dict[str, object], facts: dict[str, object]) -> str:
@@ -42,8 +44,8 @@ def main(argv: list[str]) -> int:
     logs.configure("console", "warning")
     exit_on_sigterm()
     if argv[:1] == ["peers"]:
-        if len(argv) < 2:
-            print("usage: python -m bench peers airflow [--rounds N] [--no-doc]", file=sys.stderr)
+        if len(argv) < 2 or argv[1] not in PEERS:
+            print(f"usage: python -m bench peers {{{'|'.join(PEERS)}}} [--rounds N] [--no-doc]", file=sys.stderr)
             return 2
         return int(importlib.import_module(f"bench.peers.{argv[1]}").main(argv[2:]))
     size = argv[0] if argv else "full"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bench.__main__ import BENCHMARKS
+from bench.__main__ import BENCHMARKS, PEERS
 from bench.peers import airflow as peers_airflow
 from bench.peers.airflow import results
 from bench.peers.airflow.cluster import AirflowCluster
@@ -149,6 +149,7 @@ def test_section_replaces_its_own_block_only() -> None:
 def test_the_comparison_is_not_in_make_bench() -> None:
     """It installs Airflow: only ``python -m bench peers airflow`` runs it, never ``make bench`` or the smoke round."""
     assert not any(b.startswith("peers") for b in BENCHMARKS)
+    assert PEERS == ("airflow",)
 
 
 def test_airflow_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
