@@ -168,3 +168,17 @@ def test_airflow_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert env["AIRFLOW_HOME"] == str(tmp_path / "home")
     assert env["PATH"].startswith(f"{tmp_path / 'venv' / 'bin'}:")
     assert "PORPOISE_CONFIG" not in env and "VIRTUAL_ENV" not in env
+
+
+def test_section_says_how_many_rounds_it_holds() -> None:
+    porpoise = {"fanout_tasks_per_s": 300.0, "chain_gap_p50_ms": 5.0, "trigger_p50_ms": 10.0}
+    porpoise |= {"many_runs_per_min": 1500.0, "many_runs_seconds": 2.0}
+    airflow = {key: 2 * value for key, value in porpoise.items()}
+    facts = {"commit": "abc1234", "cpus": 2, "memory_gib": 23.4, "platform": "Linux", "python": "3.11.7"}
+    one = peers_airflow.summary({"porpoise": [porpoise], "airflow": [airflow]}, peers_airflow.SIZES, 3)
+    text = peers_airflow.section(one, facts, "python -m bench peers airflow")
+    assert "the first 1 of 3 interleaved rounds" in text
+    assert "| 1 | 300 / 600 | 5.00 / 10.0 | 10.0 / 20.0 | 1,500 / 3,000 | 2.00 / 4.00 |" in text
+    both = peers_airflow.summary({"porpoise": [porpoise] * 3, "airflow": [airflow] * 3}, peers_airflow.SIZES, 3)
+    text = peers_airflow.section(both, facts, "python -m bench peers airflow")
+    assert "Medians of 3 interleaved round(s)" in text and "| 3 | 300 / 600 |" in text

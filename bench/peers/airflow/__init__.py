@@ -23,6 +23,7 @@ import datetime as dt
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +85,24 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def run(rounds: int = 3, sizes: dict[str, int] | None = None) -> dict[str, Any]:
-    """Both systems' figures (medians over ``rounds``) and each round's, as one JSON-able object."""
+def summary(per_round: dict[str, list[dict[str, float]]], sizes: dict[str, int], asked: int) -> dict[str, Any]:
+    """Both systems' figures (medians over the rounds done) and each round's, as one JSON-able object."""
+    return {
+        "airflow_version": VERSION,
+        "parallelism": PARALLELISM,
+        "rounds": len(per_round["airflow"]),
+        "rounds_asked": asked,
+        "sizes": sizes,
+        "porpoise": rounded(results.medians(per_round["porpoise"])),
+        "airflow": rounded(results.medians(per_round["airflow"])),
+        "per_round": {k: [rounded(r) for r in v] for k, v in per_round.items()},
+    }
+
+
+def run(
+    rounds: int = 3, sizes: dict[str, int] | None = None, on_round: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
+    """:func:`summary` of ``rounds`` rounds; ``on_round`` is handed the summary so far after each one."""
     sizes = sizes or dict(SIZES)
     airflow_bin = ensure_airflow()
     per_round: dict[str, list[dict[str, float]]] = {"porpoise": [], "airflow": []}
@@ -108,15 +125,9 @@ def run(rounds: int = 3, sizes: dict[str, int] | None = None) -> dict[str, Any]:
             _say(f"round {i + 1}/{rounds}: Airflow {VERSION}")
             per_round["airflow"].append(asyncio.run(_airflow_round(cluster, sizes)))
             _say(f"round {i + 1}/{rounds}: Airflow {json.dumps(rounded(per_round['airflow'][-1]))}")
-    return {
-        "airflow_version": VERSION,
-        "parallelism": PARALLELISM,
-        "rounds": rounds,
-        "sizes": sizes,
-        "porpoise": rounded(results.medians(per_round["porpoise"])),
-        "airflow": rounded(results.medians(per_round["airflow"])),
-        "per_round": {k: [rounded(r) for r in v] for k, v in per_round.items()},
-    }
+            if on_round is not None:
+                on_round(summary(per_round, sizes, rounds))
+    return summary(per_round, sizes, rounds)
 
 
 def section(result: dict[str, Any], facts: dict[str, object], command: str) -> str:
@@ -126,13 +137,22 @@ def section(result: dict[str, Any], facts: dict[str, object], command: str) -> s
         f"### Porpoise beside Apache Airflow {result['airflow_version']}\n\n"
         f"Command: `{command}`, {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}, commit {facts['commit']}, "
         f"{facts['cpus']} cores, {facts['memory_gib']} GiB, {facts['platform']}, Python {facts['python']}. "
-        f"Medians of {result['rounds']} interleaved round(s); both systems run at once on this machine, each with "
+        f"Medians of {_rounds(result)}; both systems run at once on this machine, each with "
         f"its own PostgreSQL, Airflow with the LocalExecutor at parallelism {result['parallelism']}, Porpoise's "
         f"worker with as many slots. Tasks are `true`; every start goes through the product's public API. The "
         "last column is how many times better Porpoise's figure is.\n\n"
-        f"{table}\n"
+        f"{table}\n\n"
+        "Each round:\n\n"
+        f"{results.rounds_table(result['per_round']['porpoise'], result['per_round']['airflow'])}\n"
         f"<!-- /bench:{MARK} -->"
     )
+
+
+def _rounds(result: dict[str, Any]) -> str:
+    done, asked = result["rounds"], result["rounds_asked"]
+    if done == asked:
+        return f"{done} interleaved round(s)"
+    return f"the first {done} of {asked} interleaved rounds (written after each round; the run ended before the rest)"
 
 
 def write_section(text: str, block: str) -> str:
@@ -148,10 +168,14 @@ def main(argv: list[str]) -> int:
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     exit_on_sigterm()
-    result = run(args.rounds)
+    command = "python -m bench peers airflow" + (f" --rounds {args.rounds}" if args.rounds != 3 else "")
+    facts = machine()
+
+    def record(result: dict[str, Any]) -> None:
+        if not args.no_doc:
+            DOC.write_text(write_section(DOC.read_text(), section(result, facts, command)))
+
+    result = run(args.rounds, on_round=record)
     print(json.dumps(result), flush=True)
     print(results.table(result["porpoise"], result["airflow"], result["sizes"], VERSION), flush=True)
-    if not args.no_doc:
-        command = "python -m bench peers airflow" + (f" --rounds {args.rounds}" if args.rounds != 3 else "")
-        DOC.write_text(write_section(DOC.read_text(), section(result, machine(), command)))
     return 0

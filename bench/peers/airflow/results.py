@@ -155,3 +155,13 @@ def table(porpoise: Mapping[str, float], airflow: Mapping[str, float], sizes: Ma
         label = f.label.format(**sizes)
         lines.append(f"| {label} | {f.unit} | {_number(p)} | {_number(a)} | {_number(ratio)}x |")
     return "\n".join(lines)
+
+
+def rounds_table(porpoise: Sequence[Mapping[str, float]], airflow: Sequence[Mapping[str, float]]) -> str:
+    """Each round's figures, Porpoise / Airflow, Markdown (how much they moved between rounds)."""
+    header = "| round | " + " | ".join(f"{f.key} (Porpoise / Airflow)" for f in FIGURES) + " |"
+    lines = [header, "|---|" + "---:|" * len(FIGURES)]
+    for i, (p, a) in enumerate(zip(porpoise, airflow, strict=False), 1):
+        cells = " | ".join(f"{_number(p[f.key])} / {_number(a[f.key])}" for f in FIGURES)
+        lines.append(f"| {i} | {cells} |")
+    return "\n".join(lines)
