@@ -1,4 +1,7 @@
-"""make bench: run every benchmark at full size and rewrite its section of docs/BENCHMARKS.md."""
+"""make bench: run every benchmark at full size and rewrite its section of docs/BENCHMARKS.md.
+
+``python -m bench peers <name>``: the comparison with another scheduler (bench/peers/<name>/), which installs
+that scheduler first; never part of ``make bench`` or the tests' tiny round."""
 
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ BENCHMARKS = ["registry", "engine", "failover", "scale", "hosts", "history", "ui
 #: tests/test_spark_jar.py
 NOT_IN_SMOKE = frozenset({"spark", "jars"})
 DOC = Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
+#: the schedulers ``python -m bench peers <name>`` compares Porpoise with (bench/peers/<name>/)
+PEERS = ("airflow",)
 
 
 def section(name: str, result: dict[str, object], facts: dict[str, object]) -> str:
@@ -38,6 +43,11 @@ def section(name: str, result: dict[str, object], facts: dict[str, object]) -> s
 def main(argv: list[str]) -> int:
     logs.configure("console", "warning")
     exit_on_sigterm()
+    if argv[:1] == ["peers"]:
+        if len(argv) < 2 or argv[1] not in PEERS:
+            print(f"usage: python -m bench peers {{{'|'.join(PEERS)}}} [--rounds N] [--no-doc]", file=sys.stderr)
+            return 2
+        return int(importlib.import_module(f"bench.peers.{argv[1]}").main(argv[2:]))
     size = argv[0] if argv else "full"
     names = argv[1:] or BENCHMARKS  # python -m bench full failover: just that one
     facts = machine()
