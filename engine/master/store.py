@@ -280,12 +280,14 @@ class MasterStore:
         ids: list[int] = []
         if batch.new_attempts:
             codes = [a.task_code for a in batch.new_attempts]
-            await conn.execute(
-                "UPDATE task_instance SET flag = 0 WHERE workflow_instance_id = $1 AND task_code = ANY($2)"
-                " AND flag = 1",
-                instance_id,
-                codes,
-            )
+            retired = [a.task_code for a in batch.new_attempts if a.attempt > 1]
+            if retired:  # a task's first attempt (number 1) has no earlier one to retire (the unique index checks)
+                await conn.execute(
+                    "UPDATE task_instance SET flag = 0 WHERE workflow_instance_id = $1 AND task_code = ANY($2)"
+                    " AND flag = 1",
+                    instance_id,
+                    retired,
+                )
             rows = await conn.fetch(
                 "INSERT INTO task_instance (workflow_instance_id, task_code, task_definition_version, name,"
                 " task_type, attempt, retry_times, max_retry_times, retry_interval, task_instance_priority,"
