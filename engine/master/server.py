@@ -161,7 +161,8 @@ class Master(Node):
 
     async def on_started(self) -> None:
         dsn = self.cfg.database.url()
-        self.pool = await connect_pool(self.cfg.database, self._stop, self.metrics.pool_wait)
+        # the master sets no session state on pooled connections (its LISTENs have their own)
+        self.pool = await connect_pool(self.cfg.database, self._stop, self.metrics.pool_wait, reset_sessions=False)
         # before we register: a master whose clock is far off the database's takes no work
         await check_skew(self.pool, self.cfg.master.max_clock_skew, self.role)
         self.store = MasterStore(self.pool, self.address)
