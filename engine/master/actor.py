@@ -176,6 +176,7 @@ class WorkflowActor:
         self._restored_waiting = group_waiting
         #: the project's parameters and the tasks' environments, read once when the actor starts
         self.context = RunContext()
+        self._context_read: asyncio.Future[RunContext] | None = None
         #: whether any task of the definition takes task group slots (else a write releases none)
         self._grouped = any(t.task_group_id for t in spec.tasks.values())
 
@@ -218,9 +219,10 @@ class WorkflowActor:
                     # attempts of earlier runs keep their numbers: new ones continue after them
                     for code, top in (await self.store.attempt_floors(self.info.id)).items():
                         self.run.floors[code] = max(self.run.floors.get(code, 0), top)
-                # read once per run, not per dispatch: a change reaches the runs started after it
+                # read once per run, not per dispatch (a change reaches the runs started after it), while the
+                # first write goes to the database: the first dispatch waits for it (_send_all)
                 environments = {t.environment_code for t in self.spec.tasks.values()}
-                self.context = await self.store.run_context(self.spec.project_code, environments)
+                self._context_read = asyncio.ensure_future(self.store.run_context(self.spec.project_code, environments))
                 await self._restore_group_waiting()
                 await self._perform(self.run.start(), [])
                 while not self.run.finished:
@@ -259,6 +261,9 @@ class WorkflowActor:
                 self.crashed = True
                 self._fail_waiters()
             finally:
+                read, self._context_read = self._context_read, None
+                if read is not None and not read.cancel() and not read.cancelled():
+                    read.exception()  # ended before its first dispatch, the read done: its error is not news
                 self._cancel_timers()
                 self.task = None
                 self._on_finished(self, final)
@@ -452,6 +457,9 @@ class WorkflowActor:
         """Dispatch the attempts of one turn: every message is built first (its reads of the database are
         awaits), then all are queued at once, so the dispatcher sees them together and sends those for the
         same worker in one batch."""
+        if self._context_read is not None:
+            self.context = await self._context_read
+            self._context_read = None
         requests = [r for a in attempts if (r := await self._request(a)) is not None]
         for request in requests:
             self._dispatch(request)
