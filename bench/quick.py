@@ -10,7 +10,12 @@ the last full run recorded in docs/BENCHMARKS.md (the JSON between the ``bench:r
   (lower is better).
 
 A figure whose ratio is more than 20 % worse than the reference's is flagged, and the exit status is 1
-when any is. Absolute figures on a shared machine move with its load; the ratios much less.
+when any is. Absolute figures on a shared machine move with its load; the ratios much less, as long as the
+load stays put during a run: the spawn limit is measured before and after the engine rounds, and a run
+whose two measurements differ by more than a quarter, or whose fan-out outran its spawn limit (each task
+starts one ``bash``: the limit was measured at a quieter moment than the engine), is not sane. Such a run
+is never written as the reference, and a reference that is not sane is not compared with (its reasons are
+printed instead).
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ BEGIN, END = "<!-- bench:reference -->", "<!-- /bench:reference -->"
 #: a figure is flagged when its ratio is this much worse than the reference's
 TOLERANCE = 0.20
 SPAWN = "spawn_limit_per_s"
+SPAWN_FIRST, SPAWN_LAST = "spawn_limit_first_per_s", "spawn_limit_last_per_s"
+#: most the spawn limit may move between its two measurements in a sane run (as a fraction of the larger)
+STEADY = 0.25
 #: printed beside the comparison, not compared (CPU time moves less with the machine's load than rates do)
 CPU = {
     "throughput_master_cpu_ms_per_task": "master",
@@ -93,6 +101,19 @@ def compare(reference: dict[str, Any], now: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def insane(result: dict[str, Any]) -> list[str]:
+    """Why ``result``'s ratios to its spawn limit mean nothing (the machine's load moved during the run),
+    or nothing when they are sane."""
+    why = []
+    first, last = result.get(SPAWN_FIRST), result.get(SPAWN_LAST)
+    if first and last and abs(first - last) / max(first, last) > STEADY:
+        why.append(f"the spawn limit moved from {first:,.0f}/s to {last:,.0f}/s during the run")
+    spawn, fan_out = result.get(SPAWN), result.get("throughput_tasks_per_s")
+    if spawn and fan_out and fan_out > spawn:
+        why.append(f"the fan-out ({fan_out:,.0f} tasks/s) outran the spawn limit ({spawn:,.0f}/s)")
+    return why
+
+
 def read_reference(text: str) -> dict[str, Any] | None:
     """The reference figures recorded in BENCHMARKS.md's text, or None when there are none."""
     m = re.search(re.escape(BEGIN) + r".*?```json\n(.*?)\n```.*?" + re.escape(END), text, re.S)
@@ -101,7 +122,7 @@ def read_reference(text: str) -> dict[str, Any] | None:
 
 def reference_block(result: dict[str, Any], facts: dict[str, object]) -> str:
     """The reference section for BENCHMARKS.md from a full engine run's result."""
-    figures = {k: result[k] for k in (SPAWN, *(f.key for f in FIGURES), *CPU) if k in result}
+    figures = {k: result[k] for k in (SPAWN, SPAWN_FIRST, SPAWN_LAST, *(f.key for f in FIGURES), *CPU) if k in result}
     data = {"date": dt.date.today().isoformat(), "commit": facts["commit"], "cpus": facts["cpus"]} | figures
     return (
         f"{BEGIN}\n"
@@ -136,8 +157,13 @@ def report(reference: dict[str, Any] | None, now: dict[str, Any]) -> tuple[str, 
         head += f" (reference run: {reference[SPAWN]:,.0f}/s, {reference.get('date', '?')}, "
         head += f"commit {reference.get('commit', '?')})"
     lines = [head]
-    if reference is None:
+    if reference is not None and insane(reference):
+        lines.append(f"the reference in {DOC.name} is not sane, not compared with: {'; '.join(insane(reference))}")
+        lines.append("  (run `python -m bench full engine` at a quiet moment to record a new one)")
+        reference = None
+    elif reference is None:
         lines.append(f"no reference figures in {DOC.name} (run `python -m bench full engine` once)")
+    if reference is None:
         for f in FIGURES:
             lines.append(f"  {f.label:30} {_value(f, now[f.key]):>18}  {_ratio(f, ratio(f, now[f.key], now[SPAWN]))}")
         return "\n".join(lines), False
@@ -156,6 +182,8 @@ def report(reference: dict[str, Any] | None, now: dict[str, Any]) -> tuple[str, 
         if k in now
     )
     lines.append(f"  CPU ms per task now (reference), not compared: {cpu}")
+    for why in insane(now):
+        lines.append(f"  this run is not sane: {why} (the machine's load changed; run it again)")
     fell = [r.figure.label for r in rows if r.fell]
     lines.append(
         f"fell by more than {TOLERANCE:.0%} against the spawn limit: {', '.join(fell)}"

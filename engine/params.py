@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.time_placeholders import evaluate, java_format, render
+from engine.time_placeholders import evaluate, render
 
 
 def time_placeholder(expr: str, when: dt.datetime) -> str:
@@ -104,10 +104,12 @@ def builtins(
 ) -> dict[str, str]:
     """system.* parameters from the business time (schedule time, or now)."""
     t = schedule_time or now or dt.datetime.now()
+    # java_format(d, "yyyyMMdd") and (t, "yyyyMMddHHmmss"), spelt out: computed for every task a worker starts
+    day = t - dt.timedelta(days=1)
     values = {
-        "system.biz.date": java_format(t - dt.timedelta(days=1), "yyyyMMdd"),
-        "system.biz.curdate": java_format(t, "yyyyMMdd"),
-        "system.datetime": java_format(t, "yyyyMMddHHmmss"),
+        "system.biz.date": f"{day.year:04d}{day.month:02d}{day.day:02d}",
+        "system.biz.curdate": f"{t.year:04d}{t.month:02d}{t.day:02d}",
+        "system.datetime": f"{t.year:04d}{t.month:02d}{t.day:02d}{t.hour:02d}{t.minute:02d}{t.second:02d}",
     }
     for key, value in ids.items():
         if value is not None:

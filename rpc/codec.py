@@ -6,6 +6,7 @@ import dataclasses
 import json
 import types
 import typing
+from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar, Union
 
@@ -59,71 +60,183 @@ def decode(cls: type[T], data: Any) -> T:
     version = data.get("v", VERSION)
     if version != VERSION:
         raise BadRequest(f"{cls.__name__}: unsupported message version {version!r} (this node speaks {VERSION})", 400)
-    return _decode_obj(cls, data, cls.__name__)
+    try:
+        return _object(cls)(data)  # type: ignore[no-any-return]
+    except _Bad as exc:
+        raise BadRequest(f"{cls.__name__}{''.join(reversed(exc.where))}: {exc.message}", exc.status) from None
 
 
-def _decode_obj(cls: type[T], data: dict[str, Any], path: str) -> T:
-    hints = _hints(cls)
-    kwargs: dict[str, Any] = {}
-    known = set()
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        known.add(f.name)
-        if f.name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise BadRequest(f"{path}.{f.name}: required field missing", 400)
-            continue
-        kwargs[f.name] = _value(hints[f.name], data[f.name], f"{path}.{f.name}")
-    unknown = set(data) - known - {"v"}
-    if unknown:
-        raise BadRequest(f"{path}: unknown fields {sorted(unknown)}", 400)
-    return cls(**kwargs)
+# Decoding is compiled: one checking function per type, built once (every RPC body is decoded, and walking
+# the type hints per value took a worker ~0.15-0.4 ms per dispatched task). A mismatch raises _Bad, and each
+# container it passes through adds its part of the path (nothing is formatted unless a value is bad).
+
+Decoder = Callable[[Any], Any]
 
 
-def _value(hint: Any, value: Any, path: str) -> Any:
+class _Bad(Exception):
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        #: the path from the value up, innermost first (".field", "[3]", ".key")
+        self.where: list[str] = []
+
+    def at(self, part: str) -> _Bad:
+        self.where.append(part)
+        return self
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__
+
+
+def _any(value: Any) -> Any:
+    return value
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _Bad(f"expected true/false, got {_kind(value)}")
+    return value
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Bad(f"expected an integer, got {_kind(value)}")
+    return value
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Bad(f"expected a number, got {_kind(value)}")
+    return float(value)
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Bad(f"expected a string, got {_kind(value)}")
+    return value
+
+
+_SCALARS: dict[Any, Decoder] = {Any: _any, bool: _bool, int: _int, float: _float, str: _str}
+
+
+@cache
+def _decoder(hint: Any) -> Decoder:
+    """The function checking and building a value of type ``hint``."""
+    scalar = _SCALARS.get(hint)
+    if scalar is not None:
+        return scalar
     origin = typing.get_origin(hint)
     if origin in (Union, types.UnionType):
-        args = typing.get_args(hint)
-        if value is None and type(None) in args:
+        return _union(typing.get_args(hint))
+    if origin is list:
+        return _list(_decoder((typing.get_args(hint) or (Any,))[0]))
+    if origin is dict:
+        return _dict(_decoder((typing.get_args(hint) or (str, Any))[1]))
+    if dataclasses.is_dataclass(hint):
+        return _nested(_object(hint))  # type: ignore[arg-type]
+
+    def unsupported(value: Any) -> Any:  # pragma: no cover
+        raise _Bad(f"unsupported field type {hint!r}", 500)
+
+    return unsupported
+
+
+def _union(args: tuple[Any, ...]) -> Decoder:
+    nullable = type(None) in args
+    choices = [_decoder(arg) for arg in args if arg is not type(None)]
+
+    def union(value: Any) -> Any:
+        if value is None and nullable:
             return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
+        first: _Bad | None = None
+        for choice in choices:
+            try:
+                return choice(value)
+            except _Bad as exc:
+                first = first or exc
+        raise first or _Bad("bad value")
+
+    return union
+
+
+def _list(item: Decoder) -> Decoder:
+    def as_list(value: Any) -> list[Any]:
+        if not isinstance(value, list):
+            raise _Bad(f"expected a list, got {_kind(value)}")
+        if item is _any:
+            return list(value)
+        out = []
+        for i, v in enumerate(value):
+            try:
+                out.append(item(v))
+            except _Bad as exc:
+                raise exc.at(f"[{i}]") from None
+        return out
+
+    return as_list
+
+
+def _dict(item: Decoder) -> Decoder:
+    def as_dict(value: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise _Bad(f"expected an object, got {_kind(value)}")
+        if item is _any:
+            return {str(k): v for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            try:
+                out[str(k)] = item(v)
+            except _Bad as exc:
+                raise exc.at(f".{k}") from None
+        return out
+
+    return as_dict
+
+
+def _nested(build: Decoder) -> Decoder:
+    def nested(value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise _Bad(f"expected an object, got {_kind(value)}")
+        return build(value)
+
+    return nested
+
+
+@cache
+def _object(cls: type) -> Decoder:
+    """The decoder of dataclass ``cls`` from a dict (its fields' decoders are built at its first use, so a
+    type may contain itself)."""
+    plan: list[tuple[str, Decoder, bool]] | None = None
+    known: frozenset[str] = frozenset()
+
+    def build(data: dict[str, Any]) -> Any:
+        nonlocal plan, known
+        if plan is None:
+            hints = _hints(cls)
+            fields = [
+                (
+                    f.name,
+                    _decoder(hints[f.name]),
+                    f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                )
+                for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+            ]
+            known = frozenset([*(name for name, _, _ in fields), "v"])
+            plan = fields  # last: a thread that sees the plan sees its names
+        kwargs: dict[str, Any] = {}
+        for name, decode_field, required in plan:
+            if name not in data:
+                if required:
+                    raise _Bad("required field missing").at(f".{name}")
                 continue
             try:
-                return _value(arg, value, path)
-            except BadRequest as exc:
-                errors.append(str(exc))
-        raise BadRequest(errors[0] if errors else f"{path}: bad value", 400)
-    if hint is Any:
-        return value
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise BadRequest(f"{path}: expected true/false, got {type(value).__name__}", 400)
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise BadRequest(f"{path}: expected an integer, got {type(value).__name__}", 400)
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise BadRequest(f"{path}: expected a number, got {type(value).__name__}", 400)
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise BadRequest(f"{path}: expected a string, got {type(value).__name__}", 400)
-        return value
-    if origin is list:
-        if not isinstance(value, list):
-            raise BadRequest(f"{path}: expected a list, got {type(value).__name__}", 400)
-        (item,) = typing.get_args(hint) or (Any,)
-        return [_value(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise BadRequest(f"{path}: expected an object, got {type(value).__name__}", 400)
-        _, item = typing.get_args(hint) or (str, Any)
-        return {str(k): _value(item, v, f"{path}.{k}") for k, v in value.items()}
-    if dataclasses.is_dataclass(hint):
-        if not isinstance(value, dict):
-            raise BadRequest(f"{path}: expected an object, got {type(value).__name__}", 400)
-        return _decode_obj(hint, value, path)  # type: ignore[arg-type]
-    raise BadRequest(f"{path}: unsupported field type {hint!r}", 500)  # pragma: no cover
+                kwargs[name] = decode_field(data[name])
+            except _Bad as exc:
+                raise exc.at(f".{name}") from None
+        if len(kwargs) != len(data) and not data.keys() <= known:
+            raise _Bad(f"unknown fields {sorted(set(data) - known)}")
+        return cls(**kwargs)
+
+    return build

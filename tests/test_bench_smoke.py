@@ -172,7 +172,26 @@ def test_the_reference_is_written_between_its_markers_and_read_back() -> None:
 def test_the_recorded_reference_holds_every_figure_the_guard_compares() -> None:
     reference = quick.read_reference(quick.DOC.read_text())
     assert reference is not None, "docs/BENCHMARKS.md has no bench:reference block"
-    assert {quick.SPAWN, *(f.key for f in quick.FIGURES)} <= reference.keys()
+    assert {quick.SPAWN, quick.SPAWN_FIRST, quick.SPAWN_LAST, *(f.key for f in quick.FIGURES)} <= reference.keys()
+    assert quick.insane(reference) == []
+
+
+def test_a_run_whose_spawn_limit_moved_or_was_outrun_is_not_sane_and_not_compared_with() -> None:
+    sane = {"spawn_limit_per_s": 900.0, "spawn_limit_first_per_s": 1000.0, "spawn_limit_last_per_s": 820.0,
+            "throughput_tasks_per_s": 500.0, "chain_gap_p50_ms": 2.0, "api_trigger_p50_ms": 5.0,
+            "many_runs_per_min": 6000.0}  # fmt: skip
+    assert quick.insane(sane) == []
+    moved = sane | {"spawn_limit_first_per_s": 95.0, "spawn_limit_last_per_s": 44.0}
+    assert quick.insane(moved) == ["the spawn limit moved from 95/s to 44/s during the run"]
+    outrun = sane | {"spawn_limit_per_s": 60.0}  # 500 tasks/s, each starting a bash, against 60 bash/s
+    assert quick.insane(outrun) == ["the fan-out (500 tasks/s) outran the spawn limit (60/s)"]
+    # an insane reference flags nothing: every figure is printed with its ratio, and the reason why
+    slow = sane | {"throughput_tasks_per_s": 100.0, "chain_gap_p50_ms": 20.0}
+    text, fell = quick.report(outrun, slow)
+    assert not fell and "FELL" not in text and "not sane, not compared with: the fan-out" in text
+    assert quick.report(sane, slow)[1]  # the same run against a sane reference fell
+    text, _ = quick.report(sane, slow | {"spawn_limit_first_per_s": 2000.0})
+    assert "this run is not sane: the spawn limit moved from 2,000/s to 820/s" in text
 
 
 def test_the_quick_guard_runs_at_tiny_size(capsys: pytest.CaptureFixture[str]) -> None:
@@ -185,3 +204,14 @@ def test_the_quick_guard_runs_at_tiny_size(capsys: pytest.CaptureFixture[str]) -
     _engine(result, SIZES["tiny"])
     for f in quick.FIGURES:
         assert f.label in out
+
+
+def test_the_hot_path_figures_run_at_tiny_size() -> None:
+    """bench/hotpath.py (pure parts, no I/O): it drives both workflows to their end; timings not asserted."""
+    from bench import hotpath
+
+    result = hotpath.run("tiny")
+    assert {k for k in result if k.endswith("_us")} == {
+        "worker_decode_dispatch_us", "master_decode_report_us", "worker_task_environment_us", "worker_builtins_us",
+        "master_workflow_fan_out_100_us", "master_workflow_chain_100_us",
+    }  # fmt: skip

@@ -295,6 +295,14 @@ def test_builtins_follow_the_schedule_time() -> None:
     }
 
 
+@given(times)
+def test_builtins_are_the_java_formats_dolphinscheduler_uses(when: dt.datetime) -> None:
+    values = builtins(when)
+    assert values["system.biz.date"] == java_format(when - dt.timedelta(days=1), "yyyyMMdd")
+    assert values["system.biz.curdate"] == java_format(when, "yyyyMMdd")
+    assert values["system.datetime"] == java_format(when, "yyyyMMddHHmmss")
+
+
 def test_precedence_globals_var_pool_locals() -> None:
     values = resolve(
         [Property("a", value="global"), Property("b", value="global"), Property("day", value="$[yyyyMMdd]")],

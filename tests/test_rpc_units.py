@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import types
+import typing
+from typing import Any, Union
 
 import pytest
 from hypothesis import given
@@ -10,7 +14,7 @@ from hypothesis import strategies as st
 
 from rpc import auth, codec
 from rpc.errors import BadRequest
-from rpc.messages import TaskDispatch, TaskResult
+from rpc.messages import TaskDispatch, TaskDispatchBatch, TaskReports, TaskResult
 
 
 def _dispatch(**kw: object) -> TaskDispatch:
@@ -100,3 +104,111 @@ def test_every_request_message_has_a_method() -> None:
 
     requests = [c for c in vars(messages).values() if dataclasses.is_dataclass(c) and hasattr(c, "METHOD")]
     assert len({c.METHOD for c in requests}) == len(requests) >= 9
+
+
+# -- the compiled decoder against the hint-walking one it replaced (same values, same messages) ----------
+
+
+def _walk_value(hint: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _walk_value(arg, value, path)
+            except BadRequest as exc:
+                errors.append(str(exc))
+        raise BadRequest(errors[0] if errors else f"{path}: bad value", 400)
+    if hint is Any:
+        return value
+    checks = {bool: ("expected true/false", bool), int: ("expected an integer", int), str: ("expected a string", str)}
+    if hint in checks:
+        words, kind = checks[hint]
+        if (hint is int and isinstance(value, bool)) or not isinstance(value, kind):
+            raise BadRequest(f"{path}: {words}, got {type(value).__name__}", 400)
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise BadRequest(f"{path}: expected a number, got {type(value).__name__}", 400)
+        return float(value)
+    if origin is list:
+        if not isinstance(value, list):
+            raise BadRequest(f"{path}: expected a list, got {type(value).__name__}", 400)
+        (item,) = typing.get_args(hint) or (Any,)
+        return [_walk_value(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise BadRequest(f"{path}: expected an object, got {type(value).__name__}", 400)
+        _, item = typing.get_args(hint) or (str, Any)
+        return {str(k): _walk_value(item, v, f"{path}.{k}") for k, v in value.items()}
+    assert dataclasses.is_dataclass(hint)
+    if not isinstance(value, dict):
+        raise BadRequest(f"{path}: expected an object, got {type(value).__name__}", 400)
+    return _walk_obj(hint, value, path)  # type: ignore[arg-type]
+
+
+def _walk_obj(cls: type, data: dict[str, Any], path: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    known = set()
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        known.add(f.name)
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise BadRequest(f"{path}.{f.name}: required field missing", 400)
+            continue
+        kwargs[f.name] = _walk_value(hints[f.name], data[f.name], f"{path}.{f.name}")
+    unknown = set(data) - known - {"v"}
+    if unknown:
+        raise BadRequest(f"{path}: unknown fields {sorted(unknown)}", 400)
+    return cls(**kwargs)
+
+
+def _outcome(decode: Any) -> Any:
+    try:
+        return ("ok", decode())
+    except BadRequest as exc:
+        return ("bad", str(exc), exc.status)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner, max_size=2),
+    max_leaves=4,
+)
+
+
+@given(st.data())
+def test_the_compiled_decoder_answers_as_walking_the_type_hints_did(data: st.DataObject) -> None:
+    result = TaskResult(7, 1, 2, "h:1", "SUCCESS", 0, 1, 2, var_pool=[{"prop": "o", "value": "1"}])
+    cls, body = data.draw(st.sampled_from([
+        (TaskDispatch, codec.encode(_dispatch(var_pool=[{"prop": "a"}], datasources={"w": {"dsn": "x"}}))),
+        (TaskDispatchBatch, json.loads(codec.dumps(TaskDispatchBatch([_dispatch(), _dispatch(attempt=2)])))),
+        (TaskReports, json.loads(codec.dumps(TaskReports(running=[], results=[result, result])))),
+    ]))  # fmt: skip
+    # replace or drop a value somewhere in the body (or add a field), then decode both ways
+    node: Any = body
+    while True:
+        keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+        if not keys:
+            break
+        key = data.draw(st.sampled_from(keys))
+        if not isinstance(node[key], dict | list) or data.draw(st.booleans()):
+            break
+        node = node[key]
+    if keys:
+        action = data.draw(st.sampled_from(["replace", "drop", "add"]))
+        if action == "replace":
+            node[key] = data.draw(_json)
+        elif action == "drop" and isinstance(node, dict):
+            del node[key]
+        elif isinstance(node, dict):
+            node[data.draw(st.text(max_size=4))] = data.draw(_json)
+    assert _outcome(lambda: codec.decode(cls, body)) == _outcome(
+        lambda: _walk_obj(cls, body, cls.__name__) if body.get("v", 1) == 1 else codec.decode(cls, body)
+    )

@@ -22,7 +22,7 @@ import asyncpg
 from core import logs
 from core.aio import cancel_until_done
 from engine.master.logic_runner import LogicRunner
-from engine.master.store import FencedOut, MasterStore, NewAttempt, TaskUpdate, WriteBatch
+from engine.master.store import FencedOut, MasterStore, NewAttempt, RunContext, TaskUpdate, WriteBatch
 from engine.master.wheel import StateWheel
 from engine.master.workflow import WorkflowRun, dispatch_timeout
 from engine.master.workflow_messages import (
@@ -174,6 +174,11 @@ class WorkflowActor:
         self.group_waiting: dict[int, Attempt] = {}
         #: taken over still waiting in their group's queue: held from the start (they keep their place)
         self._restored_waiting = group_waiting
+        #: the project's parameters and the tasks' environments, read once when the actor starts
+        self.context = RunContext()
+        self._context_read: asyncio.Future[RunContext] | None = None
+        #: whether any task of the definition takes task group slots (else a write releases none)
+        self._grouped = any(t.task_group_id for t in spec.tasks.values())
 
     @property
     def id(self) -> int:
@@ -214,6 +219,10 @@ class WorkflowActor:
                     # attempts of earlier runs keep their numbers: new ones continue after them
                     for code, top in (await self.store.attempt_floors(self.info.id)).items():
                         self.run.floors[code] = max(self.run.floors.get(code, 0), top)
+                # read once per run, not per dispatch (a change reaches the runs started after it), while the
+                # first write goes to the database: the first dispatch waits for it (_send_all)
+                environments = {t.environment_code for t in self.spec.tasks.values()}
+                self._context_read = asyncio.ensure_future(self.store.run_context(self.spec.project_code, environments))
                 await self._restore_group_waiting()
                 await self._perform(self.run.start(), [])
                 while not self.run.finished:
@@ -252,6 +261,9 @@ class WorkflowActor:
                 self.crashed = True
                 self._fail_waiters()
             finally:
+                read, self._context_read = self._context_read, None
+                if read is not None and not read.cancel() and not read.cancelled():
+                    read.exception()  # ended before its first dispatch, the read done: its error is not news
                 self._cancel_timers()
                 self.task = None
                 self._on_finished(self, final)
@@ -285,7 +297,7 @@ class WorkflowActor:
 
     def _collect(self, actions: list[Action]) -> tuple[WriteBatch, list[Attempt], list[Action]]:
         """The actions' database changes as one batch, the attempts it creates, and the side effects."""
-        write = WriteBatch()
+        write = WriteBatch(grouped=self._grouped)
         created: list[Attempt] = []
         after: list[Action] = []
         for action in actions:
@@ -445,6 +457,9 @@ class WorkflowActor:
         """Dispatch the attempts of one turn: every message is built first (its reads of the database are
         awaits), then all are queued at once, so the dispatcher sees them together and sends those for the
         same worker in one batch."""
+        if self._context_read is not None:
+            self.context = await self._context_read
+            self._context_read = None
         requests = [r for a in attempts if (r := await self._request(a)) is not None]
         for request in requests:
             self._dispatch(request)
@@ -474,8 +489,8 @@ class WorkflowActor:
             global_params=self.info.global_params,
             var_pool=a.var_in,
             schedule_time=self.info.schedule_time.isoformat() if self.info.schedule_time else None,
-            environment_config=await self.store.environment_config(t.environment_code),
-            project_params=await self.store.project_params(self.spec.project_code),
+            environment_config=self.context.environment_config(t.environment_code),
+            project_params=self.context.project_params,
             tenant="" if self.info.tenant in ("", "default") else self.info.tenant,
             timeout_seconds=timeout,
             dry_run=bool(self.info.dry_run),

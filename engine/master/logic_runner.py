@@ -147,8 +147,7 @@ class LogicRunner:
             skip = logic.conditions_skip(task.params, outcome)
             return TaskState.SUCCESS, tuple(by_name[n] for n in skip), f"conditions {outcome}"
         # the project's parameters below the globals (secret ones stay sealed: a master holds no key)
-        project = await self.actor.store.project_params(self.actor.spec.project_code)
-        values = {p["prop"]: str(p["value"]) for p in project if not p["secret"]}
+        values = {p["prop"]: str(p["value"]) for p in self.actor.context.project_params if not p["secret"]}
         values.update({p.get("prop", ""): str(p.get("value", "")) for p in self.actor.info.global_params})
         values.update({p.get("prop", ""): str(p.get("value", "")) for p in a.var_in})
         try:

@@ -161,7 +161,8 @@ class Master(Node):
 
     async def on_started(self) -> None:
         dsn = self.cfg.database.url()
-        self.pool = await connect_pool(self.cfg.database, self._stop, self.metrics.pool_wait)
+        # the master sets no session state on pooled connections (its LISTENs have their own)
+        self.pool = await connect_pool(self.cfg.database, self._stop, self.metrics.pool_wait, reset_sessions=False)
         # before we register: a master whose clock is far off the database's takes no work
         await check_skew(self.pool, self.cfg.master.max_clock_skew, self.role)
         self.store = MasterStore(self.pool, self.address)
@@ -499,11 +500,14 @@ class Master(Node):
 
     async def _deliver_report(self, workflow_instance_id: int, event: Any) -> ReportReply:
         actor = self.actors.get(workflow_instance_id)
-        if actor is not None:
-            fut = actor.post(event, wait=True)
-            assert fut is not None
-            if await fut:
-                return ReportReply(ack=True)
+        fut = actor.post(event, wait=True) if actor is not None else None
+        if fut is not None and await fut:
+            return ReportReply(ack=True)
+        return await self._not_delivered(workflow_instance_id, actor)
+
+    async def _not_delivered(self, workflow_instance_id: int, actor: WorkflowActor | None) -> ReportReply:
+        """The answer to a report no actor of this master persisted: acknowledged when nothing will ever
+        consume it, else refused (naming the instance's owner when another master owns it)."""
         assert self.store is not None
         row = await self.store.owner(workflow_instance_id)
         if row is None:
@@ -518,8 +522,8 @@ class Master(Node):
             return ReportReply(ack=False)
         return ReportReply(ack=False, owner=owner, epoch=int(row["epoch"] or 0))
 
-    async def on_task_running(self, msg: TaskRunning) -> ReportReply:
-        event = TaskRunningEvent(
+    def _running_event(self, msg: TaskRunning) -> TaskRunningEvent:
+        return TaskRunningEvent(
             msg.task_instance_id,
             msg.attempt,
             msg.host,
@@ -530,9 +534,8 @@ class Master(Node):
             app_id=storable(msg.app_id),
             app_link=storable(msg.app_link),
         )
-        return await self._deliver_report(msg.workflow_instance_id, event)
 
-    async def on_task_result(self, msg: TaskResult) -> ReportReply:
+    def _result_event(self, msg: TaskResult) -> TaskResultEvent:
         state = _RESULT_STATES.get(msg.state)
         if state is None:
             raise BadRequest(f"TaskResult.state: must be SUCCESS, FAILURE, KILL or LOST, got {msg.state!r}", 400)
@@ -556,22 +559,42 @@ class Master(Node):
         )
         self.metrics.inc("task_results")
         self.dispatcher.freed(msg.host)  # the attempt's slot on that worker is free again
-        return await self._deliver_report(msg.workflow_instance_id, event)
+        return event
+
+    async def on_task_running(self, msg: TaskRunning) -> ReportReply:
+        return await self._deliver_report(msg.workflow_instance_id, self._running_event(msg))
+
+    async def on_task_result(self, msg: TaskResult) -> ReportReply:
+        return await self._deliver_report(msg.workflow_instance_id, self._result_event(msg))
 
     async def on_task_reports(self, msg: TaskReports) -> TaskReportsReply:
-        """A batch of reports: each is handled (and acknowledged or not) on its own."""
-
-        async def one(call: Any) -> ReportReply:
+        """A batch of reports: each is handled (and acknowledged or not) on its own. All are posted to
+        their actors at once, in order; only those no actor persisted take the slower path (together)."""
+        self.metrics.inc("report_batches")
+        posted: list[tuple[int, WorkflowActor | None, asyncio.Future[bool] | None] | None] = []
+        for report in [*msg.running, *msg.results]:
             try:
-                reply: ReportReply = await call
-                return reply
+                event = self._running_event(report) if isinstance(report, TaskRunning) else self._result_event(report)
             except BadRequest as exc:
                 log.error("report refused", error=str(exc))
-                return ReportReply(ack=False)
-
-        self.metrics.inc("report_batches")
-        calls = [self.on_task_running(r) for r in msg.running] + [self.on_task_result(r) for r in msg.results]
-        return TaskReportsReply(list(await asyncio.gather(*(one(c) for c in calls))))
+                posted.append(None)
+                continue
+            actor = self.actors.get(report.workflow_instance_id)
+            posted.append((report.workflow_instance_id, actor, actor.post(event, wait=True) if actor else None))
+        replies = [ReportReply(ack=False)] * len(posted)
+        slow: list[tuple[int, int, WorkflowActor | None]] = []
+        for i, item in enumerate(posted):
+            if item is None:
+                continue
+            workflow_instance_id, actor, fut = item
+            if fut is not None and await fut:
+                replies[i] = ReportReply(ack=True)
+            else:
+                slow.append((i, workflow_instance_id, actor))
+        answers = await asyncio.gather(*(self._not_delivered(wid, actor) for _, wid, actor in slow))
+        for (i, _, _), answer in zip(slow, answers, strict=True):
+            replies[i] = answer
+        return TaskReportsReply(replies)
 
     async def on_workflow_control(self, msg: WorkflowControl) -> dict[str, Any]:
         if msg.action not in ("stop", "pause"):

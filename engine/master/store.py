@@ -20,7 +20,7 @@ import asyncio
 import datetime as dt
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,6 +113,9 @@ class WriteBatch:
     group_requests: list[tuple[int, int, int, int]] = field(default_factory=list)
     #: set by the write: the task instance ids of the grouped new attempts admitted at once
     admitted: set[int] = field(default_factory=set)
+    #: False when no task of the instance's definition names a task group: its ended attempts hold no
+    #: slot, so the write skips releasing them (a round trip per batch)
+    grouped: bool = True
 
     def empty(self) -> bool:
         return (
@@ -157,6 +160,19 @@ _TASK_FIELDS = {
     "host", "pid", "log_path", "execute_path", "start_time", "end_time", "exit_code", "var_pool", "app_id", "app_link",
     "log_tail",
 }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The per-run facts of a dispatch (:meth:`MasterStore.run_context`)."""
+
+    #: ``{prop, value, secret}`` as TaskDispatch carries them, by name
+    project_params: list[dict[str, Any]] = field(default_factory=list)
+    #: environment code -> its shell lines
+    environments: dict[int, str] = field(default_factory=dict)
+
+    def environment_config(self, code: int) -> str:
+        return self.environments.get(code, "") if code >= 0 else ""
 
 
 class MasterStore:
@@ -265,12 +281,14 @@ class MasterStore:
         ids: list[int] = []
         if batch.new_attempts:
             codes = [a.task_code for a in batch.new_attempts]
-            await conn.execute(
-                "UPDATE task_instance SET flag = 0 WHERE workflow_instance_id = $1 AND task_code = ANY($2)"
-                " AND flag = 1",
-                instance_id,
-                codes,
-            )
+            retired = [a.task_code for a in batch.new_attempts if a.attempt > 1]
+            if retired:  # a task's first attempt (number 1) has no earlier one to retire (the unique index checks)
+                await conn.execute(
+                    "UPDATE task_instance SET flag = 0 WHERE workflow_instance_id = $1 AND task_code = ANY($2)"
+                    " AND flag = 1",
+                    instance_id,
+                    retired,
+                )
             rows = await conn.fetch(
                 "INSERT INTO task_instance (workflow_instance_id, task_code, task_definition_version, name,"
                 " task_type, attempt, retry_times, max_retry_times, retry_interval, task_instance_priority,"
@@ -305,7 +323,7 @@ class MasterStore:
                 await conn.execute(sql, *rows[0])
             else:
                 await conn.executemany(sql, rows)  # one pipelined round trip
-        ended = [u.task_instance_id for u in batch.updates if u.state in task_groups_sql.FINISHED]
+        ended = [u.task_instance_id for u in batch.updates if batch.grouped and u.state in task_groups_sql.FINISHED]
         if ended:
             await task_groups_sql.release(conn, ended)  # their task group slots, once
         for alert in batch.alerts:
@@ -584,19 +602,21 @@ class MasterStore:
     async def owner(self, instance_id: int) -> asyncpg.Record | None:
         return await self.pool.fetchrow("SELECT host, epoch, state FROM workflow_instance WHERE id = $1", instance_id)
 
-    async def environment_config(self, code: int) -> str:
-        if code < 0:
-            return ""
-        value = await self.pool.fetchval("SELECT config FROM environment WHERE code = $1", code)
-        return value or ""
-
-    async def project_params(self, project_code: int) -> list[dict[str, Any]]:
-        """The parameters of a project (secret values still sealed), as TaskDispatch carries them."""
+    async def run_context(self, project_code: int, environment_codes: Collection[int]) -> RunContext:
+        """What every task of a run is dispatched with, read once for the run (one round trip): its
+        project's parameters (secret values still sealed) and the lines of the environments its tasks
+        name. A run sees them as they were when this master started, took over or resumed it."""
         rows = await self.pool.fetch(
-            "SELECT param_name, param_value, secret FROM project_parameter WHERE project_code = $1 ORDER BY param_name",
+            "SELECT 0 AS kind, param_name AS name, param_value AS value, secret, 0::bigint AS code"
+            " FROM project_parameter WHERE project_code = $1"
+            " UNION ALL SELECT 1, name, config, 0, code FROM environment WHERE code = ANY($2::bigint[])"
+            " ORDER BY kind, name",
             project_code,
+            sorted(c for c in environment_codes if c >= 0),
         )
-        return [{"prop": r["param_name"], "value": r["param_value"], "secret": bool(r["secret"])} for r in rows]
+        params = [{"prop": r["name"], "value": r["value"], "secret": bool(r["secret"])} for r in rows if r["kind"] == 0]
+        environments = {int(r["code"]): r["value"] or "" for r in rows if r["kind"] == 1}
+        return RunContext(params, environments)
 
     async def email_senders(self, group_id: int) -> list[dict[str, Any]]:
         """The EMAIL senders of alert group ``group_id``, ``{name, params}`` (secrets still sealed)."""

@@ -129,6 +129,8 @@ class WorkflowRun:
         self.disabled = frozenset(code for code, t in spec.tasks.items() if t.disabled)
         #: task -> what it waits for, disabled tasks looked through (the graph never changes: computed once)
         self.waits_for: dict[int, tuple[int, ...]] = {}
+        #: task -> the tasks waiting for it (the reverse of waits_for, in topological order), built at first use
+        self._waiters: dict[int, tuple[int, ...]] | None = None
         for a in attempts or []:
             self._adopt(a, a.state in rerun)
 
@@ -148,6 +150,16 @@ class WorkflowRun:
                         out.append(u)
             found = self.waits_for[code] = tuple(out)
         return found
+
+    def _dependents(self, code: int) -> tuple[int, ...]:
+        """The tasks whose readiness waits for ``code`` (those whose _upstream names it), in topological order."""
+        if self._waiters is None:
+            waiters: dict[int, list[int]] = {}
+            for c in self.spec.dag.topological():
+                for up in self._upstream(c):
+                    waiters.setdefault(up, []).append(c)
+            self._waiters = {up: tuple(cs) for up, cs in waiters.items()}
+        return self._waiters.get(code, ())
 
     def awaits_dispatch(self, task_instance_id: int, attempt: int) -> bool:
         """Whether this attempt is current and no worker has reported on it yet (SUBMITTED / DISPATCH)."""
@@ -362,9 +374,12 @@ class WorkflowRun:
         actions: list[Action] = [PersistTask(a, a.state, tuple(fields)), CancelTimer(("task-timeout", a.id))]
         if a.state.succeeded:
             self.succeeded_order.append(a.code)
+            skipped = len(self.skipped)
             self._skip(ev.skip)
             actions += self._task_alert(a, "success")
-            actions += self._submit_ready()
+            # nothing else was ready (every change that readies a task submits what it readied): only what
+            # waits for this task can be ready now, unless tasks were skipped
+            actions += self._submit_ready(a.code if len(self.skipped) == skipped else None)
         else:
             after = self._after_failure(a)
             if a.state is TaskState.FAILURE:
@@ -590,14 +605,16 @@ class WorkflowRun:
                     merged[name] = item
         return list(merged.values())
 
-    def _submit_ready(self) -> list[Action]:
+    def _submit_ready(self, after: int | None = None) -> list[Action]:
+        """New attempts of the tasks ready now: of all tasks, or of those waiting for task ``after`` only."""
         if not self._submitting():
             return []
-        fresh = [self._next_attempt(code) for code in self.spec.dag.topological() if self._ready(code)]
+        codes = self.spec.dag.topological() if after is None else self._dependents(after)
+        fresh = [self._next_attempt(code) for code in codes if self._ready(code)]
         return [CreateAttempts(tuple(fresh))] if fresh else []
 
     def _maybe_finish(self) -> list[Action]:
-        if self.finished or self.active() or self.retry_pending:
+        if self.finished or self.retry_pending or any(a.state in TASK_ACTIVE for a in reversed(self.current.values())):
             return []
         if self._submitting() and any(self._ready(code) for code in self.scope):
             return []  # more to submit (the caller's _submit_ready does it)

@@ -21,12 +21,23 @@ from engine.storage.schema import check_schema
 log = logs.get(__name__)
 
 
+async def _keep_session(_conn: asyncpg.Connection) -> None:
+    """A released connection is given to the next user as it is (asyncpg still rolls back a transaction
+    left open): no ``RESET ALL; UNLISTEN *; CLOSE ALL; pg_advisory_unlock_all()`` round trip per release."""
+
+
 async def connect_pool(
-    db: DatabaseConfig, stop: asyncio.Event, observe_wait: Callable[[float], None] | None = None
+    db: DatabaseConfig,
+    stop: asyncio.Event,
+    observe_wait: Callable[[float], None] | None = None,
+    reset_sessions: bool = True,
 ) -> asyncpg.Pool:
     """Open the pool and check the schema version; retry until PostgreSQL answers or ``stop`` is set
     (StorageError). A schema this code does not know raises SchemaMismatch at once. ``observe_wait`` is
-    told how long each acquisition of a connection waited."""
+    told how long each acquisition of a connection waited. ``reset_sessions`` False: for a caller that
+    never changes a pooled connection's session (no SET, LISTEN, advisory lock or cursor outside a
+    transaction; the master, which does every write through the pool, LISTENs on connections of its own),
+    a released connection is not reset (that was a round trip and four statements per use)."""
     delay = 0.2
     while True:
         try:
@@ -36,6 +47,7 @@ async def connect_pool(
                 max_size=db.pool_max,
                 timeout=db.connect_timeout,
                 command_timeout=db.command_timeout,
+                **({} if reset_sessions else {"reset": _keep_session}),
             )
             try:
                 async with pool.acquire() as conn:

@@ -409,9 +409,10 @@ class Executor:
         logfile = await acquire_in_thread(
             _close, _set_up, run.log_path, header, self.max_log_bytes, self.dirs, run.exec_dir, launch.files, user
         )
+        trailer = ""  # the log's last line, written in the same trip to a thread as its close
         try:
             if d.dry_run:
-                await _write(logfile, "[porpoise] dry run: not executed\n")
+                trailer = "[porpoise] dry run: not executed\n"
                 return self._result(run, "SUCCESS", 0, "dry run")
             if d.resources:
                 failed = await self._place_resources(run, logfile, user)
@@ -447,11 +448,11 @@ class Executor:
                 state, message = "FAILURE", f"timed out after {d.timeout_seconds}s"
             else:
                 state, message = ("SUCCESS", "") if code == 0 else ("FAILURE", f"exit code {code}")
-            await _write(logfile, f"[porpoise] {_stamp()} finished: {state} (exit code {code})\n")
+            trailer = f"[porpoise] {_stamp()} finished: {state} (exit code {code})\n"
             var_pool = [p.to_dict() for p in out_params(local, emitted)]
             return self._result(run, state, code, message, var_pool)
         finally:
-            run.log_tail = await asyncio.to_thread(_close_with_tail, logfile, run.log_path)
+            run.log_tail = await asyncio.to_thread(_close_with_tail, logfile, run.log_path, trailer)
 
     async def _place_resources(self, run: TaskRun, logfile: CappedLog, user: pwd.struct_passwd | None) -> str:
         """The task's resource-center files into its directory (engine/worker/resources.py); why not, or ""."""
@@ -622,9 +623,13 @@ def _stamp() -> str:
     return dt.datetime.now().astimezone().isoformat(timespec="milliseconds")
 
 
-def _close_with_tail(fh: CappedLog, path: Path) -> str:
-    """Close a finished attempt's log and read its last lines (one trip to a thread for both)."""
-    fh.close()
+def _close_with_tail(fh: CappedLog, path: Path, trailer: str = "") -> str:
+    """Write a finished attempt's last line, close its log and read its last lines (one trip to a thread)."""
+    try:
+        if trailer:
+            fh.write(trailer.encode())
+    finally:
+        fh.close()
     return result_tail(path, LOG_TAIL_LINES, LOG_TAIL_BYTES)
 
 

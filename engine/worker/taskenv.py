@@ -16,6 +16,7 @@ task runs as. No PORPOISE_* variable of the worker (the RPC secret, the database
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import pwd
 import sys
@@ -114,6 +115,14 @@ def passed_through(environ: Mapping[str, str], names: Sequence[str]) -> dict[str
     return out
 
 
+@functools.cache
+def _worker_passed_through(names: tuple[str, ...]) -> dict[str, str]:
+    """:func:`passed_through` of the worker's own environment, computed once per worker process (the
+    worker never changes its environment; matching every variable against the patterns took ~0.5 ms per
+    task). Callers copy it."""
+    return passed_through(os.environ, names)
+
+
 def task_environment(
     policy: TaskPolicy,
     plugin_env: Mapping[str, str],
@@ -122,7 +131,11 @@ def task_environment(
     environ: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The whole environment of a task process (see the module docstring), lowest precedence first."""
-    env = passed_through(os.environ if environ is None else environ, policy.passthrough)
+    env = (
+        dict(_worker_passed_through(tuple(policy.passthrough)))
+        if environ is None
+        else passed_through(environ, policy.passthrough)
+    )
     env.update(policy.group_env)
     env.update(plugin_env)
     env.update(task_vars)
