@@ -204,7 +204,7 @@ class _Workers:
         self.took: list[tuple[int, int, int]] = []
         self.refused = 0
 
-    async def call(self, host: str, msg: object, reply_cls: object = None, timeout: float | None = None) -> object:
+    async def call(self, host: str, msg: object, *, timeout: float | None = None) -> object:
         if isinstance(msg, HostUpdate):
             if host in self.silent:
                 raise RpcRefused(f"{host} refused the connection")
