@@ -73,7 +73,7 @@ def _decode_obj(cls: type[T], data: dict[str, Any], path: str) -> T:
                 raise BadRequest(f"{path}.{f.name}: required field missing", 400)
             continue
         kwargs[f.name] = _value(hints[f.name], data[f.name], f"{path}.{f.name}")
-    unknown = set(data) - known - {"v"}
+    unknown = set(data) - known - {"v"} - getattr(cls, "RETIRED", frozenset())
     if unknown:
         raise BadRequest(f"{path}: unknown fields {sorted(unknown)}", 400)
     return cls(**kwargs)

@@ -35,6 +35,9 @@ class Request(Generic[R]):
     METHOD: ClassVar[str]
     #: the reply dataclass its handler returns (or ``Raw``), taken from the type argument
     REPLY: ClassVar[type[Any]]
+    #: fields this message no longer has that an older release still sends: ignored when decoding, so
+    #: old and new nodes talk during a rolling upgrade (any other unknown field is refused, 400)
+    RETIRED: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -57,6 +60,7 @@ class DispatchReply:
 @dataclass(frozen=True)
 class TaskDispatch(Request[DispatchReply]):
     METHOD: ClassVar[str] = "task.dispatch"
+    RETIRED: ClassVar[frozenset[str]] = frozenset({"first_submit_time"})
     task_instance_id: int
     attempt: int
     workflow_instance_id: int
@@ -79,7 +83,6 @@ class TaskDispatch(Request[DispatchReply]):
     #: kill the task after this many seconds (0 = no limit)
     timeout_seconds: int = 0
     dry_run: bool = False
-    first_submit_time: int = 0
     #: connection parameters of the data sources the task names (SQL), resolved by the master
     datasources: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: a SQL task with sendEmail: its alert group's EMAIL senders, ``{name, params}`` (secrets sealed)

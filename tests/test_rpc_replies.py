@@ -19,7 +19,7 @@ from aiohttp import web
 from engine import config
 from engine.master.server import Master
 from engine.worker.server import Worker
-from rpc import RpcClient, RpcError, RpcServer, codec, messages
+from rpc import BadRequest, RpcClient, RpcError, RpcServer, codec, messages
 from rpc.messages import ControlReply, Done, LogRemoved, Raw, Request, WorkflowControl
 from tests.helpers import TEST_SECRET
 
@@ -147,3 +147,13 @@ def test_replies_keep_the_json_field_names_older_nodes_read() -> None:
         "owner": "m:1",
         "epoch": 3,
     }
+
+
+def test_a_field_an_older_release_still_sends_is_ignored_others_refused() -> None:
+    # an older master's dispatch carries first_submit_time (always 0, read by no worker): a newer worker
+    # takes it during a rolling upgrade; a field nobody ever sent is still a 400
+    msg = messages.TaskDispatch(1, 1, 2, 3, 4, "t", "SHELL", {"rawScript": "true"}, "m:1")
+    body = {**codec.encode(msg), "first_submit_time": 0}
+    assert codec.decode(messages.TaskDispatch, body) == msg
+    with pytest.raises(BadRequest, match="unknown fields"):
+        codec.decode(messages.TaskDispatch, {**body, "second_submit_time": 0})

@@ -321,7 +321,7 @@ class Dispatcher:
         self._slots.release()
 
     def candidates(self, group: str) -> list[Candidate]:
-        now = int(time.time() * 1000)
+        now = now_ms()
         out = []
         for w in self.workers(group):
             hb = w.heartbeat
