@@ -66,14 +66,14 @@ FROM generate_series($1::bigint, $2::bigint) g JOIN gen_wf wf ON wf.k = g % {wor
 """
 _TASKS = f"""
 INSERT INTO task_instance (name, task_type, task_code, task_definition_version, workflow_instance_id, state,
-    attempt, submit_time, first_submit_time, start_time, end_time, host, pid, exit_code, log_path, flag,
+    attempt, submit_time, start_time, end_time, host, pid, exit_code, log_path, flag,
     update_time)
 SELECT gt.name, 'SHELL', gt.task_code, gt.version, w.id,
        CASE WHEN w.state = {int(WorkflowState.FAILURE)} AND gt.n = {TASKS} THEN {int(TaskState.FAILURE)}
             WHEN w.state = {int(WorkflowState.STOP)} AND gt.n = {TASKS} THEN {int(TaskState.KILL)}
             ELSE {int(TaskState.SUCCESS)} END, 1,
-       w.start_time + gt.n * interval '1 second', w.start_time + gt.n * interval '1 second',
-       w.start_time + gt.n * interval '2 second', w.start_time + gt.n * interval '3 second', 'gone:2',
+       w.start_time + gt.n * interval '1 second', w.start_time + gt.n * interval '2 second',
+       w.start_time + gt.n * interval '3 second', 'gone:2',
        1000 + gt.n, 0, '/gone/' || w.id || '/' || gt.n || '.log', 1, w.end_time
 FROM workflow_instance w JOIN gen_tasks gt ON gt.code = w.workflow_definition_code
 WHERE w.id BETWEEN $1 AND $2

@@ -15,12 +15,13 @@ import ssl as ssl_mod
 import time
 from collections.abc import AsyncIterator, Callable
 from types import SimpleNamespace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import aiohttp
 
 from rpc import auth, codec
 from rpc.errors import BadRequest, RpcDisconnected, RpcError, RpcRefused, RpcTimeout, Unauthenticated
+from rpc.messages import Raw, Request
 
 T = TypeVar("T")
 
@@ -85,23 +86,23 @@ class RpcClient:
             self._session = None
             await asyncio.sleep(0)  # let the closed transports run their close callbacks
 
-    async def call(
-        self, address: str, msg: Any, reply_cls: type[T] | None = None, timeout: float | None = None
-    ) -> T | dict[str, Any]:
-        """Send ``msg`` (a message dataclass) to ``address``; decode the reply into ``reply_cls``."""
+    async def call(self, address: str, msg: Request[T], *, timeout: float | None = None) -> T:
+        """Send ``msg`` (a request dataclass) to ``address``; its reply, decoded into the request's ``REPLY``
+        dataclass (fields the peer added are ignored, fields it lacks take their defaults)."""
+        reply_cls = cast(type[T], msg.REPLY)
+        if reply_cls is Raw:
+            raise TypeError(f"{msg.METHOD} is answered with raw bytes: use fetch or stream")
         raw = await self.call_raw(address, msg.METHOD, _body(msg), timeout)
         try:
             data = json.loads(raw) if raw else {}
-            if reply_cls is None:
-                if not isinstance(data, dict):
-                    raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-                return data
+            if not isinstance(data, dict):
+                raise ValueError(f"expected a JSON object, got {type(data).__name__}")
             return _decode_reply(reply_cls, data)
         except (ValueError, BadRequest, AttributeError, TypeError) as exc:
             # the peer handled the call (it answered 2xx) but its answer cannot be read
             raise RpcError(f"{msg.METHOD} to {address}: unreadable reply: {exc}", maybe_delivered=True) from exc
 
-    async def fetch(self, address: str, msg: Any, timeout: float | None = None) -> bytes:
+    async def fetch(self, address: str, msg: Request[Raw], timeout: float | None = None) -> bytes:
         """Send ``msg``; the raw reply body (for replies that are files rather than JSON)."""
         return await self.call_raw(address, msg.METHOD, _body(msg), timeout)
 
@@ -129,7 +130,7 @@ class RpcClient:
 
     @contextlib.asynccontextmanager
     async def stream(
-        self, address: str, msg: Any, idle_timeout: float | None = None
+        self, address: str, msg: Request[Raw], idle_timeout: float | None = None
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         """Send ``msg``; the reply as a response whose body the caller reads in chunks (a file of any size
         passes through in bounded memory). No total time limit: connecting is bounded by the client's
@@ -170,7 +171,7 @@ class RpcClient:
             ) from exc
 
 
-def _body(msg: Any) -> bytes:
+def _body(msg: Request[Any]) -> bytes:
     return codec.dumps(msg)
 
 

@@ -223,7 +223,8 @@ def _object(cls: type) -> Decoder:
                 )
                 for f in dataclasses.fields(cls)  # type: ignore[arg-type]
             ]
-            known = frozenset([*(name for name, _, _ in fields), "v"])
+            # "v": the message version; RETIRED: fields an older release still sends, ignored
+            known = frozenset([*(name for name, _, _ in fields), "v", *getattr(cls, "RETIRED", ())])
             plan = fields  # last: a thread that sees the plan sees its names
         kwargs: dict[str, Any] = {}
         for name, decode_field, required in plan:

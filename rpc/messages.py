@@ -1,20 +1,66 @@
-"""The messages nodes exchange. Each request type names its RPC method; replies are plain dataclasses.
+"""The messages nodes exchange. Each request type is a ``Request[ReplyType]``: it names its RPC method
+(``METHOD``) and, by its type argument, the dataclass its handler answers with (``REPLY``): the server
+refuses to send anything else (500), and ``RpcClient.call`` decodes the answer into it. A request answered
+with raw bytes (a file) is a ``Request[Raw]``, read with ``RpcClient.fetch`` or ``stream``.
 
 Master -> worker: task.dispatch, task.kill, task.host_update, log.view, log.range, log.download, log.remove.
 API -> worker: worker.drain.
 Worker -> master: task.running, task.result (the master's 200 reply {"ack": true} is the acknowledgement:
 it is sent only after the report is persisted). Times are epoch milliseconds.
+
+On the wire a request is its fields plus the version ``v``, a reply its fields, as JSON objects; a reply's
+unknown fields are ignored and its missing ones take their defaults, so nodes of neighbouring releases
+(a rolling upgrade) read each other's replies.
 """
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
+
+R = TypeVar("R")
+
+
+class Raw:
+    """The "reply type" of a request answered with raw bytes (a file): its handler returns an aiohttp
+    response, its caller reads the body with ``RpcClient.fetch`` or ``RpcClient.stream``."""
+
+
+class Request(Generic[R]):
+    """Base of every request message: ``class TaskKill(Request[KillReply])`` declares that a task.kill is
+    answered with a ``KillReply``, kept in ``REPLY``."""
+
+    #: the RPC method: the request is POSTed to /rpc/<METHOD>
+    METHOD: ClassVar[str]
+    #: the reply dataclass its handler returns (or ``Raw``), taken from the type argument
+    REPLY: ClassVar[type[Any]]
+    #: fields this message no longer has that an older release still sends: ignored when decoding, so
+    #: old and new nodes talk during a rolling upgrade (any other unknown field is refused, 400)
+    RETIRED: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            if typing.get_origin(base) is Request:
+                (cls.REPLY,) = typing.get_args(base)
 
 
 @dataclass(frozen=True)
-class TaskDispatch:
+class DispatchReply:
+    accepted: bool
+    reason: str = ""
+    #: how many more attempts the worker would take now (-1: not said); the master's credit with it
+    free_slots: int = -1
+    #: the worker's incarnation: the create revision of its registry key (0: not said). Its loss fails
+    #: only what this incarnation took, not an attempt a later one at the same address runs
+    incarnation: int = 0
+
+
+@dataclass(frozen=True)
+class TaskDispatch(Request[DispatchReply]):
     METHOD: ClassVar[str] = "task.dispatch"
+    RETIRED: ClassVar[frozenset[str]] = frozenset({"first_submit_time"})
     task_instance_id: int
     attempt: int
     workflow_instance_id: int
@@ -37,7 +83,6 @@ class TaskDispatch:
     #: kill the task after this many seconds (0 = no limit)
     timeout_seconds: int = 0
     dry_run: bool = False
-    first_submit_time: int = 0
     #: connection parameters of the data sources the task names (SQL), resolved by the master
     datasources: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: a SQL task with sendEmail: its alert group's EMAIL senders, ``{name, params}`` (secrets sealed)
@@ -53,28 +98,6 @@ class TaskDispatch:
 
 
 @dataclass(frozen=True)
-class DispatchReply:
-    accepted: bool
-    reason: str = ""
-    #: how many more attempts the worker would take now (-1: not said); the master's credit with it
-    free_slots: int = -1
-    #: the worker's incarnation: the create revision of its registry key (0: not said). Its loss fails
-    #: only what this incarnation took, not an attempt a later one at the same address runs
-    incarnation: int = 0
-
-
-@dataclass(frozen=True)
-class TaskDispatchBatch:
-    """Master -> worker: several attempts for one worker in one call (what was queued at once)."""
-
-    METHOD: ClassVar[str] = "task.dispatch_batch"
-    tasks: list[TaskDispatch] = field(default_factory=list)
-    #: the sending master's lease validity (as TaskDispatch.valid_until_ms) for every task of the batch;
-    #: when set, it replaces the tasks' own
-    valid_until_ms: int = 0
-
-
-@dataclass(frozen=True)
 class DispatchBatchReply:
     """One reply per attempt, in the order sent."""
 
@@ -84,12 +107,13 @@ class DispatchBatchReply:
 
 
 @dataclass(frozen=True)
-class TaskKill:
-    METHOD: ClassVar[str] = "task.kill"
-    task_instance_id: int
-    attempt: int
-    #: fenced like a dispatch: refused from an owner older than one the worker knows, or sent too late
-    epoch: int = 0
+class TaskDispatchBatch(Request[DispatchBatchReply]):
+    """Master -> worker: several attempts for one worker in one call (what was queued at once)."""
+
+    METHOD: ClassVar[str] = "task.dispatch_batch"
+    tasks: list[TaskDispatch] = field(default_factory=list)
+    #: the sending master's lease validity (as TaskDispatch.valid_until_ms) for every task of the batch;
+    #: when set, it replaces the tasks' own
     valid_until_ms: int = 0
 
 
@@ -102,13 +126,13 @@ class KillReply:
 
 
 @dataclass(frozen=True)
-class HostUpdate:
-    """New owner -> worker after a failover: send this instance's reports to ``master`` from now on."""
-
-    METHOD: ClassVar[str] = "task.host_update"
-    workflow_instance_id: int
-    master: str
+class TaskKill(Request[KillReply]):
+    METHOD: ClassVar[str] = "task.kill"
+    task_instance_id: int
+    attempt: int
+    #: fenced like a dispatch: refused from an owner older than one the worker knows, or sent too late
     epoch: int = 0
+    valid_until_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -118,12 +142,13 @@ class HostUpdateReply:
 
 
 @dataclass(frozen=True)
-class WorkerDrain:
-    """API -> worker: take no new tasks (running ones finish; the heartbeat says DRAINING), or, with
-    ``drain`` false, take tasks again."""
+class HostUpdate(Request[HostUpdateReply]):
+    """New owner -> worker after a failover: send this instance's reports to ``master`` from now on."""
 
-    METHOD: ClassVar[str] = "worker.drain"
-    drain: bool = True
+    METHOD: ClassVar[str] = "task.host_update"
+    workflow_instance_id: int
+    master: str
+    epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -137,20 +162,12 @@ class WorkerDrainReply:
 
 
 @dataclass(frozen=True)
-class LogView:
-    METHOD: ClassVar[str] = "log.view"
-    path: str
-    lines: int = 100
+class WorkerDrain(Request[WorkerDrainReply]):
+    """API -> worker: take no new tasks (running ones finish; the heartbeat says DRAINING), or, with
+    ``drain`` false, take tasks again."""
 
-
-@dataclass(frozen=True)
-class LogRange:
-    METHOD: ClassVar[str] = "log.range"
-    path: str
-    skip: int = 0
-    limit: int = 1000
-    #: the last ``limit`` complete lines instead (skip ignored)
-    from_end: bool = False
+    METHOD: ClassVar[str] = "worker.drain"
+    drain: bool = True
 
 
 @dataclass(frozen=True)
@@ -167,15 +184,20 @@ class LogLines:
 
 
 @dataclass(frozen=True)
-class LogSearch:
-    """Lines of a task log containing ``needle`` (case-insensitive), from line ``after`` on; the worker reads
-    at most ``logfiles.MAX_SEARCH_BYTES`` per request, so a search of a huge log goes on with ``next``."""
-
-    METHOD: ClassVar[str] = "log.search"
+class LogView(Request[LogLines]):
+    METHOD: ClassVar[str] = "log.view"
     path: str
-    needle: str
-    after: int = 0
-    limit: int = 100
+    lines: int = 100
+
+
+@dataclass(frozen=True)
+class LogRange(Request[LogLines]):
+    METHOD: ClassVar[str] = "log.range"
+    path: str
+    skip: int = 0
+    limit: int = 1000
+    #: the last ``limit`` complete lines instead (skip ignored)
+    from_end: bool = False
 
 
 @dataclass(frozen=True)
@@ -191,19 +213,49 @@ class LogHits:
 
 
 @dataclass(frozen=True)
-class LogDownload:
+class LogSearch(Request[LogHits]):
+    """Lines of a task log containing ``needle`` (case-insensitive), from line ``after`` on; the worker reads
+    at most ``logfiles.MAX_SEARCH_BYTES`` per request, so a search of a huge log goes on with ``next``."""
+
+    METHOD: ClassVar[str] = "log.search"
+    path: str
+    needle: str
+    after: int = 0
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class LogDownload(Request[Raw]):
     METHOD: ClassVar[str] = "log.download"
     path: str
 
 
 @dataclass(frozen=True)
-class LogRemove:
+class LogRemoved:
+    #: whether the file was removed (not while its task still writes it)
+    removed: bool
+
+
+@dataclass(frozen=True)
+class LogRemove(Request[LogRemoved]):
     METHOD: ClassVar[str] = "log.remove"
     path: str
 
 
 @dataclass(frozen=True)
-class TaskRunning:
+class ReportReply:
+    """A master's answer to task.running / task.result: ``ack`` once persisted; otherwise ``owner``
+    names the master that owns the instance now, when known (the worker re-targets its reports)."""
+
+    ack: bool
+    owner: str = ""
+    #: the owner's fencing epoch (with ``owner``): a worker that knows an owner's epoch re-targets only to
+    #: a newer one
+    epoch: int = 0
+
+
+@dataclass(frozen=True)
+class TaskRunning(Request[ReportReply]):
     METHOD: ClassVar[str] = "task.running"
     task_instance_id: int
     attempt: int
@@ -220,7 +272,7 @@ class TaskRunning:
 
 
 @dataclass(frozen=True)
-class TaskResult:
+class TaskResult(Request[ReportReply]):
     METHOD: ClassVar[str] = "task.result"
     task_instance_id: int
     attempt: int
@@ -250,7 +302,14 @@ LOG_TAIL_LINES, LOG_TAIL_BYTES = 20, 4096
 
 
 @dataclass(frozen=True)
-class TaskReports:
+class TaskReportsReply:
+    """One reply per report, running ones first, in the order they were sent."""
+
+    replies: list[ReportReply] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TaskReports(Request[TaskReportsReply]):
     """Worker -> master: several reports in one call (what was due at once for the same master)."""
 
     METHOD: ClassVar[str] = "task.reports"
@@ -259,26 +318,16 @@ class TaskReports:
 
 
 @dataclass(frozen=True)
-class ReportReply:
-    """A master's answer to task.running / task.result: ``ack`` once persisted; otherwise ``owner``
-    names the master that owns the instance now, when known (the worker re-targets its reports)."""
-
-    ack: bool
-    owner: str = ""
-    #: the owner's fencing epoch (with ``owner``): a worker that knows an owner's epoch re-targets only to
-    #: a newer one
-    epoch: int = 0
+class ControlReply:
+    #: whether the request acted: the instance moved to stopping / pausing (or a stopping one's kills
+    #: were sent again)
+    accepted: bool
+    #: why not, when not accepted
+    reason: str = ""
 
 
 @dataclass(frozen=True)
-class TaskReportsReply:
-    """One reply per report, running ones first, in the order they were sent."""
-
-    replies: list[ReportReply] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class WorkflowControl:
+class WorkflowControl(Request[ControlReply]):
     """API -> owning master: stop or pause a running workflow instance."""
 
     METHOD: ClassVar[str] = "workflow.control"
@@ -289,7 +338,14 @@ class WorkflowControl:
 
 
 @dataclass(frozen=True)
-class SubWorkflowDone:
+class Done:
+    """The answer to a notice (a sub-workflow's end, a cache expiry): whether it found what it names."""
+
+    ok: bool
+
+
+@dataclass(frozen=True)
+class SubWorkflowDone(Request[Done]):
     """Child's master -> parent's master: the sub-workflow started by that task instance has ended."""
 
     METHOD: ClassVar[str] = "workflow.sub_done"
@@ -298,7 +354,7 @@ class SubWorkflowDone:
 
 
 @dataclass(frozen=True)
-class ResourceFetch:
+class ResourceFetch(Request[Raw]):
     """Worker -> master: the content of one resource version (the reply is the raw bytes, streamed)."""
 
     METHOD: ClassVar[str] = "resource.fetch"
@@ -307,7 +363,7 @@ class ResourceFetch:
 
 
 @dataclass(frozen=True)
-class CacheExpire:
+class CacheExpire(Request[Done]):
     """API -> masters: a workflow definition changed; drop cached heads for it."""
 
     METHOD: ClassVar[str] = "cache.expire"

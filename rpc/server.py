@@ -2,18 +2,20 @@
 
 Every request is size-limited (413), checked for a verified client certificate when the listener serves mutual
 TLS (``rpc.tls``; 401), signature-checked and checked against replay (401), decoded into its message type (400
-naming the bad field), then handled. A handler's reply dataclass becomes the JSON body; an aiohttp
-response (log download) is returned as is. Unexpected handler errors are logged with their traceback
-and answered 500 without one. Nothing is changed by a refused request: refusals happen before the
+naming the bad field), then handled. A handler returns its message's ``REPLY`` dataclass, which becomes the
+JSON body, or, for a ``Request[Raw]`` (a log download), an aiohttp response returned as is; anything else
+is a bug of the handler, answered 500. Unexpected handler errors are logged with their traceback and
+answered 500 without one. Nothing is changed by a refused request: refusals happen before the
 handler runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -21,11 +23,15 @@ from core import logs
 from rpc import auth, codec
 from rpc.auth import ReplayGuard
 from rpc.errors import BadRequest
+from rpc.messages import Raw, Request
 from rpc.tls import peer_verified
 
 log = logs.get(__name__)
 
-Handler = Callable[[Any], Awaitable[Any]]
+M = TypeVar("M", bound=Request[Any])
+
+#: a handler: the decoded request -> its REPLY dataclass (or an aiohttp response for a Request[Raw])
+Handler = Callable[[Any], Awaitable[object]]
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -50,14 +56,22 @@ class RpcServer:
         self.require_client_cert = require_client_cert
         #: nonces of accepted calls within the signature window (a replayed call is refused)
         self.replay = ReplayGuard(max_skew)
-        self._handlers: dict[str, tuple[type, Handler]] = {}
+        self._handlers: dict[str, tuple[type[Request[Any]], Handler]] = {}
         app.router.add_post("/rpc/{method}", self._serve)
 
-    def register(self, msg_cls: type, handler: Handler) -> None:
-        method = msg_cls.METHOD  # type: ignore[attr-defined]
+    def register(self, msg_cls: type[M], handler: Callable[[M], Awaitable[object]]) -> None:
+        """Serve ``msg_cls`` with ``handler``, which answers with ``msg_cls.REPLY``."""
+        method = getattr(msg_cls, "METHOD", None)
+        reply = getattr(msg_cls, "REPLY", None)
+        if not isinstance(method, str) or not (reply is Raw or dataclasses.is_dataclass(reply)):
+            raise TypeError(f"{msg_cls.__name__} is not a request message (a Request[ReplyDataclass] with a METHOD)")
         if method in self._handlers:
             raise ValueError(f"RPC method {method} registered twice")
         self._handlers[method] = (msg_cls, handler)
+
+    def registrations(self) -> dict[type[Request[Any]], Handler]:
+        """Each registered request type and its handler."""
+        return dict(self._handlers.values())
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
         method = request.match_info["method"]
@@ -95,10 +109,15 @@ class RpcServer:
         except Exception:
             log.exception("RPC handler failed", method=method)
             return _error(500, f"{method} failed on the server; see its log")
-        if isinstance(reply, web.StreamResponse):
+        expected = msg_cls.REPLY
+        if expected is Raw and isinstance(reply, web.StreamResponse):
             return reply
+        if type(reply) is not expected:
+            log.error("RPC handler answered with the wrong type", method=method, expected=expected.__name__,
+                      got=type(reply).__name__)  # fmt: skip
+            return _error(500, f"{method} failed on the server; see its log")
         return web.Response(
-            body=codec.dumps_reply({} if reply is None else reply),
+            body=codec.dumps_reply(reply),
             content_type="application/json",
             headers={auth.TIME_HEADER: str(int(time.time() * 1000))},  # callers measure their clock against ours
         )

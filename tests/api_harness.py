@@ -11,6 +11,7 @@ from aiohttp.test_utils import TestServer
 
 from engine import config as config_mod
 from engine.api.server import ApiServer
+from engine.storage.jsoncodec import register_json
 from tests.helpers import TEST_SECRET
 
 
@@ -22,7 +23,7 @@ async def in_process_api(
     is given the server before it serves (to set what its ``start`` would)."""
     cfg = config_mod.load(overrides=[f"rpc.secret={TEST_SECRET}", "api.alerts_enabled=false", *overrides], environ={})
     api = ApiServer(cfg)
-    api.pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4)
+    api.pool = await asyncpg.create_pool(dsn, min_size=1, max_size=4, init=register_json)
     if prepare is not None:
         prepare(api)
     server = TestServer(api.app)

@@ -31,7 +31,7 @@ import psutil
 from engine.states import WorkflowState
 from engine.storage.failures import DB_FAILURES
 from rpc.errors import RpcError
-from rpc.messages import WorkflowControl
+from rpc.messages import ControlReply, WorkflowControl
 from tests.helpers import NodeProc, eventually, rpc_client
 from tests.task_watch import TaskWatcher
 
@@ -266,7 +266,7 @@ async def _stop_storm(chaos: Chaos) -> bool:
         await client.close()
     for r, reply in zip(picked, replies, strict=True):
         # a stop that may have acted (accepted, or its answer lost) allows STOP; one refused, none
-        acted = isinstance(reply, dict) and reply.get("accepted")
+        acted = isinstance(reply, ControlReply) and reply.accepted
         if acted or (isinstance(reply, RpcError) and reply.maybe_delivered):
             chaos.stopped.add(r["id"])
     return True

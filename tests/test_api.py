@@ -18,7 +18,7 @@ from openapi_spec_validator import validate
 from engine import config as config_mod
 from engine.api.server import ApiServer
 from engine.client import ApiClientError
-from rpc.messages import WorkflowControl
+from rpc.messages import ControlReply, WorkflowControl
 from tests.conftest import ApiCluster
 from tests.helpers import TEST_SECRET, rpc_client, wait_sync
 
@@ -509,7 +509,7 @@ def test_a_control_the_owning_master_cannot_apply_is_not_accepted(api_cluster: A
     assert client.post(f"/api/v1/instances/{instance_id}/pause")["accepted"]
     owner = client.get(f"/api/v1/instances/{instance_id}")["host"]
 
-    async def control(action: str) -> Any:
+    async def control(action: str) -> ControlReply:
         rpc = rpc_client(10)
         try:
             return await rpc.call(owner, WorkflowControl(instance_id, action))
@@ -517,8 +517,8 @@ def test_a_control_the_owning_master_cannot_apply_is_not_accepted(api_cluster: A
             await rpc.close()
 
     again = asyncio.run(control("pause"))
-    assert again["accepted"] is False and "READY_PAUSE" in again["reason"], again
-    assert asyncio.run(control("stop"))["accepted"] is True
+    assert again.accepted is False and "READY_PAUSE" in again.reason, again
+    assert asyncio.run(control("stop")).accepted is True
     assert wait_final(api_cluster, instance_id)["state"] == "STOP"
 
 

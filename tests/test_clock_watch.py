@@ -58,7 +58,7 @@ async def test_a_peer_s_clock_off_past_the_margin_is_measured_and_alarmed(peer: 
     client = RpcClient(SECRET, clock=clock)
     try:
         for _ in range(3):
-            await client.call(peer, _dispatch(), DispatchReply)
+            await client.call(peer, _dispatch())
     finally:
         await client.close()
     assert len(seen) == 3

@@ -173,7 +173,7 @@ async def client() -> AsyncIterator[RpcClient]:
 
 async def _failure(client: RpcClient, address: str, timeout: float | None = None) -> RpcError:
     with pytest.raises(RpcError) as info:
-        await client.call(address, _msg(), DispatchReply, timeout=timeout)
+        await client.call(address, _msg(), timeout=timeout)
     return info.value
 
 
@@ -263,7 +263,7 @@ class _FakeRpc:
         #: (host, task instance ids, epoch ms sent, outcome)
         self.calls: list[tuple[str, tuple[int, ...], int, object]] = []
 
-    async def call(self, host: str, msg: object, reply_cls: object = None, timeout: float | None = None) -> object:
+    async def call(self, host: str, msg: object, *, timeout: float | None = None) -> object:
         ids = (
             tuple(t.task_instance_id for t in msg.tasks)
             if isinstance(msg, TaskDispatchBatch)
@@ -476,11 +476,11 @@ class _GatedRpc(_FakeRpc):
         self.gate = asyncio.Event()
         self.first_in = asyncio.Event()
 
-    async def call(self, host: str, msg: object, reply_cls: object = None, timeout: float | None = None) -> object:
+    async def call(self, host: str, msg: object, *, timeout: float | None = None) -> object:
         if not self.first_in.is_set():
             self.first_in.set()
             await self.gate.wait()
-        return await super().call(host, msg, reply_cls, timeout)
+        return await super().call(host, msg, timeout=timeout)
 
 
 async def test_a_send_planned_before_its_actor_ended_never_leaves() -> None:

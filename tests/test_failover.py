@@ -20,7 +20,7 @@ from engine.node import EXIT_LEASE_LOST
 from engine.states import TaskState
 from engine.workflows.model import TaskDef
 from registry import EtcdClient
-from rpc.messages import HostUpdate, HostUpdateReply, TaskDispatch, TaskKill
+from rpc.messages import HostUpdate, HostUpdateReply, KillReply, TaskDispatch, TaskKill
 from tests.cluster_harness import command, instance_for, query, save, shell, started, started_unguarded, tasks_of
 from tests.delay_proxy import DelayProxy
 from tests.helpers import NodeProc, eventually, rpc_client
@@ -212,14 +212,14 @@ async def test_a_worker_refuses_dispatches_from_an_owner_older_than_one_it_knows
     worker = node_factory("worker", etcd_server.endpoint, etcd_root, 3, PORPOISE_DATABASE_DSN=fresh_db)
     client = rpc_client()
     try:
-        reply = await client.call(worker.address, HostUpdate(424242, "127.0.0.1:1", epoch=10), HostUpdateReply)
-        assert isinstance(reply, HostUpdateReply) and reply.known == []
+        reply = await client.call(worker.address, HostUpdate(424242, "127.0.0.1:1", epoch=10))
+        assert reply == HostUpdateReply(known=[])
         stale = TaskDispatch(
             task_instance_id=1, attempt=1, workflow_instance_id=424242, workflow_definition_code=1, task_code=1,
             task_name="t", task_type="SHELL", task_params={"rawScript": "true"}, master="127.0.0.1:2", epoch=9,
         )  # fmt: skip
         answer = await client.call(worker.address, stale)
-        assert answer["accepted"] is False and "stale owner" in answer["reason"]
+        assert answer.accepted is False and "stale owner" in answer.reason
     finally:
         await client.close()
 
@@ -292,11 +292,10 @@ async def test_a_worker_refuses_kills_from_an_older_owner(
         # the instance moved to a new owner (epoch 6); the old owner's kill must not land
         await client.call(worker.address, HostUpdate(msg.workflow_instance_id, sink.address, epoch=6))
         stale = await client.call(worker.address, TaskKill(msg.task_instance_id, 1, epoch=5))
-        assert stale == {"killed": False, "state": "STALE"}
+        assert stale == KillReply(False, "STALE")
         late = await client.call(worker.address, TaskKill(msg.task_instance_id, 1, epoch=6, valid_until_ms=1))
-        assert late == {"killed": False, "state": "STALE"}
-        assert await client.call(worker.address, TaskKill(msg.task_instance_id, 1, epoch=6)) == {
-            "killed": True, "state": "KILL"}  # fmt: skip
+        assert late == KillReply(False, "STALE")
+        assert await client.call(worker.address, TaskKill(msg.task_instance_id, 1, epoch=6)) == KillReply(True, "KILL")
     finally:
         await client.close()
 

@@ -24,6 +24,7 @@ from engine.master.workflow import WorkflowRun
 from engine.master.workflow_messages import Attempt
 from engine.scheduling.backfill import backfill_param
 from engine.states import TaskState, WorkflowState
+from engine.storage.jsoncodec import register_json
 from registry import NodeInfo
 from registry.heartbeat import Heartbeat
 from registry.keys import NodeId
@@ -38,7 +39,7 @@ ME, DEAD = "127.0.0.1:5678", "127.0.0.1:5679"
 
 @pytest.fixture
 async def pool(fresh_db: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
     yield pool
     await pool.close()
 
@@ -133,7 +134,7 @@ async def test_a_takeover_whose_definition_load_fails_is_retaken_later(pool: asy
     wid, epoch = await instance(pool, DEAD, code)
     started = Started()
     svc = service(pool, started)
-    gone = await asyncpg.create_pool(fresh_db, min_size=1, max_size=1)
+    gone = await asyncpg.create_pool(fresh_db, min_size=1, max_size=1, init=register_json)
     await gone.close()  # the database went away right after the takeover committed
     svc.cache = DefinitionCache(gone)
     try:
@@ -204,7 +205,7 @@ class _Workers:
         self.took: list[tuple[int, int, int]] = []
         self.refused = 0
 
-    async def call(self, host: str, msg: object, reply_cls: object = None, timeout: float | None = None) -> object:
+    async def call(self, host: str, msg: object, *, timeout: float | None = None) -> object:
         if isinstance(msg, HostUpdate):
             if host in self.silent:
                 raise RpcRefused(f"{host} refused the connection")

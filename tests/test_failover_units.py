@@ -37,7 +37,7 @@ class _BarrierRpc:
         self.in_flight = 0
         self.all_in = asyncio.Event()
 
-    async def call(self, host: str, msg: HostUpdate, reply_cls: object = None, timeout: float | None = None) -> object:
+    async def call(self, host: str, msg: HostUpdate, *, timeout: float | None = None) -> object:
         self.in_flight += 1
         if self.in_flight == self.n:
             self.all_in.set()
@@ -62,7 +62,7 @@ class _SilentRpc:
         self.silent = silent
         self.calls: list[str] = []
 
-    async def call(self, host: str, msg: HostUpdate, reply_cls: object = None, timeout: float | None = None) -> object:
+    async def call(self, host: str, msg: HostUpdate, *, timeout: float | None = None) -> object:
         self.calls.append(host)
         if host == self.silent:
             raise RpcTimeout("timed out", maybe_delivered=True)

@@ -31,6 +31,7 @@ from engine.api.tasklogs import ArchivedLogs
 from engine.api.tokens import create_token, ensure_user
 from engine.states import TaskState
 from engine.storage.blobs import DatabaseBlobStore
+from engine.storage.jsoncodec import register_json
 from engine.storage.retention import Retention
 from engine.storage.task_logs import ArchiveState, archive_key, instance_prefix
 from engine.worker.logfiles import LogFiles
@@ -160,7 +161,7 @@ async def _blob_text(blobs: DatabaseBlobStore, key: str) -> bytes:
 
 
 async def test_the_archiver_copies_ended_logs_and_says_which_it_could_not(fresh_db: str, tmp_path: Path) -> None:
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
     rpc = rpc_client(5)
     try:
         async with LogListener(tmp_path) as worker:
@@ -210,7 +211,7 @@ async def api_token(fresh_db: str) -> str:
 async def test_an_ended_attempt_s_log_is_read_from_its_archive_with_no_worker(
     fresh_db: str, api_token: str, tmp_path: Path
 ) -> None:
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
     blobs = DatabaseBlobStore(pool)
     lines = [f"line {i} of the archived log" for i in range(3000)]
     gone = f"127.0.0.1:{free_port()}"  # a worker that is no more
@@ -285,7 +286,7 @@ async def test_an_ended_attempt_s_log_is_read_from_its_archive_with_no_worker(
 
 
 async def test_retention_deletes_the_archived_logs_of_the_instances_it_removes(fresh_db: str) -> None:
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
     blobs = DatabaseBlobStore(pool)
     try:
         async with pool.acquire() as conn:
@@ -318,7 +319,7 @@ async def test_an_archive_that_compressed_a_thousandfold_is_read_a_megabyte_at_a
     INFLATE_BYTES of it at once, in the download's stream as in the cache's copy."""
     from engine.api.tasklogs import INFLATE_BYTES
 
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=2)
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=2, init=register_json)
     blobs = DatabaseBlobStore(pool)
     size = 64 * INFLATE_BYTES + 5
     comp = zlib.compressobj(9, zlib.DEFLATED, 31)

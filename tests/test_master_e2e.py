@@ -11,7 +11,7 @@ import pytest
 
 from engine.infra.etcd import EtcdServer
 from engine.states import TaskState, WorkflowState
-from rpc.messages import WorkflowControl
+from rpc.messages import ControlReply, Done, WorkflowControl
 from tests.cluster_harness import command, instance_for, query, save, shell, started, tasks_of
 from tests.helpers import NodeProc, eventually, metric, rpc_client, scrape
 
@@ -119,7 +119,7 @@ async def test_stop_kills_the_running_task_and_ends_stop(cluster, fresh_db: str)
     client = rpc_client()
     reply = await client.call(masters[0].address, WorkflowControl(wi["id"], "stop"))
     await client.close()
-    assert reply == {"accepted": True}
+    assert reply == ControlReply(True)
     final = await instance_for(fresh_db, cid)
     assert final["state"] == STOP
     assert [(r["name"], r["state"]) for r in await tasks_of(fresh_db, wi["id"])] == [("long", 9)]
@@ -277,7 +277,7 @@ async def test_cache_expire_makes_a_taken_offline_definition_refuse_commands(clu
     await set_release(conn, code, online=False)
     await conn.close()
     client = rpc_client()
-    assert await client.call(masters[0].address, CacheExpire(code)) == {"ok": True}
+    assert await client.call(masters[0].address, CacheExpire(code)) == Done(True)
     await client.close()
     (second,) = await command(fresh_db, code)
 

@@ -34,6 +34,7 @@ from registry import (
 )
 from registry.identity import Incarnation, Verdict, advertise_host, judge_holder, process_alive, started_at
 from rpc.errors import RpcError
+from rpc.messages import DispatchReply
 from tests.helpers import NodeProc, eventually, node_env, rpc_client, wait_sync
 from tests.worker_harness import ReportSink, dispatch, task
 
@@ -243,7 +244,7 @@ async def test_a_worker_takes_no_dispatch_before_its_key_is_registered(
         try:
             msg = task("SHELL", {"rawScript": "true"}, sink.address)
 
-            async def answer() -> dict | None:
+            async def answer() -> DispatchReply | None:
                 try:
                     return await dispatch(client, waiting.address, msg)
                 except RpcError as exc:
@@ -258,12 +259,8 @@ async def test_a_worker_takes_no_dispatch_before_its_key_is_registered(
                 "its lease, waiting for the key",
             )
             reply = await answer()
-            assert reply == {
-                "accepted": False,
-                "reason": "worker is not registered",
-                "free_slots": reply["free_slots"],
-                "incarnation": 0,  # no key of its own yet
-            }
+            # no key of its own yet: no incarnation
+            assert reply == DispatchReply(False, "worker is not registered", reply.free_slots, incarnation=0)
             assert (await etcd.get(key)) is not None and waiting.proc.exited() is None  # still waiting for the key
         finally:
             waiting.stop()

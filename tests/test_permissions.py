@@ -29,6 +29,7 @@ from engine.api import access
 from engine.api.routing import Call, Route
 from engine.api.server import ROUTES, ApiServer
 from engine.api.tokens import create_token
+from engine.storage.jsoncodec import register_json
 from tests.helpers import TEST_SECRET
 
 RULES = {
@@ -275,7 +276,7 @@ async def stub_server(fresh_db: str) -> AsyncIterator[tuple[aiohttp.ClientSessio
     )
     stubbed = [dataclasses.replace(r, handler=_stub, body={} if r.body is not None else None) for r in ROUTES]
     api = ApiServer(cfg, routes=stubbed)
-    api.pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    api.pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
     server = TestServer(api.app)
     await server.start_server()
     try:

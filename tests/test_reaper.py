@@ -230,7 +230,7 @@ async def test_a_re_registered_worker_s_first_task_is_not_reaped(
     await asyncio.to_thread(wait_sync, worker.healthy, 20, "worker registered again")
     msg = task("SHELL", {"rawScript": "sleep 2; echo done"}, sink.address)
     reply = await dispatch(client, worker.address, msg)
-    assert reply["accepted"], reply
+    assert reply.accepted, reply
     result = await sink.result(msg.task_instance_id)
     assert result["state"] == "SUCCESS", result["message"]
 

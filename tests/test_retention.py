@@ -19,6 +19,7 @@ import pytest
 from engine.config import DEPENDENT_LOOKBACK_DAYS, ConfigError, load
 from engine.infra.etcd import EtcdServer
 from engine.states import WorkflowState, sql_codes
+from engine.storage.jsoncodec import register_json
 from engine.storage.retention import Removed, Retention
 from engine.workflows.model import TaskDef
 from tests.cluster_harness import command, query, save, shell
@@ -214,7 +215,7 @@ class History:
 
 
 async def _pass(dsn: str) -> Removed:
-    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2)
+    pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2, init=register_json)
     try:
         return await Retention(pool, keep_days=90, audit_keep_days=30, batch=4).run()
     finally:

@@ -18,6 +18,7 @@ from engine.scheduling import scheduler as scheduler_module
 from engine.scheduling.cron import CronError, next_times, parse
 from engine.scheduling.scheduler import FIRE_ALL, SKIP, Scheduler, due_times, set_online
 from engine.states import ReleaseState, WorkflowState, sql_codes
+from engine.storage.jsoncodec import register_json
 from tests.cluster_harness import query, save, shell, started
 from tests.helpers import NodeProc, eventually
 
@@ -118,7 +119,7 @@ async def _schedule(dsn: str, code: int, crontab: str, policy: str = FIRE_ALL, o
 async def test_two_schedulers_firing_the_same_times_make_one_command_each(fresh_db: str) -> None:
     code = await save(fresh_db, "cron-race", [shell("a", "true")])
     sid = await _schedule(fresh_db, code, "* * * * * ?")
-    pool = await asyncpg.create_pool(fresh_db, min_size=2, max_size=8)
+    pool = await asyncpg.create_pool(fresh_db, min_size=2, max_size=8, init=register_json)
     try:
         clock = dt.datetime.now(UTC) + dt.timedelta(seconds=20)
         a, b = (Scheduler(pool, lambda: (0, 1), 1, 60, 1000, clock=lambda: clock) for _ in range(2))
@@ -143,7 +144,7 @@ async def test_after_downtime_skip_drops_old_times_and_fire_all_fires_them(fresh
     offline = await _schedule(fresh_db, code, "0 * * * * ?", FIRE_ALL, online=False)
     now = dt.datetime.now(UTC)
     await query(fresh_db, "UPDATE schedule SET fired_until = $1", now - _minutes(30))  # down for 30 minutes
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
     try:
         await Scheduler(pool, lambda: (0, 1), 1, 90, 1000, clock=lambda: now).tick()
     finally:
@@ -211,7 +212,7 @@ async def test_a_schedule_put_online_before_its_start_time_fires_nothing_before_
     now = dt.datetime.now(UTC)
     start = (now + _minutes(30)).replace(second=10, microsecond=0)
     await query(fresh_db, "UPDATE schedule SET start_time = $1", start)
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
     try:
         scheduler = Scheduler(pool, lambda: (0, 1), 1, 3600, 1000, clock=lambda: now + _minutes(10))
         nxt = await scheduler.tick()  # online now, start in 30 min: nothing is due 10 min later
@@ -243,7 +244,7 @@ async def test_a_master_whose_clock_runs_ahead_fires_nothing_before_the_database
     await query(fresh_db, "UPDATE schedule SET fired_until = now() - interval '5 minutes'")
     ahead = type("dt", (), {"datetime": _AheadDatetime, "timedelta": dt.timedelta, "UTC": dt.UTC})
     monkeypatch.setattr(scheduler_module, "dt", ahead)  # the master's clock, 10 minutes fast
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
     try:
         await Scheduler(pool, lambda: (0, 1), 1, 3600, 1000).tick()
     finally:
@@ -263,7 +264,7 @@ async def test_a_crontab_failing_after_it_was_saved_skips_only_its_schedule(fres
     await query(fresh_db, "UPDATE schedule SET crontab = '0 0 0 1 1 ? 9999' WHERE id = $1", bad)  # an old row
     now = dt.datetime.now(UTC)
     await query(fresh_db, "UPDATE schedule SET fired_until = $1", now - _minutes(5))
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
     try:
         await Scheduler(pool, lambda: (0, 1), 1, 3600, 1000, clock=lambda: now).tick()
     finally:
@@ -278,7 +279,7 @@ async def test_a_daily_new_york_schedule_fires_once_on_the_fall_back_night(fresh
     await query(fresh_db, "UPDATE schedule SET timezone_id = 'America/New_York'")
     night = dt.datetime(2026, 11, 1, 4, tzinfo=UTC)  # 00:00 EDT; the clocks go back at 02:00 EDT
     await query(fresh_db, "UPDATE schedule SET start_time = $1, fired_until = $1", night)
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
     try:
         scheduler = Scheduler(pool, lambda: (0, 1), 1, 10**9, 1000, clock=lambda: night)
         for minutes in range(0, 4 * 60, 10):  # a tick every 10 minutes through the night

@@ -28,6 +28,7 @@ from engine.secretbox import (
     seal_params,
     write_key_file,
 )
+from engine.storage.jsoncodec import register_json
 from engine.storage.secret_rows import keys_in_use, reseal_all
 from tests.conftest import ApiCluster
 from tests.helpers import ROOT
@@ -98,6 +99,7 @@ async def test_encrypt_all_seals_plain_rows_and_is_idempotent(fresh_db: str) -> 
     ring = Keyring([("k1", b"\x01" * 32)])
     conn = await asyncpg.connect(fresh_db)
     try:
+        await register_json(conn)
         await conn.execute(
             "INSERT INTO datasource (name, type, connection_params) VALUES ('old', 'POSTGRESQL', $1::jsonb)",
             json.dumps({"host": "h", "password": "plain-pw-1"}),
@@ -215,6 +217,7 @@ def test_a_password_data_source_is_sealed_masked_runs_and_survives_a_key_rotatio
 async def _keys(dsn: str) -> set[str]:
     conn = await asyncpg.connect(dsn)
     try:
+        await register_json(conn)
         return await keys_in_use(conn)
     finally:
         await conn.close()

@@ -67,7 +67,7 @@ async def test_spark_python_sql_and_failure(worker: NodeProc, sink: ReportSink) 
         sink.address,
     )
     for msg in (py, sql, bad):
-        assert (await dispatch(client, worker.address, msg))["accepted"] is True
+        assert (await dispatch(client, worker.address, msg)).accepted is True
     r_py = await sink.result(py.task_instance_id, timeout=180)
     r_sql = await sink.result(sql.task_instance_id, timeout=180)
     r_bad = await sink.result(bad.task_instance_id, timeout=180)
@@ -101,7 +101,7 @@ async def test_killing_a_spark_task_kills_the_driver(worker: NodeProc, sink: Rep
 
     drivers = await eventually(java, 60, "the Spark driver JVM")
     await eventually(lambda: "UP" in Path(running["log_path"]).read_text(), 120, "the Spark session to start")
-    assert (await client.call(worker.address, TaskKill(msg.task_instance_id, 1)))["killed"] is True
+    assert (await client.call(worker.address, TaskKill(msg.task_instance_id, 1))).killed is True
     assert (await sink.result(msg.task_instance_id))["state"] == "KILL"
     for proc in drivers:
         assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE

@@ -113,7 +113,7 @@ async def _long_query_running(
 ) -> tuple[TaskDispatch, dict]:
     """A Connect task running LONG, its job started on the server; the task and its RUNNING report."""
     msg = task("SPARK", {"programType": "SQL", "sql": LONG, "master": "connect"}, sink.address)
-    assert (await dispatch(client, worker.address, msg))["accepted"] is True
+    assert (await dispatch(client, worker.address, msg)).accepted is True
     running = await sink.running(msg.task_instance_id)
     await _job_started(server, running["log_path"])
     return msg, running
@@ -148,7 +148,7 @@ async def test_pyspark_and_spark_sql_tasks_through_connect(
         environment_config="export FROM_PRELUDE=yes",
     )
     for msg in (py, sql, bad, prelude):
-        assert (await dispatch(client, worker.address, msg))["accepted"] is True
+        assert (await dispatch(client, worker.address, msg)).accepted is True
     r_py = await sink.result(py.task_instance_id, timeout=180)
     r_sql = await sink.result(sql.task_instance_id, timeout=180)
     r_bad = await sink.result(bad.task_instance_id, timeout=180)
@@ -181,7 +181,7 @@ async def test_a_kill_interrupts_the_session_s_operations(
 ) -> None:
     client = rpc_client(30)
     msg, _ = await _long_query_running(client, worker, sink, connect_server)
-    assert (await client.call(worker.address, TaskKill(msg.task_instance_id, 1)))["killed"] is True
+    assert (await client.call(worker.address, TaskKill(msg.task_instance_id, 1))).killed is True
     result = await sink.result(msg.task_instance_id)
     await client.close()
     text = await log_text(result["log_path"])
@@ -215,7 +215,7 @@ async def _second_attempt_interrupts_the_first(
         workflow_instance_id=first.workflow_instance_id,
         task_code=first.task_code,
     )
-    assert (await dispatch(client, worker.address, second))["accepted"] is True
+    assert (await dispatch(client, worker.address, second)).accepted is True
     result = await sink.result(second.task_instance_id, timeout=180)
     text = await log_text(result["log_path"])
     assert result["state"] == "SUCCESS", text
@@ -259,7 +259,7 @@ async def test_a_forked_task_runs_as_its_tenant_without_the_worker_s_secrets(
     )  # fmt: skip
     params = {"rawScript": WHOAMI, "master": "connect", "localParams": [{"prop": "n", "direct": "OUT"}]}
     msg = task("SPARK", params, sink.address, tenant="nobody")
-    assert (await dispatch(client, w.address, msg))["accepted"] is True
+    assert (await dispatch(client, w.address, msg)).accepted is True
     result = await sink.result(msg.task_instance_id, timeout=180)
     text = await log_text(result["log_path"])
     assert result["state"] == "SUCCESS" and FORKED in text, text

@@ -19,7 +19,7 @@ from engine.infra.ports import free_port
 from engine.worker.reporter import Pending, Reporter
 from engine.worker.spool import Spool, Spooled
 from rpc import RpcClient, RpcServer, codec
-from rpc.messages import TaskResult
+from rpc.messages import ReportReply, TaskResult
 from tests import tls
 from tests.helpers import TEST_SECRET, eventually, rpc_client
 from tests.worker_harness import ReportSink
@@ -135,9 +135,9 @@ async def test_a_restored_result_for_a_dead_master_reaches_the_owner_a_live_mast
     left = spool.open()
     asked: list[int] = []
 
-    async def redirect(m: TaskResult) -> dict[str, object]:
+    async def redirect(m: TaskResult) -> ReportReply:
         asked.append(m.task_instance_id)
-        return {"ack": False, "owner": sink.address, "epoch": 6}
+        return ReportReply(False, sink.address, 6)
 
     app = web.Application()
     RpcServer(app, TEST_SECRET, require_client_cert=tls.ENABLED).register(TaskResult, redirect)
@@ -164,9 +164,9 @@ async def test_a_restored_result_for_a_dead_master_reaches_the_owner_a_live_mast
 async def test_a_redirect_to_an_owner_older_than_one_known_is_not_followed(sink: ReportSink, rpc: RpcClient) -> None:
     reporter = Reporter(rpc, retry_initial=0.05, retry_max=0.2)
     reporter.note_owner(9, sink.address, 6)
-    reporter._settle((91, 1, "result"), _pending(result(91)), sink.address, {"ack": False, "owner": "x:1", "epoch": 5})
+    reporter._settle((91, 1, "result"), _pending(result(91)), sink.address, ReportReply(False, "x:1", 5))
     assert reporter.masters[9] == sink.address
-    reporter._settle((91, 1, "result"), _pending(result(91)), sink.address, {"ack": False, "owner": "y:1", "epoch": 7})
+    reporter._settle((91, 1, "result"), _pending(result(91)), sink.address, ReportReply(False, "y:1", 7))
     assert reporter.masters[9] == "y:1"
 
 

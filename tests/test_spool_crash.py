@@ -45,7 +45,7 @@ async def test_a_worker_killed_right_after_a_group_of_results_delivers_them_all_
     try:
         msgs = [task("SHELL", {"rawScript": "echo done"}, sink.address) for _ in range(TASKS)]
         replies = await asyncio.gather(*(dispatch(client, held.address, m) for m in msgs))
-        assert all(r["accepted"] is True for r in replies)
+        assert all(r.accepted is True for r in replies)
         ids = {m.task_instance_id for m in msgs}
         await eventually(lambda: spooled_results(tmp_path) == ids, 60, "every result spooled")
         kill(held)  # right after the last group reached the disk; no master has any of them

@@ -19,7 +19,7 @@ from clickhouse_driver import Client
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from rpc import RpcClient
-from rpc.messages import TaskKill
+from rpc.messages import KillReply, TaskKill
 from tests.databases import EmptyDb
 from tests.helpers import NodeProc, eventually, start_worker
 from tests.sql_servers import ClickHouse, HiveServer, MariaDb
@@ -195,7 +195,7 @@ async def test_kill_cancels_the_statement_on_the_server(
     await dispatch(client, worker.address, msg)
     marker = server.long_sql.split(" FROM")[0].removeprefix("SELECT ")
     await eventually(lambda: _positive(server.running(marker)), server.slow, f"{marker} running on the server")
-    assert await client.call(worker.address, TaskKill(msg.task_instance_id, 1)) == {"killed": True, "state": "KILL"}
+    assert await client.call(worker.address, TaskKill(msg.task_instance_id, 1)) == KillReply(True, "KILL")
     result = await sink.result(msg.task_instance_id, server.slow)
     assert result["state"] == "KILL"
     text = await log_text(result["log_path"])

@@ -16,6 +16,7 @@ from engine.master.store import CommitUnknown, MasterStore, WriteBatch
 from engine.master.workflow_messages import RaiseAlert
 from engine.states import WorkflowState
 from engine.storage.failures import CONNECTION_LOST
+from engine.storage.jsoncodec import register_json
 from tests import databases
 
 ME, EPOCH = "127.0.0.1:5678", 5
@@ -41,7 +42,7 @@ async def db(fresh_db: str, pg_server: PostgresServer) -> AsyncIterator[tuple[as
         await owner.execute(DEADLOCK_ONCE)
     finally:
         await owner.close()
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
     wid = await pool.fetchval(
         "INSERT INTO workflow_instance (name, workflow_definition_code, workflow_definition_version, project_code,"
         " state, command_type, host, epoch) VALUES ('w', 1, 1, 1, 1, 0, $1, $2) RETURNING id",

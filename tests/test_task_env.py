@@ -61,7 +61,7 @@ async def test_a_task_sees_none_of_the_node_s_secrets(
     )
     texts = {}
     for msg in (shell, python):
-        assert (await dispatch(client, w.address, msg))["accepted"]
+        assert (await dispatch(client, w.address, msg)).accepted
         result = await sink.result(msg.task_instance_id)
         texts[msg.task_type] = await log_text(result["log_path"])
         assert result["state"] == "SUCCESS", texts[msg.task_type]
@@ -96,13 +96,13 @@ async def test_without_allow_root_tenant_root_its_own_user_and_unknown_tenants_f
     }
     for tenant, reason in cases.items():
         msg = task("SHELL", {"rawScript": "echo ran-it"}, sink.address, tenant=tenant)
-        assert (await dispatch(client, w.address, msg))["accepted"]
+        assert (await dispatch(client, w.address, msg)).accepted
         result = await sink.result(msg.task_instance_id)
         text = await log_text(result["log_path"])
         assert result["state"] == "FAILURE" and reason in result["message"], result
         assert reason in text and "ran-it" not in text and "Traceback" not in text
     ok = task("SHELL", {"rawScript": "id -un"}, sink.address, tenant="nobody")
-    assert (await dispatch(client, w.address, ok))["accepted"]
+    assert (await dispatch(client, w.address, ok)).accepted
     result = await sink.result(ok.task_instance_id)
     text = await log_text(result["log_path"])
     assert result["state"] == "SUCCESS" and "\nnobody\n" in text, text
@@ -198,12 +198,12 @@ async def test_a_sql_task_loading_from_outside_the_allowed_directories_fails_nam
         )  # fmt: skip
 
     ok = load(f"{allowed}/ok.csv")
-    assert (await dispatch(client, w.address, ok))["accepted"]
+    assert (await dispatch(client, w.address, ok)).accepted
     result = await sink.result(ok.task_instance_id)
     assert result["state"] == "SUCCESS", await log_text(result["log_path"])
     for path in (f"{allowed}/../outside/passwd.csv", str(outside / "passwd.csv")):
         bad = load(path)
-        assert (await dispatch(client, w.address, bad))["accepted"]
+        assert (await dispatch(client, w.address, bad)).accepted
         result = await sink.result(bad.task_instance_id)
         text = await log_text(result["log_path"])
         assert result["state"] == "FAILURE" and "outside the directories this worker loads from" in text, text
@@ -230,7 +230,7 @@ async def test_a_sql_task_s_connection_string_is_not_in_its_environment(
         await holder.execute("SELECT pg_advisory_lock($1)", key)  # the task waits for it: it runs until we let go
         msg = task("SQL", {"datasource": "wh", "sql": f"SELECT pg_advisory_lock({key}) IS NULL AS waited"},
                    sink.address, datasources={"wh": {"dsn": fresh_db}})  # fmt: skip
-        assert (await dispatch(client, w.address, msg))["accepted"]
+        assert (await dispatch(client, w.address, msg)).accepted
         pid = (await sink.running(msg.task_instance_id))["pid"]
         seen = await asyncio.to_thread(
             lambda: Path(f"/proc/{pid}/environ").read_bytes() + Path(f"/proc/{pid}/cmdline").read_bytes()

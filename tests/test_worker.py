@@ -21,10 +21,13 @@ from engine.worker.reporter import RUNNING_DELAY
 from registry import EtcdClient, Heartbeat, MembershipView, ServerStatus
 from rpc import RpcClient
 from rpc.messages import (
+    DispatchReply,
     HostUpdate,
+    KillReply,
     LogDownload,
     LogRange,
     LogRemove,
+    LogRemoved,
     LogView,
     TaskDispatch,
     TaskDispatchBatch,
@@ -66,7 +69,7 @@ async def test_shell_success_reports_running_then_result_with_out_params(
 ) -> None:
     gate = tmp_path / "gate"
     msg = task("SHELL", {**SHELL_OUT, "rawScript": gated(SHELL_OUT["rawScript"], gate)}, sink.address)
-    assert (await dispatch(client, worker.address, msg))["accepted"] is True
+    assert (await dispatch(client, worker.address, msg)).accepted is True
     running = await sink.running(msg.task_instance_id)
     await asyncio.to_thread(gate.touch)
     result = await sink.result(msg.task_instance_id)
@@ -190,15 +193,12 @@ async def test_kill_leaves_no_process_of_the_tree_alive(worker: NodeProc, sink: 
     )
     assert any(p not in procs for p in pgid_members), "the orphaned (sleep &) should be in the group only"
     reply = await client.call(worker.address, TaskKill(msg.task_instance_id, 1))
-    assert reply == {"killed": True, "state": "KILL"}
+    assert reply == KillReply(True, "KILL")
     result = await sink.result(msg.task_instance_id)
     assert result["state"] == "KILL"
     for p in {*procs, *pgid_members}:
         assert not _alive(p), f"{p} survived the kill"
-    assert await client.call(worker.address, TaskKill(msg.task_instance_id, 1)) == {
-        "killed": False,
-        "state": "UNKNOWN",
-    }
+    assert await client.call(worker.address, TaskKill(msg.task_instance_id, 1)) == KillReply(False, "UNKNOWN")
 
 
 def _pgid(pid: int) -> int:
@@ -236,15 +236,15 @@ async def test_dispatch_is_rejected_when_all_slots_are_busy(
 ) -> None:
     w = await asyncio.to_thread(_start_worker, node_factory, etcd_server, etcd_root, tmp_path, 1)
     first = task("SHELL", {"rawScript": "sleep 600"}, sink.address)
-    assert (await dispatch(client, w.address, first))["accepted"] is True
-    assert (await dispatch(client, w.address, first))["accepted"] is True  # same attempt again: idempotent
+    assert (await dispatch(client, w.address, first)).accepted is True
+    assert (await dispatch(client, w.address, first)).accepted is True  # same attempt again: idempotent
     second = task("SHELL", {"rawScript": "true"}, sink.address)
     reply = await dispatch(client, w.address, second)
-    incarnation = reply.pop("incarnation")
-    assert reply == {"accepted": False, "reason": "all 1 exec slots are busy", "free_slots": 0}
+    incarnation = reply.incarnation
+    assert reply == DispatchReply(False, "all 1 exec slots are busy", free_slots=0, incarnation=incarnation)
     await client.call(w.address, TaskKill(first.task_instance_id, 1))
     await sink.result(first.task_instance_id)
-    again = {"accepted": True, "reason": "", "free_slots": 0, "incarnation": incarnation}
+    again = DispatchReply(True, "", free_slots=0, incarnation=incarnation)
     assert await dispatch(client, w.address, second) == again
     assert (await sink.result(second.task_instance_id))["state"] == "SUCCESS"
 
@@ -270,7 +270,7 @@ async def test_a_worker_with_every_slot_taken_says_busy_in_its_heartbeat(
         await eventually(view.workers, 10, "the worker registered")
         assert heartbeat().status == ServerStatus.NORMAL
         first = task("SHELL", {"rawScript": "sleep 600"}, sink.address)
-        assert (await dispatch(client, w.address, first))["accepted"] is True
+        assert (await dispatch(client, w.address, first)).accepted is True
         await sink.running(first.task_instance_id)
         await eventually(lambda: heartbeat().status == ServerStatus.BUSY, 20, "the heartbeat to say BUSY")
         hb = heartbeat()
@@ -294,9 +294,9 @@ async def test_a_dispatch_reply_names_the_incarnation_that_took_it(
     msg = task("SHELL", {"rawScript": "true"}, sink.address)
     reply = await dispatch(client, worker.address, msg)
     # the create revision of its registry key: a master fails the attempt only when that key is lost
-    assert reply["accepted"] is True and reply["incarnation"] == registered.create_revision > 0, reply
+    assert reply.accepted is True and reply.incarnation == registered.create_revision > 0, reply
     batch = await client.call(worker.address, TaskDispatchBatch([task("SHELL", {"rawScript": "true"}, sink.address)]))
-    assert [r["incarnation"] for r in batch["replies"]] == [registered.create_revision], batch
+    assert [r.incarnation for r in batch.replies] == [registered.create_revision], batch
 
 
 async def test_an_attempt_dispatched_again_after_it_finished_is_acknowledged_not_run_again(
@@ -306,21 +306,21 @@ async def test_an_attempt_dispatched_again_after_it_finished_is_acknowledged_not
     attempt is (or was) here — also to a copy past its sender's lease validity — and never run it twice."""
     ledger = tmp_path / "ledger"
     msg = task("SHELL", {"rawScript": f"echo ran >> {ledger}"}, sink.address)
-    assert (await dispatch(client, worker.address, msg))["accepted"] is True
+    assert (await dispatch(client, worker.address, msg)).accepted is True
     assert (await sink.result(msg.task_instance_id))["state"] == "SUCCESS"  # reported and acknowledged
     again = await dispatch(client, worker.address, msg)
-    assert again["accepted"] is True and again["reason"] == "already finished (SUCCESS)"
+    assert again.accepted is True and again.reason == "already finished (SUCCESS)"
     late = dataclasses.replace(msg, valid_until_ms=int(time.time() * 1000) - 1)
     batch = await client.call(worker.address, TaskDispatchBatch([late]))
-    assert [(r["accepted"], r["reason"]) for r in batch["replies"]] == [(True, "already finished (SUCCESS)")]
+    assert [(r.accepted, r.reason) for r in batch.replies] == [(True, "already finished (SUCCESS)")]
     # a new attempt of the same task instance is a new dispatch: it runs
     retry = dataclasses.replace(msg, attempt=2)
     reply = await dispatch(client, worker.address, retry)
-    assert reply == {"accepted": True, "reason": "", "free_slots": 9, "incarnation": reply["incarnation"]}
+    assert reply == DispatchReply(True, "", free_slots=9, incarnation=reply.incarnation)
 
     async def finished() -> bool:
         reply = await dispatch(client, worker.address, retry)
-        return bool(reply["accepted"] and reply["reason"] == "already finished (SUCCESS)")
+        return bool(reply.accepted and reply.reason == "already finished (SUCCESS)")
 
     await eventually(finished, 30, "the second attempt finished")
     assert ledger.read_text().splitlines() == ["ran", "ran"]  # attempts 1 and 2, each once
@@ -337,11 +337,11 @@ async def test_a_saturated_worker_holds_its_concurrency_and_takes_work_once_the_
     )
 
     async def accepted(msg: TaskDispatch) -> bool:
-        return bool((await dispatch(client, w.address, msg))["accepted"])
+        return bool((await dispatch(client, w.address, msg)).accepted)
 
     async def refused() -> str | None:
         reply = await dispatch(client, w.address, task("SHELL", {"rawScript": "true"}, sink.address))
-        return None if reply["accepted"] else reply["reason"]
+        return None if reply.accepted else reply.reason
 
     longs = [task("SHELL", {"rawScript": "sleep 600"}, sink.address) for _ in range(3)]
     for msg in longs[:2]:
@@ -377,10 +377,10 @@ async def test_a_batch_sent_after_the_master_s_lease_may_have_expired_starts_not
     late.append(task("SHELL", {"rawScript": "true"}, sink.address))
     # the batch's validity replaces the tasks' own: both are refused, although one says it is valid
     reply = await client.call(worker.address, TaskDispatchBatch(late, valid_until_ms=1))
-    assert [r["accepted"] for r in reply["replies"]] == [False, False]
-    assert all("lease may have expired" in r["reason"] for r in reply["replies"])
+    assert [r.accepted for r in reply.replies] == [False, False]
+    assert all("lease may have expired" in r.reason for r in reply.replies)
     fresh = TaskDispatchBatch(late, valid_until_ms=int(time.time() * 1000) + 60_000)
-    assert [r["accepted"] for r in (await client.call(worker.address, fresh))["replies"]] == [True, True]
+    assert [r.accepted for r in (await client.call(worker.address, fresh)).replies] == [True, True]
     for msg in late:
         assert (await sink.result(msg.task_instance_id))["state"] == "SUCCESS"
 
@@ -395,12 +395,12 @@ async def test_log_paging_returns_exactly_the_requested_lines_while_the_task_wri
     skip, pages_while_running = 0, 0
     while True:
         page = await client.call(worker.address, LogRange(path, skip, 7))
-        assert len(page["lines"]) <= 7 and page["next"] == skip + len(page["lines"])
-        collected += page["lines"]
-        skip = page["next"]
-        if page["complete"] and not page["lines"]:
+        assert len(page.lines) <= 7 and page.next == skip + len(page.lines)
+        collected += page.lines
+        skip = page.next
+        if page.complete and not page.lines:
             break
-        if not page["complete"]:
+        if not page.complete:
             pages_while_running += 1
         await asyncio.sleep(0.02)
     body = [line for line in collected if line.startswith("line-")]
@@ -409,7 +409,7 @@ async def test_log_paging_returns_exactly_the_requested_lines_while_the_task_wri
     whole = await log_text(path)
     assert collected == whole.splitlines()
     tail = await client.call(worker.address, LogView(path, 3))
-    assert tail["lines"] == whole.splitlines()[-3:] and tail["complete"] is True
+    assert tail.lines == whole.splitlines()[-3:] and tail.complete is True
 
 
 async def test_log_download_remove_and_path_safety(worker: NodeProc, sink: ReportSink, client: RpcClient) -> None:
@@ -424,7 +424,7 @@ async def test_log_download_remove_and_path_safety(worker: NodeProc, sink: Repor
     for bad in ("/etc/passwd", path + "/../../../../etc/passwd", "../../x.log"):
         with pytest.raises(BadRequest, match="not a task log"):
             await client.call(worker.address, LogView(bad, 5))
-    assert await client.call(worker.address, LogRemove(path)) == {"removed": True}
+    assert await client.call(worker.address, LogRemove(path)) == LogRemoved(True)
     assert not await asyncio.to_thread(Path(path).exists)
     with pytest.raises(BadRequest, match="does not exist"):
         await client.call(worker.address, LogView(path, 5))
@@ -652,7 +652,7 @@ async def test_graceful_shutdown_drains_then_kills_and_reports_the_rest_lost(
     w.proc.record.signal(15)  # SIGTERM: both still run
     await eventually(lambda: w.health()[1]["draining"] == "shutting down", 10, "the worker draining")
     late = await dispatch(client, w.address, task("SHELL", {"rawScript": "true"}, sink.address))
-    assert late["accepted"] is False and late["reason"] == "worker is draining (shutting down): it takes no new tasks"
+    assert late.accepted is False and late.reason == "worker is draining (shutting down): it takes no new tasks"
     await asyncio.to_thread(gate.touch)  # the quick one ends within the drain
     code = await asyncio.to_thread(lambda: wait_exit(w))
     assert code == 0

@@ -140,7 +140,7 @@ async def test_a_task_printing_more_than_the_cap_leaves_the_newest_output_and_th
     cap = 256 * 1024
     w = await asyncio.to_thread(_worker, node_factory, etcd_server, etcd_root, tmp_path, f"worker.max_log_bytes={cap}")
     msg = task("SHELL", {"rawScript": "seq 1 400000; echo the end"}, sink.address)
-    assert (await dispatch(client, w.address, msg))["accepted"] is True
+    assert (await dispatch(client, w.address, msg)).accepted is True
     result = await sink.result(msg.task_instance_id)
     assert result["state"] == "SUCCESS"
     data = await asyncio.to_thread(Path(result["log_path"]).read_bytes)
@@ -163,11 +163,8 @@ async def test_a_worker_whose_log_disk_is_nearly_full_refuses_tasks_and_says_why
     w = await asyncio.to_thread(_worker, node_factory, etcd_server, etcd_root, tmp_path,
                                 "worker.min_free_disk_percent=100")  # fmt: skip
     reply = await dispatch(client, w.address, task("SHELL", {"rawScript": "true"}, sink.address))
-    assert reply["accepted"] is False
-    assert (
-        reply["reason"].startswith("log disk nearly full:")
-        and "worker.min_free_disk_percent (100 %)" in reply["reason"]
-    )
+    assert reply.accepted is False
+    assert reply.reason.startswith("log disk nearly full:") and "worker.min_free_disk_percent (100 %)" in reply.reason
     etcd = EtcdClient([etcd_server.endpoint], 2, tls.etcd_access())
     try:
         kv = await etcd.get(node_key(etcd_root, NodeId("worker", w.address, "default")))
@@ -176,7 +173,7 @@ async def test_a_worker_whose_log_disk_is_nearly_full_refuses_tasks_and_says_why
     assert kv is not None
     hb = Heartbeat.from_json(kv.value)
     view = _node(NodeInfo(NodeId("worker", w.address, "default"), hb, kv.create_revision))
-    assert view["status"] == "ABNORMAL" and view["reason"] == reply["reason"]
+    assert view["status"] == "ABNORMAL" and view["reason"] == reply.reason
 
 
 @pytest.mark.slow

@@ -27,7 +27,7 @@ from engine.api.tokens import create_token, ensure_user
 from engine.infra.etcd import EtcdServer
 from registry import EtcdClient
 from registry.heartbeat import Heartbeat, ServerStatus
-from rpc.messages import TaskResult, WorkerDrain
+from rpc.messages import ReportReply, TaskResult, WorkerDrain, WorkerDrainReply
 from tests import tls
 from tests.cluster_harness import command, instance_for, query, save, started, tasks_of
 from tests.helpers import ROOT, NodeProc, eventually, node_env, rpc_client, wait_sync
@@ -130,7 +130,7 @@ async def test_reports_pending_at_a_graceful_exit_are_delivered_by_the_next_star
     client = rpc_client(10)
     try:
         msg = task("SHELL", {"rawScript": "echo done"}, sink.address)
-        assert (await dispatch(client, held.address, msg))["accepted"] is True
+        assert (await dispatch(client, held.address, msg)).accepted is True
         await eventually(lambda: spooled(tmp_path), 30, "the result spooled")
         assert held.proc.record is not None
         held.proc.record.signal(signal.SIGTERM)
@@ -167,22 +167,22 @@ async def test_a_drained_worker_refuses_new_tasks_says_draining_lets_running_one
         await dispatch(client, w.address, running)
         await sink.running(running.task_instance_id)
         reply = await client.call(w.address, WorkerDrain())
-        assert reply == {"draining": True, "running": 1, "pending_reports": 0, "refused": ""}
+        assert reply == WorkerDrainReply(draining=True, running=1, pending_reports=0, refused="")
         assert await status() == ServerStatus.DRAINING  # published before the answer
         refused = await dispatch(client, w.address, task("SHELL", {"rawScript": "true"}, sink.address))
-        assert refused["accepted"] is False and refused["free_slots"] == 0
-        assert refused["reason"] == "worker is draining (drained by request): it takes no new tasks"
+        assert refused.accepted is False and refused.free_slots == 0
+        assert refused.reason == "worker is draining (drained by request): it takes no new tasks"
         gate.touch()
         assert (await sink.result(running.task_instance_id))["state"] == "SUCCESS"
         assert w.health()[1]["draining"] == "drained by request"  # stays up, still draining
-        assert (await client.call(w.address, WorkerDrain(drain=False)))["draining"] is False
+        assert (await client.call(w.address, WorkerDrain(drain=False))).draining is False
         assert await status() != ServerStatus.DRAINING  # NORMAL, or BUSY on a saturated machine
         again = task("SHELL", {"rawScript": "true"}, sink.address)
 
         async def taken() -> bool:  # as a master would, send again while it is busy (a saturated machine)
             reply = await dispatch(client, w.address, again)
-            assert "draining" not in reply["reason"], reply
-            return bool(reply["accepted"])
+            assert "draining" not in reply.reason, reply
+            return bool(reply.accepted)
 
         await eventually(taken, 60, "the undrained worker taking a task", interval=0.2)
         assert (await sink.result(again.task_instance_id))["state"] == "SUCCESS"
@@ -292,7 +292,7 @@ async def test_a_master_that_does_not_own_the_instance_names_its_owner_and_epoch
     late = TaskResult(long["id"], 1, wi["id"], "127.0.0.1:1", "SUCCESS", 0, 1, 2)
     client = rpc_client(10)
     try:
-        assert await client.call(other.address, late) == {"ack": False, "owner": wi["host"], "epoch": wi["epoch"]}
+        assert await client.call(other.address, late) == ReportReply(False, wi["host"], wi["epoch"])
     finally:
         await client.close()
     gate.touch()

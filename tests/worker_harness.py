@@ -17,7 +17,7 @@ from aiohttp import web
 
 from engine.infra.ports import free_port
 from rpc import RpcClient, RpcServer
-from rpc.messages import TaskDispatch, TaskResult, TaskRunning
+from rpc.messages import DispatchReply, ReportReply, TaskDispatch, TaskResult, TaskRunning
 from tests import tls
 from tests.helpers import TEST_SECRET, eventually
 
@@ -62,7 +62,7 @@ class ReportSink:
             await self.pool.close()
             self.pool = None
 
-    async def _persist(self, kind: str, msg: Any, state: str) -> dict[str, bool]:
+    async def _persist(self, kind: str, msg: Any, state: str) -> ReportReply:
         self.calls += 1
         if self.fail_next > 0:
             self.fail_next -= 1
@@ -79,12 +79,12 @@ class ReportSink:
             state,
             json.dumps(dataclasses.asdict(msg)),
         )
-        return {"ack": True}
+        return ReportReply(ack=True)
 
-    async def _running(self, msg: TaskRunning) -> dict[str, bool]:
+    async def _running(self, msg: TaskRunning) -> ReportReply:
         return await self._persist("running", msg, "RUNNING")
 
-    async def _result(self, msg: TaskResult) -> dict[str, bool]:
+    async def _result(self, msg: TaskResult) -> ReportReply:
         return await self._persist("result", msg, msg.state)
 
     async def rows(self, task_instance_id: int) -> dict[str, dict[str, Any]]:
@@ -123,8 +123,8 @@ def task(task_type: str, params: dict[str, Any], master: str, **kw: Any) -> Task
     )
 
 
-async def dispatch(client: RpcClient, worker: str, msg: TaskDispatch) -> dict[str, Any]:
-    return await client.call(worker, msg)  # type: ignore[return-value]
+async def dispatch(client: RpcClient, worker: str, msg: TaskDispatch) -> DispatchReply:
+    return await client.call(worker, msg)
 
 
 async def log_text(path: str) -> str:

@@ -111,8 +111,7 @@ class AlertService(BackgroundService):
         for sender in senders:
             if sender["id"] in delivered:
                 continue
-            params = sender["params"]
-            params = json.loads(params) if isinstance(params, str) else dict(params)
+            params = dict(sender["params"])
             cls = plugins().get(sender["plugin_type"])
             try:
                 if cls is None:

@@ -67,8 +67,7 @@ async def _group(api: Any, group_id: int) -> dict[str, Any]:
     )
     out = []
     for s in senders:
-        params = json.loads(s["params"]) if isinstance(s["params"], str) else dict(s["params"])
-        out.append({"id": s["id"], "type": s["plugin_type"], "name": s["name"], "params": masked(params)})
+        out.append({"id": s["id"], "type": s["plugin_type"], "name": s["name"], "params": masked(dict(s["params"]))})
     return {"id": row["id"], "name": row["group_name"], "description": row["description"], "senders": out}
 
 
@@ -182,9 +181,7 @@ async def update_group(api: Any, call: Call) -> dict[str, Any]:
             rows = await conn.fetch(
                 "SELECT id, plugin_type, params FROM alert_sender WHERE alert_group_id = $1", group_id
             )
-            stored = {
-                r["id"]: open_params(api.keyring, _params(r["params"]), SECRET_KEYS, "alert_sender") for r in rows
-            }
+            stored = {r["id"]: open_params(api.keyring, dict(r["params"]), SECRET_KEYS, "alert_sender") for r in rows}
             types = {r["id"]: r["plugin_type"] for r in rows}
             senders = []
             for i, sender in enumerate(body["senders"]):
@@ -222,10 +219,6 @@ async def update_group(api: Any, call: Call) -> dict[str, Any]:
     return await _group(api, group_id)
 
 
-def _params(raw: Any) -> dict[str, Any]:
-    return json.loads(raw) if isinstance(raw, str) else dict(raw)
-
-
 async def test_group(api: Any, call: Call) -> dict[str, Any]:
     """Send a test alert to every sender of the group now (not through the queue) and answer each outcome."""
     group_id = call.path_int("id")
@@ -247,7 +240,7 @@ async def test_group(api: Any, call: Call) -> dict[str, Any]:
 
     async def one(sender: Any) -> dict[str, Any]:
         outcome = {"id": sender["id"], "name": sender["name"], "type": sender["plugin_type"], "sent": True}
-        params: Mapping[str, Any] = _params(sender["params"])
+        params: Mapping[str, Any] = dict(sender["params"])
         try:
             cls = plugins().get(sender["plugin_type"])
             if cls is None:

@@ -87,7 +87,7 @@ async def list_audit(api: Any, call: Call) -> dict[str, Any]:
         {"id": r["id"], "time": r["create_time"], "user": r["user_name"], "address": r["client_addr"],
          "action": r["action"], "resource_type": r["resource_type"], "resource": r["resource"],
          "project_code": r["project_code"], "status": r["status"],
-         "detail": json.loads(r["detail"]) if isinstance(r["detail"], str) else r["detail"]}
+         "detail": r["detail"]}
         for r in rows
     ]  # fmt: skip
     return page(items, total, call)

@@ -9,7 +9,6 @@ nor named in the answer: only their number is (``skipped_not_permitted``)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,8 +46,7 @@ async def downstream(db: Any, root: int, who: Principal) -> Downstream:
     by_name = {(r["project"], r["name"]): code for code, r in workflows.items()}
     edges: dict[int, set[int]] = {}
     for task in await db.fetch(_DEPENDENT_TASKS):
-        raw = task["task_params"]
-        params = json.loads(raw) if isinstance(raw, str) else dict(raw or {})
+        params = dict(task["task_params"] or {})
         for name, code, project in references(params):
             upstream = code if code is not None else by_name.get((project or task["project"], name or ""))
             if upstream is not None and upstream != int(task["code"]):

@@ -10,7 +10,7 @@ from engine.api import access
 from engine.api.routing import ApiError, Call, Route
 from registry.heartbeat import ServerStatus
 from rpc.errors import RpcError
-from rpc.messages import WorkerDrain, WorkerDrainReply
+from rpc.messages import WorkerDrain
 
 #: seconds the API waits for a worker's answer to a drain
 DRAIN_TIMEOUT = 5.0
@@ -74,7 +74,7 @@ async def _drain(api: Any, call: Call, drain: bool) -> dict[str, Any]:
     if not any(w.address == address for w in _membership(api).workers()):
         raise ApiError(404, f"no live worker at {address!r}", "path.address")
     try:
-        reply = await api.rpc.call(address, WorkerDrain(drain), WorkerDrainReply, timeout=DRAIN_TIMEOUT)
+        reply = await api.rpc.call(address, WorkerDrain(drain), timeout=DRAIN_TIMEOUT)
     except RpcError as exc:
         raise ApiError(502, f"worker {address} did not answer: {exc}") from exc
     if reply.refused:

@@ -82,9 +82,7 @@ _SOURCE = {
 
 
 def _public(row: Any) -> dict[str, Any]:
-    params = row["connection_params"]
-    params = json.loads(params) if isinstance(params, str) else dict(params)
-    shown = {k: (MASK if k in _SECRET_KEYS else v) for k, v in params.items()}
+    shown = {k: (MASK if k in _SECRET_KEYS else v) for k, v in row["connection_params"].items()}
     return {"name": row["name"], "type": row["type"], "params": shown, "note": row["note"]}
 
 
@@ -100,8 +98,7 @@ async def _kept_secrets(api: Any, name: str, kind: str, params: dict[str, Any]) 
     if not masked:
         return params
     row = await api.db.fetchrow("SELECT type, connection_params FROM datasource WHERE name = $1", name)
-    stored = row["connection_params"] if row is not None else None
-    old = (json.loads(stored) if isinstance(stored, str) else dict(stored)) if stored is not None else {}
+    old = dict(row["connection_params"]) if row is not None else {}
     # a kept password goes only where it went: a new host, port or type with "***" would hand the stored one
     # to a server of the editor's choosing at the next test or task
     if row is not None:
@@ -196,8 +193,7 @@ async def _tested(api: Any, call: Call) -> dict[str, Any]:
     row = await api.db.fetchrow("SELECT type, connection_params FROM datasource WHERE name = $1", call.path["name"])
     if row is None:
         raise not_found(f"data source {call.path['name']!r}")
-    stored = row["connection_params"]
-    stored = json.loads(stored) if isinstance(stored, str) else dict(stored)
+    stored = dict(row["connection_params"])
     try:
         source = open_params(api.keyring, stored, DATASOURCE_SECRETS, "datasource")
     except SecretError as exc:

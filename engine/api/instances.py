@@ -246,9 +246,9 @@ async def _control(api: Any, call: Call, action: str, allowed: set[WorkflowState
         raise ApiError(
             503, f"the owning master {row['host']} did not answer ({exc}); it may be failing over, retry shortly"
         ) from exc
-    if not reply.get("accepted"):
+    if not reply.accepted:
         raise ApiError(
-            409, f"master {row['host']} did not accept {action}: {reply.get('reason') or 'state changed meanwhile'}"
+            409, f"master {row['host']} did not accept {action}: {reply.reason or 'state changed meanwhile'}"
         )
     return {"id": row["id"], "action": action, "accepted": True, "command_id": None}
 

@@ -1,9 +1,9 @@
-"""Database rows -> API JSON: state codes become names, JSON columns become objects, times ISO 8601."""
+"""Database rows -> API JSON: state codes become names, times ISO 8601 (JSON columns are objects already:
+engine/storage/jsoncodec.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -16,10 +16,6 @@ RELEASE_NAMES = ("OFFLINE", "ONLINE")
 DISABLED = "DISABLED"
 #: the state listed for a task a logic task's branch skipped (it has no task instance either)
 SKIPPED = "SKIPPED"
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
 
 
 def _ms(a: dt.datetime | None, b: dt.datetime | None) -> int | None:
@@ -90,9 +86,9 @@ def instance_detail(row: Mapping[str, Any]) -> dict[str, Any]:
         epoch=row["epoch"],
         command_id=row["command_id"],
         history_cmd=row["history_cmd"],
-        global_params=_json(row["global_params"]),
-        var_pool=_json(row["var_pool"]),
-        state_history=_json(row["state_history"]),
+        global_params=row["global_params"],
+        var_pool=row["var_pool"],
+        state_history=row["state_history"],
         restart_time=row["restart_time"],
         dry_run=bool(row["dry_run"]),
     )
@@ -163,8 +159,8 @@ def task_detail(row: Mapping[str, Any]) -> dict[str, Any]:
         execute_path=row["execute_path"],
         app_id=row["app_id"],
         app_link=row["app_link"],
-        task_params=_json(row["task_params"]),
-        var_pool=_json(row["var_pool"]),
+        task_params=row["task_params"],
+        var_pool=row["var_pool"],
         priority=PRIORITY_NAMES[row["task_instance_priority"]],
         worker_group=row["worker_group"],
         task_version=row["task_definition_version"],

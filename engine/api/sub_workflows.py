@@ -7,7 +7,6 @@ time is found by the name others already use for it. The run-time bound on nesti
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -60,8 +59,7 @@ async def check_cycles(db: asyncpg.Pool | asyncpg.Connection, doc: Any) -> None:
         key = (row["project"], row["name"])
         if key == own:
             continue  # the document replaces its own workflow's current version
-        raw = row["task_params"]
-        target = _target(json.loads(raw) if isinstance(raw, str) else raw, row["project"], names)
+        target = _target(row["task_params"], row["project"], names)
         if target is not None:
             edges.setdefault(key, set()).add(target)
     for i, params in subs:

@@ -198,7 +198,7 @@ async def read_lines(api: Any, row: Any, skip: int, limit: int, from_end: bool =
         return LogLines(lines=lines, next=start + len(lines), complete=True, start=start, total=total)
     host, path = worker_source(row)
     try:
-        page = await api.rpc.call(host, LogRange(path, skip, limit, from_end), LogLines)
+        page = await api.rpc.call(host, LogRange(path, skip, limit, from_end))
     except RpcError as exc:
         raise worker_error(row, host, exc, why) from exc
     # the worker answers complete=True for any file nobody writes; a task still active has more to come
@@ -214,6 +214,6 @@ async def search(api: Any, row: Any, needle: str, after: int, limit: int) -> Log
         return LogHits(hits=hits, next=nxt, done=done, total=total)
     host, path = worker_source(row)
     try:
-        return await api.rpc.call(host, LogSearch(path, needle, after, limit), LogHits, timeout=WORKER_READ_TIMEOUT)
+        return await api.rpc.call(host, LogSearch(path, needle, after, limit), timeout=WORKER_READ_TIMEOUT)
     except RpcError as exc:
         raise worker_error(row, host, exc, why) from exc

@@ -156,7 +156,7 @@ async def _check_params(
         row["code"],
         version or row["version"],
     )
-    global_params = json.loads(raw) if isinstance(raw, str) else list(raw or [])
+    global_params = list(raw or [])
     for when, time_field in times:
         try:
             resolve_globals(global_params, start_params, when)

@@ -24,6 +24,7 @@ import asyncpg
 from core.errors import ConfigError, PorpoiseError
 from engine.config import Config
 from engine.secretbox import Keyring, ensure_key_file, key_file_lines, new_key_line, write_key_file
+from engine.storage.jsoncodec import register_json
 from engine.storage.secret_rows import keys_in_use, reseal_all
 
 
@@ -57,6 +58,7 @@ async def _with_db(args: argparse.Namespace, cfg: Config, work: Any) -> Any:
     try:
         conn = await asyncpg.connect(args.dsn or cfg.database.url(), timeout=cfg.database.connect_timeout)
         try:
+            await register_json(conn)
             return await work(conn)
         finally:
             await conn.close()

@@ -39,6 +39,7 @@ from engine.infra.postgres import RUNTIME_ROLE, PostgresServer
 from engine.infra.process import ManagedProcess, ProcessRecord, wait_until
 from engine.infra.tenantpython import reachable_python
 from engine.secretbox import Keyring, ensure_key_file
+from engine.storage.jsoncodec import register_json
 from engine.storage.schema import upgrade
 from engine.storage.secret_rows import reseal_all
 from rpc.tls import TlsFiles
@@ -91,6 +92,7 @@ async def _reseal(dsn: str, keyring: Keyring) -> int:
     """The upgrade step for secrets stored in plain text by an older version (idempotent)."""
     conn = await asyncpg.connect(dsn, timeout=30)
     try:
+        await register_json(conn)
         return sum(done.changed for done in (await reseal_all(conn, keyring)).values())
     finally:
         await conn.close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -79,9 +78,7 @@ class InstanceInfo:
 
     @classmethod
     def from_row(cls, row: asyncpg.Record) -> InstanceInfo:
-        gp = row["global_params"]
-        cp = row["command_param"]
-        param = json.loads(cp) if isinstance(cp, str) else dict(cp or {})
+        param = dict(row["command_param"] or {})
         parent = None
         if param.get("parentWorkflowInstanceId"):
             parent = (int(param["parentWorkflowInstanceId"]), int(param.get("parentTaskInstanceId", 0)))
@@ -91,7 +88,7 @@ class InstanceInfo:
             name=row["name"],
             priority=int(row["workflow_instance_priority"]),
             schedule_time=row["schedule_time"],
-            global_params=json.loads(gp) if isinstance(gp, str) else list(gp),
+            global_params=list(row["global_params"]),
             tenant=row["tenant_code"],
             dry_run=int(row["dry_run"]),
             worker_group=row["worker_group"],

@@ -107,8 +107,7 @@ class DefinitionCache:
 
 def instance_values(cmd: asyncpg.Record, spec: WorkflowSpec, now: dt.datetime) -> dict[str, Any]:
     """Columns of the workflow_instance a command becomes; ValueError explains a refusal."""
-    raw = cmd["command_param"]
-    params = json.loads(raw) if isinstance(raw, str) else dict(raw or {})
+    params = dict(cmd["command_param"] or {})
     start_params = params.get("StartParams") or {}
     if not isinstance(start_params, dict):
         raise ValueError("command_param.StartParams must be an object of name -> value")
@@ -281,8 +280,7 @@ class CommandPoller(BackgroundService):
 
     async def _spec_for(self, cmd: asyncpg.Record) -> WorkflowSpec:
         spec = await self._definition(cmd)
-        raw = cmd["command_param"]
-        params = json.loads(raw) if isinstance(raw, str) else dict(raw or {})
+        params = dict(cmd["command_param"] or {})
         start = params.get("StartNodeList")
         if cmd["command_type"] == CommandType.START_CURRENT_TASK_PROCESS and not start:
             raise ValueError("START_CURRENT_TASK_PROCESS needs command_param.StartNodeList (task codes)")

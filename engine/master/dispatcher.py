@@ -50,7 +50,7 @@ from engine.states import TaskState
 from registry import NodeInfo, ServerStatus
 from rpc import RpcClient
 from rpc.errors import BadRequest, RpcError
-from rpc.messages import DispatchBatchReply, DispatchReply, TaskDispatchBatch
+from rpc.messages import DispatchReply, TaskDispatchBatch
 
 log = logs.get(__name__)
 
@@ -280,8 +280,7 @@ class Dispatcher:
         batch = TaskDispatchBatch([r.message for r in requests], valid_until_ms=valid_until)
         incarnation = self._incarnation(host, requests[0].worker_group)
         try:
-            reply = await self.rpc.call(host, batch, DispatchBatchReply)
-            assert isinstance(reply, DispatchBatchReply)
+            reply = await self.rpc.call(host, batch)
             replies: list[DispatchReply | None] = list(reply.replies)
             self._said(host, len(requests), reply.free_slots)
         except BadRequest as exc:
@@ -322,7 +321,7 @@ class Dispatcher:
         self._slots.release()
 
     def candidates(self, group: str) -> list[Candidate]:
-        now = int(time.time() * 1000)
+        now = now_ms()
         out = []
         for w in self.workers(group):
             hb = w.heartbeat
@@ -393,7 +392,7 @@ class Dispatcher:
             self._host_groups.setdefault(host, set()).add(request.worker_group)
             incarnation = self._incarnation(host, request.worker_group)
             try:
-                reply = await self.rpc.call(host, message, DispatchReply)
+                reply = await self.rpc.call(host, message)
             except RpcError as exc:
                 self._said(host, 1, None)
                 log.warning(
@@ -571,13 +570,11 @@ class Dispatcher:
         try:
             if len(requests) == 1:
                 message = dataclasses.replace(requests[0].message, valid_until_ms=valid_until)
-                one = await self.rpc.call(host, message, DispatchReply)
-                assert isinstance(one, DispatchReply)
+                one = await self.rpc.call(host, message)
                 self._said(host, 0, one.free_slots)
                 return [one]
             batch = TaskDispatchBatch([r.message for r in requests], valid_until_ms=valid_until)
-            reply = await self.rpc.call(host, batch, DispatchBatchReply)
-            assert isinstance(reply, DispatchBatchReply)
+            reply = await self.rpc.call(host, batch)
             self._said(host, 0, reply.free_slots)
         except RpcError as exc:
             log.info("worker not answering about dispatches in doubt", error=str(exc), tasks=len(requests))

@@ -41,7 +41,7 @@ from registry.heartbeat import Heartbeat
 from registry.keys import nodes_prefix, parse_node_key
 from rpc import RpcClient
 from rpc.errors import RpcError
-from rpc.messages import HostUpdate, HostUpdateReply
+from rpc.messages import HostUpdate
 
 log = logs.get(__name__)
 
@@ -338,13 +338,12 @@ class FailoverService(BackgroundService):
 
         async def update(worker: str) -> None:
             try:
-                reply = await self.rpc.call(worker, msg, HostUpdateReply, timeout=HOST_UPDATE_TIMEOUT)
+                reply = await self.rpc.call(worker, msg, timeout=HOST_UPDATE_TIMEOUT)
             except RpcError as exc:
                 log.warning("host update failed", worker=worker, workflow_instance_id=info.id, error=str(exc))
                 silent.add(worker)
                 self._silent.add(worker)
                 return
-            assert isinstance(reply, HostUpdateReply)
             known.update((int(k[0]), int(k[1])) for k in reply.known)
 
         # all at once: a silent worker costs the takeover one timeout, not one per worker in turn

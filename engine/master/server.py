@@ -62,6 +62,8 @@ from rpc.errors import BadRequest, RpcError
 from rpc.messages import (
     LOG_TAIL_BYTES,
     CacheExpire,
+    ControlReply,
+    Done,
     ReportReply,
     ResourceFetch,
     SubWorkflowDone,
@@ -596,35 +598,35 @@ class Master(Node):
             replies[i] = answer
         return TaskReportsReply(replies)
 
-    async def on_workflow_control(self, msg: WorkflowControl) -> dict[str, Any]:
+    async def on_workflow_control(self, msg: WorkflowControl) -> ControlReply:
         if msg.action not in ("stop", "pause"):
             raise BadRequest(f"WorkflowControl.action: must be stop or pause, got {msg.action!r}", 400)
         actor = self.actors.get(msg.workflow_instance_id)
         if actor is None:
-            return {"accepted": False, "reason": "this master is not driving that instance"}
+            return ControlReply(False, "this master is not driving that instance")
         reason = msg.reason[:200]
         event = StopRequested(reason or "api stop") if msg.action == "stop" else PauseRequested(reason or "api pause")
         before = actor.run.state
         fut = actor.post(event, wait=True)
         assert fut is not None
         if not await fut:
-            return {"accepted": False, "reason": "this master stopped driving that instance"}
+            return ControlReply(False, "this master stopped driving that instance")
         # accepted only when the request acted: the instance moved (from its state when the request came)
         # to stopping or pausing, or a second stop of a stopping one sent its kills again; one it found
         # finished, or already so otherwise, changed nothing here
         after = actor.run.state
         again = msg.action == "stop" and before is WorkflowState.READY_STOP and after is WorkflowState.READY_STOP
         if (before in _CONTROL_TO[msg.action] and not again) or after not in _CONTROL_TO[msg.action]:
-            return {"accepted": False, "reason": f"the instance is {after.name}"}
-        return {"accepted": True}
+            return ControlReply(False, f"the instance is {after.name}")
+        return ControlReply(True)
 
-    async def on_sub_workflow_done(self, msg: SubWorkflowDone) -> dict[str, bool]:
+    async def on_sub_workflow_done(self, msg: SubWorkflowDone) -> Done:
         actor = self.actors.get(msg.workflow_instance_id)
         a = actor.run.by_id.get(msg.task_instance_id) if actor is not None else None
         if actor is None or a is None:
-            return {"ok": False}
+            return Done(False)
         actor.post(LogicCheck(a.id, a.attempt, "sub-workflow ended"))
-        return {"ok": True}
+        return Done(True)
 
     async def on_resource_fetch(self, msg: ResourceFetch) -> web.StreamResponse:
         """A resource version's content, streamed to the worker that runs a task using it (workers have no
@@ -650,7 +652,7 @@ class Master(Node):
 
         return web.Response(body=body(), content_type="application/octet-stream")
 
-    async def on_cache_expire(self, msg: CacheExpire) -> dict[str, bool]:
+    async def on_cache_expire(self, msg: CacheExpire) -> Done:
         if self.cache is not None:
             self.cache.expire(msg.workflow_definition_code)
-        return {"ok": True}
+        return Done(True)

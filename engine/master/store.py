@@ -293,8 +293,8 @@ class MasterStore:
                 "INSERT INTO task_instance (workflow_instance_id, task_code, task_definition_version, name,"
                 " task_type, attempt, retry_times, max_retry_times, retry_interval, task_instance_priority,"
                 " worker_group, environment_code, delay_time, task_params, var_pool, dry_run, state,"
-                " submit_time, first_submit_time)"
-                " SELECT $1, u.* , 0, now(), now() FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[],"
+                " submit_time)"
+                " SELECT $1, u.* , 0, now() FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[],"
                 " $6::int[], $7::int[], $8::int[], $9::int[], $10::smallint[], $11::text[], $12::bigint[],"
                 " $13::int[], $14::jsonb[], $15::jsonb[], $16::smallint[]) AS u RETURNING id, task_code",
                 instance_id,
@@ -627,7 +627,7 @@ class MasterStore:
         return [
             {
                 "name": r["name"],
-                "params": json.loads(r["params"]) if isinstance(r["params"], str) else dict(r["params"]),
+                "params": dict(r["params"]),
             }
             for r in rows
         ]
@@ -644,11 +644,7 @@ class MasterStore:
         rows = await self.pool.fetch(
             "SELECT name, type, connection_params FROM datasource WHERE name = ANY($1)", list(names)
         )
-        out = {}
-        for r in rows:
-            params = r["connection_params"]
-            out[r["name"]] = {**(json.loads(params) if isinstance(params, str) else dict(params)), "type": r["type"]}
-        return out
+        return {r["name"]: {**r["connection_params"], "type": r["type"]} for r in rows}
 
 
 def _task_updates(updates: Sequence[TaskUpdate]) -> dict[str, list[list[Any]]]:

@@ -4,7 +4,6 @@ returns for the actor (actor.py) to perform. Plain frozen data, no behaviour."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +35,7 @@ class Attempt:
     @classmethod
     def from_row(cls, row: Any) -> Attempt:
         """A persisted attempt (task_instance row) taken back by a resumed or failed-over instance."""
-        pool = row["var_pool"]
-        pool = json.loads(pool) if isinstance(pool, str) else list(pool or [])
+        pool = list(row["var_pool"] or [])
         return cls(
             code=int(row["task_code"]),
             attempt=int(row["attempt"]),

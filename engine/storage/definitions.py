@@ -350,7 +350,7 @@ async def load_spec(conn: asyncpg.Connection, code: int, version: int) -> Workfl
             version=int(r["version"]),
             name=r["name"],
             task_type=r["task_type"],
-            params=json.loads(r["task_params"]) if isinstance(r["task_params"], str) else r["task_params"],
+            params=r["task_params"],
             priority=int(r["task_priority"]),
             worker_group=r["worker_group"],
             retries=int(r["fail_retry_times"]),
@@ -372,13 +372,12 @@ async def load_spec(conn: asyncpg.Connection, code: int, version: int) -> Workfl
         for r in rows
     }
     edges = [(int(r["pre_task_code"]), int(r["post_task_code"])) for r in rels if int(r["pre_task_code"])]
-    gp = wf["global_params"]
     return WorkflowSpec(
         code=code,
         version=version,
         name=wf["name"],
         project_code=int(wf["project_code"]),
-        global_params=json.loads(gp) if isinstance(gp, str) else list(gp),
+        global_params=list(wf["global_params"]),
         timeout=int(wf["timeout"]),
         release_state=int(wf["release_state"]),
         tenant=wf["tenant_code"],

@@ -1,6 +1,7 @@
 """Open the metadata database pool the way every long-running process does: connect, retrying with backoff
 while PostgreSQL is down (a node started before its database waits instead of crashing), then check that
-the database holds this code's schema version (no DDL: ``porpoise db upgrade`` changes the schema)."""
+the database holds this code's schema version (no DDL: ``porpoise db upgrade`` changes the schema). Its
+connections read JSON columns as Python objects (``jsoncodec``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from core import logs
 from core.errors import SchemaError, StorageError
 from engine.config import DatabaseConfig
 from engine.storage.failures import DB_FAILURES
+from engine.storage.jsoncodec import register_json
 from engine.storage.schema import check_schema
 
 log = logs.get(__name__)
@@ -48,6 +50,7 @@ async def connect_pool(
                 timeout=db.connect_timeout,
                 command_timeout=db.command_timeout,
                 **({} if reset_sessions else {"reset": _keep_session}),
+                init=register_json,
             )
             try:
                 async with pool.acquire() as conn:

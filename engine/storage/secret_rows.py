@@ -4,14 +4,13 @@ Used by ``porpoise secrets encrypt-all`` (the upgrade step that seals rows store
 versions), ``rotate-key`` (after a new primary key was added) and ``prune-keys`` (which keys are still in
 use). Rows are handled a few at a time, each batch in its own short transaction that locks only its rows,
 so a live cluster keeps working: a row is either still under its old key (which the keyring still holds)
-or already under the new one.
+or already under the new one. The connection given reads JSON columns as objects (``jsoncodec.register_json``).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 import asyncpg
 
@@ -31,10 +30,6 @@ class Resealed:
     changed: int = 0
 
 
-def _params(raw: Any) -> dict[str, Any]:
-    return json.loads(raw) if isinstance(raw, str) else dict(raw)
-
-
 async def reseal_all(conn: asyncpg.Connection, keyring: Keyring, batch: int = 50) -> dict[str, Resealed]:
     """Seal every secret value not yet under ``keyring.primary``; counts per table. Idempotent."""
     out: dict[str, Resealed] = {}
@@ -49,7 +44,7 @@ async def reseal_all(conn: asyncpg.Connection, keyring: Keyring, batch: int = 50
                     batch,
                 )
                 for row in rows:
-                    params = _params(row["params"])
+                    params = dict(row["params"])
                     sealed = reseal_params(keyring, params, fields, kind)
                     if sealed != params:
                         await conn.execute(
@@ -100,7 +95,7 @@ async def keys_in_use(conn: asyncpg.Connection) -> set[str]:
     used: set[str] = set()
     for table, column, fields, _ in TABLES:
         for row in await conn.fetch(f"SELECT {column} AS params FROM {table}"):
-            used |= key_ids(_params(row["params"]), fields)
+            used |= key_ids(dict(row["params"]), fields)
     for row in await conn.fetch("SELECT param_value FROM project_parameter WHERE secret = 1"):
         used |= key_ids({"value": row["param_value"]}, PROJECT_PARAM_SECRETS)
     return used

@@ -528,7 +528,6 @@ task_instance = Table(
     Column("max_retry_times", Integer, nullable=False, server_default=text("0")),
     Column("retry_interval", Integer, nullable=False, server_default=text("0")),
     Column("submit_time", TIMESTAMP(timezone=True)),
-    Column("first_submit_time", TIMESTAMP(timezone=True)),
     Column("start_time", TIMESTAMP(timezone=True)),
     Column("end_time", TIMESTAMP(timezone=True)),
     Column("host", String(135)),

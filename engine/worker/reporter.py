@@ -16,20 +16,18 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import dataclasses
 import heapq
 import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from core import logs
 from core.aio import BackgroundService, cancel_and_wait
 from engine.worker.spool import Spool, Spooled
 from rpc import RpcClient
 from rpc.errors import BadRequest, RpcError
-from rpc.messages import TaskReports, TaskReportsReply, TaskResult, TaskRunning
+from rpc.messages import ReportReply, TaskReports, TaskResult, TaskRunning
 
 log = logs.get(__name__)
 
@@ -284,9 +282,8 @@ class Reporter(BackgroundService):
         results = [(k, p) for k, p in items if k[2] == "result"]
         msg = TaskReports([p.msg for _, p in running], [p.msg for _, p in results])  # type: ignore[misc]
         try:
-            reply = await self.rpc.call(master, msg, TaskReportsReply)
-            assert isinstance(reply, TaskReportsReply)
-            replies: list[dict[str, Any] | None] = [dataclasses.asdict(r) for r in reply.replies]
+            reply = await self.rpc.call(master, msg)
+            replies: list[ReportReply | None] = list(reply.replies)
         except BadRequest as exc:
             if exc.status == 404:  # an older master: one call per report
                 await asyncio.gather(*(self._send(master, k, p) for k, p in items))
@@ -302,9 +299,9 @@ class Reporter(BackgroundService):
             self._settle(key, p, master, one)
 
     async def _send(self, master: str, key: tuple[int, int, str], p: Pending) -> None:
-        reply: dict[str, Any] | None
+        reply: ReportReply | None
         try:
-            reply = await self.rpc.call(master, p.msg)  # type: ignore[assignment]
+            reply = await self.rpc.call(master, p.msg)
         except BadRequest as exc:
             log.error("master refused a report; will retry", error=str(exc), task_instance_id=p.msg.task_instance_id)
             reply = None
@@ -313,14 +310,12 @@ class Reporter(BackgroundService):
             reply = None
         self._settle(key, p, master, reply)
 
-    def _settle(self, key: tuple[int, int, str], p: Pending, master: str, reply: dict[str, Any] | None) -> None:
+    def _settle(self, key: tuple[int, int, str], p: Pending, master: str, reply: ReportReply | None) -> None:
         """Apply a master's answer to one report (None: no answer)."""
-        acked = bool(reply and reply.get("ack"))
-        owner = str((reply or {}).get("owner") or "")
-        if reply is not None and not acked and owner and owner != master:
+        acked = reply is not None and reply.ack
+        if reply is not None and not acked and reply.owner and reply.owner != master:
             # the instance moved to another master: send everything of it there
-            epoch = (reply or {}).get("epoch")
-            self.host_update(p.msg.workflow_instance_id, owner, epoch if isinstance(epoch, int) else 0)
+            self.host_update(p.msg.workflow_instance_id, reply.owner, reply.epoch)
         p.in_flight = False
         if self.pending.get(key) is not p:
             return  # replaced meanwhile (a newer report of the same kind)

@@ -45,6 +45,7 @@ from rpc.messages import (
     LogLines,
     LogRange,
     LogRemove,
+    LogRemoved,
     LogSearch,
     LogView,
     TaskDispatch,
@@ -374,7 +375,7 @@ class Worker(Node):
             return web.json_response({"error": f"log {msg.path} does not exist"}, status=404)
         return web.FileResponse(target, headers={"Content-Type": "text/plain; charset=utf-8"})
 
-    async def on_log_remove(self, msg: LogRemove) -> dict[str, bool]:
+    async def on_log_remove(self, msg: LogRemove) -> LogRemoved:
         if self._writing(msg.path):
-            return {"removed": False}
-        return {"removed": await self.log_files.remove(msg.path)}
+            return LogRemoved(False)
+        return LogRemoved(await self.log_files.remove(msg.path))

@@ -1,0 +1,27 @@
+"""JSON columns read as Python objects on the pools the nodes open (engine/storage/jsoncodec.py), and a
+parameter bound to one may be an object or JSON text, never encoded twice (a real PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from engine import config
+from engine.storage.pool import connect_pool
+
+
+async def test_the_node_pool_reads_json_columns_as_objects_and_takes_both_kinds_of_parameter(fresh_db: str) -> None:
+    cfg = config.load(overrides=[f"database.dsn={fresh_db}"], environ={})
+    pool = await connect_pool(cfg.database, asyncio.Event())
+    try:
+        assert await pool.fetchval("""SELECT '{"a": [1, "x"]}'::jsonb""") == {"a": [1, "x"]}
+        assert await pool.fetchval("""SELECT '[true]'::json""") == [True]
+        value = {"host": "h", "n": [1, 2]}
+        as_object = await pool.fetchval("SELECT $1::jsonb", value)
+        as_text = await pool.fetchval("SELECT $1::jsonb", json.dumps(value))  # not encoded twice
+        assert as_object == as_text == value
+        assert await pool.fetchval("SELECT jsonb_typeof($1::jsonb)", json.dumps(value)) == "object"
+        assert await pool.fetchval("SELECT $1::jsonb[]", [value, json.dumps([3])]) == [value, [3]]
+        assert await pool.fetchval("SELECT $1::jsonb", json.dumps("text")) == "text"
+    finally:
+        await pool.close()
