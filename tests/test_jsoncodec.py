@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 
+import asyncpg
+
 from engine import config
+from engine.storage.jsoncodec import register_json
 from engine.storage.pool import connect_pool
 
 
@@ -23,5 +26,20 @@ async def test_the_node_pool_reads_json_columns_as_objects_and_takes_both_kinds_
         assert await pool.fetchval("SELECT jsonb_typeof($1::jsonb)", json.dumps(value)) == "object"
         assert await pool.fetchval("SELECT $1::jsonb[]", [value, json.dumps([3])]) == [value, [3]]
         assert await pool.fetchval("SELECT $1::jsonb", json.dumps("text")) == "text"
+    finally:
+        await pool.close()
+
+
+async def test_a_row_type_holding_a_json_column_is_decoded(fresh_db: str) -> None:
+    # a statement returning a whole row (a composite): decoded in binary, which a text codec cannot join
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=1, init=register_json)
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute("CREATE TEMP TABLE j (id int, doc jsonb, raw json)")
+            row = await conn.fetchval(
+                "INSERT INTO j VALUES (1, $1, $2) RETURNING j", {"a": [1, "x"]}, json.dumps({"b": None})
+            )
+            assert row["doc"] == {"a": [1, "x"]} and row["raw"] == {"b": None}
+            assert await conn.fetchval("SELECT doc FROM j") == {"a": [1, "x"]}
     finally:
         await pool.close()
