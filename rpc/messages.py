@@ -137,8 +137,10 @@ class TaskKill(Request[KillReply]):
 
 @dataclass(frozen=True)
 class HostUpdateReply:
-    #: [task instance id, attempt] of the instance's attempts this worker runs or still has to report
-    known: list[list[int]] = field(default_factory=list)
+    #: [task instance id, attempt] of the instance's attempts this worker runs or still has to report;
+    #: required: a reply without it is unreadable (the worker counts as silent), never "knows none", which
+    #: would have the failover run every attempt on that worker again
+    known: list[list[int]]
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ class _SilentRpc:
         self.calls.append(host)
         if host == self.silent:
             raise RpcTimeout("timed out", maybe_delivered=True)
-        return HostUpdateReply()
+        return HostUpdateReply(known=[])
 
 
 async def test_a_worker_silent_once_in_a_sweep_is_not_waited_for_again() -> None:

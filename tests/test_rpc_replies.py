@@ -137,6 +137,18 @@ async def test_a_reply_from_a_neighbouring_release_is_read(client: RpcClient) ->
         assert await client.call(address, messages.CacheExpire(9)) == Done(True)
 
 
+async def test_a_host_update_reply_without_its_known_attempts_is_unreadable(client: RpcClient) -> None:
+    # "{}" must not read as "this worker knows none of the attempts": the failover would run them all again
+    async def empty(_: web.Request) -> web.Response:
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_post("/rpc/task.host_update", empty)
+    async with _listening(app) as address:
+        with pytest.raises(RpcError, match="unreadable reply"):
+            await client.call(address, messages.HostUpdate(1, "m:1", 2))
+
+
 def test_replies_keep_the_json_field_names_older_nodes_read() -> None:
     # an older API reads reply["accepted"] / reply.get("reason"), an older worker reply["ack"] / ["owner"]
     assert json.loads(codec.dumps_reply(ControlReply(False, "why"))) == {"accepted": False, "reason": "why"}

@@ -79,12 +79,13 @@ _CONTROL = {
 
 
 def _names(raw: str, known: tuple[str, ...], field: str) -> list[str]:
-    """A comma list of names, each one of ``known`` (else a 400 at ``field``)."""
+    """A comma list of names, each one of ``known`` (else a 400 at ``field``), each once: a name repeated a
+    thousand times must not make a statement a thousand clauses long."""
     names = [n.strip().lower() for n in raw.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ApiError(400, f"unknown run type {unknown[0]!r} (known: {', '.join(known)})", field)
-    return names
+    return sorted(set(names))
 
 
 def _run_type_clause(wanted: list[str]) -> Any:

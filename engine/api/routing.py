@@ -128,9 +128,10 @@ class Param:
         if self.kind is dt.datetime:
             try:
                 value = dt.datetime.fromisoformat(raw)
-            except ValueError:
+                # in UTC here: a time near year 1 or 9999 with an offset is no instant the database holds
+                return value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)
+            except (ValueError, OverflowError):
                 raise ApiError(400, f"must be an ISO 8601 time, got {quoted(raw)}", where) from None
-            return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
         if self.choices and raw not in self.choices:
             raise ApiError(400, f"must be one of {', '.join(self.choices)}, got {quoted(raw)}", where)
         return raw

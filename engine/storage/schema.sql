@@ -538,6 +538,7 @@ CREATE TABLE task_instance (
     max_retry_times INTEGER DEFAULT 0 NOT NULL,
     retry_interval INTEGER DEFAULT 0 NOT NULL,
     submit_time TIMESTAMP WITH TIME ZONE,
+    first_submit_time TIMESTAMP WITH TIME ZONE,
     start_time TIMESTAMP WITH TIME ZONE,
     end_time TIMESTAMP WITH TIME ZONE,
     host VARCHAR(135),

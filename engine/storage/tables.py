@@ -528,6 +528,9 @@ task_instance = Table(
     Column("max_retry_times", Integer, nullable=False, server_default=text("0")),
     Column("retry_interval", Integer, nullable=False, server_default=text("0")),
     Column("submit_time", TIMESTAMP(timezone=True)),
+    # DolphinScheduler's column, no longer written or read: kept (nullable) while nodes of the release that
+    # still wrote it may run beside this one in a rolling upgrade; a later release drops it
+    Column("first_submit_time", TIMESTAMP(timezone=True)),
     Column("start_time", TIMESTAMP(timezone=True)),
     Column("end_time", TIMESTAMP(timezone=True)),
     Column("host", String(135)),
