@@ -170,6 +170,7 @@ class MasterConfig:
     host_selector: str = field(metadata=_choice("lower_weight", "random", "round_robin"))
     shutdown_grace: float = field(metadata=_bounded(0, 3600))
     failover_sweep_interval: float = field(metadata=_bounded(0.5, 3600))
+    run_context_ttl: float = field(metadata=_bounded(0, 3600))
     schedule_poll_interval: float = field(metadata=_bounded(0.05, 3600))
     misfire_threshold: float = field(metadata=_bounded(0, 86400 * 366))
     misfire_max_fires: int = field(metadata=_bounded(1, 1_000_000))

@@ -7,11 +7,16 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from engine.infra.etcd import EtcdServer
+from engine.infra.postgres import PostgresServer
 from porpoise.client import Client
-from tests.conftest import ApiCluster
+from tests.conftest import ApiCluster, launch_api_cluster
+from tests.helpers import wait_sync
 from tests.test_api import error_of, shell_doc, start, wait_final
 from tests.test_cli import porpoise
 from tests.test_cli_users import porpoise as porpoise_with_stdin
@@ -135,3 +140,42 @@ def test_the_project_param_cli_and_sdk(api_cluster: ApiCluster) -> None:
     assert sdk.project_params(project)["pw"] == "***"
     sdk.delete_project_param(project, "region")
     assert sdk.project_params(project) == {"pw": "***"}
+
+
+@pytest.fixture
+def fresh_context_cluster(tmp_path: Path, pg_server: PostgresServer, etcd_server: EtcdServer) -> Iterator[ApiCluster]:
+    """A cluster whose master reads a run's project parameters again at every dispatch (run_context_ttl 0)."""
+    with launch_api_cluster(tmp_path, pg_server, etcd_server.endpoint, PORPOISE_MASTER_RUN_CONTEXT_TTL="0") as c:
+        yield c
+
+
+def test_a_run_under_way_sees_a_changed_parameter_once_its_context_is_old(fresh_context_cluster: ApiCluster,
+                                                                           tmp_path: Path) -> None:  # fmt: skip
+    # what a run read is used for master.run_context_ttl seconds; after that a dispatch reads again, so a
+    # long run sees an edit (and a secret re-sealed by rotate-key) instead of holding it to its end
+    c = fresh_context_cluster
+    admin = c.client()
+    project = _name("ttl-")
+    admin.post("/api/v1/projects", {"name": project})
+    base = f"/api/v1/projects/{project}/parameters"
+    admin.put(f"{base}/colour", {"value": "red"})
+    gate = tmp_path / "gate"
+    tmp_path.chmod(0o777)  # the tenant's task waits for the file
+    waits = f"echo first=${{colour}}\nwhile [ ! -e {gate} ]; do sleep 0.1; done"
+    doc = {"name": _name("wf"), "project": project, "tasks": [
+        {"name": "first", "type": "SHELL", "params": {"rawScript": waits}},
+        {"name": "second", "type": "SHELL", "upstream": ["first"], "params": {"rawScript": "echo second=${colour}"}},
+    ]}  # fmt: skip
+    code = admin.post("/api/v1/workflows", doc, release=True)["code"]
+    instance = start(c, code)
+
+    def first_running() -> bool:
+        tasks = admin.get(f"/api/v1/instances/{instance}")["tasks"]
+        return any(t["name"] == "first" and t["state"] == "RUNNING_EXECUTION" for t in tasks)
+
+    wait_sync(first_running, 60, what="the first task running")
+    admin.put(f"{base}/colour", {"value": "blue"})
+    gate.touch()
+    detail = wait_final(c, instance)
+    assert detail["state"] == "SUCCESS", detail
+    assert "first=red" in _log(c, detail, "first") and "second=blue" in _log(c, detail, "second")

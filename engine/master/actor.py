@@ -46,6 +46,10 @@ from rpc.messages import TaskDispatch
 
 log = logs.get(__name__)
 
+#: seconds a run's context (project parameters, environments) is used before it is read again at a dispatch
+#: (master.run_context_ttl)
+CONTEXT_TTL = 30.0
+
 WARN_SUCCESS, WARN_FAILURE, WARN_ALL = 1, 2, 3
 ALERT_FAILURE, ALERT_SUCCESS = 0, 1
 
@@ -147,6 +151,7 @@ class WorkflowActor:
         control: Callable[[int, str], Awaitable[None]] | None = None,
         group_waiting: frozenset[int] = frozenset(),
         cancel_dispatch: Callable[[WorkflowActor], None] | None = None,
+        context_ttl: float = CONTEXT_TTL,
     ) -> None:
         self.info = info
         self.spec = spec
@@ -174,6 +179,9 @@ class WorkflowActor:
         #: the project's parameters and the tasks' environments, read once when the actor starts
         self.context = RunContext()
         self._context_read: asyncio.Future[RunContext] | None = None
+        #: when the context was read (monotonic): one older than CONTEXT_TTL is read again before a dispatch
+        self._context_at = 0.0
+        self._context_ttl = context_ttl
         #: whether any task of the definition takes task group slots (else a write releases none)
         self._grouped = any(t.task_group_id for t in spec.tasks.values())
 
@@ -220,6 +228,7 @@ class WorkflowActor:
                 # first write goes to the database: the first dispatch waits for it (_send_all)
                 environments = {t.environment_code for t in self.spec.tasks.values()}
                 self._context_read = asyncio.ensure_future(self.store.run_context(self.spec.project_code, environments))
+                self._context_at = time.monotonic()
                 await self._restore_group_waiting()
                 await self._perform(self.run.start(), [])
                 while not self.run.finished:
@@ -457,6 +466,12 @@ class WorkflowActor:
         if self._context_read is not None:
             self.context = await self._context_read
             self._context_read = None
+        elif time.monotonic() - self._context_at >= self._context_ttl:
+            # a long run sees a changed parameter or environment, and a re-sealed secret, within the TTL:
+            # `porpoise secrets prune-keys` must not leave it holding a value sealed with a dropped key
+            environments = {t.environment_code for t in self.spec.tasks.values()}
+            self._context_at = time.monotonic()
+            self.context = await self.store.run_context(self.spec.project_code, environments)
         requests = [r for a in attempts if (r := await self._request(a)) is not None]
         for request in requests:
             self._dispatch(request)

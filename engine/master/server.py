@@ -366,6 +366,7 @@ class Master(Node):
             control=self._control_instance,
             group_waiting=group_waiting,
             cancel_dispatch=self._cancel_dispatch,
+            context_ttl=self.cfg.master.run_context_ttl,
         )
         self.actors[info.id] = actor
         actor.start()
