@@ -273,3 +273,27 @@ async def test_a_file_being_placed_is_not_evicted_meanwhile(
     assert cache.size <= 150_000 and len(fake.fetched) == 3
     await cache.place([b], address, tmp_path / "w")
     assert len(fake.fetched) == 3  # b stayed
+
+
+async def test_an_evicted_file_fetched_again_before_its_delete_is_kept(
+    master: tuple[FakeMaster, str], rpc: RpcClient, tmp_path: Path
+) -> None:
+    # the eviction's delete runs after the evicting placement let go of its lock: a placement of the evicted
+    # file in between fetches it again into the same path, which the late delete must then leave alone
+    fake, address = master
+    cache = ResourceCache(tmp_path / "cache", 150_000, rpc)
+    a, b = (entry(fake, f"{n}.bin", os.urandom(100_000)) for n in "ab")
+    await cache.place([a], address, tmp_path / "x")
+    remove = cache._remove
+
+    async def placed_in_between(victims: list[str]) -> None:
+        if victims == [a["sha256"]]:  # b's placement evicted a: a placement of a comes first
+            cache._remove = remove  # type: ignore[method-assign]
+            await cache.place([a], address, tmp_path / "again")  # fetched again (it was evicted)
+        await remove(victims)
+
+    cache._remove = placed_in_between  # type: ignore[method-assign]
+    await cache.place([b], address, tmp_path / "y")
+    assert len(fake.fetched) == 3 and cache._remove == remove
+    lines = await cache.place([a], address, tmp_path / "z")
+    assert "cached" in lines[0] and (tmp_path / "z" / "a.bin").read_bytes() == fake.blobs[a["blob_key"]]

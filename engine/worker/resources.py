@@ -147,9 +147,16 @@ class ResourceCache:
             self._entries[sha] = size
             self.misses += 1
             victims = self._evict(sha)
-            if victims:
-                await asyncio.to_thread(_unlink_all, [self._path(v) for v in victims])
+        await self._remove(victims)  # after our lock: each victim's file under its own (never two at once)
         return path, "fetched"
+
+    async def _remove(self, victims: list[str]) -> None:
+        """Delete evicted files, each under its checksum's lock, unless fetched again meanwhile (a placement
+        of it between the eviction and the delete re-fetched it into the same path)."""
+        for sha in victims:
+            async with self._locks.setdefault(sha, asyncio.Lock()):
+                if sha not in self._entries:
+                    await asyncio.to_thread(_unlink_all, [self._path(sha)])
 
     async def _fetch(self, entry: Mapping[str, Any], master: str, path: Path) -> None:
         sha, size, name = str(entry["sha256"]), int(entry["size"]), entry.get("name")
