@@ -226,8 +226,7 @@ class WorkflowActor:
                         self.run.floors[code] = max(self.run.floors.get(code, 0), top)
                 # read once per run, not per dispatch (a change reaches the runs started after it), while the
                 # first write goes to the database: the first dispatch waits for it (_send_all)
-                environments = {t.environment_code for t in self.spec.tasks.values()}
-                self._context_read = asyncio.ensure_future(self.store.run_context(self.spec.project_code, environments))
+                self._context_read = asyncio.ensure_future(self._read_context())
                 self._context_at = time.monotonic()
                 await self._restore_group_waiting()
                 await self._perform(self.run.start(), [])
@@ -456,6 +455,11 @@ class WorkflowActor:
             dry_run=self.info.dry_run,
         )
 
+    async def _read_context(self) -> RunContext:
+        """The project's parameters and the environments this run's tasks name, read now."""
+        environments = {t.environment_code for t in self.spec.tasks.values()}
+        return await self.store.run_context(self.spec.project_code, environments)
+
     async def _send(self, a: Attempt) -> None:
         await self._send_all([a])
 
@@ -469,9 +473,8 @@ class WorkflowActor:
         elif time.monotonic() - self._context_at >= self._context_ttl:
             # a long run sees a changed parameter or environment, and a re-sealed secret, within the TTL:
             # `porpoise secrets prune-keys` must not leave it holding a value sealed with a dropped key
-            environments = {t.environment_code for t in self.spec.tasks.values()}
             self._context_at = time.monotonic()
-            self.context = await self.store.run_context(self.spec.project_code, environments)
+            self.context = await self._read_context()
         requests = [r for a in attempts if (r := await self._request(a)) is not None]
         for request in requests:
             self._dispatch(request)
