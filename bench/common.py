@@ -29,7 +29,7 @@ from engine.storage.definitions import save_workflow
 from engine.workflows.model import TaskDef, WorkflowDef
 
 #: the lease TTL (s) the benchmarks run their nodes with: short, to measure failover on one machine
-#: (production defaults to a longer one, engine/configs/registry.yaml; bench/failover.py measures both)
+#: (production defaults to a longer one, configs/registry.yaml; bench/failover.py measures both)
 BENCH_TTL = 3.0
 
 
