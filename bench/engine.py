@@ -26,7 +26,7 @@ import psutil
 
 from bench.common import UNGUARDED, bench_config, cpu_seconds, main, percentile, rounded, save_released, workdir
 from bench.spawn import spawn_limit
-from engine.api.tokens import create_token, ensure_user
+from engine.accounts.tokens import create_token, ensure_user
 from engine.infra.stack import Stack
 from engine.states import WORKFLOW_FINISHED, CommandType, code_list
 from engine.workflows.model import TaskDef

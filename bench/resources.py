@@ -33,7 +33,7 @@ import asyncpg
 import psutil
 
 from bench.common import bench_config, main, percentile, rounded, save_released, workdir
-from engine.api.tokens import create_token, ensure_user
+from engine.accounts.tokens import create_token, ensure_user
 from engine.infra.stack import Stack
 from engine.states import WORKFLOW_FINISHED, code_list
 from engine.workflows.model import TaskDef

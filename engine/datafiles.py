@@ -12,6 +12,11 @@ from pathlib import Path
 CHECKOUT_ROOT = Path(__file__).resolve().parent.parent
 
 
+def ui_dist(configured: str) -> Path:
+    """The built web UI: ``api.ui_dir`` when set, else the checkout's ``ui/dist`` (``make install`` builds it)."""
+    return Path(configured).resolve() if configured else CHECKOUT_ROOT / "ui" / "dist"
+
+
 def data_path(name: str) -> Path:
     """``name`` (``schema.sql``, ``configs``) as the wheel ships it, else in the checkout."""
     packaged = Path(str(importlib.resources.files("engine").joinpath("_data", name)))

@@ -49,8 +49,8 @@ from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer, pg_bindir
 from engine.states import WORKFLOW_FINISHED, TaskState, code_list
-from engine.storage.definitions import save_workflow
 from engine.storage.failures import DB_FAILURES
+from engine.workflows.definitions import save_workflow
 from engine.workflows.model import TaskDef, WorkflowDef
 from tests import chaos_concurrency, chaos_dst, databases, tls
 from tests.chaos_faults import Chaos, drive, insert_commands, parse_weights, weights

@@ -12,7 +12,7 @@ import asyncpg
 
 from engine.infra.etcd import EtcdServer
 from engine.states import WORKFLOW_FINISHED
-from engine.storage.definitions import save_workflow
+from engine.workflows.definitions import save_workflow
 from engine.workflows.model import TaskDef, WorkflowDef
 from tests.helpers import NodeProc, eventually
 

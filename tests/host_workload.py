@@ -21,7 +21,7 @@ import psutil
 
 from engine.infra.postgres import pg_bindir
 from engine.states import TASK_ACTIVE, WORKFLOW_FINISHED, CommandType, TaskState, WorkflowState, code_list
-from engine.storage.definitions import save_workflow
+from engine.workflows.definitions import save_workflow
 from engine.workflows.model import TaskDef, WorkflowDef
 from tests.chaos import LEDGER_DDL, TASK, Summary, _check, _check_no_process_left
 from tests.helpers import eventually

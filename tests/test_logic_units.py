@@ -18,7 +18,7 @@ from engine.master.workflow_messages import TaskResultEvent
 from engine.scheduling import backfill, dependent
 from engine.scheduling.backfill import backfill_param, chunks, next_param, position, range_dates
 from engine.states import TaskState, WorkflowState
-from engine.storage.definitions import TaskSpec, WorkflowSpec
+from engine.workflows.definitions import TaskSpec, WorkflowSpec
 from engine.workflows.model import Dag
 from tests.test_workflow_run import Sim, final_state
 

@@ -47,8 +47,8 @@ from engine.states import (
     task_transitions,
     workflow_transitions,
 )
-from engine.storage.definitions import TaskSpec, WorkflowSpec
 from engine.workflows import document
+from engine.workflows.definitions import TaskSpec, WorkflowSpec
 from engine.workflows.model import Dag
 
 S, F, K = TaskState.SUCCESS, TaskState.FAILURE, TaskState.KILL

@@ -41,7 +41,7 @@ from engine.master.workflow_messages import (
 )
 from engine.scheduling.backfill import BACKFILL_ID, LEGACY_DATES, next_param, position
 from engine.states import CommandType, TaskState, WorkflowState
-from engine.storage.definitions import WorkflowSpec
+from engine.workflows.definitions import WorkflowSpec
 from rpc.messages import TaskDispatch
 
 log = logs.get(__name__)

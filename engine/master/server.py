@@ -54,9 +54,9 @@ from engine.resources import catalog
 from engine.scheduling.scheduler import Scheduler
 from engine.states import CommandType, TaskState, WorkflowState
 from engine.storage.blobs import BlobError, BlobNotFound, BlobStore, blob_store
-from engine.storage.definitions import WorkflowSpec
 from engine.storage.failures import DB_FAILURES
 from engine.storage.pool import connect_pool, database_reachable
+from engine.workflows.definitions import WorkflowSpec
 from registry import MASTER, ChangeKind, HeartbeatSource, LoadLimits, NodeChange, NodeId, SessionState, SlotTracker
 from rpc.errors import BadRequest, RpcError
 from rpc.messages import (

@@ -63,8 +63,8 @@ from engine.states import (
     check_task,
     check_workflow,
 )
-from engine.storage.definitions import TaskSpec, WorkflowSpec
 from engine.tasks.registry import LOGIC_TYPES
+from engine.workflows.definitions import TaskSpec, WorkflowSpec
 
 log = logs.get(__name__)
 
