@@ -152,6 +152,7 @@ class WorkflowActor:
         group_waiting: frozenset[int] = frozenset(),
         cancel_dispatch: Callable[[WorkflowActor], None] | None = None,
         context_ttl: float = CONTEXT_TTL,
+        validate: bool = False,
     ) -> None:
         self.info = info
         self.spec = spec
@@ -184,6 +185,8 @@ class WorkflowActor:
         self._context_ttl = context_ttl
         #: whether any task of the definition takes task group slots (else a write releases none)
         self._grouped = any(t.task_group_id for t in spec.tasks.values())
+        #: check the core's invariants after every batch (debug.validate_core: tests, never production)
+        self._validate = validate
 
     @property
     def id(self) -> int:
@@ -223,32 +226,24 @@ class WorkflowActor:
                 if self.info.run_times > 1 or self.info.recovery:
                     # attempts of earlier runs keep their numbers: new ones continue after them
                     for code, top in (await self.store.attempt_floors(self.info.id)).items():
-                        self.run.floors[code] = max(self.run.floors.get(code, 0), top)
+                        self.run.raise_floor(code, top)
                 # read once per run, not per dispatch (a change reaches the runs started after it), while the
                 # first write goes to the database: the first dispatch waits for it (_send_all)
                 self._context_read = asyncio.ensure_future(self._read_context())
                 self._context_at = time.monotonic()
                 await self._restore_group_waiting()
-                await self._perform(self.run.start(), [])
+                await self._perform(self.run.start(time.time()), [])
+                if self._validate:
+                    self.run.validate()
                 while not self.run.finished:
                     batch = [await self.queue.get()]
                     while not self.queue.empty():
                         batch.append(self.queue.get_nowait())
-                    actions: list[Action] = []
-                    admitted: list[int] = []
-                    try:
-                        for posted in batch:
-                            if isinstance(posted.event, GroupAdmitted):
-                                admitted.append(posted.event.task_instance_id)
-                            else:
-                                actions += self.run.handle(posted.event)
-                    except Exception:  # an illegal transition: nothing of the batch is persisted or acknowledged
-                        self._refuse(batch)
-                        raise
+                    actions, admitted = self._handle(batch)
                     await self._perform(actions, batch)
                     for tid in admitted:
                         a = self.group_waiting.pop(tid, None)
-                        if a is not None and self.run.current.get(a.code) is a and not a.state.finished:
+                        if a is not None and self.run.is_current(a) and not a.state.finished:
                             await self._send(a)
                 final = self.run.state
                 log.info("workflow finished", state=final.name)
@@ -273,12 +268,31 @@ class WorkflowActor:
                 self.task = None
                 self._on_finished(self, final)
 
+    def _handle(self, batch: list[_Posted]) -> tuple[list[Action], list[int]]:
+        """The core's actions for a batch of events, all at one time of the clock, and the task instances
+        its group admissions name."""
+        actions: list[Action] = []
+        admitted: list[int] = []
+        now = time.time()
+        try:
+            for posted in batch:
+                if isinstance(posted.event, GroupAdmitted):
+                    admitted.append(posted.event.task_instance_id)
+                else:
+                    actions += self.run.handle(posted.event, now)
+            if self._validate:
+                self.run.validate()
+        except Exception:  # an illegal transition: nothing of the batch is persisted or acknowledged
+            self._refuse(batch)
+            raise
+        return actions, admitted
+
     async def _restore_group_waiting(self) -> None:
         """Hold the taken-over attempts still queued in their task group; send those admitted meanwhile
         (the listener delivers later admissions)."""
         for tid in self._restored_waiting:
             a = self.run.by_id.get(tid)
-            if a is not None and self.run.current.get(a.code) is a and a.state is TaskState.SUBMITTED_SUCCESS:
+            if a is not None and self.run.is_current(a) and a.state is TaskState.SUBMITTED_SUCCESS:
                 self.group_waiting[tid] = a
         if self.group_waiting:
             log.info("waiting for task group slots (taken over)", task_instance_ids=sorted(self.group_waiting))
@@ -390,7 +404,7 @@ class WorkflowActor:
         else:
             return []
         failed = sorted(
-            ((self.spec.tasks[a.code].name, a) for a in self.run.current.values() if a.state is TaskState.FAILURE),
+            ((self.spec.tasks[a.code].name, a) for a in self.run.attempts() if a.state is TaskState.FAILURE),
             key=lambda item: item[0],
         )
         detail = f"; failed tasks: {', '.join(name for name, _ in failed)}" if failed else ""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from core import logs
 from engine.clocks import now_ms
 from engine.master.store import FencedOut
-from engine.master.workflow import FAILED, WARNFAILED
+from engine.master.workflow import FAILED, WARNFAILED, Status
 from engine.master.workflow_messages import Attempt, LogicCheck, TaskResultEvent, TaskRunningEvent
 from engine.scheduling import dependent
 from engine.states import TaskState, WorkflowState
@@ -139,10 +139,10 @@ class LogicRunner:
         if task.task_type == logic.CONDITIONS:
             outcome = {}
             for up in spec.dag.upstream[a.code]:
-                cur = run.current.get(up)
+                cur = run.current_of(up)
                 if cur is not None and cur.state.succeeded:
                     outcome[spec.tasks[up].name] = "SUCCESS"
-                elif up in run.failed or up in run.handled:
+                elif run.status(up) in (Status.FAILED, Status.HANDLED):
                     outcome[spec.tasks[up].name] = "FAILURE"
             skip = logic.conditions_skip(task.params, outcome)
             return TaskState.SUCCESS, tuple(by_name[n] for n in skip), f"conditions {outcome}"

@@ -367,6 +367,7 @@ class Master(Node):
             group_waiting=group_waiting,
             cancel_dispatch=self._cancel_dispatch,
             context_ttl=self.cfg.master.run_context_ttl,
+            validate=self.cfg.debug.validate_core,
         )
         self.actors[info.id] = actor
         actor.start()
