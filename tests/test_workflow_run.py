@@ -20,14 +20,19 @@ from engine.master.workflow_messages import (
     ArmTimer,
     Attempt,
     CancelDispatch,
+    CancelHeld,
     CancelTimer,
     CreateAttempts,
     DispatchLost,
+    GroupSlotGranted,
     KillTask,
+    LogicCheck,
+    LogicWaiting,
     PauseRequested,
     PersistTask,
     RaiseAlert,
     RetryDue,
+    SendAttempt,
     SetWorkflowState,
     StopRequested,
     TaskDispatched,
@@ -747,3 +752,60 @@ def test_a_node_status_change_off_the_table_is_an_invalid_transition() -> None:
     sim.finish("a")
     with pytest.raises(InvalidTransition, match="SUCCEEDED -> FAILED"):
         sim.run._set(node, Status.FAILED, "test")
+
+
+# -- timers and task group holding are the core's ----------------------------------------------------
+
+
+def test_the_core_keeps_the_keys_of_the_timers_it_armed() -> None:
+    sim = Sim(spec({"a": []}, a={"retries": 1, "retry_interval": 1}))
+    a = sim.attempt("a")
+    sim.finish("a", F)
+    assert sim.run.timers == {("retry", a.code)}
+    sim.apply(sim.run.handle(StopRequested()))  # the stop cancels the retry: its key goes
+    assert ("retry", a.code) not in sim.run.timers and sim.run.finished
+
+
+def test_a_logic_task_still_waiting_is_looked_at_again_by_a_timer_of_the_core() -> None:
+    sim = Sim(spec({"a": []}))
+    a = sim.attempt("a")
+    out = sim.apply(sim.run.handle(LogicWaiting(a.id, a.attempt, 7.0)))
+    assert out == [ArmTimer(("logic", a.id), 7.0, LogicCheck(a.id, a.attempt))]
+    assert ("logic", a.id) in sim.run.timers
+    assert sim.run.handle(LogicWaiting(a.id, a.attempt + 1, 7.0)) == []  # not its current attempt
+    sim.finish("a")
+    assert sim.run.handle(LogicWaiting(a.id, a.attempt, 7.0)) == []  # finished meanwhile
+
+
+def _held_sim() -> tuple[Sim, Attempt]:
+    sp = spec({"a": []})
+    run = WorkflowRun(99, sp, CONTINUE)
+    sim = Sim.__new__(Sim)
+    sim.spec, sim.run, sim.ids, sim.actions, sim.timers = sp, run, itertools.count(1), [], {}
+    sim.name = {t.code: t.name for t in sp.tasks.values()}
+    (created,) = [x for x in run.start() if isinstance(x, CreateAttempts)]
+    (a,) = created.attempts
+    run.bind(a, next(sim.ids), held=True)  # its task group is full
+    run.validate()
+    return sim, a
+
+
+def test_an_attempt_held_by_its_task_group_is_sent_once_its_slot_is_granted() -> None:
+    sim, a = _held_sim()
+    assert sim.run.held() == [a] and sim.run.is_held(a)
+    assert sim.apply(sim.run.handle(GroupSlotGranted(a.id))) == [SendAttempt(a)]
+    assert sim.run.held() == [] and sim.run.handle(GroupSlotGranted(a.id)) == []  # granted once
+
+
+def test_a_stop_drops_an_attempt_still_held_instead_of_killing_it() -> None:
+    sim, a = _held_sim()
+    out = sim.apply(sim.run.handle(StopRequested()))
+    assert CancelHeld(a) in out and not [x for x in out if isinstance(x, KillTask)]
+    assert sim.run.handle(GroupSlotGranted(a.id)) == []  # admitted after the stop: never sent
+    out = sim.apply(sim.run.handle(TaskResultEvent(a.id, a.attempt, K, -1, 0, 2)))  # the actor's KILL report
+    assert final_state(out) is WorkflowState.STOP
+
+
+def test_a_kill_decided_before_the_group_held_the_attempt_releases_it() -> None:
+    sim, a = _held_sim()
+    assert sim.run.release_held(a) and not sim.run.is_held(a) and not sim.run.release_held(a)

@@ -21,7 +21,7 @@ from core import logs
 from engine.clocks import now_ms
 from engine.master.store import FencedOut
 from engine.master.workflow import FAILED, WARNFAILED, Status
-from engine.master.workflow_messages import Attempt, LogicCheck, TaskResultEvent, TaskRunningEvent
+from engine.master.workflow_messages import Attempt, LogicCheck, LogicWaiting, TaskResultEvent, TaskRunningEvent
 from engine.scheduling import dependent
 from engine.states import TaskState, WorkflowState
 from engine.workflows import logic
@@ -87,17 +87,17 @@ class LogicRunner:
                 outcome = await self._dependent(a)
                 wait = float(task.params.get("check_interval", 10))
             if outcome is None:
-                actor.arm(("logic", a.id), wait, LogicCheck(a.id, a.attempt))
+                actor.post(LogicWaiting(a.id, a.attempt, wait))
             else:
                 self._finish(a, *outcome)
         except FencedOut:
             actor.post(LogicCheck(a.id, a.attempt))  # the actor's next write finds out and stops
         except (OSError, TimeoutError) as exc:
             log.warning("logic task check failed; retrying", task_instance_id=a.id, error=str(exc))
-            actor.arm(("logic", a.id), self.interval, LogicCheck(a.id, a.attempt))
+            actor.post(LogicWaiting(a.id, a.attempt, self.interval))
         except Exception as exc:  # database errors and the like: look again later
             log.warning("logic task check failed; retrying", task_instance_id=a.id, error=repr(exc))
-            actor.arm(("logic", a.id), self.interval, LogicCheck(a.id, a.attempt))
+            actor.post(LogicWaiting(a.id, a.attempt, self.interval))
 
     async def stop(self, a: Attempt, action: str) -> None:
         """``stop`` (a kill) or ``pause`` of a logic attempt: a child workflow gets the same request and

@@ -35,19 +35,23 @@ from engine.master.workflow_messages import (
     ArmTimer,
     Attempt,
     CancelDispatch,
+    CancelHeld,
     CancelTimer,
     ControlChild,
     CreateAttempts,
     DispatchLost,
     Event,
+    GroupSlotGranted,
     KillResend,
     KillTask,
     LogicCheck,
+    LogicWaiting,
     PauseRequested,
     PersistTask,
     RaiseAlert,
     RetryDue,
     RunLogic,
+    SendAttempt,
     SetWorkflowState,
     StopRequested,
     TaskDispatched,
@@ -152,6 +156,8 @@ class TaskNode:
     waits_for: tuple[int, ...] | None = None
     #: the tasks waiting for it (the reverse of waits_for, in topological order), built at first use
     waiters: tuple[int, ...] = ()
+    #: its attempt waits in its task group's queue: persisted, not sent until GroupSlotGranted
+    held: bool = False
 
 
 class WorkflowRun:
@@ -184,6 +190,8 @@ class WorkflowRun:
         self.story: collections.deque[tuple[Any, ...]] = collections.deque(maxlen=story_size)
         self.finished = False
         self.started = False
+        #: keys of the timers armed (ArmTimer) and not cancelled: the actor cancels them when it ends
+        self.timers: set[tuple[Any, ...]] = set()
         #: epoch seconds of the event being handled: the clock is an input (start() and handle() take it)
         self.now = 0.0
         #: seconds of the run's time limit already spent before this actor started (a takeover)
@@ -353,6 +361,10 @@ class WorkflowRun:
             raise CoreInvariantError(f"{where}: succeeded status, success order and attempt state disagree")
         if st in (Status.FAILED, Status.HANDLED, Status.ENDED) and a.state.succeeded:
             raise CoreInvariantError(f"{where}: ended unsuccessfully with a successful attempt")
+        if node.held and (st is not Status.ACTIVE or a.state is not TaskState.SUBMITTED_SUCCESS or not a.id):
+            raise CoreInvariantError(f"{where}: held by its task group but not a persisted attempt waiting to be sent")
+        if st is Status.RETRY_WAIT and ("retry", code) not in self.timers:
+            raise CoreInvariantError(f"{where}: waits for a retry whose timer is not armed")
         if st is Status.RETRY_WAIT and (a.state is not TaskState.FAILURE or a.retry_times >= self._retries(code)):
             raise CoreInvariantError(f"{where}: waits for a retry it does not have")
         if st is Status.LOST and a.state is not TaskState.NEED_FAULT_TOLERANCE:
@@ -408,6 +420,7 @@ class WorkflowRun:
             self._active[node.code] = node
         elif node.status is Status.ACTIVE:
             del self._active[node.code]
+            node.held = False
         node.status = new
 
     def _task_to(self, a: Attempt, new: TaskState, cause: str) -> None:
@@ -420,10 +433,54 @@ class WorkflowRun:
         self.story.append((self.now, "workflow", self.instance_id, self.state.name, new.name, cause))
         self.state = new
 
-    def bind(self, a: Attempt, task_instance_id: int) -> None:
-        """The actor persisted ``a`` as task instance ``task_instance_id``."""
+    def bind(self, a: Attempt, task_instance_id: int, held: bool = False) -> None:
+        """The actor persisted ``a`` as task instance ``task_instance_id``; ``held``: its task group had no
+        free slot, so it waits in the group's queue until GroupSlotGranted."""
         a.id = task_instance_id
         self.by_id[task_instance_id] = a
+        if held:
+            self.nodes[a.code].held = True
+
+    def hold(self, task_instance_ids: frozenset[int]) -> None:
+        """Taken over still queued in their task group: these attempts wait for GroupSlotGranted (in their
+        place in the queue) instead of being sent at the start."""
+        for tid in task_instance_ids:
+            a = self.by_id.get(tid)
+            if a is not None and self.nodes[a.code].attempt is a and a.state is TaskState.SUBMITTED_SUCCESS:
+                self.nodes[a.code].held = True
+
+    def held(self) -> list[Attempt]:
+        """The attempts waiting in their task group's queue."""
+        return [n.attempt for n in self._active.values() if n.held]  # type: ignore[misc]
+
+    def is_held(self, a: Attempt) -> bool:
+        node = self.nodes.get(a.code)
+        return node is not None and node.attempt is a and node.held
+
+    def release_held(self, a: Attempt) -> bool:
+        """Whether ``a`` was held by its task group, no longer held now: a kill decided before the write that
+        found its group full (CreateAttempts and a stop in one batch) reaches it as a KILL report."""
+        if not self.is_held(a):
+            return False
+        self.nodes[a.code].held = False
+        return True
+
+    def _arm(self, key: tuple[Any, ...], delay: float, event: Any) -> ArmTimer:
+        self.timers.add(key)
+        return ArmTimer(key, delay, event)
+
+    def _unarm(self, key: tuple[Any, ...]) -> CancelTimer:
+        self.timers.discard(key)
+        return CancelTimer(key)
+
+    def _kill(self, a: Attempt) -> Action:
+        """Stop attempt ``a``: one still held by its task group was never sent, so it is dropped from the
+        group's queue and reported KILL by the actor (CancelHeld); any other is killed where it runs."""
+        node = self.nodes[a.code]
+        if node.held:
+            node.held = False
+            return CancelHeld(a)
+        return KillTask(a)
 
     # -- entry points -----------------------------------------------------------------------------
 
@@ -440,7 +497,7 @@ class WorkflowRun:
         if self.spec.timeout > 0:
             # the limit is the whole run's: a run taken over mid-way has less of it left
             left = max(0.0, self.spec.timeout * 60.0 - self.elapsed)
-            actions.append(ArmTimer(("workflow-timeout",), left, WorkflowTimedOut()))
+            actions.append(self._arm(("workflow-timeout",), left, WorkflowTimedOut()))
         # taken over from a dead master: attempts lost with their worker run again as the next attempt
         lost = [
             n.attempt
@@ -470,7 +527,7 @@ class WorkflowRun:
                 left = task.retry_interval * 60.0 - waited
                 if left > 0:
                     self._set(node, Status.RETRY_WAIT, "retry re-armed")
-                    actions.append(ArmTimer(("retry", code), left, RetryDue(code)))
+                    actions.append(self._arm(("retry", code), left, RetryDue(code)))
                 else:
                     actions.append(CreateAttempts((self._next_attempt(code),)))
             else:
@@ -481,7 +538,7 @@ class WorkflowRun:
             if warn and a.state is TaskState.RUNNING_EXECUTION:
                 ran = max(0.0, now - a.start_time / 1000) if a.start_time else 0.0
                 left = max(0.0, task.timeout * 60.0 - ran)
-                actions.append(ArmTimer(("task-timeout", a.id), left, TaskTimedOut(a.id, a.attempt)))
+                actions.append(self._arm(("task-timeout", a.id), left, TaskTimedOut(a.id, a.attempt)))
         return actions
 
     def handle(self, event: Event, now: float | None = None) -> list[Action]:
@@ -537,7 +594,7 @@ class WorkflowRun:
         ]
         task = self.spec.tasks[a.code]
         if task.timeout_flag and task.timeout > 0 and task.timeout_strategy in (WARN, WARNFAILED):
-            actions.append(ArmTimer(("task-timeout", a.id), task.timeout * 60.0, TaskTimedOut(a.id, a.attempt)))
+            actions.append(self._arm(("task-timeout", a.id), task.timeout * 60.0, TaskTimedOut(a.id, a.attempt)))
         if self.state is WorkflowState.READY_STOP:
             actions.append(KillTask(a))  # started after the stop (its kill had no host yet, or was lost)
         return actions
@@ -578,7 +635,7 @@ class WorkflowRun:
         if ev.log_tail:
             a.log_tail = ev.log_tail
             fields.append(("log_tail", ev.log_tail))
-        actions: list[Action] = [PersistTask(a, a.state, tuple(fields)), CancelTimer(("task-timeout", a.id))]
+        actions: list[Action] = [PersistTask(a, a.state, tuple(fields)), self._unarm(("task-timeout", a.id))]
         node = self.nodes[a.code]
         if a.state.succeeded:
             self._set(node, Status.SUCCEEDED, "succeeded")
@@ -627,19 +684,20 @@ class WorkflowRun:
             if delay <= 0:
                 return [CreateAttempts((self._next_attempt(a.code),))]
             self._set(node, Status.RETRY_WAIT, "retry armed")
-            return [ArmTimer(("retry", a.code), delay, RetryDue(a.code))]
+            return [self._arm(("retry", a.code), delay, RetryDue(a.code))]
         if any(d in self.conditions and d in self.scope for d in self.spec.dag.downstream[a.code]):
             self._set(node, Status.HANDLED, "a CONDITIONS task downstream decides")
             return self._submit_ready()
         self._set(node, Status.FAILED, "failed for good")
         if self.failure_strategy == END:
-            return [KillTask(x) for x in self.active()]
+            return [self._kill(x) for x in self.active()]
         return []
 
     def _on_retry_due(self, ev: RetryDue) -> list[Action]:
         node = self.nodes.get(ev.code)
         if node is None or node.status is not Status.RETRY_WAIT:
             return []
+        self.timers.discard(("retry", ev.code))
         if self.state is not WorkflowState.RUNNING_EXECUTION:
             # stopped or paused while waiting: the retry does not happen
             stopped = self.state is WorkflowState.READY_STOP
@@ -691,7 +749,7 @@ class WorkflowRun:
         self._workflow_to(WorkflowState.READY_STOP, cause)
         actions: list[Action] = [SetWorkflowState(self.state, cause=cause)]
         for node in self._waiting_retries():
-            actions.append(CancelTimer(("retry", node.code)))
+            actions.append(self._unarm(("retry", node.code)))
             self._set(node, Status.FAILED, "a stop cancels a waiting retry")
         actions += self._kill_active()
         return actions + self._maybe_finish()
@@ -703,13 +761,13 @@ class WorkflowRun:
         active = self.active()
         if not active:
             return []
-        actions: list[Action] = [KillTask(a) for a in active]
+        actions: list[Action] = [self._kill(a) for a in active]
         queued = tuple(
             a for a in active if a.state is TaskState.SUBMITTED_SUCCESS and not a.host and a.code not in self.logic
         )
         if queued:
             actions.append(CancelDispatch(queued))
-        return [*actions, ArmTimer(("kill-resend",), KILL_RESEND, KillResend())]
+        return [*actions, self._arm(("kill-resend",), KILL_RESEND, KillResend())]
 
     def _on_kill_resend(self, ev: KillResend) -> list[Action]:
         if self.state is not WorkflowState.READY_STOP:
@@ -724,7 +782,7 @@ class WorkflowRun:
             if ev.incarnation and a.incarnation and a.incarnation != ev.incarnation:
                 continue  # another incarnation at that address took it (a restart within the TTL): it runs
             self._task_to(a, TaskState.NEED_FAULT_TOLERANCE, ev.cause_id or f"worker {ev.host} lost")
-            actions += [PersistTask(a, a.state), CancelTimer(("task-timeout", a.id))]
+            actions += [PersistTask(a, a.state), self._unarm(("task-timeout", a.id))]
             actions += self._after_failure(a)
         if actions:
             actions.append(
@@ -742,7 +800,7 @@ class WorkflowRun:
         if a is None or a.state not in (TaskState.SUBMITTED_SUCCESS, TaskState.DISPATCH) or a.host != ev.host:
             return []  # a report came meanwhile (then it was taken after all), or it moved on
         self._task_to(a, TaskState.NEED_FAULT_TOLERANCE, ev.cause_id or f"dispatch to {ev.host} not delivered")
-        actions: list[Action] = [PersistTask(a, a.state), CancelTimer(("task-timeout", a.id))]
+        actions: list[Action] = [PersistTask(a, a.state), self._unarm(("task-timeout", a.id))]
         return actions + self._after_failure(a) + self._maybe_finish()
 
     def _on_logic_check(self, ev: LogicCheck) -> list[Action]:
@@ -750,6 +808,22 @@ class WorkflowRun:
         if a is None or a.state.finished:
             return []
         return [RunLogic(a)]
+
+    def _on_logic_waiting(self, ev: LogicWaiting) -> list[Action]:
+        a = self._current_attempt(ev.task_instance_id, ev.attempt)
+        if a is None or a.state.finished:
+            return []
+        return [self._arm(("logic", a.id), ev.delay, LogicCheck(a.id, a.attempt))]
+
+    def _on_group_slot_granted(self, ev: GroupSlotGranted) -> list[Action]:
+        a = self.by_id.get(ev.task_instance_id)
+        if a is None:
+            return []
+        node = self.nodes[a.code]
+        if node.attempt is not a or not node.held or a.state.finished:
+            return []  # stale, granted already, or stopped while it waited (CancelHeld reported it)
+        node.held = False
+        return [SendAttempt(a)]
 
     def _on_pause(self, ev: PauseRequested) -> list[Action]:
         if self.state is not WorkflowState.RUNNING_EXECUTION:
@@ -759,7 +833,7 @@ class WorkflowRun:
         actions: list[Action] = [SetWorkflowState(self.state, cause=cause)]
         actions += [ControlChild(a, "pause") for a in self.active() if a.code in self.logic]
         for node in self._waiting_retries():
-            actions.append(CancelTimer(("retry", node.code)))
+            actions.append(self._unarm(("retry", node.code)))
             self._set(node, Status.ENDED, "a pause cancels a waiting retry")
         return actions + self._maybe_finish()
 
@@ -803,7 +877,7 @@ class WorkflowRun:
             retry = prev.retry_times + (0 if prev.state is TaskState.NEED_FAULT_TOLERANCE else 1)
             a = Attempt(code=code, attempt=number, retry_times=retry, var_in=prev.var_in)
         self._set(node, Status.ACTIVE, "submit")
-        node.attempt = a
+        node.attempt, node.held = a, False
         self.story.append((self.now, "task", 0, "", f"attempt {a.attempt} of {code}", "submit"))
         return a
 
@@ -900,4 +974,6 @@ _HANDLERS: dict[type, Any] = {
     WorkerLost: WorkflowRun._on_worker_lost,
     DispatchLost: WorkflowRun._on_dispatch_lost,
     LogicCheck: WorkflowRun._on_logic_check,
+    LogicWaiting: WorkflowRun._on_logic_waiting,
+    GroupSlotGranted: WorkflowRun._on_group_slot_granted,
 }
