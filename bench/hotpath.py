@@ -54,7 +54,7 @@ def _drive(spec: WorkflowSpec) -> int:
 
     apply(run.start())
     while not run.finished:
-        pending = [a for a in run.current.values() if not a.state.finished]
+        pending = run.active()
         for a in pending:
             apply(run.handle(TaskDispatched(a.id, a.attempt, "w:1")))
         for a in pending:

@@ -452,6 +452,8 @@ class DebugConfig:
 
     wedge_hook: bool
     clock_offset: float = field(metadata=_bounded(-86400 * 366, 86400 * 366))
+    #: check each running workflow's core invariants after every batch of events (WorkflowRun.validate)
+    validate_core: bool = False
 
 
 @dataclass(frozen=True)

@@ -29,13 +29,16 @@ from engine.master.workflow_messages import (
     ArmTimer,
     Attempt,
     CancelDispatch,
+    CancelHeld,
     CancelTimer,
     ControlChild,
     CreateAttempts,
+    GroupSlotGranted,
     KillTask,
     PersistTask,
     RaiseAlert,
     RunLogic,
+    SendAttempt,
     SetWorkflowState,
     TaskResultEvent,
 )
@@ -121,13 +124,6 @@ class DispatchRequest:
     ready_at: float = field(default_factory=time.monotonic, compare=False, repr=False)
 
 
-@dataclass(frozen=True)
-class GroupAdmitted:
-    """A waiting attempt was admitted by its task group: dispatch it now."""
-
-    task_instance_id: int
-
-
 @dataclass
 class _Posted:
     event: Any
@@ -152,6 +148,7 @@ class WorkflowActor:
         group_waiting: frozenset[int] = frozenset(),
         cancel_dispatch: Callable[[WorkflowActor], None] | None = None,
         context_ttl: float = CONTEXT_TTL,
+        validate: bool = False,
     ) -> None:
         self.info = info
         self.spec = spec
@@ -169,11 +166,8 @@ class WorkflowActor:
         self.fenced = False
         #: ended by an unexpected error (not fenced, not stopped): to be recovered
         self.crashed = False
-        self._timers: set[tuple[Any, ...]] = set()
         self._kills: set[asyncio.Task[Any]] = set()
         self.logic = LogicRunner(self, logic_interval, control, max_sub_workflow_depth)
-        #: attempts waiting in their task group's queue (not dispatched): task instance id -> attempt
-        self.group_waiting: dict[int, Attempt] = {}
         #: taken over still waiting in their group's queue: held from the start (they keep their place)
         self._restored_waiting = group_waiting
         #: the project's parameters and the tasks' environments, read once when the actor starts
@@ -184,10 +178,17 @@ class WorkflowActor:
         self._context_ttl = context_ttl
         #: whether any task of the definition takes task group slots (else a write releases none)
         self._grouped = any(t.task_group_id for t in spec.tasks.values())
+        #: check the core's invariants after every batch (debug.validate_core: tests, never production)
+        self._validate = validate
 
     @property
     def id(self) -> int:
         return self.info.id
+
+    @property
+    def group_waiting(self) -> dict[int, Attempt]:
+        """The attempts waiting in their task group's queue (not dispatched), by task instance id."""
+        return {a.id: a for a in self.run.held()}
 
     # -- inbox ------------------------------------------------------------------------------------
 
@@ -223,33 +224,20 @@ class WorkflowActor:
                 if self.info.run_times > 1 or self.info.recovery:
                     # attempts of earlier runs keep their numbers: new ones continue after them
                     for code, top in (await self.store.attempt_floors(self.info.id)).items():
-                        self.run.floors[code] = max(self.run.floors.get(code, 0), top)
+                        self.run.raise_floor(code, top)
                 # read once per run, not per dispatch (a change reaches the runs started after it), while the
                 # first write goes to the database: the first dispatch waits for it (_send_all)
                 self._context_read = asyncio.ensure_future(self._read_context())
                 self._context_at = time.monotonic()
                 await self._restore_group_waiting()
-                await self._perform(self.run.start(), [])
+                await self._perform(self.run.start(time.time()), [])
+                if self._validate:
+                    self.run.validate()
                 while not self.run.finished:
                     batch = [await self.queue.get()]
                     while not self.queue.empty():
                         batch.append(self.queue.get_nowait())
-                    actions: list[Action] = []
-                    admitted: list[int] = []
-                    try:
-                        for posted in batch:
-                            if isinstance(posted.event, GroupAdmitted):
-                                admitted.append(posted.event.task_instance_id)
-                            else:
-                                actions += self.run.handle(posted.event)
-                    except Exception:  # an illegal transition: nothing of the batch is persisted or acknowledged
-                        self._refuse(batch)
-                        raise
-                    await self._perform(actions, batch)
-                    for tid in admitted:
-                        a = self.group_waiting.pop(tid, None)
-                        if a is not None and self.run.current.get(a.code) is a and not a.state.finished:
-                            await self._send(a)
+                    await self._perform(self._handle(batch), batch)
                 final = self.run.state
                 log.info("workflow finished", state=final.name)
             except FencedOut as exc:
@@ -273,19 +261,36 @@ class WorkflowActor:
                 self.task = None
                 self._on_finished(self, final)
 
+    def _handle(self, batch: list[_Posted]) -> list[Action]:
+        """The core's actions for a batch of events, all at one time of the clock; the task group admissions
+        go last (a stop in the same batch drops an attempt still held rather than sending it)."""
+        actions: list[Action] = []
+        now = time.time()
+        try:
+            for posted in batch:
+                if not isinstance(posted.event, GroupSlotGranted):
+                    actions += self.run.handle(posted.event, now)
+            for posted in batch:
+                if isinstance(posted.event, GroupSlotGranted):
+                    actions += self.run.handle(posted.event, now)
+            if self._validate:
+                self.run.validate()
+        except Exception:  # an illegal transition: nothing of the batch is persisted or acknowledged
+            self._refuse(batch)
+            raise
+        return actions
+
     async def _restore_group_waiting(self) -> None:
         """Hold the taken-over attempts still queued in their task group; send those admitted meanwhile
         (the listener delivers later admissions)."""
-        for tid in self._restored_waiting:
-            a = self.run.by_id.get(tid)
-            if a is not None and self.run.current.get(a.code) is a and a.state is TaskState.SUBMITTED_SUCCESS:
-                self.group_waiting[tid] = a
-        if self.group_waiting:
-            log.info("waiting for task group slots (taken over)", task_instance_ids=sorted(self.group_waiting))
-            for _, tid in await self.store.group_holding(list(self.group_waiting)):
-                a = self.group_waiting.pop(tid, None)
-                if a is not None:
-                    await self._send(a)
+        self.run.hold(self._restored_waiting)
+        held = sorted(a.id for a in self.run.held())
+        if held:
+            log.info("waiting for task group slots (taken over)", task_instance_ids=held)
+            now, actions = time.time(), []
+            for _, tid in await self.store.group_holding(held):
+                actions += self.run.handle(GroupSlotGranted(tid, "admitted meanwhile"), now)
+            await self._perform(actions, [])
 
     @staticmethod
     def _refuse(batch: list[_Posted]) -> None:
@@ -339,33 +344,31 @@ class WorkflowActor:
             except BaseException:  # fenced out, failed, or cancelled (the master stops): not acknowledged
                 self._refuse(batch)
                 raise
+            grouped = {write.new_attempts[i].task_code for i, *_ in write.group_requests}
             for a, ti in zip(created, ids, strict=True):
-                self.run.bind(a, ti)
+                held = a.code in grouped and ti not in write.admitted  # its group is full: GroupSlotGranted sends it
+                self.run.bind(a, ti, held)
+                if held:
+                    log.info("waiting for a task group slot", task_instance_id=ti,
+                             task_group=self.spec.tasks[a.code].task_group)  # fmt: skip
         for posted in batch:
             if posted.done is not None and not posted.done.done():
                 posted.done.set_result(True)
-        grouped = {write.new_attempts[i].task_code for i, *_ in write.group_requests}
-        ready: list[Attempt] = []
-        for a in created:
-            if a.code in grouped and a.id not in write.admitted:
-                self.group_waiting[a.id] = a  # its group is full: GroupAdmitted sends it
-                log.info("waiting for a task group slot", task_instance_id=a.id,
-                         task_group=self.spec.tasks[a.code].task_group)  # fmt: skip
-                continue
-            ready.append(a)
-        await self._send_all(ready)
+        await self._send_all([a for a in created if not self.run.is_held(a)])
         for action in after:
             if isinstance(action, ArmTimer):
-                self._timers.add(action.key)
                 self.wheel.arm((self.info.id, *action.key), action.delay, self, action.event)
             elif isinstance(action, CancelTimer):
-                self._timers.discard(action.key)
                 self.wheel.cancel((self.info.id, *action.key))
             elif isinstance(action, CancelDispatch):
                 if self._cancel_dispatch is not None:
                     self._cancel_dispatch(self)
-            elif isinstance(action, KillTask) and action.attempt.id in self.group_waiting:
-                a = self.group_waiting.pop(action.attempt.id)  # never dispatched: nothing to kill
+            elif isinstance(action, SendAttempt):
+                await self._send(action.attempt)
+            elif isinstance(action, CancelHeld) or (
+                isinstance(action, KillTask) and self.run.release_held(action.attempt)
+            ):
+                a = action.attempt  # never dispatched: nothing to kill
                 now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
                 message = "stopped while waiting for its task group"
                 self.post(TaskResultEvent(a.id, a.attempt, TaskState.KILL, -1, 0, now_ms, message=message))
@@ -390,7 +393,7 @@ class WorkflowActor:
         else:
             return []
         failed = sorted(
-            ((self.spec.tasks[a.code].name, a) for a in self.run.current.values() if a.state is TaskState.FAILURE),
+            ((self.spec.tasks[a.code].name, a) for a in self.run.attempts() if a.state is TaskState.FAILURE),
             key=lambda item: item[0],
         )
         detail = f"; failed tasks: {', '.join(name for name, _ in failed)}" if failed else ""
@@ -421,17 +424,10 @@ class WorkflowActor:
             return None
         return next_param(param, at), [dt.datetime.fromisoformat(d) for d in at.legacy_dates[1:]]
 
-    def arm(self, key: tuple[Any, ...], delay: float, event: Any) -> None:
-        """Deliver ``event`` to this actor after ``delay`` seconds (re-arming the same key replaces it)."""
-        if self.task is None:
-            return
-        self._timers.add(key)
-        self.wheel.arm((self.info.id, *key), delay, self, event)
-
     def _cancel_timers(self) -> None:
-        for key in self._timers:
+        """Cancel every timer the run armed (the core keeps their keys)."""
+        for key in self.run.timers:
             self.wheel.cancel((self.info.id, *key))
-        self._timers.clear()
 
     # -- attempts ---------------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from core.text import storable, storable_json
 from engine.clocks import check_skew
 from engine.concurrency.serial_sql import SerialRepair
 from engine.concurrency.task_groups_sql import GroupListener
-from engine.master.actor import DispatchRequest, GroupAdmitted, InstanceInfo, WorkflowActor
+from engine.master.actor import DispatchRequest, InstanceInfo, WorkflowActor
 from engine.master.commands import Claimed, CommandPoller, DefinitionCache
 from engine.master.dispatcher import Dispatcher
 from engine.master.failover import FailoverService
@@ -43,6 +43,7 @@ from engine.master.workflow import WorkflowRun, scope_for
 from engine.master.workflow_messages import (
     RERUN_ON_RESUME,
     Attempt,
+    GroupSlotGranted,
     LogicCheck,
     PauseRequested,
     StopRequested,
@@ -367,6 +368,7 @@ class Master(Node):
             group_waiting=group_waiting,
             cancel_dispatch=self._cancel_dispatch,
             context_ttl=self.cfg.master.run_context_ttl,
+            validate=self.cfg.debug.validate_core,
         )
         self.actors[info.id] = actor
         actor.start()
@@ -414,7 +416,7 @@ class Master(Node):
     def _group_admitted(self, workflow_instance_id: int, task_instance_id: int) -> None:
         actor = self.actors.get(workflow_instance_id)
         if actor is not None and task_instance_id in actor.group_waiting:
-            actor.post(GroupAdmitted(task_instance_id))
+            actor.post(GroupSlotGranted(task_instance_id))
 
     def _preempt(self, instance_ids: list[int]) -> None:
         """Runs a SERIAL_PRIORITY run is waiting for: stop them wherever they run."""
