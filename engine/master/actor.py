@@ -128,6 +128,13 @@ class GroupAdmitted:
     task_instance_id: int
 
 
+@dataclass(frozen=True)
+class DelayDue:
+    """A delayed attempt's delay (its task's ``delay_time``) is over: dispatch it now."""
+
+    task_instance_id: int
+
+
 @dataclass
 class _Posted:
     event: Any
@@ -174,6 +181,10 @@ class WorkflowActor:
         self.logic = LogicRunner(self, logic_interval, control, max_sub_workflow_depth)
         #: attempts waiting in their task group's queue (not dispatched): task instance id -> attempt
         self.group_waiting: dict[int, Attempt] = {}
+        #: attempts held for their task's delay_time: task instance id -> (attempt, due in epoch ms)
+        self.delayed: dict[int, tuple[Attempt, int]] = {}
+        #: attempts created with a delay not yet sent: task instance id -> until when (epoch ms)
+        self._delay_until: dict[int, int] = {}
         #: taken over still waiting in their group's queue: held from the start (they keep their place)
         self._restored_waiting = group_waiting
         #: the project's parameters and the tasks' environments, read once when the actor starts
@@ -236,20 +247,20 @@ class WorkflowActor:
                         batch.append(self.queue.get_nowait())
                     actions: list[Action] = []
                     admitted: list[int] = []
+                    due: list[int] = []
                     try:
                         for posted in batch:
                             if isinstance(posted.event, GroupAdmitted):
                                 admitted.append(posted.event.task_instance_id)
+                            elif isinstance(posted.event, DelayDue):
+                                due.append(posted.event.task_instance_id)
                             else:
                                 actions += self.run.handle(posted.event)
                     except Exception:  # an illegal transition: nothing of the batch is persisted or acknowledged
                         self._refuse(batch)
                         raise
                     await self._perform(actions, batch)
-                    for tid in admitted:
-                        a = self.group_waiting.pop(tid, None)
-                        if a is not None and self.run.current.get(a.code) is a and not a.state.finished:
-                            await self._send(a)
+                    await self._release(admitted, due)
                 final = self.run.state
                 log.info("workflow finished", state=final.name)
             except FencedOut as exc:
@@ -272,6 +283,14 @@ class WorkflowActor:
                 self._cancel_timers()
                 self.task = None
                 self._on_finished(self, final)
+
+    async def _release(self, admitted: list[int], due: list[int]) -> None:
+        """Send the held attempts their task group admitted (``admitted``) or whose delay is over (``due``)."""
+        held = [self.group_waiting.pop(tid, None) for tid in admitted]
+        held += [self.delayed.pop(tid, (None, 0))[0] for tid in due]
+        for a in held:
+            if a is not None and self.run.current.get(a.code) is a and not a.state.finished:
+                await self._send(a)
 
     async def _restore_group_waiting(self) -> None:
         """Hold the taken-over attempts still queued in their task group; send those admitted meanwhile
@@ -346,6 +365,7 @@ class WorkflowActor:
                 posted.done.set_result(True)
         grouped = {write.new_attempts[i].task_code for i, *_ in write.group_requests}
         ready: list[Attempt] = []
+        self._note_delays(created)
         for a in created:
             if a.code in grouped and a.id not in write.admitted:
                 self.group_waiting[a.id] = a  # its group is full: GroupAdmitted sends it
@@ -369,6 +389,8 @@ class WorkflowActor:
                 now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
                 message = "stopped while waiting for its task group"
                 self.post(TaskResultEvent(a.id, a.attempt, TaskState.KILL, -1, 0, now_ms, message=message))
+            elif isinstance(action, KillTask) and action.attempt.id in self.delayed:
+                self._drop_delayed(action.attempt.id)
             elif isinstance(action, KillTask) and action.attempt.code in self.run.logic:
                 self.logic.spawn(self.logic.stop(action.attempt, "stop"))
             elif isinstance(action, KillTask):
@@ -475,9 +497,37 @@ class WorkflowActor:
             # `porpoise secrets prune-keys` must not leave it holding a value sealed with a dropped key
             self._context_at = time.monotonic()
             self.context = await self._read_context()
+        attempts = [a for a in attempts if not self._hold_for_delay(a)]
         requests = [r for a in attempts if (r := await self._request(a)) is not None]
         for request in requests:
             self._dispatch(request)
+
+    def _note_delays(self, created: list[Attempt]) -> None:
+        """Attempts of tasks with a delay_time start that long after they were created (DolphinScheduler
+        counts from the task's first submission: a retry does not wait again)."""
+        for a in created:
+            delay = self.spec.tasks[a.code].delay_time
+            if delay > 0 and a.retry_times == 0 and a.code not in self.run.logic:
+                self._delay_until[a.id] = _now_ms() + delay * 60_000
+
+    def _drop_delayed(self, task_instance_id: int) -> None:
+        """A stop reached an attempt still waiting for its delay: never dispatched, it ends KILL here."""
+        a, _ = self.delayed.pop(task_instance_id)
+        self._timers.discard(("delay", a.id))
+        self.wheel.cancel((self.info.id, "delay", a.id))
+        message = "stopped while waiting for its delay"
+        self.post(TaskResultEvent(a.id, a.attempt, TaskState.KILL, -1, 0, _now_ms(), message=message))
+
+    def _hold_for_delay(self, a: Attempt) -> bool:
+        """Whether ``a`` waits for its task's delay_time first (then a timer sends it: DelayDue)."""
+        until = self._delay_until.pop(a.id, 0)
+        left = until - _now_ms()
+        if left <= 0:
+            return False
+        self.delayed[a.id] = (a, until)
+        self.arm(("delay", a.id), left / 1000, DelayDue(a.id))
+        log.info("waiting for its delay", task_instance_id=a.id, delay_ms=left)
+        return True
 
     async def _request(self, a: Attempt) -> DispatchRequest | None:
         if a.code in self.run.logic:
@@ -515,3 +565,7 @@ class WorkflowActor:
             epoch=self.info.epoch,
         )
         return DispatchRequest((self.info.priority, self.info.id, t.priority, a.id), message, t.worker_group, self)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
