@@ -51,8 +51,8 @@ export const TaskNode = memo(function TaskNode({ data, selected }: NodeProps<Nod
           </span>
         )}
         {data.waiting && (
-          <span className="dag-node-why" data-testid="node-waiting" aria-label={data.waiting}>
-            <span aria-hidden="true">⏳</span>
+          <span className="dag-node-why" data-testid="node-waiting" role="img" aria-label={data.waiting}>
+            ◷
           </span>
         )}
         {data.state && (
