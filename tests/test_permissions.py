@@ -63,6 +63,7 @@ RULES = {
     ("GET", "/api/v1/commands/{id}"): "READ command path.id",
     ("GET", "/api/v1/instances"): "USER",
     ("GET", "/api/v1/instances/{id}"): "READ instance path.id",
+    ("GET", "/api/v1/instances/{id}/waiting"): "READ instance path.id",
     ("POST", "/api/v1/instances/{id}/stop"): "EXECUTE instance path.id",
     ("POST", "/api/v1/instances/{id}/pause"): "EXECUTE instance path.id",
     ("POST", "/api/v1/instances/{id}/resume"): "EXECUTE instance path.id",

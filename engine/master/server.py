@@ -30,6 +30,7 @@ from core.text import storable, storable_json
 from engine.clocks import check_skew
 from engine.concurrency.serial_sql import SerialRepair
 from engine.concurrency.task_groups_sql import GroupListener
+from engine.master import waiting
 from engine.master.actor import DispatchRequest, InstanceInfo, WorkflowActor
 from engine.master.commands import Claimed, CommandPoller, DefinitionCache
 from engine.master.dispatcher import Dispatcher
@@ -73,6 +74,8 @@ from rpc.messages import (
     TaskReportsReply,
     TaskResult,
     TaskRunning,
+    WaitingReasons,
+    WaitingReply,
     WorkflowControl,
 )
 
@@ -141,6 +144,7 @@ class Master(Node):
             (CacheExpire, self.on_cache_expire),
             (SubWorkflowDone, self.on_sub_workflow_done),
             (ResourceFetch, self.on_resource_fetch),
+            (WaitingReasons, self.on_waiting_reasons),
         ):
             self.rpc_server.register(msg_cls, handler)
         self.metrics.gauge("actors", lambda: len(self.actors))
@@ -622,6 +626,14 @@ class Master(Node):
         if (before in _CONTROL_TO[msg.action] and not again) or after not in _CONTROL_TO[msg.action]:
             return ControlReply(False, f"the instance is {after.name}")
         return ControlReply(True)
+
+    async def on_waiting_reasons(self, msg: WaitingReasons) -> WaitingReply:
+        """Why the instance's tasks that are not running yet wait (the web UI's "why isn't it running?")."""
+        actor = self.actors.get(msg.workflow_instance_id)
+        if actor is None or actor.task is None:
+            return WaitingReply(False)
+        tasks = await waiting.reasons(actor, self.dispatcher, self.wheel, self.pool)
+        return WaitingReply(True, actor.run.state.name, tasks)
 
     async def on_sub_workflow_done(self, msg: SubWorkflowDone) -> Done:
         actor = self.actors.get(msg.workflow_instance_id)

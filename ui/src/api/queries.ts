@@ -1,7 +1,7 @@
 // Query keys and hooks: components reach the API only through these (and the live stream patches them).
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 
-import { api, call, type ControlResult } from "./client";
+import { api, call, type ControlResult, type Waiting } from "./client";
 
 export interface InstanceFilters {
   state?: string;
@@ -45,6 +45,24 @@ export function useInstance(id: number) {
   return useQuery({
     queryKey: keys.instance(id),
     queryFn: () => call(api.GET("/api/v1/instances/{id}", { params: { path: { id: String(id) } } })),
+  });
+}
+
+/** Whether an answer of /waiting names anything waiting (then it is asked again). */
+export function somethingWaits(answer: Waiting | undefined): boolean {
+  return !!answer && (answer.tasks.length > 0 || answer.serial_wait !== null || answer.unknown !== null);
+}
+
+/** Why the instance's tasks not running yet wait, from its owning master. Asked when ``active`` (the
+ * instance is unfinished) and again whenever ``signature`` changes (the live stream moved a task), and
+ * polled every 3 s only while the last answer names something waiting. */
+export function useWaiting(id: number, active: boolean, signature: string) {
+  return useQuery({
+    queryKey: ["waiting", id, signature],
+    enabled: active,
+    queryFn: () => call(api.GET("/api/v1/instances/{id}/waiting", { params: { path: { id: String(id) } } })),
+    refetchInterval: (query) => (somethingWaits(query.state.data) ? 3000 : false),
+    placeholderData: (previous) => previous,
   });
 }
 

@@ -6,6 +6,7 @@ import {
   useInstance,
   useInstanceAction,
   useMe,
+  useWaiting,
   useWorkflowVersion,
   type InstanceAction,
 } from "../api/queries";
@@ -13,13 +14,15 @@ import { BadAddress, idParam } from "../components/BadAddress";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { StateBadge } from "../components/StateBadge";
 import { Time } from "../components/Time";
-import { formatDuration } from "../components/time";
+import { formatDuration, useDisplayZone } from "../components/time";
 import { lacking } from "../features/access/rights";
 import { TaskTable } from "../features/gantt/TaskTable";
 import { finishedCount } from "../features/gantt/count";
 import { buildGraph, statesByName, type TaskSpec } from "../features/graph/buildGraph";
 import { DagView } from "../features/graph/DagView";
 import { prewarmLayout } from "../features/graph/layout";
+import { tWaiting } from "../features/instances/strings";
+import { byTask, RunWaiting, waitText, WhyWaiting } from "../features/instances/Waiting";
 import { useLive } from "../features/live/useLive";
 import { RunType } from "../features/workflow/RunType";
 
@@ -61,6 +64,14 @@ function InstanceOf({ id }: { id: number }) {
     [current],
   );
   const chosen = selected ? current.get(selected) : undefined;
+  // asked again whenever the live stream moves a task or the run; polled only while something waits
+  const signature = detail ? `${detail.state}:${detail.tasks.map((t) => t.state).join(",")}` : "";
+  const waiting = useWaiting(id, !!detail && !detail.finished, signature);
+  const answer = detail && !detail.finished ? waiting.data : undefined;
+  const why = useMemo(() => byTask(answer), [answer]);
+  const chosenWhy = chosen ? why.get(chosen.name) : undefined;
+  const zone = useDisplayZone();
+  const whyText = useMemo(() => new Map([...why].map(([name, w]) => [name, waitText(w, zone)])), [why, zone]);
 
   if (query.isPending) return <Loading what={`instance ${id}`} />;
   if (!detail) return <ErrorBox error={query.error} title={`Cannot load instance ${id}`} />;
@@ -134,12 +145,14 @@ function InstanceOf({ id }: { id: number }) {
           {count.skipped ? TEXT.skipped(count.skipped) : ""}
         </dd>
       </dl>
+      <RunWaiting answer={answer} />
       <ErrorBox error={version.error} title="Cannot load the workflow's graph" />
       {graph && (
         <DagView
           layoutKey={`${detail.workflow_code}:${detail.workflow_version}`}
           graph={graph}
           states={states}
+          waiting={whyText}
           selected={selected}
           onSelect={setSelected}
         />
@@ -153,9 +166,14 @@ function InstanceOf({ id }: { id: number }) {
               open sub-workflow #{chosen.sub_instance_id}
             </Link>
           )}
+          {chosenWhy && (
+            <div data-testid="selected-why">
+              {tWaiting.heading} <WhyWaiting wait={chosenWhy} />
+            </div>
+          )}
         </div>
       )}
-      <TaskTable tasks={detail.tasks} selected={selected} onSelect={setSelected} />
+      <TaskTable tasks={detail.tasks} selected={selected} onSelect={setSelected} why={why} />
     </section>
   );
 }

@@ -26,6 +26,8 @@ export interface TaskNodeData extends Record<string, unknown> {
   selected?: boolean;
   /** the server's reason this task was refused (editor) */
   error?: string;
+  /** why this task is not running yet, in words (its master's reason: the instance page) */
+  waiting?: string;
 }
 
 export const TaskNode = memo(function TaskNode({ data, selected }: NodeProps<Node<TaskNodeData>>) {
@@ -35,7 +37,7 @@ export const TaskNode = memo(function TaskNode({ data, selected }: NodeProps<Nod
       className={`dag-node tone-${tone}${data.selected || selected ? " selected" : ""}`}
       data-testid={`node-${data.name}`}
       data-state={data.state ?? ""}
-      title={data.error}
+      title={data.error ?? data.waiting}
     >
       <Handle type="target" position={Position.Left} />
       <div className="dag-node-name" title={data.name}>
@@ -46,6 +48,11 @@ export const TaskNode = memo(function TaskNode({ data, selected }: NodeProps<Nod
         {data.error && (
           <span className="dag-node-state" data-testid="node-error">
             <span aria-hidden="true">⚠</span> error
+          </span>
+        )}
+        {data.waiting && (
+          <span className="dag-node-why" data-testid="node-waiting" role="img" aria-label={data.waiting}>
+            ◷
           </span>
         )}
         {data.state && (
@@ -65,12 +72,15 @@ export function DagView({
   layoutKey,
   graph,
   states,
+  waiting,
   selected,
   onSelect,
 }: {
   layoutKey: string;
   graph: Graph;
   states?: Map<string, string>;
+  /** why each waiting task is not running yet, in words, by task name */
+  waiting?: Map<string, string>;
   selected?: string | null;
   onSelect?: (name: string) => void;
 }) {
@@ -102,12 +112,13 @@ export function DagView({
         type: n.type,
         state: states?.get(n.id) ?? (n.disabled ? "DISABLED" : undefined),
         selected: n.id === selected,
+        waiting: waiting?.get(n.id),
       },
       draggable: false,
       connectable: false,
       ...PRESIZED,
     }));
-  }, [graph, positions, layoutKey, states, selected]);
+  }, [graph, positions, layoutKey, states, waiting, selected]);
 
   if (error) return <ErrorBox error={error} title="Graph layout failed" />;
   if (nodes.length === 0 && graph.nodes.length > 0) return <Loading what="graph layout" />;
