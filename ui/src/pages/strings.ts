@@ -1,0 +1,42 @@
+// Every user-visible string of the pages (src/pages), one object per page; the Chinese is in strings.zh.ts.
+
+export const tInstances = {
+  title: "Workflow instances",
+  selected: (n: number) => `${n} selected`,
+  stop: "Stop",
+  rerun: "Rerun",
+  recoverFailed: "Recover failed",
+  noun: "instances",
+  cannotList: "Cannot list instances",
+  id: "Id",
+  name: "Name",
+  state: "State",
+  runType: "Run type",
+  businessDate: "Business date",
+  started: "Started",
+  duration: "Duration",
+  host: "Host",
+  select: (id: number) => `Select instance ${id}`,
+  none: "No instance matches.",
+} as const;
+
+export const tOverview = {
+  title: "Overview",
+  cannotLoad: "Cannot load the overview",
+  what: "overview",
+  lastDay: "Last 24 hours",
+  lastWeek: "Last 7 days",
+  noInstances: "no instances",
+  cluster: "Cluster",
+  registryUp: "✓ registry up",
+  registryDown: "✕ registry unreachable",
+  members: (masters: number, workers: number) => `${masters} masters, ${workers} workers`,
+  notNormal: (names: string) => `! not normal: ${names}`,
+  running: (n: number) => `Running now (${n})`,
+  all: "all",
+  since: "since",
+  nothingRuns: "nothing runs",
+  failures: "Recent failures",
+  failedLog: (task: string) => `log of failed task ${task}`,
+  noFailures: "no failures",
+} as const;
