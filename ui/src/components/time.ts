@@ -178,7 +178,7 @@ function wallClock(date: Date, zone: string): string {
         year: "numeric",
         month: "numeric",
         day: "numeric",
-        hour: "numeric",
+        hour: "2-digit",
         minute: "2-digit",
         second: "2-digit",
       }),
