@@ -40,3 +40,41 @@ export const tOverview = {
   failedLog: (task: string) => `log of failed task ${task}`,
   noFailures: "no failures",
 } as const;
+
+export const tSignIn = {
+  firstTime:
+    "First sign-in: the standalone (make run) prints user admin's first password in its start banner, and keeps " +
+    "it in admin-password in its run directory until you change it. On a cluster, your admin makes your user " +
+    "(porpoise user create), or gives you an API token.",
+  with: "Sign in with",
+  userAndPassword: "User and password",
+  apiToken: "API token",
+  signIn: "Sign in",
+  user: "User",
+  password: "Password",
+  tokenPlaceholder: "the token from `make run` or `porpoise token create`",
+  failed: "Sign-in failed",
+  cookieHint: "A session cookie for this browser; changes also need this tab's CSRF token.",
+  tokenHint: "The token is kept for this browser tab only.",
+} as const;
+
+export const tNotFound = {
+  noPage: "There is no page at this address.",
+} as const;
+
+export const tAdmin = {
+  title: "Admin",
+  sections: "Admin sections",
+  tabs: {
+    users: "Users",
+    grants: "Project grants",
+    tenants: "Tenants",
+    datasources: "Data sources",
+    environments: "Environments",
+    "project-params": "Project parameters",
+    "worker-groups": "Worker groups",
+    alerts: "Alert groups",
+    "task-groups": "Task groups",
+    tokens: "API tokens",
+  },
+} as const;

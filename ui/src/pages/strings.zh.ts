@@ -1,5 +1,5 @@
 import { translation } from "../i18n";
-import { tInstances, tOverview } from "./strings";
+import { tAdmin, tInstances, tNotFound, tOverview, tSignIn } from "./strings";
 
 translation(tInstances, {
   title: "工作流实例",
@@ -40,4 +40,41 @@ translation(tOverview, {
   failures: "最近失败",
   failedLog: (task) => `失败任务 ${task} 的日志`,
   noFailures: "没有失败",
+});
+
+translation(tSignIn, {
+  firstTime:
+    "首次登录：单机版（make run）在启动横幅中打印 admin 用户的初始密码，并在你修改之前将其保存在运行目录的 " +
+    "admin-password 文件中。在集群中，由管理员为你创建用户（porpoise user create），或给你一个 API 令牌。",
+  with: "登录方式",
+  userAndPassword: "用户名和密码",
+  apiToken: "API 令牌",
+  signIn: "登录",
+  user: "用户名",
+  password: "密码",
+  tokenPlaceholder: "`make run` 或 `porpoise token create` 给出的令牌",
+  failed: "登录失败",
+  cookieHint: "为此浏览器保存会话 Cookie；修改操作还需要此标签页的 CSRF 令牌。",
+  tokenHint: "令牌只保存在此浏览器标签页中。",
+});
+
+translation(tNotFound, {
+  noPage: "此地址没有页面。",
+});
+
+translation(tAdmin, {
+  title: "管理",
+  sections: "管理分区",
+  tabs: {
+    users: "用户管理",
+    grants: "项目授权",
+    tenants: "租户管理",
+    datasources: "数据源中心",
+    environments: "环境管理",
+    "project-params": "项目级参数",
+    "worker-groups": "Worker 分组管理",
+    alerts: "告警组管理",
+    "task-groups": "任务组管理",
+    tokens: "令牌管理",
+  },
 });
