@@ -28,7 +28,6 @@ const NOT_YET_TRANSLATED = [
   "src/pages/Instance.tsx",
   "src/pages/TaskLog.tsx",
   "src/pages/Workflow.tsx",
-  "src/pages/Workflows.tsx",
 ];
 
 // the attributes a user reads or a screen reader speaks

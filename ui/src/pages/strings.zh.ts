@@ -1,5 +1,5 @@
 import { translation } from "../i18n";
-import { tAdmin, tInstances, tNotFound, tOverview, tSignIn } from "./strings";
+import { tAdmin, tInstances, tNotFound, tOverview, tSignIn, tWorkflows } from "./strings";
 
 translation(tInstances, {
   title: "工作流实例",
@@ -77,4 +77,33 @@ translation(tAdmin, {
     "task-groups": "任务组管理",
     tokens: "令牌管理",
   },
+});
+
+translation(tWorkflows, {
+  title: "工作流定义",
+  newWorkflow: "创建工作流",
+  searchLabel: "按名称搜索工作流",
+  searchPlaceholder: "按名称搜索",
+  releaseLabel: "上线状态",
+  bothStates: "已上线和已下线",
+  online: "已上线",
+  offline: "已下线",
+  start: "运行",
+  putOnline: "上线",
+  putOffline: "下线",
+  noun: "工作流",
+  cannotList: "无法列出工作流",
+  name: "工作流名称",
+  project: "项目",
+  version: "版本",
+  release: "上线状态",
+  lastRuns: "最近运行（最新在左）",
+  nextFire: "下次调度",
+  updated: "更新时间",
+  select: (name) => `选择 ${name}`,
+  versionOf: (v) => `V${v}`,
+  isOnline: "● 已上线",
+  isOffline: "○ 已下线",
+  run: (id, state) => `实例 ${id}：${state}`,
+  none: "没有匹配的工作流。",
 });
