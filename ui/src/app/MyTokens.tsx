@@ -1,6 +1,8 @@
 import { Tokens } from "../features/admin/Tokens";
+import { translation } from "../i18n";
 
 const TEXT = { title: "My API tokens" };
+translation(TEXT, { title: "我的 API 令牌" });
 
 /** A user who is not an admin manages their own API tokens here (admins: Admin → API tokens). */
 export function MyTokens() {

@@ -1,11 +1,6 @@
 import { Link } from "react-router";
 
-const TEXT = {
-  title: "Nothing here",
-  notId: (what: string, value: string) =>
-    `“${value}” is not a ${what} number: its address holds its id or code.`,
-  back: "Go to the instances",
-};
+import { tCommon } from "./strings";
 
 /** The number in an address (/workflows/123), or null when it is not one (never NaN sent to the API). */
 export function idParam(value: string | undefined): number | null {
@@ -16,9 +11,9 @@ export function idParam(value: string | undefined): number | null {
 export function BadAddress({ what, value }: { what: string; value: string | undefined }) {
   return (
     <section>
-      <h1>{TEXT.title}</h1>
-      <p role="alert">{TEXT.notId(what, value ?? "")}</p>
-      <Link to="/instances">{TEXT.back}</Link>
+      <h1>{tCommon.nothingHere}</h1>
+      <p role="alert">{tCommon.notId(what, value ?? "")}</p>
+      <Link to="/instances">{tCommon.toInstances}</Link>
     </section>
   );
 }

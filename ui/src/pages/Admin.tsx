@@ -12,18 +12,19 @@ import { Tenants } from "../features/admin/Tenants";
 import { Tokens } from "../features/admin/Tokens";
 import { Users } from "../features/admin/Users";
 import { WorkerGroups } from "../features/admin/WorkerGroups";
+import { tAdmin } from "./strings";
 
 const TABS = {
-  users: ["Users", Users],
-  grants: ["Project grants", ProjectGrants],
-  tenants: ["Tenants", Tenants],
-  datasources: ["Data sources", DataSources],
-  environments: ["Environments", Environments],
-  "project-params": ["Project parameters", ProjectParams],
-  "worker-groups": ["Worker groups", WorkerGroups],
-  alerts: ["Alert groups", AlertGroups],
-  "task-groups": ["Task groups", TaskGroups],
-  tokens: ["API tokens", Tokens],
+  users: Users,
+  grants: ProjectGrants,
+  tenants: Tenants,
+  datasources: DataSources,
+  environments: Environments,
+  "project-params": ProjectParams,
+  "worker-groups": WorkerGroups,
+  alerts: AlertGroups,
+  "task-groups": TaskGroups,
+  tokens: Tokens,
 } as const;
 type Tab = keyof typeof TABS;
 
@@ -31,14 +32,14 @@ export function AdminPage() {
   const [params, setParams] = useSearchParams();
   const asked = params.get("tab") ?? "users";
   const tab: Tab = asked in TABS ? (asked as Tab) : "users";
-  const [, Body] = TABS[tab];
+  const Body = TABS[tab];
   return (
     <section>
-      <h1>Admin</h1>
-      <nav className="tabs" aria-label="Admin sections">
+      <h1>{tAdmin.title}</h1>
+      <nav className="tabs" aria-label={tAdmin.sections}>
         {(Object.keys(TABS) as Tab[]).map((t) => (
           <button key={t} aria-current={t === tab ? "page" : undefined} onClick={() => setParams({ tab: t })}>
-            {TABS[t][0]}
+            {tAdmin.tabs[t]}
           </button>
         ))}
       </nav>
