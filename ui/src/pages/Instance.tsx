@@ -18,6 +18,8 @@ import { lacking } from "../features/access/rights";
 import { TaskTable } from "../features/gantt/TaskTable";
 import { finishedCount } from "../features/gantt/count";
 import { buildGraph, statesByName, type TaskSpec } from "../features/graph/buildGraph";
+import { RenderedScript } from "../features/editor/RenderedScript";
+import { branchLabels } from "../features/editor/switchParams";
 import { DagView } from "../features/graph/DagView";
 import { prewarmLayout } from "../features/graph/layout";
 import { useLive } from "../features/live/useLive";
@@ -35,6 +37,9 @@ const TEXT = {
   finished: (done: number, total: number) => `${done} of ${total} finished`,
   skipped: (n: number) => `, ${n} skipped`,
 };
+
+/** Task types the master runs itself: no log, no script. */
+const LOGIC_TYPES = new Set(["SWITCH", "CONDITIONS", "SUB_PROCESS", "DEPENDENT"]);
 
 export function InstancePage() {
   const param = useParams().id;
@@ -55,6 +60,7 @@ function InstanceOf({ id }: { id: number }) {
 
   const tasks = version.data?.document.tasks as TaskSpec[] | undefined;
   const graph = useMemo(() => (tasks ? buildGraph(tasks) : null), [tasks]);
+  const labels = useMemo(() => (tasks ? branchLabels(tasks) : undefined), [tasks]);
   const current = useMemo(() => (detail ? statesByName(detail.tasks) : new Map()), [detail]);
   const states = useMemo(
     () => new Map([...current].map(([name, t]) => [name, t.state as string])),
@@ -142,6 +148,7 @@ function InstanceOf({ id }: { id: number }) {
           states={states}
           selected={selected}
           onSelect={setSelected}
+          labels={labels}
         />
       )}
       {chosen && (
@@ -153,6 +160,11 @@ function InstanceOf({ id }: { id: number }) {
               open sub-workflow #{chosen.sub_instance_id}
             </Link>
           )}
+          <RenderedScript
+            key={chosen.id}
+            taskId={chosen.id}
+            started={Boolean(chosen.start_time) && !LOGIC_TYPES.has(chosen.type)}
+          />
         </div>
       )}
       <TaskTable tasks={detail.tasks} selected={selected} onSelect={setSelected} />
