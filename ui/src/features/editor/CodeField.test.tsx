@@ -36,10 +36,12 @@ describe("CodeField", () => {
     expect(fallback.tagName).toBe("TEXTAREA");
     fireEvent.change(fallback, { target: { value: "echo 1" } });
     expect(screen.getByTestId("text").textContent).toBe("echo 1");
-    await waitFor(() => expect(screen.getByTestId("code-param-rawScript").dataset.ready).toBe("true"));
+    await waitFor(() => expect(screen.getByTestId("code-param-rawScript").dataset.ready).toBe("true"), {
+      timeout: 20_000, // the editor's chunk is transformed on first import: slow on a loaded machine
+    });
     const content = document.querySelector(".cm-content");
     expect(content?.getAttribute("aria-label")).toBe("rawScript");
     expect(content?.textContent).toBe("echo 1");
     expect(screen.getByText("Esc then Tab leaves the editor")).toBeTruthy();
-  });
+  }, 30_000);
 });

@@ -40,6 +40,7 @@ export function CodeField({
     void import("./codemirror").then(({ mountEditor }) => {
       if (!live || !host.current) return;
       editor.current = mountEditor(host.current, {
+        id,
         doc: latest.current.value,
         lang: languageOf(mediaType),
         label,
@@ -53,7 +54,7 @@ export function CodeField({
       editor.current?.destroy();
       editor.current = null;
     };
-  }, [mediaType, label, describedBy]);
+  }, [id, mediaType, label, describedBy]);
 
   useEffect(() => editor.current?.set(value), [value]);
 

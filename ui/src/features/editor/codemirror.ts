@@ -37,6 +37,8 @@ export interface Mounted {
 export function mountEditor(
   parent: HTMLElement,
   options: {
+    /** the id of the editable element (a <label for> names it) */
+    id: string;
     doc: string;
     lang: CodeLanguage;
     label: string;
@@ -56,6 +58,7 @@ export function mountEditor(
         language(options.lang),
         keymap.of([...defaultKeymap, ...historyKeymap, indentWithTab]),
         EditorView.contentAttributes.of({
+          id: options.id,
           "aria-label": options.label,
           ...(options.describedBy ? { "aria-describedby": options.describedBy } : {}),
         }),
