@@ -116,6 +116,20 @@ try {
   await page.getByRole("button", { name: "Start now" }).click();
   await page.waitForURL(/\/instances\/\d+$/);
 
+  step = "the instance finishes (read from the API: the live updates are tested elsewhere)";
+  const instance = page.url().split("/").pop();
+  let state = "";
+  for (let i = 0; i < 120 && !["SUCCESS", "FAILURE", "STOP"].includes(state); i += 1) {
+    if (i) await page.waitForTimeout(1000);
+    state = await page.evaluate(async (id) => {
+      const r = await fetch(`api/v1/instances/${id}`);
+      const body = await r.json();
+      return `${body.state}`;
+    }, instance);
+  }
+  if (state !== "SUCCESS") throw new Error(`instance ${instance} ended ${state}`);
+  await page.reload();
+
   step = "the instance: branch labels on its edges, big ran, small and rest SKIPPED";
   await page.locator('.pagehead [data-state="SUCCESS"]').waitFor();
   await page.locator('[data-testid="node-big"][data-state="SUCCESS"]').waitFor();
