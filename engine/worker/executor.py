@@ -45,6 +45,7 @@ from engine.worker.execdirs import ExecDirs
 from engine.worker.forkclient import ForkedTask, ForkServer
 from engine.worker.logfiles import CappedLog, log_path, result_tail
 from engine.worker.reaper import Reaper
+from engine.worker.rendered import code_fields, datasource_secrets, rendered_block
 from engine.worker.reporter import Reporter
 from engine.worker.resources import ResourceCache, ResourceFailure
 from engine.worker.spawn import TaskProcess, spawn
@@ -355,7 +356,9 @@ class Executor:
         except SecretError as exc:
             raise ValueError(f"alert sender secrets: {exc}") from None
 
-    def _prepare(self, run: TaskRun) -> tuple[Launch, list]:
+    def _prepare(self, run: TaskRun) -> tuple[Launch, list, str]:
+        """The launch, the local params and the rendered-script block of the log's head
+        (engine/worker/rendered.py)."""
         d = run.dispatch
         plugin_cls = registry.plugin(d.task_type)
         plugin_cls.validate(d.task_params)
@@ -391,14 +394,17 @@ class Executor:
             options={**self.plugin_options, "worker_host": self.address.rpartition(":")[0].strip("[]")},
             trusted=trusted_names(d.global_params, var_pool, local, system),
         )
-        return plugin_cls().launch(ctx), local
+        launch = plugin_cls().launch(ctx)
+        secrets = [v.decode() for v in run.masked] + datasource_secrets(ctx.datasources, DATASOURCE_SECRETS)
+        shown = rendered_block(d.task_params, code_fields(plugin_cls.params_schema), values, when, secrets)
+        return launch, local, shown
 
     async def _run(self, run: TaskRun) -> TaskResult:
         d = run.dispatch
         run.start_ms = now_ms()
         header = f"[porpoise] {_stamp()} {d.task_type} task {d.task_name!r} attempt {d.attempt} on {self.address}\n"
         try:
-            launch, local = self._prepare(run)
+            launch, local, shown = self._prepare(run)
             user = resolve_tenant(d.tenant, self.policy.allow_root_tenant, self.policy.default_user)
         except ValueError as exc:  # ParamError, bad placeholder, unknown task type
             await asyncio.to_thread(_write_log, run.log_path, header + f"[porpoise] refused: {exc}\n")
@@ -406,6 +412,7 @@ class Executor:
             return self._result(run, "FAILURE", -1, str(exc))
         # one trip to a thread for the file system work before the start: log file, exec dir, files
         run.files = frozenset(launch.files)
+        header += shown
         logfile = await acquire_in_thread(
             _close, _set_up, run.log_path, header, self.max_log_bytes, self.dirs, run.exec_dir, launch.files, user
         )

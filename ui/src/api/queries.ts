@@ -283,3 +283,19 @@ export function useResourceDetail(project: string, path: string | null) {
   });
   return { versions, references };
 }
+
+/** The first ``lines`` lines of a task attempt's log (its header: the rendered script, engine/worker/rendered.py). */
+export function useLogHead(taskId: number | null | undefined, lines: number, enabled = true) {
+  return useQuery({
+    queryKey: ["log-head", taskId, lines],
+    enabled: enabled && taskId !== null && taskId !== undefined,
+    staleTime: Infinity,
+    retry: false,
+    queryFn: () =>
+      call(
+        api.GET("/api/v1/tasks/{id}/log", {
+          params: { path: { id: String(taskId) }, query: { skip: 0, limit: lines } },
+        }),
+      ),
+  });
+}

@@ -22,6 +22,7 @@ import {
   type Draft,
 } from "../features/editor/draft";
 import { EditGraph, type PlaceHints } from "../features/editor/EditGraph";
+import { localParamsProblems } from "../features/editor/localParams";
 import { projectToCreate, refusalFixed, type Refusal } from "../features/editor/refusal";
 import { templateOf, type JsonSchema } from "../features/editor/schemaFields";
 import { tEditor } from "../features/editor/strings";
@@ -185,6 +186,13 @@ export function Editor() {
       setDraft(doc);
     }
     if (!doc) return;
+    // a local parameter's problem is shown at its row: the save waits until it is fixed
+    const unfixed = doc.tasks.find((t) => localParamsProblems(t.params as Record<string, unknown>) > 0);
+    if (unfixed) {
+      setSelected(unfixed.name);
+      setNotice(tEditor.paramsInvalid(localParamsProblems(unfixed.params as Record<string, unknown>)));
+      return;
+    }
     const creating = projectToCreate(projects, doc.project);
     if (creating !== undefined && creating !== confirmed) {
       setAskProject(creating);
@@ -306,6 +314,8 @@ export function Editor() {
               onUnlink={(up) => onDisconnect([{ source: up, target: task.name }])}
               others={taskNames}
               onLink={(up) => onConnect(up, task.name)}
+              tasks={draft.tasks}
+              onLinkBelow={(down) => onConnect(task.name, down)}
             />
           ) : (
             <WorkflowForm

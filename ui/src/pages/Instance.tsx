@@ -19,6 +19,8 @@ import { lacking } from "../features/access/rights";
 import { TaskTable } from "../features/gantt/TaskTable";
 import { finishedCount } from "../features/gantt/count";
 import { buildGraph, statesByName, type TaskSpec } from "../features/graph/buildGraph";
+import { RenderedScript } from "../features/editor/RenderedScript";
+import { branchLabels } from "../features/editor/switchParams";
 import { DagView } from "../features/graph/DagView";
 import { prewarmLayout } from "../features/graph/layout";
 import { tWaiting } from "../features/instances/strings";
@@ -39,6 +41,9 @@ const TEXT = {
   skipped: (n: number) => `, ${n} skipped`,
 };
 
+/** Task types the master runs itself: no log, no script. */
+const LOGIC_TYPES = new Set(["SWITCH", "CONDITIONS", "SUB_PROCESS", "DEPENDENT"]);
+
 export function InstancePage() {
   const param = useParams().id;
   const id = idParam(param);
@@ -58,6 +63,7 @@ function InstanceOf({ id }: { id: number }) {
 
   const tasks = version.data?.document.tasks as TaskSpec[] | undefined;
   const graph = useMemo(() => (tasks ? buildGraph(tasks) : null), [tasks]);
+  const labels = useMemo(() => (tasks ? branchLabels(tasks) : undefined), [tasks]);
   const current = useMemo(() => (detail ? statesByName(detail.tasks) : new Map()), [detail]);
   const states = useMemo(
     () => new Map([...current].map(([name, t]) => [name, t.state as string])),
@@ -155,6 +161,7 @@ function InstanceOf({ id }: { id: number }) {
           waiting={whyText}
           selected={selected}
           onSelect={setSelected}
+          labels={labels}
         />
       )}
       {chosen && (
@@ -171,6 +178,11 @@ function InstanceOf({ id }: { id: number }) {
               {tWaiting.heading} <WhyWaiting wait={chosenWhy} />
             </div>
           )}
+          <RenderedScript
+            key={chosen.id}
+            taskId={chosen.id}
+            started={Boolean(chosen.start_time) && !LOGIC_TYPES.has(chosen.type)}
+          />
         </div>
       )}
       <TaskTable tasks={detail.tasks} selected={selected} onSelect={setSelected} why={why} />

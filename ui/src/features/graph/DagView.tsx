@@ -75,9 +75,12 @@ export function DagView({
   waiting,
   selected,
   onSelect,
+  labels,
 }: {
   layoutKey: string;
   graph: Graph;
+  /** edge id -> its label (a SWITCH branch: editor/switchParams.ts branchLabels) */
+  labels?: ReadonlyMap<string, string>;
   states?: Map<string, string>;
   /** why each waiting task is not running yet, in words, by task name */
   waiting?: Map<string, string>;
@@ -98,8 +101,15 @@ export function DagView({
   }, [layoutKey, graph]);
 
   const edges: Edge[] = useMemo(
-    () => graph.edges.map((e) => ({ id: e.id, source: e.source, target: e.target })),
-    [graph],
+    () =>
+      graph.edges.map((e) => {
+        const label = labels?.get(e.id);
+        const edge = { id: e.id, source: e.source, target: e.target };
+        return label === undefined
+          ? edge
+          : { ...edge, label, labelBgPadding: [4, 2] as [number, number], className: "branch-edge" };
+      }),
+    [graph, labels],
   );
   const nodes: Node<TaskNodeData>[] = useMemo(() => {
     if (!positions || positions.key !== layoutKey) return [];
