@@ -42,7 +42,6 @@ class ExecDirs:
         self._spares: collections.defaultdict[int, collections.deque[tuple[Path, frozenset[str]]]] = (
             collections.defaultdict(collections.deque)
         )
-        self._spare_count = 0  # approximate across threads: it only bounds how many are kept
         #: attempt directory -> (uid, gid) it was prepared for (popped by release)
         self._owners: dict[Path, tuple[int, int]] = {}
         self._counter = itertools.count(1)  # next() is atomic across threads
@@ -82,7 +81,7 @@ class ExecDirs:
             return
         if (
             owner is None
-            or self._spare_count >= self.max_spares
+            or sum(len(spares) for spares in list(self._spares.values())) >= self.max_spares
             or not stat.S_ISDIR(st.st_mode)
             or (st.st_uid, st.st_gid) != owner
             or stat.S_IMODE(st.st_mode) != self._mode
@@ -105,7 +104,6 @@ class ExecDirs:
             remove_dir(path)
             return
         self._spares[owner[0]].append((spare, frozenset(kept)))
-        self._spare_count += 1
 
     def _clean(self, path: Path, owner: tuple[int, int], kept: frozenset[str]) -> bool:
         """A spare just placed at ``path`` is as it was released (a process of its last attempt may have
@@ -150,11 +148,9 @@ class ExecDirs:
 
     def _take(self, uid: int) -> tuple[Path, frozenset[str]] | None:
         try:
-            spare = self._spares[uid].pop()
+            return self._spares[uid].pop()
         except IndexError:
             return None
-        self._spare_count -= 1
-        return spare
 
     def _make(self, path: Path) -> None:
         try:
