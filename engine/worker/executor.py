@@ -111,6 +111,8 @@ class TaskRun:
     log_tail: str = ""
     #: values the log shows as ``***`` (the secret project parameters it was given)
     masked: tuple[bytes, ...] = ()
+    #: its exec dir was handed back (with the log's close, in one trip to a thread)
+    released: bool = False
 
     @property
     def key(self) -> tuple[int, int]:
@@ -294,7 +296,8 @@ class Executor:
                 log.info("task finished", state=result.state, exit_code=result.exit_code)
             else:  # the loop may see the exit long after the kill: say when the reaper killed it
                 log.info("task finished", state=result.state, exit_code=result.exit_code, reaped_at=run.reaped_at)
-            await asyncio.to_thread(self.dirs.release, run.exec_dir, run.files)
+            if not run.released:  # it ended before its log was set up
+                await asyncio.to_thread(self.dirs.release, run.exec_dir, run.files)
 
     def _ended(self, run: TaskRun, state: str) -> None:
         self.ended[run.key] = state
@@ -459,7 +462,11 @@ class Executor:
             var_pool = [p.to_dict() for p in out_params(local, emitted)]
             return self._result(run, state, code, message, var_pool)
         finally:
-            run.log_tail = await asyncio.to_thread(_close_with_tail, logfile, run.log_path, trailer)
+            # the process group is gone (or never started): the exec dir goes back in the same trip
+            run.log_tail = await asyncio.to_thread(
+                _close_with_tail, logfile, run.log_path, trailer, lambda: self.dirs.release(run.exec_dir, run.files)
+            )
+            run.released = True
 
     async def _place_resources(self, run: TaskRun, logfile: CappedLog, user: pwd.struct_passwd | None) -> str:
         """The task's resource-center files into its directory (engine/worker/resources.py); why not, or ""."""
@@ -630,13 +637,17 @@ def _stamp() -> str:
     return dt.datetime.now().astimezone().isoformat(timespec="milliseconds")
 
 
-def _close_with_tail(fh: CappedLog, path: Path, trailer: str = "") -> str:
-    """Write a finished attempt's last line, close its log and read its last lines (one trip to a thread)."""
+def _close_with_tail(fh: CappedLog, path: Path, trailer: str = "", release: Callable[[], None] = lambda: None) -> str:
+    """Write a finished attempt's last line, close its log, ``release`` its exec dir and read the log's last
+    lines (one trip to a thread)."""
     try:
         if trailer:
             fh.write(trailer.encode())
     finally:
-        fh.close()
+        try:
+            fh.close()
+        finally:
+            release()
     return result_tail(path, LOG_TAIL_LINES, LOG_TAIL_BYTES)
 
 
