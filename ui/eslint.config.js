@@ -3,6 +3,30 @@ import reactHooks from "eslint-plugin-react-hooks";
 import globals from "globals";
 import tseslint from "typescript-eslint";
 
+const RAW_CLIENT =
+  "reach the API through a hook of src/api (queries.ts and its per-area modules), not the raw client or fetch";
+// files that still call the client directly: each moves to a hook of src/api, and leaves this list
+const DIRECT_CALLS_LEFT = [
+  "src/app/Account.tsx",
+  "src/app/session.ts",
+  "src/features/admin/AlertGroups.tsx",
+  "src/features/admin/DataSources.tsx",
+  "src/features/admin/Environments.tsx",
+  "src/features/admin/ProjectParams.tsx",
+  "src/features/admin/TaskGroups.tsx",
+  "src/features/admin/WorkerGroups.tsx",
+  "src/features/alerts/AlertGroupEditor.tsx",
+  "src/features/live/sse.ts",
+  "src/features/resources/upload.ts",
+  "src/features/workflow/Backfill.tsx",
+  "src/features/workflow/Schedules.tsx",
+  "src/features/workflow/StartDialog.tsx",
+  "src/pages/Alerts.tsx",
+  "src/pages/Resources.tsx",
+  "src/pages/SignIn.tsx",
+  "src/pages/TaskLog.tsx",
+];
+
 export default tseslint.config(
   { ignores: ["dist", "node_modules", "src/api/generated", "test-results"] },
   {
@@ -13,6 +37,35 @@ export default tseslint.config(
     rules: {
       ...reactHooks.configs.recommended.rules,
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_" }],
+    },
+  },
+  {
+    // the API only through the query layer (src/api): its hooks, and its stream readers
+    files: ["src/**/*.{ts,tsx}"],
+    ignores: ["src/api/**", "src/**/*.test.{ts,tsx}", ...DIRECT_CALLS_LEFT],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          paths: [{ name: "openapi-fetch", message: RAW_CLIENT }],
+          patterns: [{ group: ["**/api/client"], importNames: ["api", "call"], message: RAW_CLIENT }],
+        },
+      ],
+      "no-restricted-globals": [
+        "error",
+        ...["fetch", "XMLHttpRequest", "EventSource", "WebSocket"].map((name) => ({
+          name,
+          message: RAW_CLIENT,
+        })),
+      ],
+      "no-restricted-properties": [
+        "error",
+        ...["window", "globalThis", "self"].map((object) => ({
+          object,
+          property: "fetch",
+          message: RAW_CLIENT,
+        })),
+      ],
     },
   },
   {
