@@ -9,13 +9,10 @@ const RAW_CLIENT =
 const DIRECT_CALLS_LEFT = [
   "src/app/Account.tsx",
   "src/app/session.ts",
-  "src/features/admin/AlertGroups.tsx",
   "src/features/admin/DataSources.tsx",
   "src/features/admin/Environments.tsx",
   "src/features/admin/ProjectParams.tsx",
-  "src/features/admin/TaskGroups.tsx",
   "src/features/admin/WorkerGroups.tsx",
-  "src/features/alerts/AlertGroupEditor.tsx",
   "src/features/live/sse.ts",
   "src/features/resources/upload.ts",
   "src/features/workflow/Backfill.tsx",

@@ -3,6 +3,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 
 import { api, call } from "./client";
+import type { paths } from "./generated/schema";
 
 /** The caller's API tokens. */
 export function useTokens() {
@@ -150,5 +151,109 @@ export function useRevokeProjectGrant(project: string) {
         api.DELETE("/api/v1/projects/{name}/grants/{user}", { params: { path: { name: project, user } } }),
       ),
     onSettled: () => client.invalidateQueries({ queryKey: ["grants", project] }),
+  });
+}
+
+/** Task groups with their slots in use and queue length (polled: they change as tasks run). */
+export function useTaskGroups() {
+  return useQuery({
+    queryKey: ["task-groups"],
+    queryFn: () => call(api.GET("/api/v1/task-groups", { params: { query: { size: 200 } } })),
+    refetchInterval: 5_000,
+  });
+}
+
+/** A task group's queue, each waiting task with its position. */
+export function useTaskGroupQueue(id: number) {
+  return useQuery({
+    queryKey: ["task-groups", "queue", id],
+    queryFn: () =>
+      call(
+        api.GET("/api/v1/task-groups/{id}/queue", {
+          params: { path: { id: String(id) }, query: { size: 200 } },
+        }),
+      ),
+    refetchInterval: 5_000,
+  });
+}
+
+export function useCreateTaskGroup() {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (body: { name: string; size: number }) => call(api.POST("/api/v1/task-groups", { body })),
+    onSettled: () => client.invalidateQueries({ queryKey: ["task-groups"] }),
+  });
+}
+
+export function useResizeTaskGroup(id: number) {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (size: number) =>
+      call(api.PATCH("/api/v1/task-groups/{id}", { params: { path: { id: String(id) } }, body: { size } })),
+    onSettled: () => client.invalidateQueries({ queryKey: ["task-groups"] }),
+  });
+}
+
+/** Start a waiting task now (it takes its slots over the group's size). */
+export function useForceStart() {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (task: number) =>
+      call(
+        api.POST("/api/v1/task-groups/queue/{task_instance_id}/force-start", {
+          params: { path: { task_instance_id: String(task) } },
+        }),
+      ),
+    onSettled: () => client.invalidateQueries({ queryKey: ["task-groups"] }),
+  });
+}
+
+/** The alert groups the caller sees (the admin screen, the alert history's filter, the start dialog). */
+export function useAlertGroups() {
+  return useQuery({
+    queryKey: ["alert-groups"],
+    queryFn: () => call(api.GET("/api/v1/alert-groups", { params: { query: { size: 200 } } })),
+  });
+}
+
+/** Alert channel types and their parameter schemas; they change only with a server upgrade. */
+export function useAlertTypes() {
+  return useQuery({
+    queryKey: ["alert-types"],
+    queryFn: async () => (await call(api.GET("/api/v1/alert-types"))).items,
+    staleTime: Infinity,
+  });
+}
+
+type AlertGroupBody = NonNullable<
+  paths["/api/v1/alert-groups"]["post"]["requestBody"]
+>["content"]["application/json"];
+
+/** Create an alert group (``id`` undefined) or change one. */
+export function useSaveAlertGroup(id: number | undefined) {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (body: AlertGroupBody) =>
+      id === undefined
+        ? call(api.POST("/api/v1/alert-groups", { body }))
+        : call(api.PATCH("/api/v1/alert-groups/{id}", { params: { path: { id: String(id) } }, body })),
+    onSuccess: () => client.invalidateQueries({ queryKey: ["alert-groups"] }),
+  });
+}
+
+export function useDeleteAlertGroup() {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (id: number) =>
+      call(api.DELETE("/api/v1/alert-groups/{id}", { params: { path: { id: String(id) } } })),
+    onSettled: () => client.invalidateQueries({ queryKey: ["alert-groups"] }),
+  });
+}
+
+/** Send a test alert through each of a group's senders: each sender's outcome. */
+export function useTestAlertGroup() {
+  return useMutation({
+    mutationFn: (id: number) =>
+      call(api.POST("/api/v1/alert-groups/{id}/test", { params: { path: { id: String(id) } } })),
   });
 }
