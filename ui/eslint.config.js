@@ -15,8 +15,6 @@ const DIRECT_CALLS_LEFT = [
   "src/features/admin/WorkerGroups.tsx",
   "src/features/live/sse.ts",
   "src/features/resources/upload.ts",
-  "src/features/workflow/Backfill.tsx",
-  "src/features/workflow/Schedules.tsx",
   "src/features/workflow/StartDialog.tsx",
   "src/pages/Alerts.tsx",
   "src/pages/Resources.tsx",
