@@ -282,3 +282,11 @@ export function useSaveWorkflow(code: number | null) {
     },
   });
 }
+
+/** Change the caller's own password (the current one confirms it). */
+export function useChangePassword() {
+  return useMutation({
+    mutationFn: (body: { old_password: string; new_password: string }) =>
+      call(api.POST("/api/v1/me/password", { body })),
+  });
+}
