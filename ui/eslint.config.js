@@ -11,7 +11,6 @@ const DIRECT_CALLS_LEFT = [
   "src/features/admin/DataSources.tsx",
   "src/features/admin/Environments.tsx",
   "src/features/admin/ProjectParams.tsx",
-  "src/features/admin/WorkerGroups.tsx",
   "src/features/live/sse.ts",
   "src/features/resources/upload.ts",
   "src/features/workflow/StartDialog.tsx",

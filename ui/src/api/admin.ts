@@ -257,3 +257,38 @@ export function useTestAlertGroup() {
       call(api.POST("/api/v1/alert-groups/{id}/test", { params: { path: { id: String(id) } } })),
   });
 }
+
+/** The worker groups managed in the cluster; ``poll``: refreshed every 10 s (the admin screen). */
+export function useWorkerGroups(poll = false) {
+  return useQuery({
+    queryKey: ["worker-groups"],
+    queryFn: () => call(api.GET("/api/v1/worker-groups", { params: { query: { size: 500 } } })),
+    refetchInterval: poll ? 10_000 : false,
+  });
+}
+
+/** Create a worker group (``stored`` undefined) or change the one named ``stored``. */
+export function useSaveWorkerGroup(stored: string | undefined) {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (body: { name: string; addresses: string[]; description?: string }) =>
+      stored === undefined
+        ? call(api.POST("/api/v1/worker-groups", { body }))
+        : call(
+            api.PATCH("/api/v1/worker-groups/{name}", {
+              params: { path: { name: stored } },
+              body: { addresses: body.addresses, description: body.description },
+            }),
+          ),
+    onSuccess: () => client.invalidateQueries({ queryKey: ["worker-groups"] }),
+  });
+}
+
+export function useDeleteWorkerGroup() {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (name: string) =>
+      call(api.DELETE("/api/v1/worker-groups/{name}", { params: { path: { name } } })),
+    onSettled: () => client.invalidateQueries({ queryKey: ["worker-groups"] }),
+  });
+}
