@@ -34,6 +34,22 @@ const NOT_YET_TRANSLATED = [
 const VISIBLE =
   "/^(aria-label|aria-description|aria-roledescription|aria-valuetext|title|placeholder|alt|label|what|noun)$/";
 
+const RAW_CLIENT =
+  "reach the API through a hook of src/api (queries.ts and its per-area modules), not the raw client or fetch";
+// files that still call the client directly: each moves to a hook of src/api, and leaves this list
+const DIRECT_CALLS_LEFT = [
+  "src/app/session.ts",
+  "src/features/admin/DataSources.tsx",
+  "src/features/admin/Environments.tsx",
+  "src/features/admin/ProjectParams.tsx",
+  "src/features/live/sse.ts",
+  "src/features/resources/upload.ts",
+  "src/features/workflow/StartDialog.tsx",
+  "src/pages/Resources.tsx",
+  "src/pages/SignIn.tsx",
+  "src/pages/TaskLog.tsx",
+];
+
 export default tseslint.config(
   { ignores: ["dist", "node_modules", "src/api/generated", "test-results"] },
   {
@@ -67,6 +83,35 @@ export default tseslint.config(
         ].map((selector) => ({
           selector,
           message: "A user-visible string goes into the feature's strings module (see src/i18n/index.ts).",
+        })),
+      ],
+    },
+  },
+  {
+    // the API only through the query layer (src/api): its hooks, and its stream readers
+    files: ["src/**/*.{ts,tsx}"],
+    ignores: ["src/api/**", "src/**/*.test.{ts,tsx}", ...DIRECT_CALLS_LEFT],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          paths: [{ name: "openapi-fetch", message: RAW_CLIENT }],
+          patterns: [{ group: ["**/api/client"], importNames: ["api", "call"], message: RAW_CLIENT }],
+        },
+      ],
+      "no-restricted-globals": [
+        "error",
+        ...["fetch", "XMLHttpRequest", "EventSource", "WebSocket"].map((name) => ({
+          name,
+          message: RAW_CLIENT,
+        })),
+      ],
+      "no-restricted-properties": [
+        "error",
+        ...["window", "globalThis", "self"].map((object) => ({
+          object,
+          property: "fetch",
+          message: RAW_CLIENT,
         })),
       ],
     },

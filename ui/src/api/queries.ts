@@ -1,7 +1,7 @@
 // Query keys and hooks: components reach the API only through these (and the live stream patches them).
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 
-import { api, call, type ControlResult, type Waiting } from "./client";
+import { api, call, type ControlResult, type Waiting, type WorkflowDoc } from "./client";
 
 export interface InstanceFilters {
   state?: string;
@@ -297,5 +297,30 @@ export function useLogHead(taskId: number | null | undefined, lines: number, ena
           params: { path: { id: String(taskId) }, query: { skip: 0, limit: lines } },
         }),
       ),
+  });
+}
+
+/** Save a workflow document: a new workflow (``code`` null, created offline) or a new version of ``code``. */
+export function useSaveWorkflow(code: number | null) {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (doc: WorkflowDoc) =>
+      code === null
+        ? call(api.POST("/api/v1/workflows", { params: { query: { release: false } }, body: doc }))
+        : call(api.PUT("/api/v1/workflows/{code}", { params: { path: { code: String(code) } }, body: doc })),
+    onSuccess: (saved) => {
+      void client.invalidateQueries({ queryKey: ["workflow", saved.code] });
+      void client.invalidateQueries({ queryKey: ["workflow-versions", saved.code] });
+      void client.invalidateQueries({ queryKey: ["workflows"] });
+      void client.invalidateQueries({ queryKey: keys.me }); // a project it created
+    },
+  });
+}
+
+/** Change the caller's own password (the current one confirms it). */
+export function useChangePassword() {
+  return useMutation({
+    mutationFn: (body: { old_password: string; new_password: string }) =>
+      call(api.POST("/api/v1/me/password", { body })),
   });
 }

@@ -2,8 +2,7 @@
 // user may; the server wants the current password and then ends the browser sessions, so it signs in again).
 import { useEffect, useRef, useState, type FormEvent } from "react";
 
-import { api, call } from "../api/client";
-import { useMe } from "../api/queries";
+import { useChangePassword, useMe } from "../api/queries";
 import { ErrorBox } from "../components/ErrorBox";
 import { translation } from "../i18n";
 import { signOut } from "./session";
@@ -69,6 +68,7 @@ function PasswordDialog({ onClose }: { onClose: () => void }) {
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState(false);
   const [busy, setBusy] = useState(false);
+  const changing = useChangePassword();
   useEffect(() => {
     const dialog = ref.current;
     if (dialog && !dialog.open) dialog.showModal();
@@ -84,7 +84,7 @@ function PasswordDialog({ onClose }: { onClose: () => void }) {
     }
     setBusy(true);
     try {
-      await call(api.POST("/api/v1/me/password", { body: { old_password: current, new_password: next } }));
+      await changing.mutateAsync({ old_password: current, new_password: next });
       setDone(true);
     } catch (exc) {
       setError(exc);
