@@ -1,14 +1,28 @@
+import { useRef } from "react";
 import { Link, NavLink, Outlet } from "react-router";
 
 import { useMe } from "../api/queries";
 import { ConnectionBanner } from "../components/ConnectionBanner";
+import { tSkip } from "../components/strings";
 import { ZoneSwitch } from "../components/ZoneSwitch";
 import { Account } from "./Account";
 
 export function Layout() {
   const me = useMe().data;
+  const main = useRef<HTMLElement>(null);
   return (
     <div className="app">
+      {/* the first focusable element: past the header and its navigation to the page itself */}
+      <a
+        href="#content"
+        className="skip-link"
+        onClick={(e) => {
+          e.preventDefault();
+          main.current?.focus();
+        }}
+      >
+        {tSkip.toContent}
+      </a>
       <header className="top">
         <Link to="/overview" className="brand">
           Porpoise
@@ -27,7 +41,7 @@ export function Layout() {
         <Account />
       </header>
       <ConnectionBanner />
-      <main className="content">
+      <main className="content" id="content" ref={main} tabIndex={-1}>
         <Outlet />
       </main>
     </div>

@@ -1,5 +1,8 @@
 import { Link } from "react-router";
 
+import { tTitle } from "./strings";
+import { useTitle } from "./title";
+
 const TEXT = {
   title: "Nothing here",
   notId: (what: string, value: string) =>
@@ -14,6 +17,7 @@ export function idParam(value: string | undefined): number | null {
 
 /** What an address with something else than a number where the id belongs shows. */
 export function BadAddress({ what, value }: { what: string; value: string | undefined }) {
+  useTitle(tTitle.notFound);
   return (
     <section>
       <h1>{TEXT.title}</h1>

@@ -12,6 +12,8 @@ import { Tenants } from "../features/admin/Tenants";
 import { Tokens } from "../features/admin/Tokens";
 import { Users } from "../features/admin/Users";
 import { WorkerGroups } from "../features/admin/WorkerGroups";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const TABS = {
   users: ["Users", Users],
@@ -32,6 +34,7 @@ export function AdminPage() {
   const asked = params.get("tab") ?? "users";
   const tab: Tab = asked in TABS ? (asked as Tab) : "users";
   const [, Body] = TABS[tab];
+  useTitle(tTitle.admin, TABS[tab][0]);
   return (
     <section>
       <h1>Admin</h1>

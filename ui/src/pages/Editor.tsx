@@ -30,6 +30,8 @@ import { WorkflowForm } from "../features/editor/WorkflowForm";
 import { buildGraph, type TaskSpec } from "../features/graph/buildGraph";
 import { NO_GROUPS, type Groups } from "../features/graph/collapse";
 import { DagView } from "../features/graph/DagView";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const TEMPLATE: Draft = {
   name: "my_workflow",
@@ -76,6 +78,7 @@ export function Editor() {
   const param = useParams().code;
   const code = param === undefined ? null : Number(param);
   const existing = useWorkflow(code);
+  useTitle(code === null ? tTitle.newWorkflow : tTitle.editWorkflow(code), existing.data?.name);
   const taskTypes = useTaskTypes();
   const navigate = useNavigate();
   const client = useQueryClient();

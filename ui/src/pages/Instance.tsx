@@ -22,6 +22,8 @@ import { DagView } from "../features/graph/DagView";
 import { prewarmLayout } from "../features/graph/layout";
 import { useLive } from "../features/live/useLive";
 import { RunType } from "../features/workflow/RunType";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const LABELS: Record<InstanceAction, string> = {
   stop: "Stop",
@@ -48,6 +50,7 @@ function InstanceOf({ id }: { id: number }) {
   useEffect(prewarmLayout, []);
   const query = useInstance(id);
   const detail = query.data;
+  useTitle(tTitle.instance(id), detail?.name);
   const version = useWorkflowVersion(detail?.workflow_code, detail?.workflow_version);
   const action = useInstanceAction();
   const me = useMe().data;

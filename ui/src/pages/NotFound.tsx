@@ -1,6 +1,9 @@
 import { isRouteErrorResponse, Link, useRouteError } from "react-router";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 export function NotFound() {
+  useTitle(tTitle.notFound);
   const error = useRouteError();
   const message = error
     ? isRouteErrorResponse(error)

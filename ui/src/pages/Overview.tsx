@@ -6,6 +6,8 @@ import { StateBadge } from "../components/StateBadge";
 import { toneOf } from "../components/state";
 import { Time } from "../components/Time";
 import { useLive } from "../features/live/useLive";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const ORDER = [
   "RUNNING_EXECUTION",
@@ -50,6 +52,7 @@ function Counts({ title, counts }: { title: string; counts: Record<string, numbe
 }
 
 export function OverviewPage() {
+  useTitle(tTitle.overview);
   useLive();
   const query = useOverview();
   const data = query.data;

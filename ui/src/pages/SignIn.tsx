@@ -3,6 +3,8 @@ import { useNavigate, useSearchParams } from "react-router";
 
 import { api, call, session, token } from "../api/client";
 import { ErrorBox } from "../components/ErrorBox";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const TEXT = {
   firstTime:
@@ -14,6 +16,7 @@ const TEXT = {
 /** Sign in with a user name and password (a session cookie for this browser, CSRF token for this tab), or
  * with an API token (porpoise token create, or the one `make run` prints). */
 export function SignIn() {
+  useTitle(tTitle.signIn);
   const [mode, setMode] = useState<"password" | "token">("password");
   const [user, setUser] = useState("");
   const [secret, setSecret] = useState("");

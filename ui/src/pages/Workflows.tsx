@@ -11,10 +11,13 @@ import { labelOf, symbolOf, toneOf } from "../components/state";
 import { Time } from "../components/Time";
 import { lackingCreate } from "../features/access/rights";
 import { NextFire } from "../features/workflow/FireTimes";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const SIZE = 50;
 
 export function Workflows() {
+  useTitle(tTitle.workflows);
   const { params, set, page } = useUrlFilters();
   const search = params.get("search") ?? "";
   const release = params.get("release") ?? "";
