@@ -1,8 +1,9 @@
-import { useRef } from "react";
+import { useEffect, useRef } from "react";
 import { Link, NavLink, Outlet } from "react-router";
 
 import { useMe } from "../api/queries";
 import { ConnectionBanner } from "../components/ConnectionBanner";
+import { installFocusInvalid } from "../components/focusInvalid";
 import { tSkip } from "../components/strings";
 import { ZoneSwitch } from "../components/ZoneSwitch";
 import { Account } from "./Account";
@@ -10,6 +11,8 @@ import { Account } from "./Account";
 export function Layout() {
   const me = useMe().data;
   const main = useRef<HTMLElement>(null);
+  // after a refused save, focus on the first invalid field of any form of the app
+  useEffect(() => installFocusInvalid(), []);
   return (
     <div className="app">
       {/* the first focusable element: past the header and its navigation to the page itself */}

@@ -243,7 +243,7 @@ export function Editor() {
               </button>
             ))}
           </div>
-          <button disabled={busy} onClick={() => void save()}>
+          <button disabled={busy} onClick={() => void save()} data-save>
             Save as new version
           </button>
         </div>

@@ -182,10 +182,29 @@ try {
   ];
   if (!bBox || !cBox || cBox.y - bBox.y < 30) throw new Error("the moved node lost its place");
 
+  step =
+    "keyboard in the editor: a node named by its task, Tab to the next one (a focus ring), Enter opens its form";
+  await page.getByRole("button", { name: /^Task a, SHELL/ }).focus();
+  await page.keyboard.press("Tab");
+  const focused = await page.evaluate(() => ({
+    id: document.activeElement?.getAttribute("data-id"),
+    label: document.activeElement?.getAttribute("aria-label"),
+    ring: getComputedStyle(document.activeElement?.querySelector(".dag-node") ?? document.body).outlineStyle,
+  }));
+  if (!focused.id || !focused.label?.startsWith(`Task ${focused.id}, `) || focused.ring === "none")
+    throw new Error(`Tab from node a: ${JSON.stringify(focused)}`);
+  await page.keyboard.press("Enter");
+  if ((await page.getByTestId("task-form").locator("#task-name").inputValue()) !== focused.id)
+    throw new Error(`Enter on node ${focused.id} did not open its form`);
+
   step = "save: the server's refusal is shown on the task and at its field, then fixed and saved";
   await page.getByRole("button", { name: "Save as new version" }).click();
   await page.getByTestId("node-c").getByTestId("node-error").waitFor();
   await page.getByTestId("field-rawScript").getByRole("alert").waitFor();
+  // the refused save moved focus to the first invalid field
+  await page.waitForFunction(() => document.activeElement?.closest('[data-testid="field-rawScript"]'), null, {
+    timeout: 10_000,
+  });
   await audit("editor", "workflows/new");
   await shot("editor");
   await page.getByLabel("rawScript").fill("print('c ran')");
@@ -244,6 +263,11 @@ try {
   await shot("instance");
   if (!/^Instance \d+ · ui_.+ · Porpoise$/.test(await page.title()))
     throw new Error(`the instance page's title: ${await page.title()}`);
+
+  step = "keyboard on the instance page: a node named by its task and state, Enter shows its task";
+  await page.getByRole("button", { name: /^Task b, \w+, success$/ }).focus();
+  await page.keyboard.press("Enter");
+  await page.getByTestId("selected-task").locator("strong", { hasText: /^b$/ }).waitFor();
 
   step = "open task a's log from the graph";
   await page.getByTestId("node-a").click();
