@@ -402,6 +402,7 @@ try {
   await page.goto(`${url}/no/such/page`);
   await page.getByRole("heading", { name: "Nothing here" }).waitFor();
   await audit("not found", "*");
+  await shot("not-found");
 
   if (consoleErrors.length) throw new Error(`uncaught page errors: ${consoleErrors.join("; ")}`);
   step = "accessibility (axe-core, WCAG 2 A/AA): no serious or critical violation on any page";
