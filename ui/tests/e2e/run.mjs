@@ -114,6 +114,8 @@ try {
     throw new Error("the skip link does not move focus to the main region");
 
   step = "keyboard: the navigation is reachable with Tab and followed with Enter";
+  await page.reload(); // focus back at the page's start
+  await page.getByTestId("instances").waitFor();
   await page.locator("body").focus();
   let reached = false;
   for (let i = 0; i < 15 && !reached; i += 1) {

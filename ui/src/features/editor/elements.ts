@@ -45,6 +45,7 @@ export function syncNodes(
       selected: old?.selected ?? false,
       data,
       ariaLabel: nodeLabel(data),
+      ariaRole: "button",
       ...PRESIZED,
     };
   });

@@ -107,6 +107,7 @@ export function DagView({
         position: positions.at.get(n.id) ?? { x: 0, y: 0 },
         data,
         ariaLabel: nodeLabel(data),
+        ariaRole: "button" as const,
         draggable: false,
         connectable: false,
         ...PRESIZED,
