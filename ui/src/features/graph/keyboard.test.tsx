@@ -8,17 +8,15 @@ afterEach(cleanup);
 
 describe("a DAG node by keyboard", () => {
   it("is named by its task, type and state", () => {
-    expect(nodeLabel({ name: "load", type: "SQL", state: "RUNNING_EXECUTION" })).toBe(
-      "Task load, SQL, running",
-    );
+    expect(nodeLabel({ name: "load", type: "SQL", state: "RUNNING_EXECUTION" })).toBe("load, SQL, running");
     expect(nodeLabel({ name: "c", type: "PYTHON", error: "rawScript is empty" })).toBe(
-      "Task c, PYTHON, refused: rawScript is empty",
+      "c, PYTHON, error: rawScript is empty",
     );
   });
 
   it("is named so in the editor", () => {
     const [node] = syncNodes([], [{ name: "b", type: "SHELL" } as never], () => ({ x: 0, y: 0 }), new Map());
-    expect(node?.ariaLabel).toBe("Task b, SHELL");
+    expect(node?.ariaLabel).toBe("b, SHELL");
     expect(node?.ariaRole).toBe("button");
   });
 
