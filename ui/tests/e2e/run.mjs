@@ -186,7 +186,7 @@ try {
 
   step =
     "keyboard in the editor: a node named by its task, Tab to the next one (a focus ring), Enter opens its form";
-  await page.getByRole("button", { name: /^a, SHELL/ }).focus();
+  await page.getByRole("group", { name: /^a, SHELL/ }).focus();
   await page.keyboard.press("Tab");
   const focused = await page.evaluate(() => ({
     id: document.activeElement?.getAttribute("data-id"),

@@ -45,7 +45,6 @@ export function syncNodes(
       selected: old?.selected ?? false,
       data,
       ariaLabel: nodeLabel(data),
-      ariaRole: "button",
       ...PRESIZED,
     };
   });
