@@ -74,3 +74,28 @@ export const tState = {
   DISABLED: "disabled",
   SKIPPED: "skipped",
 } as const;
+
+/** document.title per screen: the screen, then the object it shows, then the app ("Instance 42 · etl_daily · Porpoise"). */
+export const tTitle = {
+  app: "Porpoise",
+  separator: " · ",
+  signIn: "Sign in",
+  overview: "Overview",
+  instances: "Workflow instances",
+  instance: (id: number) => `Instance ${id}`,
+  taskLog: (id: number) => `Log of task ${id}`,
+  workflows: "Workflows",
+  workflow: (code: number) => `Workflow ${code}`,
+  newWorkflow: "New workflow",
+  editWorkflow: (code: number) => `Edit workflow ${code}`,
+  cluster: "Cluster",
+  alerts: "Alerts",
+  resources: "Resources",
+  admin: "Admin",
+  tokens: "My tokens",
+  notFound: "Nothing here",
+} as const;
+
+export const tSkip = {
+  toContent: "Skip to content",
+} as const;

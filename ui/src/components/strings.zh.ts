@@ -1,5 +1,5 @@
 import { translation } from "../i18n";
-import { tCommon, tDateTime, tLanguage, tState, tUnits, tZone } from "./strings";
+import { tCommon, tDateTime, tLanguage, tSkip, tState, tTitle, tUnits, tZone } from "./strings";
 
 translation(tDateTime, {
   placeholder: "YYYY-MM-DD HH:MM",
@@ -69,4 +69,28 @@ translation(tState, {
   SERIAL_WAIT: "串行等待",
   DISABLED: "已禁用",
   SKIPPED: "已跳过",
+});
+
+translation(tTitle, {
+  app: "Porpoise",
+  separator: " · ",
+  signIn: "登录",
+  overview: "概览",
+  instances: "工作流实例",
+  instance: (id) => `实例 ${id}`,
+  taskLog: (id) => `任务 ${id} 的日志`,
+  workflows: "工作流",
+  workflow: (code) => `工作流 ${code}`,
+  newWorkflow: "新建工作流",
+  editWorkflow: (code) => `编辑工作流 ${code}`,
+  cluster: "集群",
+  alerts: "告警",
+  resources: "资源中心",
+  admin: "管理",
+  tokens: "我的令牌",
+  notFound: "页面不存在",
+});
+
+translation(tSkip, {
+  toContent: "跳到主要内容",
 });

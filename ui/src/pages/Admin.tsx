@@ -13,6 +13,8 @@ import { Tokens } from "../features/admin/Tokens";
 import { Users } from "../features/admin/Users";
 import { WorkerGroups } from "../features/admin/WorkerGroups";
 import { tAdmin } from "./strings";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const TABS = {
   users: Users,
@@ -33,6 +35,7 @@ export function AdminPage() {
   const asked = params.get("tab") ?? "users";
   const tab: Tab = asked in TABS ? (asked as Tab) : "users";
   const Body = TABS[tab];
+  useTitle(tTitle.admin, tAdmin.tabs[tab]);
   return (
     <section>
       <h1>{tAdmin.title}</h1>

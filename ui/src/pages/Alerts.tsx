@@ -10,6 +10,8 @@ import { Pager, useUrlFilters } from "../components/listing";
 import { useAction } from "../features/admin/useAction";
 import { outcomes, parseLog, statusOf, STATUSES } from "../features/alerts/history";
 import { t } from "../features/alerts/strings";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const SIZE = 50;
 
@@ -26,6 +28,7 @@ interface AlertRow {
 }
 
 export function AlertsPage() {
+  useTitle(tTitle.alerts);
   const { params, set, page } = useUrlFilters();
   const status = statusOf(params.get("status"));
   const instance = params.get("instance") ?? "";

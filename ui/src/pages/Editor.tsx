@@ -22,6 +22,8 @@ import { WorkflowForm } from "../features/editor/WorkflowForm";
 import { buildGraph, type TaskSpec } from "../features/graph/buildGraph";
 import type { Groups } from "../features/graph/collapse";
 import { DagView } from "../features/graph/DagView";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const TEMPLATE: Draft = {
   name: "my_workflow",
@@ -66,6 +68,7 @@ export function Editor() {
   const param = useParams().code;
   const code = param === undefined ? null : Number(param);
   const existing = useWorkflow(code);
+  useTitle(code === null ? tTitle.newWorkflow : tTitle.editWorkflow(code), existing.data?.name);
   const taskTypes = useTaskTypes();
   const navigate = useNavigate();
   const saving = useSaveWorkflow(code);
@@ -176,7 +179,7 @@ export function Editor() {
               </button>
             ))}
           </div>
-          <button disabled={busy} onClick={() => void save()}>
+          <button disabled={busy} onClick={() => void save()} data-save>
             Save as new version
           </button>
         </div>

@@ -27,6 +27,8 @@ import { tWaiting } from "../features/instances/strings";
 import { byTask, RunWaiting, waitText, WhyWaiting } from "../features/instances/Waiting";
 import { useLive } from "../features/live/useLive";
 import { RunType } from "../features/workflow/RunType";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const LABELS: Record<InstanceAction, string> = {
   stop: "Stop",
@@ -56,6 +58,7 @@ function InstanceOf({ id }: { id: number }) {
   useEffect(prewarmLayout, []);
   const query = useInstance(id);
   const detail = query.data;
+  useTitle(tTitle.instance(id), detail?.name);
   const version = useWorkflowVersion(detail?.workflow_code, detail?.workflow_version);
   const action = useInstanceAction();
   const me = useMe().data;

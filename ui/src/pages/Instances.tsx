@@ -14,10 +14,13 @@ import { filtersOf, InstanceFiltersBar } from "../features/instances/Filters";
 import { RunType } from "../features/workflow/RunType";
 import { useLive } from "../features/live/useLive";
 import { tInstances as t } from "./strings";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const SIZE = 50;
 
 export function Instances() {
+  useTitle(tTitle.instances);
   useLive();
   const { params, set, clear, page } = useUrlFilters();
   // a value the server would refuse is said at its field by the bar, and left out of the request

@@ -1,9 +1,12 @@
 import { isRouteErrorResponse, Link, useRouteError } from "react-router";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 import { tCommon } from "../components/strings";
 import { tNotFound } from "./strings";
 
 export function NotFound() {
+  useTitle(tTitle.notFound);
   const error = useRouteError();
   const message = error
     ? isRouteErrorResponse(error)

@@ -7,6 +7,8 @@ import { labelOf, toneOf } from "../components/state";
 import { Time } from "../components/Time";
 import { useLive } from "../features/live/useLive";
 import { tOverview as t } from "./strings";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const ORDER = [
   "RUNNING_EXECUTION",
@@ -51,6 +53,7 @@ function Counts({ title, counts }: { title: string; counts: Record<string, numbe
 }
 
 export function OverviewPage() {
+  useTitle(tTitle.overview);
   useLive();
   const query = useOverview();
   const data = query.data;

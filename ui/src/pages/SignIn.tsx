@@ -5,10 +5,13 @@ import { api, call, session, token } from "../api/client";
 import { ErrorBox } from "../components/ErrorBox";
 import { tCommon } from "../components/strings";
 import { tSignIn as TEXT } from "./strings";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 /** Sign in with a user name and password (a session cookie for this browser, CSRF token for this tab), or
  * with an API token (porpoise token create, or the one `make run` prints). */
 export function SignIn() {
+  useTitle(tTitle.signIn);
   const [mode, setMode] = useState<"password" | "token">("password");
   const [user, setUser] = useState("");
   const [secret, setSecret] = useState("");

@@ -12,10 +12,13 @@ import { Time } from "../components/Time";
 import { lackingCreate } from "../features/access/rights";
 import { NextFire } from "../features/workflow/FireTimes";
 import { tInstances, tWorkflows as t } from "./strings";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const SIZE = 50;
 
 export function Workflows() {
+  useTitle(tTitle.workflows);
   const { params, set, page } = useUrlFilters();
   const search = params.get("search") ?? "";
   const release = params.get("release") ?? "";

@@ -19,7 +19,7 @@ page.setDefaultTimeout(60_000);
 const pageErrors = [];
 page.on("pageerror", (err) => pageErrors.push(String(err)));
 const a11y = [];
-const audit = async (name) => a11y.push(...(await violations(page, name)));
+const audit = async (name, route) => a11y.push(...(await violations(page, name, route)));
 const shot = async (name) => {
   if (shots) await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
 };
@@ -51,7 +51,7 @@ try {
     .filter({ hasText: "02:00:00 Asia/Shanghai" })
     .filter({ hasText: "18:00:00 UTC for you" })
     .waitFor();
-  await audit("workflow (schedules)");
+  await audit("workflow (schedules)", "workflows/:code");
 
   step = "the preview of the schedule shows both zones";
   await page.getByTestId("schedules").getByRole("button", { name: "Edit" }).click();
@@ -119,7 +119,7 @@ try {
   await page.getByLabel("Filter by host").press("Enter");
   await page.getByLabel("Filter by state").selectOption("SUCCESS");
   await listed([env.E2E_LATE]);
-  await audit("instances (filtered)");
+  await audit("instances (filtered)", "instances");
   await shot("instances-filters");
 
   step = "a reload keeps every filter";

@@ -30,6 +30,7 @@ import {
 } from "../graph/collapse";
 import { TaskNode } from "../graph/DagView";
 import { GroupNode } from "../graph/GroupNode";
+import { selectOnKey } from "../graph/keyboard";
 import { layout, layoutOnce, NODE_HEIGHT, NODE_WIDTH, type Positions } from "../graph/layout";
 import { CollapseButtons } from "./CollapseButtons";
 import { FitOnLayout, Toolbar } from "./GraphPanels";
@@ -216,7 +217,12 @@ export function EditGraph(props: EditGraphProps) {
   if (layoutError) return <ErrorBox error={layoutError} title="Graph layout failed" />;
   const big = tasks.length > BIG;
   return (
-    <div className="dag editor-graph" data-testid="edit-graph" data-layouts={layouts}>
+    <div
+      className="dag editor-graph"
+      data-testid="edit-graph"
+      data-layouts={layouts}
+      onKeyDown={selectOnKey((id) => !isGroupId(id) && onSelect(id))}
+    >
       <ReactFlow
         // nothing before the first layout: unplaced nodes would all be in view, and all drawn
         nodes={layouts > 0 ? nodes : NONE}

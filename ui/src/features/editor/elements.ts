@@ -6,6 +6,7 @@ import type { GraphEdge } from "../graph/buildGraph";
 import { isGroupId, type GroupSummary } from "../graph/collapse";
 import type { TaskNodeData } from "../graph/DagView";
 import type { GroupNodeType } from "../graph/GroupNode";
+import { nodeLabel } from "../graph/keyboard";
 import { PRESIZED } from "../graph/layout";
 import type { DraftTask } from "./draft";
 
@@ -43,6 +44,7 @@ export function syncNodes(
       position: old?.position ?? place(t.name),
       selected: old?.selected ?? false,
       data,
+      ariaLabel: nodeLabel(data),
       ...PRESIZED,
     };
   });

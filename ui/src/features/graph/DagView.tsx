@@ -17,6 +17,7 @@ import { memo, useEffect, useMemo, useState } from "react";
 import { ErrorBox, Loading } from "../../components/ErrorBox";
 import { labelOf, symbolOf, toneOf } from "../../components/state";
 import type { Graph } from "./buildGraph";
+import { nodeLabel, selectOnKey } from "./keyboard";
 import { layout, PRESIZED, type Positions } from "./layout";
 
 export interface TaskNodeData extends Record<string, unknown> {
@@ -113,28 +114,33 @@ export function DagView({
   );
   const nodes: Node<TaskNodeData>[] = useMemo(() => {
     if (!positions || positions.key !== layoutKey) return [];
-    return graph.nodes.map((n) => ({
-      id: n.id,
-      type: "task",
-      position: positions.at.get(n.id) ?? { x: 0, y: 0 },
-      data: {
+    return graph.nodes.map((n) => {
+      const data = {
         name: n.id,
         type: n.type,
         state: states?.get(n.id) ?? (n.disabled ? "DISABLED" : undefined),
         selected: n.id === selected,
         waiting: waiting?.get(n.id),
-      },
-      draggable: false,
-      connectable: false,
-      ...PRESIZED,
-    }));
+      };
+      return {
+        id: n.id,
+        type: "task",
+        position: positions.at.get(n.id) ?? { x: 0, y: 0 },
+        data,
+        ariaLabel: nodeLabel(data),
+        ariaRole: "button" as const,
+        draggable: false,
+        connectable: false,
+        ...PRESIZED,
+      };
+    });
   }, [graph, positions, layoutKey, states, waiting, selected]);
 
   if (error) return <ErrorBox error={error} title="Graph layout failed" />;
   if (nodes.length === 0 && graph.nodes.length > 0) return <Loading what="graph layout" />;
   const big = graph.nodes.length > 300;
   return (
-    <div className="dag" data-testid="dag">
+    <div className="dag" data-testid="dag" onKeyDown={onSelect && selectOnKey(onSelect)}>
       <ReactFlow
         nodes={nodes}
         edges={edges}

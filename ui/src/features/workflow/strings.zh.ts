@@ -1,5 +1,5 @@
 import { translation } from "../../i18n";
-import { tStart, tWorkflow } from "./strings";
+import { tStart, tVersionDiff, tWorkflow } from "./strings";
 
 translation(tStart, {
   title: "运行工作流",
@@ -61,4 +61,8 @@ translation(tWorkflow, {
   noSuchCode: (code) => `没有编码为 ${code} 的工作流（已删除，或地址输错了）。`,
   toList: "前往工作流定义",
   cannotLoad: (code) => `无法加载工作流 ${code}`,
+});
+
+translation(tVersionDiff, {
+  region: (older, newer) => `从 v${older} 到 v${newer} 的变更`,
 });
