@@ -16,7 +16,7 @@ page.setDefaultTimeout(60_000);
 const pageErrors = [];
 page.on("pageerror", (err) => pageErrors.push(String(err)));
 const a11y = [];
-const audit = async (name) => a11y.push(...(await violations(page, name)));
+const audit = async (name, route) => a11y.push(...(await violations(page, name, route)));
 const shot = async (name) => {
   if (shots) await page.screenshot({ path: join(shots, `${name}.png`) });
 };
@@ -78,7 +78,7 @@ try {
   await page.getByRole("status").filter({ hasText: "1 local parameter(s) to fix before saving" }).waitFor();
   await params.getByLabel("value 2").fill("$[yyyy-MM-dd]");
   await params.getByTestId("param-row-1").getByRole("alert").waitFor({ state: "detached" });
-  await audit("editor (code, local parameters)");
+  await audit("editor (code, local parameters)", "workflows/new");
   await shot("editor-code");
 
   step = "three tasks the branches run";
@@ -104,7 +104,7 @@ try {
   await page.getByRole("button", { name: "Auto layout" }).click();
   await page.getByTestId("node-route").click();
   await edgeLabel("default").waitFor();
-  await audit("editor (switch)");
+  await audit("editor (switch)", "workflows/new");
   await shot("editor-switch");
 
   step = "save, put online, start";
@@ -143,7 +143,7 @@ try {
   const rendered = page.getByTestId("selected-task").getByTestId("rendered-script");
   await rendered.filter({ hasText: /echo "day \d{4}-\d{2}-\d{2} for pick"/ }).waitFor();
   await rendered.filter({ hasText: "echo '${setValue(n=5)}'" }).waitFor();
-  await audit("instance (rendered script)");
+  await audit("instance (rendered script)", "instances/:id");
   await shot("task-rendered-script");
 
   step = "the log begins with the rendered script";

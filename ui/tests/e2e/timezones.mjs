@@ -150,17 +150,17 @@ try {
   // zh-CN writes dates year/month/day, 24-hour, still in the display zone (Asia/Shanghai)
   await row(env.E2E_LATE).filter({ hasText: "成功" }).filter({ hasText: "补数" }).waitFor();
   await row(env.E2E_LATE).filter({ hasText: "2026/3/5 08:00:00 UTC+8" }).waitFor();
-  await audit("instances (中文)");
+  await audit("instances (中文)", "instances");
   await shot("zh");
 
   step = "中文 on the overview and the workflow page";
   await page.getByRole("link", { name: "概览" }).click();
   await page.getByRole("heading", { level: 1, name: "概览" }).waitFor();
   await page.getByRole("heading", { name: "最近 24 小时" }).waitFor();
-  await audit("overview (中文)");
+  await audit("overview (中文)", "overview");
   await page.goto(`${url}/workflows/${env.E2E_WORKFLOW}`);
   await next.filter({ hasText: /你的时间 \d{4}\/\d{1,2}\/\d{1,2} 02:00:00 UTC\+8）/ }).waitFor();
-  await audit("workflow (中文)");
+  await audit("workflow (中文)", "workflows/:code");
 
   step = "English again without a reload";
   await page.getByLabel("语言").selectOption("en");

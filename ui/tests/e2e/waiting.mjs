@@ -44,7 +44,7 @@ try {
   await page.getByTestId("selected-why").filter({ hasText: place }).waitFor();
 
   step = "accessibility";
-  const found = await violations(page, "instance (waiting)");
+  const found = await violations(page, "instance (waiting)", "instances/:id");
   if (found.length) throw new Error(`accessibility violations:\n${found.join("\n")}`);
   if (env.E2E_SCREENSHOTS)
     await page.screenshot({ path: join(env.E2E_SCREENSHOTS, "waiting-reason.png"), fullPage: true });
