@@ -447,17 +447,7 @@ class Executor:
             code = proc.returncode if proc.returncode is not None else -1
             if code == -signal.SIGKILL and self.reaper is not None:
                 run.reaped_at = self.reaper.took(proc.pid)
-            if run.lost or (run.reaped_at is not None and not run.killed):
-                state, message = (
-                    "LOST",
-                    f"killed: {run.lost_why or 'the worker lost (or nearly lost) its registry lease'}",
-                )
-            elif run.killed:
-                state, message = "KILL", "killed on request"
-            elif run.timed_out:
-                state, message = "FAILURE", f"timed out after {d.timeout_seconds}s"
-            else:
-                state, message = ("SUCCESS", "") if code == 0 else ("FAILURE", f"exit code {code}")
+            state, message = self._outcome(run, code)
             trailer = f"[porpoise] {_stamp()} finished: {state} (exit code {code})\n"
             var_pool = [p.to_dict() for p in out_params(local, emitted)]
             return self._result(run, state, code, message, var_pool)
@@ -467,6 +457,17 @@ class Executor:
                 _close_with_tail, logfile, run.log_path, trailer, lambda: self.dirs.release(run.exec_dir, run.files)
             )
             run.released = True
+
+    @staticmethod
+    def _outcome(run: TaskRun, code: int) -> tuple[str, str]:
+        """The attempt's end state and message, from how its process ended."""
+        if run.lost or (run.reaped_at is not None and not run.killed):
+            return "LOST", f"killed: {run.lost_why or 'the worker lost (or nearly lost) its registry lease'}"
+        if run.killed:
+            return "KILL", "killed on request"
+        if run.timed_out:
+            return "FAILURE", f"timed out after {run.dispatch.timeout_seconds}s"
+        return ("SUCCESS", "") if code == 0 else ("FAILURE", f"exit code {code}")
 
     async def _place_resources(self, run: TaskRun, logfile: CappedLog, user: pwd.struct_passwd | None) -> str:
         """The task's resource-center files into its directory (engine/worker/resources.py); why not, or ""."""

@@ -126,7 +126,7 @@ try {
   await tabs.getByRole("link", { name: /Attempt 2/ }).waitFor();
   await tabs.getByRole("link", { name: /Attempt 1/ }).click();
   await page.waitForURL(new RegExp(`/tasks/${env.E2E_FIRST_ATTEMPT}/log$`));
-  await page.getByTestId("log").getByText("failing on purpose").waitFor();
+  await page.getByTestId("log").getByText("failing on purpose", { exact: true }).waitFor();
   await audit("log (attempts)", "tasks/:id/log");
   await shot("log-attempts");
 

@@ -267,7 +267,7 @@ try {
     throw new Error(`the instance page's title: ${await page.title()}`);
 
   step = "keyboard on the instance page: a node named by its task and state, Enter shows its task";
-  await page.getByRole("button", { name: /^b, \w+, success$/ }).focus();
+  await page.getByRole("group", { name: /^b, \w+, success$/ }).focus();
   await page.keyboard.press("Enter");
   await page.getByTestId("selected-task").locator("strong", { hasText: /^b$/ }).waitFor();
 
@@ -275,12 +275,14 @@ try {
   await page.getByTestId("node-a").click();
   await page.getByTestId("selected-task").getByRole("link", { name: "open log" }).click();
   await page.waitForURL(/\/tasks\/\d+\/log$/);
-  await page.getByTestId("log").getByText("done with a").waitFor();
+  // exact: the log begins with the rendered script, which holds the same words
+  await page.getByTestId("log").getByText("done with a", { exact: true }).waitFor();
   await page.getByTestId("log-status").filter({ hasText: "(complete)" }).waitFor();
   await page.getByLabel("Search the log").fill("DONE WITH");
   await page.getByLabel("Search the log").press("Enter");
-  await page.getByTestId("search-hits").getByText("done with a").waitFor();
-  await page.getByTestId("search-status").filter({ hasText: "1 match" }).waitFor();
+  await page.getByTestId("search-hits").getByText("done with a", { exact: true }).waitFor();
+  // the rendered script's line and the output's
+  await page.getByTestId("search-status").filter({ hasText: "2 matches" }).waitFor();
   await audit("log", "tasks/:id/log");
   await shot("log");
 
@@ -304,7 +306,7 @@ try {
     .getByRole("link", { name: "log of failed task flaky" })
     .first()
     .click();
-  await page.getByTestId("log").getByText("failing on purpose").waitFor();
+  await page.getByTestId("log").getByText("failing on purpose", { exact: true }).waitFor();
   await page.goto(`${url}/instances/${failedInstance}`);
   await page.locator('.pagehead [data-state="FAILURE"]').waitFor();
   await page.getByRole("button", { name: "Recover failed" }).click();

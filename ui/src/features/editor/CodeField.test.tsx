@@ -44,4 +44,24 @@ describe("CodeField", () => {
     expect(content?.textContent).toBe("echo 1");
     expect(screen.getByText("Esc then Tab leaves the editor")).toBeTruthy();
   }, 30_000);
+
+  it("carries its validity to the element that takes the focus, also once mounted again with its error", async () => {
+    const { rerender } = render(<CodeField id="c" label="sql" value="" onChange={() => undefined} />);
+    await waitFor(() => expect(screen.getByTestId("code-c").dataset.ready).toBe("true"), { timeout: 20_000 });
+    // a refusal shows the error: the description changes, the editor is mounted again, invalid
+    rerender(
+      <CodeField id="c" label="sql" value="" describedBy="c-error" invalid onChange={() => undefined} />,
+    );
+    await waitFor(() =>
+      expect(screen.getByTestId("code-c").querySelector(".cm-content")?.getAttribute("aria-invalid")).toBe(
+        "true",
+      ),
+    );
+    rerender(<CodeField id="c" label="sql" value="x" describedBy="c-error" onChange={() => undefined} />);
+    await waitFor(() =>
+      expect(screen.getByTestId("code-c").querySelector(".cm-content")?.getAttribute("aria-invalid")).toBe(
+        "false",
+      ),
+    );
+  });
 });

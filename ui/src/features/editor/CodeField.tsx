@@ -20,6 +20,7 @@ export function CodeField({
   value,
   mediaType,
   describedBy,
+  invalid = false,
   onChange,
 }: {
   id: string;
@@ -27,13 +28,15 @@ export function CodeField({
   value: string;
   mediaType?: string;
   describedBy?: string;
+  /** refused (aria-invalid): a refused save moves the focus here (components/focusInvalid.ts) */
+  invalid?: boolean;
   onChange: (text: string) => void;
 }) {
   const host = useRef<HTMLDivElement>(null);
   const editor = useRef<Mounted | null>(null);
   const [ready, setReady] = useState(false);
-  const latest = useRef({ value, onChange });
-  latest.current = { value, onChange };
+  const latest = useRef({ value, onChange, invalid, describedBy });
+  latest.current = { value, onChange, invalid, describedBy };
 
   useEffect(() => {
     let live = true;
@@ -44,9 +47,10 @@ export function CodeField({
         doc: latest.current.value,
         lang: languageOf(mediaType),
         label,
-        describedBy,
+        describedBy: latest.current.describedBy,
         onChange: (text) => latest.current.onChange(text),
       });
+      mark(host.current, latest.current.invalid, latest.current.describedBy);
       setReady(true);
     });
     return () => {
@@ -54,9 +58,12 @@ export function CodeField({
       editor.current?.destroy();
       editor.current = null;
     };
-  }, [id, mediaType, label, describedBy]);
+  }, [id, mediaType, label]);
 
   useEffect(() => editor.current?.set(value), [value]);
+  // the editor's content element is what takes the focus: it carries the field's validity
+  // an error shown or gone changes these two only: the editor stays (with the focus a refused save gave it)
+  useEffect(() => mark(host.current, invalid, describedBy), [invalid, describedBy, ready]);
 
   return (
     <div className="code-field" data-testid={`code-${id}`} data-ready={ready}>
@@ -66,6 +73,7 @@ export function CodeField({
           id={id}
           aria-label={label}
           aria-describedby={describedBy}
+          aria-invalid={invalid}
           rows={5}
           spellCheck={false}
           value={value}
@@ -75,4 +83,13 @@ export function CodeField({
       <div className="muted small code-hint">{ready ? tEditor.codeHint : tEditor.codeLoading}</div>
     </div>
   );
+}
+
+/** The editor's content element (what takes the focus) carries the field's validity and its description. */
+function mark(host: HTMLElement | null, invalid: boolean, describedBy: string | undefined): void {
+  const content = host?.querySelector(".cm-content");
+  if (!content) return;
+  content.setAttribute("aria-invalid", String(invalid));
+  if (describedBy) content.setAttribute("aria-describedby", describedBy);
+  else content.removeAttribute("aria-describedby");
 }

@@ -69,6 +69,7 @@ export function FieldInput({
         value={text}
         mediaType={field.mediaType}
         describedBy={common["aria-describedby"]}
+        invalid={common["aria-invalid"]}
         onChange={edit}
       />
     );
