@@ -198,7 +198,7 @@ class OldRelease:
 _OLD_ADMIN = """
 import asyncio, asyncpg
 from engine.storage.schema import apply_schema
-from engine.accounts.tokens import create_token, ensure_user
+from engine.api.tokens import create_token, ensure_user
 
 async def main():
     await apply_schema({dsn!r})
