@@ -182,6 +182,11 @@ try {
   await page.goto(`${url}/workflows/${process.env.E2E_WORKFLOW}/edit`);
   await page.getByTestId("node-q").click();
   const choice = page.getByTestId("task-form").getByLabel("datasource");
+  // the form shows the field before the project's data sources arrive: then it becomes a dropdown
+  await choice
+    .and(page.locator("select"))
+    .waitFor({ timeout: 10_000 })
+    .catch(() => undefined);
   if ((await choice.evaluate((e) => e.tagName)) !== "SELECT")
     throw new Error("the data source is not a dropdown");
   if ((await choice.inputValue()) !== process.env.E2E_GONE)
