@@ -20,6 +20,7 @@ import asyncpg
 
 from core import logs
 from core.aio import cancel_until_done
+from engine.clocks import now_ms
 from engine.master.logic_runner import LogicRunner
 from engine.master.store import FencedOut, MasterStore, NewAttempt, RunContext, TaskUpdate, WriteBatch
 from engine.master.wheel import StateWheel
@@ -393,9 +394,8 @@ class WorkflowActor:
                 isinstance(action, KillTask) and self.run.release_held(action.attempt)
             ):
                 a = action.attempt  # never dispatched: nothing to kill
-                now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
                 message = "stopped while waiting for its task group"
-                self.post(TaskResultEvent(a.id, a.attempt, TaskState.KILL, -1, 0, now_ms, message=message))
+                self.post(TaskResultEvent(a.id, a.attempt, TaskState.KILL, -1, 0, now_ms(), message=message))
             elif isinstance(action, KillTask) and action.attempt.id in self.delayed:
                 self._drop_delayed(action.attempt.id)
             elif isinstance(action, KillTask) and action.attempt.code in self.run.logic:
@@ -510,19 +510,19 @@ class WorkflowActor:
         for a in created:
             delay = self.spec.tasks[a.code].delay_time
             if delay > 0 and a.retry_times == 0 and a.code not in self.run.logic:
-                self._delay_until[a.id] = _now_ms() + delay * 60_000
+                self._delay_until[a.id] = now_ms() + delay * 60_000
 
     def _drop_delayed(self, task_instance_id: int) -> None:
         """A stop reached an attempt still waiting for its delay: never dispatched, it ends KILL here."""
         a, _ = self.delayed.pop(task_instance_id)
         self.wheel.cancel((self.info.id, "delay", a.id))
         message = "stopped while waiting for its delay"
-        self.post(TaskResultEvent(a.id, a.attempt, TaskState.KILL, -1, 0, _now_ms(), message=message))
+        self.post(TaskResultEvent(a.id, a.attempt, TaskState.KILL, -1, 0, now_ms(), message=message))
 
     def _hold_for_delay(self, a: Attempt) -> bool:
         """Whether ``a`` waits for its task's delay_time first (then a timer sends it: DelayDue)."""
         until = self._delay_until.pop(a.id, 0)
-        left = until - _now_ms()
+        left = until - now_ms()
         if left <= 0:
             return False
         self.delayed[a.id] = (a, until)
@@ -566,7 +566,3 @@ class WorkflowActor:
             epoch=self.info.epoch,
         )
         return DispatchRequest((self.info.priority, self.info.id, t.priority, a.id), message, t.worker_group, self)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

@@ -71,9 +71,9 @@ async def reasons(
         code = a.code
         task = actor.spec.tasks[code]
         if run.status(code) is Status.RETRY_WAIT:
-            if wheel.due((actor.id, "retry", code)) is None:
-                continue  # its failure is being written: the actor arms the retry's timer once it is
             due = _epoch_ms(wheel, (actor.id, "retry", code))
+            if not due:
+                continue  # its failure is being written: the actor arms the retry's timer once it is
             retry = a.retry_times + (0 if a.state is TaskState.NEED_FAULT_TOLERANCE else 1)
             out.append(TaskWait(a.id, code, "retry", retry=retry, retries=task.retries, at_ms=due))
         elif not a.id or a.state.finished:
