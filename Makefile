@@ -46,10 +46,12 @@ ui-api: $(STAMP) $(UI_DEPS)
 	$(BIN)/python -m engine.api.openapi > ui/openapi.json
 	cd ui && npm run --silent gen:api
 
-# Headless Chromium (Debian's package) for the UI's end-to-end tests.
+# Headless Chromium (Debian's package) and a CJK font (the Chinese screens) for the UI's end-to-end tests.
 browser:
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq chromium; } \
 		|| { echo "make install: the UI tests need Chromium: apt-get install chromium (as root)"; exit 1; }
+	@fc-list :lang=zh 2>/dev/null | grep -q . || { [ "$$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq fonts-noto-cjk; } \
+		|| { echo "make install: the Chinese screens need a CJK font: apt-get install fonts-noto-cjk (as root)"; exit 1; }
 
 # OpenLDAP's slapd (Debian's package) for the LDAP sign-in tests (they start it privately on loopback).
 ldap-server:
