@@ -68,7 +68,7 @@ sql-servers:
 
 test: install
 	cd ui && npm run --silent test
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=40 $(PYTEST_ARGS)
 
 # Standalone all-in-one: private etcd + PostgreSQL (data kept under $(RUN_DIR)/standalone) + nodes.
 # SPARK=cluster: the example's Spark step on a Spark standalone cluster; SPARK=connect: through a Spark
