@@ -158,8 +158,7 @@ export function Editor() {
   };
 
   if (code !== null && existing.isPending) return <Loading what={t.loadingWorkflow(code)} />;
-  if (code !== null && !existing.data)
-    return <ErrorBox error={existing.error} title={t.cannotLoad} />;
+  if (code !== null && !existing.data) return <ErrorBox error={existing.error} title={t.cannotLoad} />;
   if (!draft) return <Loading what={t.loadingDocument} />;
   const task = selected ? draft.tasks.find((t) => t.name === selected) : undefined;
   // the saved version's layout (cached by version) while the graph is the saved one

@@ -36,11 +36,7 @@ export function CollapseButtons({
   };
   return (
     <Panel position="top-right" className="editor-toolbar" aria-label={t.collapse}>
-      <button
-        disabled={!selected || isGroupId(selected)}
-        onClick={branch}
-        title={t.collapseBranchHelp}
-      >
+      <button disabled={!selected || isGroupId(selected)} onClick={branch} title={t.collapseBranchHelp}>
         {t.collapseBranch}
       </button>
       <button

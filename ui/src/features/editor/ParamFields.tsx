@@ -56,7 +56,9 @@ export function FieldInput({
   else if (field.kind === "choice")
     input = (
       <select {...common} value={text} onChange={(e) => edit(e.target.value)}>
-        <option value="">{field.default === undefined ? "—" : tTaskForm.defaultChoice(String(field.default))}</option>
+        <option value="">
+          {field.default === undefined ? "—" : tTaskForm.defaultChoice(String(field.default))}
+        </option>
         {field.options.map((o) => (
           <option key={o}>{o}</option>
         ))}

@@ -58,8 +58,7 @@ export function connect(draft: Draft, source: string, target: string): { draft: 
   const task = draft.tasks.find((t) => t.name === target);
   if (!task || !draft.tasks.some((t) => t.name === source)) return { draft, refused: tEditGraph.unknownTask };
   if (upstreamOf(task).includes(source)) return { draft, refused: tEditGraph.alreadyWaits(target, source) };
-  if (wouldCycle(draft, source, target))
-    return { draft, refused: tEditGraph.wouldCycle(source, target) };
+  if (wouldCycle(draft, source, target)) return { draft, refused: tEditGraph.wouldCycle(source, target) };
   return {
     draft: mapTasks(draft, (t) => (t === task ? withUpstream(t, [...upstreamOf(t), source]) : t)),
   };

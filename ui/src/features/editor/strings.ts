@@ -1,5 +1,5 @@
-// User-visible strings the editor page added for issue 28 (the UI has no i18n library yet: a translation
-// replaces this module).
+// Every user-visible string of the workflow editor: its page, graph, forms and their checks (Chinese, in
+// DolphinScheduler's words: strings.zh.ts).
 
 export const tEditor = {
   createProject: (name: string) =>
