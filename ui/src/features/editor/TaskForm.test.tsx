@@ -6,10 +6,12 @@ import { cleanup, render, screen } from "@testing-library/react";
 import { afterEach, describe, expect, it } from "vitest";
 
 import "../../i18n/catalog";
+import { keys } from "../../api/queries";
 import { setLocale } from "../../i18n";
 import type { DraftTask } from "./draft";
 import type { JsonSchema } from "./schemaFields";
 import { TaskForm } from "./TaskForm";
+import { WorkflowForm } from "./WorkflowForm";
 
 const SHELL: JsonSchema = {
   properties: { rawScript: { type: "string", contentMediaType: "text/x-shellscript" } },
@@ -40,11 +42,26 @@ function show() {
   );
 }
 
-/** What a reader sees or hears of the form's own texts: headings, labels, buttons and aria-labels. */
-function texts(): string[] {
-  const form = screen.getByTestId("task-form");
+/** The workflow's form for a draft in a project the caller cannot see (its hint shown), one global parameter. */
+function showWorkflow() {
+  const client = new QueryClient();
+  client.setQueryData(keys.me, { name: "ann", projects: [{ name: "etl" }] });
+  render(
+    <QueryClientProvider client={client}>
+      <WorkflowForm
+        draft={{ name: "daily", project: "elt", tasks: [], params: [{ prop: "day", value: "1" }] }}
+        error={null}
+        onChange={() => {}}
+      />
+    </QueryClientProvider>,
+  );
+}
+
+/** What a reader sees or hears of a form's own texts: headings, labels, buttons, hints and aria-labels. */
+function texts(testId: string): string[] {
+  const form = screen.getByTestId(testId);
   const out: string[] = [];
-  for (const el of form.querySelectorAll("h2, label, legend, summary, button, .label, .muted")) {
+  for (const el of form.querySelectorAll("h2, label, legend, summary, button, p, .hint, .label, .muted")) {
     const own = [...el.childNodes]
       .filter((n) => n.nodeType === Node.TEXT_NODE)
       .map((n) => n.textContent ?? "")
@@ -65,7 +82,7 @@ afterEach(() => {
   setLocale("en");
 });
 
-describe("TaskForm's language", () => {
+describe("the editor's forms in both languages", () => {
   it("speaks English by default, the scheduling fields labelled by the document's keys", () => {
     show();
     expect(screen.getByRole("heading", { name: "Task" })).toBeTruthy();
@@ -82,9 +99,20 @@ describe("TaskForm's language", () => {
     expect(screen.getByText("前置任务")).toBeTruthy();
     expect(screen.getByRole("button", { name: "删除任务" })).toBeTruthy();
     // the type's parameter keys stay as they are, and "default" is a value (worker_group's placeholder)
-    const english = texts().filter(
+    const english = texts("task-form").filter(
       (text) => !/\p{Script=Han}/u.test(text) && !["rawScript", "*", "✕", "default"].includes(text),
     );
     expect(english).toEqual([]);
+  });
+
+  it("says the workflow's form in Chinese too", () => {
+    setLocale("zh-CN");
+    showWorkflow();
+    expect(screen.getByRole("heading", { name: "工作流定义" })).toBeTruthy();
+    expect(screen.getByTestId("new-project-hint").textContent).toContain("没有你可见的项目“elt”");
+    expect(screen.getByLabelText("参数 1 名称")).toBeTruthy();
+    expect(texts("workflow-form").filter((text) => !/\p{Script=Han}/u.test(text) && text !== "✕")).toEqual(
+      [],
+    );
   });
 });
