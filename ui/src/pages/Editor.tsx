@@ -16,7 +16,7 @@ import { editorReducer, initialEditorState, type Mode } from "../features/editor
 import { localParamsProblems } from "../features/editor/localParams";
 import { projectToCreate, type Refusal } from "../features/editor/refusal";
 import { templateOf, type JsonSchema } from "../features/editor/schemaFields";
-import { tEditor } from "../features/editor/strings";
+import { tEditor, tEditorPage as t } from "../features/editor/strings";
 import { TaskForm } from "../features/editor/TaskForm";
 import { WorkflowForm } from "../features/editor/WorkflowForm";
 import { buildGraph, type TaskSpec } from "../features/graph/buildGraph";
@@ -36,7 +36,7 @@ export function readDocument(text: string, format: "yaml" | "json"): { doc?: Wor
   try {
     const doc = (format === "json" ? JSON.parse(text) : parse(text)) as unknown;
     if (!doc || typeof doc !== "object" || !Array.isArray((doc as { tasks?: unknown }).tasks)) {
-      return { problem: "the document needs a tasks list" };
+      return { problem: t.needsTasks };
     }
     return { doc: doc as WorkflowDoc };
   } catch (exc) {
@@ -157,10 +157,9 @@ export function Editor() {
     }
   };
 
-  if (code !== null && existing.isPending) return <Loading what={`workflow ${code}`} />;
-  if (code !== null && !existing.data)
-    return <ErrorBox error={existing.error} title="Cannot load the workflow" />;
-  if (!draft) return <Loading what="the document" />;
+  if (code !== null && existing.isPending) return <Loading what={t.loadingWorkflow(code)} />;
+  if (code !== null && !existing.data) return <ErrorBox error={existing.error} title={t.cannotLoad} />;
+  if (!draft) return <Loading what={t.loadingDocument} />;
   const task = selected ? draft.tasks.find((t) => t.name === selected) : undefined;
   // the saved version's layout (cached by version) while the graph is the saved one
   const layoutKey =
@@ -170,21 +169,21 @@ export function Editor() {
   return (
     <section>
       <div className="pagehead">
-        <h1>{code === null ? "New workflow" : `Edit ${existing.data?.name ?? ""}`}</h1>
+        <h1>{code === null ? t.newWorkflow : t.edit(existing.data?.name ?? "")}</h1>
         <div className="actions">
-          <div role="group" aria-label="Editor view">
+          <div role="group" aria-label={t.view}>
             {(["graph", "yaml", "json"] as const).map((m) => (
               <button key={m} aria-pressed={mode === m} onClick={() => switchMode(m)}>
-                {m === "graph" ? "Graph" : m.toUpperCase()}
+                {m === "graph" ? t.graph : m.toUpperCase()}
               </button>
             ))}
           </div>
           <button disabled={busy} onClick={() => void save()} data-save>
-            Save as new version
+            {t.save}
           </button>
         </div>
       </div>
-      <ErrorBox error={error} title="Not saved" />
+      <ErrorBox error={error} title={t.notSaved} />
       {askProject !== undefined && (
         <div className="notice" role="alert" data-testid="confirm-project">
           {tEditor.createProject(askProject)}{" "}
@@ -201,13 +200,13 @@ export function Editor() {
           </button>
         </div>
       )}
-      <ErrorBox error={taskTypes.error} title="Cannot load the task types" />
+      <ErrorBox error={taskTypes.error} title={t.cannotLoadTypes} />
       {notice && (
         <div className="error" role="status">
           {notice}
         </div>
       )}
-      {textProblem && <div className="error">Not a workflow document yet: {textProblem}</div>}
+      {textProblem && <div className="error">{t.notDocument(textProblem)}</div>}
       {mode === "graph" ? (
         <div className="graph-editor">
           <EditGraph
@@ -234,8 +233,8 @@ export function Editor() {
               error={refusal?.task === task.name ? refusal : null}
               onChange={(next) => dispatch({ type: "update", name: task.name, task: next })}
               onRename={(name) => {
-                if (!name) return "a task needs a name";
-                if (draft.tasks.some((t) => t.name === name)) return `there is already a task ${name}`;
+                if (!name) return t.renameEmpty;
+                if (draft.tasks.some((t) => t.name === name)) return t.renameTaken(name);
                 hints.set(name, task.name);
                 dispatch({ type: "update", name: task.name, task: { ...task, name } });
                 dispatch({ type: "select", name });
@@ -277,10 +276,10 @@ function TextView({
   const graph = useMemo(() => (tasks ? buildGraph(tasks) : null), [tasks]);
   return (
     <>
-      {read.problem && <div className="error">Not a workflow document yet: {read.problem}</div>}
+      {read.problem && <div className="error">{t.notDocument(read.problem)}</div>}
       <div className="editor">
         <textarea
-          aria-label="Workflow document"
+          aria-label={t.documentText}
           spellCheck={false}
           value={text}
           onChange={(e) => onChange(e.target.value)}
@@ -288,7 +287,7 @@ function TextView({
         />
         <div>
           {graph && graph.dangling.length > 0 && (
-            <div className="error">Upstream tasks that do not exist: {graph.dangling.join(", ")}</div>
+            <div className="error">{t.dangling(graph.dangling.join(", "))}</div>
           )}
           {graph && tasks && <DagView layoutKey={shapeKey(tasks)} graph={graph} />}
         </div>

@@ -7,6 +7,7 @@ import { useState } from "react";
 import type { TaskSpec } from "../graph/buildGraph";
 import { branchOf, collapse, isGroupId, NO_GROUPS, type Groups } from "../graph/collapse";
 import type { EditorNode } from "./elements";
+import { tEditGraph as t } from "./strings";
 
 export function CollapseButtons({
   tasks,
@@ -30,24 +31,20 @@ export function CollapseButtons({
   const branch = () => {
     if (!selected || isGroupId(selected)) return;
     const members = branchOf(tasks, selected);
-    if (members.size < 2) return setRefused(`nothing runs only after ${selected}: no branch to collapse`);
+    if (members.size < 2) return setRefused(t.noBranch(selected));
     apply(collapse(tasks, groups, members, selected));
   };
   return (
-    <Panel position="top-right" className="editor-toolbar" aria-label="Collapse">
-      <button
-        disabled={!selected || isGroupId(selected)}
-        onClick={branch}
-        title="the selected task and every task that runs only after it, as one node"
-      >
-        Collapse branch
+    <Panel position="top-right" className="editor-toolbar" aria-label={t.collapse}>
+      <button disabled={!selected || isGroupId(selected)} onClick={branch} title={t.collapseBranchHelp}>
+        {t.collapseBranch}
       </button>
       <button
         disabled={chosen.length < 2}
         onClick={() => apply(collapse(tasks, groups, chosen))}
-        title="select with Shift or Ctrl + click, or Shift + drag"
+        title={t.collapseSelectionHelp}
       >
-        Collapse selection
+        {t.collapseSelection}
       </button>
       {groups.size > 0 && (
         <button
@@ -56,7 +53,7 @@ export function CollapseButtons({
             onGroups(NO_GROUPS);
           }}
         >
-          Expand all ({groups.size})
+          {t.expandAll(groups.size)}
         </button>
       )}
       {refused && (

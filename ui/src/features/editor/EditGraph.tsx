@@ -34,6 +34,7 @@ import { selectOnKey } from "../graph/keyboard";
 import { layout, layoutOnce, NODE_HEIGHT, NODE_WIDTH, type Positions } from "../graph/layout";
 import { CollapseButtons } from "./CollapseButtons";
 import { FitOnLayout, Toolbar } from "./GraphPanels";
+import { tEditGraph } from "./strings";
 import type { DraftTask } from "./draft";
 import { syncEdges, syncGroupNodes, syncNodes, type EditorNode, type XY } from "./elements";
 import { branchLabels } from "./switchParams";
@@ -214,7 +215,7 @@ export function EditGraph(props: EditGraphProps) {
     [onConnect],
   );
 
-  if (layoutError) return <ErrorBox error={layoutError} title="Graph layout failed" />;
+  if (layoutError) return <ErrorBox error={layoutError} title={tEditGraph.layoutFailed} />;
   const big = tasks.length > BIG;
   return (
     <div

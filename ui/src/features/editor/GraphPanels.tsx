@@ -6,6 +6,7 @@ import { useEffect, useState, type FormEvent } from "react";
 import { NODE_HEIGHT, NODE_WIDTH } from "../graph/layout";
 import type { PlaceHints } from "./EditGraph";
 import { placeNew, type EditorNode } from "./elements";
+import { tEditGraph as t } from "./strings";
 
 /** Fits a small graph into view once its layout arrived (a big one opens at its start, readable); centres
  * on the task asked for (a search hit) once a layout placed it. */
@@ -79,25 +80,25 @@ export function Toolbar({
   return (
     <Panel position="top-left" className="editor-toolbar">
       <label>
-        Task type{" "}
+        {t.taskType}{" "}
         <select value={type} onChange={(e) => setType(e.target.value)}>
           {types.map((t) => (
             <option key={t}>{t}</option>
           ))}
         </select>
       </label>
-      <button onClick={add}>Add task</button>
-      <button onClick={onLayout}>Auto layout</button>
+      <button onClick={add}>{t.addTask}</button>
+      <button onClick={onLayout}>{t.autoLayout}</button>
       <form onSubmit={search} role="search">
         <input
-          aria-label="Find a task"
-          placeholder="find a task"
+          aria-label={t.find}
+          placeholder={t.findPlaceholder}
           value={find}
           aria-invalid={missing}
           onChange={(e) => setFind(e.target.value)}
         />
       </form>
-      {missing && <span className="error-inline">no such task</span>}
+      {missing && <span className="error-inline">{t.noSuchTask}</span>}
     </Panel>
   );
 }

@@ -4,6 +4,7 @@ import { useEffect, useRef, useState } from "react";
 
 import { CodeField } from "./CodeField";
 import { fromText, toText, type Field } from "./schemaFields";
+import { tTaskForm } from "./strings";
 
 export function FieldInput({
   field,
@@ -55,7 +56,9 @@ export function FieldInput({
   else if (field.kind === "choice")
     input = (
       <select {...common} value={text} onChange={(e) => edit(e.target.value)}>
-        <option value="">{field.default === undefined ? "—" : `default (${String(field.default)})`}</option>
+        <option value="">
+          {field.default === undefined ? "—" : tTaskForm.defaultChoice(String(field.default))}
+        </option>
         {field.options.map((o) => (
           <option key={o}>{o}</option>
         ))}
@@ -100,8 +103,8 @@ export function FieldInput({
   return (
     <div className={`form-field${shown ? " invalid" : ""}`} data-testid={`field-${field.name}`}>
       <label htmlFor={id}>
-        {field.name}
-        {field.required && <span aria-label="required"> *</span>}
+        {field.label ?? field.name}
+        {field.required && <span aria-label={tTaskForm.required}> *</span>}
       </label>
       {input}
       {shown ? (

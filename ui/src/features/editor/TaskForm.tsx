@@ -11,6 +11,7 @@ import { rowsOf } from "./localParams";
 import { FieldInput, ParamFields } from "./ParamFields";
 import { fieldsOf, templateOf, type Field, type JsonSchema } from "./schemaFields";
 import { SOURCE_TASK_TYPES, withSourceChoices } from "./sourceChoices";
+import { tTaskForm as t } from "./strings";
 import { SwitchBranches } from "./SwitchBranches";
 import { missingLinks, switchOf, withSwitch } from "./switchParams";
 
@@ -18,29 +19,27 @@ import { missingLinks, switchOf, withSwitch } from "./switchParams";
 const OWN_FORM = new Set(["localParams"]);
 const SWITCH_FORM = new Set(["cases", "default"]);
 
-/** The task fields every type has (the document's Task schema, engine/workflows/document.py). */
-const TASK_FIELDS: Field[] = fieldsOf({
-  properties: {
-    description: { type: "string" },
-    disabled: {
-      type: "boolean",
-      description: "switched off: never runs; its downstream runs as though it had succeeded",
+/** The task fields every type has (the document's Task schema, engine/workflows/document.py), in the
+ * active language (computed at render: a language switch re-mounts the page). */
+function taskFields(): Field[] {
+  const { labels, help } = t;
+  return fieldsOf({
+    properties: {
+      description: { type: "string" },
+      disabled: { type: "boolean", description: help.disabled },
+      retries: { type: "integer", description: help.retries },
+      retry_interval: { type: "integer", description: help.retry_interval },
+      timeout: { type: "integer", description: help.timeout },
+      timeout_strategy: { enum: ["WARN", "FAILED", "WARNFAILED"] },
+      priority: { enum: ["HIGHEST", "HIGH", "MEDIUM", "LOW", "LOWEST"], default: "MEDIUM" },
+      worker_group: { type: "string", default: "default" },
+      delay_time: { type: "integer", description: help.delay_time },
+      task_group: { type: "string", description: help.task_group },
+      alert_on: { type: "array", description: help.alert_on },
+      alert_group: { type: "string", description: help.alert_group },
     },
-    retries: { type: "integer", description: "extra attempts after a failure" },
-    retry_interval: { type: "integer", description: "minutes between a failure and the retry" },
-    timeout: { type: "integer", description: "minutes; 0 = none" },
-    timeout_strategy: { enum: ["WARN", "FAILED", "WARNFAILED"] },
-    priority: { enum: ["HIGHEST", "HIGH", "MEDIUM", "LOW", "LOWEST"], default: "MEDIUM" },
-    worker_group: { type: "string", default: "default" },
-    delay_time: { type: "integer", description: "minutes to wait before the task starts" },
-    task_group: { type: "string", description: "task group whose slots it takes while it runs" },
-    alert_on: {
-      type: "array",
-      description: 'the task\'s own alerts, e.g. ["failure", "retry"] (failure | success | retry | timeout)',
-    },
-    alert_group: { type: "string", description: "alert group of its alerts; default: the run's group" },
-  },
-});
+  }).map((f) => ({ ...f, label: labels[f.name as keyof typeof labels] }));
+}
 
 /** ``field`` of an error inside a task ("params.rawScript", "upstream") -> its first step after params. */
 function paramErrors(error: { field: string; message: string } | null): Map<string, string> {
@@ -59,9 +58,9 @@ function LinkPicker({ options, onLink }: { options: readonly string[]; onLink: (
   return (
     <div className="inline-form">
       <input
-        aria-label="Wait also for"
+        aria-label={t.waitAlso}
         list="link-options"
-        placeholder="wait also for…"
+        placeholder={t.waitAlsoPlaceholder}
         value={pick}
         onChange={(e) => setPick(e.target.value)}
       />
@@ -77,7 +76,7 @@ function LinkPicker({ options, onLink }: { options: readonly string[]; onLink: (
           setPick("");
         }}
       >
-        Link
+        {t.link}
       </button>
     </div>
   );
@@ -135,25 +134,26 @@ export function TaskForm({
   const errors = paramErrors(error);
   const taskError = error && !error.field.startsWith("params.") ? error : null;
   const record = task as unknown as Record<string, unknown>;
+  const scheduling = useMemo(taskFields, []);
   const commitName = () => {
     if (name !== task.name) setRenameProblem(onRename(name.trim()));
   };
 
   return (
-    <aside className="task-form" aria-label={`Task ${task.name}`} data-testid="task-form">
+    <aside className="task-form" aria-label={t.form(task.name)} data-testid="task-form">
       <div className="task-form-head">
-        <h2>Task</h2>
+        <h2>{t.heading}</h2>
         <button className="danger" onClick={onRemove}>
-          Delete task
+          {t.remove}
         </button>
       </div>
       {taskError && !["name", "type", "upstream"].includes(taskError.field) && (
         <div className="error" role="alert">
-          {taskError.field || "task"}: {taskError.message}
+          {taskError.field || t.task}: {taskError.message}
         </div>
       )}
       <div className={`form-field${renameProblem || taskError?.field === "name" ? " invalid" : ""}`}>
-        <label htmlFor="task-name">name *</label>
+        <label htmlFor="task-name">{t.name}</label>
         <input
           id="task-name"
           value={name}
@@ -168,7 +168,7 @@ export function TaskForm({
         )}
       </div>
       <div className={`form-field${taskError?.field === "type" ? " invalid" : ""}`}>
-        <label htmlFor="task-type">type *</label>
+        <label htmlFor="task-type">{t.type}</label>
         <select
           id="task-type"
           value={task.type}
@@ -188,15 +188,15 @@ export function TaskForm({
         )}
       </div>
       <div className="form-field">
-        <span className="label">waits for</span>
+        <span className="label">{t.waitsFor}</span>
         {upstreamOf(task).length === 0 ? (
-          <span className="muted small">nothing (drag from another task's right edge to this one)</span>
+          <span className="muted small">{t.waitsForNone}</span>
         ) : (
           <ul className="links">
             {upstreamOf(task).map((u) => (
               <li key={u}>
                 {u}{" "}
-                <button className="link" aria-label={`remove link from ${u}`} onClick={() => onUnlink(u)}>
+                <button className="link" aria-label={t.unlink(u)} onClick={() => onUnlink(u)}>
                   ✕
                 </button>
               </li>
@@ -214,8 +214,8 @@ export function TaskForm({
         )}
       </div>
       <fieldset>
-        <legend>Parameters ({task.type})</legend>
-        {!schema && <div className="muted">no parameter schema for this type</div>}
+        <legend>{t.parameters(task.type)}</legend>
+        {!schema && <div className="muted">{t.noSchema}</div>}
         <ParamFields
           fields={fields}
           values={params}
@@ -247,8 +247,8 @@ export function TaskForm({
         )}
       </fieldset>
       <details>
-        <summary>Scheduling</summary>
-        {TASK_FIELDS.map((f) => (
+        <summary>{t.scheduling}</summary>
+        {scheduling.map((f) => (
           <FieldInput
             key={f.name}
             field={f}

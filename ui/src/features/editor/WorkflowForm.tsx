@@ -2,11 +2,7 @@
 // parameters, in either of the document's forms (a name -> value object or a list of {prop, value, ...}).
 import { useMe } from "../../api/queries";
 import type { Draft } from "./draft";
-
-const TEXT = {
-  newProject: (name: string) =>
-    `No project “${name}” that you can see: saving creates it, and you will own it.`,
-};
+import { tWorkflowForm as t } from "./strings";
 
 export interface GlobalParam {
   prop: string;
@@ -72,7 +68,7 @@ export function WorkflowForm({
       )}
       {field === "project" && creates && (
         <div className="hint" id="wf-project-new" data-testid="new-project-hint">
-          {TEXT.newProject(project)}
+          {t.newProject(project)}
         </div>
       )}
       {at(field) && (
@@ -83,44 +79,42 @@ export function WorkflowForm({
     </div>
   );
   return (
-    <aside className="task-form" aria-label="Workflow" data-testid="workflow-form">
-      <h2>Workflow</h2>
-      {text("name", "name *")}
-      {text("project", "project *")}
-      {text("description", "description")}
+    <aside className="task-form" aria-label={t.form} data-testid="workflow-form">
+      <h2>{t.heading}</h2>
+      {text("name", t.name)}
+      {text("project", t.project)}
+      {text("description", t.description)}
       <fieldset>
-        <legend>Global parameters</legend>
+        <legend>{t.globals}</legend>
         {rows.map((r, i) => (
           <div className="param-row" key={i}>
             <input
-              aria-label={`parameter ${i + 1} name`}
+              aria-label={t.paramName(i + 1)}
               value={r.prop}
               onChange={(e) => setRows(rows.map((x, j) => (j === i ? { ...x, prop: e.target.value } : x)))}
             />
             <input
-              aria-label={`parameter ${i + 1} value`}
+              aria-label={t.paramValue(i + 1)}
               value={r.value}
               onChange={(e) => setRows(rows.map((x, j) => (j === i ? { ...x, value: e.target.value } : x)))}
             />
             <button
               className="link"
-              aria-label={`remove parameter ${r.prop || i + 1}`}
+              aria-label={t.removeParam(r.prop || String(i + 1))}
               onClick={() => setRows(rows.filter((_, j) => j !== i))}
             >
               ✕
             </button>
           </div>
         ))}
-        <button onClick={() => setRows([...rows, { prop: "", value: "" }])}>Add parameter</button>
+        <button onClick={() => setRows([...rows, { prop: "", value: "" }])}>{t.addParam}</button>
         {at("params") && (
           <div className="error-inline" role="alert">
             {at("params")}
           </div>
         )}
       </fieldset>
-      <p className="muted small">
-        Select a task to edit it; drag from a task&apos;s right edge to another to link them.
-      </p>
+      <p className="muted small">{t.help}</p>
     </aside>
   );
 }

@@ -1,5 +1,6 @@
 // Pure: a task type's parameter schema (JSON Schema, from GET /api/v1/task-types) -> the fields of its form,
 // and the text <-> value conversions of each kind of field.
+import { tTaskForm } from "./strings";
 
 export interface JsonSchema {
   type?: string | string[];
@@ -16,6 +17,8 @@ export type FieldKind = "text" | "code" | "integer" | "number" | "boolean" | "ch
 
 export interface Field {
   name: string;
+  /** what the form says instead of the name (the scheduling fields every task has) */
+  label?: string;
   kind: FieldKind;
   required: boolean;
   description: string;
@@ -74,17 +77,17 @@ export function fromText(field: Field, text: string): { value?: unknown; problem
   switch (field.kind) {
     case "integer": {
       const n = Number(text);
-      return Number.isInteger(n) ? { value: n } : { problem: "must be a whole number" };
+      return Number.isInteger(n) ? { value: n } : { problem: tTaskForm.wholeNumber };
     }
     case "number": {
       const n = Number(text);
-      return Number.isFinite(n) ? { value: n } : { problem: "must be a number" };
+      return Number.isFinite(n) ? { value: n } : { problem: tTaskForm.number };
     }
     case "json":
       try {
         return { value: JSON.parse(text) as unknown };
       } catch (exc) {
-        return { problem: `not JSON: ${(exc as Error).message}` };
+        return { problem: tTaskForm.notJson((exc as Error).message) };
       }
     default:
       return { value: text };

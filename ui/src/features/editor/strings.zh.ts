@@ -1,5 +1,5 @@
 import { translation } from "../../i18n";
-import { tEditor } from "./strings";
+import { tEditGraph, tEditor, tEditorPage, tTaskForm, tWorkflowForm } from "./strings";
 
 translation(tEditor, {
   createProject: (name) => `没有你可见的项目“${name}”：保存会创建它，并由你所有。是否输错了？`,
@@ -39,4 +39,106 @@ translation(tEditor, {
   renderedScript: (field) => `渲染后的 ${field}（本次尝试实际运行的内容）`,
   renderedNone: "本次尝试的日志中没有渲染后的脚本",
   renderedLoading: "正在读取日志…",
+});
+
+translation(tEditorPage, {
+  newWorkflow: "创建工作流",
+  edit: (name) => `编辑 ${name}`,
+  view: "编辑视图",
+  graph: "图形",
+  save: "保存为新版本",
+  notSaved: "未保存",
+  cannotLoad: "无法加载工作流",
+  cannotLoadTypes: "无法加载任务类型",
+  loadingWorkflow: (code) => `工作流 ${code}`,
+  loadingDocument: "文档",
+  notDocument: (problem) => `还不是工作流文档：${problem}`,
+  needsTasks: "文档需要一个 tasks 列表",
+  documentText: "工作流文档",
+  dangling: (names) => `不存在的前置任务：${names}`,
+  renameEmpty: "任务需要名称",
+  renameTaken: (name) => `已有名为 ${name} 的任务`,
+});
+
+translation(tEditGraph, {
+  layoutFailed: "图形布局失败",
+  taskType: "任务类型",
+  addTask: "添加任务",
+  autoLayout: "自动布局",
+  find: "查找任务",
+  findPlaceholder: "查找任务",
+  noSuchTask: "没有该任务",
+  collapse: "折叠",
+  collapseBranch: "折叠分支",
+  collapseBranchHelp: "把选中的任务及只在它之后运行的所有任务合为一个节点",
+  collapseSelection: "折叠所选",
+  collapseSelectionHelp: "按住 Shift 或 Ctrl 单击，或按住 Shift 拖动框选",
+  expandAll: (n) => `全部展开（${n}）`,
+  noBranch: (name) => `没有只在 ${name} 之后运行的任务：没有可折叠的分支`,
+  unknownTask: "未知任务",
+  alreadyWaits: (target, source) => `${source} 已是 ${target} 的前置任务`,
+  wouldCycle: (source, target) => `${source} -> ${target} 会形成环`,
+  notLinked: (why) => `未连接：${why}`,
+});
+
+translation(tTaskForm, {
+  form: (name) => `任务 ${name}`,
+  heading: "任务",
+  remove: "删除任务",
+  task: "任务",
+  name: "任务名称 *",
+  type: "任务类型 *",
+  waitsFor: "前置任务",
+  waitsForNone: "无（从另一任务的右边缘拖到此任务即可连接）",
+  unlink: (upstream) => `删除来自 ${upstream} 的连接`,
+  waitAlso: "添加前置任务",
+  waitAlsoPlaceholder: "添加前置任务…",
+  link: "连接",
+  parameters: (type) => `任务参数（${type}）`,
+  noSchema: "此类型没有参数定义",
+  scheduling: "调度设置",
+  required: "必填",
+  defaultChoice: (value) => `默认（${value}）`,
+  wholeNumber: "必须是整数",
+  number: "必须是数字",
+  notJson: (why) => `不是 JSON：${why}`,
+  labels: {
+    description: "描述",
+    disabled: "禁止执行",
+    retries: "失败重试次数",
+    retry_interval: "失败重试间隔（分）",
+    timeout: "超时时长（分）",
+    timeout_strategy: "超时策略",
+    priority: "任务优先级",
+    worker_group: "Worker 分组",
+    delay_time: "延时执行时间（分）",
+    task_group: "任务组名称",
+    alert_on: "告警时机",
+    alert_group: "告警组",
+  },
+  help: {
+    disabled: "已停用：从不运行；其下游任务如同它已成功一样运行",
+    retries: "失败后额外尝试的次数",
+    retry_interval: "失败与重试之间间隔的分钟数",
+    timeout: "分钟；0 表示不限（超时告警）",
+    delay_time: "任务开始前等待的分钟数",
+    task_group: "任务运行期间占用其槽位的任务组",
+    alert_on: '任务自己的告警，例如 ["failure", "retry"]（failure | success | retry | timeout）',
+    alert_group: "其告警发往的告警组；默认：本次运行的告警组",
+  },
+});
+
+translation(tWorkflowForm, {
+  form: "工作流",
+  heading: "工作流定义",
+  name: "工作流名称 *",
+  project: "项目 *",
+  description: "描述",
+  newProject: (name) => `没有你可见的项目“${name}”：保存会创建它，并由你所有。`,
+  globals: "全局参数",
+  paramName: (n) => `参数 ${n} 名称`,
+  paramValue: (n) => `参数 ${n} 值`,
+  removeParam: (prop) => `删除参数 ${prop}`,
+  addParam: "添加参数",
+  help: "选择任务以编辑；从一个任务的右边缘拖到另一个任务即可连接。",
 });

@@ -8,8 +8,10 @@ import type { TaskInstance, TaskWait } from "../../api/client";
 import { StateBadge } from "../../components/StateBadge";
 import { toneOf } from "../../components/state";
 import { formatDuration } from "../../components/time";
+import { formatNumber } from "../../i18n";
 import { tWaiting } from "../instances/strings";
 import { WhyWaiting } from "../instances/Waiting";
+import { tTaskTable as text } from "./strings";
 import { axisOf, barOf } from "./timeline";
 
 const ROW = 30;
@@ -46,30 +48,30 @@ export function TaskTable({
   return (
     <div className="tasktable">
       <div className="toolbar">
-        <strong>{tasks.length} tasks</strong>
+        <strong>{text.count(formatNumber(tasks.length))}</strong>
         <span className="spacer" />
         <label>
-          Gantt zoom{" "}
+          {text.zoom}{" "}
           <input
             type="range"
             min={1}
             max={20}
             value={zoom}
             onChange={(e) => setZoom(Number(e.target.value))}
-            aria-label="Gantt zoom"
+            aria-label={text.zoom}
           />
         </label>
-        {axis && <span className="muted">span {formatDuration(axis.end - axis.start)}</span>}
+        {axis && <span className="muted">{text.span(formatDuration(axis.end - axis.start))}</span>}
       </div>
-      <div className="tt-body" ref={scroller} data-testid="task-table" role="table" aria-label="Tasks">
+      <div className="tt-body" ref={scroller} data-testid="task-table" role="table" aria-label={text.table}>
         <div className="tt-head" role="row" style={columns}>
-          <span role="columnheader">Task</span>
-          <span role="columnheader">State</span>
-          <span role="columnheader">Try</span>
-          <span role="columnheader">Duration</span>
-          <span role="columnheader">Log</span>
+          <span role="columnheader">{text.task}</span>
+          <span role="columnheader">{text.state}</span>
+          <span role="columnheader">{text.attempt}</span>
+          <span role="columnheader">{text.duration}</span>
+          <span role="columnheader">{text.log}</span>
           <span role="columnheader">{tWaiting.column}</span>
-          <span role="columnheader">Timeline (queued ░, running █)</span>
+          <span role="columnheader">{text.timeline}</span>
         </div>
         <div
           role="rowgroup"
@@ -100,11 +102,11 @@ export function TaskTable({
                 <span role="cell">{formatDuration(t.duration_ms)}</span>
                 <span role="cell">
                   {t.sub_instance_id ? (
-                    <Link to={`/instances/${t.sub_instance_id}`} title="open the sub-workflow instance">
-                      child
+                    <Link to={`/instances/${t.sub_instance_id}`} title={text.childHelp}>
+                      {text.child}
                     </Link>
                   ) : t.id !== null ? (
-                    <Link to={`/tasks/${t.id}/log`}>log</Link>
+                    <Link to={`/tasks/${t.id}/log`}>{text.openLog}</Link>
                   ) : (
                     "—"
                   )}

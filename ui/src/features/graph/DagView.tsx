@@ -19,6 +19,7 @@ import { labelOf, symbolOf, toneOf } from "../../components/state";
 import type { Graph } from "./buildGraph";
 import { nodeLabel, selectOnKey } from "./keyboard";
 import { layout, PRESIZED, type Positions } from "./layout";
+import { tDag } from "./strings";
 
 export interface TaskNodeData extends Record<string, unknown> {
   name: string;
@@ -48,7 +49,7 @@ export const TaskNode = memo(function TaskNode({ data, selected }: NodeProps<Nod
         <span className="dag-node-type">{data.type}</span>
         {data.error && (
           <span className="dag-node-state" data-testid="node-error">
-            <span aria-hidden="true">⚠</span> error
+            <span aria-hidden="true">⚠</span> {tDag.error}
           </span>
         )}
         {data.waiting && (
@@ -137,8 +138,8 @@ export function DagView({
     });
   }, [graph, positions, layoutKey, states, waiting, selected]);
 
-  if (error) return <ErrorBox error={error} title="Graph layout failed" />;
-  if (nodes.length === 0 && graph.nodes.length > 0) return <Loading what="graph layout" />;
+  if (error) return <ErrorBox error={error} title={tDag.layoutFailed} />;
+  if (nodes.length === 0 && graph.nodes.length > 0) return <Loading what={tDag.loading} />;
   const big = graph.nodes.length > 300;
   return (
     <div className="dag" data-testid="dag" onKeyDown={onSelect && selectOnKey(onSelect)}>

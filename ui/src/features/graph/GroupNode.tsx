@@ -5,6 +5,7 @@ import { memo } from "react";
 
 import { labelOf } from "../../components/state";
 import type { GroupSummary } from "./collapse";
+import { tDag } from "./strings";
 
 export interface GroupNodeData extends Record<string, unknown> {
   summary: GroupSummary;
@@ -22,7 +23,7 @@ export function tallyText(counts: readonly [string, number][], label = (s: strin
 export const GroupNode = memo(function GroupNode({ data, selected }: NodeProps<GroupNodeType>) {
   const { summary, onExpand } = data;
   const states = tallyText(summary.states, labelOf);
-  const detail = `${summary.count} tasks: ${tallyText(summary.types)}${states ? `; ${states}` : ""}`;
+  const detail = tDag.groupDetail(summary.count, tallyText(summary.types), states);
   return (
     <div
       className={`dag-node dag-group${selected ? " selected" : ""}`}
@@ -41,13 +42,13 @@ export const GroupNode = memo(function GroupNode({ data, selected }: NodeProps<G
         </span>
         <button
           className="link nodrag"
-          aria-label={`Expand ${summary.label} (${summary.count} tasks)`}
+          aria-label={tDag.expandGroup(summary.label, summary.count)}
           onClick={(e) => {
             e.stopPropagation();
             onExpand(summary.id);
           }}
         >
-          expand
+          {tDag.expand}
         </button>
       </div>
       <Handle type="source" position={Position.Right} isConnectable={false} />
