@@ -66,6 +66,14 @@ export const tWorkflow = {
 /** The version diff (workflow page). */
 export const tVersionDiff = {
   region: (older: number, newer: number) => `Changes from v${older} to v${newer}`,
+  title: "Versions",
+  cannotLoad: "Cannot load versions",
+  version: (n: number) => `v${n}`,
+  current: "(current)",
+  compare: "Compare",
+  with: "with",
+  older: "Older version",
+  newer: "Newer version",
 } as const;
 
 export type Priority = keyof typeof tStart.priorities;

@@ -65,4 +65,12 @@ translation(tWorkflow, {
 
 translation(tVersionDiff, {
   region: (older, newer) => `从 v${older} 到 v${newer} 的变更`,
+  title: "版本信息",
+  cannotLoad: "无法加载版本",
+  version: (n) => `V${n}`,
+  current: "（当前版本）",
+  compare: "比较",
+  with: "与",
+  older: "旧版本",
+  newer: "新版本",
 });
