@@ -15,11 +15,8 @@ const NOT_YET_TRANSLATED = [
   "src/features/gantt/TaskTable.tsx",
   "src/features/graph/DagView.tsx",
   "src/features/graph/GroupNode.tsx",
-  "src/pages/Cluster.tsx",
   "src/pages/Editor.tsx",
-  "src/pages/Instance.tsx",
   "src/pages/TaskLog.tsx",
-  "src/pages/Workflow.tsx",
 ];
 
 // the attributes a user reads or a screen reader speaks

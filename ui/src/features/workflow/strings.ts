@@ -61,6 +61,22 @@ export const tWorkflow = {
   noSuchCode: (code: number) => `No workflow has the code ${code} (deleted, or a mistyped address).`,
   toList: "Go to the workflows",
   cannotLoad: (code: number) => `Cannot load workflow ${code}`,
+  noun: "workflow",
+  loading: (code: number) => `workflow ${code}`,
+  version: (v: number) => `v${v}`,
+  online: "● online",
+  offline: "○ offline",
+  actions: "Workflow actions",
+  takeOffline: "Take offline",
+  putOnline: "Put online",
+  onlineFirst: "put it online first",
+  start: "Start…",
+  backfill: "Backfill…",
+  edit: "Edit",
+  instances: "Instances",
+  refused: "Refused",
+  facts: (project: string, code: number) => `Project ${project} · code ${code} · updated `,
+  dangling: (names: string) => `Upstream tasks that do not exist: ${names}`,
 } as const;
 
 /** The version diff (workflow page). */

@@ -61,6 +61,22 @@ translation(tWorkflow, {
   noSuchCode: (code) => `没有编码为 ${code} 的工作流（已删除，或地址输错了）。`,
   toList: "前往工作流定义",
   cannotLoad: (code) => `无法加载工作流 ${code}`,
+  noun: "工作流",
+  loading: (code) => `工作流 ${code}`,
+  version: (v) => `V${v}`,
+  online: "● 已上线",
+  offline: "○ 已下线",
+  actions: "工作流操作",
+  takeOffline: "下线",
+  putOnline: "上线",
+  onlineFirst: "请先上线",
+  start: "运行…",
+  backfill: "补数…",
+  edit: "编辑",
+  instances: "工作流实例",
+  refused: "被拒绝",
+  facts: (project, code) => `项目 ${project} · 编码 ${code} · 更新于 `,
+  dangling: (names) => `不存在的上游任务：${names}`,
 });
 
 translation(tVersionDiff, {
