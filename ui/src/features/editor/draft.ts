@@ -2,6 +2,7 @@
 // keeps the objects of the tasks it does not touch (the graph reuses their nodes: no re-render).
 import type { WorkflowDoc } from "../../api/client";
 import { upstreamOf } from "../graph/buildGraph";
+import { tEdits } from "./editStrings";
 
 export type DraftTask = WorkflowDoc["tasks"][number];
 export type Draft = WorkflowDoc;
@@ -55,10 +56,9 @@ export function wouldCycle(draft: Draft, source: string, target: string): boolea
 /** Link source -> target (target waits for source); the reason when it cannot be. */
 export function connect(draft: Draft, source: string, target: string): { draft: Draft; refused?: string } {
   const task = draft.tasks.find((t) => t.name === target);
-  if (!task || !draft.tasks.some((t) => t.name === source)) return { draft, refused: "unknown task" };
-  if (upstreamOf(task).includes(source)) return { draft, refused: `${target} already waits for ${source}` };
-  if (wouldCycle(draft, source, target))
-    return { draft, refused: `${source} -> ${target} would make a cycle` };
+  if (!task || !draft.tasks.some((t) => t.name === source)) return { draft, refused: tEdits.unknownTask };
+  if (upstreamOf(task).includes(source)) return { draft, refused: tEdits.alreadyWaits(target, source) };
+  if (wouldCycle(draft, source, target)) return { draft, refused: tEdits.cycle(source, target) };
   return {
     draft: mapTasks(draft, (t) => (t === task ? withUpstream(t, [...upstreamOf(t), source]) : t)),
   };

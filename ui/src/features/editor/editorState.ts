@@ -12,6 +12,7 @@ import {
   type Draft,
   type DraftTask,
 } from "./draft";
+import { tEdits } from "./editStrings";
 import { refusalFixed, type Refusal } from "./refusal";
 
 export type Mode = "graph" | "yaml" | "json";
@@ -139,7 +140,7 @@ export function editorReducer(state: EditorState, action: EditorAction): EditorS
     }
     case "connect": {
       const result = connect(state0, action.source, action.target);
-      if (result.refused) return { ...state, notice: `Not linked: ${result.refused}` };
+      if (result.refused) return { ...state, notice: tEdits.notLinked(result.refused) };
       return edited(state, result.draft);
     }
     case "disconnect":

@@ -1,6 +1,8 @@
 // Pure: a task type's parameter schema (JSON Schema, from GET /api/v1/task-types) -> the fields of its form,
 // and the text <-> value conversions of each kind of field.
 
+import { tEdits } from "./editStrings";
+
 export interface JsonSchema {
   type?: string | string[];
   enum?: unknown[];
@@ -74,17 +76,17 @@ export function fromText(field: Field, text: string): { value?: unknown; problem
   switch (field.kind) {
     case "integer": {
       const n = Number(text);
-      return Number.isInteger(n) ? { value: n } : { problem: "must be a whole number" };
+      return Number.isInteger(n) ? { value: n } : { problem: tEdits.wholeNumber };
     }
     case "number": {
       const n = Number(text);
-      return Number.isFinite(n) ? { value: n } : { problem: "must be a number" };
+      return Number.isFinite(n) ? { value: n } : { problem: tEdits.number };
     }
     case "json":
       try {
         return { value: JSON.parse(text) as unknown };
       } catch (exc) {
-        return { problem: `not JSON: ${(exc as Error).message}` };
+        return { problem: tEdits.notJson((exc as Error).message) };
       }
     default:
       return { value: text };

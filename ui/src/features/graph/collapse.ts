@@ -4,6 +4,7 @@
 // collapsing tasks of an existing group takes the whole group in. A collapse that would draw a cycle (a path
 // leaves the set and comes back into it) is refused, so the drawn graph stays a DAG the layout can rank.
 import { upstreamOf, type Graph, type GraphEdge, type TaskSpec } from "./buildGraph";
+import { tCollapse } from "./collapseStrings";
 
 export interface Group {
   /** ``group:<n>``: never a task name (task names have no colon) */
@@ -133,7 +134,7 @@ export function collapse(
       for (const m of g.members) members.add(m);
     } else if (known.has(name)) members.add(name);
   }
-  if (members.size < 2) return { groups, refused: "choose at least two tasks (or a task with a branch)" };
+  if (members.size < 2) return { groups, refused: tCollapse.tooFew };
   const next = new Map([...groups].filter(([id]) => !absorbed.has(id)));
   const first = tasks.find((t) => members.has(t.name))?.name as string;
   const group: Group = { id: nextGroupId(groups), label: label ?? first, members };
@@ -147,7 +148,7 @@ export function collapse(
   )
     return {
       groups,
-      refused: "a path leaves these tasks and comes back into them: collapsing would draw a cycle",
+      refused: tCollapse.cycle,
     };
   return { groups: next, group };
 }
