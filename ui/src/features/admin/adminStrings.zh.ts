@@ -94,7 +94,7 @@ translation(tTaskGroups, {
   inUse: "已用 / 容量",
   waiting: "等待中",
   size: "资源容量",
-  anyProject: "全部",
+  anyProject: "任意项目",
   queue: "任务组队列",
   resizeLabel: (id) => `任务组 ${id} 的资源容量`,
   resize: "修改容量",
