@@ -4,6 +4,7 @@ import createClient, { type Middleware } from "openapi-fetch";
 
 import { connection } from "../features/live/connection";
 import type { components, paths } from "./generated/schema";
+import { tApi } from "./strings";
 
 export type Schemas = components["schemas"];
 type Json<P extends keyof paths, M extends keyof paths[P]> = paths[P][M] extends {
@@ -100,7 +101,7 @@ export function setUnauthorizedHandler(handler: () => void): void {
 
 export function errorOf(status: number, body: unknown): ApiError {
   const err = (body as { error?: { message?: string; field?: string } } | undefined)?.error;
-  const message = err?.message ?? `the server answered ${status}`;
+  const message = err?.message ?? tApi.answered(status);
   return new ApiError(status, message, err?.field);
 }
 
@@ -113,7 +114,7 @@ export async function call<T>(
     result = await pending;
   } catch (exc) {
     connection.report(false);
-    throw new ApiError(0, `cannot reach the API server (${(exc as Error).message})`);
+    throw new ApiError(0, tApi.unreachable((exc as Error).message));
   }
   connection.report(true);
   const { data, error, response } = result;

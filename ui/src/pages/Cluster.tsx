@@ -1,30 +1,30 @@
 import { useCluster } from "../api/queries";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { tTitle } from "../components/strings";
+import { formatNumber } from "../i18n";
+import { tCluster as t } from "./detailStrings";
 import { useTitle } from "../components/title";
 
 type Node = { address: string; group: string | null; status: string; heartbeat: Record<string, unknown> };
 
 function num(hb: Record<string, unknown>, key: string, digits = 1, factor = 1): string {
   const v = hb[key];
-  return typeof v === "number" ? (v * factor).toFixed(digits) : "—";
+  return typeof v === "number" ? formatNumber(v * factor, digits) : "—";
 }
 
 function Nodes({ title, nodes }: { title: string; nodes: Node[] }) {
   return (
     <>
-      <h2>
-        {title} ({nodes.length})
-      </h2>
+      <h2>{t.count(title, nodes.length)}</h2>
       <table className="grid">
         <thead>
           <tr>
-            <th>Address</th>
-            <th>Group</th>
-            <th>Status</th>
-            <th>CPU %</th>
-            <th>Memory %</th>
-            <th>Load</th>
+            <th>{t.address}</th>
+            <th>{t.group}</th>
+            <th>{t.status}</th>
+            <th>{t.cpu}</th>
+            <th>{t.memory}</th>
+            <th>{t.load}</th>
           </tr>
         </thead>
         <tbody>
@@ -34,7 +34,8 @@ function Nodes({ title, nodes }: { title: string; nodes: Node[] }) {
               <td>{n.group ?? "—"}</td>
               <td>
                 <span className={`state state-${n.status === "NORMAL" ? "ok" : "bad"}`}>
-                  <span aria-hidden="true">{n.status === "NORMAL" ? "✓" : "!"}</span> {n.status.toLowerCase()}
+                  <span aria-hidden="true">{n.status === "NORMAL" ? "✓" : "!"}</span>{" "}
+                  {t.statuses[n.status] ?? n.status}
                 </span>
               </td>
               <td>{num(n.heartbeat, "cpu_usage", 0, 100)}</td>
@@ -45,7 +46,7 @@ function Nodes({ title, nodes }: { title: string; nodes: Node[] }) {
           {nodes.length === 0 && (
             <tr>
               <td colSpan={6} className="muted">
-                none registered
+                {t.none}
               </td>
             </tr>
           )}
@@ -60,13 +61,13 @@ export function ClusterPage() {
   const query = useCluster();
   return (
     <section>
-      <h1>Cluster</h1>
-      <ErrorBox error={query.error} title="Cannot read the cluster" />
-      {query.isPending && <Loading what="cluster" />}
+      <h1>{t.title}</h1>
+      <ErrorBox error={query.error} title={t.cannotRead} />
+      {query.isPending && <Loading what={t.what} />}
       {query.data && (
         <>
-          <Nodes title="Masters" nodes={query.data.masters as Node[]} />
-          <Nodes title="Workers" nodes={query.data.workers as Node[]} />
+          <Nodes title={t.masters} nodes={query.data.masters as Node[]} />
+          <Nodes title={t.workers} nodes={query.data.workers as Node[]} />
         </>
       )}
     </section>

@@ -29,19 +29,9 @@ import { useLive } from "../features/live/useLive";
 import { RunType } from "../features/workflow/RunType";
 import { tTitle } from "../components/strings";
 import { useTitle } from "../components/title";
+import { tInstance as t } from "./detailStrings";
 
-const LABELS: Record<InstanceAction, string> = {
-  stop: "Stop",
-  pause: "Pause",
-  resume: "Resume",
-  "recover-failed": "Recover failed",
-  rerun: "Rerun",
-};
-const TEXT = {
-  notWhile: (state: string) => `not allowed while ${state}`,
-  finished: (done: number, total: number) => `${done} of ${total} finished`,
-  skipped: (n: number) => `, ${n} skipped`,
-};
+const ACTIONS: readonly InstanceAction[] = ["stop", "pause", "resume", "recover-failed", "rerun"];
 
 /** Task types the master runs itself: no log, no script. */
 const LOGIC_TYPES = new Set(["SWITCH", "CONDITIONS", "SUB_PROCESS", "DEPENDENT"]);
@@ -49,7 +39,7 @@ const LOGIC_TYPES = new Set(["SWITCH", "CONDITIONS", "SUB_PROCESS", "DEPENDENT"]
 export function InstancePage() {
   const param = useParams().id;
   const id = idParam(param);
-  if (id === null) return <BadAddress what="instance" value={param} />;
+  if (id === null) return <BadAddress what={t.noun} value={param} />;
   return <InstanceOf key={id} id={id} />;
 }
 
@@ -82,8 +72,8 @@ function InstanceOf({ id }: { id: number }) {
   const zone = useDisplayZone();
   const whyText = useMemo(() => new Map([...why].map(([name, w]) => [name, waitText(w, zone)])), [why, zone]);
 
-  if (query.isPending) return <Loading what={`instance ${id}`} />;
-  if (!detail) return <ErrorBox error={query.error} title={`Cannot load instance ${id}`} />;
+  if (query.isPending) return <Loading what={t.loading(id)} />;
+  if (!detail) return <ErrorBox error={query.error} title={t.cannotLoad(id)} />;
   const allowed = allowedActions(detail.state);
   const mayExecute = lacking(me, detail.project_code, "EXECUTE");
   const count = finishedCount(detail.tasks);
@@ -93,15 +83,15 @@ function InstanceOf({ id }: { id: number }) {
         <h1>
           {detail.name} <StateBadge state={detail.state} />
         </h1>
-        <div className="actions" role="group" aria-label="Instance actions">
-          {(Object.keys(LABELS) as InstanceAction[]).map((a) => (
+        <div className="actions" role="group" aria-label={t.actionsLabel}>
+          {ACTIONS.map((a) => (
             <button
               key={a}
               disabled={!allowed.includes(a) || action.isPending || mayExecute !== null}
-              title={mayExecute ?? (allowed.includes(a) ? "" : TEXT.notWhile(detail.state))}
+              title={mayExecute ?? (allowed.includes(a) ? "" : t.notWhile(detail.state))}
               onClick={() => action.mutate({ id, action: a })}
             >
-              {LABELS[a]}
+              {t.actions[a]}
             </button>
           ))}
         </div>
@@ -111,51 +101,51 @@ function InstanceOf({ id }: { id: number }) {
           {mayExecute}
         </p>
       )}
-      <ErrorBox error={action.error} title="Action refused" />
-      <ErrorBox error={query.error} title="Refresh failed" />
+      <ErrorBox error={action.error} title={t.actionRefused} />
+      <ErrorBox error={query.error} title={t.refreshFailed} />
       <dl className="facts">
-        <dt>Instance</dt>
+        <dt>{t.instance}</dt>
         <dd>#{detail.id}</dd>
-        <dt>Workflow</dt>
+        <dt>{t.workflow}</dt>
         <dd>
           <Link to={`/workflows/${detail.workflow_code}`}>
-            {detail.workflow_code} v{detail.workflow_version}
+            {t.workflowVersion(detail.workflow_code, detail.workflow_version)}
           </Link>
         </dd>
-        <dt>Run type</dt>
+        <dt>{t.runType}</dt>
         <dd>
           <RunType type={detail.run_type} />
         </dd>
-        <dt>Business date</dt>
+        <dt>{t.businessDate}</dt>
         <dd data-testid="business-date">
           <Time iso={detail.schedule_time} />
         </dd>
-        <dt>Started</dt>
+        <dt>{t.started}</dt>
         <dd>
           <Time iso={detail.start_time} />
         </dd>
-        <dt>Duration</dt>
+        <dt>{t.duration}</dt>
         <dd>{formatDuration(detail.duration_ms)}</dd>
-        <dt>Master</dt>
+        <dt>{t.master}</dt>
         <dd>{detail.host ?? "—"}</dd>
         {detail.parent_instance_id ? (
           <>
-            <dt>Parent</dt>
+            <dt>{t.parent}</dt>
             <dd>
               <Link to={`/instances/${detail.parent_instance_id}`}>
-                instance #{detail.parent_instance_id}
+                {t.parentLink(detail.parent_instance_id)}
               </Link>
             </dd>
           </>
         ) : null}
-        <dt>Tasks</dt>
+        <dt>{t.tasks}</dt>
         <dd data-testid="tasks-finished">
-          {TEXT.finished(count.done, detail.tasks_total)}
-          {count.skipped ? TEXT.skipped(count.skipped) : ""}
+          {t.finished(count.done, detail.tasks_total)}
+          {count.skipped ? t.skipped(count.skipped) : ""}
         </dd>
       </dl>
       <RunWaiting answer={answer} />
-      <ErrorBox error={version.error} title="Cannot load the workflow's graph" />
+      <ErrorBox error={version.error} title={t.cannotLoadGraph} />
       {graph && (
         <DagView
           layoutKey={`${detail.workflow_code}:${detail.workflow_version}`}
@@ -169,12 +159,11 @@ function InstanceOf({ id }: { id: number }) {
       )}
       {chosen && (
         <div className="selection" data-testid="selected-task">
-          <strong>{chosen.name}</strong> <StateBadge state={chosen.state} /> attempt {chosen.attempt} on{" "}
-          {chosen.host ?? "—"} {chosen.id !== null && <Link to={`/tasks/${chosen.id}/log`}>open log</Link>}{" "}
+          <strong>{chosen.name}</strong> <StateBadge state={chosen.state} />{" "}
+          {t.attempt(chosen.attempt, chosen.host ?? "—")}{" "}
+          {chosen.id !== null && <Link to={`/tasks/${chosen.id}/log`}>{t.openLog}</Link>}{" "}
           {chosen.sub_instance_id && (
-            <Link to={`/instances/${chosen.sub_instance_id}`}>
-              open sub-workflow #{chosen.sub_instance_id}
-            </Link>
+            <Link to={`/instances/${chosen.sub_instance_id}`}>{t.openSub(chosen.sub_instance_id)}</Link>
           )}
           {chosenWhy && (
             <div data-testid="selected-why">

@@ -13,7 +13,7 @@ import { DagView } from "../features/graph/DagView";
 import { Backfill } from "../features/workflow/Backfill";
 import { Schedules } from "../features/workflow/Schedules";
 import { StartDialog } from "../features/workflow/StartDialog";
-import { tWorkflow } from "../features/workflow/strings";
+import { tWorkflow as t } from "../features/workflow/strings";
 import { VersionDiff } from "../features/workflow/VersionDiff";
 import { tTitle } from "../components/strings";
 import { useTitle } from "../components/title";
@@ -21,7 +21,7 @@ import { useTitle } from "../components/title";
 export function WorkflowPage() {
   const param = useParams().code;
   const code = idParam(param);
-  if (code === null) return <BadAddress what="workflow" value={param} />;
+  if (code === null) return <BadAddress what={t.noun} value={param} />;
   return <WorkflowOf key={code} code={code} />;
 }
 
@@ -46,10 +46,10 @@ function WorkflowOf({ code }: { code: number }) {
     }
   };
 
-  if (query.isPending) return <Loading what={`workflow ${code}`} />;
+  if (query.isPending) return <Loading what={t.loading(code)} />;
   if (!detail) {
     if (query.error instanceof ApiError && query.error.status === 404) return <NoSuchWorkflow code={code} />;
-    return <ErrorBox error={query.error} title={tWorkflow.cannotLoad(code)} />;
+    return <ErrorBox error={query.error} title={t.cannotLoad(code)} />;
   }
   const online = detail.release_state === "ONLINE";
   const mayWrite = lacking(me, detail.project, "WRITE");
@@ -58,41 +58,39 @@ function WorkflowOf({ code }: { code: number }) {
     <section>
       <div className="pagehead">
         <h1>
-          {detail.name} <span className="muted">v{detail.version}</span>{" "}
-          <span className={`release release-${detail.release_state}`}>
-            {online ? "● online" : "○ offline"}
-          </span>
+          {detail.name} <span className="muted">{t.version(detail.version)}</span>{" "}
+          <span className={`release release-${detail.release_state}`}>{online ? t.online : t.offline}</span>
         </h1>
-        <div className="actions" role="group" aria-label="Workflow actions">
+        <div className="actions" role="group" aria-label={t.actions}>
           <button
             disabled={mayWrite !== null}
             title={mayWrite ?? ""}
             onClick={() => void release(online ? "offline" : "online")}
           >
-            {online ? "Take offline" : "Put online"}
+            {online ? t.takeOffline : t.putOnline}
           </button>
           <button
             disabled={!online || mayExecute !== null}
-            title={mayExecute ?? (online ? "" : "put it online first")}
+            title={mayExecute ?? (online ? "" : t.onlineFirst)}
             onClick={() => setDialog("start")}
           >
-            Start…
+            {t.start}
           </button>
           <button
             disabled={!online || mayExecute !== null}
-            title={mayExecute ?? (online ? "" : "put it online first")}
+            title={mayExecute ?? (online ? "" : t.onlineFirst)}
             onClick={() => setDialog("backfill")}
           >
-            Backfill…
+            {t.backfill}
           </button>
           {mayWrite === null ? (
-            <Link to={`/workflows/${code}/edit`}>Edit</Link>
+            <Link to={`/workflows/${code}/edit`}>{t.edit}</Link>
           ) : (
             <button disabled title={mayWrite}>
-              Edit
+              {t.edit}
             </button>
           )}
-          <Link to={`/instances?workflow=${code}`}>Instances</Link>
+          <Link to={`/instances?workflow=${code}`}>{t.instances}</Link>
         </div>
       </div>
       {(mayWrite ?? mayExecute) && (
@@ -101,15 +99,16 @@ function WorkflowOf({ code }: { code: number }) {
           {mayExecute && mayWrite && mayWrite !== mayExecute ? `; ${mayWrite}` : ""}
         </p>
       )}
-      <ErrorBox error={error} title="Refused" />
+      <ErrorBox error={error} title={t.refused} />
       {dialog === "start" && <StartDialog workflow={detail} onClose={() => setDialog(null)} />}
       {dialog === "backfill" && <Backfill code={code} onClose={() => setDialog(null)} />}
       <p className="muted">
-        Project {detail.project} · code {detail.code} · updated <Time iso={detail.update_time} />
+        {t.facts(detail.project, detail.code)}
+        <Time iso={detail.update_time} />
         {detail.description ? ` · ${detail.description}` : ""}
       </p>
       {graph && graph.dangling.length > 0 && (
-        <div className="error">Upstream tasks that do not exist: {graph.dangling.join(", ")}</div>
+        <div className="error">{t.dangling(graph.dangling.join(", "))}</div>
       )}
       {graph && <DagView layoutKey={`${code}:${detail.version}`} graph={graph} />}
       <Schedules code={code} lacking={mayWrite} />
@@ -121,9 +120,9 @@ function WorkflowOf({ code }: { code: number }) {
 function NoSuchWorkflow({ code }: { code: number }) {
   return (
     <section>
-      <h1>{tWorkflow.noSuch}</h1>
-      <p role="alert">{tWorkflow.noSuchCode(code)}</p>
-      <Link to="/workflows">{tWorkflow.toList}</Link>
+      <h1>{t.noSuch}</h1>
+      <p role="alert">{t.noSuchCode(code)}</p>
+      <Link to="/workflows">{t.toList}</Link>
     </section>
   );
 }

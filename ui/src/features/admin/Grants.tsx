@@ -4,6 +4,7 @@ import { useState, type FormEvent } from "react";
 
 import { useProjectGrants, useProjects, useRevokeProjectGrant, useSetProjectGrant } from "../../api/admin";
 import { ErrorBox } from "../../components/ErrorBox";
+import { tProjectGrants as t } from "./adminStrings";
 import { useAction } from "./useAction";
 
 const PERMS = ["READ", "EXECUTE", "WRITE"] as const;
@@ -26,24 +27,24 @@ export function ProjectGrants() {
   const items = grants.data?.items ?? [];
   return (
     <div data-testid="admin-grants">
-      <h2>Project grants</h2>
+      <h2>{t.title}</h2>
       <label>
-        Project{" "}
+        {t.project}{" "}
         <select value={project} onChange={(e) => setProject(e.target.value)}>
-          <option value="">choose…</option>
+          <option value="">{t.choose}</option>
           {projects.data?.items.map((p) => (
             <option key={p.name}>{p.name}</option>
           ))}
         </select>
       </label>
-      <ErrorBox error={error ?? grants.error ?? projects.error} title="Grants" />
+      <ErrorBox error={error ?? grants.error ?? projects.error} title={t.errors} />
       {project && (
         <>
-          <p className="muted">Owner: {grants.data?.owner ?? "—"} (the owner and admins hold every right)</p>
-          <form className="toolbar" onSubmit={grant} aria-label="Grant rights">
+          <p className="muted">{t.owner(grants.data?.owner ?? "—")}</p>
+          <form className="toolbar" onSubmit={grant} aria-label={t.form}>
             <input
-              aria-label="User to grant"
-              placeholder="user"
+              aria-label={t.userLabel}
+              placeholder={t.userPlaceholder}
               value={user}
               onChange={(e) => setUser(e.target.value)}
             />
@@ -58,14 +59,14 @@ export function ProjectGrants() {
               </label>
             ))}
             <button type="submit" disabled={busy || !user.trim() || perms.length === 0}>
-              Grant
+              {t.grant}
             </button>
           </form>
           <table className="grid">
             <thead>
               <tr>
-                <th>User</th>
-                <th>Rights</th>
+                <th>{t.user}</th>
+                <th>{t.rights}</th>
                 <th />
               </tr>
             </thead>
@@ -75,7 +76,7 @@ export function ProjectGrants() {
                   <td>{g.user}</td>
                   <td>{g.perms?.join(", ")}</td>
                   <td>
-                    <button onClick={() => void revoke(g.user ?? "")}>Revoke</button>
+                    <button onClick={() => void revoke(g.user ?? "")}>{t.revoke}</button>
                   </td>
                 </tr>
               ))}

@@ -11,6 +11,7 @@ import {
   useTaskGroups,
 } from "../../api/admin";
 import { ErrorBox } from "../../components/ErrorBox";
+import { tTaskGroups as t } from "./adminStrings";
 import { useAction } from "./useAction";
 
 function Queue({ id }: { id: number }) {
@@ -20,15 +21,15 @@ function Queue({ id }: { id: number }) {
   const force = (task: number) => run(() => forcing.mutateAsync(task));
   return (
     <div className="queue" data-testid={`queue-${id}`}>
-      <ErrorBox error={error ?? queue.error} title="Queue" />
+      <ErrorBox error={error ?? queue.error} title={t.queue} />
       <table className="grid">
         <thead>
           <tr>
-            <th>Position</th>
-            <th>Task</th>
-            <th>Status</th>
-            <th>Priority</th>
-            <th>Slots</th>
+            <th>{t.position}</th>
+            <th>{t.task}</th>
+            <th>{t.status}</th>
+            <th>{t.priority}</th>
+            <th>{t.slots}</th>
             <th />
           </tr>
         </thead>
@@ -38,21 +39,21 @@ function Queue({ id }: { id: number }) {
               <td>{q.position ?? "—"}</td>
               <td>
                 {q.workflow_instance_id === null ? (
-                  <em>a task of a project you do not see</em>
+                  <em>{t.hidden}</em>
                 ) : (
                   <Link to={`/instances/${q.workflow_instance_id}`}>{q.task}</Link>
                 )}
               </td>
               <td>
-                {q.status === "HOLDING" ? "● holding" : "○ waiting"}
-                {q.forced ? " (forced)" : ""}
+                {q.status === "HOLDING" ? t.holding : t.queued}
+                {q.forced ? t.forced : ""}
               </td>
               <td>{q.priority}</td>
               <td>{q.slots}</td>
               <td>
                 {q.status === "WAITING" && q.task_instance_id !== null && (
                   <button disabled={busy} onClick={() => void force(q.task_instance_id as number)}>
-                    Force start
+                    {t.forceStart}
                   </button>
                 )}
               </td>
@@ -61,7 +62,7 @@ function Queue({ id }: { id: number }) {
           {queue.data?.items.length === 0 && (
             <tr>
               <td colSpan={6} className="muted">
-                empty
+                {t.empty}
               </td>
             </tr>
           )}
@@ -84,14 +85,14 @@ function Resize({ id, size }: { id: number; size: number }) {
       <input
         type="number"
         min={0}
-        aria-label={`Size of task group ${id}`}
+        aria-label={t.resizeLabel(id)}
         value={value}
         onChange={(e) => setValue(e.target.value)}
       />
       <button type="submit" disabled={busy || value === String(size) || value === ""}>
-        Resize
+        {t.resize}
       </button>
-      <ErrorBox error={error} title="Not resized" />
+      <ErrorBox error={error} title={t.notResized} />
     </form>
   );
 }
@@ -109,34 +110,34 @@ export function TaskGroups() {
   };
   return (
     <div data-testid="admin-task-groups">
-      <h2>Task groups</h2>
-      <form className="toolbar" onSubmit={create} aria-label="New task group">
+      <h2>{t.title}</h2>
+      <form className="toolbar" onSubmit={create} aria-label={t.newGroup}>
         <input
-          aria-label="Task group name"
-          placeholder="name"
+          aria-label={t.nameLabel}
+          placeholder={t.namePlaceholder}
           value={name}
           onChange={(e) => setName(e.target.value)}
         />
         <input
           type="number"
           min={0}
-          aria-label="Task group size"
+          aria-label={t.sizeLabel}
           value={size}
           onChange={(e) => setSize(e.target.value)}
         />
         <button type="submit" disabled={busy || !name.trim()}>
-          Create task group
+          {t.create}
         </button>
       </form>
-      <ErrorBox error={error ?? list.error} title="Task groups" />
+      <ErrorBox error={error ?? list.error} title={t.errors} />
       <table className="grid">
         <thead>
           <tr>
-            <th>Name</th>
-            <th>Project</th>
-            <th>In use / size</th>
-            <th>Waiting</th>
-            <th>Size</th>
+            <th>{t.name}</th>
+            <th>{t.project}</th>
+            <th>{t.inUse}</th>
+            <th>{t.waiting}</th>
+            <th>{t.size}</th>
             <th />
           </tr>
         </thead>
@@ -144,7 +145,7 @@ export function TaskGroups() {
           {list.data?.items.map((g) => (
             <tr key={g.id} data-testid={`task-group-${g.name}`}>
               <td>{g.name}</td>
-              <td>{g.project ?? "any"}</td>
+              <td>{g.project ?? t.anyProject}</td>
               <td>
                 {g.used} / {g.size}
               </td>
@@ -157,7 +158,7 @@ export function TaskGroups() {
                   aria-expanded={open === g.id}
                   onClick={() => setOpen(open === g.id ? null : (g.id as number))}
                 >
-                  Queue
+                  {t.queue}
                 </button>
               </td>
             </tr>

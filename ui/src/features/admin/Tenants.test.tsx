@@ -2,6 +2,8 @@ import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { cleanup, fireEvent, render, screen, waitFor, within } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
 
+import "../../i18n/catalog";
+import { setLocale } from "../../i18n";
 import { grantIds, Tenants } from "./Tenants";
 
 /** A fake API server holding tenants and their grants, answering as engine/api/tenants.py and grants.py do. */
@@ -77,6 +79,7 @@ const row = (name: string) => screen.findByTestId(`tenant-${name}`);
 
 afterEach(() => {
   cleanup();
+  setLocale("en");
   server.tenants.clear();
   server.grants = [];
 });
@@ -123,6 +126,22 @@ describe("Tenants", () => {
     fireEvent.click(within(await row("spare")).getByRole("button", { name: "Delete" }));
     await waitFor(() => expect(screen.queryByTestId("tenant-spare")).toBeNull());
     expect(screen.queryByTestId("tenant-used")).not.toBeNull();
+  });
+});
+
+describe("Tenants in Chinese", () => {
+  it("reads every label, heading and button in Simplified Chinese", async () => {
+    server.tenants.set("etl_user", { description: null, used: false });
+    setLocale("zh-CN");
+    show();
+    const tenant = await row("etl_user");
+    expect(screen.getByRole("heading", { name: "租户管理" })).toBeTruthy();
+    expect(screen.getByRole("columnheader", { name: "已授权的项目" })).toBeTruthy();
+    expect(screen.getByLabelText("租户编码")).toBeTruthy();
+    expect(screen.getByRole("button", { name: "创建租户" })).toBeTruthy();
+    expect(within(tenant).getByLabelText("要授予租户 etl_user 的项目")).toBeTruthy();
+    expect(within(tenant).getByRole("button", { name: "删除" })).toBeTruthy();
+    expect(document.body.textContent).not.toMatch(/Tenant|Grant|Delete/);
   });
 });
 

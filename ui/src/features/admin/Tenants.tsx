@@ -12,7 +12,11 @@ import {
   useTenants,
 } from "../../api/admin";
 import { ErrorBox } from "../../components/ErrorBox";
+import { tTenants as t } from "./adminStrings";
 import { useAction } from "./useAction";
+
+/** The tenant a workflow runs as when it names none: the worker's own OS user. */
+const DEFAULT_TENANT = "default";
 
 /** A row of GET /api/v1/grants (the API documents no item schema for it). */
 export interface ResourceGrant {
@@ -58,48 +62,49 @@ export function Tenants() {
 
   return (
     <div data-testid="admin-tenants">
-      <h2>Tenants</h2>
+      <h2>{t.title}</h2>
       <p className="muted">
-        A workflow runs as <code>default</code> (the worker&apos;s own user) or as a tenant granted to its
-        project.
+        {t.introBefore}
+        <code>{DEFAULT_TENANT}</code>
+        {t.introAfter}
       </p>
-      <form className="toolbar" onSubmit={create} aria-label="New tenant">
+      <form className="toolbar" onSubmit={create} aria-label={t.newTenant}>
         <input
-          aria-label="Tenant name"
-          placeholder="OS user name"
+          aria-label={t.nameLabel}
+          placeholder={t.namePlaceholder}
           value={name}
           onChange={(e) => setName(e.target.value)}
         />
         <input
-          aria-label="Tenant description"
-          placeholder="description (optional)"
+          aria-label={t.descriptionLabel}
+          placeholder={t.descriptionPlaceholder}
           value={description}
           onChange={(e) => setDescription(e.target.value)}
         />
         <button type="submit" disabled={busy || !name.trim()}>
-          Create tenant
+          {t.create}
         </button>
       </form>
-      <ErrorBox error={error ?? tenants.error ?? grants.error ?? projects.error} title="Tenants" />
+      <ErrorBox error={error ?? tenants.error ?? grants.error ?? projects.error} title={t.errors} />
       <table className="grid">
         <thead>
           <tr>
-            <th>Tenant</th>
-            <th>Description</th>
-            <th>Granted to projects</th>
+            <th>{t.tenant}</th>
+            <th>{t.description}</th>
+            <th>{t.projects}</th>
             <th />
           </tr>
         </thead>
         <tbody>
-          {tenants.data?.items.map((t) => {
-            const tenant = t.name ?? "";
+          {tenants.data?.items.map((row) => {
+            const tenant = row.name ?? "";
             return (
               <tr key={tenant} data-testid={`tenant-${tenant}`}>
                 <td>{tenant}</td>
-                <td>{t.description}</td>
+                <td>{row.description}</td>
                 <td>
                   <ul className="plain">
-                    {(t.projects ?? []).map((p) => {
+                    {(row.projects ?? []).map((p) => {
                       const id = ids.get(`${tenant}\u0000${p}`);
                       return (
                         <li key={p}>
@@ -107,11 +112,11 @@ export function Tenants() {
                           {id !== undefined && (
                             <button
                               className="link"
-                              aria-label={`Revoke ${tenant} from ${p}`}
+                              aria-label={t.revokeFrom(tenant, p)}
                               disabled={busy}
                               onClick={() => void revoke(id)}
                             >
-                              revoke
+                              {t.revoke}
                             </button>
                           )}
                         </li>
@@ -120,14 +125,14 @@ export function Tenants() {
                   </ul>
                   <GrantTo
                     tenant={tenant}
-                    projects={projectNames.filter((p) => !(t.projects ?? []).includes(p))}
+                    projects={projectNames.filter((p) => !(row.projects ?? []).includes(p))}
                     busy={busy}
                     onGrant={(p) => void grant(tenant, p)}
                   />
                 </td>
                 <td>
                   <button disabled={busy} onClick={() => void remove(tenant)}>
-                    Delete
+                    {t.remove}
                   </button>
                 </td>
               </tr>
@@ -154,25 +159,21 @@ function GrantTo({
   return (
     <form
       className="toolbar"
-      aria-label={`Grant ${tenant}`}
+      aria-label={t.grantForm(tenant)}
       onSubmit={(e) => {
         e.preventDefault();
         if (project) onGrant(project);
         setProject("");
       }}
     >
-      <select
-        aria-label={`Project to grant ${tenant} to`}
-        value={project}
-        onChange={(e) => setProject(e.target.value)}
-      >
-        <option value="">project…</option>
+      <select aria-label={t.projectPick(tenant)} value={project} onChange={(e) => setProject(e.target.value)}>
+        <option value="">{t.pickProject}</option>
         {projects.map((p) => (
           <option key={p}>{p}</option>
         ))}
       </select>
       <button type="submit" disabled={busy || !project}>
-        Grant
+        {t.grant}
       </button>
     </form>
   );

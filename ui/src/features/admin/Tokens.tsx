@@ -4,6 +4,7 @@ import { useState, type FormEvent } from "react";
 import { useCreateToken, useRevokeToken, useTokens } from "../../api/admin";
 import { ErrorBox, Loading } from "../../components/ErrorBox";
 import { Time } from "../../components/Time";
+import { tTokens as t } from "./adminStrings";
 
 export function Tokens() {
   const list = useTokens();
@@ -33,42 +34,43 @@ export function Tokens() {
   };
   return (
     <div>
-      <h2>API tokens</h2>
+      <h2>{t.title}</h2>
       <form className="toolbar" onSubmit={create}>
         <input
-          aria-label="New token name"
-          placeholder="name"
+          aria-label={t.nameLabel}
+          placeholder={t.namePlaceholder}
           value={name}
           onChange={(e) => setName(e.target.value)}
         />
         <button type="submit" disabled={!name.trim()}>
-          Create token
+          {t.create}
         </button>
       </form>
       {created && (
         <div className="notice" role="status">
-          New token (shown only now): <code>{created}</code>
+          {t.created}
+          <code>{created}</code>
         </div>
       )}
-      <ErrorBox error={error ?? list.error} title="Tokens" />
-      {list.isPending && <Loading what="tokens" />}
+      <ErrorBox error={error ?? list.error} title={t.errors} />
+      {list.isPending && <Loading what={t.noun} />}
       <table className="grid">
         <thead>
           <tr>
-            <th>Id</th>
-            <th>Name</th>
-            <th>Expires</th>
+            <th>{t.id}</th>
+            <th>{t.name}</th>
+            <th>{t.expires}</th>
             <th />
           </tr>
         </thead>
         <tbody>
-          {list.data?.items.map((t) => (
-            <tr key={String(t.id)}>
-              <td>{t.id}</td>
-              <td>{t.name}</td>
-              <td>{t.expire_time ? <Time iso={t.expire_time} /> : "never"}</td>
+          {list.data?.items.map((token) => (
+            <tr key={String(token.id)}>
+              <td>{token.id}</td>
+              <td>{token.name}</td>
+              <td>{token.expire_time ? <Time iso={token.expire_time} /> : t.never}</td>
               <td>
-                <button onClick={() => void revoke(t.id as number)}>Revoke</button>
+                <button onClick={() => void revoke(token.id as number)}>{t.revoke}</button>
               </td>
             </tr>
           ))}

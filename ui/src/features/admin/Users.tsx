@@ -3,6 +3,7 @@ import { useState, type FormEvent } from "react";
 
 import { useCreateUser, useUpdateUser, useUsers } from "../../api/admin";
 import { ErrorBox, Loading } from "../../components/ErrorBox";
+import { tUsers as t } from "./adminStrings";
 import { useAction } from "./useAction";
 
 function ResetPassword({ name, onDone }: { name: string; onDone: () => void }) {
@@ -18,18 +19,18 @@ function ResetPassword({ name, onDone }: { name: string; onDone: () => void }) {
     <form className="inline-form" onSubmit={submit}>
       <input
         type="password"
-        aria-label={`New password for ${name}`}
+        aria-label={t.newPassword(name)}
         autoComplete="new-password"
         value={password}
         onChange={(e) => setPassword(e.target.value)}
       />
       <button type="submit" disabled={busy || !password}>
-        Set password
+        {t.setPassword}
       </button>
       <button type="button" onClick={onDone}>
-        Cancel
+        {t.cancel}
       </button>
-      <ErrorBox error={error} title="Password not changed" />
+      <ErrorBox error={error} title={t.notChanged} />
     </form>
   );
 }
@@ -55,37 +56,37 @@ export function Users() {
   const enable = (user: string, enabled: boolean) => run(() => update.mutateAsync({ name: user, enabled }));
   return (
     <div data-testid="admin-users">
-      <h2>Users</h2>
-      <form className="toolbar" onSubmit={create} aria-label="New user">
+      <h2>{t.title}</h2>
+      <form className="toolbar" onSubmit={create} aria-label={t.newUser}>
         <input
-          aria-label="New user name"
-          placeholder="name"
+          aria-label={t.nameLabel}
+          placeholder={t.namePlaceholder}
           value={name}
           onChange={(e) => setName(e.target.value)}
         />
         <input
           type="password"
-          aria-label="New user password"
-          placeholder="password"
+          aria-label={t.passwordLabel}
+          placeholder={t.passwordPlaceholder}
           autoComplete="new-password"
           value={password}
           onChange={(e) => setPassword(e.target.value)}
         />
         <label>
-          <input type="checkbox" checked={admin} onChange={(e) => setAdmin(e.target.checked)} /> admin
+          <input type="checkbox" checked={admin} onChange={(e) => setAdmin(e.target.checked)} /> {t.admin}
         </label>
         <button type="submit" disabled={busy || !name.trim() || !password}>
-          Create user
+          {t.create}
         </button>
       </form>
-      <ErrorBox error={error ?? list.error} title="Users" />
-      {list.isPending && <Loading what="users" />}
+      <ErrorBox error={error ?? list.error} title={t.errors} />
+      {list.isPending && <Loading what={t.noun} />}
       <table className="grid">
         <thead>
           <tr>
-            <th>Name</th>
-            <th>Role</th>
-            <th>State</th>
+            <th>{t.name}</th>
+            <th>{t.role}</th>
+            <th>{t.state}</th>
             <th />
           </tr>
         </thead>
@@ -93,16 +94,16 @@ export function Users() {
           {list.data?.items.map((u) => (
             <tr key={u.name} data-testid={`user-${u.name}`}>
               <td>{u.name}</td>
-              <td>{u.admin ? "admin" : "user"}</td>
-              <td>{u.enabled ? "✓ enabled" : "⊘ disabled"}</td>
+              <td>{u.admin ? t.roleAdmin : t.roleUser}</td>
+              <td>{u.enabled ? t.enabled : t.disabled}</td>
               <td>
                 <button onClick={() => void enable(u.name as string, !u.enabled)}>
-                  {u.enabled ? "Disable" : "Enable"}
+                  {u.enabled ? t.disable : t.enable}
                 </button>{" "}
                 {resetting === u.name ? (
                   <ResetPassword name={u.name as string} onDone={() => setResetting(null)} />
                 ) : (
-                  <button onClick={() => setResetting(u.name as string)}>Reset password…</button>
+                  <button onClick={() => setResetting(u.name as string)}>{t.reset}</button>
                 )}
               </td>
             </tr>

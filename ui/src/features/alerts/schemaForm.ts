@@ -1,6 +1,8 @@
 // A sender's form, generated from its channel type's JSON Schema (GET /api/v1/alert-types): the fields, the
 // values they start with (from stored params, secrets shown as "***"), and the params sent back. Pure functions.
 
+import { t as tAlerts } from "./strings";
+
 export interface ParamSchema {
   type?: string | string[];
   enum?: unknown[];
@@ -111,7 +113,7 @@ export function paramsOf(fields: Field[], values: Values): Record<string, unknow
         parsed = undefined;
       }
       if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
-        throw new FormError(f.key, "must be a JSON object");
+        throw new FormError(f.key, tAlerts.badJson);
       out[f.key] = parsed;
     } else out[f.key] = text;
   }

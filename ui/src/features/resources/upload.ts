@@ -2,6 +2,7 @@
 // XMLHttpRequest because fetch reports no upload progress. The answer is the stored version, or an ApiError
 // with the server's message (413 over a limit, 400 at the path).
 import { ApiError, authHeaders, baseUrl, errorOf } from "../../api/client";
+import { tApi } from "../../api/strings";
 
 export interface StoredVersion {
   path?: string;
@@ -40,7 +41,7 @@ export function uploadFile(
         resolve(body as StoredVersion);
       } else reject(errorOf(xhr.status, body));
     };
-    xhr.onerror = () => reject(new ApiError(0, "cannot reach the API server (the upload was cut off)"));
+    xhr.onerror = () => reject(new ApiError(0, tApi.unreachable(tApi.uploadCut)));
     xhr.send(file);
   });
 }

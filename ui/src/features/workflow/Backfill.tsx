@@ -5,7 +5,9 @@ import { useBackfill } from "../../api/workflows";
 import { DateTimeInput, parseDateTime24 } from "../../components/DateTimeInput";
 import { ErrorBox } from "../../components/ErrorBox";
 import { offsetLabel, parseInZone, resolveZone, useDisplayZone } from "../../components/time";
-import { tBackfillRange } from "./scheduleStrings";
+import { tBackfill as t, tBackfillRange } from "./scheduleStrings";
+
+const MODES = ["SERIAL", "PARALLEL"] as const;
 
 export function Backfill({ code, onClose }: { code: number; onClose: () => void }) {
   const [start, setStart] = useState("");
@@ -33,26 +35,29 @@ export function Backfill({ code, onClose }: { code: number; onClose: () => void 
         run_mode: mode,
         ...(mode === "PARALLEL" ? { parallelism } : {}),
       });
-      setDone(`${result.dates} dates queued in ${result.chains} chain(s)`);
+      setDone(t.queued(result.dates as number, result.chains as number));
     } catch (exc) {
       setError(exc);
     }
   };
   return (
-    <form className="dialog" onSubmit={submit} aria-label="Backfill">
-      <h2>Backfill</h2>
+    <form className="dialog" onSubmit={submit} aria-label={t.title}>
+      <h2>{t.title}</h2>
       <DateTimeInput label={tBackfillRange.from(label)} value={start} onChange={setStart} />
       <DateTimeInput label={tBackfillRange.to(label)} value={end} onChange={setEnd} />
       <label>
-        Mode{" "}
+        {t.mode}{" "}
         <select value={mode} onChange={(e) => setMode(e.target.value as "SERIAL" | "PARALLEL")}>
-          <option>SERIAL</option>
-          <option>PARALLEL</option>
+          {MODES.map((m) => (
+            <option key={m} value={m}>
+              {t.modes[m]}
+            </option>
+          ))}
         </select>
       </label>
       {mode === "PARALLEL" && (
         <label>
-          Chains at once{" "}
+          {t.chains}{" "}
           <input
             type="number"
             min={1}
@@ -61,12 +66,12 @@ export function Backfill({ code, onClose }: { code: number; onClose: () => void 
           />
         </label>
       )}
-      <ErrorBox error={error} title="Backfill refused" />
+      <ErrorBox error={error} title={t.refused} />
       {done && <div className="notice">{done}</div>}
       <div className="actions">
-        <button type="submit">Queue backfill</button>
+        <button type="submit">{t.submit}</button>
         <button type="button" onClick={onClose}>
-          Close
+          {t.close}
         </button>
       </div>
     </form>

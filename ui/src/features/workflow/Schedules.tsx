@@ -4,6 +4,7 @@ import { useEffect, useState } from "react";
 import { useCronPreview, useReleaseSchedule, useSaveSchedule, useSchedules } from "../../api/workflows";
 import { ErrorBox } from "../../components/ErrorBox";
 import { FireTimes, NextFire } from "./FireTimes";
+import { tSchedules as t } from "./scheduleStrings";
 
 function usePreview(crontab: string, timezone: string) {
   const [debounced, setDebounced] = useState({ crontab, timezone });
@@ -40,7 +41,7 @@ export function Schedules({ code, lacking }: { code: number; lacking: string | n
   return (
     <div data-testid="schedules">
       <h2>
-        Schedules{" "}
+        {t.title}{" "}
         <button
           disabled={lacking !== null}
           title={lacking ?? ""}
@@ -50,18 +51,18 @@ export function Schedules({ code, lacking }: { code: number; lacking: string | n
             setTimezone("UTC");
           }}
         >
-          New schedule
+          {t.add}
         </button>
       </h2>
-      <ErrorBox error={list.error} title="Cannot list schedules" />
-      <ErrorBox error={error} title="Refused" />
+      <ErrorBox error={list.error} title={t.cannotList} />
+      <ErrorBox error={error} title={t.refused} />
       <table className="grid">
         <thead>
           <tr>
-            <th>Crontab</th>
-            <th>Zone</th>
-            <th>State</th>
-            <th>Next fire</th>
+            <th>{t.crontab}</th>
+            <th>{t.zone}</th>
+            <th>{t.state}</th>
+            <th>{t.nextFire}</th>
             <th />
           </tr>
         </thead>
@@ -72,7 +73,7 @@ export function Schedules({ code, lacking }: { code: number; lacking: string | n
                 <code>{s.crontab}</code>
               </td>
               <td>{s.timezone}</td>
-              <td>{s.release_state === "ONLINE" ? "● online" : "○ offline"}</td>
+              <td>{s.release_state === "ONLINE" ? t.online : t.offline}</td>
               <td data-testid={`next-fire-${s.id}`}>
                 <NextFire iso={s.next_fire_times?.[0]} zone={s.timezone ?? "UTC"} />
               </td>
@@ -86,14 +87,14 @@ export function Schedules({ code, lacking }: { code: number; lacking: string | n
                     setTimezone(s.timezone ?? "UTC");
                   }}
                 >
-                  Edit
+                  {t.edit}
                 </button>
                 <button
                   disabled={lacking !== null}
                   title={lacking ?? ""}
                   onClick={() => void release(s.id as number, s.release_state !== "ONLINE")}
                 >
-                  {s.release_state === "ONLINE" ? "Offline" : "Online"}
+                  {s.release_state === "ONLINE" ? t.putOffline : t.putOnline}
                 </button>
               </td>
             </tr>
@@ -101,7 +102,7 @@ export function Schedules({ code, lacking }: { code: number; lacking: string | n
           {list.data?.items.length === 0 && (
             <tr>
               <td colSpan={5} className="muted">
-                no schedule
+                {t.none}
               </td>
             </tr>
           )}
@@ -110,23 +111,23 @@ export function Schedules({ code, lacking }: { code: number; lacking: string | n
       {editing !== null && (
         <form
           className="dialog"
-          aria-label="Schedule"
+          aria-label={t.form}
           onSubmit={(e) => {
             e.preventDefault();
             void save();
           }}
         >
           <label>
-            Crontab (5 fields, or Quartz with seconds){" "}
-            <input value={crontab} onChange={(e) => setCrontab(e.target.value)} aria-label="Crontab" />
+            {t.crontabHelp}{" "}
+            <input value={crontab} onChange={(e) => setCrontab(e.target.value)} aria-label={t.crontabLabel} />
           </label>
           <label>
-            Time zone{" "}
-            <input value={timezone} onChange={(e) => setTimezone(e.target.value)} aria-label="Time zone" />
+            {t.timezone}{" "}
+            <input value={timezone} onChange={(e) => setTimezone(e.target.value)} aria-label={t.timezone} />
           </label>
           <div data-testid="next-fires">
             {preview.error ? (
-              <ErrorBox error={preview.error} title="Not a valid schedule" />
+              <ErrorBox error={preview.error} title={t.invalid} />
             ) : (
               preview.data && (
                 <FireTimes times={preview.data.next_fire_times ?? []} zone={preview.data.timezone ?? "UTC"} />
@@ -134,9 +135,9 @@ export function Schedules({ code, lacking }: { code: number; lacking: string | n
             )}
           </div>
           <div className="actions">
-            <button type="submit">Save</button>
+            <button type="submit">{t.save}</button>
             <button type="button" onClick={() => setEditing(null)}>
-              Cancel
+              {t.cancel}
             </button>
           </div>
         </form>

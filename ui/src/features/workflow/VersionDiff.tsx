@@ -6,7 +6,7 @@ import { stringify } from "yaml";
 import { useVersions, useWorkflowVersion } from "../../api/queries";
 import { ErrorBox } from "../../components/ErrorBox";
 import { Time } from "../../components/Time";
-import { tVersionDiff } from "./strings";
+import { tVersionDiff as t } from "./strings";
 
 export function VersionDiff({ code, current }: { code: number; current: number }) {
   const versions = useVersions(code);
@@ -20,19 +20,19 @@ export function VersionDiff({ code, current }: { code: number; current: number }
     <select value={value} onChange={(e) => set(Number(e.target.value))} aria-label={label}>
       {numbers.map((n) => (
         <option key={n} value={n}>
-          v{n}
+          {t.version(n)}
         </option>
       ))}
     </select>
   );
   return (
     <div>
-      <h2>Versions</h2>
-      <ErrorBox error={versions.error ?? a.error ?? b.error} title="Cannot load versions" />
+      <h2>{t.title}</h2>
+      <ErrorBox error={versions.error ?? a.error ?? b.error} title={t.cannotLoad} />
       <ul className="versions">
         {versions.data?.items.map((v) => (
           <li key={String(v.version)}>
-            v{String(v.version)} {v.current ? "(current)" : ""}{" "}
+            {t.version(Number(v.version))} {v.current ? t.current : ""}{" "}
             <span className="muted">
               <Time iso={v.create_time} />
             </span>
@@ -42,7 +42,7 @@ export function VersionDiff({ code, current }: { code: number; current: number }
       {numbers.length > 1 && (
         <>
           <div className="toolbar">
-            Compare {pick(left, setLeft, "Older version")} with {pick(right, setRight, "Newer version")}
+            {t.compare} {pick(left, setLeft, t.older)} {t.with} {pick(right, setRight, t.newer)}
           </div>
           {/* focusable: a diff wider or longer than its box scrolls with the arrow keys */}
           <pre
@@ -50,7 +50,7 @@ export function VersionDiff({ code, current }: { code: number; current: number }
             data-testid="version-diff"
             tabIndex={0}
             role="region"
-            aria-label={tVersionDiff.region(left, right)}
+            aria-label={t.region(left, right)}
           >
             {parts.map((p, i) => (
               <span key={i} className={p.added ? "added" : p.removed ? "removed" : "same"}>

@@ -61,11 +61,35 @@ export const tWorkflow = {
   noSuchCode: (code: number) => `No workflow has the code ${code} (deleted, or a mistyped address).`,
   toList: "Go to the workflows",
   cannotLoad: (code: number) => `Cannot load workflow ${code}`,
+  noun: "workflow",
+  loading: (code: number) => `workflow ${code}`,
+  version: (v: number) => `v${v}`,
+  online: "● online",
+  offline: "○ offline",
+  actions: "Workflow actions",
+  takeOffline: "Take offline",
+  putOnline: "Put online",
+  onlineFirst: "put it online first",
+  start: "Start…",
+  backfill: "Backfill…",
+  edit: "Edit",
+  instances: "Instances",
+  refused: "Refused",
+  facts: (project: string, code: number) => `Project ${project} · code ${code} · updated `,
+  dangling: (names: string) => `Upstream tasks that do not exist: ${names}`,
 } as const;
 
 /** The version diff (workflow page). */
 export const tVersionDiff = {
   region: (older: number, newer: number) => `Changes from v${older} to v${newer}`,
+  title: "Versions",
+  cannotLoad: "Cannot load versions",
+  version: (n: number) => `v${n}`,
+  current: "(current)",
+  compare: "Compare",
+  with: "with",
+  older: "Older version",
+  newer: "Newer version",
 } as const;
 
 export type Priority = keyof typeof tStart.priorities;

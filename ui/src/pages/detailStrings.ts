@@ -1,0 +1,58 @@
+// Every user-visible string of the instance and cluster pages, one object per page; the Chinese is in
+// detailStrings.zh.ts (the workflow page's are tWorkflow of features/workflow/strings.ts).
+
+export const tInstance = {
+  noun: "instance",
+  loading: (id: number) => `instance ${id}`,
+  cannotLoad: (id: number) => `Cannot load instance ${id}`,
+  actionsLabel: "Instance actions",
+  actions: {
+    stop: "Stop",
+    pause: "Pause",
+    resume: "Resume",
+    "recover-failed": "Recover failed",
+    rerun: "Rerun",
+  },
+  notWhile: (state: string) => `not allowed while ${state}`,
+  actionRefused: "Action refused",
+  refreshFailed: "Refresh failed",
+  instance: "Instance",
+  workflow: "Workflow",
+  workflowVersion: (code: number, version: number) => `${code} v${version}`,
+  runType: "Run type",
+  businessDate: "Business date",
+  started: "Started",
+  duration: "Duration",
+  master: "Master",
+  parent: "Parent",
+  parentLink: (id: number) => `instance #${id}`,
+  tasks: "Tasks",
+  finished: (done: number, total: number) => `${done} of ${total} finished`,
+  skipped: (n: number) => `, ${n} skipped`,
+  cannotLoadGraph: "Cannot load the workflow's graph",
+  attempt: (attempt: number, host: string) => `attempt ${attempt} on ${host}`,
+  openLog: "open log",
+  openSub: (id: number) => `open sub-workflow #${id}`,
+} as const;
+
+export const tCluster = {
+  title: "Cluster",
+  cannotRead: "Cannot read the cluster",
+  what: "cluster",
+  masters: "Masters",
+  workers: "Workers",
+  count: (title: string, n: number) => `${title} (${n})`,
+  address: "Address",
+  group: "Group",
+  status: "Status",
+  cpu: "CPU %",
+  memory: "Memory %",
+  load: "Load",
+  statuses: {
+    NORMAL: "normal",
+    ABNORMAL: "abnormal",
+    BUSY: "busy",
+    DRAINING: "draining",
+  } as Record<string, string>,
+  none: "none registered",
+} as const;

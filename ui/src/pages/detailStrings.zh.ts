@@ -1,0 +1,58 @@
+import { translation } from "../i18n";
+import { tCluster, tInstance } from "./detailStrings";
+
+translation(tInstance, {
+  noun: "工作流实例",
+  loading: (id) => `工作流实例 ${id}`,
+  cannotLoad: (id) => `无法加载工作流实例 ${id}`,
+  actionsLabel: "实例操作",
+  actions: {
+    stop: "停止",
+    pause: "暂停",
+    resume: "恢复运行",
+    "recover-failed": "恢复失败",
+    rerun: "重跑",
+  },
+  notWhile: (state) => `${state} 状态下不允许`,
+  actionRefused: "操作被拒绝",
+  refreshFailed: "刷新失败",
+  instance: "工作流实例",
+  workflow: "工作流",
+  workflowVersion: (code, version) => `${code} V${version}`,
+  runType: "运行类型",
+  businessDate: "调度日期",
+  started: "开始时间",
+  duration: "运行时长",
+  master: "Master",
+  parent: "父工作流实例",
+  parentLink: (id) => `工作流实例 #${id}`,
+  tasks: "任务",
+  finished: (done, total) => `已完成 ${done} / ${total}`,
+  skipped: (n) => `，跳过 ${n} 个`,
+  cannotLoadGraph: "无法加载工作流的 DAG 图",
+  attempt: (attempt, host) => `第 ${attempt} 次尝试，运行于 ${host}`,
+  openLog: "查看日志",
+  openSub: (id) => `打开子工作流实例 #${id}`,
+});
+
+translation(tCluster, {
+  title: "集群",
+  cannotRead: "无法读取集群状态",
+  what: "集群",
+  masters: "Master",
+  workers: "Worker",
+  count: (title, n) => `${title}（${n}）`,
+  address: "地址",
+  group: "分组",
+  status: "状态",
+  cpu: "CPU 使用率 %",
+  memory: "内存使用率 %",
+  load: "平均负载",
+  statuses: {
+    NORMAL: "正常",
+    ABNORMAL: "异常",
+    BUSY: "繁忙",
+    DRAINING: "排空中",
+  },
+  none: "没有已注册的节点",
+});
