@@ -2,13 +2,15 @@ import { useVirtualizer } from "@tanstack/react-virtual";
 import { useCallback, useEffect, useReducer, useRef, useState } from "react";
 import { Link, useParams } from "react-router";
 
-import { api, authHeaders, baseUrl, call, errorOf, token, type LogSearch } from "../api/client";
+import { token, type LogSearch } from "../api/client";
+import { downloadWithToken } from "../api/download";
+import { logDownloadUrl, readLog, searchLog } from "../api/logs";
 import { useAttempts, useTask } from "../api/queries";
 import { BadAddress, idParam } from "../components/BadAddress";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { StateBadge } from "../components/StateBadge";
 import { signOut } from "../app/session";
-import { openStream } from "../features/live/sse";
+import { followLog } from "../api/stream";
 import { LogStore, PAGE } from "../features/logs/logStore";
 import { tTitle } from "../components/strings";
 import { useTitle } from "../components/title";
@@ -25,14 +27,6 @@ const TEXT = {
   noLog: "no log",
 };
 
-interface FollowData {
-  start?: number;
-  lines?: string[];
-  total?: number;
-  next?: number;
-  complete?: boolean;
-  message?: string;
-}
 type SearchPage = LogSearch;
 
 export function TaskLog() {
@@ -69,11 +63,7 @@ function TaskLogOf({ id }: { id: number }) {
       if (inflight.current.has(key)) return true;
       inflight.current.add(key);
       try {
-        const page = await call(
-          api.GET("/api/v1/tasks/{id}/log", {
-            params: { path: { id: String(id) }, query: { skip, limit, from_end: fromEnd } },
-          }),
-        );
+        const page = await readLog(id, skip, limit, fromEnd);
         store.put(page.start, page.lines, page.next, page.complete, page.total);
         setError(null);
         redraw();
@@ -97,17 +87,14 @@ function TaskLogOf({ id }: { id: number }) {
       // no log to read (none written yet, or gone): say so once rather than follow a 404 again and again
       const read = await fetchLines(0, PAGE, true);
       if (!read || stop || store.complete) return;
-      stream = openStream({
-        url: () => `${baseUrl()}/api/v1/tasks/${id}/log/follow?skip=${store.known}`,
-        headers: () => authHeaders(),
-        onEvent: (e) => {
-          const data = JSON.parse(e.data) as FollowData;
-          if (e.event === "lines" && data.lines && data.start !== undefined) {
+      stream = followLog(id, () => store.known, {
+        onEvent: (event, data) => {
+          if (event === "lines" && data.lines && data.start !== undefined) {
             store.put(data.start, data.lines, data.start + data.lines.length, false, data.total);
-          } else if (e.event === "end" && data.next !== undefined) {
+          } else if (event === "end" && data.next !== undefined) {
             store.put(data.next, [], data.next, Boolean(data.complete));
             if (data.complete) stream?.close();
-          } else if (e.event === "error") setError(new Error(data.message ?? "the log cannot be read"));
+          } else if (event === "error") setError(new Error(data.message ?? "the log cannot be read"));
           redraw();
         },
         onStatus: () => {},
@@ -135,17 +122,10 @@ function TaskLogOf({ id }: { id: number }) {
 
   // With a session cookie the download is a plain link: the browser streams the file to disk (nothing is held
   // in the page). An API token is not sent by a link, so a token sign-in fetches it into the page instead.
-  const downloadUrl = `${baseUrl()}/api/v1/tasks/${id}/log/download`;
+  const downloadUrl = logDownloadUrl(id);
   const download = async () => {
     try {
-      const response = await fetch(downloadUrl, { headers: authHeaders() });
-      if (!response.ok) throw errorOf(response.status, await response.json().catch(() => undefined));
-      const url = URL.createObjectURL(await response.blob());
-      const a = document.createElement("a");
-      a.href = url;
-      a.download = `task-${id}.log`;
-      a.click();
-      URL.revokeObjectURL(url);
+      await downloadWithToken(downloadUrl, `task-${id}.log`);
     } catch (exc) {
       setError(exc);
     }
@@ -156,11 +136,7 @@ function TaskLogOf({ id }: { id: number }) {
     if (!needle) return setFound(null);
     try {
       const after = more && found ? found.next : 0;
-      const page = await call(
-        api.GET("/api/v1/tasks/{id}/log/search", {
-          params: { path: { id: String(id) }, query: { q: needle, after, limit: 100 } },
-        }),
-      );
+      const page = await searchLog(id, needle, after, 100);
       const hits = more && found ? [...found.hits, ...page.hits] : page.hits;
       setFound({ ...page, hits });
       setError(null);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { parseSse } from "./sse";
+import { parseSse } from "./stream";
 
 describe("parseSse", () => {
   it("splits complete events and keeps the unfinished tail", () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { ApiError } from "../../api/client";
+import { ApiError } from "./client";
 import { uploadFile } from "./upload";
 
 /** A stand-in for XMLHttpRequest: records the request, reports progress, answers ``status`` / ``body``. */
