@@ -79,3 +79,27 @@ describe("uploadFile", () => {
     await expect(refused).rejects.toHaveProperty("status", 413);
   });
 });
+
+describe("uploadFile cut off", () => {
+  it("a connection lost mid-upload is an ApiError saying so, not a stored version", async () => {
+    class CutXhr extends FakeXhr {
+      send() {
+        this.upload.onprogress?.({ loaded: 1, total: 4, lengthComputable: true });
+        this.onerror?.();
+      }
+    }
+    const seen: number[] = [];
+    const cut = uploadFile(
+      "etl",
+      "a.sh",
+      new Blob(["abcd"]),
+      "",
+      (l) => seen.push(l),
+      () => new CutXhr({ status: 0, body: null }) as unknown as XMLHttpRequest,
+    );
+    await expect(cut).rejects.toEqual(
+      new ApiError(0, "cannot reach the API server (the upload was cut off)"),
+    );
+    expect(seen).toEqual([1]);
+  });
+});
