@@ -14,25 +14,16 @@ import { followLog } from "../api/stream";
 import { LogStore, PAGE } from "../features/logs/logStore";
 import { tTitle } from "../components/strings";
 import { useTitle } from "../components/title";
+import { tTaskLog as TEXT } from "./strings";
 
 const ROW = 18;
-const TEXT = {
-  attempts: "Attempts",
-  attempt: (n: number) => `Attempt ${n}`,
-  app: "Application",
-  appUi: "open its UI",
-  lines: (n: number) => `${n} line${n === 1 ? "" : "s"}`,
-  complete: " (complete)",
-  writing: " (task still writing)",
-  noLog: "no log",
-};
 
 type SearchPage = LogSearch;
 
 export function TaskLog() {
   const param = useParams().id;
   const id = idParam(param);
-  if (id === null) return <BadAddress what="task" value={param} />;
+  if (id === null) return <BadAddress what={TEXT.task} value={param} />;
   // a fresh page per attempt (the attempt tabs change only the id): no lines of another attempt kept
   return <TaskLogOf key={id} id={id} />;
 }
@@ -94,7 +85,7 @@ function TaskLogOf({ id }: { id: number }) {
           } else if (event === "end" && data.next !== undefined) {
             store.put(data.next, [], data.next, Boolean(data.complete));
             if (data.complete) stream?.close();
-          } else if (event === "error") setError(new Error(data.message ?? "the log cannot be read"));
+          } else if (event === "error") setError(new Error(data.message ?? TEXT.unreadable));
           redraw();
         },
         onStatus: () => {},
@@ -157,13 +148,11 @@ function TaskLogOf({ id }: { id: number }) {
     <section className="logpage">
       <div className="pagehead">
         <h1>
-          Log of task {t ? t.name : `#${id}`} {t && <StateBadge state={t.state} />}
+          {TEXT.heading} {t ? t.name : `#${id}`} {t && <StateBadge state={t.state} />}
         </h1>
-        {t && (
-          <Link to={`/instances/${t.workflow_instance_id}`}>back to instance #{t.workflow_instance_id}</Link>
-        )}
+        {t && <Link to={`/instances/${t.workflow_instance_id}`}>{TEXT.backTo(t.workflow_instance_id)}</Link>}
       </div>
-      <ErrorBox error={task.error} title="Cannot load the task" />
+      <ErrorBox error={task.error} title={TEXT.cannotLoad} />
       {t && <AttemptTabs id={id} instance={t.workflow_instance_id} taskCode={t.task_code} />}
       {t?.app_id && (
         <p data-testid="task-app">
@@ -177,7 +166,8 @@ function TaskLogOf({ id }: { id: number }) {
       )}
       <div className="toolbar">
         <label>
-          <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.target.checked)} /> Follow
+          <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.target.checked)} />{" "}
+          {TEXT.follow}
         </label>
         <form
           role="search"
@@ -188,19 +178,19 @@ function TaskLogOf({ id }: { id: number }) {
         >
           <input
             type="search"
-            placeholder="Search the whole log (Enter)"
-            aria-label="Search the log"
+            placeholder={TEXT.searchPlaceholder}
+            aria-label={TEXT.searchLabel}
             value={needle}
             onChange={(e) => setNeedle(e.target.value)}
           />
         </form>
         {found && (
           <span className="muted" data-testid="search-status">
-            {hits.length} match{hits.length === 1 ? "" : "es"}
-            {found.done ? "" : ` in lines 1–${found.next}`}{" "}
+            {TEXT.matches(hits.length)}
+            {found.done ? "" : TEXT.inLines(found.next)}{" "}
             {!found.done && (
               <button className="link" onClick={() => void search(true)}>
-                search on
+                {TEXT.searchOn}
               </button>
             )}
           </span>
@@ -213,17 +203,17 @@ function TaskLogOf({ id }: { id: number }) {
         </span>
         {token.get() === null ? (
           <a className="button" href={downloadUrl} download data-testid="log-download">
-            Download
+            {TEXT.download}
           </a>
         ) : (
-          <button onClick={() => void download()} title="signed in with a token: fetched into the page first">
-            Download
+          <button onClick={() => void download()} title={TEXT.downloadWithToken}>
+            {TEXT.download}
           </button>
         )}
       </div>
-      <ErrorBox error={error} title="Cannot read the log" />
+      <ErrorBox error={error} title={TEXT.cannotRead} />
       {hits.length > 0 && (
-        <ol className="hits" aria-label="Matches" data-testid="search-hits">
+        <ol className="hits" aria-label={TEXT.hits} data-testid="search-hits">
           {hits.map((h, i) => (
             <li key={h.line}>
               <button className={`link${i === hit ? " current" : ""}`} onClick={() => goTo(i, h.line)}>
@@ -234,7 +224,7 @@ function TaskLogOf({ id }: { id: number }) {
           ))}
         </ol>
       )}
-      {store.known === 0 && !error && !store.complete && <Loading what="log" />}
+      {store.known === 0 && !error && !store.complete && <Loading what={TEXT.log} />}
       <div
         className="log"
         ref={scroller}

@@ -194,7 +194,7 @@ export function EnvironmentEditor({
             {...props}
             rows={4}
             spellCheck={false}
-            placeholder="export JAVA_HOME=/opt/java"
+            placeholder={t.configPlaceholder}
             value={form.config}
             onChange={(e) => setForm({ ...form, config: e.target.value })}
           />
