@@ -292,3 +292,111 @@ export function useDeleteWorkerGroup() {
     onSettled: () => client.invalidateQueries({ queryKey: ["worker-groups"] }),
   });
 }
+
+/** Test a data source's connection: the server's version, or the error it met (nothing changes). */
+export function useTestDataSource() {
+  return useMutation({
+    mutationFn: (name: string) =>
+      call(api.POST("/api/v1/datasources/{name}/test", { params: { path: { name } }, body: {} })),
+  });
+}
+
+type DataSourceBody = NonNullable<
+  paths["/api/v1/datasources/{name}"]["put"]["requestBody"]
+>["content"]["application/json"];
+
+/** Create or replace the data source ``name`` (a masked secret sent back keeps the stored one). */
+export function useSaveDataSource() {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: ({ name, body }: { name: string; body: DataSourceBody }) =>
+      call(api.PUT("/api/v1/datasources/{name}", { params: { path: { name } }, body })),
+    onSuccess: () => client.invalidateQueries({ queryKey: ["datasources"] }),
+  });
+}
+
+export function useDeleteDataSource() {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (name: string) =>
+      call(api.DELETE("/api/v1/datasources/{name}", { params: { path: { name } } })),
+    onSettled: () => client.invalidateQueries({ queryKey: ["datasources"] }),
+  });
+}
+
+export function useEnvironments() {
+  return useQuery({
+    queryKey: ["environments"],
+    queryFn: () => call(api.GET("/api/v1/environments", { params: { query: { size: 500 } } })),
+  });
+}
+
+type NewEnvironment = NonNullable<
+  paths["/api/v1/environments"]["post"]["requestBody"]
+>["content"]["application/json"];
+type EnvironmentChanges = NonNullable<
+  paths["/api/v1/environments/{name}"]["patch"]["requestBody"]
+>["content"]["application/json"];
+
+/** Create an environment (``stored`` undefined) or change the one named ``stored``. */
+export function useSaveEnvironment(stored: string | undefined) {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (body: NewEnvironment | EnvironmentChanges) =>
+      stored === undefined
+        ? call(api.POST("/api/v1/environments", { body: body as NewEnvironment }))
+        : call(api.PATCH("/api/v1/environments/{name}", { params: { path: { name: stored } }, body })),
+    onSuccess: () => client.invalidateQueries({ queryKey: ["environments"] }),
+  });
+}
+
+export function useDeleteEnvironment() {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (name: string) =>
+      call(api.DELETE("/api/v1/environments/{name}", { params: { path: { name } } })),
+    onSettled: () => client.invalidateQueries({ queryKey: ["environments"] }),
+  });
+}
+
+/** A project's parameters (secret ones listed as the mask). */
+export function useProjectParams(project: string) {
+  return useQuery({
+    queryKey: ["project-params", project],
+    enabled: project !== "",
+    queryFn: () =>
+      call(
+        api.GET("/api/v1/projects/{name}/parameters", {
+          params: { path: { name: project }, query: { size: 500 } },
+        }),
+      ),
+  });
+}
+
+/** Create or replace a project parameter (a secret sent as the mask keeps its stored value). */
+export function useSaveProjectParam(project: string) {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: ({ param, body }: { param: string; body: { value: string; secret: boolean } }) =>
+      call(
+        api.PUT("/api/v1/projects/{name}/parameters/{param}", {
+          params: { path: { name: project, param } },
+          body,
+        }),
+      ),
+    onSuccess: () => client.invalidateQueries({ queryKey: ["project-params", project] }),
+  });
+}
+
+export function useDeleteProjectParam(project: string) {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (param: string) =>
+      call(
+        api.DELETE("/api/v1/projects/{name}/parameters/{param}", {
+          params: { path: { name: project, param } },
+        }),
+      ),
+    onSettled: () => client.invalidateQueries({ queryKey: ["project-params", project] }),
+  });
+}

@@ -1,4 +1,7 @@
-// Query keys and hooks: components reach the API only through these (and the live stream patches them).
+// Query keys and hooks: components reach the API only through src/api (eslint.config.js refuses the raw client,
+// fetch, XMLHttpRequest and EventSource anywhere else). This module holds the shared queries; per-area hooks are
+// in admin.ts, alerts.ts, workflows.ts, resources.ts and session.ts (each mutation invalidates what it changes),
+// and the transports in stream.ts (live events, a log's follow), upload.ts, logs.ts and download.ts.
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 
 import { api, call, type ControlResult, type Waiting, type WorkflowDoc } from "./client";

@@ -3,6 +3,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 
 import { api, call } from "./client";
+import type { paths } from "./generated/schema";
 
 export function useSchedules(code: number) {
   return useQuery({
@@ -69,5 +70,45 @@ export function useBackfill(code: number) {
     mutationFn: (body: BackfillBody) =>
       call(api.POST("/api/v1/workflows/{code}/backfill", { params: { path: { code: String(code) } }, body })),
     onSuccess: () => client.invalidateQueries({ queryKey: ["instances"] }),
+  });
+}
+
+type StartBody = NonNullable<
+  paths["/api/v1/workflows/{code}/start"]["post"]["requestBody"]
+>["content"]["application/json"];
+
+/** Where a start command went: the instance a master made of it, its refusal (with the master's message, if
+ * any), or still queued (no master claimed it in ~20 s). */
+export type CommandOutcome = { instance: number } | { refused: string | null } | { queued: number };
+
+const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Ask after command ``id`` every 200 ms until a master made an instance of it or refused it (100 times). */
+export async function followCommand(
+  id: number,
+  wait: (ms: number) => Promise<void> = pause,
+): Promise<CommandOutcome> {
+  for (let i = 0; i < 100; i += 1) {
+    const status = await call(api.GET("/api/v1/commands/{id}", { params: { path: { id: String(id) } } }));
+    if (status.workflow_instance_id) return { instance: status.workflow_instance_id };
+    if (status.status === "ERROR") return { refused: status.message ?? null };
+    await wait(200);
+  }
+  return { queued: id };
+}
+
+/** Start workflow ``code`` (a START_PROCESS command) and follow the command to its instance. */
+export function useStartWorkflow(code: number) {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: async (body: StartBody) =>
+      followCommand(
+        (
+          await call(
+            api.POST("/api/v1/workflows/{code}/start", { params: { path: { code: String(code) } }, body }),
+          )
+        ).command_id,
+      ),
+    onSettled: () => client.invalidateQueries({ queryKey: ["instances"] }),
   });
 }

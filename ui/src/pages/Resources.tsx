@@ -2,18 +2,19 @@
 // with their versions (download any, restore one as a new version), the workflows that use a file, uploads with
 // progress, and deletes (refused with the server's reason while a workflow uses the file or folder). The
 // project, folder and open file are kept in the URL.
-import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { Link, useSearchParams } from "react-router";
 
-import { api, authHeaders, baseUrl, call, errorOf, token } from "../api/client";
+import { useProjects } from "../api/admin";
+import { baseUrl, token } from "../api/client";
+import { downloadWithToken } from "../api/download";
 import { useResourceDetail, useResourceFolder } from "../api/queries";
+import { useDeleteResource, useRestoreResource, useUploadResource } from "../api/resources";
 import { ErrorBox } from "../components/ErrorBox";
 import { Time } from "../components/Time";
 import { errorAt } from "../features/admin/FormField";
 import { contentPath, crumbs, formatBytes, joinPath, percent } from "../features/resources/paths";
 import { t } from "../features/resources/strings";
-import { uploadFile } from "../features/resources/upload";
 import { tTitle } from "../components/strings";
 import { useTitle } from "../components/title";
 
@@ -29,30 +30,21 @@ export function ResourcesPage() {
     const file = next.file === undefined ? open : next.file;
     setParams({ ...(p ? { project: p } : {}), ...(f ? { folder: f } : {}), ...(file ? { file } : {}) });
   };
-  const projects = useQuery({
-    queryKey: ["projects"],
-    queryFn: () => call(api.GET("/api/v1/projects", { params: { query: { size: 200 } } })),
-  });
+  const projects = useProjects();
   const listing = useResourceFolder(project, folder);
-  const client = useQueryClient();
+  const deletion = useDeleteResource(project);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
-  const refresh = () => client.invalidateQueries({ queryKey: ["resources", project] });
   const remove = async (path: string) => {
     setBusy(true);
     setError(null);
     try {
-      await call(
-        api.DELETE("/api/v1/projects/{name}/resources", {
-          params: { path: { name: project }, query: { path } },
-        }),
-      );
+      await deletion.mutateAsync(path);
       if (open === path) go({ file: null });
     } catch (exc) {
       setError(exc);
     } finally {
       setBusy(false);
-      void refresh();
     }
   };
   const data = listing.data;
@@ -110,10 +102,7 @@ export function ResourcesPage() {
             key={`${project}/${folder}`}
             project={project}
             folder={folder}
-            onUploaded={(path) => {
-              void refresh();
-              go({ file: path });
-            }}
+            onUploaded={(path) => go({ file: path })}
           />
           <table className="grid" data-testid="resource-listing">
             <thead>
@@ -189,15 +178,7 @@ export function ResourcesPage() {
               })}
             </tbody>
           </table>
-          {open && (
-            <FileDetail
-              key={open}
-              project={project}
-              path={open}
-              onClose={() => go({ file: null })}
-              onChanged={() => void refresh()}
-            />
-          )}
+          {open && <FileDetail key={open} project={project} path={open} onClose={() => go({ file: null })} />}
         </>
       )}
     </section>
@@ -228,14 +209,7 @@ function DownloadLink({
     );
   const fetchIt = async () => {
     try {
-      const response = await fetch(href, { headers: authHeaders() });
-      if (!response.ok) throw errorOf(response.status, await response.json().catch(() => undefined));
-      const url = URL.createObjectURL(await response.blob());
-      const a = document.createElement("a");
-      a.href = url;
-      a.download = filename;
-      a.click();
-      URL.revokeObjectURL(url);
+      await downloadWithToken(href, filename);
     } catch (exc) {
       setError(exc);
     }
@@ -263,6 +237,7 @@ function UploadForm({
   const [progress, setProgress] = useState<number | null>(null);
   const [done, setDone] = useState<string | null>(null);
   const [error, setError] = useState<unknown>(null);
+  const upload = useUploadResource(project);
   const submit = async (e: FormEvent) => {
     e.preventDefault();
     if (!file) return;
@@ -270,9 +245,12 @@ function UploadForm({
     setDone(null);
     setProgress(0);
     try {
-      const stored = await uploadFile(project, path.trim(), file, note, (loaded, total) =>
-        setProgress(percent(loaded, total)),
-      );
+      const stored = await upload.mutateAsync({
+        path: path.trim(),
+        file,
+        description: note,
+        onProgress: (loaded, total) => setProgress(percent(loaded, total)),
+      });
       setDone(t.uploaded(stored.path ?? path, stored.version ?? 0));
       setFile(null);
       setNote("");
@@ -338,31 +316,16 @@ function UploadForm({
   );
 }
 
-function FileDetail({
-  project,
-  path,
-  onClose,
-  onChanged,
-}: {
-  project: string;
-  path: string;
-  onClose: () => void;
-  onChanged: () => void;
-}) {
+function FileDetail({ project, path, onClose }: { project: string; path: string; onClose: () => void }) {
   const { versions, references } = useResourceDetail(project, path);
+  const restoring = useRestoreResource(project);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   const restore = async (version: number) => {
     setBusy(true);
     setError(null);
     try {
-      await call(
-        api.POST("/api/v1/projects/{name}/resources/restore", {
-          params: { path: { name: project } },
-          body: { path, version },
-        }),
-      );
-      onChanged();
+      await restoring.mutateAsync({ path, version });
     } catch (exc) {
       setError(exc);
     } finally {

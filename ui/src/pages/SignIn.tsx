@@ -1,7 +1,7 @@
 import { useState, type FormEvent } from "react";
 import { useNavigate, useSearchParams } from "react-router";
 
-import { api, call, session, token } from "../api/client";
+import { useSignIn } from "../api/session";
 import { ErrorBox } from "../components/ErrorBox";
 import { tCommon } from "../components/strings";
 import { tSignIn as TEXT } from "./strings";
@@ -15,36 +15,18 @@ export function SignIn() {
   const [mode, setMode] = useState<"password" | "token">("password");
   const [user, setUser] = useState("");
   const [secret, setSecret] = useState("");
-  const [error, setError] = useState<unknown>(null);
-  const [busy, setBusy] = useState(false);
+  const signIn = useSignIn();
   const navigate = useNavigate();
   const [params] = useSearchParams();
 
-  const submit = async (event: FormEvent) => {
+  const submit = (event: FormEvent) => {
     event.preventDefault();
-    setBusy(true);
-    setError(null);
-    token.clear();
-    session.clear();
-    try {
-      if (mode === "password") {
-        const answer = await call(
-          api.POST("/api/v1/login", { body: { user: user.trim(), password: secret } }),
-        );
-        session.set(answer.csrf_token ?? "");
-      } else {
-        token.set(secret.trim());
-        await call(api.GET("/api/v1/me"));
-      }
-      navigate(params.get("next") || "/instances", { replace: true });
-    } catch (exc) {
-      token.clear();
-      session.clear();
-      setError(exc);
-    } finally {
-      setBusy(false);
-    }
+    signIn.mutate(mode === "password" ? { user: user.trim(), password: secret } : { token: secret.trim() }, {
+      onSuccess: () => navigate(params.get("next") || "/instances", { replace: true }),
+    });
   };
+  const error = signIn.error;
+  const busy = signIn.isPending;
 
   const ready = mode === "password" ? user.trim() !== "" && secret !== "" : secret.trim() !== "";
   return (

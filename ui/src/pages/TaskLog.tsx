@@ -2,43 +2,28 @@ import { useVirtualizer } from "@tanstack/react-virtual";
 import { useCallback, useEffect, useReducer, useRef, useState } from "react";
 import { Link, useParams } from "react-router";
 
-import { api, authHeaders, baseUrl, call, errorOf, token, type LogSearch } from "../api/client";
+import { token, type LogSearch } from "../api/client";
+import { downloadWithToken } from "../api/download";
+import { logDownloadUrl, readLog, searchLog } from "../api/logs";
 import { useAttempts, useTask } from "../api/queries";
 import { BadAddress, idParam } from "../components/BadAddress";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { StateBadge } from "../components/StateBadge";
 import { signOut } from "../app/session";
-import { openStream } from "../features/live/sse";
+import { followLog } from "../api/stream";
 import { LogStore, PAGE } from "../features/logs/logStore";
 import { tTitle } from "../components/strings";
 import { useTitle } from "../components/title";
+import { tTaskLog as TEXT } from "./strings";
 
 const ROW = 18;
-const TEXT = {
-  attempts: "Attempts",
-  attempt: (n: number) => `Attempt ${n}`,
-  app: "Application",
-  appUi: "open its UI",
-  lines: (n: number) => `${n} line${n === 1 ? "" : "s"}`,
-  complete: " (complete)",
-  writing: " (task still writing)",
-  noLog: "no log",
-};
 
-interface FollowData {
-  start?: number;
-  lines?: string[];
-  total?: number;
-  next?: number;
-  complete?: boolean;
-  message?: string;
-}
 type SearchPage = LogSearch;
 
 export function TaskLog() {
   const param = useParams().id;
   const id = idParam(param);
-  if (id === null) return <BadAddress what="task" value={param} />;
+  if (id === null) return <BadAddress what={TEXT.task} value={param} />;
   // a fresh page per attempt (the attempt tabs change only the id): no lines of another attempt kept
   return <TaskLogOf key={id} id={id} />;
 }
@@ -69,11 +54,7 @@ function TaskLogOf({ id }: { id: number }) {
       if (inflight.current.has(key)) return true;
       inflight.current.add(key);
       try {
-        const page = await call(
-          api.GET("/api/v1/tasks/{id}/log", {
-            params: { path: { id: String(id) }, query: { skip, limit, from_end: fromEnd } },
-          }),
-        );
+        const page = await readLog(id, skip, limit, fromEnd);
         store.put(page.start, page.lines, page.next, page.complete, page.total);
         setError(null);
         redraw();
@@ -97,17 +78,14 @@ function TaskLogOf({ id }: { id: number }) {
       // no log to read (none written yet, or gone): say so once rather than follow a 404 again and again
       const read = await fetchLines(0, PAGE, true);
       if (!read || stop || store.complete) return;
-      stream = openStream({
-        url: () => `${baseUrl()}/api/v1/tasks/${id}/log/follow?skip=${store.known}`,
-        headers: () => authHeaders(),
-        onEvent: (e) => {
-          const data = JSON.parse(e.data) as FollowData;
-          if (e.event === "lines" && data.lines && data.start !== undefined) {
+      stream = followLog(id, () => store.known, {
+        onEvent: (event, data) => {
+          if (event === "lines" && data.lines && data.start !== undefined) {
             store.put(data.start, data.lines, data.start + data.lines.length, false, data.total);
-          } else if (e.event === "end" && data.next !== undefined) {
+          } else if (event === "end" && data.next !== undefined) {
             store.put(data.next, [], data.next, Boolean(data.complete));
             if (data.complete) stream?.close();
-          } else if (e.event === "error") setError(new Error(data.message ?? "the log cannot be read"));
+          } else if (event === "error") setError(new Error(data.message ?? TEXT.unreadable));
           redraw();
         },
         onStatus: () => {},
@@ -135,17 +113,10 @@ function TaskLogOf({ id }: { id: number }) {
 
   // With a session cookie the download is a plain link: the browser streams the file to disk (nothing is held
   // in the page). An API token is not sent by a link, so a token sign-in fetches it into the page instead.
-  const downloadUrl = `${baseUrl()}/api/v1/tasks/${id}/log/download`;
+  const downloadUrl = logDownloadUrl(id);
   const download = async () => {
     try {
-      const response = await fetch(downloadUrl, { headers: authHeaders() });
-      if (!response.ok) throw errorOf(response.status, await response.json().catch(() => undefined));
-      const url = URL.createObjectURL(await response.blob());
-      const a = document.createElement("a");
-      a.href = url;
-      a.download = `task-${id}.log`;
-      a.click();
-      URL.revokeObjectURL(url);
+      await downloadWithToken(downloadUrl, `task-${id}.log`);
     } catch (exc) {
       setError(exc);
     }
@@ -156,11 +127,7 @@ function TaskLogOf({ id }: { id: number }) {
     if (!needle) return setFound(null);
     try {
       const after = more && found ? found.next : 0;
-      const page = await call(
-        api.GET("/api/v1/tasks/{id}/log/search", {
-          params: { path: { id: String(id) }, query: { q: needle, after, limit: 100 } },
-        }),
-      );
+      const page = await searchLog(id, needle, after, 100);
       const hits = more && found ? [...found.hits, ...page.hits] : page.hits;
       setFound({ ...page, hits });
       setError(null);
@@ -181,13 +148,11 @@ function TaskLogOf({ id }: { id: number }) {
     <section className="logpage">
       <div className="pagehead">
         <h1>
-          Log of task {t ? t.name : `#${id}`} {t && <StateBadge state={t.state} />}
+          {TEXT.heading} {t ? t.name : `#${id}`} {t && <StateBadge state={t.state} />}
         </h1>
-        {t && (
-          <Link to={`/instances/${t.workflow_instance_id}`}>back to instance #{t.workflow_instance_id}</Link>
-        )}
+        {t && <Link to={`/instances/${t.workflow_instance_id}`}>{TEXT.backTo(t.workflow_instance_id)}</Link>}
       </div>
-      <ErrorBox error={task.error} title="Cannot load the task" />
+      <ErrorBox error={task.error} title={TEXT.cannotLoad} />
       {t && <AttemptTabs id={id} instance={t.workflow_instance_id} taskCode={t.task_code} />}
       {t?.app_id && (
         <p data-testid="task-app">
@@ -201,7 +166,8 @@ function TaskLogOf({ id }: { id: number }) {
       )}
       <div className="toolbar">
         <label>
-          <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.target.checked)} /> Follow
+          <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.target.checked)} />{" "}
+          {TEXT.follow}
         </label>
         <form
           role="search"
@@ -212,19 +178,19 @@ function TaskLogOf({ id }: { id: number }) {
         >
           <input
             type="search"
-            placeholder="Search the whole log (Enter)"
-            aria-label="Search the log"
+            placeholder={TEXT.searchPlaceholder}
+            aria-label={TEXT.searchLabel}
             value={needle}
             onChange={(e) => setNeedle(e.target.value)}
           />
         </form>
         {found && (
           <span className="muted" data-testid="search-status">
-            {hits.length} match{hits.length === 1 ? "" : "es"}
-            {found.done ? "" : ` in lines 1–${found.next}`}{" "}
+            {TEXT.matches(hits.length)}
+            {found.done ? "" : TEXT.inLines(found.next)}{" "}
             {!found.done && (
               <button className="link" onClick={() => void search(true)}>
-                search on
+                {TEXT.searchOn}
               </button>
             )}
           </span>
@@ -237,17 +203,17 @@ function TaskLogOf({ id }: { id: number }) {
         </span>
         {token.get() === null ? (
           <a className="button" href={downloadUrl} download data-testid="log-download">
-            Download
+            {TEXT.download}
           </a>
         ) : (
-          <button onClick={() => void download()} title="signed in with a token: fetched into the page first">
-            Download
+          <button onClick={() => void download()} title={TEXT.downloadWithToken}>
+            {TEXT.download}
           </button>
         )}
       </div>
-      <ErrorBox error={error} title="Cannot read the log" />
+      <ErrorBox error={error} title={TEXT.cannotRead} />
       {hits.length > 0 && (
-        <ol className="hits" aria-label="Matches" data-testid="search-hits">
+        <ol className="hits" aria-label={TEXT.hits} data-testid="search-hits">
           {hits.map((h, i) => (
             <li key={h.line}>
               <button className={`link${i === hit ? " current" : ""}`} onClick={() => goTo(i, h.line)}>
@@ -258,7 +224,7 @@ function TaskLogOf({ id }: { id: number }) {
           ))}
         </ol>
       )}
-      {store.known === 0 && !error && !store.complete && <Loading what="log" />}
+      {store.known === 0 && !error && !store.complete && <Loading what={TEXT.log} />}
       <div
         className="log"
         ref={scroller}

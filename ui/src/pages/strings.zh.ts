@@ -1,5 +1,5 @@
 import { translation } from "../i18n";
-import { tAdmin, tInstances, tNotFound, tOverview, tSignIn, tWorkflows } from "./strings";
+import { tAdmin, tInstances, tNotFound, tOverview, tSignIn, tTaskLog, tWorkflows } from "./strings";
 
 translation(tInstances, {
   title: "工作流实例",
@@ -106,4 +106,31 @@ translation(tWorkflows, {
   isOffline: "○ 已下线",
   run: (id, state) => `实例 ${id}：${state}`,
   none: "没有匹配的工作流。",
+});
+
+translation(tTaskLog, {
+  task: "任务",
+  heading: "任务日志：",
+  backTo: (instance) => `返回工作流实例 #${instance}`,
+  cannotLoad: "无法加载任务",
+  attempts: "重试记录",
+  attempt: (n) => `第 ${n} 次尝试`,
+  app: "应用",
+  appUi: "打开其界面",
+  follow: "实时跟踪",
+  searchPlaceholder: "搜索整个日志（回车）",
+  searchLabel: "搜索日志",
+  matches: (n) => `${n} 处匹配`,
+  inLines: (last) => `（已搜索第 1–${last} 行）`,
+  searchOn: "继续搜索",
+  lines: (n) => `${n} 行`,
+  complete: "（已完整）",
+  writing: "（任务仍在写入）",
+  noLog: "没有日志",
+  download: "下载日志",
+  downloadWithToken: "使用令牌登录：先在页面中获取文件",
+  cannotRead: "无法读取日志",
+  unreadable: "日志无法读取",
+  hits: "匹配项",
+  log: "日志",
 });

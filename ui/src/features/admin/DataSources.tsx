@@ -2,10 +2,11 @@
 // type sets the default port and its fields), test the connection (the server's version or its error), grant
 // to projects or users, delete. Passwords are never shown; an edit that leaves one empty keeps the stored one.
 // The server's refusals of a field show at the field.
-import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 
-import { api, ApiError, call } from "../../api/client";
+import { useDeleteDataSource, useSaveDataSource, useTestDataSource } from "../../api/admin";
+import { ApiError } from "../../api/client";
+import { useDataSources } from "../../api/queries";
 import { ErrorBox } from "../../components/ErrorBox";
 import {
   DEFAULTS,
@@ -38,12 +39,10 @@ const FIELDS = ["path.name", "type", "note"].concat(
 );
 
 export function DataSources() {
-  const list = useQuery({
-    queryKey: ["datasources"],
-    queryFn: () => call(api.GET("/api/v1/datasources", { params: { query: { size: 200 } } })),
-  });
+  const list = useDataSources();
+  const tester = useTestDataSource();
+  const deletion = useDeleteDataSource();
   const access = useResourceGrants("datasource");
-  const client = useQueryClient();
   const { run, error, busy } = useAction(["datasource"]);
   const refresh = useAction(["datasources"]);
   const [editing, setEditing] = useState<Listed | null>(null);
@@ -53,16 +52,13 @@ export function DataSources() {
   const test = async (name: string) => {
     setTests((s) => ({ ...s, [name]: "running" }));
     try {
-      const answer = await call(
-        api.POST("/api/v1/datasources/{name}/test", { params: { path: { name } }, body: {} }),
-      );
+      const answer = await tester.mutateAsync(name);
       setTests((s) => ({ ...s, [name]: answer }));
     } catch (exc) {
       setTests((s) => ({ ...s, [name]: { ok: false, error: (exc as Error).message } }));
     }
   };
-  const remove = (name: string) =>
-    refresh.run(() => call(api.DELETE("/api/v1/datasources/{name}", { params: { path: { name } } })));
+  const remove = (name: string) => refresh.run(() => deletion.mutateAsync(name));
 
   return (
     <div data-testid="admin-datasources">
@@ -83,7 +79,6 @@ export function DataSources() {
           onDone={() => {
             setCreating(false);
             setEditing(null);
-            void client.invalidateQueries({ queryKey: ["datasources"] });
           }}
         />
       )}
@@ -162,6 +157,7 @@ export function DataSources() {
 /** The create / edit form of one source. */
 export function SourceEditor({ stored, onDone }: { stored: Listed | null; onDone: () => void }) {
   const [form, setForm] = useState<SourceForm>(() => (stored ? formOf(stored) : emptyForm()));
+  const saving = useSaveDataSource();
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   const secrets = stored ? storedSecrets(stored.params) : null;
@@ -174,9 +170,7 @@ export function SourceEditor({ stored, onDone }: { stored: Listed | null; onDone
     setError(null);
     try {
       const body = sourceBody(form, secrets);
-      await call(
-        api.PUT("/api/v1/datasources/{name}", { params: { path: { name: form.name.trim() } }, body }),
-      );
+      await saving.mutateAsync({ name: form.name.trim(), body });
       onDone();
     } catch (exc) {
       setError(exc);

@@ -1,10 +1,9 @@
 // Environments (DolphinScheduler's "environment": shell exports a task runs before its own script, meant for
 // worker groups): create, edit, delete (refused with the server's reason while a workflow names it), grant to
 // projects or users. The server's refusals of a field show at the field.
-import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 
-import { api, call } from "../../api/client";
+import { useDeleteEnvironment, useEnvironments, useSaveEnvironment, useWorkerGroups } from "../../api/admin";
 import { ErrorBox } from "../../components/ErrorBox";
 import { errorAt, FormField, isFieldError } from "./FormField";
 import { GrantsCell, useResourceGrants } from "./ResourceGrants";
@@ -48,23 +47,16 @@ export function environmentChanges(form: EnvironmentForm, stored: StoredEnvironm
 }
 
 export function Environments() {
-  const list = useQuery({
-    queryKey: ["environments"],
-    queryFn: () => call(api.GET("/api/v1/environments", { params: { query: { size: 500 } } })),
-  });
-  const groups = useQuery({
-    queryKey: ["worker-groups"],
-    queryFn: () => call(api.GET("/api/v1/worker-groups", { params: { query: { size: 500 } } })),
-  });
+  const list = useEnvironments();
+  const groups = useWorkerGroups();
+  const deletion = useDeleteEnvironment();
   const access = useResourceGrants("environment");
-  const client = useQueryClient();
   const grants = useAction(["environment"]);
   const removal = useAction(["environments"]);
   const [editing, setEditing] = useState<StoredEnvironment | null>(null);
   const [creating, setCreating] = useState(false);
   const groupNames = (groups.data?.items ?? []).flatMap((g) => (g.name ? [g.name] : []));
-  const remove = (name: string) =>
-    removal.run(() => call(api.DELETE("/api/v1/environments/{name}", { params: { path: { name } } })));
+  const remove = (name: string) => removal.run(() => deletion.mutateAsync(name));
 
   return (
     <div data-testid="admin-environments">
@@ -86,7 +78,6 @@ export function Environments() {
           onDone={() => {
             setCreating(false);
             setEditing(null);
-            void client.invalidateQueries({ queryKey: ["environments"] });
           }}
         />
       )}
@@ -164,6 +155,7 @@ export function EnvironmentEditor({
     description: stored?.description ?? "",
     groups: stored?.worker_groups ?? [],
   }));
+  const saving = useSaveEnvironment(stored ? (stored.name ?? "") : undefined);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   const at = (field: string) => errorAt(error, field);
@@ -174,15 +166,8 @@ export function EnvironmentEditor({
     setBusy(true);
     setError(null);
     try {
-      if (!stored) {
-        await call(api.POST("/api/v1/environments", { body: newEnvironmentBody(form) }));
-      } else {
-        const body = environmentChanges(form, stored);
-        if (body)
-          await call(
-            api.PATCH("/api/v1/environments/{name}", { params: { path: { name: stored.name ?? "" } }, body }),
-          );
-      }
+      const body = stored ? environmentChanges(form, stored) : newEnvironmentBody(form);
+      if (body) await saving.mutateAsync(body);
       onDone();
     } catch (exc) {
       setError(exc);
@@ -209,7 +194,7 @@ export function EnvironmentEditor({
             {...props}
             rows={4}
             spellCheck={false}
-            placeholder="export JAVA_HOME=/opt/java"
+            placeholder={t.configPlaceholder}
             value={form.config}
             onChange={(e) => setForm({ ...form, config: e.target.value })}
           />

@@ -1,10 +1,9 @@
 // Project parameters (DolphinScheduler 3.2): name -> value for every task of a project. Secret ones are sealed
 // at rest and listed as "***"; an edit that leaves a secret's value empty sends the mask back, which keeps the
 // stored value. The server's refusals of a field show at the field.
-import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 
-import { api, call } from "../../api/client";
+import { useDeleteProjectParam, useProjectParams, useProjects, useSaveProjectParam } from "../../api/admin";
 import { ErrorBox } from "../../components/ErrorBox";
 import { Time } from "../../components/Time";
 import { MASK } from "./dataSourceForm";
@@ -44,33 +43,14 @@ export function paramBody(form: ParamForm, stored: StoredParam | null): { value:
 }
 
 export function ProjectParams() {
-  const projects = useQuery({
-    queryKey: ["projects"],
-    queryFn: () => call(api.GET("/api/v1/projects", { params: { query: { size: 200 } } })),
-  });
+  const projects = useProjects();
   const [project, setProject] = useState("");
-  const list = useQuery({
-    queryKey: ["project-params", project],
-    enabled: project !== "",
-    queryFn: () =>
-      call(
-        api.GET("/api/v1/projects/{name}/parameters", {
-          params: { path: { name: project }, query: { size: 500 } },
-        }),
-      ),
-  });
-  const client = useQueryClient();
+  const list = useProjectParams(project);
+  const deletion = useDeleteProjectParam(project);
   const removal = useAction(["project-params", project]);
   const [editing, setEditing] = useState<StoredParam | null>(null);
   const [creating, setCreating] = useState(false);
-  const remove = (param: string) =>
-    removal.run(() =>
-      call(
-        api.DELETE("/api/v1/projects/{name}/parameters/{param}", {
-          params: { path: { name: project, param } },
-        }),
-      ),
-    );
+  const remove = (param: string) => removal.run(() => deletion.mutateAsync(param));
   const items = list.data?.items ?? [];
   return (
     <div data-testid="admin-project-params">
@@ -112,7 +92,6 @@ export function ProjectParams() {
           onDone={() => {
             setCreating(false);
             setEditing(null);
-            void client.invalidateQueries({ queryKey: ["project-params", project] });
           }}
         />
       )}
@@ -180,6 +159,7 @@ export function ParamEditor({
   onDone: () => void;
 }) {
   const [form, setForm] = useState<ParamForm>(() => paramFormOf(stored));
+  const saving = useSaveProjectParam(project);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   const at = (field: string) => errorAt(error, field);
@@ -189,12 +169,7 @@ export function ParamEditor({
     setBusy(true);
     setError(null);
     try {
-      await call(
-        api.PUT("/api/v1/projects/{name}/parameters/{param}", {
-          params: { path: { name: project, param: form.name.trim() } },
-          body: paramBody(form, stored),
-        }),
-      );
+      await saving.mutateAsync({ param: form.name.trim(), body: paramBody(form, stored) });
       onDone();
     } catch (exc) {
       setError(exc);

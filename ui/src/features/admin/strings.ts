@@ -75,6 +75,7 @@ export const tEnvironments = {
   editTitle: (name: string) => `Edit environment ${name}`,
   name: "Environment name",
   config: "Shell lines",
+  configPlaceholder: "export JAVA_HOME=/opt/java",
   description: "Description",
   workerGroups: "Worker groups",
   workerGroupsHelp: "the groups it is meant for",

@@ -75,6 +75,7 @@ translation(tEnvironments, {
   editTitle: (name) => `编辑环境 ${name}`,
   name: "环境名称",
   config: "环境配置（Shell 语句）",
+  configPlaceholder: "export JAVA_HOME=/opt/java",
   description: "描述",
   workerGroups: "Worker 分组",
   workerGroupsHelp: "此环境适用的分组",

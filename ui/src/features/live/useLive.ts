@@ -3,11 +3,11 @@
 import { useQueryClient, type QueryClient } from "@tanstack/react-query";
 import { useEffect } from "react";
 
-import { authHeaders, baseUrl, type InstanceDetail, type InstancePage } from "../../api/client";
+import type { InstanceDetail, InstancePage } from "../../api/client";
+import { openEvents } from "../../api/stream";
 import { signOut } from "../../app/session";
 import { connection } from "./connection";
 import { patchInstanceDetail, patchInstancePage, type Change } from "./patch";
-import { openStream } from "./sse";
 
 const scheduled = new Map<string, ReturnType<typeof setTimeout>>();
 
@@ -59,10 +59,7 @@ export function useLive(instance?: number): void {
       pending = [];
       if (batch.length > 0) applyChanges(client, batch);
     };
-    const query = instance === undefined ? "" : `?instance=${instance}`;
-    const stream = openStream({
-      url: `${baseUrl()}/api/v1/events${query}`,
-      headers: () => authHeaders(),
+    const stream = openEvents(instance, {
       onStatus: (ok) => connection.reportStream(ok),
       onUnauthorized: () => void signOut(),
       onEvent: (event) => {

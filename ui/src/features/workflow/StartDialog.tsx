@@ -2,41 +2,16 @@
 // rows pre-filled with its values, failure strategy, worker group, notification and alert group, priority,
 // dry run and the tasks to start from with their scope; POST /workflows/{code}/start, then follow the new
 // instance.
-import { useQuery } from "@tanstack/react-query";
 import { useId, useState, type FormEvent } from "react";
 import { useNavigate } from "react-router";
 
-import { api, ApiError, call, type WorkflowDetail } from "../../api/client";
+import { useAlertGroups, useWorkerGroups } from "../../api/admin";
+import { ApiError, type WorkflowDetail } from "../../api/client";
+import { useStartWorkflow } from "../../api/workflows";
 import { ErrorBox } from "../../components/ErrorBox";
 import { Modal } from "../../components/Modal";
 import { initialForm, rowOfField, startBody, type StartForm } from "./startForm";
 import { tStart, type FailureStrategy, type Priority, type Scope, type WarningType } from "./strings";
-
-export async function followCommand(commandId: number): Promise<number> {
-  for (let i = 0; i < 100; i += 1) {
-    const status = await call(
-      api.GET("/api/v1/commands/{id}", { params: { path: { id: String(commandId) } } }),
-    );
-    if (status.workflow_instance_id) return status.workflow_instance_id;
-    if (status.status === "ERROR") throw new Error(status.message ?? tStart.commandRefused);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(tStart.queued(commandId));
-}
-
-function useWorkerGroups() {
-  return useQuery({
-    queryKey: ["worker-groups"],
-    queryFn: () => call(api.GET("/api/v1/worker-groups", { params: { query: { size: 500 } } })),
-  });
-}
-
-function useAlertGroups() {
-  return useQuery({
-    queryKey: ["alert-groups"],
-    queryFn: () => call(api.GET("/api/v1/alert-groups", { params: { query: { size: 200 } } })),
-  });
-}
 
 type DocParams = Parameters<typeof initialForm>[0];
 
@@ -47,6 +22,7 @@ export function StartDialog({ workflow, onClose }: { workflow: WorkflowDetail; o
   const [rowErrors, setRowErrors] = useState<Map<number, string>>(new Map());
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
+  const starting = useStartWorkflow(workflow.code);
   const workerGroups = useWorkerGroups().data?.items ?? [];
   const alertGroups = useAlertGroups().data?.items ?? [];
   const tasks = workflow.document.tasks.map((t) => t.name);
@@ -78,13 +54,10 @@ export function StartDialog({ workflow, onClose }: { workflow: WorkflowDetail; o
     setRowErrors(new Map());
     setBusy(true);
     try {
-      const started = await call(
-        api.POST("/api/v1/workflows/{code}/start", {
-          params: { path: { code: String(workflow.code) } },
-          body: built.body,
-        }),
-      );
-      navigate(`/instances/${await followCommand(started.command_id)}`);
+      const outcome = await starting.mutateAsync(built.body);
+      if ("refused" in outcome) throw new Error(outcome.refused ?? tStart.commandRefused);
+      if ("queued" in outcome) throw new Error(tStart.queued(outcome.queued));
+      navigate(`/instances/${outcome.instance}`);
     } catch (exc) {
       const row = exc instanceof ApiError ? rowOfField(form.rows, exc.field) : -1;
       if (row >= 0) setRowErrors(new Map([[row, (exc as ApiError).message]]));

@@ -1,8 +1,8 @@
 // An upload with progress: the file streamed as the raw request body (POST .../resources?path=...), through
 // XMLHttpRequest because fetch reports no upload progress. The answer is the stored version, or an ApiError
 // with the server's message (413 over a limit, 400 at the path).
-import { ApiError, authHeaders, baseUrl, errorOf } from "../../api/client";
-import { tApi } from "../../api/strings";
+import { ApiError, authHeaders, baseUrl, errorOf } from "./client";
+import { tApi } from "./strings";
 
 export interface StoredVersion {
   path?: string;

@@ -1,4 +1,6 @@
-// A server-sent-events reader over fetch (EventSource cannot send the Authorization header).
+// The live streams: a server-sent-events reader over fetch (EventSource cannot send the Authorization header),
+// the page's event stream (state changes, /api/v1/events) and a task log's follow (/api/v1/tasks/{id}/log/follow).
+import { authHeaders, baseUrl } from "./client";
 
 export interface SseEvent {
   event: string;
@@ -91,4 +93,38 @@ export function openStream(options: StreamOptions): { close: () => void } {
       controller?.abort();
     },
   };
+}
+
+/** What a stream's owner hears: its events, its connection state, a 401 (the stream stops). */
+export type StreamHandlers = Omit<StreamOptions, "url" | "headers">;
+
+/** The page's live stream of state changes (of one instance, or of every instance the caller sees). */
+export function openEvents(instance: number | undefined, handlers: StreamHandlers): { close: () => void } {
+  const query = instance === undefined ? "" : `?instance=${instance}`;
+  return openStream({ url: `${baseUrl()}/api/v1/events${query}`, headers: () => authHeaders(), ...handlers });
+}
+
+/** What a task log's follow stream sends: ``lines`` from ``start``; ``end`` at ``next`` (``complete``: the task
+ * finished); ``error`` with its ``message``. */
+export interface FollowData {
+  start?: number;
+  lines?: string[];
+  total?: number;
+  next?: number;
+  complete?: boolean;
+  message?: string;
+}
+
+/** Follow a task attempt's log from line ``from()`` (asked again at each reconnection: from where it is). */
+export function followLog(
+  task: number,
+  from: () => number,
+  handlers: Omit<StreamHandlers, "onEvent"> & { onEvent: (event: string, data: FollowData) => void },
+): { close: () => void } {
+  return openStream({
+    url: () => `${baseUrl()}/api/v1/tasks/${task}/log/follow?skip=${from()}`,
+    headers: () => authHeaders(),
+    ...handlers,
+    onEvent: (e) => handlers.onEvent(e.event, JSON.parse(e.data) as FollowData),
+  });
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { ApiError } from "../../api/client";
+import { ApiError } from "./client";
 import { uploadFile } from "./upload";
 
 /** A stand-in for XMLHttpRequest: records the request, reports progress, answers ``status`` / ``body``. */
@@ -77,5 +77,29 @@ describe("uploadFile", () => {
     );
     await expect(refused).rejects.toEqual(new ApiError(413, "over storage.max_file_bytes (1 MiB)", "body"));
     await expect(refused).rejects.toHaveProperty("status", 413);
+  });
+});
+
+describe("uploadFile cut off", () => {
+  it("a connection lost mid-upload is an ApiError saying so, not a stored version", async () => {
+    class CutXhr extends FakeXhr {
+      send() {
+        this.upload.onprogress?.({ loaded: 1, total: 4, lengthComputable: true });
+        this.onerror?.();
+      }
+    }
+    const seen: number[] = [];
+    const cut = uploadFile(
+      "etl",
+      "a.sh",
+      new Blob(["abcd"]),
+      "",
+      (l) => seen.push(l),
+      () => new CutXhr({ status: 0, body: null }) as unknown as XMLHttpRequest,
+    );
+    await expect(cut).rejects.toEqual(
+      new ApiError(0, "cannot reach the API server (the upload was cut off)"),
+    );
+    expect(seen).toEqual([1]);
   });
 });
