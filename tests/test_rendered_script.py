@@ -101,3 +101,36 @@ def test_every_code_field_is_rendered_and_a_data_source_password_masked() -> Non
         )
         == ""
     )
+
+
+async def test_a_short_secret_is_masked_in_the_rendered_script_wherever_its_value_lands(
+    keyed: tuple[Executor, Keyring], sink: ReportSink
+) -> None:
+    """A secret project parameter under 4 characters is not masked in the task's own output (it would hide
+    common text), but the block is the worker's own writing: it places the value itself, so it shows ***
+    wherever the value lands (directly, or through a local parameter that copies it)."""
+    executor, keyring = keyed
+    sealed = seal_params(
+        keyring, {"prop": "pin", "value": "q7x", "secret": True}, PROJECT_PARAM_SECRETS, "project_parameter"
+    )
+    d = task(
+        "SHELL",
+        {
+            "rawScript": ': "${pin}" "${copy}" "${other}"',
+            "localParams": [
+                {"prop": "copy", "direct": "IN", "type": "VARCHAR", "value": "${pin}"},
+                {"prop": "other", "direct": "IN", "type": "VARCHAR", "value": "q7xq"},
+            ],
+        },
+        sink.address,
+        project_params=[sealed],
+    )
+    assert executor.dispatch(d).accepted
+    result = await sink.result(d.task_instance_id)
+    assert result["state"] == "SUCCESS", result
+    lines = (await log_text(result["log_path"])).splitlines()
+    assert lines[1:4] == [
+        "[porpoise] rendered rawScript (1 lines):",
+        ': "***" "***" "q7xq"',  # a value that only holds the short secret is not masked (as in the output)
+        "[porpoise] end of rendered rawScript",
+    ]

@@ -111,6 +111,8 @@ class TaskRun:
     log_tail: str = ""
     #: values the log shows as ``***`` (the secret project parameters it was given)
     masked: tuple[bytes, ...] = ()
+    #: every secret project parameter's value, however short (the rendered script never shows one)
+    secret_values: frozenset[str] = frozenset()
     #: its exec dir was handed back (with the log's close, in one trip to a thread)
     released: bool = False
 
@@ -346,7 +348,8 @@ class Executor:
             ]
         except SecretError as exc:
             raise ValueError(f"project parameter secrets: {exc}") from None
-        secret = {str(p["value"]).encode() for p in opened if p.get("secret")}
+        run.secret_values = frozenset(str(p["value"]) for p in opened if p.get("secret") and p.get("value"))
+        secret = {v.encode() for v in run.secret_values}
         run.masked = tuple(sorted((v for v in secret if len(v) >= MIN_MASKED), key=len, reverse=True))
         return [Property.from_dict(p) for p in opened]
 
@@ -399,7 +402,8 @@ class Executor:
         )
         launch = plugin_cls().launch(ctx)
         secrets = [v.decode() for v in run.masked] + datasource_secrets(ctx.datasources, DATASOURCE_SECRETS)
-        shown = rendered_block(d.task_params, code_fields(plugin_cls.params_schema), values, when, secrets)
+        fields = code_fields(plugin_cls.params_schema)
+        shown = rendered_block(d.task_params, fields, values, when, secrets, run.secret_values)
         return launch, local, shown
 
     async def _run(self, run: TaskRun) -> TaskResult:
