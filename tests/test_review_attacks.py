@@ -1,0 +1,224 @@
+"""Hostile review of the newest surfaces (the real API server stack on a real PostgreSQL): a task's
+``delay_time`` and the other minute fields take only what the master can hold (a 400 at the field, never a
+500 or a stalled master); ``GET /api/v1/instances/{id}/waiting`` answers bad ids with a 400 / 404, tells a
+stranger nothing, asks no master about a run that is over, and a master that accepts the question but never
+answers costs the caller its bounded wait while the API serves every other request."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import asyncpg
+import pytest
+
+from engine.accounts.tokens import create_token
+from engine.api import access
+from engine.api.waiting import ASK_TIMEOUT
+from tests.api_harness import in_process_api
+
+_TIMED = ("delay_time", "retry_interval", "timeout")
+
+
+@pytest.fixture
+async def world(fresh_db: str) -> AsyncIterator[dict[str, Any]]:
+    """An admin, a project p with a reader and a stranger, and instances of p: one running on a master that
+    never answers, one finished (SUCCESS), one running with no owner yet."""
+    conn = await asyncpg.connect(fresh_db)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # accepts connections (the kernel's backlog) and never answers a byte
+    try:
+        ids = {}
+        for name, kind in (("admin", 0), ("owner", 1), ("reader", 1), ("stranger", 1)):
+            ids[name] = await conn.fetchval(
+                "INSERT INTO users (user_name, user_type) VALUES ($1, $2) RETURNING id", name, kind
+            )
+        tokens = {name: (await create_token(conn, uid, "t"))[1] for name, uid in ids.items()}
+        await conn.execute("INSERT INTO project (code, name, user_id) VALUES (1, 'p', $1)", ids["owner"])
+        await conn.execute(
+            "INSERT INTO project_user (project_code, user_id, perm) VALUES (1, $1, $2)", ids["reader"], access.READ
+        )
+        await conn.execute("INSERT INTO workflow_definition (code, name, project_code) VALUES (10, 'wf', 1)")
+        host = f"127.0.0.1:{silent.getsockname()[1]}"
+        instances = {}
+        for command, (key, state, owner) in enumerate((("running", 1, host), ("final", 7, host), ("unowned", 1, ""))):
+            instances[key] = await conn.fetchval(
+                "INSERT INTO workflow_instance (name, workflow_definition_code, workflow_definition_version,"
+                " project_code, state, command_type, command_id, host) VALUES ($1, 10, 1, 1, $2, 0, $4, $3)"
+                " RETURNING id",
+                f"wf-{key}",
+                state,
+                owner,
+                500 + command,
+            )
+        yield {"dsn": fresh_db, "tokens": tokens, "instances": instances, "host": host}
+    finally:
+        silent.close()
+        await conn.close()
+
+
+async def _get(session: aiohttp.ClientSession, url: str, token: str) -> tuple[int, Any]:
+    async with session.get(url, headers={"Authorization": f"Bearer {token}"}) as resp:
+        return resp.status, await resp.json()
+
+
+def _doc(name: str, **task: Any) -> dict[str, Any]:
+    return {"name": name, "project": "p",
+            "tasks": [{"name": "a", "type": "SHELL", "params": {"rawScript": "echo"}, **task}]}  # fmt: skip
+
+
+# -- delay_time and the other minute fields ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("field", _TIMED)
+@pytest.mark.parametrize("value", [-1, 2**31, 10**30, "5", 1.5, True, None, [1], {"m": 1}])
+async def test_a_bad_minute_field_is_a_400_at_the_field(world: dict[str, Any], field: str, value: Any) -> None:
+    async with in_process_api(world["dsn"], [], world["tokens"]["admin"]) as (session, base):
+        body = json.dumps(_doc(f"bad-{field}", **{field: value}))
+        headers = {"Content-Type": "application/json"}
+        async with session.post(f"{base}/api/v1/workflows", data=body, headers=headers) as resp:
+            status, answer = resp.status, await resp.json()
+    assert status == 400, answer
+    assert answer["error"]["field"] == f"tasks[0].{field}", answer
+
+
+@pytest.mark.parametrize("field", _TIMED)
+async def test_an_integral_float_minute_field_is_stored_as_an_integer(world: dict[str, Any], field: str) -> None:
+    """JSON Schema's "integer" takes 5.0: it is stored as 5 (an int column), not a 500 from the insert."""
+    async with in_process_api(world["dsn"], [], world["tokens"]["admin"]) as (session, base):
+        body = json.dumps(_doc(f"float-{field}", **{field: 5.0}))
+        headers = {"Content-Type": "application/json"}
+        async with session.post(f"{base}/api/v1/workflows", data=body, headers=headers) as resp:
+            status, answer = resp.status, await resp.json()
+        assert status == 201, answer
+        status, saved = await _get(session, f"{base}/api/v1/workflows/{answer['code']}", world["tokens"]["admin"])
+    assert status == 200, saved
+    stored = saved["document"]["tasks"][0][field]
+    assert stored == 5 and type(stored) is int, saved
+
+
+# -- GET /api/v1/instances/{id}/waiting -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [("abc", 400), ("1.5", 400), ("0x10", 400), ("99999999999999999999", 400), ("-1", 404), ("0", 404),
+     ("9223372036854775807", 404), ("%20", 400)],
+)  # fmt: skip
+async def test_waiting_of_a_bad_or_missing_id_is_a_400_or_404(world: dict[str, Any], raw: str, status: int) -> None:
+    async with in_process_api(world["dsn"], []) as (session, base):
+        got, answer = await _get(session, f"{base}/api/v1/instances/{raw}/waiting", world["tokens"]["admin"])
+    assert got == status, answer
+    assert answer["error"]["status"] == status
+    if status == 400:
+        assert answer["error"]["field"] == "path.id", answer
+
+
+async def test_waiting_tells_a_stranger_nothing_and_a_reader_the_reasons(world: dict[str, Any]) -> None:
+    """A user without a grant on p gets the answer of an id that does not exist (no state, no host); a
+    READ grant is enough to ask."""
+    final = world["instances"]["final"]
+    async with in_process_api(world["dsn"], []) as (session, base):
+        hidden = await _get(session, f"{base}/api/v1/instances/{final}/waiting", world["tokens"]["stranger"])
+        missing = await _get(session, f"{base}/api/v1/instances/999999/waiting", world["tokens"]["stranger"])
+        read = await _get(session, f"{base}/api/v1/instances/{final}/waiting", world["tokens"]["reader"])
+    assert hidden[0] == missing[0] == 404
+    assert hidden[1]["error"]["message"].replace(str(final), "N") == missing[1]["error"]["message"].replace(
+        "999999", "N"
+    )
+    assert world["host"] not in json.dumps(hidden[1])
+    assert read[0] == 200 and read[1]["state"] == "SUCCESS", read
+
+
+async def test_waiting_with_a_revoked_token_is_a_401(world: dict[str, Any]) -> None:
+    running = world["instances"]["running"]
+    token = world["tokens"]["reader"]
+    async with in_process_api(world["dsn"], []) as (session, base):
+        status, mine = await _get(session, f"{base}/api/v1/tokens", token)
+        assert status == 200, mine
+        (entry,) = [t for t in mine["items"] if t["name"] == "t"]
+        async with session.delete(
+            f"{base}/api/v1/tokens/{entry['id']}", headers={"Authorization": f"Bearer {token}"}
+        ) as resp:
+            assert resp.status in (200, 204), await resp.text()
+        status, answer = await _get(session, f"{base}/api/v1/instances/{running}/waiting", token)
+    assert status == 401, answer
+
+
+async def test_waiting_of_a_finished_run_asks_no_master(world: dict[str, Any]) -> None:
+    """The finished run's host is a master that never answers: asking it would come back "silent"."""
+    final = world["instances"]["final"]
+    async with in_process_api(world["dsn"], []) as (session, base):
+        status, answer = await _get(session, f"{base}/api/v1/instances/{final}/waiting", world["tokens"]["reader"])
+    assert status == 200, answer
+    assert (answer["state"], answer["unknown"], answer["tasks"]) == ("SUCCESS", None, [])
+
+
+async def test_waiting_of_a_run_no_master_owns_says_so(world: dict[str, Any]) -> None:
+    unowned = world["instances"]["unowned"]
+    async with in_process_api(world["dsn"], []) as (session, base):
+        status, answer = await _get(session, f"{base}/api/v1/instances/{unowned}/waiting", world["tokens"]["reader"])
+    assert status == 200, answer
+    assert answer["unknown_kind"] == "no_owner" and answer["tasks"] == [], answer
+
+
+async def test_a_master_that_takes_the_question_and_never_answers_gives_reason_unknown(world: dict[str, Any]) -> None:
+    """The connection is accepted (the kernel's backlog) and no byte ever comes back: the API's own
+    bound (ASK_TIMEOUT, under the client's 10 s) ends the wait."""
+    running = world["instances"]["running"]
+    async with in_process_api(world["dsn"], []) as (session, base):
+        status, answer = await _get(session, f"{base}/api/v1/instances/{running}/waiting", world["tokens"]["reader"])
+    assert status == 200, answer
+    assert answer["unknown_kind"] == "silent" and answer["tasks"] == [], answer
+    assert answer["unknown"] == f"reason unknown: master {world['host']} did not answer"
+    assert ASK_TIMEOUT < 10
+
+
+async def test_a_silent_master_blocks_no_other_request(world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """While questions to a silent master are pending (their wait made unbounded here, so they stay pending
+    until the master goes away), the API answers every other request; then the pending ones end unknown."""
+    monkeypatch.setattr("engine.api.waiting.ASK_TIMEOUT", 600.0)
+    asked = asyncio.Event()
+    release = asyncio.Event()
+    held: list[asyncio.StreamWriter] = []
+
+    async def silent(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+        asked.set()
+        await release.wait()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    host = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    conn = await asyncpg.connect(world["dsn"])
+    try:
+        await conn.execute("UPDATE workflow_instance SET host = $1 WHERE id = $2", host, world["instances"]["running"])
+    finally:
+        await conn.close()
+    running, final = world["instances"]["running"], world["instances"]["final"]
+    token = world["tokens"]["reader"]
+    try:
+        async with in_process_api(world["dsn"], []) as (session, base):
+            pending = [
+                asyncio.create_task(_get(session, f"{base}/api/v1/instances/{running}/waiting", token))
+                for _ in range(3)
+            ]
+            await asyncio.wait_for(asked.wait(), 10)
+            for _ in range(5):
+                status, answer = await _get(session, f"{base}/api/v1/instances/{final}", token)
+                assert status == 200, answer
+                status, answer = await _get(session, f"{base}/api/v1/instances/{final}/waiting", token)
+                assert status == 200, answer
+            assert not any(p.done() for p in pending)
+            release.set()
+            answers = await asyncio.gather(*pending)
+    finally:
+        release.set()
+        server.close()
+        await server.wait_closed()
+    assert all(status == 200 and a["unknown_kind"] == "silent" for status, a in answers), answers
