@@ -20,6 +20,7 @@ from engine.accounts.tokens import create_token
 from engine.api import access
 from engine.api.waiting import ASK_TIMEOUT
 from tests.api_harness import in_process_api
+from tests.test_migrate_dolphinscheduler import _one_task
 
 _TIMED = ("delay_time", "retry_interval", "timeout")
 
@@ -222,3 +223,28 @@ async def test_a_silent_master_blocks_no_other_request(world: dict[str, Any], mo
         server.close()
         await server.wait_closed()
     assert all(status == 200 and a["unknown_kind"] == "silent" for status, a in answers), answers
+
+
+async def _post_raw(session: aiohttp.ClientSession, url: str, text: str) -> tuple[int, Any]:
+    async with session.post(url, data=text.encode(), headers={"Content-Type": "application/json"}) as resp:
+        return resp.status, await resp.json()
+
+
+async def test_a_minute_field_of_1e400_is_a_400_at_the_field(world: dict[str, Any]) -> None:
+    """1e400 is valid JSON that Python reads as infinity (not the Infinity constant, which is refused)."""
+    body = json.dumps(_doc("inf-delay", delay_time=12345)).replace("12345", "1e400")
+    async with in_process_api(world["dsn"], [], world["tokens"]["admin"]) as (session, base):
+        status, answer = await _post_raw(session, f"{base}/api/v1/workflows", body)
+    assert status == 400, answer
+    assert answer["error"]["field"] == "tasks[0].delay_time", answer
+
+
+@pytest.mark.parametrize("field", ["delayTime", "failRetryTimes", "failRetryInterval"])
+async def test_an_imported_dolphinscheduler_minute_field_of_1e400_is_a_400(world: dict[str, Any], field: str) -> None:
+    export = _one_task(**{field: 12345})
+    body = json.dumps({"export": export, "project": "p"}).replace("12345", "1e400")
+    async with in_process_api(world["dsn"], [], world["tokens"]["admin"]) as (session, base):
+        status, answer = await _post_raw(session, f"{base}/api/v1/import/dolphinscheduler", body)
+    assert status == 400, answer
+    assert answer["error"]["field"] == "export: workflow 'wf'", answer
+    assert "OverflowError" in answer["error"]["message"], answer
