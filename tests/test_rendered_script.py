@@ -134,3 +134,26 @@ async def test_a_short_secret_is_masked_in_the_rendered_script_wherever_its_valu
         ': "***" "***" "q7xq"',  # a value that only holds the short secret is not masked (as in the output)
         "[porpoise] end of rendered rawScript",
     ]
+
+
+async def test_a_secret_holding_placeholders_is_masked_as_the_task_gets_it(
+    keyed: tuple[Executor, Keyring], sink: ReportSink
+) -> None:
+    """A secret project parameter's own ``$[...]`` and ``${...}`` are rendered like any parameter's: the
+    task gets ``hunter22026tail`` for ``hunter2$[yyyy]tail``, and that value (not only the stored one) is
+    masked, in the rendered script and in the task's output."""
+    executor, keyring = keyed
+    sealed = [
+        seal_params(keyring, {"prop": p, "value": v, "secret": True}, PROJECT_PARAM_SECRETS, "project_parameter")
+        for p, v in (("pw", "hunter2$[yyyy]tail"), ("pw3", "ab${pw}cd"))
+    ]
+    script = """[ "${pw}" = "$(printf 'hunter2%stail' 2026)" ] && echo "${pw3}" """
+    d = task("SHELL", {"rawScript": script}, sink.address, project_params=sealed, schedule_time="2026-03-04T05:06:07")
+    assert executor.dispatch(d).accepted
+    result = await sink.result(d.task_instance_id)
+    assert result["state"] == "SUCCESS", result  # the task got the rendered value
+    text = await log_text(result["log_path"])
+    lines = text.splitlines()
+    assert lines[2] == """[ "***" = "$(printf 'hunter2%stail' 2026)" ] && echo "***" """, text
+    assert "***" in lines[4:], text  # the output: ab, the secret, cd, masked whole
+    assert "hunter22026tail" not in text and "abhunter" not in text, text

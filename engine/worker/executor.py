@@ -348,10 +348,15 @@ class Executor:
             ]
         except SecretError as exc:
             raise ValueError(f"project parameter secrets: {exc}") from None
-        run.secret_values = frozenset(str(p["value"]) for p in opened if p.get("secret") and p.get("value"))
-        secret = {v.encode() for v in run.secret_values}
-        run.masked = tuple(sorted((v for v in secret if len(v) >= MIN_MASKED), key=len, reverse=True))
+        self._mask(run, frozenset(str(p["value"]) for p in opened if p.get("secret") and p.get("value")))
         return [Property.from_dict(p) for p in opened]
+
+    @staticmethod
+    def _mask(run: TaskRun, values: frozenset[str]) -> None:
+        """``values`` are secret: the rendered script never shows one, the log none of MIN_MASKED bytes or more."""
+        run.secret_values = values
+        secret = {v.encode() for v in values}
+        run.masked = tuple(sorted((v for v in secret if len(v) >= MIN_MASKED), key=len, reverse=True))
 
     def _open_senders(self, senders: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
         try:
@@ -380,7 +385,11 @@ class Executor:
         )
         local = plugin_cls.local_params(d.task_params)
         var_pool = properties(d.var_pool)
-        values = resolve(properties(d.global_params), var_pool, local, when, system, self._project_params(run))
+        project = self._project_params(run)
+        values = resolve(properties(d.global_params), var_pool, local, when, system, project)
+        # a secret's value as the task gets it: its own ${...} and $[...] rendered (hunter2$[yyyy] -> hunter22026)
+        secret = {p.prop for p, raw in zip(project, d.project_params, strict=True) if raw.get("secret")}
+        self._mask(run, run.secret_values | {values[n] for n in secret if values.get(n)})
         ctx = TaskContext(
             task_instance_id=d.task_instance_id,
             task_name=d.task_name,
