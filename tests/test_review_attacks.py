@@ -7,8 +7,10 @@ answers costs the caller its bounded wait while the API serves every other reque
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import socket
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,7 +22,11 @@ from engine.accounts.tokens import create_token
 from engine.api import access
 from engine.api.waiting import ASK_TIMEOUT
 from tests.api_harness import in_process_api
+from tests.conftest import ApiCluster
+from tests.helpers import wait_sync
+from tests.test_api import shell_doc, start, wait_final
 from tests.test_migrate_dolphinscheduler import _one_task
+from tests.test_waiting_reasons import _reason as waiting_reason
 
 _TIMED = ("delay_time", "retry_interval", "timeout")
 
@@ -248,3 +254,35 @@ async def test_an_imported_dolphinscheduler_minute_field_of_1e400_is_a_400(world
     assert status == 400, answer
     assert answer["error"]["field"] == "export: workflow 'wf'", answer
     assert "OverflowError" in answer["error"]["message"], answer
+
+
+# -- the largest accepted minute fields on a real cluster -------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_largest_delay_time_waits_thousands_of_years_and_stalls_nothing(api_cluster: ApiCluster) -> None:
+    """delay_time, timeout and retry_interval at their bound (2**31 - 1 minutes, ~4000 years): the delayed
+    task waits with its due time shown, its sibling runs (on a worker that arms the same timeout) to SUCCESS
+    meanwhile, and a stop ends the run."""
+    c = api_cluster
+    biggest = 2**31 - 1
+    doc = shell_doc(f"huge{uuid.uuid4().hex[:8]}", "review-attacks")
+    doc["tasks"] = [
+        {"name": "late", "type": "SHELL", "params": {"rawScript": "echo late"}, "delay_time": biggest},
+        {"name": "now", "type": "SHELL", "params": {"rawScript": "echo now"}, "timeout": biggest,
+         "timeout_strategy": "FAILED", "retries": 1, "retry_interval": biggest},
+    ]  # fmt: skip
+    code = int(c.client().post("/api/v1/workflows", doc, release=True)["code"])
+    instance = start(c, code)
+    reason = waiting_reason(c, instance, "late", "delay")
+    assert dt.datetime.fromisoformat(reason["at"]).year > 6000, reason
+
+    def sibling_done() -> bool:
+        tasks = c.client().get(f"/api/v1/instances/{instance}")["tasks"]
+        return any(t["name"] == "now" and t["state"] == "SUCCESS" for t in tasks)
+
+    wait_sync(sibling_done, 60, what="the task without a delay ran")
+    c.client().post(f"/api/v1/instances/{instance}/stop", {})
+    final = wait_final(c, instance)
+    assert final["state"] == "STOP", final
+    assert sorted((t["name"], t["state"]) for t in final["tasks"]) == [("late", "KILL"), ("now", "SUCCESS")]
