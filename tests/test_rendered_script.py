@@ -157,3 +157,22 @@ async def test_a_secret_holding_placeholders_is_masked_as_the_task_gets_it(
     assert lines[2] == """[ "***" = "$(printf 'hunter2%stail' 2026)" ] && echo "***" """, text
     assert "***" in lines[4:], text  # the output: ab, the secret, cd, masked whole
     assert "hunter22026tail" not in text and "abhunter" not in text, text
+
+
+async def test_a_secret_with_a_bad_time_placeholder_refuses_the_task_without_showing_it(
+    keyed: tuple[Executor, Keyring], sink: ReportSink
+) -> None:
+    """Every project parameter is rendered for every task: a secret holding a bad ``$[...]`` refuses the
+    task, naming the parameter, never the fragment of the secret the placeholder error would quote."""
+    executor, keyring = keyed
+    sealed = seal_params(
+        keyring, {"prop": "pw", "value": "xq$[nope]yz", "secret": True}, PROJECT_PARAM_SECRETS, "project_parameter"
+    )
+    d = task("SHELL", {"rawScript": "echo hi"}, sink.address, project_params=[sealed])
+    assert executor.dispatch(d).accepted
+    result = await sink.result(d.task_instance_id)
+    assert result["state"] == "FAILURE", result
+    text = await log_text(result["log_path"])
+    assert "secret project parameter 'pw'" in text and "secret project parameter 'pw'" in result["message"], text
+    for shown in (text, result["message"], result.get("log_tail", "")):
+        assert "nope" not in shown, shown

@@ -41,6 +41,7 @@ from engine.params import (
 from engine.secretbox import DATASOURCE_SECRETS, PROJECT_PARAM_SECRETS, Keyring, SecretError, open_params
 from engine.tasks import registry
 from engine.tasks.base import Launch, TaskContext
+from engine.time_placeholders import PlaceholderError, render
 from engine.worker.execdirs import ExecDirs
 from engine.worker.forkclient import ForkedTask, ForkServer
 from engine.worker.logfiles import CappedLog, log_path, result_tail
@@ -386,9 +387,13 @@ class Executor:
         local = plugin_cls.local_params(d.task_params)
         var_pool = properties(d.var_pool)
         project = self._project_params(run)
-        values = resolve(properties(d.global_params), var_pool, local, when, system, project)
-        # a secret's value as the task gets it: its own ${...} and $[...] rendered (hunter2$[yyyy] -> hunter22026)
         secret = {p.prop for p, raw in zip(project, d.project_params, strict=True) if raw.get("secret")}
+        try:
+            values = resolve(properties(d.global_params), var_pool, local, when, system, project)
+        except PlaceholderError:
+            _name_bad_secret(project, secret, when)  # its error would quote a fragment of the secret
+            raise
+        # a secret's value as the task gets it: its own ${...} and $[...] rendered (hunter2$[yyyy] -> hunter22026)
         self._mask(run, run.secret_values | {values[n] for n in secret if values.get(n)})
         ctx = TaskContext(
             task_instance_id=d.task_instance_id,
@@ -689,6 +694,20 @@ def _set_up(
 
 async def _write(fh: CappedLog, text: str) -> None:
     await asyncio.to_thread(fh.write, text.encode())
+
+
+def _name_bad_secret(project: Sequence[Property], secret: set[str], when: dt.datetime) -> None:
+    """Raise a ValueError naming the secret project parameter whose ``$[...]`` cannot be rendered, if one
+    cannot: without its value (a placeholder error quotes the expression, a fragment of the secret)."""
+    for p in project:
+        if p.prop in secret:
+            try:
+                render(p.value, when)
+            except PlaceholderError:
+                raise ValueError(
+                    f"secret project parameter {p.prop!r} holds a $[...] placeholder that cannot be rendered"
+                    " (its value is not shown)"
+                ) from None
 
 
 def _mask(data: bytes, masked: tuple[bytes, ...]) -> bytes:
