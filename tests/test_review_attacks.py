@@ -286,3 +286,11 @@ def test_the_largest_delay_time_waits_thousands_of_years_and_stalls_nothing(api_
     final = wait_final(c, instance)
     assert final["state"] == "STOP", final
     assert sorted((t["name"], t["state"]) for t in final["tasks"]) == [("late", "KILL"), ("now", "SUCCESS")]
+
+
+@pytest.mark.parametrize("value", [2**63, 10**30, 0, -1, 1.5, True])
+async def test_a_task_alert_group_out_of_range_is_a_400_at_the_field(world: dict[str, Any], value: Any) -> None:
+    async with in_process_api(world["dsn"], [], world["tokens"]["admin"]) as (session, base):
+        status, answer = await _post_raw(session, f"{base}/api/v1/workflows", json.dumps(_doc("ag", alert_group=value)))
+    assert status == 400, answer
+    assert answer["error"]["field"] == "tasks[0].alert_group", answer
