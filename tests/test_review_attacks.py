@@ -33,8 +33,9 @@ _TIMED = ("delay_time", "retry_interval", "timeout")
 
 @pytest.fixture
 async def world(fresh_db: str) -> AsyncIterator[dict[str, Any]]:
-    """An admin, a project p with a reader and a stranger, and instances of p: one running on a master that
-    never answers, one finished (SUCCESS), one running with no owner yet."""
+    """An admin, a project p with a reader, a stranger (owner of another project, q), and instances of p: one
+    running on a master that never answers, one finished (SUCCESS, with a task that ran on that host), one
+    running with no owner yet."""
     conn = await asyncpg.connect(fresh_db)
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
@@ -50,6 +51,7 @@ async def world(fresh_db: str) -> AsyncIterator[dict[str, Any]]:
         await conn.execute(
             "INSERT INTO project_user (project_code, user_id, perm) VALUES (1, $1, $2)", ids["reader"], access.READ
         )
+        await conn.execute("INSERT INTO project (code, name, user_id) VALUES (2, 'q', $1)", ids["stranger"])
         await conn.execute("INSERT INTO workflow_definition (code, name, project_code) VALUES (10, 'wf', 1)")
         host = f"127.0.0.1:{silent.getsockname()[1]}"
         instances = {}
@@ -63,7 +65,14 @@ async def world(fresh_db: str) -> AsyncIterator[dict[str, Any]]:
                 owner,
                 500 + command,
             )
-        yield {"dsn": fresh_db, "tokens": tokens, "instances": instances, "host": host}
+        task = await conn.fetchval(
+            "INSERT INTO task_instance (name, task_type, task_code, task_definition_version, workflow_instance_id,"
+            " state, attempt, flag, host, log_path) VALUES ('t', 'SHELL', 7, 1, $1, 7, 1, 1, $2, '/tmp/x.log')"
+            " RETURNING id",
+            instances["final"],
+            host,
+        )
+        yield {"dsn": fresh_db, "tokens": tokens, "instances": instances, "host": host, "task": task}
     finally:
         silent.close()
         await conn.close()
@@ -294,3 +303,18 @@ async def test_a_task_alert_group_out_of_range_is_a_400_at_the_field(world: dict
         status, answer = await _post_raw(session, f"{base}/api/v1/workflows", json.dumps(_doc("ag", alert_group=value)))
     assert status == 400, answer
     assert answer["error"]["field"] == "tasks[0].alert_group", answer
+
+
+@pytest.mark.parametrize("route", ["", "/log", "/log/download", "/log/search?q=a", "/log/follow"])
+async def test_a_stranger_reads_no_log_by_any_route(world: dict[str, Any], route: str) -> None:
+    """The log (and so the rendered script at its head) of a task of a project the caller cannot see: the
+    answer of a task that does not exist, through the real handlers, before any worker is asked."""
+    task = world["task"]
+    token = world["tokens"]["stranger"]
+    async with in_process_api(world["dsn"], []) as (session, base):
+        hidden = await _get(session, f"{base}/api/v1/tasks/{task}{route}", token)
+        missing = await _get(session, f"{base}/api/v1/tasks/999999{route}", token)
+    assert hidden[0] == missing[0] == 404, (hidden, missing)
+    assert hidden[1]["error"]["message"].replace(str(task), "N") == missing[1]["error"]["message"].replace(
+        "999999", "N"
+    )
