@@ -318,3 +318,21 @@ async def test_a_stranger_reads_no_log_by_any_route(world: dict[str, Any], route
     assert hidden[1]["error"]["message"].replace(str(task), "N") == missing[1]["error"]["message"].replace(
         "999999", "N"
     )
+
+
+async def test_a_master_that_is_down_gives_reason_unknown(world: dict[str, Any]) -> None:
+    """Its address refuses connections (a port nothing listens on): "did not answer", not an error."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    down = f"127.0.0.1:{closed.getsockname()[1]}"
+    closed.close()
+    conn = await asyncpg.connect(world["dsn"])
+    try:
+        await conn.execute("UPDATE workflow_instance SET host = $1 WHERE id = $2", down, world["instances"]["running"])
+    finally:
+        await conn.close()
+    running = world["instances"]["running"]
+    async with in_process_api(world["dsn"], []) as (session, base):
+        status, answer = await _get(session, f"{base}/api/v1/instances/{running}/waiting", world["tokens"]["reader"])
+    assert status == 200, answer
+    assert answer["unknown_kind"] == "silent" and answer["unknown"] == f"reason unknown: master {down} did not answer"
