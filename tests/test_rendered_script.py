@@ -101,3 +101,78 @@ def test_every_code_field_is_rendered_and_a_data_source_password_masked() -> Non
         )
         == ""
     )
+
+
+async def test_a_short_secret_is_masked_in_the_rendered_script_wherever_its_value_lands(
+    keyed: tuple[Executor, Keyring], sink: ReportSink
+) -> None:
+    """A secret project parameter under 4 characters is not masked in the task's own output (it would hide
+    common text), but the block is the worker's own writing: it places the value itself, so it shows ***
+    wherever the value lands (directly, or through a local parameter that copies it)."""
+    executor, keyring = keyed
+    sealed = seal_params(
+        keyring, {"prop": "pin", "value": "q7x", "secret": True}, PROJECT_PARAM_SECRETS, "project_parameter"
+    )
+    d = task(
+        "SHELL",
+        {
+            "rawScript": ': "${pin}" "${copy}" "${other}"',
+            "localParams": [
+                {"prop": "copy", "direct": "IN", "type": "VARCHAR", "value": "${pin}"},
+                {"prop": "other", "direct": "IN", "type": "VARCHAR", "value": "q7xq"},
+            ],
+        },
+        sink.address,
+        project_params=[sealed],
+    )
+    assert executor.dispatch(d).accepted
+    result = await sink.result(d.task_instance_id)
+    assert result["state"] == "SUCCESS", result
+    lines = (await log_text(result["log_path"])).splitlines()
+    assert lines[1:4] == [
+        "[porpoise] rendered rawScript (1 lines):",
+        ': "***" "***" "q7xq"',  # a value that only holds the short secret is not masked (as in the output)
+        "[porpoise] end of rendered rawScript",
+    ]
+
+
+async def test_a_secret_holding_placeholders_is_masked_as_the_task_gets_it(
+    keyed: tuple[Executor, Keyring], sink: ReportSink
+) -> None:
+    """A secret project parameter's own ``$[...]`` and ``${...}`` are rendered like any parameter's: the
+    task gets ``hunter22026tail`` for ``hunter2$[yyyy]tail``, and that value (not only the stored one) is
+    masked, in the rendered script and in the task's output."""
+    executor, keyring = keyed
+    sealed = [
+        seal_params(keyring, {"prop": p, "value": v, "secret": True}, PROJECT_PARAM_SECRETS, "project_parameter")
+        for p, v in (("pw", "hunter2$[yyyy]tail"), ("pw3", "ab${pw}cd"))
+    ]
+    script = """[ "${pw}" = "$(printf 'hunter2%stail' 2026)" ] && echo "${pw3}" """
+    d = task("SHELL", {"rawScript": script}, sink.address, project_params=sealed, schedule_time="2026-03-04T05:06:07")
+    assert executor.dispatch(d).accepted
+    result = await sink.result(d.task_instance_id)
+    assert result["state"] == "SUCCESS", result  # the task got the rendered value
+    text = await log_text(result["log_path"])
+    lines = text.splitlines()
+    assert lines[2] == """[ "***" = "$(printf 'hunter2%stail' 2026)" ] && echo "***" """, text
+    assert "***" in lines[4:], text  # the output: ab, the secret, cd, masked whole
+    assert "hunter22026tail" not in text and "abhunter" not in text, text
+
+
+async def test_a_secret_with_a_bad_time_placeholder_refuses_the_task_without_showing_it(
+    keyed: tuple[Executor, Keyring], sink: ReportSink
+) -> None:
+    """Every project parameter is rendered for every task: a secret holding a bad ``$[...]`` refuses the
+    task, naming the parameter, never the fragment of the secret the placeholder error would quote."""
+    executor, keyring = keyed
+    sealed = seal_params(
+        keyring, {"prop": "pw", "value": "xq$[nope]yz", "secret": True}, PROJECT_PARAM_SECRETS, "project_parameter"
+    )
+    d = task("SHELL", {"rawScript": "echo hi"}, sink.address, project_params=[sealed])
+    assert executor.dispatch(d).accepted
+    result = await sink.result(d.task_instance_id)
+    assert result["state"] == "FAILURE", result
+    text = await log_text(result["log_path"])
+    assert "secret project parameter 'pw'" in text and "secret project parameter 'pw'" in result["message"], text
+    for shown in (text, result["message"], result.get("log_tail", "")):
+        assert "nope" not in shown, shown

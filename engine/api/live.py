@@ -253,8 +253,9 @@ async def events(api: Any, call: Call) -> web.StreamResponse:
                     await response.write(frame("reset", {"reason": "updates were interrupted"}, hub.event_id(seq)))
                     continue
                 mine = [c for c in batch if c.kind == "instance" or c.instance == instance]
-                seen = await _visible(api, who, sorted({c.id for c in mine if c.kind == "instance"}))
-                wanted = [c.as_json() for c in mine if c.kind != "instance" or c.id in seen]
+                # the followed instance's task changes too: a grant revoked meanwhile ends them
+                seen = await _visible(api, who, sorted({c.instance for c in mine}))
+                wanted = [c.as_json() for c in mine if c.instance in seen]
                 if wanted:
                     await response.write(frame("states", wanted, hub.event_id(seq)))
     except ConnectionResetError:

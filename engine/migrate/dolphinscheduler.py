@@ -644,8 +644,8 @@ def translate(
             body = wf.schedule_body()
         except DefinitionError:
             raise
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            # a field of an unexpected type or shape: name the workflow, never a traceback
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            # a field of an unexpected type or shape (1e400 is JSON's infinity): name the workflow, never a traceback
             raise DefinitionError(f"workflow {wf.name!r}", f"unexpected {part} content: {exc!r}") from exc
         if body is not None:
             schedules[wf.name] = body

@@ -41,6 +41,7 @@ from engine.params import (
 from engine.secretbox import DATASOURCE_SECRETS, PROJECT_PARAM_SECRETS, Keyring, SecretError, open_params
 from engine.tasks import registry
 from engine.tasks.base import Launch, TaskContext
+from engine.time_placeholders import PlaceholderError, render
 from engine.worker.execdirs import ExecDirs
 from engine.worker.forkclient import ForkedTask, ForkServer
 from engine.worker.logfiles import CappedLog, log_path, result_tail
@@ -111,6 +112,8 @@ class TaskRun:
     log_tail: str = ""
     #: values the log shows as ``***`` (the secret project parameters it was given)
     masked: tuple[bytes, ...] = ()
+    #: every secret project parameter's value, however short (the rendered script never shows one)
+    secret_values: frozenset[str] = frozenset()
     #: its exec dir was handed back (with the log's close, in one trip to a thread)
     released: bool = False
 
@@ -346,9 +349,15 @@ class Executor:
             ]
         except SecretError as exc:
             raise ValueError(f"project parameter secrets: {exc}") from None
-        secret = {str(p["value"]).encode() for p in opened if p.get("secret")}
-        run.masked = tuple(sorted((v for v in secret if len(v) >= MIN_MASKED), key=len, reverse=True))
+        self._mask(run, frozenset(str(p["value"]) for p in opened if p.get("secret") and p.get("value")))
         return [Property.from_dict(p) for p in opened]
+
+    @staticmethod
+    def _mask(run: TaskRun, values: frozenset[str]) -> None:
+        """``values`` are secret: the rendered script never shows one, the log none of MIN_MASKED bytes or more."""
+        run.secret_values = values
+        secret = {v.encode() for v in values}
+        run.masked = tuple(sorted((v for v in secret if len(v) >= MIN_MASKED), key=len, reverse=True))
 
     def _open_senders(self, senders: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], ...]:
         try:
@@ -377,7 +386,15 @@ class Executor:
         )
         local = plugin_cls.local_params(d.task_params)
         var_pool = properties(d.var_pool)
-        values = resolve(properties(d.global_params), var_pool, local, when, system, self._project_params(run))
+        project = self._project_params(run)
+        secret = {p.prop for p, raw in zip(project, d.project_params, strict=True) if raw.get("secret")}
+        try:
+            values = resolve(properties(d.global_params), var_pool, local, when, system, project)
+        except PlaceholderError:
+            _name_bad_secret(project, secret, when)  # its error would quote a fragment of the secret
+            raise
+        # a secret's value as the task gets it: its own ${...} and $[...] rendered (hunter2$[yyyy] -> hunter22026)
+        self._mask(run, run.secret_values | {values[n] for n in secret if values.get(n)})
         ctx = TaskContext(
             task_instance_id=d.task_instance_id,
             task_name=d.task_name,
@@ -399,7 +416,8 @@ class Executor:
         )
         launch = plugin_cls().launch(ctx)
         secrets = [v.decode() for v in run.masked] + datasource_secrets(ctx.datasources, DATASOURCE_SECRETS)
-        shown = rendered_block(d.task_params, code_fields(plugin_cls.params_schema), values, when, secrets)
+        fields = code_fields(plugin_cls.params_schema)
+        shown = rendered_block(d.task_params, fields, values, when, secrets, run.secret_values)
         return launch, local, shown
 
     async def _run(self, run: TaskRun) -> TaskResult:
@@ -676,6 +694,20 @@ def _set_up(
 
 async def _write(fh: CappedLog, text: str) -> None:
     await asyncio.to_thread(fh.write, text.encode())
+
+
+def _name_bad_secret(project: Sequence[Property], secret: set[str], when: dt.datetime) -> None:
+    """Raise a ValueError naming the secret project parameter whose ``$[...]`` cannot be rendered, if one
+    cannot: without its value (a placeholder error quotes the expression, a fragment of the secret)."""
+    for p in project:
+        if p.prop in secret:
+            try:
+                render(p.value, when)
+            except PlaceholderError:
+                raise ValueError(
+                    f"secret project parameter {p.prop!r} holds a $[...] placeholder that cannot be rendered"
+                    " (its value is not shown)"
+                ) from None
 
 
 def _mask(data: bytes, masked: tuple[bytes, ...]) -> bytes:

@@ -52,9 +52,17 @@ def rendered_block(
     values: Mapping[str, str],
     when: dt.datetime,
     secrets: Iterable[str],
+    secret_values: Iterable[str] = (),
 ) -> str:
-    """The log's rendered-script block of each code field ``params`` holds ("" when it holds none)."""
+    """The log's rendered-script block of each code field ``params`` holds ("" when it holds none).
+
+    ``secrets`` are masked wherever they appear in the rendered text; a value of ``values`` that is one of
+    ``secret_values`` is placed as ``***`` whatever its length (the block places it itself: a short secret,
+    left alone in the task's output, never shows here either)."""
     secrets = list(secrets)
+    hidden = frozenset(secret_values)
+    if hidden:
+        values = {k: MASK if v in hidden else v for k, v in values.items()}
     out: list[str] = []
     for name in fields:
         text = params.get(name)
