@@ -213,6 +213,8 @@ class WorkflowRun:
         self.conditions = frozenset(code for code, kind in types.items() if kind == "CONDITIONS")
         #: switched-off tasks: never attempted, looked through by what depends on them
         self.disabled = frozenset(code for code, t in spec.tasks.items() if t.disabled)
+        #: the tasks whose first attempt waits for their delay_time (logic tasks never wait)
+        self.delayed = frozenset(code for code, t in spec.tasks.items() if t.delay_time > 0 and code not in self.logic)
         for code, top in (floors or {}).items():
             self.raise_floor(code, top)
         for a in attempts or []:
@@ -499,12 +501,10 @@ class WorkflowRun:
         return CancelTimer(key)
 
     def _unhold(self, a: Attempt) -> list[Action]:
-        """A worker reports on ``a``: it was sent, whatever held it (its group, its delay) holds it no more."""
+        """A worker reports on ``a``, still waiting for its delay: it was sent after all, so whatever held it
+        (its delay, its group) holds it no more."""
         node = self.nodes[a.code]
-        node.held = False
-        if not node.delay_due:
-            return []
-        node.delay_due = 0.0
+        node.held, node.delay_due = False, 0.0
         return [self._unarm(("delay", a.code))]
 
     def _kill(self, a: Attempt) -> list[Action]:
@@ -616,7 +616,7 @@ class WorkflowRun:
             return []  # stale, duplicate, or the result already arrived
         self._task_to(a, TaskState.RUNNING_EXECUTION, ev.cause_id or "running report")
         a.host, a.start_time = ev.host, ev.start_time
-        actions: list[Action] = self._unhold(a)
+        actions: list[Action] = self._unhold(a) if self.nodes[a.code].delay_due else []
         actions += [
             PersistTask(
                 a,
@@ -644,7 +644,9 @@ class WorkflowRun:
             return []  # RUNNING (or the result) overtook the dispatch acknowledgement
         self._task_to(a, TaskState.DISPATCH, ev.cause_id or "dispatched")
         a.host, a.incarnation = ev.host, ev.incarnation
-        actions: list[Action] = [PersistTask(a, a.state, (("host", ev.host),)), *self._unhold(a)]
+        actions: list[Action] = [PersistTask(a, a.state, (("host", ev.host),))]
+        if self.nodes[a.code].delay_due:
+            actions += self._unhold(a)
         if self.state is WorkflowState.READY_STOP:
             actions.append(KillTask(a))  # it left the dispatch queue after the stop: now it has a host to kill on
         return actions
@@ -924,9 +926,11 @@ class WorkflowRun:
         else:
             retry = prev.retry_times + (0 if prev.state is TaskState.NEED_FAULT_TOLERANCE else 1)
             a = Attempt(code=code, attempt=number, retry_times=retry, var_in=prev.var_in)
-        a.submit_time = int(self.now * 1000)
         self._set(node, Status.ACTIVE, "submit")
-        node.attempt, node.held, node.delay_due = a, False, self._delay_until(a, prev)
+        node.attempt, node.held = a, False
+        if code in self.delayed:
+            a.submit_time = int(self.now * 1000)
+            node.delay_due = self._delay_until(a, prev)
         self.story.append((self.now, "task", 0, "", f"attempt {a.attempt} of {code}", "submit"))
         return a
 
@@ -956,6 +960,8 @@ class WorkflowRun:
     def _create(self, fresh: list[Attempt]) -> list[Action]:
         """Create these new attempts, and arm the timer of each that waits for its delay_time."""
         actions: list[Action] = [CreateAttempts(tuple(fresh))]
+        if not self.delayed:
+            return actions
         for a in fresh:
             due = self.nodes[a.code].delay_due
             if due:
@@ -967,7 +973,7 @@ class WorkflowRun:
         its first submission (DolphinScheduler): a retry does not wait again, a logic task never waits, and
         an attempt lost with its master (or its dispatch) runs again after the rest of the lost one's delay."""
         task = self.spec.tasks.get(a.code)
-        if task is None or task.delay_time <= 0 or a.retry_times or a.code in self.logic:
+        if task is None or a.retry_times:
             return 0.0
         since = self.now
         if prev is not None and prev.state is TaskState.NEED_FAULT_TOLERANCE and prev.submit_time:
