@@ -23,6 +23,7 @@ from engine.master.workflow_messages import (
     CancelHeld,
     CancelTimer,
     CreateAttempts,
+    DelayDue,
     DispatchLost,
     GroupSlotGranted,
     KillTask,
@@ -64,11 +65,11 @@ def spec(edges: dict[str, list[str]], timeout: int = 0, **task_kw: dict[str, Any
     codes = {n: i + 1 for i, n in enumerate(names)}
     tasks = {}
     for n in names:
-        kw = dict(retries=0, retry_interval=0, timeout_flag=0, timeout_strategy=None, timeout=0)
+        kw = dict(retries=0, retry_interval=0, timeout_flag=0, timeout_strategy=None, timeout=0, delay_time=0)
         kw.update(task_kw.get(n, {}))
         tasks[codes[n]] = TaskSpec(
             code=codes[n], version=1, name=n, task_type="SHELL", params={"rawScript": "true"}, priority=2,
-            worker_group="default", delay_time=0, environment_code=-1, **kw,
+            worker_group="default", environment_code=-1, **kw,
         )  # fmt: skip
     dag = Dag.build(list(codes.values()), [(codes[u], codes[n]) for n in names for u in edges[n]])
     return WorkflowSpec(1, 1, "wf", 1, [], timeout, 1, "default", 0, tasks, dag)
@@ -96,6 +97,8 @@ class Sim:
                 self.timers[a.key] = a.event
             elif isinstance(a, CancelTimer):
                 self.timers.pop(a.key, None)
+            elif isinstance(a, SendAttempt):  # never sent while its delay or its task group holds it
+                assert not self.run.holds(a.attempt), a
         self.actions += actions
         self.run.validate()
         return actions
@@ -370,11 +373,14 @@ def dags(draw: Any) -> dict[str, list[str]]:
     st.sampled_from([END, CONTINUE]),
     st.lists(st.tuples(st.integers(0, 9), st.integers(0, 50)), max_size=80),
     st.integers(0, 2),
+    st.lists(st.integers(0, 2), min_size=7, max_size=7),
 )
 def test_property_random_events_never_break_the_tables(
-    edges: dict[str, list[str]], strategy: int, script: list[tuple[int, int]], retries: int
+    edges: dict[str, list[str]], strategy: int, script: list[tuple[int, int]], retries: int, delays: list[int]
 ) -> None:
-    sp = spec(edges, **{n: {"retries": retries, "retry_interval": 1} for n in edges})
+    # some tasks wait for a delay_time first (the timers' event, DelayDue, sends them)
+    task = {"retries": retries, "retry_interval": 1}
+    sp = spec(edges, **{n: {**task, "delay_time": d} for n, d in zip(edges, delays, strict=False)})
     sim = Sim(sp, strategy)  # any InvalidTransition raised inside fails the test
     for kind, pick in script:
         if sim.run.finished:
@@ -396,6 +402,8 @@ def test_property_random_events_never_break_the_tables(
             sim.apply(sim.run.handle(PauseRequested()))
         elif kind == 8 and target is not None:
             sim.apply(sim.run.handle(TaskTimedOut(target.id, target.attempt)))
+        elif kind == 9 and target is not None:
+            sim.apply(sim.run.handle(GroupSlotGranted(target.id)))
         # at most one live attempt per task, always
         for code in sp.tasks:
             live = [a for a in sim.run.by_id.values() if a.code == code and a.state in TASK_ACTIVE]
@@ -809,3 +817,117 @@ def test_a_stop_drops_an_attempt_still_held_instead_of_killing_it() -> None:
 def test_a_kill_decided_before_the_group_held_the_attempt_releases_it() -> None:
     sim, a = _held_sim()
     assert sim.run.release_held(a) and not sim.run.is_held(a) and not sim.run.release_held(a)
+
+
+# -- a task's delay_time is the core's hold: DelayDue sends the attempt ---------------------------------
+
+
+def _delayed_sim(minutes: int = 2, **task: Any) -> tuple[Sim, Attempt]:
+    sim = Sim.__new__(Sim)
+    sp = spec({"a": [], "b": ["a"]}, a={"delay_time": minutes, **task})
+    sim.spec, sim.run, sim.ids, sim.actions, sim.timers = sp, WorkflowRun(99, sp, CONTINUE), itertools.count(1), [], {}
+    sim.name = {t.code: t.name for t in sp.tasks.values()}
+    sim.apply(sim.run.start(now=NOW))
+    return sim, sim.attempt("a")
+
+
+def test_a_delayed_task_is_created_at_once_and_sent_when_its_delay_timer_fires() -> None:
+    sim, a = _delayed_sim()
+    assert sim.created(sim.actions) == ["a"]
+    assert ArmTimer(("delay", a.code), 120.0, DelayDue(a.code, a.attempt)) in sim.actions
+    assert sim.run.holds(a) and sim.run.delay_due(a.code) == NOW + 120 and ("delay", a.code) in sim.run.timers
+    assert sim.apply(sim.run.handle(DelayDue(a.code, a.attempt), NOW + 120)) == [SendAttempt(a)]
+    assert not sim.run.holds(a) and not sim.run.delay_due(a.code) and ("delay", a.code) not in sim.run.timers
+    assert sim.run.handle(DelayDue(a.code, a.attempt), NOW + 121) == []  # once
+    assert sim.created(sim.finish("a")) == ["b"]
+    assert not [x for x in sim.actions if isinstance(x, ArmTimer) and x.key == ("delay", 2)]  # b has none
+
+
+def test_a_retry_and_a_logic_task_do_not_wait_for_the_delay() -> None:
+    sim, a = _delayed_sim(retries=1, retry_interval=0)
+    sim.fire(("delay", a.code))
+    out = sim.finish("a", F)
+    (retry,) = [x for c in out if isinstance(c, CreateAttempts) for x in c.attempts]
+    assert retry.retry_times == 1 and not sim.run.holds(retry) and not [x for x in out if isinstance(x, ArmTimer)]
+    sp = spec({"a": []}, a={"delay_time": 2})
+    sp.tasks[1] = dataclasses.replace(sp.tasks[1], task_type="DEPENDENT")
+    run = WorkflowRun(99, sp, CONTINUE)
+    assert not [x for x in run.start(now=NOW) if isinstance(x, ArmTimer) and x.key[0] == "delay"]
+
+
+def test_a_stop_ends_an_attempt_waiting_for_its_delay_without_a_kill() -> None:
+    sim, a = _delayed_sim()
+    out = sim.apply(sim.run.handle(StopRequested()))
+    assert CancelHeld(a, "stopped while waiting for its delay") in out and CancelTimer(("delay", a.code)) in out
+    assert not [x for x in out if isinstance(x, KillTask)] and not sim.run.holds(a)
+    assert sim.run.handle(DelayDue(a.code, a.attempt)) == []  # its timer fired anyway: never sent
+    out = sim.apply(sim.run.handle(TaskResultEvent(a.id, a.attempt, K, -1, 0, 2)))  # the actor's KILL report
+    assert final_state(out) is WorkflowState.STOP
+
+
+def test_a_delayed_attempt_held_by_its_task_group_is_sent_once_both_are_over() -> None:
+    sim, a = _delayed_sim()
+    sim.run.hold(frozenset({a.id}))  # its task group is full too
+    assert sim.apply(sim.run.handle(DelayDue(a.code, a.attempt))) == []  # still held by its group
+    assert sim.apply(sim.run.handle(GroupSlotGranted(a.id))) == [SendAttempt(a)]
+    sim2, b = _delayed_sim()
+    sim2.run.hold(frozenset({b.id}))
+    assert sim2.apply(sim2.run.handle(GroupSlotGranted(b.id))) == []  # still waiting for its delay
+    assert sim2.apply(sim2.run.handle(DelayDue(b.code, b.attempt))) == [SendAttempt(b)]
+
+
+def test_a_pause_lets_a_delayed_attempt_run_when_its_delay_is_over() -> None:
+    sim, a = _delayed_sim()
+    sim.apply(sim.run.handle(PauseRequested()))
+    assert sim.fire(("delay", a.code)) == [SendAttempt(a)]
+    out = sim.finish("a")
+    assert final_state(out) is WorkflowState.PAUSE
+
+
+def test_a_delay_lost_with_its_master_waits_only_for_the_rest_of_it() -> None:
+    # the dead owner created the attempt 30 s before the takeover; the takeover found it on no worker
+    sp = spec({"a": [], "b": ["a"]}, a={"delay_time": 2})
+    lost = Attempt(1, 1, 0, TaskState.NEED_FAULT_TOLERANCE, id=5, submit_time=int((NOW - 30) * 1000))
+    run = WorkflowRun(99, sp, CONTINUE, WorkflowState.RUNNING_EXECUTION, [lost])
+    actions = run.start(now=NOW)
+    (again,) = [x for c in actions if isinstance(c, CreateAttempts) for x in c.attempts]
+    assert (again.attempt, again.retry_times) == (2, 0)
+    assert [x for x in actions if isinstance(x, ArmTimer)] == [ArmTimer(("delay", 1), 90.0, DelayDue(1, 2))]
+    assert run.delay_due(1) == NOW + 90
+    run.validate()
+
+
+def test_a_delay_over_before_the_takeover_sends_the_attempt_at_once() -> None:
+    sp = spec({"a": []}, a={"delay_time": 2})
+    lost = Attempt(1, 1, 0, TaskState.NEED_FAULT_TOLERANCE, id=5, submit_time=int((NOW - 600) * 1000))
+    run = WorkflowRun(99, sp, CONTINUE, WorkflowState.RUNNING_EXECUTION, [lost])
+    actions = run.start(now=NOW)
+    (again,) = [x for c in actions if isinstance(c, CreateAttempts) for x in c.attempts]
+    assert not run.holds(again) and not [x for x in actions if isinstance(x, ArmTimer)]
+
+
+def _corrupt_delay_without_its_timer(sim: Sim) -> None:
+    sim.run.nodes[sim.attempt("a").code].delay_due = NOW + 60
+
+
+def _corrupt_delay_of_a_sent_attempt(sim: Sim) -> None:
+    a = sim.attempt("a")
+    sim.running("a")
+    sim.run.nodes[a.code].delay_due = NOW + 60
+    sim.run.timers.add(("delay", a.code))
+
+
+@pytest.mark.parametrize("corrupt", [_corrupt_delay_without_its_timer, _corrupt_delay_of_a_sent_attempt])
+def test_validate_catches_a_corrupted_delay(corrupt: Any) -> None:
+    sim = Sim(spec({"a": []}))
+    corrupt(sim)
+    with pytest.raises(CoreInvariantError):
+        sim.run.validate()
+
+
+def test_validate_catches_a_delay_while_stopping() -> None:
+    sim, _ = _delayed_sim()
+    sim.run.validate()
+    sim.run.state = WorkflowState.READY_STOP
+    with pytest.raises(CoreInvariantError):
+        sim.run.validate()

@@ -34,6 +34,7 @@ from engine.master.workflow_messages import (
     CancelTimer,
     ControlChild,
     CreateAttempts,
+    DelayDue,
     GroupSlotGranted,
     KillTask,
     PersistTask,
@@ -125,11 +126,9 @@ class DispatchRequest:
     ready_at: float = field(default_factory=time.monotonic, compare=False, repr=False)
 
 
-@dataclass(frozen=True)
-class DelayDue:
-    """A delayed attempt's delay (its task's ``delay_time``) is over: dispatch it now."""
-
-    task_instance_id: int
+#: events that let a held attempt go (its task group's slot, the end of its delay): handled after the rest
+#: of their batch, so a stop in the same batch drops the attempt instead of sending it
+_RELEASES = (GroupSlotGranted, DelayDue)
 
 
 @dataclass
@@ -176,10 +175,6 @@ class WorkflowActor:
         self.crashed = False
         self._kills: set[asyncio.Task[Any]] = set()
         self.logic = LogicRunner(self, logic_interval, control, max_sub_workflow_depth)
-        #: attempts held for their task's delay_time: task instance id -> (attempt, due in epoch ms)
-        self.delayed: dict[int, tuple[Attempt, int]] = {}
-        #: attempts created with a delay not yet sent: task instance id -> until when (epoch ms)
-        self._delay_until: dict[int, int] = {}
         #: taken over still waiting in their group's queue: held from the start (they keep their place)
         self._restored_waiting = group_waiting
         #: the project's parameters and the tasks' environments, read once when the actor starts
@@ -249,9 +244,7 @@ class WorkflowActor:
                     batch = [await self.queue.get()]
                     while not self.queue.empty():
                         batch.append(self.queue.get_nowait())
-                    due: list[int] = []
-                    await self._perform(self._handle(batch, due), batch)
-                    await self._release_delayed(due)
+                    await self._perform(self._handle(batch), batch)
                 final = self.run.state
                 log.info("workflow finished", state=final.name)
             except FencedOut as exc:
@@ -275,20 +268,18 @@ class WorkflowActor:
                 self.task = None
                 self._on_finished(self, final)
 
-    def _handle(self, batch: list[_Posted], due: list[int]) -> list[Action]:
+    def _handle(self, batch: list[_Posted]) -> list[Action]:
         """The core's actions for a batch of events, all at one time of the clock; the task group admissions
-        go last (a stop in the same batch drops an attempt still held rather than sending it). The delays
-        that ended are collected into ``due`` (the actor sends those attempts after the batch's writes)."""
+        and the ends of delays go last (a stop in the same batch drops an attempt still held rather than
+        sending it)."""
         actions: list[Action] = []
         now = time.time()
         try:
             for posted in batch:
-                if isinstance(posted.event, DelayDue):
-                    due.append(posted.event.task_instance_id)
-                elif not isinstance(posted.event, GroupSlotGranted):
+                if not isinstance(posted.event, _RELEASES):
                     actions += self.run.handle(posted.event, now)
             for posted in batch:
-                if isinstance(posted.event, GroupSlotGranted):
+                if isinstance(posted.event, _RELEASES):
                     actions += self.run.handle(posted.event, now)
             if self._validate:
                 self.run.validate()
@@ -296,13 +287,6 @@ class WorkflowActor:
             self._refuse(batch)
             raise
         return actions
-
-    async def _release_delayed(self, due: list[int]) -> None:
-        """Send the held attempts whose delay is over, still current and unfinished."""
-        for tid in due:
-            a = self.delayed.pop(tid, (None, 0))[0]
-            if a is not None and self.run.is_current(a) and not a.state.finished and not self.run.is_held(a):
-                await self._send(a)
 
     async def _restore_group_waiting(self) -> None:
         """Hold the taken-over attempts still queued in their task group; send those admitted meanwhile
@@ -378,8 +362,10 @@ class WorkflowActor:
         for posted in batch:
             if posted.done is not None and not posted.done.done():
                 posted.done.set_result(True)
-        self._note_delays(created)
-        await self._send_all([a for a in created if not self.run.is_held(a)])
+        for a in created:
+            if due := self.run.delay_due(a.code):
+                log.info("waiting for its delay", task_instance_id=a.id, due_ms=int(due * 1000))
+        await self._send_all([a for a in created if not self.run.holds(a)])
         for action in after:
             if isinstance(action, ArmTimer):
                 self.wheel.arm((self.info.id, *action.key), action.delay, self, action.event)
@@ -394,10 +380,8 @@ class WorkflowActor:
                 isinstance(action, KillTask) and self.run.release_held(action.attempt)
             ):
                 a = action.attempt  # never dispatched: nothing to kill
-                message = "stopped while waiting for its task group"
+                message = action.message if isinstance(action, CancelHeld) else CancelHeld(a).message
                 self.post(TaskResultEvent(a.id, a.attempt, TaskState.KILL, -1, 0, now_ms(), message=message))
-            elif isinstance(action, KillTask) and action.attempt.id in self.delayed:
-                self._drop_delayed(action.attempt.id)
             elif isinstance(action, KillTask) and action.attempt.code in self.run.logic:
                 self.logic.spawn(self.logic.stop(action.attempt, "stop"))
             elif isinstance(action, KillTask):
@@ -451,11 +435,9 @@ class WorkflowActor:
         return next_param(param, at), [dt.datetime.fromisoformat(d) for d in at.legacy_dates[1:]]
 
     def _cancel_timers(self) -> None:
-        """Cancel every timer the run armed (the core keeps their keys) and the delays' (this actor's)."""
+        """Cancel every timer the run armed (the core keeps their keys)."""
         for key in self.run.timers:
             self.wheel.cancel((self.info.id, *key))
-        for tid in self.delayed:
-            self.wheel.cancel((self.info.id, "delay", tid))
 
     # -- attempts ---------------------------------------------------------------------------------
 
@@ -499,36 +481,9 @@ class WorkflowActor:
             # `porpoise secrets prune-keys` must not leave it holding a value sealed with a dropped key
             self._context_at = time.monotonic()
             self.context = await self._read_context()
-        attempts = [a for a in attempts if not self._hold_for_delay(a)]
         requests = [r for a in attempts if (r := await self._request(a)) is not None]
         for request in requests:
             self._dispatch(request)
-
-    def _note_delays(self, created: list[Attempt]) -> None:
-        """Attempts of tasks with a delay_time start that long after they were created (DolphinScheduler
-        counts from the task's first submission: a retry does not wait again)."""
-        for a in created:
-            delay = self.spec.tasks[a.code].delay_time
-            if delay > 0 and a.retry_times == 0 and a.code not in self.run.logic:
-                self._delay_until[a.id] = now_ms() + delay * 60_000
-
-    def _drop_delayed(self, task_instance_id: int) -> None:
-        """A stop reached an attempt still waiting for its delay: never dispatched, it ends KILL here."""
-        a, _ = self.delayed.pop(task_instance_id)
-        self.wheel.cancel((self.info.id, "delay", a.id))
-        message = "stopped while waiting for its delay"
-        self.post(TaskResultEvent(a.id, a.attempt, TaskState.KILL, -1, 0, now_ms(), message=message))
-
-    def _hold_for_delay(self, a: Attempt) -> bool:
-        """Whether ``a`` waits for its task's delay_time first (then a timer sends it: DelayDue)."""
-        until = self._delay_until.pop(a.id, 0)
-        left = until - now_ms()
-        if left <= 0:
-            return False
-        self.delayed[a.id] = (a, until)
-        self.wheel.arm((self.info.id, "delay", a.id), left / 1000, self, DelayDue(a.id))
-        log.info("waiting for its delay", task_instance_id=a.id, delay_ms=left)
-        return True
 
     async def _request(self, a: Attempt) -> DispatchRequest | None:
         if a.code in self.run.logic:

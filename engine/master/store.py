@@ -133,8 +133,8 @@ class WriteBatch:
 
 #: the current attempt (flag = 1) of every task an instance has started, as Attempt.from_row reads it
 _CURRENT_ATTEMPTS = (
-    "SELECT id, task_code, task_type, attempt, retry_times, state, host, var_pool, start_time, end_time, log_tail"
-    " FROM task_instance WHERE workflow_instance_id = $1 AND flag = 1"
+    "SELECT id, task_code, task_type, attempt, retry_times, state, host, var_pool, submit_time, start_time,"
+    " end_time, log_tail FROM task_instance WHERE workflow_instance_id = $1 AND flag = 1"
 )
 #: instance states a failover takes over (DolphinScheduler's NEED_FAILOVER_STATES)
 _FAILOVER_STATES = code_list(WORKFLOW_FAILOVER)

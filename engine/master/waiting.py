@@ -82,10 +82,10 @@ async def reasons(
             if a.state in (TaskState.SUBMITTED_SUCCESS, TaskState.RUNNING_EXECUTION):
                 due = _epoch_ms(wheel, (actor.id, "logic", a.id))
                 out.append(TaskWait(a.id, code, "logic", at_ms=due, task_type=task.task_type))
-        elif a.id in actor.delayed:
-            out.append(TaskWait(a.id, code, "delay", at_ms=actor.delayed[a.id][1]))
         elif a.id in actor.group_waiting:
             grouped.append(a.id)
+        elif due := run.delay_due(code):
+            out.append(TaskWait(a.id, code, "delay", at_ms=int(due * 1000)))
         elif a.state is TaskState.SUBMITTED_SUCCESS:
             out.append(_dispatch_wait(actor, dispatcher, a.id, code))
         elif a.state is TaskState.DISPATCH:

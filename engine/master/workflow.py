@@ -14,7 +14,10 @@ exhausted, END kills the running tasks and submits nothing more, CONTINUE lets i
 finish while the failed task's descendants never run; the instance ends FAILURE if any task failed,
 STOP after a stop, PAUSE after a pause with work left, else SUCCESS. A disabled task (DolphinScheduler's
 flag = NO, "forbidden") gets no attempt: a task downstream of it waits for the disabled task's own
-upstream tasks instead (WorkflowExecuteRunnable.setIndirectDepList), and it counts as done.
+upstream tasks instead (WorkflowExecuteRunnable.setIndirectDepList), and it counts as done. A task with
+a ``delay_time`` of N minutes is created when it becomes runnable and sent N minutes after (a timer of the
+core, DelayDue); a retry does not wait again, nor does a logic task; an attempt lost with its master runs
+again after the rest of the delay only, counted from the lost attempt's creation.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from engine.master.workflow_messages import (
     CancelTimer,
     ControlChild,
     CreateAttempts,
+    DelayDue,
     DispatchLost,
     Event,
     GroupSlotGranted,
@@ -158,6 +162,8 @@ class TaskNode:
     waiters: tuple[int, ...] = ()
     #: its attempt waits in its task group's queue: persisted, not sent until GroupSlotGranted
     held: bool = False
+    #: epoch seconds its attempt's delay_time is over: not sent until DelayDue (timer ("delay", code)); 0: none
+    delay_due: float = 0.0
 
 
 class WorkflowRun:
@@ -207,6 +213,8 @@ class WorkflowRun:
         self.conditions = frozenset(code for code, kind in types.items() if kind == "CONDITIONS")
         #: switched-off tasks: never attempted, looked through by what depends on them
         self.disabled = frozenset(code for code, t in spec.tasks.items() if t.disabled)
+        #: the tasks whose first attempt waits for their delay_time (logic tasks never wait)
+        self.delayed = frozenset(code for code, t in spec.tasks.items() if t.delay_time > 0 and code not in self.logic)
         for code, top in (floors or {}).items():
             self.raise_floor(code, top)
         for a in attempts or []:
@@ -363,6 +371,12 @@ class WorkflowRun:
             raise CoreInvariantError(f"{where}: ended unsuccessfully with a successful attempt")
         if node.held and (st is not Status.ACTIVE or a.state is not TaskState.SUBMITTED_SUCCESS or not a.id):
             raise CoreInvariantError(f"{where}: held by its task group but not a persisted attempt waiting to be sent")
+        if node.delay_due and (st is not Status.ACTIVE or a.state is not TaskState.SUBMITTED_SUCCESS):
+            raise CoreInvariantError(f"{where}: waits for its delay but is not an attempt waiting to be sent")
+        if bool(node.delay_due) != (("delay", code) in self.timers):
+            raise CoreInvariantError(f"{where}: its delay (due {node.delay_due}) and its delay timer disagree")
+        if node.delay_due and self.state is WorkflowState.READY_STOP:
+            raise CoreInvariantError(f"{where}: waits for its delay while the run stops")
         if st is Status.RETRY_WAIT and ("retry", code) not in self.timers:
             raise CoreInvariantError(f"{where}: waits for a retry whose timer is not armed")
         if st is Status.RETRY_WAIT and (a.state is not TaskState.FAILURE or a.retry_times >= self._retries(code)):
@@ -421,6 +435,9 @@ class WorkflowRun:
         elif node.status is Status.ACTIVE:
             del self._active[node.code]
             node.held = False
+            if node.delay_due:  # ended before its delay was over (its timer's DelayDue finds nothing)
+                node.delay_due = 0.0
+                self.timers.discard(("delay", node.code))
         node.status = new
 
     def _task_to(self, a: Attempt, new: TaskState, cause: str) -> None:
@@ -457,6 +474,16 @@ class WorkflowRun:
         node = self.nodes.get(a.code)
         return node is not None and node.attempt is a and node.held
 
+    def delay_due(self, code: int) -> float:
+        """Epoch seconds task ``code``'s attempt waits for its delay_time until (0: it does not wait)."""
+        node = self.nodes.get(code)
+        return 0.0 if node is None else node.delay_due
+
+    def holds(self, a: Attempt) -> bool:
+        """Whether ``a`` is not to be sent yet: its task group or its delay holds it."""
+        node = self.nodes.get(a.code)
+        return node is not None and node.attempt is a and (node.held or node.delay_due > 0)
+
     def release_held(self, a: Attempt) -> bool:
         """Whether ``a`` was held by its task group, no longer held now: a kill decided before the write that
         found its group full (CreateAttempts and a stop in one batch) reaches it as a KILL report."""
@@ -473,14 +500,25 @@ class WorkflowRun:
         self.timers.discard(key)
         return CancelTimer(key)
 
-    def _kill(self, a: Attempt) -> Action:
-        """Stop attempt ``a``: one still held by its task group was never sent, so it is dropped from the
-        group's queue and reported KILL by the actor (CancelHeld); any other is killed where it runs."""
+    def _unhold(self, a: Attempt) -> list[Action]:
+        """A worker reports on ``a``, still waiting for its delay: it was sent after all, so whatever held it
+        (its delay, its group) holds it no more."""
         node = self.nodes[a.code]
+        node.held, node.delay_due = False, 0.0
+        return [self._unarm(("delay", a.code))]
+
+    def _kill(self, a: Attempt) -> list[Action]:
+        """Stop attempt ``a``: one still held by its task group or its delay was never sent, so it is dropped
+        (from the group's queue; its delay's timer cancelled) and reported KILL by the actor (CancelHeld);
+        any other is killed where it runs."""
+        node = self.nodes[a.code]
+        if node.delay_due:
+            node.held, node.delay_due = False, 0.0
+            return [self._unarm(("delay", a.code)), CancelHeld(a, "stopped while waiting for its delay")]
         if node.held:
             node.held = False
-            return CancelHeld(a)
-        return KillTask(a)
+            return [CancelHeld(a)]
+        return [KillTask(a)]
 
     # -- entry points -----------------------------------------------------------------------------
 
@@ -529,7 +567,7 @@ class WorkflowRun:
                     self._set(node, Status.RETRY_WAIT, "retry re-armed")
                     actions.append(self._arm(("retry", code), left, RetryDue(code)))
                 else:
-                    actions.append(CreateAttempts((self._next_attempt(code),)))
+                    actions += self._create([self._next_attempt(code)])
             else:
                 self._set(node, Status.ENDED, "a pause cancels a waiting retry")
         for a in self.active():
@@ -578,7 +616,8 @@ class WorkflowRun:
             return []  # stale, duplicate, or the result already arrived
         self._task_to(a, TaskState.RUNNING_EXECUTION, ev.cause_id or "running report")
         a.host, a.start_time = ev.host, ev.start_time
-        actions: list[Action] = [
+        actions: list[Action] = self._unhold(a) if self.nodes[a.code].delay_due else []
+        actions += [
             PersistTask(
                 a,
                 a.state,
@@ -606,6 +645,8 @@ class WorkflowRun:
         self._task_to(a, TaskState.DISPATCH, ev.cause_id or "dispatched")
         a.host, a.incarnation = ev.host, ev.incarnation
         actions: list[Action] = [PersistTask(a, a.state, (("host", ev.host),))]
+        if self.nodes[a.code].delay_due:
+            actions += self._unhold(a)
         if self.state is WorkflowState.READY_STOP:
             actions.append(KillTask(a))  # it left the dispatch queue after the stop: now it has a host to kill on
         return actions
@@ -682,7 +723,7 @@ class WorkflowRun:
         if retryable and self.state is WorkflowState.RUNNING_EXECUTION:
             delay = 0.0 if a.state is TaskState.NEED_FAULT_TOLERANCE else task.retry_interval * 60.0
             if delay <= 0:
-                return [CreateAttempts((self._next_attempt(a.code),))]
+                return self._create([self._next_attempt(a.code)])
             self._set(node, Status.RETRY_WAIT, "retry armed")
             return [self._arm(("retry", a.code), delay, RetryDue(a.code))]
         if any(d in self.conditions and d in self.scope for d in self.spec.dag.downstream[a.code]):
@@ -690,7 +731,7 @@ class WorkflowRun:
             return self._submit_ready()
         self._set(node, Status.FAILED, "failed for good")
         if self.failure_strategy == END:
-            return [self._kill(x) for x in self.active()]
+            return [k for x in self.active() for k in self._kill(x)]
         return []
 
     def _on_retry_due(self, ev: RetryDue) -> list[Action]:
@@ -703,7 +744,7 @@ class WorkflowRun:
             stopped = self.state is WorkflowState.READY_STOP
             self._set(node, Status.FAILED if stopped else Status.ENDED, "retry cancelled")
             return self._maybe_finish()
-        return [CreateAttempts((self._next_attempt(ev.code),))]
+        return self._create([self._next_attempt(ev.code)])
 
     def _on_task_timeout(self, ev: TaskTimedOut) -> list[Action]:
         a = self._current_attempt(ev.task_instance_id, ev.attempt)
@@ -761,7 +802,7 @@ class WorkflowRun:
         active = self.active()
         if not active:
             return []
-        actions: list[Action] = [self._kill(a) for a in active]
+        actions: list[Action] = [k for a in active for k in self._kill(a)]
         queued = tuple(
             a for a in active if a.state is TaskState.SUBMITTED_SUCCESS and not a.host and a.code not in self.logic
         )
@@ -823,7 +864,16 @@ class WorkflowRun:
         if node.attempt is not a or not node.held or a.state.finished:
             return []  # stale, granted already, or stopped while it waited (CancelHeld reported it)
         node.held = False
-        return [SendAttempt(a)]
+        return [] if node.delay_due else [SendAttempt(a)]  # a delay still to wait: DelayDue sends it
+
+    def _on_delay_due(self, ev: DelayDue) -> list[Action]:
+        node = self.nodes.get(ev.code)
+        a = None if node is None else node.attempt
+        if node is None or a is None or a.attempt != ev.attempt or not node.delay_due:
+            return []  # stale, or stopped while it waited (CancelHeld reported it)
+        self.timers.discard(("delay", ev.code))
+        node.delay_due = 0.0
+        return [] if node.held else [SendAttempt(a)]  # still in its task group's queue: GroupSlotGranted sends it
 
     def _on_pause(self, ev: PauseRequested) -> list[Action]:
         if self.state is not WorkflowState.RUNNING_EXECUTION:
@@ -878,6 +928,9 @@ class WorkflowRun:
             a = Attempt(code=code, attempt=number, retry_times=retry, var_in=prev.var_in)
         self._set(node, Status.ACTIVE, "submit")
         node.attempt, node.held = a, False
+        if code in self.delayed:
+            a.submit_time = int(self.now * 1000)
+            node.delay_due = self._delay_until(a, prev)
         self.story.append((self.now, "task", 0, "", f"attempt {a.attempt} of {code}", "submit"))
         return a
 
@@ -902,7 +955,31 @@ class WorkflowRun:
             return []
         codes = self.spec.dag.topological() if after is None else self._dependents(after)
         fresh = [self._next_attempt(code) for code in codes if self._ready(code)]
-        return [CreateAttempts(tuple(fresh))] if fresh else []
+        return self._create(fresh) if fresh else []
+
+    def _create(self, fresh: list[Attempt]) -> list[Action]:
+        """Create these new attempts, and arm the timer of each that waits for its delay_time."""
+        actions: list[Action] = [CreateAttempts(tuple(fresh))]
+        if not self.delayed:
+            return actions
+        for a in fresh:
+            due = self.nodes[a.code].delay_due
+            if due:
+                actions.append(self._arm(("delay", a.code), due - self.now, DelayDue(a.code, a.attempt)))
+        return actions
+
+    def _delay_until(self, a: Attempt, prev: Attempt | None) -> float:
+        """When new attempt ``a`` may be sent (epoch seconds; 0: at once). A task's delay_time counts from
+        its first submission (DolphinScheduler): a retry does not wait again, a logic task never waits, and
+        an attempt lost with its master (or its dispatch) runs again after the rest of the lost one's delay."""
+        task = self.spec.tasks.get(a.code)
+        if task is None or a.retry_times:
+            return 0.0
+        since = self.now
+        if prev is not None and prev.state is TaskState.NEED_FAULT_TOLERANCE and prev.submit_time:
+            since = min(since, prev.submit_time / 1000)
+        due = since + task.delay_time * 60.0
+        return due if due > self.now else 0.0
 
     def _maybe_finish(self) -> list[Action]:
         counts = self.counts
@@ -976,4 +1053,5 @@ _HANDLERS: dict[type, Any] = {
     LogicCheck: WorkflowRun._on_logic_check,
     LogicWaiting: WorkflowRun._on_logic_waiting,
     GroupSlotGranted: WorkflowRun._on_group_slot_granted,
+    DelayDue: WorkflowRun._on_delay_due,
 }

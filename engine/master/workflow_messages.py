@@ -31,6 +31,8 @@ class Attempt:
     incarnation: int = 0
     #: the attempt's last log lines, as its worker reported them with the result (secrets masked)
     log_tail: str = ""
+    #: epoch ms it was created (task_instance.submit_time): a task's delay_time counts from it
+    submit_time: int = 0
 
     @classmethod
     def from_row(cls, row: Any) -> Attempt:
@@ -48,6 +50,7 @@ class Attempt:
             start_time=_ms(row["start_time"]),
             end_time=_ms(row["end_time"]),
             log_tail=row.get("log_tail") or "",
+            submit_time=_ms(row.get("submit_time")),
         )
 
 
@@ -196,6 +199,16 @@ class GroupSlotGranted:
     cause_id: str = ""
 
 
+@dataclass(frozen=True)
+class DelayDue:
+    """Attempt ``attempt`` of task ``code`` has waited its task's ``delay_time``: it may be sent now (the
+    core armed the timer when it created the attempt, or a new owner re-armed the rest of it)."""
+
+    code: int
+    attempt: int
+    cause_id: str = ""
+
+
 Event = (
     TaskRunningEvent
     | TaskResultEvent
@@ -211,6 +224,7 @@ Event = (
     | LogicCheck
     | LogicWaiting
     | GroupSlotGranted
+    | DelayDue
 )
 
 
@@ -246,15 +260,17 @@ class CancelDispatch:
 
 @dataclass(frozen=True)
 class CancelHeld:
-    """Stop an attempt still waiting in its task group's queue: it was never sent, so there is nothing to
-    kill; the actor reports it KILL (the write of that result leaves the group's queue)."""
+    """Stop an attempt still waiting in its task group's queue or for its delay: it was never sent, so there
+    is nothing to kill; the actor reports it KILL with ``message`` (the write of that result leaves the
+    group's queue)."""
 
     attempt: Attempt
+    message: str = "stopped while waiting for its task group"
 
 
 @dataclass(frozen=True)
 class SendAttempt:
-    """Dispatch an attempt its task group has just admitted."""
+    """Dispatch an attempt its task group has just admitted, or whose delay is over."""
 
     attempt: Attempt
 
