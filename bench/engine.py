@@ -121,12 +121,20 @@ def _cpu(proc: psutil.Process) -> tuple[float, float]:
     return t.user + t.system, t.children_user + t.children_system
 
 
-def _postgres_cpu() -> float:
-    total = 0.0
-    for p in psutil.process_iter(["name"]):
-        if (p.info["name"] or "").startswith("postgres"):
-            with contextlib.suppress(psutil.Error):
-                total += cpu_seconds(p)
+def _postgres_cpu(root: psutil.Process | None = None) -> float:
+    """CPU seconds of the benchmark's PostgreSQL: its postmaster ``root``, the backends alive now and those it
+    reaped (without ``root``: every process named postgres* on the machine, other users' servers included)."""
+    if root is None:
+        total = 0.0
+        for p in psutil.process_iter(["name"]):
+            if (p.info["name"] or "").startswith("postgres"):
+                with contextlib.suppress(psutil.Error):
+                    total += cpu_seconds(p)
+        return total
+    total = sum(_cpu(root))
+    for p in root.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            total += sum(_cpu(p))
     return total
 
 
@@ -170,21 +178,27 @@ def _statement_figures(rows: list[asyncpg.Record], tasks: int) -> dict[str, floa
 
 
 async def _throughput(
-    dsn: str, workflows: int, tasks: int, procs: list[psutil.Process], admin_dsn: str = ""
+    dsn: str,
+    workflows: int,
+    tasks: int,
+    procs: list[psutil.Process],
+    admin_dsn: str = "",
+    postgres: psutil.Process | None = None,
 ) -> dict[str, float]:
     """``procs``: master, worker. CPU per task in all (master + worker, as the target table has it) and
     per part: master, worker, the task processes (the worker's reaped children), PostgreSQL; and how
-    idle the machine was. With ``admin_dsn`` (a superuser's), the statements per task (pg_stat_statements)."""
+    idle the machine was. With ``admin_dsn`` (a superuser's), the statements per task (pg_stat_statements);
+    ``postgres``: the benchmark's postmaster (else every PostgreSQL process on the machine is counted)."""
     code = await _save(dsn, "wide", [TaskDef(f"t{i}", "SHELL", {"rawScript": "true"}) for i in range(tasks)])
     conn = await asyncpg.connect(dsn)
     statements: list[asyncpg.Record] = []
     try:
         if admin_dsn:
             await _statements(admin_dsn, reset=True)
-        before = [_cpu(p) for p in procs], _postgres_cpu(), psutil.cpu_times()
+        before = [_cpu(p) for p in procs], _postgres_cpu(postgres), psutil.cpu_times()
         cids = await _start(conn, code, workflows)
         done = await _wait_done(conn, cids, 900)
-        after = [_cpu(p) for p in procs], _postgres_cpu(), psutil.cpu_times()
+        after = [_cpu(p) for p in procs], _postgres_cpu(postgres), psutil.cpu_times()
         if admin_dsn:
             statements = await _statements(admin_dsn, reset=False)
         span = await _task_span(conn, done)
@@ -342,7 +356,9 @@ def run(size: str = "full") -> dict[str, Any]:
             result |= asyncio.run(_trigger(dsn, params["triggers"]))
             result |= asyncio.run(_api_trigger(dsn, api_url, params["triggers"]))
             admin = stack.postgres.dsn_for(ROLE)
-            result |= asyncio.run(_throughput(dsn, params["workflows"], params["tasks"], procs, admin))
+            record = stack.postgres.proc.record if stack.postgres.proc is not None else None
+            postmaster = psutil.Process(record.pid) if record is not None else None
+            result |= asyncio.run(_throughput(dsn, params["workflows"], params["tasks"], procs, admin, postmaster))
             result |= asyncio.run(_many_runs(dsn, api_url, params["runs"]))
             after = spawn_limit(params["spawns"] - params["spawns"] // 2)
             result |= {
