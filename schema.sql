@@ -566,15 +566,12 @@ CREATE TABLE task_instance (
     PRIMARY KEY (id),
     UNIQUE (workflow_instance_id, task_code, attempt),
     FOREIGN KEY(workflow_instance_id) REFERENCES workflow_instance (id) ON DELETE CASCADE
-);
+)
+ WITH (fillfactor = 80);
 
 CREATE INDEX task_instance_code_version_idx ON task_instance (task_code, task_definition_version);
 
 CREATE UNIQUE INDEX task_instance_current_attempt_idx ON task_instance (workflow_instance_id, task_code) WHERE flag = 1;
-
-CREATE INDEX task_instance_unfinished_host_idx ON task_instance (host) WHERE state IN (0, 1, 12, 17);
-
-CREATE INDEX task_instance_workflow_idx ON task_instance (workflow_instance_id);
 
 CREATE TRIGGER task_instance_state_insert AFTER INSERT ON task_instance
     FOR EACH ROW EXECUTE FUNCTION porpoise_notify_state();

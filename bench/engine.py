@@ -1,11 +1,14 @@
 """Engine benchmarks on a standalone-shaped stack (private etcd + PostgreSQL + 1 master + 1 worker on
 this machine), measured from the database's own timestamps.
 
-- chain latency: a chain of SHELL ``true`` tasks; gap between one task's end and the next one's start.
+- chain latency: a chain of SHELL ``true`` tasks; gap between one task's end and the next one's start,
+  split at the next attempt's ``submit_time`` (when the master's write creating it began): the result's
+  way to the master and its actor, then the write, the dispatch and the worker's admission.
 - throughput: W workflows of T independent SHELL ``true`` tasks started at once; tasks per second from
   the first task start to the last task end, and master + worker CPU seconds per task.
 - trigger latency: a command inserted (what the API's start call does) -> its first task started; and
-  the API's start call itself -> the first task started (what a user sees).
+  the API's start call itself -> the first task started (what a user sees), split at the command's insert,
+  the claim's start (the instance's ``start_time``) and the first attempt's ``submit_time``.
 - many runs: N workflows of a 3-task SHELL ``true`` chain started at once through the API; runs per
   minute from the first start call to the last instance's end.
 - the spawn limit (bench/spawn.py), measured in the same run: the figures above as shares of it are what
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,7 @@ import psutil
 from bench.common import UNGUARDED, bench_config, cpu_seconds, main, percentile, rounded, save_released, workdir
 from bench.spawn import spawn_limit
 from engine.accounts.tokens import create_token, ensure_user
+from engine.infra.postgres import ROLE
 from engine.infra.stack import Stack
 from engine.states import WORKFLOW_FINISHED, CommandType, code_list
 from engine.workflows.model import TaskDef
@@ -84,19 +89,29 @@ async def _chain(dsn: str, n: int) -> dict[str, float]:
         (cid,) = await _start(conn, code)
         (wi,) = await _wait_done(conn, [cid], 600)
         rows = await conn.fetch(
-            "SELECT name, start_time, end_time FROM task_instance WHERE workflow_instance_id = $1", wi["id"]
+            "SELECT name, submit_time, start_time, end_time FROM task_instance WHERE workflow_instance_id = $1",
+            wi["id"],
         )
     finally:
         await conn.close()
     by_name = {r["name"]: r for r in rows}
-    gaps = [
-        (by_name[f"t{i}"]["start_time"] - by_name[f"t{i - 1}"]["end_time"]).total_seconds() * 1000 for i in range(1, n)
+
+    def ms(i: int, begin: str, end: str) -> float:
+        return (by_name[f"t{i}"][end] - by_name[f"t{i - 1}"][begin]).total_seconds() * 1000
+
+    gaps = [ms(i, "end_time", "start_time") for i in range(1, n)]
+    # the gap split where the master's write creating the next attempt began (its transaction's now())
+    to_write = [ms(i, "end_time", "submit_time") for i in range(1, n)]
+    to_start = [
+        (by_name[f"t{i}"]["start_time"] - by_name[f"t{i}"]["submit_time"]).total_seconds() * 1000 for i in range(1, n)
     ]
     return {
         "chain_tasks": n,
         "chain_gap_p50_ms": percentile(gaps, 50),
         "chain_gap_p99_ms": percentile(gaps, 99),
         "chain_gap_max_ms": max(gaps),
+        "chain_gap_result_to_write_p50_ms": percentile(to_write, 50),
+        "chain_gap_write_to_start_p50_ms": percentile(to_start, 50),
     }
 
 
@@ -106,12 +121,20 @@ def _cpu(proc: psutil.Process) -> tuple[float, float]:
     return t.user + t.system, t.children_user + t.children_system
 
 
-def _postgres_cpu() -> float:
-    total = 0.0
-    for p in psutil.process_iter(["name"]):
-        if (p.info["name"] or "").startswith("postgres"):
-            with contextlib.suppress(psutil.Error):
-                total += cpu_seconds(p)
+def _postgres_cpu(root: psutil.Process | None = None) -> float:
+    """CPU seconds of the benchmark's PostgreSQL: its postmaster ``root``, the backends alive now and those it
+    reaped (without ``root``: every process named postgres* on the machine, other users' servers included)."""
+    if root is None:
+        total = 0.0
+        for p in psutil.process_iter(["name"]):
+            if (p.info["name"] or "").startswith("postgres"):
+                with contextlib.suppress(psutil.Error):
+                    total += cpu_seconds(p)
+        return total
+    total = sum(_cpu(root))
+    for p in root.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            total += sum(_cpu(p))
     return total
 
 
@@ -125,17 +148,59 @@ async def _task_span(conn: asyncpg.Connection, instances: list[asyncpg.Record]) 
     )
 
 
-async def _throughput(dsn: str, workflows: int, tasks: int, procs: list[psutil.Process]) -> dict[str, float]:
+async def _statements(admin_dsn: str, reset: bool) -> list[asyncpg.Record]:
+    """pg_stat_statements of the porpoise database (the bench's server preloads it): reset, or read."""
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        if reset:
+            await conn.execute("SELECT pg_stat_statements_reset()")
+            return []
+        return await conn.fetch(
+            "SELECT query, calls, total_exec_time, shared_blks_dirtied, wal_records FROM pg_stat_statements s"
+            " JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = current_database()"
+            " AND query NOT LIKE '%pg_stat_statements%' ORDER BY calls DESC"
+        )
+    finally:
+        await conn.close()
+
+
+def _statement_figures(rows: list[asyncpg.Record], tasks: int) -> dict[str, float]:
+    """Statements, their execution time and WAL records per task; the ten most called on stderr."""
+    for r in rows[:10]:
+        print(f"  {r['calls'] / tasks:6.2f}/task {r['total_exec_time'] / max(r['calls'], 1) * 1000:8.1f} us"
+              f" {r['wal_records'] / max(r['calls'], 1):5.1f} wal  {r['query'][:150]}", file=sys.stderr)  # fmt: skip
+    return {
+        "throughput_pg_statements_per_task": sum(r["calls"] for r in rows) / tasks,
+        "throughput_pg_exec_ms_per_task": sum(r["total_exec_time"] for r in rows) / tasks,
+        "throughput_pg_wal_records_per_task": sum(r["wal_records"] for r in rows) / tasks,
+    }
+
+
+async def _throughput(
+    dsn: str,
+    workflows: int,
+    tasks: int,
+    procs: list[psutil.Process],
+    admin_dsn: str = "",
+    postgres: psutil.Process | None = None,
+) -> dict[str, float]:
     """``procs``: master, worker. CPU per task in all (master + worker, as the target table has it) and
     per part: master, worker, the task processes (the worker's reaped children), PostgreSQL; and how
-    idle the machine was."""
+    idle the machine was. With ``admin_dsn`` (a superuser's), the statements per task (pg_stat_statements);
+    ``postgres``: the benchmark's postmaster (else every PostgreSQL process on the machine is counted)."""
     code = await _save(dsn, "wide", [TaskDef(f"t{i}", "SHELL", {"rawScript": "true"}) for i in range(tasks)])
     conn = await asyncpg.connect(dsn)
+    statements: list[asyncpg.Record] = []
     try:
-        before = [_cpu(p) for p in procs], _postgres_cpu(), psutil.cpu_times()
+        if admin_dsn:
+            await _statements(admin_dsn, reset=True)
+        before = [_cpu(p) for p in procs], _postgres_cpu(postgres), psutil.cpu_times()
         cids = await _start(conn, code, workflows)
         done = await _wait_done(conn, cids, 900)
-        after = [_cpu(p) for p in procs], _postgres_cpu(), psutil.cpu_times()
+        after = [_cpu(p) for p in procs], _postgres_cpu(postgres), psutil.cpu_times()
+        if admin_dsn:
+            statements = await _statements(admin_dsn, reset=False)
         span = await _task_span(conn, done)
     finally:
         await conn.close()
@@ -157,7 +222,7 @@ async def _throughput(dsn: str, workflows: int, tasks: int, procs: list[psutil.P
         "throughput_machine_idle_pct": 100 * idle / max(sum(machine), 1e-9),
         "throughput_all_success": float(all(r["state"] == SUCCESS for r in done)),
         "throughput_max_attempt": int(span["attempt"]),
-    }
+    } | (_statement_figures(statements, total) if statements else {})
 
 
 async def _trigger(dsn: str, count: int) -> dict[str, float]:
@@ -188,6 +253,9 @@ async def _api_trigger(dsn: str, api_url: str, count: int) -> dict[str, float]:
     try:
         _, token = await create_token(conn, await ensure_user(conn), "bench")
         lat, call = [], []
+        #: where the time went: the call -> the command's insert -> the claim's start -> the first attempt's
+        #: write -> its start on the worker
+        parts: dict[str, list[float]] = {"command": [], "claim": [], "write": [], "start": []}
         async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as session:
             for _ in range(count):
                 sent = time.time()
@@ -195,16 +263,27 @@ async def _api_trigger(dsn: str, api_url: str, count: int) -> dict[str, float]:
                     body = await resp.json()
                     call.append((time.time() - sent) * 1000)
                 (wi,) = await _wait_done(conn, [body["command_id"]], 60)
-                start = await conn.fetchval(
-                    "SELECT start_time FROM task_instance WHERE workflow_instance_id = $1", wi["id"]
+                row = await conn.fetchrow(
+                    "SELECT w.command_start_time AS command, w.start_time AS claim, t.submit_time AS write,"
+                    " t.start_time AS start FROM task_instance t JOIN workflow_instance w"
+                    " ON w.id = t.workflow_instance_id WHERE t.workflow_instance_id = $1",
+                    wi["id"],
                 )
-                lat.append((start.timestamp() - sent) * 1000)
+                lat.append((row["start"].timestamp() - sent) * 1000)
+                at = sent
+                for name, values in parts.items():
+                    values.append((row[name].timestamp() - at) * 1000)
+                    at = row[name].timestamp()
     finally:
         await conn.close()
     return {
         "api_trigger_p50_ms": percentile(lat, 50),
         "api_trigger_p99_ms": percentile(lat, 99),
         "api_start_call_p50_ms": percentile(call, 50),
+        "api_trigger_to_command_p50_ms": percentile(parts["command"], 50),
+        "api_trigger_command_to_claim_p50_ms": percentile(parts["claim"], 50),
+        "api_trigger_claim_to_write_p50_ms": percentile(parts["write"], 50),
+        "api_trigger_write_to_start_p50_ms": percentile(parts["start"], 50),
     }
 
 
@@ -255,7 +334,8 @@ def run(size: str = "full") -> dict[str, Any]:
     params = SIZES[size]
     cfg = bench_config()
     with workdir() as base:
-        stack = Stack(Path(base) / "stack", cfg)
+        # pg_stat_statements: the statements per task of the throughput round (its own cost is in the figures)
+        stack = Stack(Path(base) / "stack", cfg, pg_settings={"shared_preload_libraries": "pg_stat_statements"})
         try:
             stack.start_infra()
             master = stack.start_node("master", "master", ["logging.level=warning", *UNGUARDED["master"]])
@@ -275,7 +355,10 @@ def run(size: str = "full") -> dict[str, Any]:
             result |= asyncio.run(_chain(dsn, params["chain"]))
             result |= asyncio.run(_trigger(dsn, params["triggers"]))
             result |= asyncio.run(_api_trigger(dsn, api_url, params["triggers"]))
-            result |= asyncio.run(_throughput(dsn, params["workflows"], params["tasks"], procs))
+            admin = stack.postgres.dsn_for(ROLE)
+            record = stack.postgres.proc.record if stack.postgres.proc is not None else None
+            postmaster = psutil.Process(record.pid) if record is not None else None
+            result |= asyncio.run(_throughput(dsn, params["workflows"], params["tasks"], procs, admin, postmaster))
             result |= asyncio.run(_many_runs(dsn, api_url, params["runs"]))
         finally:
             stack.stop_all()

@@ -1,7 +1,7 @@
 """What a PostgreSQL database's schema is, read from pg_catalog, as comparable plain data: two databases
-with the same snapshot have the same tables, columns, constraints, indexes, sequences, functions and
-triggers (column order aside: a migration appends the columns it adds, the generated schema.sql lists
-them where tables.py declares them)."""
+with the same snapshot have the same tables, columns, constraints, indexes, sequences, functions, triggers
+and storage options such as a fillfactor (column order aside: a migration appends the columns it adds, the
+generated schema.sql lists them where tables.py declares them)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,11 @@ SELECT c.relname AS tbl, t.tgname AS name, pg_get_triggerdef(t.oid) AS def
   FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = 'public' AND NOT t.tgisinternal
 """
+_OPTIONS = """
+SELECT c.relname AS name, c.reloptions AS options
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = 'public' AND c.reloptions IS NOT NULL
+"""
 _OTHER = """
 SELECT c.relname AS name, c.relkind::text AS kind
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -58,6 +63,7 @@ async def snapshot(dsn: str) -> dict[str, Any]:
             "functions": {r["name"]: r["def"] for r in await conn.fetch(_FUNCTIONS)},
             "triggers": {(r["tbl"], r["name"]): r["def"] for r in await conn.fetch(_TRIGGERS)},
             "other": {r["name"]: r["kind"] for r in await conn.fetch(_OTHER)},
+            "options": {r["name"]: sorted(r["options"]) for r in await conn.fetch(_OPTIONS)},
         }
     finally:
         await conn.close()

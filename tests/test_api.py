@@ -413,6 +413,8 @@ def test_starts_refuse_what_the_master_could_not_turn_into_an_instance(api_clust
         ("backfill", {"dates": ["2026-01-01T00:00:00Z", "2099-01-01T00:00:00Z"]}, "dates", "global parameter late"),
         ("backfill", {"start": "2099-01-01T00:00:00Z", "end": "2099-01-03T00:00:00Z"}, "start",
          "the date is out of range"),
+        ("start", {"version": 99}, "version", "has no version 99"),
+        ("backfill", {"dates": ["2026-01-01T00:00:00Z"], "version": 99}, "version", "has no version 99"),
     ]  # fmt: skip
     for action, body, field, reason in cases:
         err = error_of(lambda action=action, body=body: client.post(f"/api/v1/workflows/{code}/{action}", body))

@@ -24,6 +24,9 @@ def _engine(r: dict[str, Any], size: dict[str, Any]) -> None:
     assert r["many_runs_tasks"] == 3 * size["runs"], "many runs: tasks lost or run twice"
     assert r["many_runs_max_attempt"] == 1, "a many-runs task ran again"
     assert r["spawn_limit_processes"] == size["spawns"]
+    # the statements per task come from pg_stat_statements, which the benchmark's PostgreSQL preloads
+    assert r["throughput_pg_statements_per_task"] > 0, "pg_stat_statements counted no statement"
+    assert "chain_gap_result_to_write_p50_ms" in r and "api_trigger_claim_to_write_p50_ms" in r
 
 
 def _failover(r: dict[str, Any], size: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.states import TASK_ACTIVE, WORKFLOW_FAILOVER, WORKFLOW_FINISHED, sql_codes
+from engine.states import WORKFLOW_FAILOVER, WORKFLOW_FINISHED, sql_codes
 from engine.storage import tables
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,4 +72,3 @@ def test_the_partial_indexes_name_the_state_sets() -> None:
     }
     assert conditions["workflow_instance_unfinished_host_idx"] == f"state IN {sql_codes(WORKFLOW_FAILOVER)}"
     assert conditions["workflow_instance_retention_idx"] == f"state IN {sql_codes(WORKFLOW_FINISHED)}"
-    assert conditions["task_instance_unfinished_host_idx"] == f"state IN {sql_codes(TASK_ACTIVE)}"

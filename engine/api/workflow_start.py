@@ -119,9 +119,10 @@ _COMMAND = {
 }
 
 
-async def _startable(api: Any, code: int, body: dict[str, Any]) -> tuple[Any, int]:
-    """The workflow row and the version a start or backfill runs (refusing offline / unknown versions,
-    and a name saved before names were bounded, which no instance name can hold)."""
+async def _startable(api: Any, code: int, body: dict[str, Any]) -> tuple[Any, int, list[Any]]:
+    """The workflow row, the version a start or backfill runs (refusing offline / unknown versions,
+    and a name saved before names were bounded, which no instance name can hold) and that version's
+    global parameters (read with its tenant: one round trip)."""
     row = await workflow_row(api.db, code)
     if row["release_state"] != 1:
         raise ApiError(409, f"workflow {row['name']!r} is offline; put it online first")
@@ -129,34 +130,37 @@ async def _startable(api: Any, code: int, body: dict[str, Any]) -> tuple[Any, in
     if too_long:
         raise ApiError(400, f"{too_long}: save the workflow under a shorter name to run it", "name")
     version = body.get("version", 0)
-    if version:
-        exists = await api.db.fetchval(
-            "SELECT 1 FROM workflow_definition_log WHERE code = $1 AND version = $2", row["code"], version
-        )
-        if not exists:
-            raise ApiError(400, f"workflow {row['code']} has no version {version}", "version")
-    # the tenant's grant is checked again: one revoked since the save stops new runs
-    tenant = await api.db.fetchval(
-        "SELECT tenant_code FROM workflow_definition_log WHERE code = $1 AND version = $2",
+    found = await api.db.fetchrow(
+        "SELECT tenant_code, global_params FROM workflow_definition_log WHERE code = $1 AND version = $2",
         row["code"],
         version or row["version"],
     )
-    await check_tenant(api.db, tenant, row["project"])
-    return row, version
+    if found is None and version:
+        raise ApiError(400, f"workflow {row['code']} has no version {version}", "version")
+    # the tenant's grant is checked again: one revoked since the save stops new runs
+    await check_tenant(api.db, None if found is None else found["tenant_code"], row["project"])
+    return row, version, list((found["global_params"] if found is not None else None) or [])
 
 
 async def _check_params(
-    api: Any, row: Any, version: int, start_params: dict[str, str], times: list[tuple[dt.datetime, str]]
+    api: Any,
+    row: Any,
+    version: int,
+    start_params: dict[str, str],
+    times: list[tuple[dt.datetime, str]],
+    global_params: list[Any] | None = None,
 ) -> None:
     """Refuse up front the parameters the master could not resolve (a ``$[...]`` past the date range,
     a division by zero, an unknown function) at each business time: a start parameter names its
-    ``params.<name>`` field; the definition's own global parameter names the time's field."""
-    raw = await api.db.fetchval(
-        "SELECT global_params FROM workflow_definition_log WHERE code = $1 AND version = $2",
-        row["code"],
-        version or row["version"],
-    )
-    global_params = list(raw or [])
+    ``params.<name>`` field; the definition's own global parameter names the time's field.
+    ``global_params``: the version's, when the caller read them already (else read here)."""
+    if global_params is None:
+        raw = await api.db.fetchval(
+            "SELECT global_params FROM workflow_definition_log WHERE code = $1 AND version = $2",
+            row["code"],
+            version or row["version"],
+        )
+        global_params = list(raw or [])
     for when, time_field in times:
         try:
             resolve_globals(global_params, start_params, when)
@@ -226,9 +230,10 @@ async def _task_codes(api: Any, code: int, version: int, names: list[str]) -> li
 
 async def start(api: Any, call: Call) -> dict[str, Any]:
     body = call.body or {}
-    row, version = await _startable(api, call.path_int("code"), body)
+    row, version, global_params = await _startable(api, call.path_int("code"), body)
     params: dict[str, Any] = {"StartParams": {k: str(v) for k, v in (body.get("params") or {}).items()}}
-    await _check_params(api, row, version, params["StartParams"], [(dt.datetime.now(dt.UTC), "params")])
+    now = [(dt.datetime.now(dt.UTC), "params")]
+    await _check_params(api, row, version, params["StartParams"], now, global_params)
     await _check_raw(api, row, version, params["StartParams"])
     command_type = CommandType.START_PROCESS
     if body.get("start_tasks"):
@@ -254,7 +259,7 @@ def _when(value: str, name: str) -> dt.datetime:
 async def backfill(api: Any, call: Call) -> dict[str, Any]:
     """COMPLEMENT_DATA: one command per chain; each chain runs its dates one after another."""
     body = call.body or {}
-    row, version = await _startable(api, call.path_int("code"), body)
+    row, version, global_params = await _startable(api, call.path_int("code"), body)
     has_range, has_list = "start" in body or "end" in body, "dates" in body
     if has_range == has_list:
         raise ApiError(400, "give either start and end, or dates", "dates" if has_list else "start")
@@ -277,7 +282,7 @@ async def backfill(api: Any, call: Call) -> dict[str, Any]:
     start_params = {k: str(v) for k, v in (body.get("params") or {}).items()}
     # dates are sorted here; a placeholder's date arithmetic is monotonic, so the ends are the extremes
     await _check_params(api, row, version, start_params, [(dates[0], "dates" if has_list else "start"),
-                                                          (dates[-1], "dates" if has_list else "end")])  # fmt: skip
+                        (dates[-1], "dates" if has_list else "end")], global_params)  # fmt: skip
     await _check_raw(api, row, version, start_params)
     if body.get("reverse"):
         dates.reverse()

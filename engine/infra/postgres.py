@@ -18,6 +18,7 @@ import shutil
 import signal
 import stat
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 import asyncpg
@@ -113,11 +114,14 @@ class PostgresServer:
         netns: str = "",
         clients: str = "",
         ssl_files: tuple[str, str] | None = None,
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         """``host``: the address it listens on and DSNs name; ``netns``: run it in that network
         namespace; ``clients``: a CIDR allowed to connect besides loopback (password auth);
         ``ssl_files``: (certificate, key) PEM files to serve TLS with (copied into the data directory's
-        parent, owned by the server's user, key mode 0600)."""
+        parent, owned by the server's user, key mode 0600); ``settings``: more server settings (``-c``),
+        e.g. the benchmarks' ``shared_preload_libraries=pg_stat_statements``."""
+        self.settings = dict(settings or {})
         self.ssl_files = ssl_files
         self.requested_dir = base_dir
         self.port = port
@@ -256,6 +260,8 @@ class PostgresServer:
         ]  # fmt: skip
         if not self.durable:
             args += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
+        for name, value in self.settings.items():
+            args += ["-c", f"{name}={value}"]
         if self.ssl_files is not None:
             cert, key = self._tls_paths()
             args += ["-c", "ssl=on", "-c", f"ssl_cert_file={cert}", "-c", f"ssl_key_file={key}"]

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,10 +100,14 @@ async def _reseal(dsn: str, keyring: Keyring) -> int:
 
 
 class Stack:
-    def __init__(self, run_dir: Path, cfg: Config, durable: bool = True) -> None:
+    def __init__(
+        self, run_dir: Path, cfg: Config, durable: bool = True, pg_settings: Mapping[str, str] | None = None
+    ) -> None:
         self.run_dir = run_dir.resolve()
         self.cfg = cfg
         self.durable = durable
+        #: more PostgreSQL server settings (the benchmarks load pg_stat_statements)
+        self.pg_settings = dict(pg_settings or {})
         self.state_path = self.run_dir / "state.json"
         self.state: dict[str, Any] = self._load()
         self.etcd: EtcdServer | None = None
@@ -212,6 +217,7 @@ class Stack:
             logs_dir / "postgres.log",
             password=self.state.get("postgres_password"),
             durable=self.durable,
+            settings=self.pg_settings,
         )
         self.state["postgres_password"] = self.postgres.password
         self.state.setdefault("rpc_secret", secrets.token_urlsafe(32))

@@ -1,0 +1,82 @@
+"""An attempt's state writes are HOT updates (real PostgreSQL, the migrated schema): the actor's fenced write
+creating an attempt and then recording its start and its end touches no index of task_instance, because no
+index names a column those writes change and each page keeps room for the row's next version."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from engine.master.store import MasterStore, NewAttempt, TaskUpdate, WriteBatch
+from engine.states import TaskState
+from engine.storage.jsoncodec import register_json
+
+ME, EPOCH = "127.0.0.1:5678", 5
+
+
+@pytest.fixture
+async def pool(fresh_db: str) -> AsyncIterator[asyncpg.Pool]:
+    # one connection: the statistics read below are the ones this backend flushed
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=1, init=register_json)
+    yield pool
+    await pool.close()
+
+
+def attempt(code: int) -> NewAttempt:
+    return NewAttempt(
+        task_code=code,
+        task_version=1,
+        name=f"t{code}",
+        task_type="SHELL",
+        attempt=1,
+        retry_times=0,
+        max_retry_times=0,
+        retry_interval=1,
+        priority=2,
+        worker_group="default",
+        environment_code=-1,
+        delay_time=0,
+        task_params={"rawScript": "true"},
+        var_pool=[],
+    )
+
+
+async def updates(pool: asyncpg.Pool) -> tuple[int, int]:
+    """(rows updated, of which HOT) in task_instance, with this backend's pending statistics flushed first."""
+    async with pool.acquire() as conn:
+        await conn.execute("SELECT pg_stat_force_next_flush()")  # flushed when the backend goes idle after it
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = await conn.fetchrow(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'task_instance'"
+        )
+    return int(row["n_tup_upd"]), int(row["n_tup_hot_upd"])
+
+
+async def test_an_attempts_start_and_end_are_written_without_touching_an_index(pool: asyncpg.Pool) -> None:
+    wid = await pool.fetchval(
+        "INSERT INTO workflow_instance (name, workflow_definition_code, workflow_definition_version, project_code,"
+        " state, command_type, host, epoch) VALUES ('w', 1, 1, 1, 1, 0, $1, $2) RETURNING id",
+        ME,
+        EPOCH,
+    )
+    store = MasterStore(pool, ME)
+    ids = await store.write(wid, EPOCH, WriteBatch(new_attempts=[attempt(1), attempt(2)]))
+    before = await updates(pool)
+    dispatched = [TaskUpdate(i, int(TaskState.DISPATCH), {"host": "127.0.0.1:1234"}) for i in ids]
+    await store.write(wid, EPOCH, WriteBatch(updates=dispatched))
+    running = [
+        TaskUpdate(i, int(TaskState.RUNNING_EXECUTION), {"start_time": 1_700_000_000_000, "pid": 42}) for i in ids
+    ]
+    await store.write(wid, EPOCH, WriteBatch(updates=running))
+    ended = TaskUpdate(
+        ids[0],
+        int(TaskState.SUCCESS),
+        {"end_time": 1_700_000_001_000, "exit_code": 0, "var_pool": [], "log_path": "/tmp/x.log", "log_tail": "ok"},
+    )
+    await store.write(wid, EPOCH, WriteBatch(updates=[ended]))
+    after = await updates(pool)
+    assert (after[0] - before[0], after[1] - before[1]) == (5, 5)
+    states = await pool.fetch("SELECT state FROM task_instance WHERE workflow_instance_id = $1 ORDER BY id", wid)
+    assert [r["state"] for r in states] == [TaskState.SUCCESS, TaskState.RUNNING_EXECUTION]
