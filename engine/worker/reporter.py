@@ -220,6 +220,27 @@ class Reporter(BackgroundService):
         return [[p.msg.task_instance_id, p.msg.attempt] for p in self.pending.values()
                 if p.msg.workflow_instance_id == workflow_instance_id]  # fmt: skip
 
+    def host_updates(self, master: str, instances: list[tuple[int, int]]) -> list[list[int]]:
+        """:meth:`host_update` of many (workflow instance id, epoch) in one pass over the pending reports."""
+        accepted: set[int] = set()
+        for workflow_instance_id, epoch in instances:
+            if self.note_owner(workflow_instance_id, master, epoch):
+                accepted.add(workflow_instance_id)
+            else:
+                log.warning("stale host update ignored", workflow_instance_id=workflow_instance_id, master=master)
+        now = time.monotonic()
+        known: list[list[int]] = []
+        for key, p in self.pending.items():
+            if p.msg.workflow_instance_id in accepted:
+                p.due = now
+                p.attempts = 0
+                if not p.in_flight:
+                    self._schedule(key, p)
+                known.append([p.msg.task_instance_id, p.msg.attempt])
+        log.info("reports re-targeted", instances=len(accepted), new=master)
+        self._wake.set()
+        return known
+
     def forget_instance(self, workflow_instance_id: int) -> None:
         """Drop the owner entry once nothing of the instance is pending or running here."""
         if self.busy(workflow_instance_id):
