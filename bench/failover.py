@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -134,7 +135,17 @@ async def _master_failover(
 
         t_expired = await _until(dead_seen, 60, "the dead master gone from the survivor's view")
         t_owned = await _until(owned, 60, "instances owned by the live master")
-        t_progress = await _until(progressed, 60, "follow-up tasks started")
+        try:
+            t_progress = await _until(progressed, max(60, n / 10), "follow-up tasks started")
+        except TimeoutError:
+            rows = await conn.fetch(
+                f"SELECT name, state, count(*) AS n FROM task_instance WHERE {mine} GROUP BY 1, 2 ORDER BY 1, 2",
+                code,
+            )
+            states = ", ".join(f"{r['name']} {TaskState(r['state']).name} {r['n']}" for r in rows)
+            print(f"failover: owned after {t_owned - killed:.3f} s ({t_owned - t_expired:.3f} s after the lease"
+                  f" expired); the follow-up tasks did not all start: {states}", file=sys.stderr)  # fmt: skip
+            raise
         reruns = len((await asyncio.to_thread(ledger.read_text)).split()) - n
         assert live.exited() is None
         return {

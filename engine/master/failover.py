@@ -46,8 +46,10 @@ from rpc.messages import HostUpdate, HostUpdates
 
 log = logs.get(__name__)
 
-#: seconds a takeover waits for the host updates it sends (together) to the instance's workers
+#: seconds a takeover waits for the host updates it sends (together) to the instances' workers, plus
+#: HOST_UPDATE_PER_INSTANCE for each instance a call names (a worker re-targets them one by one)
 HOST_UPDATE_TIMEOUT = 3.0
+HOST_UPDATE_PER_INSTANCE = 0.002
 
 #: seconds a takeover waits for our own actor of the instance it takes again to stop
 ACTOR_STOP_TIMEOUT = 3.0
@@ -58,8 +60,7 @@ TAKEOVER_BATCH = 5000
 #: instances named in one host update call to a worker
 HOST_UPDATE_BATCH = 5000
 
-#: actors of taken-over instances started at once; the next ones start when a pool round trip queued
-#: behind their start-up reads comes back, so a failover of thousands neither floods the loop nor the pool
+#: actors of taken-over instances started between two yields to the event loop
 ACTOR_START_CHUNK = 100
 
 #: attempts a live worker may be running (SUBMITTED ones were only in the dead master's dispatch queue)
@@ -256,9 +257,9 @@ class FailoverService(BackgroundService):
         taken = 0
         for i in range(0, len(found), TAKEOVER_BATCH):
             chunk = found[i : i + TAKEOVER_BATCH]
-            for instance_id, _, _ in chunk:
-                if instance_id in self.actors:
-                    workers = await self._replace_actor(instance_id, workers)
+            replaced = [instance_id for instance_id, _, _ in chunk if instance_id in self.actors]
+            if replaced:
+                workers = await self._replace_actors(replaced, workers)
             rows = await self.store.take_over_many(chunk, workers)
             # the instances are ours from here on: whatever fails before their actors start, they are taken again
             try:
@@ -270,25 +271,28 @@ class FailoverService(BackgroundService):
                 raise
         return taken
 
-    async def _replace_actor(self, instance_id: int, workers: set[str]) -> set[str]:
-        """Stop our actor of an instance we are about to take again under a fresh epoch (a takeover that
+    async def _replace_actors(self, instance_ids: list[int], workers: set[str]) -> set[str]:
+        """Stop our actors of instances we are about to take again under a fresh epoch (a takeover that
         could not ask every worker is retaken while its actor drives the instance), before the takeover:
-        what that actor queued for a worker, or is about to send, then never leaves (``Dispatcher._live``).
+        what such an actor queued for a worker, or is about to send, then never leaves (``Dispatcher._live``).
         Left running, it would send an attempt the takeover finds on no worker, marks NEED_FAULT_TOLERANCE
         and runs again, under the epoch it replaced; a worker that never heard of the new one (it
         restarted since) takes it: two attempts of one task at once (invariant 3), a task group over its
-        size. Returns the live workers read again after the stop: a send already on its way goes to a
-        worker registered by then, which the takeover must ask (its host update arrives before that send,
-        which it then refuses, or after, and names the attempt: adopted)."""
-        actor = self.actors[instance_id]
-        log.info("stopping our actor of an instance taken again", workflow_instance_id=instance_id,
-                 epoch=actor.info.epoch)  # fmt: skip
-        stopping = asyncio.ensure_future(actor.stop())  # its first step ends its sends (Dispatcher._live)
-        self._stopping.add(stopping)
-        stopping.add_done_callback(self._stopping.discard)
-        _, pending = await asyncio.wait([stopping], timeout=ACTOR_STOP_TIMEOUT)
+        size. The actors stop together. Returns the live workers read again after the stops: a send
+        already on its way goes to a worker registered by then, which the takeover must ask (its host
+        update arrives before that send, which it then refuses, or after, and names the attempt: adopted)."""
+        stops: list[asyncio.Future[None]] = []
+        for instance_id in instance_ids:
+            actor = self.actors[instance_id]
+            log.info("stopping our actor of an instance taken again", workflow_instance_id=instance_id,
+                     epoch=actor.info.epoch)  # fmt: skip
+            stopping = asyncio.ensure_future(actor.stop())  # its first step ends its sends (Dispatcher._live)
+            self._stopping.add(stopping)
+            stopping.add_done_callback(self._stopping.discard)
+            stops.append(stopping)
+        _, pending = await asyncio.wait(stops, timeout=ACTOR_STOP_TIMEOUT)
         if pending:  # a call ignoring its cancellation: it sends nothing more, and the takeover fences its writes
-            log.error("replaced workflow actor did not stop in time", workflow_instance_id=instance_id)
+            log.error("replaced workflow actors did not stop in time", count=len(pending))
         node = self.registry()
         if node is None:
             return workers
@@ -352,11 +356,13 @@ class FailoverService(BackgroundService):
     async def _start_actors(
         self, starts: list[tuple[InstanceInfo, WorkflowSpec, WorkflowState, list[Attempt], frozenset[int]]]
     ) -> None:
-        """Start the actors :data:`ACTOR_START_CHUNK` at a time: after each chunk, one pool round trip
-        queued behind the chunk's start-up reads (the pool serves waiters in order) paces the next."""
+        """Start the actors of a batch, yielding to the loop after every :data:`ACTOR_START_CHUNK`: all of
+        them exist before any report of theirs can find none (the workers were just pointed here, and a
+        report for an instance without its actor is refused and sent again: a storm), and their start-up
+        reads queue on the pool, whose size bounds how many run at once."""
         for i in range(0, len(starts), ACTOR_START_CHUNK):
             if i:
-                await self.store.pool.fetchval("SELECT 1")
+                await asyncio.sleep(0)
             for info, spec, state, attempts, waiting in starts[i : i + ACTOR_START_CHUNK]:
                 self.start_actor(info, spec, state, attempts, group_waiting=waiting)
 
@@ -438,7 +444,8 @@ class FailoverService(BackgroundService):
         an earlier release (no ``task.host_updates``) is asked one instance at a time, together."""
         msg = HostUpdates(self.me, [[i.id, i.epoch] for i in infos])
         try:
-            return (await self.rpc.call(worker, msg, timeout=HOST_UPDATE_TIMEOUT)).known
+            timeout = HOST_UPDATE_TIMEOUT + HOST_UPDATE_PER_INSTANCE * len(infos)
+            return (await self.rpc.call(worker, msg, timeout=timeout)).known
         except BadRequest as exc:
             if exc.status != 404:
                 raise
