@@ -25,7 +25,7 @@ from typing import Any
 import asyncpg
 import psutil
 
-from bench.common import bench_config, cpu_seconds, main, rounded, save_released, workdir
+from bench.common import UNGUARDED, bench_config, cpu_seconds, main, rounded, save_released, workdir
 from engine.infra.postgres import OWNER_ROLE, RUNTIME_ROLE
 from engine.infra.stack import Stack
 from engine.states import CommandType, TaskState
@@ -223,14 +223,17 @@ async def _clone(dsn: str, source: int, n: int, chunk: int = 10_000) -> None:
             )
             return [r[0] for r in rows if r[0] not in skip]
 
-        wcols = ", ".join(await columns("workflow_instance", {"id"}))
+        wnames = await columns("workflow_instance", {"id"})
+        wcols = ", ".join(wnames)
+        # the seed's command id is unique to it: the copies come from no command
+        wvalues = ", ".join("NULL" if c == "command_id" else c for c in wnames)
         tcols = ", ".join(await columns("task_instance", {"id", "workflow_instance_id"}))
         left = n - 1
         while left > 0:
             k = min(chunk, left)
             async with conn.transaction():
                 ids = await conn.fetch(
-                    f"INSERT INTO workflow_instance ({wcols}) SELECT {wcols} FROM workflow_instance,"
+                    f"INSERT INTO workflow_instance ({wcols}) SELECT {wvalues} FROM workflow_instance,"
                     " generate_series(1, $2) WHERE id = $1 RETURNING id",
                     source,
                     k,
@@ -251,7 +254,8 @@ def held(stack: Stack, n: int, hold: float) -> dict[str, float]:
     """``n`` waiting instances of a gone master, taken over and held by one new master."""
     dsn = asyncio.run(_fresh_db(stack))
     code = asyncio.run(_waiting_workflow(dsn))
-    first = stack.start_node("master", "held-seed", ["logging.level=warning", f"database.dsn={dsn}"])
+    seed = ["logging.level=warning", f"database.dsn={dsn}", *UNGUARDED["master"]]  # claims at any machine load
+    first = stack.start_node("master", "held-seed", seed)
     try:
         asyncio.run(_claim_round(dsn, code, 1, 120))
 
@@ -285,7 +289,7 @@ def held(stack: Stack, n: int, hold: float) -> dict[str, float]:
     asyncio.run(_clone(dsn, asyncio.run(source()), n))
     setup_s = time.monotonic() - t0
     t0 = time.monotonic()
-    master = stack.start_node("master", "held", ["logging.level=warning", f"database.dsn={dsn}"])
+    master = stack.start_node("master", "held", seed)
     assert master.record is not None
     port = master.record.extra["port"]
     proc = psutil.Process(master.record.pid)
