@@ -25,11 +25,11 @@ from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.infra.stack import Stack
 from engine.states import WORKFLOW_FINISHED, CommandType, WorkflowState
-from engine.storage.definitions import save_workflow
+from engine.workflows.definitions import save_workflow
 from engine.workflows.model import TaskDef, WorkflowDef
 
 #: the lease TTL (s) the benchmarks run their nodes with: short, to measure failover on one machine
-#: (production defaults to a longer one, engine/configs/registry.yaml; bench/failover.py measures both)
+#: (production defaults to a longer one, configs/registry.yaml; bench/failover.py measures both)
 BENCH_TTL = 3.0
 
 

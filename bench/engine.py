@@ -26,9 +26,9 @@ import psutil
 
 from bench.common import UNGUARDED, bench_config, cpu_seconds, main, percentile, rounded, save_released, workdir
 from bench.spawn import spawn_limit
-from engine.api.tokens import create_token, ensure_user
+from engine.accounts.tokens import create_token, ensure_user
 from engine.infra.stack import Stack
-from engine.states import CommandType
+from engine.states import WORKFLOW_FINISHED, CommandType, code_list
 from engine.workflows.model import TaskDef
 
 SIZES = {
@@ -38,7 +38,7 @@ SIZES = {
     "full": {"chain": 100, "workflows": 50, "tasks": 100, "triggers": 50, "runs": 50, "spawns": 3000},
 }
 #: the states of a finished workflow instance, and SUCCESS
-FINAL = (3, 5, 6, 7)
+FINAL = code_list(WORKFLOW_FINISHED)
 SUCCESS = 7
 
 

@@ -1,5 +1,5 @@
 """Failover benchmarks: 2 masters + 2 workers + etcd + PostgreSQL on this machine, run once per lease
-TTL: the benchmarks' short one (BENCH_TTL) and the production default (engine/configs/registry.yaml), since
+TTL: the benchmarks' short one (BENCH_TTL) and the production default (configs/registry.yaml), since
 failover takes about one TTL. Metrics are prefixed ``ttl_<n>s_``.
 
 - master failover: N instances, each a gated task followed by a quick one, all owned by one master

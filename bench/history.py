@@ -36,12 +36,12 @@ from bench import engine as engine_bench
 from bench import failover as failover_bench
 from bench import scale as scale_bench
 from bench.common import UNGUARDED, bench_config, main, percentile, rounded, workdir
-from engine.api.tokens import create_token, ensure_user
+from engine.accounts.tokens import create_token, ensure_user
 from engine.infra.postgres import OWNER_ROLE
 from engine.infra.stack import Stack
 from engine.states import TaskState, WorkflowState
-from engine.storage.definitions import save_workflow
 from engine.storage.retention import Retention
+from engine.workflows.definitions import save_workflow
 from engine.workflows.model import TaskDef, WorkflowDef
 
 SIZES = {

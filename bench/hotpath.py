@@ -18,8 +18,8 @@ from engine.master.workflow import CONTINUE, WorkflowRun
 from engine.master.workflow_messages import CreateAttempts, TaskDispatched, TaskResultEvent
 from engine.params import builtins
 from engine.states import TaskState
-from engine.storage.definitions import TaskSpec, WorkflowSpec
 from engine.worker.taskenv import TaskPolicy, task_environment
+from engine.workflows.definitions import TaskSpec, WorkflowSpec
 from engine.workflows.model import Dag
 from rpc import codec
 from rpc.messages import TaskDispatch, TaskDispatchBatch, TaskReports, TaskResult
@@ -54,7 +54,7 @@ def _drive(spec: WorkflowSpec) -> int:
 
     apply(run.start())
     while not run.finished:
-        pending = [a for a in run.current.values() if not a.state.finished]
+        pending = run.active()
         for a in pending:
             apply(run.handle(TaskDispatched(a.id, a.attempt, "w:1")))
         for a in pending:

@@ -33,15 +33,16 @@ import asyncpg
 import psutil
 
 from bench.common import bench_config, main, percentile, rounded, save_released, workdir
-from engine.api.tokens import create_token, ensure_user
+from engine.accounts.tokens import create_token, ensure_user
 from engine.infra.stack import Stack
+from engine.states import WORKFLOW_FINISHED, code_list
 from engine.workflows.model import TaskDef
 
 SIZES = {
     "tiny": {"size_mib": 8, "runs": 3, "task_file_kib": 256},
     "full": {"size_mib": 1024, "runs": 20, "task_file_kib": 4096},
 }
-FINAL = (3, 5, 6, 7)
+FINAL = code_list(WORKFLOW_FINISHED)
 SUCCESS = 7
 BLOCK = 1 << 20
 

@@ -32,7 +32,7 @@ import asyncpg
 
 from bench.common import main, rounded, save_released, workdir
 from engine import config as config_mod
-from engine.api.tokens import create_token, ensure_user
+from engine.accounts.tokens import create_token, ensure_user
 from engine.infra.process import wait_until
 from engine.infra.stack import Stack
 from engine.states import WorkflowState

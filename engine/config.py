@@ -2,7 +2,7 @@
 
 Precedence, lowest first:
 
-1. ``engine/configs/<section>.yaml`` shipped in the package: the documented defaults, the one source of
+1. ``configs/<section>.yaml`` (the repository root's, shipped in the wheel): the documented defaults, the one source of
    default values (a test checks every key here is a field below and vice versa);
 2. a user YAML file (``--config FILE`` or ``PORPOISE_CONFIG``) with top-level section keys;
 3. environment variables ``PORPOISE_<SECTION>_<KEY>`` (``PORPOISE_MASTER_LISTEN_PORT=5679``), or
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.resources
 import ipaddress
 import os
 import types
@@ -33,6 +32,7 @@ from typing import Any
 import yaml
 
 from core.errors import ConfigError
+from engine.datafiles import data_path
 
 ENV_PREFIX = "PORPOISE_"
 
@@ -448,10 +448,12 @@ class LdapConfig:
 
 @dataclass(frozen=True)
 class DebugConfig:
-    """Test-only hooks (engine/configs/debug.yaml): never enabled in production."""
+    """Test-only hooks (configs/debug.yaml): never enabled in production."""
 
     wedge_hook: bool
     clock_offset: float = field(metadata=_bounded(-86400 * 366, 86400 * 366))
+    #: check each running workflow's core invariants after every batch of events (WorkflowRun.validate)
+    validate_core: bool = False
 
 
 @dataclass(frozen=True)
@@ -486,16 +488,11 @@ SECTIONS: dict[str, type] = {f.name: typing.get_type_hints(Config)[f.name] for f
 
 def config_dir() -> Path:
     """Directory holding the documented default YAML files: ``PORPOISE_CONFIG_DIR``, else the package's own
-    ``engine/configs`` (package data, found through importlib.resources in a checkout and an installed wheel)."""
+    ``configs/`` (engine/datafiles.py: the checkout's, or the copy an installed wheel carries)."""
     override = os.environ.get("PORPOISE_CONFIG_DIR")
     if override:
         return Path(override)
-    return package_path("configs")
-
-
-def package_path(name: str) -> Path:
-    """A directory or file shipped inside the ``engine`` package (installed wheels are unpacked on disk)."""
-    return Path(str(importlib.resources.files("engine").joinpath(name)))
+    return data_path("configs")
 
 
 def load(

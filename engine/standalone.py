@@ -25,9 +25,9 @@ import asyncpg
 
 from core import logs
 from core.errors import PorpoiseError
-from engine.api.static import ui_dist
 from engine.client import CLIENT_FILE
 from engine.config import Config
+from engine.datafiles import ui_dist
 from engine.infra.access import FIRST_PASSWORD_FILE, ensure_client_file, ensure_first_password
 from engine.infra.process import ManagedProcess
 from engine.infra.stack import Stack

@@ -381,3 +381,61 @@ class CacheExpire(Request[Done]):
 
     METHOD: ClassVar[str] = "cache.expire"
     workflow_definition_code: int
+
+
+@dataclass(frozen=True)
+class WorkerWait:
+    """One worker of a group, as the dispatcher sees it while an attempt waits for room."""
+
+    address: str
+    #: "full" (every exec slot taken), "overloaded" (the worker refuses for its load, memory or disk) or
+    #: "draining" (taking no new task)
+    state: str
+    #: the worker's own words (its last refusal, or its heartbeat's reason), "" when it gave none
+    detail: str = ""
+    running: int = 0
+    slots: int = 0
+
+
+@dataclass(frozen=True)
+class TaskWait:
+    """Why one task of a run is not running, as its master knows it. ``kind``: ``no_worker`` (no live
+    worker in ``worker_group``), ``workers_busy`` (``workers`` says which are full or overloaded),
+    ``task_group`` (place ``position`` of ``queued`` in ``task_group``, ``used`` of ``size`` slots taken),
+    ``retry`` (retry ``retry`` of ``retries``, due at ``at_ms``), ``delay`` (starts at ``at_ms``),
+    ``dispatching`` (about to be sent), ``dispatched`` (sent to ``host``, not started yet), ``logic``
+    (checked by the master: DEPENDENT, SUB_PROCESS; next check at ``at_ms`` when known), ``preparing``."""
+
+    task_instance_id: int
+    task_code: int
+    kind: str
+    worker_group: str = ""
+    workers: list[WorkerWait] = field(default_factory=list)
+    task_group: str = ""
+    position: int = 0
+    queued: int = 0
+    used: int = 0
+    size: int = 0
+    retry: int = 0
+    retries: int = 0
+    #: epoch ms: when a retry or a delay is due
+    at_ms: int = 0
+    host: str = ""
+    task_type: str = ""
+
+
+@dataclass(frozen=True)
+class WaitingReply:
+    #: whether this master drives the instance (else nothing below is known here)
+    owned: bool
+    #: the run's state as its master holds it (READY_PAUSE, READY_STOP: no new task starts)
+    state: str = ""
+    tasks: list[TaskWait] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WaitingReasons(Request[WaitingReply]):
+    """API -> owning master: why each not-yet-running task of this instance waits."""
+
+    METHOD: ClassVar[str] = "workflow.waiting"
+    workflow_instance_id: int

@@ -48,9 +48,9 @@ from core import logs
 from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer, pg_bindir
-from engine.states import TaskState
-from engine.storage.definitions import save_workflow
+from engine.states import WORKFLOW_FINISHED, TaskState, code_list
 from engine.storage.failures import DB_FAILURES
+from engine.workflows.definitions import save_workflow
 from engine.workflows.model import TaskDef, WorkflowDef
 from tests import chaos_concurrency, chaos_dst, databases, tls
 from tests.chaos_faults import Chaos, drive, insert_commands, parse_weights, weights
@@ -62,7 +62,7 @@ from tests.task_watch import WATCH_PREAMBLE, TaskWatcher
 TTL = 2.0
 SUCCESS = 7
 STOP = 5
-FINAL = (3, 5, 6, 7)
+FINAL = code_list(WORKFLOW_FINISHED)
 
 LEDGER_DDL = """
 CREATE TABLE IF NOT EXISTS chaos_ledger (

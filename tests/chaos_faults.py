@@ -46,7 +46,7 @@ BAD_START_PARAM = "$[yyyyMMdd+99999999]"
 #: how long a node may take to stop after SIGTERM (a worker drains its short tasks first; the masters'
 #: shutdown_grace is 5 s, the chaos workers' 10 s)
 TERM_EXIT_TIMEOUT = 30.0
-#: the nodes' rpc.timeout (engine/configs/rpc.yaml): held replies last shorter or longer than it
+#: the nodes' rpc.timeout (configs/rpc.yaml): held replies last shorter or longer than it
 RPC_TIMEOUT = 5.0
 
 

@@ -11,11 +11,12 @@ from typing import Any
 import asyncpg
 
 from engine.infra.etcd import EtcdServer
-from engine.storage.definitions import save_workflow
+from engine.states import WORKFLOW_FINISHED
+from engine.workflows.definitions import save_workflow
 from engine.workflows.model import TaskDef, WorkflowDef
 from tests.helpers import NodeProc, eventually
 
-FINAL = (3, 5, 6, 7)
+FINAL = WORKFLOW_FINISHED
 
 
 def shell(name: str, script: str, upstream: tuple[str, ...] = (), **kw: Any) -> TaskDef:

@@ -22,7 +22,7 @@ import pytest
 
 from core import logs
 from engine import config as config_mod
-from engine.api.tokens import create_token, ensure_user
+from engine.accounts.tokens import create_token, ensure_user
 from engine.client import ApiClient, Target
 from engine.config import Config
 from engine.infra.etcd import EtcdServer

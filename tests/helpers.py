@@ -180,6 +180,8 @@ def node_env(endpoint: str, root: str, ttl: float = 2, **extra: str) -> dict[str
             # (tests/test_tenants_e2e.py starts workers without it)
             "PORPOISE_WORKER_ALLOW_ROOT_TENANT": "true",
             "PORPOISE_SECRETS_KEYS": TEST_KEYS,
+            # every workflow actor checks its core's invariants after each batch (WorkflowRun.validate)
+            "PORPOISE_DEBUG_VALIDATE_CORE": "true",
             "PYTHONUNBUFFERED": "1",
         }
     )

@@ -20,15 +20,15 @@ import asyncpg
 import psutil
 
 from engine.infra.postgres import pg_bindir
-from engine.states import CommandType, TaskState, WorkflowState
-from engine.storage.definitions import save_workflow
+from engine.states import TASK_ACTIVE, WORKFLOW_FINISHED, CommandType, TaskState, WorkflowState, code_list
+from engine.workflows.definitions import save_workflow
 from engine.workflows.model import TaskDef, WorkflowDef
 from tests.chaos import LEDGER_DDL, TASK, Summary, _check, _check_no_process_left
 from tests.helpers import eventually
 from tests.hosts import HostCluster
 
-FINAL = (3, 5, 6, 7)
-ACTIVE = (0, 1, 9)  # SUBMITTED_SUCCESS, RUNNING_EXECUTION, DISPATCH
+FINAL = code_list(WORKFLOW_FINISHED)
+ACTIVE = code_list(TASK_ACTIVE)
 
 
 def fan_in(name: str, width: int, sleep: float) -> WorkflowDef:

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import asyncpg
 
-from engine.api.tokens import create_token
+from engine.accounts.tokens import create_token
 from tests.api_harness import in_process_api
 
 

@@ -23,8 +23,8 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 
+from engine.accounts.tokens import create_token
 from engine.api.server import ROUTES
-from engine.api.tokens import create_token
 from engine.infra.etcd import EtcdServer
 from engine.infra.postgres import PostgresServer
 from tests import databases

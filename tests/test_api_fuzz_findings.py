@@ -9,7 +9,7 @@ import aiohttp
 import asyncpg
 import pytest
 
-from engine.api.tokens import create_token
+from engine.accounts.tokens import create_token
 from tests.api_harness import in_process_api
 
 

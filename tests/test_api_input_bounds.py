@@ -12,7 +12,7 @@ import aiohttp
 import asyncpg
 import pytest
 
-from engine.api.tokens import create_token
+from engine.accounts.tokens import create_token
 from engine.scheduling.cron import MAX_STEPS
 from tests.api_harness import in_process_api
 from tests.cluster_harness import save, shell

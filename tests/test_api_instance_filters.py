@@ -12,8 +12,8 @@ import aiohttp
 import asyncpg
 import pytest
 
+from engine.accounts.tokens import create_token
 from engine.api import access
-from engine.api.tokens import create_token
 from engine.states import CommandType, WorkflowState
 from tests.api_harness import in_process_api
 

@@ -11,8 +11,8 @@ import aiohttp
 import asyncpg
 import pytest
 
+from engine.accounts.tokens import create_token
 from engine.api.ratelimit import RateLimiter
-from engine.api.tokens import create_token
 from tests.api_harness import in_process_api
 
 

@@ -13,7 +13,8 @@ import uuid
 import asyncpg
 import pytest
 
-from engine.api.tokens import token_hash, token_user
+from engine.accounts.tokens import token_hash
+from engine.api.tokens import token_user
 from tests import tls
 from tests.conftest import ApiCluster
 from tests.helpers import ROOT

@@ -12,7 +12,7 @@ from typing import Any
 
 import asyncpg
 
-from engine.api.tokens import create_token, ensure_user
+from engine.accounts.tokens import create_token, ensure_user
 from engine.states import UserType, WorkflowState
 from tests.conftest import ApiCluster
 from tests.test_api import error_of

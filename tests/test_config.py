@@ -17,7 +17,7 @@ def test_defaults_come_from_the_documented_yaml_files() -> None:
     for section, cls in config_mod.SECTIONS.items():
         documented = yaml.safe_load((config_mod.config_dir() / f"{section}.yaml").read_text())
         fields = {f.name for f in dataclasses.fields(cls)}
-        assert set(documented) == fields, f"engine/configs/{section}.yaml and {cls.__name__} disagree"
+        assert set(documented) == fields, f"configs/{section}.yaml and {cls.__name__} disagree"
         for key, value in documented.items():
             got = getattr(getattr(cfg, section), key)
             assert got == value or (isinstance(value, int | float) and float(got) == float(value)), key

@@ -76,7 +76,7 @@ def test_spares_are_bounded_and_reset_drops_them(tmp_path: Path) -> None:
     assert list((tmp_path / SPARE).iterdir()) == []
 
 
-def test_an_existing_attempt_dir_is_used_and_a_tenant_gets_a_fresh_one(tmp_path: Path) -> None:
+def test_an_existing_attempt_dir_is_used_and_a_tenant_gets_its_own(tmp_path: Path) -> None:
     dirs = ExecDirs(tmp_path, spares=4)
     dirs.reset()
     a = tmp_path / "1" / "1-1"
@@ -91,8 +91,70 @@ def test_an_existing_attempt_dir_is_used_and_a_tenant_gets_a_fresh_one(tmp_path:
     dirs.prepare(a, {}, None)
     dirs.release(a, frozenset())
     (spare,) = (tmp_path / SPARE).iterdir()
-    me = pwd.getpwuid(os.geteuid())
+    tenant = pwd.getpwnam("nobody")  # the suite runs as root: tasks may run as another OS user
     tenant_dir = tmp_path / "1" / "3-1"
-    dirs.prepare(tenant_dir, {"script.sh": "t\n"}, me)  # tenant attempts never take a spare
+    dirs.prepare(tenant_dir, {"script.sh": "t\n"}, tenant)  # a tenant's attempt never takes our spare
     assert spare.exists()
     assert _listing(tenant_dir) == {"script.sh": "t\n"}
+    assert _owner(tenant_dir) == _owner(tenant_dir / "script.sh") == (tenant.pw_uid, tenant.pw_gid)
+
+
+def _owner(path: Path) -> tuple[int, int]:
+    st = path.lstat()
+    return st.st_uid, st.st_gid
+
+
+def test_a_tenant_s_dir_is_recycled_for_that_tenant_only(tmp_path: Path) -> None:
+    """A tenant's attempt gets a directory only attempts of the same OS user had: the worker's own
+    attempts and another tenant's get fresh ones, and no leftover of the first attempt shows."""
+    dirs = ExecDirs(tmp_path, spares=4)
+    dirs.reset()
+    tenant, other = pwd.getpwnam("nobody"), pwd.getpwnam("daemon")
+    first = tmp_path / "1" / "1-1"
+    dirs.prepare(first, {"script.sh": "echo first, a longer script\n"}, tenant)
+    inode = first.stat().st_ino
+    (first / "out.csv").write_text("left by the task")
+    os.chown(first / "out.csv", tenant.pw_uid, tenant.pw_gid)
+    dirs.release(first, frozenset({"script.sh"}))
+    assert not first.exists()
+
+    mine, theirs = tmp_path / "1" / "2-1", tmp_path / "1" / "3-1"
+    dirs.prepare(mine, {"script.sh": "mine\n"}, None)
+    dirs.prepare(theirs, {"script.sh": "theirs\n"}, other)
+    assert inode not in {mine.stat().st_ino, theirs.stat().st_ino}
+    assert _owner(theirs / "script.sh") == (other.pw_uid, other.pw_gid)
+
+    again = tmp_path / "2" / "4-1"
+    dirs.prepare(again, {"script.sh": "again\n"}, tenant)
+    assert again.stat().st_ino == inode  # the tenant's own directory, renamed into place
+    assert _listing(again) == {"script.sh": "again\n"}  # rewritten to length, nothing else left
+    assert _owner(again) == _owner(again / "script.sh") == (tenant.pw_uid, tenant.pw_gid)
+    assert stat.S_IMODE((again / "script.sh").stat().st_mode) == 0o600
+
+
+def test_a_spare_changed_after_its_release_is_not_written_through(tmp_path: Path) -> None:
+    """A process of an attempt that outlived it may change its spare: a kept file replaced by a symlink is
+    not written through (the worker runs as root), and a spare holding anything new is not used."""
+    dirs = ExecDirs(tmp_path, spares=4)
+    dirs.reset()
+    tenant = pwd.getpwnam("nobody")
+    target = tmp_path / "precious"
+    target.write_text("not the task's")
+    a = tmp_path / "1" / "1-1"
+    dirs.prepare(a, {"script.sh": "one\n"}, tenant)
+    dirs.release(a, frozenset({"script.sh"}))
+    (spare,) = (tmp_path / SPARE).iterdir()
+    (spare / "script.sh").unlink()
+    (spare / "script.sh").symlink_to(target)  # what a lingering process of the tenant could do
+    b = tmp_path / "1" / "2-1"
+    dirs.prepare(b, {"script.sh": "two\n"}, tenant)
+    assert target.read_text() == "not the task's"
+    assert not (b / "script.sh").is_symlink() and (b / "script.sh").read_text() == "two\n"
+
+    dirs.release(b, frozenset({"script.sh"}))
+    (spare,) = (tmp_path / SPARE).iterdir()
+    (spare / "planted").write_text("x")
+    c = tmp_path / "1" / "3-1"
+    dirs.prepare(c, {"script.sh": "three\n"}, tenant)
+    assert _listing(c) == {"script.sh": "three\n"}
+    assert _owner(c) == (tenant.pw_uid, tenant.pw_gid)

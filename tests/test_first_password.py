@@ -9,8 +9,8 @@ from pathlib import Path
 
 import asyncpg
 
-from engine.api.passwords import hash_password, verify_password
-from engine.api.tokens import ADMIN
+from engine.accounts.passwords import hash_password, verify_password
+from engine.accounts.tokens import ADMIN
 from engine.infra.access import ensure_first_password
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from engine.api.tokens import create_token, ensure_user
+from engine.accounts.tokens import create_token, ensure_user
 from engine.client import ApiClient, Target
 from engine.infra.spark import SparkCluster
 from tests.chaos import Summary, _check_no_process_left

@@ -1,5 +1,6 @@
 """The declared layers hold: ``lint-imports`` checks the import-linter contracts of pyproject.toml (core below
-registry and rpc, both below the engine; the SDK and the launchers apart from the CLI). ``make lint`` runs the
+registry and rpc, both below the engine; the SDK and the launchers apart from the CLI and the API; storage
+below the workflow model, the model using only the task plugins' interface). ``make lint`` runs the
 same command; this test is how ``make test`` (CI) enforces it."""
 
 from __future__ import annotations

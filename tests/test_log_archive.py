@@ -26,9 +26,9 @@ import pytest
 from aiohttp import web
 
 from engine import config as config_mod
+from engine.accounts.tokens import create_token, ensure_user
 from engine.api.logarchive import LogArchiver, gzip_capped, truncation_notice
 from engine.api.tasklogs import ArchivedLogs
-from engine.api.tokens import create_token, ensure_user
 from engine.states import TaskState
 from engine.storage.blobs import DatabaseBlobStore
 from engine.storage.jsoncodec import register_json

@@ -18,7 +18,7 @@ from engine.master.workflow_messages import TaskResultEvent
 from engine.scheduling import backfill, dependent
 from engine.scheduling.backfill import backfill_param, chunks, next_param, position, range_dates
 from engine.states import TaskState, WorkflowState
-from engine.storage.definitions import TaskSpec, WorkflowSpec
+from engine.workflows.definitions import TaskSpec, WorkflowSpec
 from engine.workflows.model import Dag
 from tests.test_workflow_run import Sim, final_state
 
@@ -129,12 +129,12 @@ def test_a_skipped_branch_and_what_only_it_leads_to_never_run() -> None:
                     {"cond": cond})  # fmt: skip
     sim = Sim(sp)
     sim.finish("a", TaskState.FAILURE)  # the CONDITIONS task decides: no workflow failure
-    assert "cond" in [sim.name[a.code] for a in sim.run.current.values()]
+    assert "cond" in [sim.name[a.code] for a in sim.run.attempts()]
     c = sim.attempt("cond")
     codes = {t.name: t.code for t in sp.tasks.values()}
     skip_b = (codes["b"],)  # conditions do not hold (a failed): the success branch is skipped
     sim.apply(sim.run.handle(TaskResultEvent(c.id, c.attempt, TaskState.SUCCESS, 0, 1, 2, "m", skip=skip_b)))
-    assert sorted(sim.name[a.code] for a in sim.run.current.values()) == ["a", "c", "cond"]
+    assert sorted(sim.name[a.code] for a in sim.run.attempts()) == ["a", "c", "cond"]
     sim.finish("c")
     actions = sim.finish("c2")
     created = sim.created(sim.actions)

@@ -263,7 +263,7 @@ async def test_claim_race_1000_commands_3_masters_exactly_1000_instances(
 
 
 async def test_cache_expire_makes_a_taken_offline_definition_refuse_commands(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
-    from engine.storage.definitions import set_release
+    from engine.workflows.definitions import set_release
     from rpc.messages import CacheExpire
     from tests.cluster_harness import query as q
 

@@ -340,7 +340,8 @@ def test_a_database_made_before_versioned_migrations_upgrades(empty_db: EmptyDb,
     """The code between the first release and versioned migrations applied its whole schema.sql at every
     node start (schema_version 1, later a schema_digest table too): upgrade brings it to this version's
     catalog exactly, keeps its rows, its admin an admin with its token's full rights, its projects owned."""
-    from engine.api.tokens import token_hash, token_user
+    from engine.accounts.tokens import token_hash
+    from engine.api.tokens import token_user
 
     legacy_sql = git_show(commit, "schema.sql")
 

@@ -25,10 +25,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from engine import config as config_mod
+from engine.accounts.tokens import create_token
 from engine.api import access
 from engine.api.routing import Call, Route
 from engine.api.server import ROUTES, ApiServer
-from engine.api.tokens import create_token
 from engine.storage.jsoncodec import register_json
 from tests.helpers import TEST_SECRET
 
@@ -63,6 +63,7 @@ RULES = {
     ("GET", "/api/v1/commands/{id}"): "READ command path.id",
     ("GET", "/api/v1/instances"): "USER",
     ("GET", "/api/v1/instances/{id}"): "READ instance path.id",
+    ("GET", "/api/v1/instances/{id}/waiting"): "READ instance path.id",
     ("POST", "/api/v1/instances/{id}/stop"): "EXECUTE instance path.id",
     ("POST", "/api/v1/instances/{id}/pause"): "EXECUTE instance path.id",
     ("POST", "/api/v1/instances/{id}/resume"): "EXECUTE instance path.id",

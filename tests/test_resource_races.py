@@ -13,7 +13,7 @@ from engine import config as config_mod
 from engine.resources import catalog
 from engine.resources.catalog import InUse, ResourceError
 from engine.storage.blobs import DatabaseBlobStore
-from engine.storage.definitions import save_workflow
+from engine.workflows.definitions import save_workflow
 from engine.workflows.model import TaskDef, WorkflowDef
 from tests.helpers import eventually
 

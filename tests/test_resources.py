@@ -17,7 +17,7 @@ import aiohttp
 import asyncpg
 import pytest
 
-from engine.api.tokens import create_token
+from engine.accounts.tokens import create_token
 from tests.api_harness import in_process_api
 from tests.helpers import eventually
 from tests.test_blobs import moto_s3  # noqa: F401 (fixture)

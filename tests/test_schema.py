@@ -23,8 +23,8 @@ from tests.helpers import ROOT, node_env
 
 
 def test_schema_sql_is_generated_from_the_tables() -> None:
-    """The committed engine/storage/schema.sql (package data) is exactly what the tables generate."""
-    assert schema_text() == render(), "engine/storage/schema.sql is stale: python -m engine.storage.schema_sql --write"
+    """The committed schema.sql (package data) is exactly what the tables generate."""
+    assert schema_text() == render(), "schema.sql is stale: python -m engine.storage.schema_sql --write"
     check = subprocess.run([sys.executable, "-m", "engine.storage.schema_sql", "--check"], cwd=ROOT, check=False)
     assert check.returncode == 0
 

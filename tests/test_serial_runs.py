@@ -17,13 +17,13 @@ import asyncpg
 from engine.concurrency.serial import Mode
 from engine.infra.etcd import EtcdServer
 from engine.scheduling.scheduler import set_online
-from engine.states import ReleaseState
+from engine.states import WORKFLOW_FAILOVER, ReleaseState, WorkflowState, code_list
 from tests.cluster_harness import command, max_overlap, query, save, shell
 from tests.cluster_harness import started_unguarded as started
 from tests.helpers import NodeProc, eventually
 
 SUCCESS, STOP = 7, 5
-UNFINISHED = (0, 1, 2, 4, 12, 14)
+UNFINISHED = code_list(WORKFLOW_FAILOVER | {WorkflowState.SERIAL_WAIT})
 
 
 async def runs(dsn: str, code: int) -> list[asyncpg.Record]:

@@ -22,6 +22,7 @@ LITERAL_CODE = re.compile(
     | \[\s*["'](?:state|command_type)["']\s*\]\s*(?:==|!=|in|not\s+in)\s*[(\[{]?\s*\d   # row["state"] in (3, 5)
     | \bSELECT\s+\d+\s*,\s*\$                         # INSERT INTO command ... SELECT 5, $1
     | _STATES\s*=\s*\[\s*\d                            # _FAILOVER_STATES = [0, 1, 2, 4, 12]
+    | ^\s*[A-Z_][A-Z0-9_]*\s*=\s*[\[(]\s*\d+\s*,\s*\d+\s*,\s*\d   # ACTIVE = [0, 1, 2, 4, 12], FINISHED = (3, 5, 6)
     """
 )
 
@@ -51,6 +52,9 @@ def test_no_state_code_is_spelled_as_a_number() -> None:
         ('if earlier["state"] in (3, 5):', True),
         ('" worker_group) SELECT 0, $2, $3::jsonb"', True),
         ("_FAILOVER_STATES = [0, 1, 2, 4, 12]", True),
+        ("ACTIVE = [0, 1, 2, 4, 12]", True),
+        ("FINISHED = (3, 5, 6, 7, 16)  # PAUSE, STOP, FAILURE, SUCCESS, BLOCK", True),
+        ("ACTIVE = code_list(WORKFLOW_FAILOVER)", False),
         ('f" WHERE state = {int(WorkflowState.SERIAL_WAIT)}"', False),
         ('"SELECT state FROM task_instance WHERE id = $1"', False),
     ],

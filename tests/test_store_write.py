@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from engine.infra.postgres import PostgresServer
-from engine.master.store import CommitUnknown, MasterStore, WriteBatch
+from engine.master.store import CommitUnknown, FencedOut, MasterStore, WriteBatch
 from engine.master.workflow_messages import RaiseAlert
 from engine.states import WorkflowState
 from engine.storage.failures import CONNECTION_LOST
@@ -103,6 +103,29 @@ async def test_a_connection_lost_before_commit_is_sent_again_and_applied_once(db
         await tx.rollback()
     await asyncio.wait_for(write, 10)
     assert await pool.fetchval("SELECT count(*) FROM alert WHERE title = 'ended'") == 1
+    assert await pool.fetchval("SELECT state FROM workflow_instance WHERE id = $1", wid) == WorkflowState.SUCCESS
+
+
+@pytest.mark.parametrize("me", [ME, "odd'host:5678"])
+async def test_a_write_of_an_instance_no_longer_ours_is_fenced_out_and_writes_nothing(
+    db: tuple[asyncpg.Pool, int], me: str
+) -> None:
+    """BEGIN and the ownership lock go in one round trip for a plain address (a statement of their own for
+    any other): either way a write at another epoch or from another master writes nothing and leaves no
+    transaction open on the pool's connections."""
+    pool, wid = db
+    await pool.execute("UPDATE workflow_instance SET host = $1 WHERE id = $2", me, wid)
+    store = MasterStore(pool, me)
+    with pytest.raises(FencedOut):
+        await store.write(wid, EPOCH + 1, final_batch("fenced"))
+    with pytest.raises(FencedOut):
+        await MasterStore(pool, "127.0.0.1:9999").write(wid, EPOCH, final_batch("fenced"))
+    assert await pool.fetchval("SELECT count(*) FROM alert") == 0
+    for _ in range(4):  # every connection of the pool: none was left inside a transaction
+        async with pool.acquire() as conn:
+            assert not conn.is_in_transaction()
+    await store.write(wid, EPOCH, final_batch("ours"))
+    assert await pool.fetchval("SELECT count(*) FROM alert WHERE title = 'ours'") == 1
     assert await pool.fetchval("SELECT state FROM workflow_instance WHERE id = $1", wid) == WorkflowState.SUCCESS
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from engine.api.tokens import create_token, ensure_user
+from engine.accounts.tokens import create_token, ensure_user
 from engine.client import ApiClient, Target
 from engine.infra.etcd import EtcdServer
 from engine.states import TaskState, WorkflowState

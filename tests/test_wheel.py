@@ -26,7 +26,7 @@ from tests.helpers import ROOT, NodeProc, http_json, node_env, wait_sync
 pytestmark = pytest.mark.slow
 
 #: what tests/test_wheel.py asserts the wheel ships besides code
-DATA_FILES = [f"engine/configs/{name}.yaml" for name in SECTIONS] + ["engine/storage/schema.sql"]
+DATA_FILES = [f"engine/_data/configs/{name}.yaml" for name in SECTIONS] + ["engine/_data/schema.sql"]
 
 #: the load guard off: on a test machine shared with other suites a master would otherwise hold the command back
 UNGUARDED = {"PORPOISE_MASTER_MAX_CPU_LOAD_AVG": "10000", "PORPOISE_WORKER_MAX_CPU_LOAD_AVG": "10000"}
@@ -101,6 +101,10 @@ def test_wheel_ships_the_data_files_and_spark_is_an_extra(installed: tuple[Path,
         (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
         requires = [line for line in zf.read(metadata).decode().splitlines() if line.startswith("Requires-Dist:")]
     assert set(DATA_FILES) <= names, sorted(set(DATA_FILES) - names)
+    with zipfile.ZipFile(wheel) as zf:  # built from the root's files, the one copy in the tree
+        for name in DATA_FILES:
+            assert zf.read(name) == (ROOT / name.removeprefix("engine/_data/")).read_bytes(), name
+    assert not (ROOT / "engine" / "configs").exists() and not (ROOT / "engine" / "storage" / "schema.sql").exists()
     assert not [n for n in names if n.startswith(("tests/", "bench/", "examples/"))]
     for package in ("pyspark", "pyarrow"):
         lines = [line for line in requires if line.split()[1].lower().startswith(package)]

@@ -23,7 +23,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from engine.api.tokens import create_token, ensure_user
+from engine.accounts.tokens import create_token, ensure_user
 from engine.infra.etcd import EtcdServer
 from registry import EtcdClient
 from registry.heartbeat import Heartbeat, ServerStatus

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.master.workflow import CONTINUE, END, TIMEOUT_FAILED, WorkflowRun
+from engine.master.workflow import CONTINUE, END, TIMEOUT_FAILED, CoreInvariantError, Status, WorkflowRun
 from engine.master.workflow_messages import (
     ALERT_TASK_FAILURE,
     ALERT_TASK_RETRY,
@@ -20,14 +20,19 @@ from engine.master.workflow_messages import (
     ArmTimer,
     Attempt,
     CancelDispatch,
+    CancelHeld,
     CancelTimer,
     CreateAttempts,
     DispatchLost,
+    GroupSlotGranted,
     KillTask,
+    LogicCheck,
+    LogicWaiting,
     PauseRequested,
     PersistTask,
     RaiseAlert,
     RetryDue,
+    SendAttempt,
     SetWorkflowState,
     StopRequested,
     TaskDispatched,
@@ -47,8 +52,8 @@ from engine.states import (
     task_transitions,
     workflow_transitions,
 )
-from engine.storage.definitions import TaskSpec, WorkflowSpec
 from engine.workflows import document
+from engine.workflows.definitions import TaskSpec, WorkflowSpec
 from engine.workflows.model import Dag
 
 S, F, K = TaskState.SUCCESS, TaskState.FAILURE, TaskState.KILL
@@ -82,6 +87,7 @@ class Sim:
         self.apply(self.run.start())
 
     def apply(self, actions: list[Any]) -> list[Any]:
+        """Perform the actions of one event as the actor would, then check the core's invariants."""
         for a in actions:
             if isinstance(a, CreateAttempts):
                 for att in a.attempts:
@@ -91,10 +97,11 @@ class Sim:
             elif isinstance(a, CancelTimer):
                 self.timers.pop(a.key, None)
         self.actions += actions
+        self.run.validate()
         return actions
 
     def attempt(self, name: str) -> Attempt:
-        return next(a for a in self.run.current.values() if self.name[a.code] == name)
+        return next(a for a in self.run.attempts() if self.name[a.code] == name)
 
     def created(self, actions: list[Any]) -> list[str]:
         return [self.name[a.code] for x in actions if isinstance(x, CreateAttempts) for a in x.attempts]
@@ -191,7 +198,7 @@ def test_continue_runs_independent_branches_then_fails() -> None:
     out = sim.finish("a", F)
     assert sim.created(out) == [] and not [x for x in out if isinstance(x, KillTask)]
     assert final_state(sim.finish("c")) is WorkflowState.FAILURE
-    assert "b" not in {sim.name[a.code] for a in sim.run.current.values()}  # never ran
+    assert "b" not in {sim.name[a.code] for a in sim.run.attempts()}  # never ran
 
 
 def test_end_kills_running_tasks_and_submits_nothing_more() -> None:
@@ -437,7 +444,7 @@ def test_a_disabled_task_is_never_attempted_and_its_downstream_waits_for_its_ups
     assert sim.created(out) == ["c"]  # straight through b
     assert sim.attempt("c").var_in == [{"prop": "x", "direct": "IN", "value": "1"}]  # a's values reach c
     assert final_state(sim.finish("c")) is WorkflowState.SUCCESS
-    assert sorted(sim.name[c] for c in sim.run.current) == ["a", "c"]
+    assert sorted(sim.name[c] for c in (a.code for a in sim.run.attempts())) == ["a", "c"]
 
 
 def test_disabled_roots_and_chains_are_looked_through() -> None:
@@ -453,7 +460,7 @@ def test_a_failure_upstream_of_a_disabled_task_still_holds_its_downstream() -> N
     sim.finish("x")
     out = sim.finish("a", F)
     assert sim.created(out) == [] and final_state(out) is WorkflowState.FAILURE
-    assert "c" not in {sim.name[c] for c in sim.run.current}
+    assert "c" not in {sim.name[c] for c in (a.code for a in sim.run.attempts())}
 
 
 def test_only_disabled_tasks_succeed_at_once() -> None:
@@ -512,7 +519,7 @@ def test_a_retry_overdue_at_the_takeover_runs_at_once_and_one_without_retries_le
     actions = run.start(now=NOW)
     created = [x for a in actions if isinstance(a, CreateAttempts) for x in a.attempts]
     assert [(x.code, x.attempt) for x in created] == [(1, 2)]
-    assert 2 in run.failed and not any(isinstance(a, ArmTimer) for a in actions)
+    assert run.status(2) is Status.FAILED and not any(isinstance(a, ArmTimer) for a in actions)
 
 
 def test_a_retry_cancelled_by_a_pause_runs_after_the_resume() -> None:
@@ -523,7 +530,7 @@ def test_a_retry_cancelled_by_a_pause_runs_after_the_resume() -> None:
     assert ("retry", 1) in sim.timers
     sim.apply(sim.run.handle(PauseRequested()))
     assert sim.run.state is WorkflowState.PAUSE
-    taken_back = [dataclasses.replace(a) for a in sim.run.current.values()]
+    taken_back = [dataclasses.replace(a) for a in sim.run.attempts()]
     resumed = WorkflowRun(99, sp, CONTINUE, WorkflowState.RUNNING_EXECUTION, taken_back, rerun=RERUN_ON_RESUME)
     actions = resumed.start(now=NOW)
     assert [(x.code, x.attempt) for a in actions if isinstance(a, CreateAttempts) for x in a.attempts] == [(1, 2)]
@@ -678,3 +685,127 @@ def test_task_alert_fields_survive_a_save_and_a_get() -> None:
     assert (parsed.alert_on, parsed.alert_group) == (("failure", "retry"), "ops")
     plain = document.to_document(spec({"a": []}), "p")["tasks"][0]
     assert not {"alert_on", "alert_group"} & set(plain)
+
+
+# -- the core's invariants (WorkflowRun.validate, called by Sim after every event) --------------------
+
+
+def _corrupt_active_attempt_finished(sim: Sim) -> None:
+    sim.attempt("a").state = TaskState.FAILURE  # its node still says ACTIVE
+
+
+def _corrupt_counts(sim: Sim) -> None:
+    sim.run.counts[Status.FAILED] += 1
+
+
+def _corrupt_status_behind_the_table(sim: Sim) -> None:
+    sim.run.nodes[sim.attempt("a").code].status = Status.SUCCEEDED  # no success order, counts unchanged
+
+
+def _corrupt_ready_but_not_submitted(sim: Sim) -> None:
+    sim.finish("a")
+    b = sim.run.nodes[sim.attempt("b").code]
+    sim.run._place(b, Status.NEW)  # b is forgotten: ready, yet nothing submits it
+    sim.run._active.pop(b.code, None)
+    b.attempt = None
+
+
+def _corrupt_retry_while_paused(sim: Sim) -> None:
+    sim.finish("a", F)  # a waits for its retry
+    sim.run.state = WorkflowState.READY_PAUSE
+
+
+def _corrupt_finished_with_work_left(sim: Sim) -> None:
+    sim.run.finished, sim.run.state = True, WorkflowState.SUCCESS
+
+
+def _corrupt_two_live_attempts(sim: Sim) -> None:
+    old = sim.attempt("a")
+    sim.finish("a", F)
+    sim.fire(("retry", old.code))
+    old.state = TaskState.RUNNING_EXECUTION  # the failed attempt is live again beside its retry
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        _corrupt_active_attempt_finished,
+        _corrupt_counts,
+        _corrupt_status_behind_the_table,
+        _corrupt_ready_but_not_submitted,
+        _corrupt_retry_while_paused,
+        _corrupt_finished_with_work_left,
+        _corrupt_two_live_attempts,
+    ],
+)
+def test_validate_catches_a_corrupted_core(corrupt: Any) -> None:
+    sim = Sim(spec({"a": [], "b": ["a"]}, a={"retries": 1, "retry_interval": 1}))
+    sim.run.validate()  # sound
+    corrupt(sim)
+    with pytest.raises(CoreInvariantError):
+        sim.run.validate()
+
+
+def test_a_node_status_change_off_the_table_is_an_invalid_transition() -> None:
+    sim = Sim(spec({"a": []}))
+    node = sim.run.nodes[sim.attempt("a").code]
+    sim.finish("a")
+    with pytest.raises(InvalidTransition, match="SUCCEEDED -> FAILED"):
+        sim.run._set(node, Status.FAILED, "test")
+
+
+# -- timers and task group holding are the core's ----------------------------------------------------
+
+
+def test_the_core_keeps_the_keys_of_the_timers_it_armed() -> None:
+    sim = Sim(spec({"a": []}, a={"retries": 1, "retry_interval": 1}))
+    a = sim.attempt("a")
+    sim.finish("a", F)
+    assert sim.run.timers == {("retry", a.code)}
+    sim.apply(sim.run.handle(StopRequested()))  # the stop cancels the retry: its key goes
+    assert ("retry", a.code) not in sim.run.timers and sim.run.finished
+
+
+def test_a_logic_task_still_waiting_is_looked_at_again_by_a_timer_of_the_core() -> None:
+    sim = Sim(spec({"a": []}))
+    a = sim.attempt("a")
+    out = sim.apply(sim.run.handle(LogicWaiting(a.id, a.attempt, 7.0)))
+    assert out == [ArmTimer(("logic", a.id), 7.0, LogicCheck(a.id, a.attempt))]
+    assert ("logic", a.id) in sim.run.timers
+    assert sim.run.handle(LogicWaiting(a.id, a.attempt + 1, 7.0)) == []  # not its current attempt
+    sim.finish("a")
+    assert sim.run.handle(LogicWaiting(a.id, a.attempt, 7.0)) == []  # finished meanwhile
+
+
+def _held_sim() -> tuple[Sim, Attempt]:
+    sp = spec({"a": []})
+    run = WorkflowRun(99, sp, CONTINUE)
+    sim = Sim.__new__(Sim)
+    sim.spec, sim.run, sim.ids, sim.actions, sim.timers = sp, run, itertools.count(1), [], {}
+    sim.name = {t.code: t.name for t in sp.tasks.values()}
+    (created,) = [x for x in run.start() if isinstance(x, CreateAttempts)]
+    (a,) = created.attempts
+    run.bind(a, next(sim.ids), held=True)  # its task group is full
+    run.validate()
+    return sim, a
+
+
+def test_an_attempt_held_by_its_task_group_is_sent_once_its_slot_is_granted() -> None:
+    sim, a = _held_sim()
+    assert sim.run.held() == [a] and sim.run.is_held(a)
+    assert sim.apply(sim.run.handle(GroupSlotGranted(a.id))) == [SendAttempt(a)]
+    assert sim.run.held() == [] and sim.run.handle(GroupSlotGranted(a.id)) == []  # granted once
+
+
+def test_a_stop_drops_an_attempt_still_held_instead_of_killing_it() -> None:
+    sim, a = _held_sim()
+    out = sim.apply(sim.run.handle(StopRequested()))
+    assert CancelHeld(a) in out and not [x for x in out if isinstance(x, KillTask)]
+    assert sim.run.handle(GroupSlotGranted(a.id)) == []  # admitted after the stop: never sent
+    out = sim.apply(sim.run.handle(TaskResultEvent(a.id, a.attempt, K, -1, 0, 2)))  # the actor's KILL report
+    assert final_state(out) is WorkflowState.STOP
+
+
+def test_a_kill_decided_before_the_group_held_the_attempt_releases_it() -> None:
+    sim, a = _held_sim()
+    assert sim.run.release_held(a) and not sim.run.is_held(a) and not sim.run.release_held(a)

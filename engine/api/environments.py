@@ -23,7 +23,7 @@ import asyncpg
 
 from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Route, not_found, page
-from engine.storage.definitions import next_code
+from engine.workflows.definitions import next_code
 from engine.workflows.model import WorkflowDef
 
 #: a name a document can hold: letters, digits, ``_ . -``

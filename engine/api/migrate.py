@@ -18,8 +18,8 @@ from engine.api.routing import ApiError, Call, Route
 from engine.api.sub_workflows import check_cycles
 from engine.migrate import dolphinscheduler as ds
 from engine.migrate.dolphinscheduler_export import Codes, ExportError, export
-from engine.storage.definitions import load_spec, save_workflow
 from engine.workflows import document
+from engine.workflows.definitions import load_spec, save_workflow
 from engine.workflows.model import DefinitionError
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 255}

@@ -14,7 +14,7 @@ from engine.api.routing import PAGE, ApiError, Call, Param, Route, one, page
 from engine.config import check_keep_days
 from engine.storage import sql
 from engine.storage import tables as t
-from engine.storage.definitions import ensure_project
+from engine.workflows.definitions import ensure_project
 
 log = logs.get(__name__)
 

@@ -22,9 +22,9 @@ from aiohttp import web
 
 from core import logs
 from core.errors import PorpoiseError
+from core.schema_problem import schema_problem
 from engine.storage import sql
 from engine.storage.failures import CONNECTION_LOST
-from engine.workflows.document import schema_problem
 
 if TYPE_CHECKING:
     from engine.api.access import Rule

@@ -17,13 +17,13 @@ from typing import Any
 import asyncpg
 import jsonschema
 
+from core.schema_problem import schema_problem
 from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page, quoted, select_page
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES, RELEASE_NAMES
 from engine.api.tenants import check_tenant
 from engine.scheduling.cron import CronError, Meter, next_times, parse, zone
 from engine.scheduling.scheduler import FIRE_ALL, SKIP, set_online
-from engine.workflows.document import schema_problem
 from engine.workflows.model import name_error
 
 WARNING_TYPES = ("NONE", "SUCCESS", "FAILURE", "ALL")

@@ -24,6 +24,7 @@ from aiohttp import web
 from core import logs
 from core.errors import ConfigError, PorpoiseError
 from engine import config as config_mod
+from engine.accounts.tokens import mark_used, token_hash
 from engine.alerts.netguard import AddressPolicy
 from engine.alerts.service import AlertService
 from engine.api import (
@@ -52,6 +53,7 @@ from engine.api import (
     tenants,
     tokens,
     users,
+    waiting,
     worker_groups,
     workflow_start,
     workflows,
@@ -73,6 +75,7 @@ from engine.api.routing import (
 )
 from engine.api.tasklogs import ArchivedLogs
 from engine.config import Config, is_loopback
+from engine.datafiles import ui_dist
 from engine.metrics import CONTENT_TYPE, NodeMetrics
 from engine.node import exit_code, parse_args
 from engine.secretbox import Keyring
@@ -96,6 +99,7 @@ ROUTES: list[Route] = [
     *workflows.ROUTES,
     *workflow_start.ROUTES,
     *instances.ROUTES,
+    *waiting.ROUTES,
     *schedules.ROUTES,
     *tasks.ROUTES,
     *cluster.ROUTES,
@@ -201,7 +205,7 @@ class ApiServer:
         self.app.router.add_get("/metrics", self._metrics)
         self.app.router.add_get("/openapi.json", self._openapi)
         self.app.router.add_get("/docs", self._docs)
-        static.UiFiles(static.ui_dist(cfg.api.ui_dir)).add_routes(self.app)
+        static.UiFiles(ui_dist(cfg.api.ui_dir)).add_routes(self.app)
         self.app.on_response_prepare.append(_security_headers)
 
     # -- helpers handlers use ---------------------------------------------------------------------
@@ -323,7 +327,7 @@ class ApiServer:
         return await handler(request)
 
     async def _check_token(self, token: str) -> Principal | None:
-        digest = tokens.token_hash(token)
+        digest = token_hash(token)
         cached = self._tokens.get(digest)
         now = time.monotonic()
         if cached is not None and now - cached[0] < self.cfg.api.token_cache_seconds:
@@ -334,7 +338,7 @@ class ApiServer:
             return None
         self._tokens[digest] = (now, principal)
         if principal.token_id is not None:
-            await tokens.mark_used(self.db, principal.token_id)
+            await mark_used(self.db, principal.token_id)
         return principal
 
     async def still_allowed(self, call: Call) -> bool:

@@ -19,10 +19,10 @@ import asyncpg
 from aiohttp import web
 
 from core import logs
+from engine.accounts.passwords import verify_password
 from engine.api import access
 from engine.api.access import Principal
 from engine.api.directory import DirectoryUnavailable, DirectoryUser, grants_of
-from engine.api.passwords import verify_password
 from engine.api.routing import AUDIT_USER, PRINCIPAL, ApiError, Call, Route, json_response
 from engine.states import UserState, UserType
 

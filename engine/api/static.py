@@ -14,7 +14,6 @@ from aiohttp import web
 
 from engine.api.routing import PREFIX, ApiError
 
-CHECKOUT_DIST = Path(__file__).resolve().parents[2] / "ui" / "dist"
 IMMUTABLE = "public, max-age=31536000, immutable"
 REVALIDATE = "no-cache"
 
@@ -26,10 +25,6 @@ _NOT_BUILT = """<!doctype html><html lang="en"><head><meta charset="utf-8"><titl
 <p>The JSON API works: <a href="/docs">API reference</a>, <a href="/openapi.json">/openapi.json</a>,
 <code>{prefix}</code>.</p></body></html>
 """
-
-
-def ui_dist(configured: str) -> Path:
-    return Path(configured).resolve() if configured else CHECKOUT_DIST
 
 
 class UiFiles:

@@ -14,7 +14,7 @@ from typing import Any
 from engine.api import access
 from engine.api.routing import PAGE, ApiError, Call, Route, not_found, page
 from engine.concurrency import task_groups_sql
-from engine.storage.definitions import ensure_project
+from engine.workflows.definitions import ensure_project
 
 ADMIN_USER = 0
 _SIZE = {"type": "integer", "minimum": 0, "maximum": 1_000_000}

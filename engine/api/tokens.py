@@ -6,27 +6,23 @@ creates, lists and revokes their own tokens; an admin anyone's. Managing tokens 
 token of full rights. A token minting one for its own user is the new one's parent: the child carries the
 parent's rights or fewer, expires no later than it, and is revoked with it (``access_token.parent_id``).
 
-``ensure_user`` / ``create_token`` are what the standalone launcher and the tests call to make the first
-admin and its token directly in the database.
+The tokens as rows (``create_token``, ``ensure_user``, ``valid_token``) are engine/accounts/tokens.py's: the
+launchers make the first admin and its token with them, without the API.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import secrets
 from typing import Any
 
 import asyncpg
 
+from engine.accounts.tokens import DEFAULT_DAYS, MAX_DAYS, create_token, valid_token
 from engine.api import access
 from engine.api.access import Principal, perm_bits, perm_names
 from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page
-from engine.states import UserState, UserType
+from engine.states import UserType
 
-ADMIN = "admin"
-DEFAULT_DAYS = 90
-MAX_DAYS = 365
 _PERMS = {"type": "array", "items": {"enum": list(access.PERM_NAMES)}, "uniqueItems": True}
 _CREATE = {
     "type": "object",
@@ -52,72 +48,13 @@ _TOKEN = {
 }
 
 
-def new_token() -> str:
-    return "pp_" + secrets.token_urlsafe(32)
-
-
-def token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-async def ensure_user(conn: asyncpg.Connection, name: str = ADMIN, admin: bool = True) -> int:
-    """The id of user ``name``, created (an admin by default) when missing."""
-    return int(
-        await conn.fetchval(
-            "INSERT INTO users (user_name, user_type) VALUES ($1, $2)"
-            " ON CONFLICT (user_name) DO UPDATE SET user_name = EXCLUDED.user_name RETURNING id",
-            name,
-            0 if admin else 1,
-        )
-    )
-
-
-async def create_token(
-    conn: asyncpg.Connection,
-    user_id: int,
-    name: str,
-    expires: dt.datetime | None = None,
-    perm: int | None = None,
-    created_by: int | None = None,
-    parent: int | None = None,
-) -> tuple[int, str]:
-    token = new_token()
-    token_id = await conn.fetchval(
-        "INSERT INTO access_token (user_id, name, token_hash, expire_time, perm, created_by, parent_id)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-        user_id,
-        name,
-        token_hash(token),
-        expires,
-        perm,
-        created_by,
-        parent,
-    )
-    return int(token_id), token
-
-
 async def token_user(db: asyncpg.Pool | asyncpg.Connection, digest: str) -> Principal | None:
     """Who a token (by its hash) acts for, if it exists, has not expired and its user is enabled."""
-    row = await db.fetchrow(
-        "SELECT t.id, t.perm, u.id AS user_id, u.user_name, u.user_type FROM access_token t"
-        " JOIN users u ON u.id = t.user_id"
-        " WHERE t.token_hash = $1 AND (t.expire_time IS NULL OR t.expire_time > now())"
-        f" AND u.state = {int(UserState.ENABLED)}",
-        digest,
-    )
+    row = await valid_token(db, digest)
     if row is None:
         return None
     return Principal(
         int(row["user_id"]), row["user_name"], row["user_type"] == UserType.ADMIN, row["perm"], "token", row["id"]
-    )
-
-
-async def mark_used(db: asyncpg.Pool | asyncpg.Connection, token_id: int) -> None:
-    """Note when a token was last used (to the minute: one write per token and minute at most)."""
-    await db.execute(
-        "UPDATE access_token SET last_used_time = now() WHERE id = $1"
-        " AND (last_used_time IS NULL OR last_used_time < now() - interval '1 minute')",
-        token_id,
     )
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import asyncpg
 
+from engine.accounts.passwords import hash_password, password_problem, verify_password
 from engine.api import access
 from engine.api.access import Principal
-from engine.api.passwords import hash_password, password_problem, verify_password
 from engine.api.routing import PAGE, ApiError, Call, Route, not_found, page
 from engine.states import UserState, UserType
 

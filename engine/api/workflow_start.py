@@ -17,9 +17,9 @@ from engine.api.tenants import check_tenant
 from engine.api.workflows import workflow_row
 from engine.scheduling.backfill import BackfillError, backfill_param, chunks, list_dates, range_dates
 from engine.states import CommandType, ReleaseState
-from engine.storage.definitions import load_spec
 from engine.tasks.base import ParamError
 from engine.tasks.placing import raw_names
+from engine.workflows.definitions import load_spec
 from engine.workflows.model import name_error
 from engine.workflows.start_params import resolve_globals
 

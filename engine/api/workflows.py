@@ -16,8 +16,8 @@ from engine.api.schedules import schedule_json
 from engine.states import ReleaseState, WorkflowState
 from engine.storage import sql
 from engine.storage import tables as t
-from engine.storage.definitions import delete_workflow, load_spec, save_workflow, set_release, switch_version
 from engine.workflows import document
+from engine.workflows.definitions import delete_workflow, load_spec, save_workflow, set_release, switch_version
 from engine.workflows.model import DefinitionError
 
 _UNFINISHED = [int(s) for s in WorkflowState if not s.finished]

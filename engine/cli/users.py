@@ -136,8 +136,8 @@ def _create_in_database(args: argparse.Namespace) -> int:
     """The first admin of a fresh install (or a user while the API is down): straight into the database."""
     import asyncpg
 
+    from engine.accounts.tokens import DEFAULT_DAYS, create_token
     from engine.api.routing import ApiError
-    from engine.api.tokens import DEFAULT_DAYS, create_token
     from engine.api.users import create_user
     from engine.storage.schema import check_schema
 

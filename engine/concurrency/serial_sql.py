@@ -32,7 +32,7 @@ import asyncpg
 from core import logs
 from core.aio import BackgroundService
 from engine.concurrency.serial import Decision, Mode, Rule, admit, superseded_reason, to_wake
-from engine.states import CommandType, WorkflowState
+from engine.states import WORKFLOW_FAILOVER, CommandType, WorkflowState, code_list
 from engine.storage import state_writes
 from engine.storage.failures import DB_FAILURES
 
@@ -40,8 +40,8 @@ log = logs.get(__name__)
 
 #: advisory lock class of the per-workflow lock (two-key form: does not collide with one-key locks)
 _LOCK_CLASS = 0x5E41
-#: instance states counted as active runs
-ACTIVE = [0, 1, 2, 4, 12]
+#: instance states counted as active runs: the unfinished ones a failover takes over
+ACTIVE = code_list(WORKFLOW_FAILOVER)
 WAIT = int(WorkflowState.SERIAL_WAIT)
 STOP = int(WorkflowState.STOP)
 RECOVER_SERIAL_WAIT = int(CommandType.RECOVER_SERIAL_WAIT)

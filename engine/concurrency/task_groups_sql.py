@@ -161,6 +161,32 @@ async def holding(pool: asyncpg.Pool, task_instance_ids: Sequence[int]) -> list[
     return [(int(r[0]), int(r[1])) for r in rows]
 
 
+async def queue_places(
+    pool: asyncpg.Pool, task_instance_ids: Sequence[int]
+) -> dict[int, tuple[str, int, int, int, int]]:
+    """Where these waiting attempts stand in their group's queue: task instance id -> (group name, position
+    (1 = admitted next; the queue's order: priority, then first come), waiting rows, slots used, size)."""
+    rows = await pool.fetch(
+        "SELECT m.task_instance_id, g.name, g.group_size,"
+        " (SELECT count(*) FROM task_group_queue q WHERE q.task_group_id = m.task_group_id AND q.status = $2"
+        "   AND (q.priority > m.priority OR (q.priority = m.priority AND q.id <= m.id))) AS position,"
+        " (SELECT count(*) FROM task_group_queue q WHERE q.task_group_id = m.task_group_id AND q.status = $2)"
+        "   AS queued,"
+        " (SELECT coalesce(sum(q.slots), 0) FROM task_group_queue q WHERE q.task_group_id = m.task_group_id"
+        "   AND q.status = $3) AS used"
+        " FROM task_group_queue m JOIN task_group g ON g.id = m.task_group_id"
+        " WHERE m.task_instance_id = ANY($1::bigint[]) AND m.status = $2",
+        list(task_instance_ids),
+        WAITING,
+        HOLDING,
+    )
+    return {
+        int(r["task_instance_id"]): (r["name"], int(r["position"]), int(r["queued"]), int(r["used"]),
+                                     int(r["group_size"]))
+        for r in rows
+    }  # fmt: skip
+
+
 class GroupListener(BackgroundService):
     """LISTENs on the task group channel and hands admissions to ``deliver(workflow instance id, task
     instance id)``; every ``interval`` seconds runs :func:`repair` and re-checks ``waiting()`` (the

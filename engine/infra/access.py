@@ -15,8 +15,8 @@ from pathlib import Path
 
 import asyncpg
 
-from engine.api.passwords import hash_password, verify_password
-from engine.api.tokens import ADMIN, MAX_DAYS, create_token, ensure_user, token_hash, token_user
+from engine.accounts.passwords import hash_password, verify_password
+from engine.accounts.tokens import ADMIN, MAX_DAYS, create_token, ensure_user, token_hash, valid_token
 from engine.client import write_client_file
 
 
@@ -32,7 +32,7 @@ async def ensure_client_file(conn: asyncpg.Connection, client_path: Path, api_ur
     password: it signs in with this token; ``porpoise user passwd admin`` sets one). Runs before any node
     starts (asyncio.run in the launcher's thread): blocking file I/O is fine here."""
     token = previous_token(client_path)
-    if not token or await token_user(conn, token_hash(token)) is None:
+    if not token or await valid_token(conn, token_hash(token)) is None:
         user_id = await ensure_user(conn)
         expires = dt.datetime.now(dt.UTC) + dt.timedelta(days=MAX_DAYS)  # made again once it has expired
         _, token = await create_token(conn, user_id, name, expires)

@@ -20,6 +20,7 @@ import asyncpg
 
 from core import logs
 from core.aio import cancel_until_done
+from engine.clocks import now_ms
 from engine.master.logic_runner import LogicRunner
 from engine.master.store import FencedOut, MasterStore, NewAttempt, RunContext, TaskUpdate, WriteBatch
 from engine.master.wheel import StateWheel
@@ -29,19 +30,22 @@ from engine.master.workflow_messages import (
     ArmTimer,
     Attempt,
     CancelDispatch,
+    CancelHeld,
     CancelTimer,
     ControlChild,
     CreateAttempts,
+    GroupSlotGranted,
     KillTask,
     PersistTask,
     RaiseAlert,
     RunLogic,
+    SendAttempt,
     SetWorkflowState,
     TaskResultEvent,
 )
 from engine.scheduling.backfill import BACKFILL_ID, LEGACY_DATES, next_param, position
 from engine.states import CommandType, TaskState, WorkflowState
-from engine.storage.definitions import WorkflowSpec
+from engine.workflows.definitions import WorkflowSpec
 from rpc.messages import TaskDispatch
 
 log = logs.get(__name__)
@@ -122,8 +126,8 @@ class DispatchRequest:
 
 
 @dataclass(frozen=True)
-class GroupAdmitted:
-    """A waiting attempt was admitted by its task group: dispatch it now."""
+class DelayDue:
+    """A delayed attempt's delay (its task's ``delay_time``) is over: dispatch it now."""
 
     task_instance_id: int
 
@@ -152,6 +156,7 @@ class WorkflowActor:
         group_waiting: frozenset[int] = frozenset(),
         cancel_dispatch: Callable[[WorkflowActor], None] | None = None,
         context_ttl: float = CONTEXT_TTL,
+        validate: bool = False,
     ) -> None:
         self.info = info
         self.spec = spec
@@ -169,11 +174,12 @@ class WorkflowActor:
         self.fenced = False
         #: ended by an unexpected error (not fenced, not stopped): to be recovered
         self.crashed = False
-        self._timers: set[tuple[Any, ...]] = set()
         self._kills: set[asyncio.Task[Any]] = set()
         self.logic = LogicRunner(self, logic_interval, control, max_sub_workflow_depth)
-        #: attempts waiting in their task group's queue (not dispatched): task instance id -> attempt
-        self.group_waiting: dict[int, Attempt] = {}
+        #: attempts held for their task's delay_time: task instance id -> (attempt, due in epoch ms)
+        self.delayed: dict[int, tuple[Attempt, int]] = {}
+        #: attempts created with a delay not yet sent: task instance id -> until when (epoch ms)
+        self._delay_until: dict[int, int] = {}
         #: taken over still waiting in their group's queue: held from the start (they keep their place)
         self._restored_waiting = group_waiting
         #: the project's parameters and the tasks' environments, read once when the actor starts
@@ -184,10 +190,17 @@ class WorkflowActor:
         self._context_ttl = context_ttl
         #: whether any task of the definition takes task group slots (else a write releases none)
         self._grouped = any(t.task_group_id for t in spec.tasks.values())
+        #: check the core's invariants after every batch (debug.validate_core: tests, never production)
+        self._validate = validate
 
     @property
     def id(self) -> int:
         return self.info.id
+
+    @property
+    def group_waiting(self) -> dict[int, Attempt]:
+        """The attempts waiting in their task group's queue (not dispatched), by task instance id."""
+        return {a.id: a for a in self.run.held()}
 
     # -- inbox ------------------------------------------------------------------------------------
 
@@ -223,33 +236,22 @@ class WorkflowActor:
                 if self.info.run_times > 1 or self.info.recovery:
                     # attempts of earlier runs keep their numbers: new ones continue after them
                     for code, top in (await self.store.attempt_floors(self.info.id)).items():
-                        self.run.floors[code] = max(self.run.floors.get(code, 0), top)
+                        self.run.raise_floor(code, top)
                 # read once per run, not per dispatch (a change reaches the runs started after it), while the
                 # first write goes to the database: the first dispatch waits for it (_send_all)
                 self._context_read = asyncio.ensure_future(self._read_context())
                 self._context_at = time.monotonic()
                 await self._restore_group_waiting()
-                await self._perform(self.run.start(), [])
+                await self._perform(self.run.start(time.time()), [])
+                if self._validate:
+                    self.run.validate()
                 while not self.run.finished:
                     batch = [await self.queue.get()]
                     while not self.queue.empty():
                         batch.append(self.queue.get_nowait())
-                    actions: list[Action] = []
-                    admitted: list[int] = []
-                    try:
-                        for posted in batch:
-                            if isinstance(posted.event, GroupAdmitted):
-                                admitted.append(posted.event.task_instance_id)
-                            else:
-                                actions += self.run.handle(posted.event)
-                    except Exception:  # an illegal transition: nothing of the batch is persisted or acknowledged
-                        self._refuse(batch)
-                        raise
-                    await self._perform(actions, batch)
-                    for tid in admitted:
-                        a = self.group_waiting.pop(tid, None)
-                        if a is not None and self.run.current.get(a.code) is a and not a.state.finished:
-                            await self._send(a)
+                    due: list[int] = []
+                    await self._perform(self._handle(batch, due), batch)
+                    await self._release_delayed(due)
                 final = self.run.state
                 log.info("workflow finished", state=final.name)
             except FencedOut as exc:
@@ -273,19 +275,46 @@ class WorkflowActor:
                 self.task = None
                 self._on_finished(self, final)
 
+    def _handle(self, batch: list[_Posted], due: list[int]) -> list[Action]:
+        """The core's actions for a batch of events, all at one time of the clock; the task group admissions
+        go last (a stop in the same batch drops an attempt still held rather than sending it). The delays
+        that ended are collected into ``due`` (the actor sends those attempts after the batch's writes)."""
+        actions: list[Action] = []
+        now = time.time()
+        try:
+            for posted in batch:
+                if isinstance(posted.event, DelayDue):
+                    due.append(posted.event.task_instance_id)
+                elif not isinstance(posted.event, GroupSlotGranted):
+                    actions += self.run.handle(posted.event, now)
+            for posted in batch:
+                if isinstance(posted.event, GroupSlotGranted):
+                    actions += self.run.handle(posted.event, now)
+            if self._validate:
+                self.run.validate()
+        except Exception:  # an illegal transition: nothing of the batch is persisted or acknowledged
+            self._refuse(batch)
+            raise
+        return actions
+
+    async def _release_delayed(self, due: list[int]) -> None:
+        """Send the held attempts whose delay is over, still current and unfinished."""
+        for tid in due:
+            a = self.delayed.pop(tid, (None, 0))[0]
+            if a is not None and self.run.is_current(a) and not a.state.finished and not self.run.is_held(a):
+                await self._send(a)
+
     async def _restore_group_waiting(self) -> None:
         """Hold the taken-over attempts still queued in their task group; send those admitted meanwhile
         (the listener delivers later admissions)."""
-        for tid in self._restored_waiting:
-            a = self.run.by_id.get(tid)
-            if a is not None and self.run.current.get(a.code) is a and a.state is TaskState.SUBMITTED_SUCCESS:
-                self.group_waiting[tid] = a
-        if self.group_waiting:
-            log.info("waiting for task group slots (taken over)", task_instance_ids=sorted(self.group_waiting))
-            for _, tid in await self.store.group_holding(list(self.group_waiting)):
-                a = self.group_waiting.pop(tid, None)
-                if a is not None:
-                    await self._send(a)
+        self.run.hold(self._restored_waiting)
+        held = sorted(a.id for a in self.run.held())
+        if held:
+            log.info("waiting for task group slots (taken over)", task_instance_ids=held)
+            now, actions = time.time(), []
+            for _, tid in await self.store.group_holding(held):
+                actions += self.run.handle(GroupSlotGranted(tid, "admitted meanwhile"), now)
+            await self._perform(actions, [])
 
     @staticmethod
     def _refuse(batch: list[_Posted]) -> None:
@@ -339,36 +368,36 @@ class WorkflowActor:
             except BaseException:  # fenced out, failed, or cancelled (the master stops): not acknowledged
                 self._refuse(batch)
                 raise
+            grouped = {write.new_attempts[i].task_code for i, *_ in write.group_requests}
             for a, ti in zip(created, ids, strict=True):
-                self.run.bind(a, ti)
+                held = a.code in grouped and ti not in write.admitted  # its group is full: GroupSlotGranted sends it
+                self.run.bind(a, ti, held)
+                if held:
+                    log.info("waiting for a task group slot", task_instance_id=ti,
+                             task_group=self.spec.tasks[a.code].task_group)  # fmt: skip
         for posted in batch:
             if posted.done is not None and not posted.done.done():
                 posted.done.set_result(True)
-        grouped = {write.new_attempts[i].task_code for i, *_ in write.group_requests}
-        ready: list[Attempt] = []
-        for a in created:
-            if a.code in grouped and a.id not in write.admitted:
-                self.group_waiting[a.id] = a  # its group is full: GroupAdmitted sends it
-                log.info("waiting for a task group slot", task_instance_id=a.id,
-                         task_group=self.spec.tasks[a.code].task_group)  # fmt: skip
-                continue
-            ready.append(a)
-        await self._send_all(ready)
+        self._note_delays(created)
+        await self._send_all([a for a in created if not self.run.is_held(a)])
         for action in after:
             if isinstance(action, ArmTimer):
-                self._timers.add(action.key)
                 self.wheel.arm((self.info.id, *action.key), action.delay, self, action.event)
             elif isinstance(action, CancelTimer):
-                self._timers.discard(action.key)
                 self.wheel.cancel((self.info.id, *action.key))
             elif isinstance(action, CancelDispatch):
                 if self._cancel_dispatch is not None:
                     self._cancel_dispatch(self)
-            elif isinstance(action, KillTask) and action.attempt.id in self.group_waiting:
-                a = self.group_waiting.pop(action.attempt.id)  # never dispatched: nothing to kill
-                now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
+            elif isinstance(action, SendAttempt):
+                await self._send(action.attempt)
+            elif isinstance(action, CancelHeld) or (
+                isinstance(action, KillTask) and self.run.release_held(action.attempt)
+            ):
+                a = action.attempt  # never dispatched: nothing to kill
                 message = "stopped while waiting for its task group"
-                self.post(TaskResultEvent(a.id, a.attempt, TaskState.KILL, -1, 0, now_ms, message=message))
+                self.post(TaskResultEvent(a.id, a.attempt, TaskState.KILL, -1, 0, now_ms(), message=message))
+            elif isinstance(action, KillTask) and action.attempt.id in self.delayed:
+                self._drop_delayed(action.attempt.id)
             elif isinstance(action, KillTask) and action.attempt.code in self.run.logic:
                 self.logic.spawn(self.logic.stop(action.attempt, "stop"))
             elif isinstance(action, KillTask):
@@ -390,7 +419,7 @@ class WorkflowActor:
         else:
             return []
         failed = sorted(
-            ((self.spec.tasks[a.code].name, a) for a in self.run.current.values() if a.state is TaskState.FAILURE),
+            ((self.spec.tasks[a.code].name, a) for a in self.run.attempts() if a.state is TaskState.FAILURE),
             key=lambda item: item[0],
         )
         detail = f"; failed tasks: {', '.join(name for name, _ in failed)}" if failed else ""
@@ -421,17 +450,12 @@ class WorkflowActor:
             return None
         return next_param(param, at), [dt.datetime.fromisoformat(d) for d in at.legacy_dates[1:]]
 
-    def arm(self, key: tuple[Any, ...], delay: float, event: Any) -> None:
-        """Deliver ``event`` to this actor after ``delay`` seconds (re-arming the same key replaces it)."""
-        if self.task is None:
-            return
-        self._timers.add(key)
-        self.wheel.arm((self.info.id, *key), delay, self, event)
-
     def _cancel_timers(self) -> None:
-        for key in self._timers:
+        """Cancel every timer the run armed (the core keeps their keys) and the delays' (this actor's)."""
+        for key in self.run.timers:
             self.wheel.cancel((self.info.id, *key))
-        self._timers.clear()
+        for tid in self.delayed:
+            self.wheel.cancel((self.info.id, "delay", tid))
 
     # -- attempts ---------------------------------------------------------------------------------
 
@@ -475,9 +499,36 @@ class WorkflowActor:
             # `porpoise secrets prune-keys` must not leave it holding a value sealed with a dropped key
             self._context_at = time.monotonic()
             self.context = await self._read_context()
+        attempts = [a for a in attempts if not self._hold_for_delay(a)]
         requests = [r for a in attempts if (r := await self._request(a)) is not None]
         for request in requests:
             self._dispatch(request)
+
+    def _note_delays(self, created: list[Attempt]) -> None:
+        """Attempts of tasks with a delay_time start that long after they were created (DolphinScheduler
+        counts from the task's first submission: a retry does not wait again)."""
+        for a in created:
+            delay = self.spec.tasks[a.code].delay_time
+            if delay > 0 and a.retry_times == 0 and a.code not in self.run.logic:
+                self._delay_until[a.id] = now_ms() + delay * 60_000
+
+    def _drop_delayed(self, task_instance_id: int) -> None:
+        """A stop reached an attempt still waiting for its delay: never dispatched, it ends KILL here."""
+        a, _ = self.delayed.pop(task_instance_id)
+        self.wheel.cancel((self.info.id, "delay", a.id))
+        message = "stopped while waiting for its delay"
+        self.post(TaskResultEvent(a.id, a.attempt, TaskState.KILL, -1, 0, now_ms(), message=message))
+
+    def _hold_for_delay(self, a: Attempt) -> bool:
+        """Whether ``a`` waits for its task's delay_time first (then a timer sends it: DelayDue)."""
+        until = self._delay_until.pop(a.id, 0)
+        left = until - now_ms()
+        if left <= 0:
+            return False
+        self.delayed[a.id] = (a, until)
+        self.wheel.arm((self.info.id, "delay", a.id), left / 1000, self, DelayDue(a.id))
+        log.info("waiting for its delay", task_instance_id=a.id, delay_ms=left)
+        return True
 
     async def _request(self, a: Attempt) -> DispatchRequest | None:
         if a.code in self.run.logic:

@@ -27,8 +27,8 @@ from engine.master.store import MasterStore
 from engine.master.workflow_messages import Attempt
 from engine.scheduling.backfill import position
 from engine.states import CLAIMABLE, RESTART_FROM, CommandType, WorkflowState
-from engine.storage.definitions import ONLINE, WorkflowSpec, load_spec
 from engine.storage.failures import DB_FAILURES
+from engine.workflows.definitions import ONLINE, WorkflowSpec, load_spec
 from engine.workflows.model import DefinitionError, instance_name
 from engine.workflows.start_params import resolve_globals
 

@@ -119,6 +119,9 @@ class Dispatcher:
         self._heard: dict[str, float] = {}
         #: worker address -> attempts sent to it whose reply has not come
         self._inflight: dict[str, int] = {}
+        #: worker address -> the reason of its last refusal (written only when a refusal makes an attempt
+        #: wait: what "why isn't it running?" shows; engine/master/waiting.py)
+        self.refusals: dict[str, str] = {}
         self._wake = asyncio.Event()
         self._slots = asyncio.Semaphore(concurrency)
         self._task: asyncio.Task[None] | None = None
@@ -188,6 +191,15 @@ class Dispatcher:
             heapq.heappush(self._heap, r)
         if moved:
             self._wake.set()
+
+    def place(self, task_instance_id: int, group: str) -> str:
+        """Where an attempt is here: "waiting" (no worker had room), "queued" (about to be sent) or ""
+        (not here: being sent, or not handed over yet). A scan, for a user's question only."""
+        if any(r.message.task_instance_id == task_instance_id for r in self._waiting.get(group, ())):
+            return "waiting"
+        if any(r.message.task_instance_id == task_instance_id for r in self._heap):
+            return "queued"
+        return ""
 
     def _wait(self, request: DispatchRequest) -> None:
         heapq.heappush(self._waiting.setdefault(request.worker_group, []), request)
@@ -312,6 +324,7 @@ class Dispatcher:
             else:
                 if one is not None:
                     self._count("dispatch_refusals")
+                    self.refusals[host] = one.reason
                 again.append(request)
         # refused, or certainly not delivered: each tries the other workers on its own
         await asyncio.gather(*(self._send(r, tried={host}) for r in again))
@@ -412,6 +425,7 @@ class Dispatcher:
                 self._accepted(request, host, reply.incarnation)
                 return
             self._count("dispatch_refusals")
+            self.refusals[host] = reply.reason
             log.debug(
                 "worker refused",
                 worker=host,

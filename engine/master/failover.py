@@ -33,7 +33,7 @@ from engine.master.commands import DefinitionCache, Starting
 from engine.master.store import CommitUnknown, FencedOut, MasterStore, WriteBatch
 from engine.master.workflow_messages import Attempt, WorkerLost
 from engine.states import TaskState, WorkflowState
-from engine.storage.definitions import WorkflowSpec
+from engine.workflows.definitions import WorkflowSpec
 from engine.storage.failures import DB_FAILURES
 from engine.tasks.registry import LOGIC_TYPES
 from engine.workflows.model import DefinitionError

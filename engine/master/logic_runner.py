@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from core import logs
 from engine.clocks import now_ms
 from engine.master.store import FencedOut
-from engine.master.workflow import FAILED, WARNFAILED
-from engine.master.workflow_messages import Attempt, LogicCheck, TaskResultEvent, TaskRunningEvent
+from engine.master.workflow import FAILED, WARNFAILED, Status
+from engine.master.workflow_messages import Attempt, LogicCheck, LogicWaiting, TaskResultEvent, TaskRunningEvent
 from engine.scheduling import dependent
 from engine.states import TaskState, WorkflowState
 from engine.workflows import logic
@@ -87,17 +87,17 @@ class LogicRunner:
                 outcome = await self._dependent(a)
                 wait = float(task.params.get("check_interval", 10))
             if outcome is None:
-                actor.arm(("logic", a.id), wait, LogicCheck(a.id, a.attempt))
+                actor.post(LogicWaiting(a.id, a.attempt, wait))
             else:
                 self._finish(a, *outcome)
         except FencedOut:
             actor.post(LogicCheck(a.id, a.attempt))  # the actor's next write finds out and stops
         except (OSError, TimeoutError) as exc:
             log.warning("logic task check failed; retrying", task_instance_id=a.id, error=str(exc))
-            actor.arm(("logic", a.id), self.interval, LogicCheck(a.id, a.attempt))
+            actor.post(LogicWaiting(a.id, a.attempt, self.interval))
         except Exception as exc:  # database errors and the like: look again later
             log.warning("logic task check failed; retrying", task_instance_id=a.id, error=repr(exc))
-            actor.arm(("logic", a.id), self.interval, LogicCheck(a.id, a.attempt))
+            actor.post(LogicWaiting(a.id, a.attempt, self.interval))
 
     async def stop(self, a: Attempt, action: str) -> None:
         """``stop`` (a kill) or ``pause`` of a logic attempt: a child workflow gets the same request and
@@ -139,10 +139,10 @@ class LogicRunner:
         if task.task_type == logic.CONDITIONS:
             outcome = {}
             for up in spec.dag.upstream[a.code]:
-                cur = run.current.get(up)
+                cur = run.current_of(up)
                 if cur is not None and cur.state.succeeded:
                     outcome[spec.tasks[up].name] = "SUCCESS"
-                elif up in run.failed or up in run.handled:
+                elif run.status(up) in (Status.FAILED, Status.HANDLED):
                     outcome[spec.tasks[up].name] = "FAILURE"
             skip = logic.conditions_skip(task.params, outcome)
             return TaskState.SUCCESS, tuple(by_name[n] for n in skip), f"conditions {outcome}"

@@ -30,7 +30,8 @@ from core.text import storable, storable_json
 from engine.clocks import check_skew
 from engine.concurrency.serial_sql import SerialRepair
 from engine.concurrency.task_groups_sql import GroupListener
-from engine.master.actor import DispatchRequest, GroupAdmitted, InstanceInfo, WorkflowActor
+from engine.master import waiting
+from engine.master.actor import DispatchRequest, InstanceInfo, WorkflowActor
 from engine.master.commands import Claimed, CommandPoller, DefinitionCache
 from engine.master.dispatcher import Dispatcher
 from engine.master.failover import FailoverService
@@ -43,6 +44,7 @@ from engine.master.workflow import WorkflowRun, scope_for
 from engine.master.workflow_messages import (
     RERUN_ON_RESUME,
     Attempt,
+    GroupSlotGranted,
     LogicCheck,
     PauseRequested,
     StopRequested,
@@ -54,9 +56,9 @@ from engine.resources import catalog
 from engine.scheduling.scheduler import Scheduler
 from engine.states import CommandType, TaskState, WorkflowState
 from engine.storage.blobs import BlobError, BlobNotFound, BlobStore, blob_store
-from engine.storage.definitions import WorkflowSpec
 from engine.storage.failures import DB_FAILURES
 from engine.storage.pool import connect_pool, database_reachable
+from engine.workflows.definitions import WorkflowSpec
 from registry import MASTER, ChangeKind, HeartbeatSource, LoadLimits, NodeChange, NodeId, SessionState, SlotTracker
 from rpc.errors import BadRequest, RpcError
 from rpc.messages import (
@@ -72,6 +74,8 @@ from rpc.messages import (
     TaskReportsReply,
     TaskResult,
     TaskRunning,
+    WaitingReasons,
+    WaitingReply,
     WorkflowControl,
 )
 
@@ -140,6 +144,7 @@ class Master(Node):
             (CacheExpire, self.on_cache_expire),
             (SubWorkflowDone, self.on_sub_workflow_done),
             (ResourceFetch, self.on_resource_fetch),
+            (WaitingReasons, self.on_waiting_reasons),
         ):
             self.rpc_server.register(msg_cls, handler)
         self.metrics.gauge("actors", lambda: len(self.actors))
@@ -367,6 +372,7 @@ class Master(Node):
             group_waiting=group_waiting,
             cancel_dispatch=self._cancel_dispatch,
             context_ttl=self.cfg.master.run_context_ttl,
+            validate=self.cfg.debug.validate_core,
         )
         self.actors[info.id] = actor
         actor.start()
@@ -414,7 +420,7 @@ class Master(Node):
     def _group_admitted(self, workflow_instance_id: int, task_instance_id: int) -> None:
         actor = self.actors.get(workflow_instance_id)
         if actor is not None and task_instance_id in actor.group_waiting:
-            actor.post(GroupAdmitted(task_instance_id))
+            actor.post(GroupSlotGranted(task_instance_id))
 
     def _preempt(self, instance_ids: list[int]) -> None:
         """Runs a SERIAL_PRIORITY run is waiting for: stop them wherever they run."""
@@ -620,6 +626,14 @@ class Master(Node):
         if (before in _CONTROL_TO[msg.action] and not again) or after not in _CONTROL_TO[msg.action]:
             return ControlReply(False, f"the instance is {after.name}")
         return ControlReply(True)
+
+    async def on_waiting_reasons(self, msg: WaitingReasons) -> WaitingReply:
+        """Why the instance's tasks that are not running yet wait (the web UI's "why isn't it running?")."""
+        actor = self.actors.get(msg.workflow_instance_id)
+        if actor is None or actor.task is None:
+            return WaitingReply(False)
+        tasks = await waiting.reasons(actor, self.dispatcher, self.wheel, self.pool)
+        return WaitingReply(True, actor.run.state.name, tasks)
 
     async def on_sub_workflow_done(self, msg: SubWorkflowDone) -> Done:
         actor = self.actors.get(msg.workflow_instance_id)

@@ -17,9 +17,11 @@ sent twice could insert a second alert or a second backfill command).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import random
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +55,8 @@ log = logs.get(__name__)
 
 #: a transaction PostgreSQL rolled back whole to resolve a conflict: nothing applied, safe to send again
 ROLLED_BACK = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+#: a master's address that may be written into SQL text as it is (a host name or IP address and a port)
+_PLAIN_ADDRESS = re.compile(r"[A-Za-z0-9.:_\[\]-]+")
 
 
 class FencedOut(StorageError):
@@ -184,6 +188,9 @@ class MasterStore:
     def __init__(self, pool: asyncpg.Pool, me: str) -> None:
         self.pool = pool
         self.me = me
+        #: this master's address as an SQL literal, for the write's first round trip (None: the address has
+        #: characters other than those of a host and port, and the lock goes as a statement of its own)
+        self._me_literal = f"'{me}'" if _PLAIN_ADDRESS.fullmatch(me) else None
 
     # -- commands ---------------------------------------------------------------------------------
 
@@ -229,9 +236,25 @@ class MasterStore:
         ids: list[int] = []
         try:
             async with self.pool.acquire() as conn:
-                async with conn.transaction():
-                    ids = await self._apply(conn, instance_id, epoch, batch)
-                    applied = True
+                if self._me_literal is None:
+                    async with conn.transaction():
+                        await self._lock_owned(conn, instance_id, epoch)
+                        ids = await self._apply(conn, instance_id, batch)
+                        applied = True
+                else:
+                    try:
+                        await self._begin_owned(conn, instance_id, epoch)
+                        ids = await self._apply(conn, instance_id, batch)
+                        applied = True
+                        await conn.execute("COMMIT")
+                    except BaseException as exc:
+                        # a COMMIT that failed leaves no transaction, a lost connection none to end; else it
+                        # is rolled back here (if that fails too, the pool's release rolls it back)
+                        if not applied and not isinstance(exc, CONNECTION_LOST):
+                            with contextlib.suppress(Exception):
+                                if conn.is_in_transaction():
+                                    await conn.execute("ROLLBACK")
+                        raise
                 committed = True
         except CONNECTION_LOST as exc:
             if committed:
@@ -266,9 +289,19 @@ class MasterStore:
                 await asyncio.sleep(pause)
                 delay = min(delay * 2, max_delay)
 
-    async def _apply(self, conn: asyncpg.Connection, instance_id: int, epoch: int, batch: WriteBatch) -> list[int]:
-        """Inside the write's transaction: the ownership lock, then the batch's statements."""
-        await self._lock_owned(conn, instance_id, epoch)
+    async def _begin_owned(self, conn: asyncpg.Connection, instance_id: int, epoch: int) -> None:
+        """BEGIN and :meth:`_lock_owned` in one round trip (one simple query of two statements, its values
+        inlined: integers, and this master's address checked to be a plain host and port)."""
+        status = await conn.execute(
+            f"BEGIN; SELECT 1 FROM workflow_instance WHERE id = {int(instance_id)} AND host = {self._me_literal}"
+            f" AND epoch = {int(epoch)} FOR NO KEY UPDATE"
+        )
+        if status != "SELECT 1":
+            await conn.execute("ROLLBACK")
+            raise FencedOut(f"workflow instance {instance_id} is no longer owned by {self.me} at epoch {epoch}")
+
+    async def _apply(self, conn: asyncpg.Connection, instance_id: int, batch: WriteBatch) -> list[int]:
+        """Inside the write's transaction, once the instance row is locked as ours: the batch's statements."""
         if batch.workflow_state is not None or batch.workflow_var_pool is not None:
             await conn.execute(
                 "UPDATE workflow_instance SET state = coalesce($2, state),"

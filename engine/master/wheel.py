@@ -50,6 +50,11 @@ class StateWheel:
         if self._heap[0][2] == key:
             self._wake.set()
 
+    def due(self, key: Hashable) -> float | None:
+        """When ``key`` is due (on ``clock``), or None when it is not armed."""
+        timer = self._timers.get(key)
+        return None if timer is None else timer.due
+
     def cancel(self, key: Hashable) -> None:
         self._timers.pop(key, None)
         if len(self._heap) > 64 and len(self._heap) > 4 * len(self._timers):

@@ -1,11 +1,12 @@
 """The pure core of a running workflow instance: events in, actions out.
 
-``WorkflowRun`` owns the DAG state of one instance — the current attempt of every task, pending
-retries, failed and blocked nodes — and maps each event (a worker report, a timer, a stop request)
-to a list of actions (create attempts, persist a task change, kill, arm a timer, set the workflow
-state). It does no I/O and awaits nothing; the actor (actor.py) performs the actions and feeds
-async outcomes back as events. State changes go through the transition tables in states.py and are
-recorded in a bounded story for debugging.
+``WorkflowRun`` owns the DAG state of one instance — one ``TaskNode`` per task, holding its status and
+current attempt — and maps each event (a worker report, a timer, a stop request) at a time given to it
+(it reads no clock) to a list of actions (create attempts, persist a task change, kill, arm a timer, set
+the workflow state). It does no I/O and awaits nothing; the actor (actor.py) performs the actions and
+feeds async outcomes back as events. Attempt states change through the transition tables in states.py,
+node statuses through ``NODE_TRANSITIONS``; both are recorded in a bounded story for debugging, and
+``validate()`` checks the invariants that tie them together.
 
 Semantics follow DolphinScheduler 3.1: a task runs when all its upstream tasks succeeded; a failed
 task is retried ``retries`` times after ``retry_interval`` minutes as a new attempt; when retries are
@@ -19,7 +20,8 @@ upstream tasks instead (WorkflowExecuteRunnable.setIndirectDepList), and it coun
 from __future__ import annotations
 
 import collections
-import time
+import enum
+from dataclasses import dataclass
 from typing import Any
 
 from core import logs
@@ -33,19 +35,23 @@ from engine.master.workflow_messages import (
     ArmTimer,
     Attempt,
     CancelDispatch,
+    CancelHeld,
     CancelTimer,
     ControlChild,
     CreateAttempts,
     DispatchLost,
     Event,
+    GroupSlotGranted,
     KillResend,
     KillTask,
     LogicCheck,
+    LogicWaiting,
     PauseRequested,
     PersistTask,
     RaiseAlert,
     RetryDue,
     RunLogic,
+    SendAttempt,
     SetWorkflowState,
     StopRequested,
     TaskDispatched,
@@ -63,8 +69,8 @@ from engine.states import (
     check_task,
     check_workflow,
 )
-from engine.storage.definitions import TaskSpec, WorkflowSpec
 from engine.tasks.registry import LOGIC_TYPES
+from engine.workflows.definitions import TaskSpec, WorkflowSpec
 
 log = logs.get(__name__)
 
@@ -74,6 +80,84 @@ WARN, FAILED, WARNFAILED = 0, 1, 2
 TIMEOUT_FAILED = 1
 #: seconds between the kills a stopping run sends again to the attempts whose results have not arrived
 KILL_RESEND = 5.0
+
+
+class Status(enum.IntEnum):
+    """Where one task stands in its run (its current attempt's own state is ``TaskNode.attempt.state``; an
+    IntEnum for speed: its hash and the counts' list index are C-level)."""
+
+    #: no attempt in this run yet: waiting for its upstream tasks (or outside the run's scope)
+    NEW = 0
+    #: taken back with an attempt that runs again from scratch (a resume's KILL tasks, a recovery's failed ones)
+    RERUN = 1
+    #: taken back with an attempt lost with its worker (NEED_FAULT_TOLERANCE): start() runs it again
+    LOST = 2
+    #: taken back failed with retries left: start() re-arms its retry (or runs it at once when overdue)
+    ADOPTED_RETRY = 3
+    #: its current attempt is queued, dispatched or running
+    ACTIVE = 4
+    #: its attempt failed with retries left: waiting for the retry timer
+    RETRY_WAIT = 5
+    SUCCEEDED = 6
+    #: failed for good (no retry left, killed, or its retry cancelled by a stop)
+    FAILED = 7
+    #: failed for good into a CONDITIONS task: that task decides, the workflow does not fail for it
+    HANDLED = 8
+    #: its attempt ended and nothing follows in this run (a retry cancelled by a pause, taken back paused)
+    ENDED = 9
+    #: on a branch a CONDITIONS or SWITCH task did not take (or only such tasks lead to it)
+    SKIPPED = 10
+
+
+class CoreInvariantError(AssertionError):
+    """The run's state broke one of its invariants (``WorkflowRun.validate``): a defect of the core."""
+
+
+_N = Status
+#: the statuses a node may move to from each status (adoption sets the first status of a taken-back task)
+NODE_TRANSITIONS: dict[Status, frozenset[Status]] = {
+    _N.NEW: frozenset({_N.ACTIVE, _N.SKIPPED}),
+    _N.RERUN: frozenset({_N.ACTIVE, _N.FAILED, _N.HANDLED, _N.SKIPPED}),
+    _N.LOST: frozenset({_N.ACTIVE, _N.FAILED, _N.HANDLED}),
+    _N.ADOPTED_RETRY: frozenset({_N.ACTIVE, _N.RETRY_WAIT, _N.FAILED, _N.ENDED}),
+    _N.ACTIVE: frozenset({_N.ACTIVE, _N.RETRY_WAIT, _N.SUCCEEDED, _N.FAILED, _N.HANDLED}),
+    _N.RETRY_WAIT: frozenset({_N.ACTIVE, _N.FAILED, _N.ENDED}),
+    _N.SUCCEEDED: frozenset(),
+    _N.FAILED: frozenset(),
+    _N.HANDLED: frozenset(),
+    _N.ENDED: frozenset(),
+    _N.SKIPPED: frozenset(),
+}
+#: statuses only a taken-back run has before its start()
+_ADOPTED = frozenset({_N.LOST, _N.ADOPTED_RETRY})
+#: taken back with an attempt lost with its worker: start() runs it again (or fails it, when stopping)
+_ADOPTED_LOST = frozenset({_N.LOST, _N.RERUN})
+_UPSTREAM_OK = frozenset({_N.SUCCEEDED, _N.SKIPPED})
+#: what a CONDITIONS task waits for: every upstream task decided, whatever its result
+_UPSTREAM_DECIDED = frozenset({_N.SUCCEEDED, _N.SKIPPED, _N.FAILED, _N.HANDLED})
+#: a task in one of these counts as done for the run's SUCCESS
+_DONE = frozenset({_N.SUCCEEDED, _N.SKIPPED, _N.HANDLED})
+_SUBMITTABLE = frozenset({_N.NEW, _N.RERUN})
+
+
+@dataclass(slots=True, eq=False)
+class TaskNode:
+    """One task of the run: its status, its current attempt, and its place in the graph."""
+
+    code: int
+    status: Status = Status.NEW
+    #: its current (latest) attempt (None: none in this run yet)
+    attempt: Attempt | None = None
+    #: highest attempt number the task used in this instance (a rerun numbers on from it)
+    floor: int = 0
+    #: its position in the order the run's tasks succeeded (var pool precedence: earliest finisher wins); 0: not
+    succeeded_seq: int = 0
+    #: the tasks it waits for, disabled tasks looked through (the graph never changes: computed at first use)
+    waits_for: tuple[int, ...] | None = None
+    #: the tasks waiting for it (the reverse of waits_for, in topological order), built at first use
+    waiters: tuple[int, ...] = ()
+    #: its attempt waits in its task group's queue: persisted, not sent until GroupSlotGranted
+    held: bool = False
 
 
 class WorkflowRun:
@@ -93,73 +177,101 @@ class WorkflowRun:
         self.spec = spec
         self.failure_strategy = failure_strategy
         self.state = state
-        #: task code -> its current (latest) attempt
-        self.current: dict[int, Attempt] = {}
-        #: task instance id -> attempt, for every attempt this run knows
+        #: one node per task: every fact the run holds about a task
+        self.nodes: dict[int, TaskNode] = {code: TaskNode(code) for code in spec.tasks}
+        #: how many nodes are in each status (kept with every change of status)
+        self.counts: list[int] = [0] * len(Status)
+        self.counts[Status.NEW] = len(self.nodes)
+        #: the nodes whose status is ACTIVE, in the order they became so (an index kept by _set)
+        self._active: dict[int, TaskNode] = {}
+        #: task instance id -> attempt, for every attempt this run knows (an index of the nodes' attempts)
         self.by_id: dict[int, Attempt] = {}
-        #: tasks waiting for their retry timer
-        self.retry_pending: set[int] = set()
-        #: taken-back tasks whose current attempt failed with retries left: their retry is armed by start()
-        self.retry_adopted: set[int] = set()
-        #: tasks that failed for good (no retry left, or killed)
-        self.failed: set[int] = set()
-        #: order in which tasks succeeded (var pool precedence: earliest finisher wins)
-        self.succeeded_order: list[int] = []
         #: bounded story of (time, what, id, old, new, cause)
         self.story: collections.deque[tuple[Any, ...]] = collections.deque(maxlen=story_size)
         self.finished = False
+        self.started = False
+        #: keys of the timers armed (ArmTimer) and not cancelled: the actor cancels them when it ends
+        self.timers: set[tuple[Any, ...]] = set()
+        #: epoch seconds of the event being handled: the clock is an input (start() and handle() take it)
+        self.now = 0.0
         #: seconds of the run's time limit already spent before this actor started (a takeover)
         self.elapsed = 0.0
         #: stopped by its timeout with the FAILED strategy: ends FAILURE, not STOP
         self.timed_out = False
         #: the tasks this run drives (START_CURRENT_TASK_PROCESS runs a part of the DAG); others are ignored
         self.scope = frozenset(spec.dag.nodes) if scope is None else scope
-        #: highest attempt number each task already used in this instance (a rerun numbers on from it)
-        self.floors = dict(floors or {})
-        #: taken-back tasks whose attempt runs again (a resume's KILL tasks, a recovery's failed ones)
-        self.to_rerun: set[int] = set()
-        #: tasks on a branch a CONDITIONS or SWITCH task did not take (and what only they lead to)
-        self.skipped: set[int] = set()
-        #: tasks that failed for good into a CONDITIONS task: it decides, the workflow does not fail for them
-        self.handled: set[int] = set()
+        self._succeeded = 0
+        self._waiters_built = False
         types = {code: t.task_type for code, t in spec.tasks.items()}
         self.logic = frozenset(code for code, kind in types.items() if kind in LOGIC_TYPES)
         self.conditions = frozenset(code for code, kind in types.items() if kind == "CONDITIONS")
         #: switched-off tasks: never attempted, looked through by what depends on them
         self.disabled = frozenset(code for code, t in spec.tasks.items() if t.disabled)
-        #: task -> what it waits for, disabled tasks looked through (the graph never changes: computed once)
-        self.waits_for: dict[int, tuple[int, ...]] = {}
-        #: task -> the tasks waiting for it (the reverse of waits_for, in topological order), built at first use
-        self._waiters: dict[int, tuple[int, ...]] | None = None
+        for code, top in (floors or {}).items():
+            self.raise_floor(code, top)
         for a in attempts or []:
             self._adopt(a, a.state in rerun)
 
     # -- queries ----------------------------------------------------------------------------------
 
     def active(self) -> list[Attempt]:
-        return [a for a in self.current.values() if a.state in TASK_ACTIVE]
+        return [n.attempt for n in self._active.values()]  # type: ignore[misc]
+
+    def attempts(self) -> list[Attempt]:
+        """The current attempt of every task that has one."""
+        return [n.attempt for n in self.nodes.values() if n.attempt is not None]
+
+    def current_of(self, code: int) -> Attempt | None:
+        """Task ``code``'s current attempt (None: none in this run)."""
+        node = self.nodes.get(code)
+        return None if node is None else node.attempt
+
+    def status(self, code: int) -> Status:
+        node = self.nodes.get(code)
+        return Status.NEW if node is None else node.status
+
+    def is_current(self, a: Attempt) -> bool:
+        """Whether ``a`` is its task's current attempt."""
+        node = self.nodes.get(a.code)
+        return node is not None and node.attempt is a
+
+    def raise_floor(self, code: int, top: int) -> None:
+        """Attempt numbers up to ``top`` are used by earlier runs of the instance: new ones continue after."""
+        node = self._node(code)
+        node.floor = max(node.floor, top)
+
+    def _node(self, code: int) -> TaskNode:
+        node = self.nodes.get(code)
+        if node is None:  # a task the definition no longer has, taken back with its attempt
+            node = self.nodes[code] = TaskNode(code)
+            self.counts[Status.NEW] += 1
+        return node
 
     def _upstream(self, code: int) -> tuple[int, ...]:
         """The tasks ``code`` waits for: its upstream tasks, a disabled one replaced by its own upstream."""
-        found = self.waits_for.get(code)
+        node = self.nodes[code]
+        found = node.waits_for
         if found is None:
             out: list[int] = []
             for up in self.spec.dag.upstream[code]:
                 for u in self._upstream(up) if up in self.disabled else (up,):
                     if u not in out:
                         out.append(u)
-            found = self.waits_for[code] = tuple(out)
+            found = node.waits_for = tuple(out)
         return found
 
     def _dependents(self, code: int) -> tuple[int, ...]:
         """The tasks whose readiness waits for ``code`` (those whose _upstream names it), in topological order."""
-        if self._waiters is None:
+        if not self._waiters_built:
             waiters: dict[int, list[int]] = {}
             for c in self.spec.dag.topological():
                 for up in self._upstream(c):
                     waiters.setdefault(up, []).append(c)
-            self._waiters = {up: tuple(cs) for up, cs in waiters.items()}
-        return self._waiters.get(code, ())
+            for up, cs in waiters.items():
+                self.nodes[up].waiters = tuple(cs)
+            self._waiters_built = True
+        node = self.nodes.get(code)
+        return () if node is None else node.waiters
 
     def awaits_dispatch(self, task_instance_id: int, attempt: int) -> bool:
         """Whether this attempt is current and no worker has reported on it yet (SUBMITTED / DISPATCH)."""
@@ -178,75 +290,220 @@ class WorkflowRun:
         )
 
     def _ready(self, code: int) -> bool:
-        if code not in self.scope or code in self.retry_pending or code in self.failed or code in self.skipped:
+        if code not in self.scope or code in self.disabled or self.nodes[code].status not in _SUBMITTABLE:
             return False
-        if code in self.disabled or (code in self.current and code not in self.to_rerun):
-            return False
-        ups = [up for up in self._upstream(code) if up in self.scope]
-        if code in self.conditions:  # decides on its upstream results, whatever they are
-            return all(self._done_ok(up) or up in self.skipped or up in self.failed or up in self.handled for up in ups)
-        return all(self._done_ok(up) or up in self.skipped for up in ups)
-
-    def _done_ok(self, code: int) -> bool:
-        cur = self.current.get(code)
-        return cur is not None and cur.state.succeeded and code not in self.to_rerun
+        nodes, scope = self.nodes, self.scope
+        wanted = _UPSTREAM_DECIDED if code in self.conditions else _UPSTREAM_OK
+        return all(nodes[up].status in wanted for up in self._upstream(code) if up in scope)
 
     def _submitting(self) -> bool:
         if self.state is not WorkflowState.RUNNING_EXECUTION:
             return False
-        return not (self.failure_strategy == END and self.failed)
+        return not (self.failure_strategy == END and self.counts[Status.FAILED])
+
+    # -- invariants -------------------------------------------------------------------------------
+
+    def validate(self) -> None:
+        """Check the run's invariants; raises :class:`CoreInvariantError` naming the first one broken.
+        The simulation tests call it after every event, the actor after every batch in debug mode
+        (``PORPOISE_CORE_VALIDATE``): not on the production hot path."""
+        counts = [0] * len(Status)
+        for code, node in self.nodes.items():
+            counts[node.status] += 1
+            self._validate_node(code, node)
+        if counts != self.counts:
+            raise CoreInvariantError(f"status counts {self.counts} do not match the nodes {counts}")
+        active = {c: n for c, n in self.nodes.items() if n.status is Status.ACTIVE}
+        if active.keys() != self._active.keys() or any(self._active[c] is not n for c, n in active.items()):
+            raise CoreInvariantError(f"the index of active tasks {list(self._active)} does not match the nodes")
+        seqs = [n.succeeded_seq for n in self.nodes.values() if n.succeeded_seq]
+        if len(seqs) != len(set(seqs)) or any(s > self._succeeded for s in seqs):
+            raise CoreInvariantError(f"success order {sorted(seqs)} is not a sequence up to {self._succeeded}")
+        for tid, a in self.by_id.items():
+            if a.id != tid:
+                raise CoreInvariantError(f"task instance {tid} indexes attempt {a.id}")
+            node = self.nodes.get(a.code)
+            if node is None or a.attempt > node.floor:
+                raise CoreInvariantError(f"attempt {a.attempt} of task {a.code} is above its node's floor")
+            if a.state in TASK_ACTIVE and node.attempt is not a:
+                raise CoreInvariantError(f"task {a.code}: attempt {a.attempt} is live but not current")
+        if self.finished != self.state.finished:
+            raise CoreInvariantError(f"finished={self.finished} but the workflow is {self.state.name}")
+        if self.finished and (counts[Status.ACTIVE] or counts[Status.RETRY_WAIT]):
+            raise CoreInvariantError(f"finished {self.state.name} with tasks active or waiting for a retry")
+        if counts[Status.RETRY_WAIT] and self.state is not WorkflowState.RUNNING_EXECUTION:
+            raise CoreInvariantError(f"a retry waits while the workflow is {self.state.name}")
+        if self.started and (counts[Status.LOST] or counts[Status.ADOPTED_RETRY]):
+            raise CoreInvariantError("a taken-back task start() decides on is still undecided")
+        if self.started and not self.finished and self._submitting():
+            left = [code for code in self.scope if self._ready(code)]
+            if left:
+                raise CoreInvariantError(f"tasks {sorted(left)} are ready but were not submitted")
+
+    def _validate_node(self, code: int, node: TaskNode) -> None:
+        st, a = node.status, node.attempt
+        if node.code != code:
+            raise CoreInvariantError(f"node {node.code} is filed under task {code}")
+        if a is None:
+            if st is not Status.NEW and st is not Status.SKIPPED:
+                raise CoreInvariantError(f"task {code} is {st.name} with no attempt")
+            return
+        where = f"task {code} ({st.name}, attempt {a.attempt} {a.state.name})"
+        if a.code != code or a.attempt > node.floor or a.attempt < 1:
+            raise CoreInvariantError(f"{where}: attempt number or task does not fit its node (floor {node.floor})")
+        if a.id and self.by_id.get(a.id) is not a:
+            raise CoreInvariantError(f"{where}: its attempt is not indexed by its id")
+        if st is Status.NEW:
+            raise CoreInvariantError(f"{where}: a new task has no attempt")
+        if (st is Status.ACTIVE) != (a.state in TASK_ACTIVE):
+            raise CoreInvariantError(f"{where}: active status and attempt state disagree")
+        if (st is Status.SUCCEEDED) != bool(node.succeeded_seq) or (st is Status.SUCCEEDED and not a.state.succeeded):
+            raise CoreInvariantError(f"{where}: succeeded status, success order and attempt state disagree")
+        if st in (Status.FAILED, Status.HANDLED, Status.ENDED) and a.state.succeeded:
+            raise CoreInvariantError(f"{where}: ended unsuccessfully with a successful attempt")
+        if node.held and (st is not Status.ACTIVE or a.state is not TaskState.SUBMITTED_SUCCESS or not a.id):
+            raise CoreInvariantError(f"{where}: held by its task group but not a persisted attempt waiting to be sent")
+        if st is Status.RETRY_WAIT and ("retry", code) not in self.timers:
+            raise CoreInvariantError(f"{where}: waits for a retry whose timer is not armed")
+        if st is Status.RETRY_WAIT and (a.state is not TaskState.FAILURE or a.retry_times >= self._retries(code)):
+            raise CoreInvariantError(f"{where}: waits for a retry it does not have")
+        if st is Status.LOST and a.state is not TaskState.NEED_FAULT_TOLERANCE:
+            raise CoreInvariantError(f"{where}: lost without being lost")
+        if st is Status.ADOPTED_RETRY and a.state is not TaskState.FAILURE:
+            raise CoreInvariantError(f"{where}: a retry adopted for an attempt that did not fail")
+
+    def _retries(self, code: int) -> int:
+        task = self.spec.tasks.get(code)
+        return task.retries if task is not None else 0
 
     # -- transitions ------------------------------------------------------------------------------
 
     def _adopt(self, a: Attempt, rerun: bool = False) -> None:
-        prev = self.current.get(a.code)
-        if prev is None or a.attempt >= prev.attempt:
-            self.current[a.code] = a
+        node = self._node(a.code)
         if a.id:
             self.by_id[a.id] = a
-        self.floors[a.code] = max(self.floors.get(a.code, 0), a.attempt)
-        if rerun:
-            self.to_rerun.add(a.code)
-            return
-        if a.state.succeeded and a.code not in self.succeeded_order:
-            self.succeeded_order.append(a.code)
+        node.floor = max(node.floor, a.attempt)
+        if node.attempt is not None and a.attempt < node.attempt.attempt:
+            return  # an older attempt: known by its id only
+        node.attempt = a
         task = self.spec.tasks.get(a.code)
-        if a.state is TaskState.FAILURE and task is not None and a.retry_times < task.retries:
-            self.retry_adopted.add(a.code)  # its retry was waiting (or cancelled by a pause): start() re-arms it
+        if rerun:
+            status = Status.RERUN
+        elif a.state.succeeded:
+            status = Status.SUCCEEDED
+        elif a.state is TaskState.FAILURE and task is not None and a.retry_times < task.retries:
+            status = Status.ADOPTED_RETRY  # its retry was waiting (or cancelled by a pause): start() re-arms it
         elif a.state in (TaskState.FAILURE, TaskState.KILL):
-            self.failed.add(a.code)  # taken back failed for good: it stays failed
+            status = Status.FAILED  # taken back failed for good: it stays failed
+        elif a.state is TaskState.NEED_FAULT_TOLERANCE:
+            status = Status.LOST
+        elif a.state in TASK_ACTIVE:
+            status = Status.ACTIVE
+        else:
+            status = Status.ENDED
+        self._place(node, status)
+        if status is Status.SUCCEEDED and not node.succeeded_seq:
+            self._succeeded += 1
+            node.succeeded_seq = self._succeeded
+
+    def _set(self, node: TaskNode, new: Status, cause: str) -> None:
+        """Move ``node`` to status ``new`` through the node transition table."""
+        old = node.status
+        if new not in NODE_TRANSITIONS[old]:
+            raise InvalidTransition("task node", node.code, old, new, cause)
+        self._place(node, new)
+
+    def _place(self, node: TaskNode, new: Status) -> None:
+        self.counts[node.status] -= 1
+        self.counts[new] += 1
+        if new is Status.ACTIVE:
+            self._active[node.code] = node
+        elif node.status is Status.ACTIVE:
+            del self._active[node.code]
+            node.held = False
+        node.status = new
 
     def _task_to(self, a: Attempt, new: TaskState, cause: str) -> None:
         check_task(a.id or (a.code, a.attempt), a.state, new, cause)
-        self.story.append((time.time(), "task", a.id, a.state.name, new.name, cause))
+        self.story.append((self.now, "task", a.id, a.state.name, new.name, cause))
         a.state = new
 
     def _workflow_to(self, new: WorkflowState, cause: str) -> None:
         check_workflow(self.instance_id, self.state, new, cause)
-        self.story.append((time.time(), "workflow", self.instance_id, self.state.name, new.name, cause))
+        self.story.append((self.now, "workflow", self.instance_id, self.state.name, new.name, cause))
         self.state = new
 
-    def bind(self, a: Attempt, task_instance_id: int) -> None:
-        """The actor persisted ``a`` as task instance ``task_instance_id``."""
+    def bind(self, a: Attempt, task_instance_id: int, held: bool = False) -> None:
+        """The actor persisted ``a`` as task instance ``task_instance_id``; ``held``: its task group had no
+        free slot, so it waits in the group's queue until GroupSlotGranted."""
         a.id = task_instance_id
         self.by_id[task_instance_id] = a
+        if held:
+            self.nodes[a.code].held = True
+
+    def hold(self, task_instance_ids: frozenset[int]) -> None:
+        """Taken over still queued in their task group: these attempts wait for GroupSlotGranted (in their
+        place in the queue) instead of being sent at the start."""
+        for tid in task_instance_ids:
+            a = self.by_id.get(tid)
+            if a is not None and self.nodes[a.code].attempt is a and a.state is TaskState.SUBMITTED_SUCCESS:
+                self.nodes[a.code].held = True
+
+    def held(self) -> list[Attempt]:
+        """The attempts waiting in their task group's queue."""
+        return [n.attempt for n in self._active.values() if n.held]  # type: ignore[misc]
+
+    def is_held(self, a: Attempt) -> bool:
+        node = self.nodes.get(a.code)
+        return node is not None and node.attempt is a and node.held
+
+    def release_held(self, a: Attempt) -> bool:
+        """Whether ``a`` was held by its task group, no longer held now: a kill decided before the write that
+        found its group full (CreateAttempts and a stop in one batch) reaches it as a KILL report."""
+        if not self.is_held(a):
+            return False
+        self.nodes[a.code].held = False
+        return True
+
+    def _arm(self, key: tuple[Any, ...], delay: float, event: Any) -> ArmTimer:
+        self.timers.add(key)
+        return ArmTimer(key, delay, event)
+
+    def _unarm(self, key: tuple[Any, ...]) -> CancelTimer:
+        self.timers.discard(key)
+        return CancelTimer(key)
+
+    def _kill(self, a: Attempt) -> Action:
+        """Stop attempt ``a``: one still held by its task group was never sent, so it is dropped from the
+        group's queue and reported KILL by the actor (CancelHeld); any other is killed where it runs."""
+        node = self.nodes[a.code]
+        if node.held:
+            node.held = False
+            return CancelHeld(a)
+        return KillTask(a)
 
     # -- entry points -----------------------------------------------------------------------------
 
     def start(self, now: float | None = None) -> list[Action]:
         """The first actions of a run, new or taken back (``now``: epoch seconds, the clock a taken-back
-        run's timers are re-armed by)."""
-        now = time.time() if now is None else now
+        run's timers are re-armed by; the core reads no clock)."""
+        if now is not None:
+            self.now = now
+        self.started = True
         actions: list[Action] = [RunLogic(a) for a in self.active() if a.code in self.logic]
-        actions += self._rearm(now)
+        actions += self._rearm(self.now)
         if self.state is WorkflowState.READY_STOP:
             actions += self._kill_active()  # taken over while stopping: the kills were the old owner's
         if self.spec.timeout > 0:
             # the limit is the whole run's: a run taken over mid-way has less of it left
             left = max(0.0, self.spec.timeout * 60.0 - self.elapsed)
-            actions.append(ArmTimer(("workflow-timeout",), left, WorkflowTimedOut()))
+            actions.append(self._arm(("workflow-timeout",), left, WorkflowTimedOut()))
         # taken over from a dead master: attempts lost with their worker run again as the next attempt
-        lost = [a for a in self.current.values() if a.state is TaskState.NEED_FAULT_TOLERANCE]
+        lost = [
+            n.attempt
+            for n in self.nodes.values()
+            if n.attempt is not None and n.attempt.state is TaskState.NEED_FAULT_TOLERANCE and n.status in _ADOPTED_LOST
+        ]
         for a in lost:
             actions += self._after_failure(a)
         actions += self._submit_ready()
@@ -258,33 +515,40 @@ class WorkflowRun:
         memory): each failed attempt's retry, due ``retry_interval`` after its end (at once if overdue; not
         while the run stops or pauses), and the WARN timeout of each running attempt, from its start."""
         actions: list[Action] = []
-        for code in sorted(self.retry_adopted):
-            a, task = self.current[code], self.spec.tasks[code]
+        adopted = sorted(code for code, n in self.nodes.items() if n.status is Status.ADOPTED_RETRY)
+        for code in adopted:
+            node, task = self.nodes[code], self.spec.tasks[code]
+            a = node.attempt
+            assert a is not None
             if self.state is WorkflowState.READY_STOP:
-                self.failed.add(code)  # a stop cancels a waiting retry
+                self._set(node, Status.FAILED, "a stop cancels a waiting retry")
             elif self.state is WorkflowState.RUNNING_EXECUTION:
                 waited = max(0.0, now - a.end_time / 1000) if a.end_time else 0.0
                 left = task.retry_interval * 60.0 - waited
                 if left > 0:
-                    self.retry_pending.add(code)
-                    actions.append(ArmTimer(("retry", code), left, RetryDue(code)))
+                    self._set(node, Status.RETRY_WAIT, "retry re-armed")
+                    actions.append(self._arm(("retry", code), left, RetryDue(code)))
                 else:
                     actions.append(CreateAttempts((self._next_attempt(code),)))
-        self.retry_adopted.clear()
+            else:
+                self._set(node, Status.ENDED, "a pause cancels a waiting retry")
         for a in self.active():
             task = self.spec.tasks[a.code]
             warn = task.timeout_flag and task.timeout > 0 and task.timeout_strategy in (WARN, WARNFAILED)
             if warn and a.state is TaskState.RUNNING_EXECUTION:
                 ran = max(0.0, now - a.start_time / 1000) if a.start_time else 0.0
                 left = max(0.0, task.timeout * 60.0 - ran)
-                actions.append(ArmTimer(("task-timeout", a.id), left, TaskTimedOut(a.id, a.attempt)))
+                actions.append(self._arm(("task-timeout", a.id), left, TaskTimedOut(a.id, a.attempt)))
         return actions
 
-    def handle(self, event: Event) -> list[Action]:
-        """Actions for one event. An event that would need an illegal transition raises
-        :class:`InvalidTransition`, logged with the event and the run's story: the handler may already have
-        changed the run in memory, so the run is not driven on (its actor ends, and the master recovers the
-        instance from the database, as after any failure of the actor)."""
+    def handle(self, event: Event, now: float | None = None) -> list[Action]:
+        """Actions for one event at ``now`` (epoch seconds; None: the time of the previous event, the core
+        reads no clock). An event that would need an illegal transition raises :class:`InvalidTransition`,
+        logged with the event and the run's story: the handler may already have changed the run in memory,
+        so the run is not driven on (its actor ends, and the master recovers the instance from the database,
+        as after any failure of the actor)."""
+        if now is not None:
+            self.now = now
         if self.finished:
             return []
         handler = _HANDLERS.get(type(event))
@@ -301,7 +565,7 @@ class WorkflowRun:
 
     def _current_attempt(self, task_instance_id: int, attempt: int) -> Attempt | None:
         a = self.by_id.get(task_instance_id)
-        if a is None or a.attempt != attempt or self.current.get(a.code) is not a:
+        if a is None or a.attempt != attempt or self.nodes[a.code].attempt is not a:
             return None  # stale: an older attempt, or one this owner does not know
         return a
 
@@ -330,7 +594,7 @@ class WorkflowRun:
         ]
         task = self.spec.tasks[a.code]
         if task.timeout_flag and task.timeout > 0 and task.timeout_strategy in (WARN, WARNFAILED):
-            actions.append(ArmTimer(("task-timeout", a.id), task.timeout * 60.0, TaskTimedOut(a.id, a.attempt)))
+            actions.append(self._arm(("task-timeout", a.id), task.timeout * 60.0, TaskTimedOut(a.id, a.attempt)))
         if self.state is WorkflowState.READY_STOP:
             actions.append(KillTask(a))  # started after the stop (its kill had no host yet, or was lost)
         return actions
@@ -371,19 +635,22 @@ class WorkflowRun:
         if ev.log_tail:
             a.log_tail = ev.log_tail
             fields.append(("log_tail", ev.log_tail))
-        actions: list[Action] = [PersistTask(a, a.state, tuple(fields)), CancelTimer(("task-timeout", a.id))]
+        actions: list[Action] = [PersistTask(a, a.state, tuple(fields)), self._unarm(("task-timeout", a.id))]
+        node = self.nodes[a.code]
         if a.state.succeeded:
-            self.succeeded_order.append(a.code)
-            skipped = len(self.skipped)
+            self._set(node, Status.SUCCEEDED, "succeeded")
+            self._succeeded += 1
+            node.succeeded_seq = self._succeeded
+            skipped = self.counts[Status.SKIPPED]
             self._skip(ev.skip)
             actions += self._task_alert(a, "success")
             # nothing else was ready (every change that readies a task submits what it readied): only what
             # waits for this task can be ready now, unless tasks were skipped
-            actions += self._submit_ready(a.code if len(self.skipped) == skipped else None)
+            actions += self._submit_ready(a.code if self.counts[Status.SKIPPED] == skipped else None)
         else:
             after = self._after_failure(a)
             if a.state is TaskState.FAILURE:
-                final = a.code in self.failed or a.code in self.handled  # else a retry runs
+                final = node.status is Status.FAILED or node.status is Status.HANDLED  # else a retry runs
                 actions += self._task_alert(a, "failure" if final else "retry")
             actions += after
         actions += self._maybe_finish()
@@ -408,7 +675,7 @@ class WorkflowRun:
         return [RaiseAlert(TASK_ALERTS[kind], title, content, task.alert_group_id or None, a.id)]
 
     def _after_failure(self, a: Attempt) -> list[Action]:
-        task = self.spec.tasks[a.code]
+        task, node = self.spec.tasks[a.code], self.nodes[a.code]
         retryable = (a.state is TaskState.FAILURE and a.retry_times < task.retries) or (
             a.state is TaskState.NEED_FAULT_TOLERANCE
         )
@@ -416,24 +683,25 @@ class WorkflowRun:
             delay = 0.0 if a.state is TaskState.NEED_FAULT_TOLERANCE else task.retry_interval * 60.0
             if delay <= 0:
                 return [CreateAttempts((self._next_attempt(a.code),))]
-            self.retry_pending.add(a.code)
-            return [ArmTimer(("retry", a.code), delay, RetryDue(a.code))]
+            self._set(node, Status.RETRY_WAIT, "retry armed")
+            return [self._arm(("retry", a.code), delay, RetryDue(a.code))]
         if any(d in self.conditions and d in self.scope for d in self.spec.dag.downstream[a.code]):
-            self.handled.add(a.code)  # a CONDITIONS task downstream decides what follows
+            self._set(node, Status.HANDLED, "a CONDITIONS task downstream decides")
             return self._submit_ready()
-        self.failed.add(a.code)
+        self._set(node, Status.FAILED, "failed for good")
         if self.failure_strategy == END:
-            return [KillTask(x) for x in self.active()]
+            return [self._kill(x) for x in self.active()]
         return []
 
     def _on_retry_due(self, ev: RetryDue) -> list[Action]:
-        if ev.code not in self.retry_pending:
+        node = self.nodes.get(ev.code)
+        if node is None or node.status is not Status.RETRY_WAIT:
             return []
-        self.retry_pending.discard(ev.code)
+        self.timers.discard(("retry", ev.code))
         if self.state is not WorkflowState.RUNNING_EXECUTION:
             # stopped or paused while waiting: the retry does not happen
-            if self.state is WorkflowState.READY_STOP:
-                self.failed.add(ev.code)
+            stopped = self.state is WorkflowState.READY_STOP
+            self._set(node, Status.FAILED if stopped else Status.ENDED, "retry cancelled")
             return self._maybe_finish()
         return [CreateAttempts((self._next_attempt(ev.code),))]
 
@@ -480,10 +748,9 @@ class WorkflowRun:
         cause = ev.cause_id or "stop requested"
         self._workflow_to(WorkflowState.READY_STOP, cause)
         actions: list[Action] = [SetWorkflowState(self.state, cause=cause)]
-        for code in sorted(self.retry_pending):
-            actions.append(CancelTimer(("retry", code)))
-            self.failed.add(code)
-        self.retry_pending.clear()
+        for node in self._waiting_retries():
+            actions.append(self._unarm(("retry", node.code)))
+            self._set(node, Status.FAILED, "a stop cancels a waiting retry")
         actions += self._kill_active()
         return actions + self._maybe_finish()
 
@@ -494,13 +761,13 @@ class WorkflowRun:
         active = self.active()
         if not active:
             return []
-        actions: list[Action] = [KillTask(a) for a in active]
+        actions: list[Action] = [self._kill(a) for a in active]
         queued = tuple(
             a for a in active if a.state is TaskState.SUBMITTED_SUCCESS and not a.host and a.code not in self.logic
         )
         if queued:
             actions.append(CancelDispatch(queued))
-        return [*actions, ArmTimer(("kill-resend",), KILL_RESEND, KillResend())]
+        return [*actions, self._arm(("kill-resend",), KILL_RESEND, KillResend())]
 
     def _on_kill_resend(self, ev: KillResend) -> list[Action]:
         if self.state is not WorkflowState.READY_STOP:
@@ -515,7 +782,7 @@ class WorkflowRun:
             if ev.incarnation and a.incarnation and a.incarnation != ev.incarnation:
                 continue  # another incarnation at that address took it (a restart within the TTL): it runs
             self._task_to(a, TaskState.NEED_FAULT_TOLERANCE, ev.cause_id or f"worker {ev.host} lost")
-            actions += [PersistTask(a, a.state), CancelTimer(("task-timeout", a.id))]
+            actions += [PersistTask(a, a.state), self._unarm(("task-timeout", a.id))]
             actions += self._after_failure(a)
         if actions:
             actions.append(
@@ -533,7 +800,7 @@ class WorkflowRun:
         if a is None or a.state not in (TaskState.SUBMITTED_SUCCESS, TaskState.DISPATCH) or a.host != ev.host:
             return []  # a report came meanwhile (then it was taken after all), or it moved on
         self._task_to(a, TaskState.NEED_FAULT_TOLERANCE, ev.cause_id or f"dispatch to {ev.host} not delivered")
-        actions: list[Action] = [PersistTask(a, a.state), CancelTimer(("task-timeout", a.id))]
+        actions: list[Action] = [PersistTask(a, a.state), self._unarm(("task-timeout", a.id))]
         return actions + self._after_failure(a) + self._maybe_finish()
 
     def _on_logic_check(self, ev: LogicCheck) -> list[Action]:
@@ -542,6 +809,22 @@ class WorkflowRun:
             return []
         return [RunLogic(a)]
 
+    def _on_logic_waiting(self, ev: LogicWaiting) -> list[Action]:
+        a = self._current_attempt(ev.task_instance_id, ev.attempt)
+        if a is None or a.state.finished:
+            return []
+        return [self._arm(("logic", a.id), ev.delay, LogicCheck(a.id, a.attempt))]
+
+    def _on_group_slot_granted(self, ev: GroupSlotGranted) -> list[Action]:
+        a = self.by_id.get(ev.task_instance_id)
+        if a is None:
+            return []
+        node = self.nodes[a.code]
+        if node.attempt is not a or not node.held or a.state.finished:
+            return []  # stale, granted already, or stopped while it waited (CancelHeld reported it)
+        node.held = False
+        return [SendAttempt(a)]
+
     def _on_pause(self, ev: PauseRequested) -> list[Action]:
         if self.state is not WorkflowState.RUNNING_EXECUTION:
             return []
@@ -549,34 +832,41 @@ class WorkflowRun:
         self._workflow_to(WorkflowState.READY_PAUSE, cause)
         actions: list[Action] = [SetWorkflowState(self.state, cause=cause)]
         actions += [ControlChild(a, "pause") for a in self.active() if a.code in self.logic]
-        for code in sorted(self.retry_pending):
-            actions.append(CancelTimer(("retry", code)))
-        self.retry_pending.clear()
+        for node in self._waiting_retries():
+            actions.append(self._unarm(("retry", node.code)))
+            self._set(node, Status.ENDED, "a pause cancels a waiting retry")
         return actions + self._maybe_finish()
+
+    def _waiting_retries(self) -> list[TaskNode]:
+        """The nodes waiting for their retry timer, by task code."""
+        if not self.counts[Status.RETRY_WAIT]:
+            return []
+        return sorted((n for n in self.nodes.values() if n.status is Status.RETRY_WAIT), key=lambda n: n.code)
 
     # -- helpers ----------------------------------------------------------------------------------
 
     def _skip(self, codes: tuple[int, ...]) -> None:
         """Skip a branch, and downstream whatever only skipped tasks lead to."""
-        todo = [c for c in codes if c in self.scope and c not in self.current]
+        nodes = self.nodes
+        todo = [c for c in codes if c in self.scope and nodes[c].status is Status.NEW]
         while todo:
-            code = todo.pop()
-            if code in self.skipped:
-                continue
-            self.skipped.add(code)
-            self.story.append((time.time(), "task", 0, "", f"skip {code}", "branch not taken"))
-            for down in self.spec.dag.downstream[code]:
+            node = nodes[todo.pop()]
+            if node.status is not Status.NEW and node.status is not Status.RERUN:
+                continue  # skipped already (or it ran: what runs is not skipped)
+            self._set(node, Status.SKIPPED, "branch not taken")
+            self.story.append((self.now, "task", 0, "", f"skip {node.code}", "branch not taken"))
+            for down in self.spec.dag.downstream[node.code]:
                 ups = [u for u in self.spec.dag.upstream[down] if u in self.scope]
-                if down in self.scope and all(u in self.skipped for u in ups):
+                if down in self.scope and all(nodes[u].status is Status.SKIPPED for u in ups):
                     todo.append(down)
 
     def _next_attempt(self, code: int) -> Attempt:
-        prev = self.current.get(code)
-        number = max(self.floors.get(code, 0), prev.attempt if prev else 0) + 1
-        self.floors[code] = number
-        if code in self.to_rerun and prev is not None:
+        node = self.nodes[code]
+        prev = node.attempt
+        number = max(node.floor, prev.attempt if prev else 0) + 1
+        node.floor = number
+        if node.status is Status.RERUN and prev is not None:
             # run again from scratch (new upstream values); a killed / lost attempt keeps its retry count
-            self.to_rerun.discard(code)
             keep = prev.state in RERUN_ON_RESUME or prev.state is TaskState.NEED_FAULT_TOLERANCE
             a = Attempt(code=code, attempt=number, retry_times=prev.retry_times if keep else 0)
             a.var_in = self._var_in(code)
@@ -586,19 +876,20 @@ class WorkflowRun:
         else:
             retry = prev.retry_times + (0 if prev.state is TaskState.NEED_FAULT_TOLERANCE else 1)
             a = Attempt(code=code, attempt=number, retry_times=retry, var_in=prev.var_in)
-        self.current[code] = a
-        self.story.append((time.time(), "task", 0, "", f"attempt {a.attempt} of {code}", "submit"))
+        self._set(node, Status.ACTIVE, "submit")
+        node.attempt, node.held = a, False
+        self.story.append((self.now, "task", 0, "", f"attempt {a.attempt} of {code}", "submit"))
         return a
 
     def _var_in(self, code: int) -> list[dict[str, Any]]:
         """Upstream OUT values: on a name clash a non-empty value beats an empty one, and between
         two non-empty values the earliest-finished upstream wins (DolphinScheduler's rule)."""
         merged: dict[str, dict[str, Any]] = {}
-        ups = set(self._upstream(code))
-        for up in self.succeeded_order:
-            if up not in ups:
-                continue
-            for p in self.current[up].var_pool:
+        done = [n for n in map(self.nodes.__getitem__, self._upstream(code)) if n.succeeded_seq]
+        if len(done) > 1:
+            done.sort(key=lambda n: n.succeeded_seq)
+        for n in done:
+            for p in n.attempt.var_pool:  # type: ignore[union-attr]
                 name = p.get("prop", "")
                 item = {**p, "direct": "IN"}
                 if name not in merged or (merged[name].get("value", "") == "" and item.get("value", "") != ""):
@@ -614,14 +905,13 @@ class WorkflowRun:
         return [CreateAttempts(tuple(fresh))] if fresh else []
 
     def _maybe_finish(self) -> list[Action]:
-        if self.finished or self.retry_pending or any(a.state in TASK_ACTIVE for a in reversed(self.current.values())):
+        counts = self.counts
+        if self.finished or counts[Status.RETRY_WAIT] or counts[Status.ACTIVE]:
             return []
         if self._submitting() and any(self._ready(code) for code in self.scope):
             return []  # more to submit (the caller's _submit_ready does it)
-        all_done = all(
-            self._done_ok(code) or code in self.skipped or code in self.handled or code in self.disabled
-            for code in self.scope
-        )
+        nodes = self.nodes
+        all_done = all(nodes[code].status in _DONE or code in self.disabled for code in self.scope)
         if self.state is WorkflowState.READY_STOP:
             stopped = WorkflowState.FAILURE if self.timed_out else WorkflowState.STOP
             final = WorkflowState.SUCCESS if all_done else stopped
@@ -684,4 +974,6 @@ _HANDLERS: dict[type, Any] = {
     WorkerLost: WorkflowRun._on_worker_lost,
     DispatchLost: WorkflowRun._on_dispatch_lost,
     LogicCheck: WorkflowRun._on_logic_check,
+    LogicWaiting: WorkflowRun._on_logic_waiting,
+    GroupSlotGranted: WorkflowRun._on_group_slot_granted,
 }

@@ -176,6 +176,26 @@ class WorkerLost:
     incarnation: int = 0
 
 
+@dataclass(frozen=True)
+class LogicWaiting:
+    """A look at a logic task found it still waiting (a sub-workflow running, a dependency unmet): look
+    again after ``delay`` seconds (the core arms the timer)."""
+
+    task_instance_id: int
+    attempt: int
+    delay: float
+    cause_id: str = ""
+
+
+@dataclass(frozen=True)
+class GroupSlotGranted:
+    """The task group admitted an attempt waiting in its queue (the queue row's NOTIFY, or a takeover
+    finding it admitted meanwhile): it may be sent now."""
+
+    task_instance_id: int
+    cause_id: str = ""
+
+
 Event = (
     TaskRunningEvent
     | TaskResultEvent
@@ -189,6 +209,8 @@ Event = (
     | WorkerLost
     | DispatchLost
     | LogicCheck
+    | LogicWaiting
+    | GroupSlotGranted
 )
 
 
@@ -220,6 +242,21 @@ class CancelDispatch:
     reported back as KILL; one already on its way is killed once its worker is known."""
 
     attempts: tuple[Attempt, ...]
+
+
+@dataclass(frozen=True)
+class CancelHeld:
+    """Stop an attempt still waiting in its task group's queue: it was never sent, so there is nothing to
+    kill; the actor reports it KILL (the write of that result leaves the group's queue)."""
+
+    attempt: Attempt
+
+
+@dataclass(frozen=True)
+class SendAttempt:
+    """Dispatch an attempt its task group has just admitted."""
+
+    attempt: Attempt
 
 
 @dataclass(frozen=True)
@@ -273,6 +310,8 @@ Action = (
     | PersistTask
     | KillTask
     | CancelDispatch
+    | CancelHeld
+    | SendAttempt
     | ArmTimer
     | CancelTimer
     | SetWorkflowState

@@ -6,7 +6,7 @@ store (engine/storage/blobs.py) under ``resources/<project code>/<random>``. Lim
 ``storage.max_file_bytes``, a project's files together (distinct contents) at most
 ``storage.max_project_bytes``; past either an upload is refused (:class:`LimitExceeded`) and leaves nothing.
 
-Workflow versions record the files their tasks use in ``resource_reference`` (engine/storage/definitions.py
+Workflow versions record the files their tasks use in ``resource_reference`` (engine/workflows/definitions.py
 calls :func:`pin_task`); a path some workflow version uses cannot be deleted (:class:`InUse` names them).
 """
 

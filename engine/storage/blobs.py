@@ -1,6 +1,6 @@
 """One interface for file contents (resource center files, archived task logs): :class:`BlobStore`.
 
-Two implementations, chosen by ``storage.type`` (engine/configs/storage.yaml):
+Two implementations, chosen by ``storage.type`` (configs/storage.yaml):
 
 - ``database`` (:class:`DatabaseBlobStore`, the default): the metadata PostgreSQL, one ``blob`` row per
   object and its content in ``blob_chunk`` rows of :data:`CHUNK_BYTES` each, so a multi-host cluster needs

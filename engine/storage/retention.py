@@ -38,18 +38,19 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from core import logs
+from engine.states import WORKFLOW_FINISHED, sql_codes
 from engine.storage.blobs import BlobError, BlobStore
 from engine.storage.task_logs import instance_prefix
 
 log = logs.get(__name__)
 
-FINISHED = (3, 5, 6, 7, 16)  # PAUSE, STOP, FAILURE, SUCCESS, BLOCK
-_FIN = ", ".join(map(str, FINISHED))
+#: the finished workflow states, written into the statements below (the retention index's condition)
+_FIN = sql_codes(WORKFLOW_FINISHED)
 
 # A project's candidates in end order after the keyset, locked; a row being changed is passed over.
 _CANDIDATES = f"""
 SELECT w.id, w.end_time FROM workflow_instance w
-WHERE w.project_code = $1 AND w.state IN ({_FIN}) AND w.end_time < $2 AND (w.end_time, w.id) > ($3, $4)
+WHERE w.project_code = $1 AND w.state IN {_FIN} AND w.end_time < $2 AND (w.end_time, w.id) > ($3, $4)
   AND NOT EXISTS (SELECT 1 FROM sub_workflow_relation r WHERE r.workflow_instance_id = w.id)
 ORDER BY w.end_time, w.id LIMIT $5
 FOR UPDATE OF w SKIP LOCKED
@@ -69,7 +70,7 @@ SELECT root, id FROM tree
 # Instances of ``$1`` that something still needs (statement run after the locks were taken).
 _NEEDED = f"""
 SELECT u.id FROM unnest($1::bigint[]) AS u(id)
-WHERE EXISTS (SELECT 1 FROM workflow_instance w WHERE w.id = u.id AND w.state NOT IN ({_FIN}))
+WHERE EXISTS (SELECT 1 FROM workflow_instance w WHERE w.id = u.id AND w.state NOT IN {_FIN})
    OR EXISTS (SELECT 1 FROM command c WHERE c.workflow_instance_id = u.id)
    OR EXISTS (SELECT 1 FROM alert a WHERE a.workflow_instance_id = u.id AND a.alert_status = 0)
    OR EXISTS (SELECT 1 FROM sub_workflow_relation s JOIN command c ON c.id = s.command_id

@@ -1,4 +1,4 @@
-"""engine/storage/schema.sql, generated from the metadata of engine/storage/tables.py (the one definition
+"""schema.sql (at the repository root), generated from the metadata of engine/storage/tables.py (the one definition
 of the schema): what ``porpoise db init`` applies to an empty database.
 
     python -m engine.storage.schema_sql --write    regenerate the file after changing the tables
@@ -10,12 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_mock_engine
 
+from engine.datafiles import data_path
 from engine.storage import tables
 
 HEADER = """\
@@ -57,17 +56,17 @@ def _indexes_sorted(statements: list[str]) -> list[str]:
 
 
 def schema_text() -> str:
-    """The committed schema.sql (package data, found through importlib.resources)."""
-    return resources.files("engine.storage").joinpath("schema.sql").read_text(encoding="utf-8")
+    """The committed schema.sql (engine/datafiles.py: the checkout's, or the copy a wheel carries)."""
+    return data_path("schema.sql").read_text(encoding="utf-8")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.storage.schema_sql", description=__doc__.split("\n")[0])
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", action="store_true", help="regenerate engine/storage/schema.sql")
-    mode.add_argument("--check", action="store_true", help="fail when engine/storage/schema.sql is stale")
+    mode.add_argument("--write", action="store_true", help="regenerate schema.sql")
+    mode.add_argument("--check", action="store_true", help="fail when schema.sql is stale")
     args = parser.parse_args(argv)
-    path = Path(__file__).with_name("schema.sql")
+    path = data_path("schema.sql")
     text = render()
     if args.write:
         path.write_text(text, encoding="utf-8")

@@ -1,7 +1,7 @@
 """The metadata schema, defined once: SQLAlchemy Core tables (here and in auth_tables.py) plus the
 sequences, functions and triggers of db_objects.py, all on one ``metadata``.
 
-engine/storage/schema.sql is generated from this metadata (``python -m engine.storage.schema_sql
+schema.sql is generated from this metadata (``python -m engine.storage.schema_sql
 --write``; ``make lint`` and tests/test_schema.py fail when the committed file differs). A change here
 also needs a migration in engine/storage/migrations/ (docs/ARCHITECTURE.md, "Schema and migrations");
 tests/test_migrations.py fails when the migrated schema and this one differ.

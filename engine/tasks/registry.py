@@ -11,6 +11,7 @@ from typing import Any
 import jsonschema
 
 from core.errors import InvalidInput
+from core.schema_problem import schema_problem
 from engine.tasks.base import ParamError, TaskPlugin
 
 GROUP = "porpoise.tasks"
@@ -62,8 +63,6 @@ def _validator(schema_json: str) -> jsonschema.protocols.Validator:
 def check_schema(schema: Mapping[str, Any], params: Mapping[str, Any]) -> None:
     """ParamError for what ``schema`` (a task type's params_schema) refuses in ``params``: run after the
     type's own checks, whose messages come first; this catches what the form promises and they do not test."""
-    from engine.workflows.document import schema_problem  # the document module imports the plugins
-
     problem = schema_problem(_validator(json.dumps(schema, sort_keys=True)), dict(params))
     if problem is not None:
         field, reason = problem

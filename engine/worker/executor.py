@@ -45,6 +45,7 @@ from engine.worker.execdirs import ExecDirs
 from engine.worker.forkclient import ForkedTask, ForkServer
 from engine.worker.logfiles import CappedLog, log_path, result_tail
 from engine.worker.reaper import Reaper
+from engine.worker.rendered import code_fields, datasource_secrets, rendered_block
 from engine.worker.reporter import Reporter
 from engine.worker.resources import ResourceCache, ResourceFailure
 from engine.worker.spawn import TaskProcess, spawn
@@ -110,6 +111,8 @@ class TaskRun:
     log_tail: str = ""
     #: values the log shows as ``***`` (the secret project parameters it was given)
     masked: tuple[bytes, ...] = ()
+    #: its exec dir was handed back (with the log's close, in one trip to a thread)
+    released: bool = False
 
     @property
     def key(self) -> tuple[int, int]:
@@ -293,7 +296,8 @@ class Executor:
                 log.info("task finished", state=result.state, exit_code=result.exit_code)
             else:  # the loop may see the exit long after the kill: say when the reaper killed it
                 log.info("task finished", state=result.state, exit_code=result.exit_code, reaped_at=run.reaped_at)
-            await asyncio.to_thread(self.dirs.release, run.exec_dir, run.files)
+            if not run.released:  # it ended before its log was set up
+                await asyncio.to_thread(self.dirs.release, run.exec_dir, run.files)
 
     def _ended(self, run: TaskRun, state: str) -> None:
         self.ended[run.key] = state
@@ -355,7 +359,9 @@ class Executor:
         except SecretError as exc:
             raise ValueError(f"alert sender secrets: {exc}") from None
 
-    def _prepare(self, run: TaskRun) -> tuple[Launch, list]:
+    def _prepare(self, run: TaskRun) -> tuple[Launch, list, str]:
+        """The launch, the local params and the rendered-script block of the log's head
+        (engine/worker/rendered.py)."""
         d = run.dispatch
         plugin_cls = registry.plugin(d.task_type)
         plugin_cls.validate(d.task_params)
@@ -391,14 +397,17 @@ class Executor:
             options={**self.plugin_options, "worker_host": self.address.rpartition(":")[0].strip("[]")},
             trusted=trusted_names(d.global_params, var_pool, local, system),
         )
-        return plugin_cls().launch(ctx), local
+        launch = plugin_cls().launch(ctx)
+        secrets = [v.decode() for v in run.masked] + datasource_secrets(ctx.datasources, DATASOURCE_SECRETS)
+        shown = rendered_block(d.task_params, code_fields(plugin_cls.params_schema), values, when, secrets)
+        return launch, local, shown
 
     async def _run(self, run: TaskRun) -> TaskResult:
         d = run.dispatch
         run.start_ms = now_ms()
         header = f"[porpoise] {_stamp()} {d.task_type} task {d.task_name!r} attempt {d.attempt} on {self.address}\n"
         try:
-            launch, local = self._prepare(run)
+            launch, local, shown = self._prepare(run)
             user = resolve_tenant(d.tenant, self.policy.allow_root_tenant, self.policy.default_user)
         except ValueError as exc:  # ParamError, bad placeholder, unknown task type
             await asyncio.to_thread(_write_log, run.log_path, header + f"[porpoise] refused: {exc}\n")
@@ -406,6 +415,7 @@ class Executor:
             return self._result(run, "FAILURE", -1, str(exc))
         # one trip to a thread for the file system work before the start: log file, exec dir, files
         run.files = frozenset(launch.files)
+        header += shown
         logfile = await acquire_in_thread(
             _close, _set_up, run.log_path, header, self.max_log_bytes, self.dirs, run.exec_dir, launch.files, user
         )
@@ -437,22 +447,27 @@ class Executor:
             code = proc.returncode if proc.returncode is not None else -1
             if code == -signal.SIGKILL and self.reaper is not None:
                 run.reaped_at = self.reaper.took(proc.pid)
-            if run.lost or (run.reaped_at is not None and not run.killed):
-                state, message = (
-                    "LOST",
-                    f"killed: {run.lost_why or 'the worker lost (or nearly lost) its registry lease'}",
-                )
-            elif run.killed:
-                state, message = "KILL", "killed on request"
-            elif run.timed_out:
-                state, message = "FAILURE", f"timed out after {d.timeout_seconds}s"
-            else:
-                state, message = ("SUCCESS", "") if code == 0 else ("FAILURE", f"exit code {code}")
+            state, message = self._outcome(run, code)
             trailer = f"[porpoise] {_stamp()} finished: {state} (exit code {code})\n"
             var_pool = [p.to_dict() for p in out_params(local, emitted)]
             return self._result(run, state, code, message, var_pool)
         finally:
-            run.log_tail = await asyncio.to_thread(_close_with_tail, logfile, run.log_path, trailer)
+            # the process group is gone (or never started): the exec dir goes back in the same trip
+            run.log_tail = await asyncio.to_thread(
+                _close_with_tail, logfile, run.log_path, trailer, lambda: self.dirs.release(run.exec_dir, run.files)
+            )
+            run.released = True
+
+    @staticmethod
+    def _outcome(run: TaskRun, code: int) -> tuple[str, str]:
+        """The attempt's end state and message, from how its process ended."""
+        if run.lost or (run.reaped_at is not None and not run.killed):
+            return "LOST", f"killed: {run.lost_why or 'the worker lost (or nearly lost) its registry lease'}"
+        if run.killed:
+            return "KILL", "killed on request"
+        if run.timed_out:
+            return "FAILURE", f"timed out after {run.dispatch.timeout_seconds}s"
+        return ("SUCCESS", "") if code == 0 else ("FAILURE", f"exit code {code}")
 
     async def _place_resources(self, run: TaskRun, logfile: CappedLog, user: pwd.struct_passwd | None) -> str:
         """The task's resource-center files into its directory (engine/worker/resources.py); why not, or ""."""
@@ -623,13 +638,17 @@ def _stamp() -> str:
     return dt.datetime.now().astimezone().isoformat(timespec="milliseconds")
 
 
-def _close_with_tail(fh: CappedLog, path: Path, trailer: str = "") -> str:
-    """Write a finished attempt's last line, close its log and read its last lines (one trip to a thread)."""
+def _close_with_tail(fh: CappedLog, path: Path, trailer: str = "", release: Callable[[], None] = lambda: None) -> str:
+    """Write a finished attempt's last line, close its log, ``release`` its exec dir and read the log's last
+    lines (one trip to a thread)."""
     try:
         if trailer:
             fh.write(trailer.encode())
     finally:
-        fh.close()
+        try:
+            fh.close()
+        finally:
+            release()
     return result_tail(path, LOG_TAIL_LINES, LOG_TAIL_BYTES)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -88,7 +89,7 @@ async def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes = 
     never waits for the task)."""
     if len(stdin) > MAX_STDIN:
         raise ValueError(f"a task's standard input holds at most {MAX_STDIN} bytes")
-    source: int = subprocess.DEVNULL
+    source = _devnull()
     if stdin:
         source, ours = os.pipe()
         try:
@@ -122,6 +123,13 @@ async def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes = 
     child = Child(popen, reader.stream, reader.close)
     child._watch()
     return child
+
+
+@functools.cache
+def _devnull() -> int:
+    """/dev/null opened once per worker, read-only, for every task's standard input (``subprocess.DEVNULL``
+    opens and closes it per process)."""
+    return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
 
 
 async def _discard(popen: subprocess.Popen[bytes]) -> None:

@@ -51,7 +51,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from engine.storage.definitions import WorkflowSpec
+from core.schema_problem import schema_problem
+from engine.workflows.definitions import WorkflowSpec
 from engine.workflows.model import (
     ALERT_ON,
     EXECUTION_TYPES,
@@ -75,7 +76,6 @@ _ENVIRONMENT = {"type": "string", "pattern": r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127
 MAX_PARAM_VALUE = 65536
 _PARAM_VALUE = {"type": ["string", "number", "boolean"], "maxLength": MAX_PARAM_VALUE}
 #: characters of a schema violation's message (jsonschema quotes the offending value whole)
-_MAX_MESSAGE = 300
 _PARAM_LIST = {
     "type": "array",
     "items": {
@@ -190,34 +190,6 @@ SCHEMA: dict[str, Any] = {
 }
 
 _VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
-
-
-def _path(parts: Any) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(document)"
-
-
-def schema_problem(validator: jsonschema.protocols.Validator, doc: Any) -> tuple[str, str] | None:
-    """(field path, reason) of the most relevant violation of ``validator``'s schema, or None."""
-    error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
-    if error is None:
-        return None
-    where = list(error.absolute_path)
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        allowed = set(error.schema.get("properties", {}))
-        extra = sorted(k for k in error.instance if k not in allowed)
-        return (_path([*where, extra[0]]) if extra else _path(where)), "unknown field"
-    if error.validator == "required":
-        missing = error.message.split("'")[1] if "'" in error.message else ""
-        return _path([*where, missing]), "is required"
-    if error.validator == "maxLength":
-        return _path(where), f"is too long (more than {error.validator_value} characters)"
-    message = error.message
-    if len(message) > _MAX_MESSAGE:  # never echo a large value back
-        message = f"{message[:_MAX_MESSAGE]}... ({len(message)} characters)"
-    return _path(where), message
 
 
 def check_shape(doc: Any) -> None:

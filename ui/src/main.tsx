@@ -6,6 +6,8 @@ import { RouterProvider } from "react-router";
 import { ApiError, setUnauthorizedHandler } from "./api/client";
 import { router } from "./app/router";
 import { signOut } from "./app/session";
+import { useLocale } from "./i18n";
+import "./i18n/catalog";
 import "./styles.css";
 
 setUnauthorizedHandler(() => void signOut());
@@ -22,10 +24,17 @@ const queryClient = new QueryClient({
   },
 });
 
+/** The routed app, mounted again when the language changes: every component renders its strings afresh
+ * (memoised ones too), the query cache above keeps the server's data. */
+function App() {
+  const language = useLocale();
+  return <RouterProvider key={language} router={router} />;
+}
+
 createRoot(document.getElementById("root") as HTMLElement).render(
   <StrictMode>
     <QueryClientProvider client={queryClient}>
-      <RouterProvider router={router} />
+      <App />
     </QueryClientProvider>
   </StrictMode>,
 );

@@ -32,6 +32,8 @@ export type LogSearch = Json<"/api/v1/tasks/{id}/log/search", "get">;
 export type Overview = Json<"/api/v1/overview", "get">;
 export type Me = Json<"/api/v1/me", "get">;
 export type ControlResult = Json<"/api/v1/instances/{id}/stop", "post">;
+export type Waiting = Json<"/api/v1/instances/{id}/waiting", "get">;
+export type TaskWait = Waiting["tasks"][number];
 
 /** An API answer that is not a success, with the server's message (and field, for a 400). */
 export class ApiError extends Error {

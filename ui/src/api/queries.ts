@@ -1,7 +1,7 @@
 // Query keys and hooks: components reach the API only through these (and the live stream patches them).
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 
-import { api, call, type ControlResult } from "./client";
+import { api, call, type ControlResult, type Waiting, type WorkflowDoc } from "./client";
 
 export interface InstanceFilters {
   state?: string;
@@ -45,6 +45,24 @@ export function useInstance(id: number) {
   return useQuery({
     queryKey: keys.instance(id),
     queryFn: () => call(api.GET("/api/v1/instances/{id}", { params: { path: { id: String(id) } } })),
+  });
+}
+
+/** Whether an answer of /waiting names anything waiting (then it is asked again). */
+export function somethingWaits(answer: Waiting | undefined): boolean {
+  return !!answer && (answer.tasks.length > 0 || answer.serial_wait !== null || answer.unknown !== null);
+}
+
+/** Why the instance's tasks not running yet wait, from its owning master. Asked when ``active`` (the
+ * instance is unfinished) and again whenever ``signature`` changes (the live stream moved a task), and
+ * polled every 3 s only while the last answer names something waiting. */
+export function useWaiting(id: number, active: boolean, signature: string) {
+  return useQuery({
+    queryKey: ["waiting", id, signature],
+    enabled: active,
+    queryFn: () => call(api.GET("/api/v1/instances/{id}/waiting", { params: { path: { id: String(id) } } })),
+    refetchInterval: (query) => (somethingWaits(query.state.data) ? 3000 : false),
+    placeholderData: (previous) => previous,
   });
 }
 
@@ -264,4 +282,45 @@ export function useResourceDetail(project: string, path: string | null) {
       ),
   });
   return { versions, references };
+}
+
+/** The first ``lines`` lines of a task attempt's log (its header: the rendered script, engine/worker/rendered.py). */
+export function useLogHead(taskId: number | null | undefined, lines: number, enabled = true) {
+  return useQuery({
+    queryKey: ["log-head", taskId, lines],
+    enabled: enabled && taskId !== null && taskId !== undefined,
+    staleTime: Infinity,
+    retry: false,
+    queryFn: () =>
+      call(
+        api.GET("/api/v1/tasks/{id}/log", {
+          params: { path: { id: String(taskId) }, query: { skip: 0, limit: lines } },
+        }),
+      ),
+  });
+}
+
+/** Save a workflow document: a new workflow (``code`` null, created offline) or a new version of ``code``. */
+export function useSaveWorkflow(code: number | null) {
+  const client = useQueryClient();
+  return useMutation({
+    mutationFn: (doc: WorkflowDoc) =>
+      code === null
+        ? call(api.POST("/api/v1/workflows", { params: { query: { release: false } }, body: doc }))
+        : call(api.PUT("/api/v1/workflows/{code}", { params: { path: { code: String(code) } }, body: doc })),
+    onSuccess: (saved) => {
+      void client.invalidateQueries({ queryKey: ["workflow", saved.code] });
+      void client.invalidateQueries({ queryKey: ["workflow-versions", saved.code] });
+      void client.invalidateQueries({ queryKey: ["workflows"] });
+      void client.invalidateQueries({ queryKey: keys.me }); // a project it created
+    },
+  });
+}
+
+/** Change the caller's own password (the current one confirms it). */
+export function useChangePassword() {
+  return useMutation({
+    mutationFn: (body: { old_password: string; new_password: string }) =>
+      call(api.POST("/api/v1/me/password", { body })),
+  });
 }

@@ -2,9 +2,9 @@
 // user may; the server wants the current password and then ends the browser sessions, so it signs in again).
 import { useEffect, useRef, useState, type FormEvent } from "react";
 
-import { api, call } from "../api/client";
-import { useMe } from "../api/queries";
+import { useChangePassword, useMe } from "../api/queries";
 import { ErrorBox } from "../components/ErrorBox";
+import { translation } from "../i18n";
 import { signOut } from "./session";
 
 const TEXT = {
@@ -22,6 +22,21 @@ const TEXT = {
   done: "Password changed: sign in again with the new one.",
   signOut: "Sign out",
 };
+translation(TEXT, {
+  signedInAs: "当前用户",
+  admin: "管理员",
+  change: "修改密码",
+  title: "修改你的密码",
+  current: "当前密码",
+  next: "新密码",
+  repeat: "再次输入新密码",
+  mismatch: "两次输入的新密码不一致",
+  save: "修改",
+  cancel: "取消",
+  refused: "未修改",
+  done: "密码已修改：请用新密码重新登录。",
+  signOut: "退出登录",
+});
 
 export function Account() {
   const me = useMe().data;
@@ -53,6 +68,7 @@ function PasswordDialog({ onClose }: { onClose: () => void }) {
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState(false);
   const [busy, setBusy] = useState(false);
+  const changing = useChangePassword();
   useEffect(() => {
     const dialog = ref.current;
     if (dialog && !dialog.open) dialog.showModal();
@@ -68,7 +84,7 @@ function PasswordDialog({ onClose }: { onClose: () => void }) {
     }
     setBusy(true);
     try {
-      await call(api.POST("/api/v1/me/password", { body: { old_password: current, new_password: next } }));
+      await changing.mutateAsync({ old_password: current, new_password: next });
       setDone(true);
     } catch (exc) {
       setError(exc);

@@ -1,4 +1,4 @@
-import { createBrowserRouter, Navigate, redirect, type LoaderFunction } from "react-router";
+import { createBrowserRouter, Navigate, redirect, type LoaderFunction, type RouteObject } from "react-router";
 
 import { signedIn } from "../api/client";
 import { AdminPage } from "../pages/Admin";
@@ -28,38 +28,41 @@ const requireToken: LoaderFunction = ({ request }) => {
   return redirect(`/signin?next=${encodeURIComponent(here)}`);
 };
 
-export const router = createBrowserRouter(
-  [
-    { path: "/signin", element: <SignIn /> },
-    {
-      element: <Layout />,
-      loader: requireToken,
-      errorElement: <NotFound />,
-      children: [
-        { index: true, element: <Navigate to="/overview" replace /> },
-        { path: "overview", element: <OverviewPage /> },
-        { path: "instances", element: <Instances /> },
-        { path: "instances/:id", element: <InstancePage /> },
-        { path: "tasks/:id/log", element: <TaskLog /> },
-        { path: "workflows", element: <Workflows /> },
-        { path: "workflows/new", element: <Editor /> },
-        { path: "workflows/:code", element: <WorkflowPage /> },
-        { path: "workflows/:code/edit", element: <Editor /> },
-        { path: "cluster", element: <ClusterPage /> },
-        { path: "alerts", element: <AlertsPage /> },
-        { path: "resources", element: <ResourcesPage /> },
-        {
-          path: "admin",
-          element: (
-            <AdminOnly>
-              <AdminPage />
-            </AdminOnly>
-          ),
-        },
-        { path: "tokens", element: <MyTokens /> },
-        { path: "*", element: <NotFound /> },
-      ],
-    },
-  ],
-  { basename },
-);
+/** Every screen. A route's id is its path pattern: each browser test's accessibility audit names the route it
+ * audits (tests/e2e/a11y.mjs checks the page's address matches it), and routes.test.tsx fails when a route has
+ * no audit. */
+export const routes: RouteObject[] = [
+  { id: "/signin", path: "/signin", element: <SignIn /> },
+  {
+    element: <Layout />,
+    loader: requireToken,
+    errorElement: <NotFound />,
+    children: [
+      { index: true, element: <Navigate to="/overview" replace /> },
+      { id: "overview", path: "overview", element: <OverviewPage /> },
+      { id: "instances", path: "instances", element: <Instances /> },
+      { id: "instances/:id", path: "instances/:id", element: <InstancePage /> },
+      { id: "tasks/:id/log", path: "tasks/:id/log", element: <TaskLog /> },
+      { id: "workflows", path: "workflows", element: <Workflows /> },
+      { id: "workflows/new", path: "workflows/new", element: <Editor /> },
+      { id: "workflows/:code", path: "workflows/:code", element: <WorkflowPage /> },
+      { id: "workflows/:code/edit", path: "workflows/:code/edit", element: <Editor /> },
+      { id: "cluster", path: "cluster", element: <ClusterPage /> },
+      { id: "alerts", path: "alerts", element: <AlertsPage /> },
+      { id: "resources", path: "resources", element: <ResourcesPage /> },
+      {
+        id: "admin",
+        path: "admin",
+        element: (
+          <AdminOnly>
+            <AdminPage />
+          </AdminOnly>
+        ),
+      },
+      { id: "tokens", path: "tokens", element: <MyTokens /> },
+      { id: "*", path: "*", element: <NotFound /> },
+    ],
+  },
+];
+
+export const router = createBrowserRouter(routes, { basename });

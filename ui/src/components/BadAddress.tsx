@@ -1,11 +1,8 @@
 import { Link } from "react-router";
 
-const TEXT = {
-  title: "Nothing here",
-  notId: (what: string, value: string) =>
-    `“${value}” is not a ${what} number: its address holds its id or code.`,
-  back: "Go to the instances",
-};
+import { tCommon } from "./strings";
+import { tTitle } from "./strings";
+import { useTitle } from "./title";
 
 /** The number in an address (/workflows/123), or null when it is not one (never NaN sent to the API). */
 export function idParam(value: string | undefined): number | null {
@@ -14,11 +11,12 @@ export function idParam(value: string | undefined): number | null {
 
 /** What an address with something else than a number where the id belongs shows. */
 export function BadAddress({ what, value }: { what: string; value: string | undefined }) {
+  useTitle(tTitle.notFound);
   return (
     <section>
-      <h1>{TEXT.title}</h1>
-      <p role="alert">{TEXT.notId(what, value ?? "")}</p>
-      <Link to="/instances">{TEXT.back}</Link>
+      <h1>{tCommon.nothingHere}</h1>
+      <p role="alert">{tCommon.notId(what, value ?? "")}</p>
+      <Link to="/instances">{tCommon.toInstances}</Link>
     </section>
   );
 }

@@ -2,6 +2,8 @@
 import { useState } from "react";
 import { useSearchParams } from "react-router";
 
+import { tCommon } from "./strings";
+
 /** Filters kept in the URL (a filtered list is a link); changing one returns to page 1. */
 export function useUrlFilters() {
   const [params, setParams] = useSearchParams();
@@ -41,7 +43,7 @@ export function SelectAll({ ids, selection }: { ids: number[]; selection: Return
   return (
     <input
       type="checkbox"
-      aria-label="Select all on this page"
+      aria-label={tCommon.selectAll}
       checked={ids.length > 0 && ids.every((id) => selection.selected.has(id))}
       onChange={(e) => (e.target.checked ? selection.setAll(ids) : selection.clear())}
     />
@@ -66,17 +68,15 @@ export function Pager({
 }) {
   const pages = Math.max(1, Math.ceil(total / size));
   return (
-    <nav className="pager" aria-label="Pages">
+    <nav className="pager" aria-label={tCommon.pages}>
       <button disabled={page <= 1} onClick={() => onPage(page - 1)}>
-        ← Previous
+        {tCommon.previous}
       </button>
       <span>
-        page {page} of {pages}
-        {capped ? "+" : ""} ({total}
-        {capped ? "+" : ""} {noun})
+        {tCommon.pageOf(page, `${pages}${capped ? "+" : ""}`, `${total}${capped ? "+" : ""}`, noun)}
       </span>
       <button disabled={page >= pages} onClick={() => onPage(page + 1)}>
-        Next →
+        {tCommon.next}
       </button>
     </nav>
   );

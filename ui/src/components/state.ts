@@ -1,4 +1,6 @@
 // How a state looks: a tone (colour) AND a symbol AND its name, so state is never told by colour alone.
+import { tState } from "./strings";
+
 export type Tone = "ok" | "bad" | "run" | "wait" | "hold" | "off";
 
 const TONES: Record<string, Tone> = {
@@ -26,16 +28,6 @@ const SYMBOLS: Record<Tone, string> = { ok: "✓", bad: "✕", run: "▶", wait:
 /** states sharing a tone but told apart by their symbol: a skipped branch is not a disabled task */
 const STATE_SYMBOLS: Record<string, string> = { SKIPPED: "↷" };
 
-const LABELS: Record<string, string> = {
-  RUNNING_EXECUTION: "running",
-  SUBMITTED_SUCCESS: "submitted",
-  FORCED_SUCCESS: "forced success",
-  NEED_FAULT_TOLERANCE: "needs failover",
-  DELAY_EXECUTION: "delayed",
-  SERIAL_WAIT: "serial wait",
-  SKIPPED: "skipped",
-};
-
 export function toneOf(state: string): Tone {
   return TONES[state] ?? "wait";
 }
@@ -45,5 +37,5 @@ export function symbolOf(state: string): string {
 }
 
 export function labelOf(state: string): string {
-  return LABELS[state] ?? state.toLowerCase().replace(/_/g, " ");
+  return (tState as Record<string, string>)[state] ?? state.toLowerCase().replace(/_/g, " ");
 }

@@ -3,7 +3,10 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
 import { ZoneSwitch } from "./ZoneSwitch";
 import { Time } from "./Time";
+import "../i18n/catalog";
+import { setLocale } from "../i18n";
 import {
+  formatDuration,
   formatInZone,
   formatTime,
   offsetLabel,
@@ -28,6 +31,15 @@ describe("formatTime", () => {
     expect(formatTime("2026-11-27T18:00:00Z", "Asia/Kolkata")).toMatch(/23:30:00 UTC\+5:30$/);
     expect(formatTime("2026-07-01T12:00:00Z", "America/New_York")).toMatch(/08:00:00 UTC−4$/);
     expect(formatTime(null, "UTC")).toBe("—");
+  });
+
+  it("writes dates as the active language does, always 24-hour and in the zone", () => {
+    act(() => setLocale("zh-CN"));
+    expect(formatTime("2026-03-05T00:00:00Z", "Asia/Shanghai")).toBe("2026/3/5 08:00:00 UTC+8");
+    expect(formatDuration(1500)).toBe("1.5 秒");
+    act(() => setLocale("en"));
+    expect(formatTime("2026-03-05T00:00:00Z", "Asia/Shanghai")).toBe("3/5/2026, 08:00:00 UTC+8");
+    expect(formatDuration(1500)).toBe("1.5 s");
   });
 
   it("names a schedule's own zone", () => {

@@ -2,6 +2,9 @@
 // (UTC, the browser's own zone, or any IANA zone; kept in localStorage) and labelled with that zone.
 import { useSyncExternalStore } from "react";
 
+import { formatNumber, locale } from "../i18n";
+import { tUnits } from "./strings";
+
 /** ``"UTC"``, ``"local"`` (the browser's zone) or an IANA zone name. */
 export type DisplayZone = string;
 
@@ -163,18 +166,19 @@ export function typedInZone(iso: string, zone: DisplayZone = current): string {
 }
 
 function wallClock(date: Date, zone: string): string {
-  // h23: midnight is 00:00, never 24:00 (what hour12: false gives in some locales)
+  // h23: midnight is 00:00, never 24:00 (what hour12: false gives in some locales); the active language's
+  // order of day, month and year
   const format = cached(
     wallFormats,
-    zone,
+    `${locale()} ${zone}`,
     () =>
-      new Intl.DateTimeFormat(undefined, {
+      new Intl.DateTimeFormat(locale(), {
         timeZone: zone,
         hourCycle: "h23",
         year: "numeric",
         month: "numeric",
         day: "numeric",
-        hour: "numeric",
+        hour: "2-digit",
         minute: "2-digit",
         second: "2-digit",
       }),
@@ -201,10 +205,10 @@ export function formatInZone(iso: string | null | undefined, zone: string): stri
 
 export function formatDuration(ms: number | null | undefined): string {
   if (ms === null || ms === undefined) return "—";
-  if (ms < 1000) return `${ms} ms`;
+  if (ms < 1000) return tUnits.ms(formatNumber(ms));
   const s = ms / 1000;
-  if (s < 60) return `${s.toFixed(1)} s`;
+  if (s < 60) return tUnits.s(formatNumber(s, 1));
   const m = Math.floor(s / 60);
-  if (m < 60) return `${m}m ${Math.round(s % 60)}s`;
-  return `${Math.floor(m / 60)}h ${m % 60}m`;
+  if (m < 60) return tUnits.minSec(m, Math.round(s % 60));
+  return tUnits.hourMin(Math.floor(m / 60), m % 60);
 }

@@ -12,18 +12,21 @@ import { Tenants } from "../features/admin/Tenants";
 import { Tokens } from "../features/admin/Tokens";
 import { Users } from "../features/admin/Users";
 import { WorkerGroups } from "../features/admin/WorkerGroups";
+import { tAdmin } from "./strings";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const TABS = {
-  users: ["Users", Users],
-  grants: ["Project grants", ProjectGrants],
-  tenants: ["Tenants", Tenants],
-  datasources: ["Data sources", DataSources],
-  environments: ["Environments", Environments],
-  "project-params": ["Project parameters", ProjectParams],
-  "worker-groups": ["Worker groups", WorkerGroups],
-  alerts: ["Alert groups", AlertGroups],
-  "task-groups": ["Task groups", TaskGroups],
-  tokens: ["API tokens", Tokens],
+  users: Users,
+  grants: ProjectGrants,
+  tenants: Tenants,
+  datasources: DataSources,
+  environments: Environments,
+  "project-params": ProjectParams,
+  "worker-groups": WorkerGroups,
+  alerts: AlertGroups,
+  "task-groups": TaskGroups,
+  tokens: Tokens,
 } as const;
 type Tab = keyof typeof TABS;
 
@@ -31,14 +34,15 @@ export function AdminPage() {
   const [params, setParams] = useSearchParams();
   const asked = params.get("tab") ?? "users";
   const tab: Tab = asked in TABS ? (asked as Tab) : "users";
-  const [, Body] = TABS[tab];
+  const Body = TABS[tab];
+  useTitle(tTitle.admin, tAdmin.tabs[tab]);
   return (
     <section>
-      <h1>Admin</h1>
-      <nav className="tabs" aria-label="Admin sections">
+      <h1>{tAdmin.title}</h1>
+      <nav className="tabs" aria-label={tAdmin.sections}>
         {(Object.keys(TABS) as Tab[]).map((t) => (
           <button key={t} aria-current={t === tab ? "page" : undefined} onClick={() => setParams({ tab: t })}>
-            {TABS[t][0]}
+            {tAdmin.tabs[t]}
           </button>
         ))}
       </nav>

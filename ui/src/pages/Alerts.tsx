@@ -1,15 +1,17 @@
 // Alerts: every alert, newest first, with its delivery state per sender (delivered / failed with the
 // receiver's answer), filtered by status and instance (kept in the URL); a finished alert can be resent.
-import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
 import { Link } from "react-router";
 
-import { api, call } from "../api/client";
+import { useAlertGroups } from "../api/admin";
+import { useAlerts, useResendAlert } from "../api/alerts";
 import { ErrorBox } from "../components/ErrorBox";
 import { Pager, useUrlFilters } from "../components/listing";
 import { useAction } from "../features/admin/useAction";
 import { outcomes, parseLog, statusOf, STATUSES } from "../features/alerts/history";
 import { t } from "../features/alerts/strings";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const SIZE = 50;
 
@@ -26,6 +28,7 @@ interface AlertRow {
 }
 
 export function AlertsPage() {
+  useTitle(tTitle.alerts);
   const { params, set, page } = useUrlFilters();
   const status = statusOf(params.get("status"));
   const instance = params.get("instance") ?? "";
@@ -36,14 +39,9 @@ export function AlertsPage() {
     ...(status ? { status } : {}),
     ...(/^\d+$/.test(instance) ? { instance: Number(instance) } : {}),
   };
-  const list = useQuery({
-    queryKey: ["alerts", query],
-    queryFn: () => call(api.GET("/api/v1/alerts", { params: { query } })),
-  });
-  const groups = useQuery({
-    queryKey: ["alert-groups"],
-    queryFn: () => call(api.GET("/api/v1/alert-groups", { params: { query: { size: 200 } } })),
-  });
+  const list = useAlerts(query);
+  const groups = useAlertGroups();
+  const resending = useResendAlert();
   const names = new Map<number, string>();
   for (const g of (groups.data?.items ?? []) as unknown as { senders?: { id?: number; name: string }[] }[])
     for (const s of g.senders ?? []) if (s.id !== undefined) names.set(s.id, s.name);
@@ -52,7 +50,7 @@ export function AlertsPage() {
   const resend = (id: number) =>
     run(async () => {
       setDone(null);
-      await call(api.POST("/api/v1/alerts/{id}/resend", { params: { path: { id: String(id) } } }));
+      await resending.mutateAsync(id);
       setDone(id);
     });
   const rows = (list.data?.items ?? []) as unknown as AlertRow[];

@@ -1,5 +1,7 @@
 import { useCluster } from "../api/queries";
 import { ErrorBox, Loading } from "../components/ErrorBox";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 type Node = { address: string; group: string | null; status: string; heartbeat: Record<string, unknown> };
 
@@ -54,6 +56,7 @@ function Nodes({ title, nodes }: { title: string; nodes: Node[] }) {
 }
 
 export function ClusterPage() {
+  useTitle(tTitle.cluster);
   const query = useCluster();
   return (
     <section>

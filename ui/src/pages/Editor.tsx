@@ -3,41 +3,33 @@
 // the server checks the document and its refusal is shown on the task and at the field it names.
 // Big graphs: find a task, lay out again, collapse a branch or a selection into one node.
 // New workflow: /workflows/new.
-import { useQueryClient } from "@tanstack/react-query";
-import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import { useCallback, useEffect, useMemo, useReducer, useRef } from "react";
 import { useNavigate, useParams } from "react-router";
 import { parse, stringify } from "yaml";
 
-import { api, ApiError, call, type WorkflowDoc } from "../api/client";
-import { useMe, useTaskTypes, useWorkflow } from "../api/queries";
+import { ApiError, type WorkflowDoc } from "../api/client";
+import { useMe, useSaveWorkflow, useTaskTypes, useWorkflow } from "../api/queries";
 import { ErrorBox, Loading } from "../components/ErrorBox";
-import {
-  addTask,
-  connect,
-  disconnect,
-  errorTarget,
-  freshName,
-  removeTasks,
-  updateTask,
-  type Draft,
-} from "../features/editor/draft";
+import { errorTarget, freshName, type Draft } from "../features/editor/draft";
 import { EditGraph, type PlaceHints } from "../features/editor/EditGraph";
-import { projectToCreate, refusalFixed, type Refusal } from "../features/editor/refusal";
+import { editorReducer, initialEditorState, type Mode } from "../features/editor/editorState";
+import { localParamsProblems } from "../features/editor/localParams";
+import { projectToCreate, type Refusal } from "../features/editor/refusal";
 import { templateOf, type JsonSchema } from "../features/editor/schemaFields";
 import { tEditor } from "../features/editor/strings";
 import { TaskForm } from "../features/editor/TaskForm";
 import { WorkflowForm } from "../features/editor/WorkflowForm";
 import { buildGraph, type TaskSpec } from "../features/graph/buildGraph";
-import { NO_GROUPS, type Groups } from "../features/graph/collapse";
+import type { Groups } from "../features/graph/collapse";
 import { DagView } from "../features/graph/DagView";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const TEMPLATE: Draft = {
   name: "my_workflow",
   project: "default",
   tasks: [{ name: "hello", type: "SHELL", params: { rawScript: "echo hello" } }],
 };
-
-type Mode = "graph" | "yaml" | "json";
 
 /** The text as a document, or the reason it is not one. */
 export function readDocument(text: string, format: "yaml" | "json"): { doc?: WorkflowDoc; problem?: string } {
@@ -76,30 +68,21 @@ export function Editor() {
   const param = useParams().code;
   const code = param === undefined ? null : Number(param);
   const existing = useWorkflow(code);
+  useTitle(code === null ? tTitle.newWorkflow : tTitle.editWorkflow(code), existing.data?.name);
   const taskTypes = useTaskTypes();
   const navigate = useNavigate();
-  const client = useQueryClient();
-  const [draft, setDraft] = useState<Draft | null>(code === null ? TEMPLATE : null);
-  const [mode, setMode] = useState<Mode>("graph");
-  const [text, setText] = useState("");
-  const [textProblem, setTextProblem] = useState<string>();
-  const [selected, setSelected] = useState<string | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const [refusal, setRefusal] = useState<Refusal | null>(null);
-  const refusalRef = useRef(refusal);
-  refusalRef.current = refusal;
-  const [askProject, setAskProject] = useState<string>();
+  const saving = useSaveWorkflow(code);
+  const [state, dispatch] = useReducer(editorReducer, code === null ? TEMPLATE : null, initialEditorState);
+  const { draft, mode, text, textProblem, selected, error, refusal, askProject, notice, groups } = state;
   const projects = useMe().data?.projects.map((p) => p.name);
-  const [notice, setNotice] = useState<string>();
-  const [busy, setBusy] = useState(false);
-  const [groups, setGroups] = useState<Groups>(NO_GROUPS);
+  const busy = saving.isPending;
   const hints = useRef<PlaceHints>(new Map()).current;
   const kept = useRef(new Map<string, { x: number; y: number }>()).current;
   const draftRef = useRef(draft);
   draftRef.current = draft;
 
   useEffect(() => {
-    if (draft === null && existing.data) setDraft(existing.data.document);
+    if (draft === null && existing.data) dispatch({ type: "load", draft: existing.data.document });
   }, [existing.data, draft]);
 
   const types = useMemo(
@@ -110,69 +93,38 @@ export function Editor() {
   const taskNames = useMemo(() => (draft ? draft.tasks.map((t) => t.name) : []), [draft]);
   const errors = useMemo(() => new Map(refusal?.task ? [[refusal.task, refusal.message]] : []), [refusal]);
 
-  // every edit goes through here: the graph's callbacks read the latest draft from the ref, so they stay
-  // the same functions across edits (the graph's memoised nodes are not re-rendered by a new callback)
-  const edit = useCallback((fn: (d: Draft) => Draft) => {
-    const current = draftRef.current;
-    if (!current) return;
-    const next = fn(current);
-    draftRef.current = next;
-    setDraft(next);
-    setNotice(undefined);
-    setAskProject(undefined);
-    // the refused value changed: its message leaves the screen (the next save checks it again)
-    const refused = refusalRef.current;
-    if (refused && refusalFixed(current, next, refused)) {
-      setRefusal(null);
-      setError(null);
-    }
-  }, []);
+  // every edit is an action of the reducer (editorState.ts): dispatch never changes, so the graph's callbacks
+  // stay the same functions across edits (the graph's memoised nodes are not re-rendered by a new callback)
   const onConnect = useCallback(
-    (source: string, target: string) => {
-      const current = draftRef.current;
-      if (!current) return;
-      const result = connect(current, source, target);
-      if (result.refused) setNotice(`Not linked: ${result.refused}`);
-      else edit(() => result.draft);
-    },
-    [edit],
+    (source: string, target: string) => dispatch({ type: "connect", source, target }),
+    [],
   );
   const onDisconnect = useCallback(
-    (links: { source: string; target: string }[]) =>
-      edit((d) => links.reduce((acc, l) => disconnect(acc, l.source, l.target), d)),
-    [edit],
+    (links: { source: string; target: string }[]) => dispatch({ type: "disconnect", links }),
+    [],
   );
-  const onRemove = useCallback(
-    (names: string[]) => {
-      edit((d) => removeTasks(d, new Set(names)));
-      setSelected((s) => (s && names.includes(s) ? null : s));
-    },
-    [edit],
-  );
+  const onRemove = useCallback((names: string[]) => dispatch({ type: "remove", names }), []);
   const onAdd = useCallback(
     (type: string): string => {
-      const current = draftRef.current as Draft;
-      const name = freshName(current, type);
-      edit((d) => addTask(d, { name, type, params: templateOf(types.get(type)) }));
-      setSelected(name);
+      const name = freshName(draftRef.current as Draft, type);
+      dispatch({ type: "add", task: { name, type, params: templateOf(types.get(type)) } });
       return name;
     },
-    [edit, types],
+    [types],
   );
-  const onSelect = useCallback((name: string | null) => setSelected(name), []);
+  const onSelect = useCallback((name: string | null) => dispatch({ type: "select", name }), []);
+  const onGroups = useCallback((next: Groups) => dispatch({ type: "groups", groups: next }), []);
 
   const switchMode = (next: Mode) => {
     if (next === mode) return;
     let doc = draft;
     if (mode !== "graph") {
       const read = readDocument(text, mode);
-      if (!read.doc) return setTextProblem(read.problem);
+      if (!read.doc) return dispatch({ type: "text-problem", problem: read.problem as string });
       doc = read.doc;
-      setDraft(doc);
     }
-    if (next !== "graph" && doc) setText(toText(doc, next));
-    setTextProblem(undefined);
-    setMode(next);
+    const nextText = next !== "graph" && doc ? toText(doc, next) : undefined;
+    dispatch({ type: "mode", mode: next, draft: doc ?? undefined, text: nextText });
   };
 
   /** Save; a project the caller sees none of is created only once confirmed (``confirmed`` names it). */
@@ -180,41 +132,28 @@ export function Editor() {
     let doc = draft;
     if (mode !== "graph") {
       const read = readDocument(text, mode);
-      if (!read.doc) return setTextProblem(read.problem);
+      if (!read.doc) return dispatch({ type: "text-problem", problem: read.problem as string });
       doc = read.doc;
-      setDraft(doc);
     }
     if (!doc) return;
+    // a local parameter's problem is shown at its row: the save waits until it is fixed
+    const unfixed = doc.tasks.find((t) => localParamsProblems(t.params as Record<string, unknown>) > 0);
+    if (unfixed) {
+      const notice = tEditor.paramsInvalid(localParamsProblems(unfixed.params as Record<string, unknown>));
+      return dispatch({ type: "hold-save", name: unfixed.name, notice });
+    }
     const creating = projectToCreate(projects, doc.project);
     if (creating !== undefined && creating !== confirmed) {
-      setAskProject(creating);
+      dispatch({ type: "ask-project", project: creating, draft: doc });
       return;
     }
-    setAskProject(undefined);
-    setBusy(true);
-    setError(null);
-    setRefusal(null);
+    dispatch({ type: "saving", draft: doc });
     try {
-      const saved =
-        code === null
-          ? await call(api.POST("/api/v1/workflows", { params: { query: { release: false } }, body: doc }))
-          : await call(
-              api.PUT("/api/v1/workflows/{code}", { params: { path: { code: String(code) } }, body: doc }),
-            );
-      void client.invalidateQueries({ queryKey: ["workflow", saved.code] });
-      void client.invalidateQueries({ queryKey: ["workflows"] });
-      void client.invalidateQueries({ queryKey: ["me"] }); // a project it created
+      const saved = await saving.mutateAsync(doc);
+      dispatch({ type: "saved" });
       navigate(`/workflows/${saved.code}`);
     } catch (exc) {
-      setError(exc);
-      const placed = placeRefusal(exc, doc);
-      setRefusal(placed);
-      if (placed?.task) {
-        setSelected(placed.task);
-        if (mode !== "graph") setMode("graph");
-      } else if (placed) setSelected(null);
-    } finally {
-      setBusy(false);
+      dispatch({ type: "save-failed", error: exc, refusal: placeRefusal(exc, doc) });
     }
   };
 
@@ -240,7 +179,7 @@ export function Editor() {
               </button>
             ))}
           </div>
-          <button disabled={busy} onClick={() => void save()}>
+          <button disabled={busy} onClick={() => void save()} data-save>
             Save as new version
           </button>
         </div>
@@ -252,8 +191,8 @@ export function Editor() {
           <button onClick={() => void save(askProject)}>{tEditor.createAndSave(askProject)}</button>{" "}
           <button
             onClick={() => {
-              setAskProject(undefined);
-              setSelected(null);
+              dispatch({ type: "ask-project", project: undefined });
+              dispatch({ type: "select", name: null });
               if (mode !== "graph") switchMode("graph");
               requestAnimationFrame(() => document.getElementById("wf-project")?.focus());
             }}
@@ -280,7 +219,7 @@ export function Editor() {
             kept={kept}
             types={typeNames}
             groups={groups}
-            onGroups={setGroups}
+            onGroups={onGroups}
             onSelect={onSelect}
             onConnect={onConnect}
             onDisconnect={onDisconnect}
@@ -293,30 +232,32 @@ export function Editor() {
               task={task}
               types={types}
               error={refusal?.task === task.name ? refusal : null}
-              onChange={(next) => edit((d) => updateTask(d, task.name, next))}
+              onChange={(next) => dispatch({ type: "update", name: task.name, task: next })}
               onRename={(name) => {
                 if (!name) return "a task needs a name";
                 if (draft.tasks.some((t) => t.name === name)) return `there is already a task ${name}`;
                 hints.set(name, task.name);
-                edit((d) => updateTask(d, task.name, { ...task, name }));
-                setSelected(name);
+                dispatch({ type: "update", name: task.name, task: { ...task, name } });
+                dispatch({ type: "select", name });
                 return undefined;
               }}
               onRemove={() => onRemove([task.name])}
               onUnlink={(up) => onDisconnect([{ source: up, target: task.name }])}
               others={taskNames}
               onLink={(up) => onConnect(up, task.name)}
+              tasks={draft.tasks}
+              onLinkBelow={(down) => onConnect(task.name, down)}
             />
           ) : (
             <WorkflowForm
               draft={draft}
               error={refusal && !refusal.task ? refusal : null}
-              onChange={(next) => edit(() => next)}
+              onChange={(next) => dispatch({ type: "replace", draft: next })}
             />
           )}
         </div>
       ) : (
-        <TextView text={text} format={mode} onChange={setText} />
+        <TextView text={text} format={mode} onChange={(next) => dispatch({ type: "text", text: next })} />
       )}
     </section>
   );

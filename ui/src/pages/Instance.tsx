@@ -6,6 +6,7 @@ import {
   useInstance,
   useInstanceAction,
   useMe,
+  useWaiting,
   useWorkflowVersion,
   type InstanceAction,
 } from "../api/queries";
@@ -13,15 +14,21 @@ import { BadAddress, idParam } from "../components/BadAddress";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { StateBadge } from "../components/StateBadge";
 import { Time } from "../components/Time";
-import { formatDuration } from "../components/time";
+import { formatDuration, useDisplayZone } from "../components/time";
 import { lacking } from "../features/access/rights";
 import { TaskTable } from "../features/gantt/TaskTable";
 import { finishedCount } from "../features/gantt/count";
 import { buildGraph, statesByName, type TaskSpec } from "../features/graph/buildGraph";
+import { RenderedScript } from "../features/editor/RenderedScript";
+import { branchLabels } from "../features/editor/switchParams";
 import { DagView } from "../features/graph/DagView";
 import { prewarmLayout } from "../features/graph/layout";
+import { tWaiting } from "../features/instances/strings";
+import { byTask, RunWaiting, waitText, WhyWaiting } from "../features/instances/Waiting";
 import { useLive } from "../features/live/useLive";
 import { RunType } from "../features/workflow/RunType";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const LABELS: Record<InstanceAction, string> = {
   stop: "Stop",
@@ -36,6 +43,9 @@ const TEXT = {
   skipped: (n: number) => `, ${n} skipped`,
 };
 
+/** Task types the master runs itself: no log, no script. */
+const LOGIC_TYPES = new Set(["SWITCH", "CONDITIONS", "SUB_PROCESS", "DEPENDENT"]);
+
 export function InstancePage() {
   const param = useParams().id;
   const id = idParam(param);
@@ -48,6 +58,7 @@ function InstanceOf({ id }: { id: number }) {
   useEffect(prewarmLayout, []);
   const query = useInstance(id);
   const detail = query.data;
+  useTitle(tTitle.instance(id), detail?.name);
   const version = useWorkflowVersion(detail?.workflow_code, detail?.workflow_version);
   const action = useInstanceAction();
   const me = useMe().data;
@@ -55,12 +66,21 @@ function InstanceOf({ id }: { id: number }) {
 
   const tasks = version.data?.document.tasks as TaskSpec[] | undefined;
   const graph = useMemo(() => (tasks ? buildGraph(tasks) : null), [tasks]);
+  const labels = useMemo(() => (tasks ? branchLabels(tasks) : undefined), [tasks]);
   const current = useMemo(() => (detail ? statesByName(detail.tasks) : new Map()), [detail]);
   const states = useMemo(
     () => new Map([...current].map(([name, t]) => [name, t.state as string])),
     [current],
   );
   const chosen = selected ? current.get(selected) : undefined;
+  // asked again whenever the live stream moves a task or the run; polled only while something waits
+  const signature = detail ? `${detail.state}:${detail.tasks.map((t) => t.state).join(",")}` : "";
+  const waiting = useWaiting(id, !!detail && !detail.finished, signature);
+  const answer = detail && !detail.finished ? waiting.data : undefined;
+  const why = useMemo(() => byTask(answer), [answer]);
+  const chosenWhy = chosen ? why.get(chosen.name) : undefined;
+  const zone = useDisplayZone();
+  const whyText = useMemo(() => new Map([...why].map(([name, w]) => [name, waitText(w, zone)])), [why, zone]);
 
   if (query.isPending) return <Loading what={`instance ${id}`} />;
   if (!detail) return <ErrorBox error={query.error} title={`Cannot load instance ${id}`} />;
@@ -134,14 +154,17 @@ function InstanceOf({ id }: { id: number }) {
           {count.skipped ? TEXT.skipped(count.skipped) : ""}
         </dd>
       </dl>
+      <RunWaiting answer={answer} />
       <ErrorBox error={version.error} title="Cannot load the workflow's graph" />
       {graph && (
         <DagView
           layoutKey={`${detail.workflow_code}:${detail.workflow_version}`}
           graph={graph}
           states={states}
+          waiting={whyText}
           selected={selected}
           onSelect={setSelected}
+          labels={labels}
         />
       )}
       {chosen && (
@@ -153,9 +176,19 @@ function InstanceOf({ id }: { id: number }) {
               open sub-workflow #{chosen.sub_instance_id}
             </Link>
           )}
+          {chosenWhy && (
+            <div data-testid="selected-why">
+              {tWaiting.heading} <WhyWaiting wait={chosenWhy} />
+            </div>
+          )}
+          <RenderedScript
+            key={chosen.id}
+            taskId={chosen.id}
+            started={Boolean(chosen.start_time) && !LOGIC_TYPES.has(chosen.type)}
+          />
         </div>
       )}
-      <TaskTable tasks={detail.tasks} selected={selected} onSelect={setSelected} />
+      <TaskTable tasks={detail.tasks} selected={selected} onSelect={setSelected} why={why} />
     </section>
   );
 }

@@ -13,10 +13,14 @@ import { lacking } from "../features/access/rights";
 import { filtersOf, InstanceFiltersBar } from "../features/instances/Filters";
 import { RunType } from "../features/workflow/RunType";
 import { useLive } from "../features/live/useLive";
+import { tInstances as t } from "./strings";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const SIZE = 50;
 
 export function Instances() {
+  useTitle(tTitle.instances);
   useLive();
   const { params, set, clear, page } = useUrlFilters();
   // a value the server would refuse is said at its field by the bar, and left out of the request
@@ -41,36 +45,36 @@ export function Instances() {
     .find((r) => r !== null);
   return (
     <section>
-      <h1>Workflow instances</h1>
+      <h1>{t.title}</h1>
       <InstanceFiltersBar params={params} set={set} clear={clear} />
       <div className="toolbar">
         <span className="spacer" />
-        <span className="muted">{selected.size} selected</span>
+        <span className="muted">{t.selected(selected.size)}</span>
         <button
           disabled={!selected.size || refused !== undefined}
           title={refused ?? ""}
           onClick={() => void batch("stop")}
         >
-          Stop
+          {t.stop}
         </button>
         <button
           disabled={!selected.size || refused !== undefined}
           title={refused ?? ""}
           onClick={() => void batch("rerun")}
         >
-          Rerun
+          {t.rerun}
         </button>
         <button
           disabled={!selected.size || refused !== undefined}
           title={refused ?? ""}
           onClick={() => void batch("recover-failed")}
         >
-          Recover failed
+          {t.recoverFailed}
         </button>
       </div>
-      <BatchReport outcome={outcome} what="instances" />
-      <ErrorBox error={query.error} title="Cannot list instances" />
-      {!data && query.isPending && <Loading what="instances" />}
+      <BatchReport outcome={outcome} what={t.noun} />
+      <ErrorBox error={query.error} title={t.cannotList} />
+      {!data && query.isPending && <Loading what={t.noun} />}
       {data && (
         <>
           <table className="grid" data-testid="instances">
@@ -79,14 +83,14 @@ export function Instances() {
                 <th>
                   <SelectAll ids={data.items.map((i) => i.id)} selection={selection} />
                 </th>
-                <th>Id</th>
-                <th>Name</th>
-                <th>State</th>
-                <th>Run type</th>
-                <th>Business date</th>
-                <th>Started</th>
-                <th>Duration</th>
-                <th>Host</th>
+                <th>{t.id}</th>
+                <th>{t.name}</th>
+                <th>{t.state}</th>
+                <th>{t.runType}</th>
+                <th>{t.businessDate}</th>
+                <th>{t.started}</th>
+                <th>{t.duration}</th>
+                <th>{t.host}</th>
               </tr>
             </thead>
             <tbody>
@@ -95,7 +99,7 @@ export function Instances() {
                   <td>
                     <input
                       type="checkbox"
-                      aria-label={`Select instance ${i.id}`}
+                      aria-label={t.select(i.id)}
                       checked={selected.has(i.id)}
                       onChange={() => selection.toggle(i.id)}
                     />
@@ -123,7 +127,7 @@ export function Instances() {
               {data.items.length === 0 && (
                 <tr>
                   <td colSpan={9} className="muted">
-                    No instance matches.
+                    {t.none}
                   </td>
                 </tr>
               )}
@@ -134,7 +138,7 @@ export function Instances() {
             total={data.total}
             capped={data.total_capped ?? false}
             size={SIZE}
-            noun="instances"
+            noun={t.noun}
             onPage={(n) => set("page", String(n))}
           />
         </>

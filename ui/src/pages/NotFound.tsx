@@ -1,6 +1,12 @@
 import { isRouteErrorResponse, Link, useRouteError } from "react-router";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
+
+import { tCommon } from "../components/strings";
+import { tNotFound } from "./strings";
 
 export function NotFound() {
+  useTitle(tTitle.notFound);
   const error = useRouteError();
   const message = error
     ? isRouteErrorResponse(error)
@@ -8,12 +14,12 @@ export function NotFound() {
       : error instanceof Error
         ? error.message
         : String(error)
-    : "There is no page at this address.";
+    : tNotFound.noPage;
   return (
     <section className="content">
-      <h1>Nothing here</h1>
+      <h1>{tCommon.nothingHere}</h1>
       <p role="alert">{message}</p>
-      <Link to="/instances">Go to the instances</Link>
+      <Link to="/instances">{tCommon.toInstances}</Link>
     </section>
   );
 }

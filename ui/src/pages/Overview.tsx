@@ -3,9 +3,12 @@ import { Link } from "react-router";
 import { useOverview } from "../api/queries";
 import { ErrorBox, Loading } from "../components/ErrorBox";
 import { StateBadge } from "../components/StateBadge";
-import { toneOf } from "../components/state";
+import { labelOf, toneOf } from "../components/state";
 import { Time } from "../components/Time";
 import { useLive } from "../features/live/useLive";
+import { tOverview as t } from "./strings";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const ORDER = [
   "RUNNING_EXECUTION",
@@ -31,7 +34,7 @@ function Counts({ title, counts }: { title: string; counts: Record<string, numbe
             key={s}
             className={`bar-run tone-${toneOf(s)}`}
             style={{ flexGrow: counts[s] }}
-            title={`${s}: ${counts[s]}`}
+            title={`${labelOf(s)}: ${counts[s]}`}
           />
         ))}
       </div>
@@ -43,62 +46,61 @@ function Counts({ title, counts }: { title: string; counts: Record<string, numbe
             </Link>
           </li>
         ))}
-        {total === 0 && <li className="muted">no instances</li>}
+        {total === 0 && <li className="muted">{t.noInstances}</li>}
       </ul>
     </div>
   );
 }
 
 export function OverviewPage() {
+  useTitle(tTitle.overview);
   useLive();
   const query = useOverview();
   const data = query.data;
   return (
     <section>
-      <h1>Overview</h1>
-      <ErrorBox error={query.error} title="Cannot load the overview" />
-      {!data && query.isPending && <Loading what="overview" />}
+      <h1>{t.title}</h1>
+      <ErrorBox error={query.error} title={t.cannotLoad} />
+      {!data && query.isPending && <Loading what={t.what} />}
       {data && (
         <div className="cards">
-          <Counts title="Last 24 hours" counts={data.last_day} />
-          <Counts title="Last 7 days" counts={data.last_week} />
+          <Counts title={t.lastDay} counts={data.last_day} />
+          <Counts title={t.lastWeek} counts={data.last_week} />
           <div className="card">
-            <h2>Cluster</h2>
+            <h2>{t.cluster}</h2>
             <p>
               {data.cluster.registry ? (
-                <span className="state state-ok">✓ registry up</span>
+                <span className="state state-ok">{t.registryUp}</span>
               ) : (
-                <span className="state state-bad">✕ registry unreachable</span>
+                <span className="state state-bad">{t.registryDown}</span>
               )}
             </p>
             <p>
-              <Link to="/cluster">
-                {data.cluster.masters} masters, {data.cluster.workers} workers
-              </Link>
+              <Link to="/cluster">{t.members(data.cluster.masters, data.cluster.workers)}</Link>
             </p>
             {data.cluster.unhealthy.length > 0 && (
-              <p className="state state-bad">! not normal: {data.cluster.unhealthy.join(", ")}</p>
+              <p className="state state-bad">{t.notNormal(data.cluster.unhealthy.join(", "))}</p>
             )}
           </div>
           <div className="card wide">
             <h2>
-              Running now ({data.running_total}) <Link to="/instances?state=RUNNING_EXECUTION">all</Link>
+              {t.running(data.running_total)} <Link to="/instances?state=RUNNING_EXECUTION">{t.all}</Link>
             </h2>
             <ul className="plain">
               {data.running.map((i) => (
                 <li key={i.id}>
                   <StateBadge state={i.state} /> <Link to={`/instances/${i.id}`}>{i.name}</Link>{" "}
                   <span className="muted">
-                    since <Time iso={i.start_time} />
+                    {t.since} <Time iso={i.start_time} />
                   </span>
                 </li>
               ))}
-              {data.running.length === 0 && <li className="muted">nothing runs</li>}
+              {data.running.length === 0 && <li className="muted">{t.nothingRuns}</li>}
             </ul>
           </div>
           <div className="card wide" data-testid="recent-failures">
             <h2>
-              Recent failures <Link to="/instances?state=FAILURE">all</Link>
+              {t.failures} <Link to="/instances?state=FAILURE">{t.all}</Link>
             </h2>
             <ul className="plain">
               {data.failures.map((i) => (
@@ -108,11 +110,11 @@ export function OverviewPage() {
                     <Time iso={i.end_time} />
                   </span>{" "}
                   {i.failed_task && (
-                    <Link to={`/tasks/${i.failed_task.id}/log`}>log of failed task {i.failed_task.name}</Link>
+                    <Link to={`/tasks/${i.failed_task.id}/log`}>{t.failedLog(i.failed_task.name)}</Link>
                   )}
                 </li>
               ))}
-              {data.failures.length === 0 && <li className="muted">no failures</li>}
+              {data.failures.length === 0 && <li className="muted">{t.noFailures}</li>}
             </ul>
           </div>
         </div>

@@ -14,8 +14,11 @@ import { errorAt } from "../features/admin/FormField";
 import { contentPath, crumbs, formatBytes, joinPath, percent } from "../features/resources/paths";
 import { t } from "../features/resources/strings";
 import { uploadFile } from "../features/resources/upload";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 export function ResourcesPage() {
+  useTitle(tTitle.resources);
   const [params, setParams] = useSearchParams();
   const project = params.get("project") ?? "";
   const folder = params.get("folder") ?? "";

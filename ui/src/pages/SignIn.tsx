@@ -3,17 +3,15 @@ import { useNavigate, useSearchParams } from "react-router";
 
 import { api, call, session, token } from "../api/client";
 import { ErrorBox } from "../components/ErrorBox";
-
-const TEXT = {
-  firstTime:
-    "First sign-in: the standalone (make run) prints user admin's first password in its start banner, and keeps " +
-    "it in admin-password in its run directory until you change it. On a cluster, your admin makes your user " +
-    "(porpoise user create), or gives you an API token.",
-};
+import { tCommon } from "../components/strings";
+import { tSignIn as TEXT } from "./strings";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 /** Sign in with a user name and password (a session cookie for this browser, CSRF token for this tab), or
  * with an API token (porpoise token create, or the one `make run` prints). */
 export function SignIn() {
+  useTitle(tTitle.signIn);
   const [mode, setMode] = useState<"password" | "token">("password");
   const [user, setUser] = useState("");
   const [secret, setSecret] = useState("");
@@ -51,19 +49,19 @@ export function SignIn() {
   const ready = mode === "password" ? user.trim() !== "" && secret !== "" : secret.trim() !== "";
   return (
     <main className="signin">
-      <h1>Porpoise</h1>
-      <div role="group" aria-label="Sign in with">
+      <h1>{tCommon.brand}</h1>
+      <div role="group" aria-label={TEXT.with}>
         <button aria-pressed={mode === "password"} onClick={() => setMode("password")}>
-          User and password
+          {TEXT.userAndPassword}
         </button>
         <button aria-pressed={mode === "token"} onClick={() => setMode("token")}>
-          API token
+          {TEXT.apiToken}
         </button>
       </div>
-      <form onSubmit={submit} aria-label="Sign in">
+      <form onSubmit={submit} aria-label={TEXT.signIn}>
         {mode === "password" && (
           <>
-            <label htmlFor="user">User</label>
+            <label htmlFor="user">{TEXT.user}</label>
             <input
               id="user"
               autoComplete="username"
@@ -73,24 +71,20 @@ export function SignIn() {
             />
           </>
         )}
-        <label htmlFor="secret">{mode === "password" ? "Password" : "API token"}</label>
+        <label htmlFor="secret">{mode === "password" ? TEXT.password : TEXT.apiToken}</label>
         <input
           id="secret"
           type="password"
           autoComplete="current-password"
           value={secret}
           onChange={(e) => setSecret(e.target.value)}
-          placeholder={mode === "token" ? "the token from `make run` or `porpoise token create`" : ""}
+          placeholder={mode === "token" ? TEXT.tokenPlaceholder : ""}
         />
         <button type="submit" disabled={busy || !ready}>
-          Sign in
+          {TEXT.signIn}
         </button>
-        <ErrorBox error={error} title="Sign-in failed" />
-        <p className="hint">
-          {mode === "password"
-            ? "A session cookie for this browser; changes also need this tab's CSRF token."
-            : "The token is kept for this browser tab only."}
-        </p>
+        <ErrorBox error={error} title={TEXT.failed} />
+        <p className="hint">{mode === "password" ? TEXT.cookieHint : TEXT.tokenHint}</p>
         <p className="hint" data-testid="first-sign-in">
           {TEXT.firstTime}
         </p>

@@ -10,6 +10,8 @@ import { StateBadge } from "../components/StateBadge";
 import { signOut } from "../app/session";
 import { openStream } from "../features/live/sse";
 import { LogStore, PAGE } from "../features/logs/logStore";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const ROW = 18;
 const TEXT = {
@@ -43,6 +45,7 @@ export function TaskLog() {
 
 function TaskLogOf({ id }: { id: number }) {
   const task = useTask(id);
+  useTitle(tTitle.taskLog(id), task.data?.name);
   const store = useRef(new LogStore()).current;
   const [, redraw] = useReducer((n: number) => n + 1, 0);
   const [error, setError] = useState<unknown>(null);

@@ -15,6 +15,8 @@ import { Schedules } from "../features/workflow/Schedules";
 import { StartDialog } from "../features/workflow/StartDialog";
 import { tWorkflow } from "../features/workflow/strings";
 import { VersionDiff } from "../features/workflow/VersionDiff";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 export function WorkflowPage() {
   const param = useParams().code;
@@ -25,6 +27,7 @@ export function WorkflowPage() {
 
 function WorkflowOf({ code }: { code: number }) {
   const query = useWorkflow(code);
+  useTitle(tTitle.workflow(code), query.data?.name);
   const client = useQueryClient();
   const [error, setError] = useState<unknown>(null);
   const [dialog, setDialog] = useState<"start" | "backfill" | null>(null);

@@ -11,10 +11,14 @@ import { labelOf, symbolOf, toneOf } from "../components/state";
 import { Time } from "../components/Time";
 import { lackingCreate } from "../features/access/rights";
 import { NextFire } from "../features/workflow/FireTimes";
+import { tInstances, tWorkflows as t } from "./strings";
+import { tTitle } from "../components/strings";
+import { useTitle } from "../components/title";
 
 const SIZE = 50;
 
 export function Workflows() {
+  useTitle(tTitle.workflows);
   const { params, set, page } = useUrlFilters();
   const search = params.get("search") ?? "";
   const release = params.get("release") ?? "";
@@ -41,39 +45,39 @@ export function Workflows() {
   return (
     <section>
       <div className="pagehead">
-        <h1>Workflows</h1>
+        <h1>{t.title}</h1>
         {mayCreate === null ? (
-          <Link to="/workflows/new">New workflow</Link>
+          <Link to="/workflows/new">{t.newWorkflow}</Link>
         ) : (
           <button disabled title={mayCreate}>
-            New workflow
+            {t.newWorkflow}
           </button>
         )}
       </div>
       <div className="toolbar" role="search">
         <input
           type="search"
-          aria-label="Search workflows by name"
-          placeholder="Search by name"
+          aria-label={t.searchLabel}
+          placeholder={t.searchPlaceholder}
           defaultValue={search}
           onChange={(e) => set("search", e.target.value.trim())}
         />
-        <select value={release} onChange={(e) => set("release", e.target.value)} aria-label="Release state">
-          <option value="">online and offline</option>
-          <option value="ONLINE">online</option>
-          <option value="OFFLINE">offline</option>
+        <select value={release} onChange={(e) => set("release", e.target.value)} aria-label={t.releaseLabel}>
+          <option value="">{t.bothStates}</option>
+          <option value="ONLINE">{t.online}</option>
+          <option value="OFFLINE">{t.offline}</option>
         </select>
         <span className="spacer" />
-        <span className="muted">{selected.size} selected</span>
+        <span className="muted">{tInstances.selected(selected.size)}</span>
         {(["online", "offline", "start"] as const).map((a) => (
           <button key={a} disabled={!selected.size} onClick={() => void batch(a)}>
-            {a === "start" ? "Start" : a === "online" ? "Online" : "Offline"}
+            {a === "start" ? t.start : a === "online" ? t.putOnline : t.putOffline}
           </button>
         ))}
       </div>
-      <BatchReport outcome={outcome} what="workflows" />
-      <ErrorBox error={query.error} title="Cannot list workflows" />
-      {!data && query.isPending && <Loading what="workflows" />}
+      <BatchReport outcome={outcome} what={t.noun} />
+      <ErrorBox error={query.error} title={t.cannotList} />
+      {!data && query.isPending && <Loading what={t.noun} />}
       {data && (
         <>
           <table className="grid" data-testid="workflows">
@@ -82,13 +86,13 @@ export function Workflows() {
                 <th>
                   <SelectAll ids={data.items.map((w) => w.code)} selection={selection} />
                 </th>
-                <th>Name</th>
-                <th>Project</th>
-                <th>Version</th>
-                <th>Release</th>
-                <th>Last runs (newest left)</th>
-                <th>Next fire</th>
-                <th>Updated</th>
+                <th>{t.name}</th>
+                <th>{t.project}</th>
+                <th>{t.version}</th>
+                <th>{t.release}</th>
+                <th>{t.lastRuns}</th>
+                <th>{t.nextFire}</th>
+                <th>{t.updated}</th>
               </tr>
             </thead>
             <tbody>
@@ -97,7 +101,7 @@ export function Workflows() {
                   <td>
                     <input
                       type="checkbox"
-                      aria-label={`Select ${w.name}`}
+                      aria-label={t.select(w.name)}
                       checked={selected.has(w.code)}
                       onChange={() => selection.toggle(w.code)}
                     />
@@ -106,10 +110,10 @@ export function Workflows() {
                     <Link to={`/workflows/${w.code}`}>{w.name}</Link>
                   </td>
                   <td>{w.project}</td>
-                  <td>v{w.version}</td>
+                  <td>{t.versionOf(w.version)}</td>
                   <td>
                     <span className={`release release-${w.release_state}`}>
-                      {w.release_state === "ONLINE" ? "● online" : "○ offline"}
+                      {w.release_state === "ONLINE" ? t.isOnline : t.isOffline}
                     </span>
                   </td>
                   <td>
@@ -119,8 +123,8 @@ export function Workflows() {
                           key={r.id}
                           to={`/instances/${r.id}`}
                           className={`tone-${toneOf(r.state)}`}
-                          title={`#${r.id} ${r.state}`}
-                          aria-label={`instance ${r.id}: ${labelOf(r.state)}`}
+                          title={`#${r.id} ${labelOf(r.state)}`}
+                          aria-label={t.run(r.id, labelOf(r.state))}
                         >
                           {symbolOf(r.state)}
                         </Link>
@@ -142,7 +146,7 @@ export function Workflows() {
               {data.items.length === 0 && (
                 <tr>
                   <td colSpan={8} className="muted">
-                    No workflow matches.
+                    {t.none}
                   </td>
                 </tr>
               )}
@@ -152,7 +156,7 @@ export function Workflows() {
             page={page}
             total={data.total}
             size={SIZE}
-            noun="workflows"
+            noun={t.noun}
             onPage={(n) => set("page", String(n))}
           />
         </>

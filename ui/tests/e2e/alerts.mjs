@@ -61,7 +61,7 @@ try {
   step = "send a test alert: the Slack sender reports sent";
   await row.getByRole("button", { name: "Send test alert" }).click();
   await row.getByTestId("outcome-slack").filter({ hasText: "sent" }).waitFor();
-  a11y.push(...(await violations(page, "alert groups")));
+  a11y.push(...(await violations(page, "alert groups", "admin")));
   await row.getByRole("button", { name: "Edit" }).click();
   await shot("alert-groups");
   await page.getByRole("button", { name: "Cancel" }).click();
@@ -71,7 +71,7 @@ try {
   await page.waitForURL(/\/alerts$/);
   const alert = page.getByTestId(`alert-${alertId}`);
   await alert.filter({ hasText: "failed — slack refused the message: HTTP 500" }).waitFor();
-  a11y.push(...(await violations(page, "alerts")));
+  a11y.push(...(await violations(page, "alerts", "alerts")));
   await shot("alerts");
 
   step = "filter by status (kept in the URL), then resend";

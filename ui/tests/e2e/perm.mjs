@@ -30,7 +30,7 @@ page.on("request", (r) => {
   if (r.url().includes("/log/follow")) follows.push(r.url());
 });
 const a11y = [];
-const audit = async (name) => a11y.push(...(await violations(page, name)));
+const audit = async (name, route) => a11y.push(...(await violations(page, name, route)));
 const shot = async (name) => {
   if (env.E2E_SCREENSHOTS) await page.screenshot({ path: join(env.E2E_SCREENSHOTS, `${name}.png`) });
 };
@@ -67,7 +67,7 @@ try {
   await refused(page, "Edit", `needs WRITE on project ${project}`);
   await refused(page.getByTestId("schedules"), "New schedule", `needs WRITE on project ${project}`);
   await page.getByTestId("rights-note").filter({ hasText: reason }).waitFor();
-  await audit("workflow (read-only)");
+  await audit("workflow (read-only)", "workflows/:code");
 
   step = "the Admin page typed in says only admins";
   await page.goto(`${url}/admin`);
@@ -84,7 +84,7 @@ try {
   await page.locator('[data-testid="node-left"][data-state="SUCCESS"]').waitFor();
   await page.getByTestId("run-type").filter({ hasText: "manual" }).waitFor();
   await refused(page.getByRole("group", { name: "Instance actions" }), "Rerun", reason);
-  await audit("instance (read-only)");
+  await audit("instance (read-only)", "instances/:id");
   await shot("instance-skipped");
 
   step = "the instance list: run type and business date tell the backfill run apart";
@@ -92,7 +92,7 @@ try {
   const row = page.getByTestId(`instance-${env.E2E_BACKFILL_INSTANCE}`);
   await row.getByTestId("run-type").filter({ hasText: "backfill" }).waitFor();
   await row.filter({ hasText: "3/1/2026, 00:00:00" }).waitFor();
-  await audit("instances");
+  await audit("instances", "instances");
   await shot("instances-run-types");
   await row.getByRole("link").first().click();
   await page.getByTestId("business-date").filter({ hasText: "3/1/2026, 00:00:00" }).waitFor();
@@ -126,8 +126,8 @@ try {
   await tabs.getByRole("link", { name: /Attempt 2/ }).waitFor();
   await tabs.getByRole("link", { name: /Attempt 1/ }).click();
   await page.waitForURL(new RegExp(`/tasks/${env.E2E_FIRST_ATTEMPT}/log$`));
-  await page.getByTestId("log").getByText("failing on purpose").waitFor();
-  await audit("log (attempts)");
+  await page.getByTestId("log").getByText("failing on purpose", { exact: true }).waitFor();
+  await audit("log (attempts)", "tasks/:id/log");
   await shot("log-attempts");
 
   step = "the Spark application of a task: its id and a link to its UI";
@@ -146,6 +146,12 @@ try {
     throw new Error("a missing log says the task is still writing");
   if (follows.length) throw new Error(`the page followed a missing log: ${follows.join(", ")}`);
 
+  step = "my API tokens (a user who is not an admin)";
+  await page.goto(`${url}/tokens`);
+  await page.getByRole("heading", { name: "My API tokens" }).waitFor();
+  await audit("my tokens", "tokens");
+  await shot("tokens");
+
   step = "change my own password (the current one is asked), then sign in with the new one";
   await page.getByRole("button", { name: "Change password" }).click();
   const dialog = page.getByRole("dialog", { name: "Change your password" });
@@ -157,7 +163,7 @@ try {
   await dialog.getByLabel("Current password").fill(env.E2E_PASSWORD);
   await dialog.getByRole("button", { name: "Change" }).click();
   await dialog.getByRole("status").filter({ hasText: "Password changed" }).waitFor();
-  await audit("change password");
+  await audit("change password", "tokens");
   await shot("change-password");
   await dialog.getByRole("button", { name: "Sign out" }).click();
   await page.waitForURL(/\/signin/);

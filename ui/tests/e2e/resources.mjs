@@ -82,7 +82,7 @@ try {
   step = "the folder by its row, back to the top by the breadcrumb";
   await page.getByTestId(`resource-folder-${folder}`).getByRole("button").first().click();
   await page.getByTestId(`resource-file-${path}`).waitFor();
-  await a11y.push(...(await violations(page, "resources")));
+  await a11y.push(...(await violations(page, "resources", "resources")));
   await page.getByRole("button", { name: "Open folder (top)" }).click();
   await page.getByTestId(`resource-folder-${folder}`).waitFor();
 

@@ -27,7 +27,7 @@ const ask = async (what) => {
 };
 const a11y = [];
 /** axe-core on the page as it is now; the run fails at the end when any page had a serious violation. */
-const audit = async (name) => a11y.push(...(await violations(page, name)));
+const audit = async (name, route) => a11y.push(...(await violations(page, name, route)));
 const TIMEOUT = 60_000;
 
 const { page, close } = await launch();
@@ -71,7 +71,7 @@ try {
   await page.getByLabel("Password").fill("not-the-password");
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("alert").filter({ hasText: "wrong user name or password" }).waitFor();
-  await audit("signin");
+  await audit("signin", "/signin");
   await shot("signin");
 
   step = "a wrong API token shows the server's message";
@@ -100,9 +100,22 @@ try {
   });
   if (forged.status !== 403 || !forged.body.includes("X-CSRF-Token"))
     throw new Error(`no CSRF check: ${JSON.stringify(forged)}`);
-  await audit("instances");
+  await audit("instances", "instances");
+
+  step = "keyboard: the first Tab reaches the skip link, which moves focus to the page's main region";
+  if ((await page.title()) !== "Workflow instances · Porpoise")
+    throw new Error(`title: ${await page.title()}`);
+  await page.locator("body").focus();
+  await page.keyboard.press("Tab");
+  if ((await page.evaluate(() => document.activeElement?.textContent)) !== "Skip to content")
+    throw new Error("the first Tab does not reach the skip link");
+  await page.keyboard.press("Enter");
+  if ((await page.evaluate(() => document.activeElement?.tagName)) !== "MAIN")
+    throw new Error("the skip link does not move focus to the main region");
 
   step = "keyboard: the navigation is reachable with Tab and followed with Enter";
+  await page.reload(); // focus back at the page's start
+  await page.getByTestId("instances").waitFor();
   await page.locator("body").focus();
   let reached = false;
   for (let i = 0; i < 15 && !reached; i += 1) {
@@ -115,12 +128,12 @@ try {
   await page.keyboard.press("Enter");
   await page.waitForURL(/\/workflows$/);
   await page.getByTestId("workflows").waitFor();
-  await audit("workflows");
+  await audit("workflows", "workflows");
 
   step = "overview";
   await page.goto(`${url}/overview`);
   await page.getByTestId("recent-failures").waitFor();
-  await audit("overview");
+  await audit("overview", "overview");
   await shot("overview");
 
   step = "create a 3-task workflow on the graph: rename, add, link by dragging, move, delete";
@@ -171,11 +184,30 @@ try {
   ];
   if (!bBox || !cBox || cBox.y - bBox.y < 30) throw new Error("the moved node lost its place");
 
+  step =
+    "keyboard in the editor: a node named by its task, Tab to the next one (a focus ring), Enter opens its form";
+  await page.getByRole("group", { name: /^a, SHELL/ }).focus();
+  await page.keyboard.press("Tab");
+  const focused = await page.evaluate(() => ({
+    id: document.activeElement?.getAttribute("data-id"),
+    label: document.activeElement?.getAttribute("aria-label"),
+    ring: getComputedStyle(document.activeElement?.querySelector(".dag-node") ?? document.body).outlineStyle,
+  }));
+  if (!focused.id || !focused.label?.startsWith(`${focused.id}, `) || focused.ring === "none")
+    throw new Error(`Tab from node a: ${JSON.stringify(focused)}`);
+  await page.keyboard.press("Enter");
+  if ((await page.getByTestId("task-form").locator("#task-name").inputValue()) !== focused.id)
+    throw new Error(`Enter on node ${focused.id} did not open its form`);
+
   step = "save: the server's refusal is shown on the task and at its field, then fixed and saved";
   await page.getByRole("button", { name: "Save as new version" }).click();
   await page.getByTestId("node-c").getByTestId("node-error").waitFor();
   await page.getByTestId("field-rawScript").getByRole("alert").waitFor();
-  await audit("editor");
+  // the refused save moved focus to the first invalid field
+  await page.waitForFunction(() => document.activeElement?.closest('[data-testid="field-rawScript"]'), null, {
+    timeout: 10_000,
+  });
+  await audit("editor", "workflows/new");
   await shot("editor");
   await page.getByLabel("rawScript").fill("print('c ran')");
   await page.getByRole("button", { name: "Save as new version" }).click();
@@ -190,6 +222,8 @@ try {
     .getByText(/04:30:00/)
     .first()
     .waitFor();
+  await audit("schedule editor", "workflows/:code");
+  await shot("schedule-editor");
   await page.getByLabel("Crontab").fill("30 4 * *");
   await page.getByTestId("next-fires").getByRole("alert").waitFor();
   await page.getByLabel("Crontab").fill("15 6 * * *");
@@ -204,8 +238,15 @@ try {
   step = "put it online";
   await page.getByRole("button", { name: "Put online" }).click();
   await page.getByRole("button", { name: "Take offline" }).waitFor();
-  await audit("workflow");
+  await audit("workflow", "workflows/:code");
   await shot("workflow");
+
+  step = "the backfill dialog";
+  await page.getByRole("button", { name: "Backfill…" }).click();
+  await page.getByRole("form", { name: "Backfill" }).waitFor();
+  await audit("backfill dialog", "workflows/:code");
+  await shot("backfill-dialog");
+  await page.getByRole("form", { name: "Backfill" }).getByRole("button", { name: "Close" }).click();
 
   step = "start it from the page: it opens the new instance";
   await page.getByRole("button", { name: "Start…" }).click();
@@ -220,20 +261,29 @@ try {
   await page.locator('.pagehead [data-state="SUCCESS"]').waitFor();
   // times come with the refetch that follows a state change
   await page.getByTestId("task-b").filter({ hasNotText: "—" }).waitFor();
-  await audit("instance");
+  await audit("instance", "instances/:id");
   await shot("instance");
+  if (!/^Instance \d+ · ui_.+ · Porpoise$/.test(await page.title()))
+    throw new Error(`the instance page's title: ${await page.title()}`);
+
+  step = "keyboard on the instance page: a node named by its task and state, Enter shows its task";
+  await page.getByRole("group", { name: /^b, \w+, success$/ }).focus();
+  await page.keyboard.press("Enter");
+  await page.getByTestId("selected-task").locator("strong", { hasText: /^b$/ }).waitFor();
 
   step = "open task a's log from the graph";
   await page.getByTestId("node-a").click();
   await page.getByTestId("selected-task").getByRole("link", { name: "open log" }).click();
   await page.waitForURL(/\/tasks\/\d+\/log$/);
-  await page.getByTestId("log").getByText("done with a").waitFor();
+  // exact: the log begins with the rendered script, which holds the same words
+  await page.getByTestId("log").getByText("done with a", { exact: true }).waitFor();
   await page.getByTestId("log-status").filter({ hasText: "(complete)" }).waitFor();
   await page.getByLabel("Search the log").fill("DONE WITH");
   await page.getByLabel("Search the log").press("Enter");
-  await page.getByTestId("search-hits").getByText("done with a").waitFor();
-  await page.getByTestId("search-status").filter({ hasText: "1 match" }).waitFor();
-  await audit("log");
+  await page.getByTestId("search-hits").getByText("done with a", { exact: true }).waitFor();
+  // the rendered script's line and the output's
+  await page.getByTestId("search-status").filter({ hasText: "2 matches" }).waitFor();
+  await audit("log", "tasks/:id/log");
   await shot("log");
 
   step = "stop a running instance; the state shows stopped";
@@ -256,7 +306,7 @@ try {
     .getByRole("link", { name: "log of failed task flaky" })
     .first()
     .click();
-  await page.getByTestId("log").getByText("failing on purpose").waitFor();
+  await page.getByTestId("log").getByText("failing on purpose", { exact: true }).waitFor();
   await page.goto(`${url}/instances/${failedInstance}`);
   await page.locator('.pagehead [data-state="FAILURE"]').waitFor();
   await page.getByRole("button", { name: "Recover failed" }).click();
@@ -269,7 +319,7 @@ try {
   await shot("workflows");
   await page.goto(`${url}/cluster`);
   await page.getByRole("heading", { name: /Workers \(\d+\)/ }).waitFor();
-  await audit("cluster");
+  await audit("cluster", "cluster");
   await shot("cluster");
 
   step =
@@ -284,9 +334,10 @@ try {
   await page.getByTestId(`user-${other}`).getByText("disabled").waitFor();
   await page.getByTestId(`user-${other}`).getByRole("button", { name: "Reset password…" }).click();
   await page.getByLabel(`New password for ${other}`).fill("second-password");
+  await audit("admin reset password", "admin");
   await page.getByRole("button", { name: "Set password", exact: true }).click();
   await page.getByLabel(`New password for ${other}`).waitFor({ state: "detached" });
-  await audit("admin-users");
+  await audit("admin-users", "admin");
   await page.getByRole("button", { name: "Project grants" }).click();
   await page.getByLabel("Project").selectOption("ui-e2e");
   await page.getByLabel("User to grant").fill(other);
@@ -305,7 +356,7 @@ try {
   await page.getByLabel("Tenant name").fill(tenant);
   await page.getByRole("button", { name: "Create tenant" }).click();
   await page.getByTestId("admin-tenants").getByRole("alert").filter({ hasText: "exists already" }).waitFor();
-  await audit("admin-tenants");
+  await audit("admin-tenants", "admin");
   await page.getByRole("button", { name: "Data sources" }).click();
   await page.getByRole("button", { name: "New data source" }).click();
   let form = page.getByRole("form", { name: "New data source" });
@@ -325,7 +376,7 @@ try {
   await form.getByLabel("Password", { exact: true }).fill("very-secret-pw");
   await form.getByRole("button", { name: "Save" }).click();
   await page.getByTestId(`datasource-ds_${tag}`).getByText("db.example").waitFor();
-  await audit("admin-datasources");
+  await audit("admin-datasources", "admin");
 
   step = "admin: a task group, resized live, its queue";
   await page.getByRole("button", { name: "Task groups" }).click();
@@ -338,7 +389,7 @@ try {
   await group.getByText("0 / 3").waitFor();
   await group.getByRole("button", { name: "Queue" }).click();
   await page.locator('[data-testid^="queue-"]').getByText("empty").waitFor();
-  await audit("admin-task-groups");
+  await audit("admin-task-groups", "admin");
   await shot("admin");
 
   step = "the API server goes away: a banner says so; it comes back: the banner goes, the page is live again";
@@ -354,6 +405,8 @@ try {
   step = "unknown page: a message, not a blank page";
   await page.goto(`${url}/no/such/page`);
   await page.getByRole("heading", { name: "Nothing here" }).waitFor();
+  await audit("not found", "*");
+  await shot("not-found");
 
   if (consoleErrors.length) throw new Error(`uncaught page errors: ${consoleErrors.join("; ")}`);
   step = "accessibility (axe-core, WCAG 2 A/AA): no serious or critical violation on any page";

@@ -15,7 +15,7 @@ try {
   await page.goto(`${url}/overview`);
   await page.waitForURL(/\/signin\?next=/);
   await page.getByTestId("first-sign-in").filter({ hasText: "first password in its start banner" }).waitFor();
-  const found = await violations(page, "signin");
+  const found = await violations(page, "signin", "/signin");
   if (found.length) throw new Error(found.join("\n"));
   if (process.env.E2E_SCREENSHOTS)
     await page.screenshot({ path: join(process.env.E2E_SCREENSHOTS, "signin-first.png") });

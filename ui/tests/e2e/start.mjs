@@ -19,7 +19,7 @@ page.setDefaultTimeout(60_000);
 const pageErrors = [];
 page.on("pageerror", (err) => pageErrors.push(String(err)));
 const a11y = [];
-const audit = async (name) => a11y.push(...(await violations(page, name)));
+const audit = async (name, route) => a11y.push(...(await violations(page, name, route)));
 const shot = async (name) => {
   if (shots) await page.screenshot({ path: join(shots, `${name}.png`) });
 };
@@ -70,7 +70,7 @@ try {
     .filter({ hasText: "not a global parameter of this workflow" })
     .waitFor();
   if ((await name.getAttribute("aria-invalid")) !== "true") throw new Error("the refused row is not marked");
-  await audit("start-dialog");
+  await audit("start-dialog", "workflows/:code");
   await shot("start-dialog");
 
   step = "start with a changed parameter, a worker group, dry run, only task load: its instance opens";

@@ -2,7 +2,8 @@
 // UTC): a schedule `0 2 * * *` in Asia/Shanghai lists its next fire in its own zone and the viewer's; the
 // header's display-zone switch refuses an unknown zone at the field, moves every time, and is kept over a
 // reload; the instances list filtered by workflow name (from the autocomplete), run type, business date typed
-// in the display zone, host and state, kept in the URL over a reload. axe-core on each screen.
+// in the display zone, host and state, kept in the URL over a reload; 中文 picked in the header (kept over a
+// reload, <html lang> follows, dates per locale) and English again. axe-core on each screen.
 // Environment: PORPOISE_URL, E2E_USER / E2E_PASSWORD (an admin), E2E_WORKFLOW (code) and E2E_NAME of a workflow
 // with that schedule, one manual run E2E_MANUAL and backfill runs E2E_EARLY (2026-03-01) and E2E_LATE
 // (2026-03-05) on E2E_HOST, E2E_SCREENSHOTS (optional), CHROMIUM.
@@ -18,7 +19,7 @@ page.setDefaultTimeout(60_000);
 const pageErrors = [];
 page.on("pageerror", (err) => pageErrors.push(String(err)));
 const a11y = [];
-const audit = async (name) => a11y.push(...(await violations(page, name)));
+const audit = async (name, route) => a11y.push(...(await violations(page, name, route)));
 const shot = async (name) => {
   if (shots) await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
 };
@@ -50,7 +51,7 @@ try {
     .filter({ hasText: "02:00:00 Asia/Shanghai" })
     .filter({ hasText: "18:00:00 UTC for you" })
     .waitFor();
-  await audit("workflow (schedules)");
+  await audit("workflow (schedules)", "workflows/:code");
 
   step = "the preview of the schedule shows both zones";
   await page.getByTestId("schedules").getByRole("button", { name: "Edit" }).click();
@@ -118,7 +119,7 @@ try {
   await page.getByLabel("Filter by host").press("Enter");
   await page.getByLabel("Filter by state").selectOption("SUCCESS");
   await listed([env.E2E_LATE]);
-  await audit("instances (filtered)");
+  await audit("instances (filtered)", "instances");
   await shot("instances-filters");
 
   step = "a reload keeps every filter";
@@ -134,6 +135,38 @@ try {
   step = "clear";
   await page.getByRole("button", { name: "Clear filters" }).click();
   await row(env.E2E_MANUAL).waitFor();
+
+  step = "中文 picked in the header: the page re-renders in Chinese, <html lang> follows";
+  await page.getByLabel("Language").selectOption("zh-CN");
+  await page.getByRole("heading", { level: 1, name: "工作流实例" }).waitFor();
+  if ((await page.evaluate(() => document.documentElement.lang)) !== "zh-CN")
+    throw new Error("<html lang> did not follow the language");
+
+  step = "中文 kept over a reload: states, run types and dates in Chinese";
+  await page.reload();
+  await page.getByRole("heading", { level: 1, name: "工作流实例" }).waitFor();
+  await page.getByRole("navigation", { name: "主导航" }).getByRole("link", { name: "概览" }).waitFor();
+  await page.getByLabel("按运行类型筛选").waitFor();
+  // zh-CN writes dates year/month/day, 24-hour, still in the display zone (Asia/Shanghai)
+  await row(env.E2E_LATE).filter({ hasText: "成功" }).filter({ hasText: "补数" }).waitFor();
+  await row(env.E2E_LATE).filter({ hasText: "2026/3/5 08:00:00 UTC+8" }).waitFor();
+  await audit("instances (中文)", "instances");
+  await shot("zh");
+
+  step = "中文 on the overview and the workflow page";
+  await page.getByRole("link", { name: "概览" }).click();
+  await page.getByRole("heading", { level: 1, name: "概览" }).waitFor();
+  await page.getByRole("heading", { name: "最近 24 小时" }).waitFor();
+  await audit("overview (中文)", "overview");
+  await page.goto(`${url}/workflows/${env.E2E_WORKFLOW}`);
+  await next.filter({ hasText: /你的时间 \d{4}\/\d{1,2}\/\d{1,2} 02:00:00 UTC\+8）/ }).waitFor();
+  await audit("workflow (中文)", "workflows/:code");
+
+  step = "English again without a reload";
+  await page.getByLabel("语言").selectOption("en");
+  await next.filter({ hasText: "02:00:00 UTC+8 for you)" }).waitFor();
+  if ((await page.evaluate(() => document.documentElement.lang)) !== "en")
+    throw new Error("<html lang> did not go back to en");
 
   if (a11y.length) throw new Error(`accessibility violations:\n${a11y.join("\n")}`);
   if (pageErrors.length) throw new Error(`uncaught page errors: ${pageErrors.join("; ")}`);

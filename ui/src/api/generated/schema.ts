@@ -489,6 +489,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/instances/{id}/waiting": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Why isn't it running? The owning master's reason for each task of the instance not running yet */
+        get: operations["get_api_v1_instances_id_waiting"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/login": {
         parameters: {
             query?: never;
@@ -4447,6 +4464,134 @@ export interface operations {
                         action?: "stop" | "pause" | "resume" | "recover-failed" | "rerun";
                         command_id?: number | null;
                         id?: number;
+                    };
+                };
+            };
+            /** @description error */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_api_v1_instances_id_waiting: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the owning master */
+                        host: string | null;
+                        id: number;
+                        /** @description a run waiting for its place (SERIAL_WAIT): the runs it waits behind */
+                        serial_wait: {
+                            behind: {
+                                id: number;
+                                name: string;
+                                state: string;
+                            }[];
+                            /** @description place among the workflow's waiting runs (1 = next) */
+                            position: number;
+                            /** @description as the claiming master recorded it */
+                            reason: string;
+                            waiting: number;
+                        } | null;
+                        /** @description the run's state (as its master holds it when it answered) */
+                        state: string;
+                        tasks: {
+                            /**
+                             * Format: date-time
+                             * @description when a retry or delay is due
+                             */
+                            at?: string | null;
+                            host?: string;
+                            /** @enum {unknown} */
+                            kind: "no_worker" | "workers_busy" | "task_group" | "retry" | "delay" | "dispatching" | "dispatched" | "logic" | "preparing";
+                            /** @description place in the task group's queue (1 = next) */
+                            position?: number;
+                            /** @description attempts waiting in the task group's queue */
+                            queued?: number;
+                            retries?: number;
+                            retry?: number;
+                            /** @description slots of the task group */
+                            size?: number;
+                            task_code: number;
+                            task_group?: string;
+                            task_instance_id: number;
+                            task_name: string;
+                            task_type?: string;
+                            /** @description slots of the task group taken */
+                            used?: number;
+                            worker_group?: string;
+                            workers?: {
+                                address: string;
+                                /** @description the worker's own words: its last refusal or heartbeat reason */
+                                detail?: string;
+                                running?: number;
+                                slots?: number;
+                                /** @enum {unknown} */
+                                state: "full" | "overloaded" | "draining";
+                            }[];
+                        }[];
+                        /** @description why the reasons are not known (master silent) */
+                        unknown: string | null;
+                        /**
+                         * @description silent: the owning master did not answer in time; not_owner: it does not drive the instance now (failing over); no_owner: no master has taken it yet
+                         * @enum {unknown}
+                         */
+                        unknown_kind: "silent" | "not_owner" | "no_owner" | null;
                     };
                 };
             };

@@ -2,6 +2,7 @@
 // disabled with the reason (the server's rule, docs/permissions), rather than answering 403 after a click.
 import type { Me } from "../../api/client";
 import { useMe } from "../../api/queries";
+import { translation } from "../../i18n";
 
 export type Right = "READ" | "EXECUTE" | "WRITE";
 
@@ -11,6 +12,13 @@ const TEXT = {
   tokenLacks: (right: Right) => `this token does not carry ${right}`,
   adminOnly: "only an admin may do this",
 };
+const RIGHT_NAMES: Record<Right, string> = { READ: "读", EXECUTE: "执行", WRITE: "写" };
+translation(TEXT, {
+  checking: "正在检查你的权限…",
+  needs: (right, project) => `需要项目 ${project} 的${RIGHT_NAMES[right]}（${right}）权限`,
+  tokenLacks: (right) => `此令牌不带${RIGHT_NAMES[right]}（${right}）权限`,
+  adminOnly: "只有管理员可以执行此操作",
+});
 
 /** Null when ``me`` may use ``right`` on ``project`` (its name or code); else why not, to show beside the
  * disabled action. */

@@ -1,10 +1,9 @@
 // Alert groups and their senders: create, edit (senders added, removed, each with the form of its channel type,
 // drawn from GET /api/v1/alert-types), send a test alert (each sender's outcome), delete. Secrets are never shown
 // back: they read "***" and are kept when left as they are.
-import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
 
-import { api, call } from "../../api/client";
+import { useAlertGroups, useAlertTypes, useDeleteAlertGroup, useTestAlertGroup } from "../../api/admin";
 import { ErrorBox } from "../../components/ErrorBox";
 import { AlertGroupEditor, type StoredGroup } from "../alerts/AlertGroupEditor";
 import type { AlertType } from "../alerts/schemaForm";
@@ -13,27 +12,20 @@ import { TestOutcome, type SenderOutcome } from "../alerts/testOutcome";
 import { useAction } from "./useAction";
 
 export function AlertGroups() {
-  const list = useQuery({
-    queryKey: ["alert-groups"],
-    queryFn: () => call(api.GET("/api/v1/alert-groups", { params: { query: { size: 200 } } })),
-  });
-  const types = useQuery({
-    queryKey: ["alert-types"],
-    queryFn: async () => (await call(api.GET("/api/v1/alert-types"))).items as unknown as AlertType[],
-    staleTime: Infinity,
-  });
+  const list = useAlertGroups();
+  const alertTypes = useAlertTypes();
+  const types = { ...alertTypes, data: alertTypes.data as unknown as AlertType[] | undefined };
+  const removal = useDeleteAlertGroup();
+  const testing = useTestAlertGroup();
   const { run, error, busy } = useAction(["alert-groups"]);
   const [editing, setEditing] = useState<StoredGroup | "new" | null>(null);
   const [tested, setTested] = useState<{ group: number; outcomes: SenderOutcome[] } | null>(null);
   const groups = (list.data?.items ?? []) as unknown as StoredGroup[];
-  const remove = (id: number) =>
-    run(() => call(api.DELETE("/api/v1/alert-groups/{id}", { params: { path: { id: String(id) } } })));
+  const remove = (id: number) => run(() => removal.mutateAsync(id));
   const test = (id: number) =>
     run(async () => {
       setTested(null);
-      const answer = (await call(
-        api.POST("/api/v1/alert-groups/{id}/test", { params: { path: { id: String(id) } } }),
-      )) as unknown as { senders: SenderOutcome[] };
+      const answer = (await testing.mutateAsync(id)) as unknown as { senders: SenderOutcome[] };
       setTested({ group: id, outcomes: answer.senders });
     });
   return (
@@ -50,10 +42,7 @@ export function AlertGroups() {
           key={editing === "new" ? "new" : editing.id}
           group={editing === "new" ? undefined : editing}
           types={types.data ?? []}
-          onDone={(saved) => {
-            setEditing(null);
-            if (saved) void list.refetch();
-          }}
+          onDone={() => setEditing(null)}
         />
       )}
       <ErrorBox error={error ?? list.error ?? types.error} title={t.groups} />

@@ -2,6 +2,7 @@ import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { cleanup, fireEvent, render, screen, waitFor, within } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
 
+import { installFocusInvalid } from "../../components/focusInvalid";
 import { DataSources } from "./DataSources";
 
 /** A fake API server holding data sources, answering as engine/api/datasources.py does. */
@@ -127,5 +128,25 @@ describe("DataSources", () => {
       within(await screen.findByTestId("datasource-shop")).getByRole("button", { name: "Test connection" }),
     );
     expect((await screen.findByText(/^connected:/)).textContent).toBe("connected: MariaDB 10.11 (0.05 s)");
+  });
+
+  it("moves focus to the field the server refused (as in every form of the app: Layout installs the watch)", async () => {
+    const stop = installFocusInvalid();
+    try {
+      show();
+      fireEvent.click(screen.getByRole("button", { name: "New data source" }));
+      const form = screen.getByRole("form", { name: "New data source" });
+      fireEvent.change(within(form).getByLabelText("Data source name"), { target: { value: "shop2" } });
+      fireEvent.change(within(form).getByLabelText("Type"), { target: { value: "MYSQL" } });
+      const host = within(form).getByLabelText("Host");
+      fireEvent.change(host, { target: { value: "bad host" } });
+      const save = within(form).getByRole("button", { name: "Save" });
+      save.focus();
+      fireEvent.click(save);
+      await waitFor(() => expect(host.getAttribute("aria-invalid")).toBe("true"));
+      await waitFor(() => expect(document.activeElement).toBe(host));
+    } finally {
+      stop();
+    }
   });
 });

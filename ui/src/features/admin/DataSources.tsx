@@ -20,7 +20,7 @@ import {
   type SourceForm,
 } from "./dataSourceForm";
 import { errorAt, FormField, isFieldError } from "./FormField";
-import { grant, GrantsCell, revoke, useResourceGrants } from "./ResourceGrants";
+import { GrantsCell, useResourceGrants } from "./ResourceGrants";
 import { common, tDataSources as t } from "./strings";
 import { useAction } from "./useAction";
 
@@ -115,8 +115,8 @@ export function DataSources() {
                     grants={access.grants.filter((g) => g.resource === name)}
                     projects={access.projects}
                     busy={busy}
-                    onGrant={(to) => void run(() => grant("datasource", name, to))}
-                    onRevoke={(id) => void run(() => revoke(id))}
+                    onGrant={(to) => void run(() => access.grant(name, to))}
+                    onRevoke={(id) => void run(() => access.revoke(id))}
                   />
                 </td>
                 <td>

@@ -7,7 +7,7 @@ import { useState, type FormEvent } from "react";
 import { api, call } from "../../api/client";
 import { ErrorBox } from "../../components/ErrorBox";
 import { errorAt, FormField, isFieldError } from "./FormField";
-import { grant, GrantsCell, revoke, useResourceGrants } from "./ResourceGrants";
+import { GrantsCell, useResourceGrants } from "./ResourceGrants";
 import { common, tEnvironments as t } from "./strings";
 import { useAction } from "./useAction";
 
@@ -120,8 +120,8 @@ export function Environments() {
                     grants={access.grants.filter((g) => g.resource === name)}
                     projects={access.projects}
                     busy={grants.busy}
-                    onGrant={(to) => void grants.run(() => grant("environment", name, to))}
-                    onRevoke={(id) => void grants.run(() => revoke(id))}
+                    onGrant={(to) => void grants.run(() => access.grant(name, to))}
+                    onRevoke={(id) => void grants.run(() => access.revoke(id))}
                   />
                 </td>
                 <td>

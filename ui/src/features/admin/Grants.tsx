@@ -1,9 +1,8 @@
 // Who may do what in a project (its owner or an admin grants READ / EXECUTE / WRITE to users), and which users
 // or projects may use a data source or an alert group (admins).
-import { useQuery } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 
-import { api, call } from "../../api/client";
+import { useProjectGrants, useProjects, useRevokeProjectGrant, useSetProjectGrant } from "../../api/admin";
 import { ErrorBox } from "../../components/ErrorBox";
 import { useAction } from "./useAction";
 
@@ -11,38 +10,19 @@ const PERMS = ["READ", "EXECUTE", "WRITE"] as const;
 type Perm = (typeof PERMS)[number];
 
 export function ProjectGrants() {
-  const projects = useQuery({
-    queryKey: ["projects"],
-    queryFn: () => call(api.GET("/api/v1/projects", { params: { query: { size: 200 } } })),
-  });
+  const projects = useProjects();
   const [project, setProject] = useState("");
-  const grants = useQuery({
-    queryKey: ["grants", project],
-    enabled: project !== "",
-    queryFn: () => call(api.GET("/api/v1/projects/{name}/grants", { params: { path: { name: project } } })),
-  });
+  const grants = useProjectGrants(project);
+  const setting = useSetProjectGrant(project);
+  const revocation = useRevokeProjectGrant(project);
   const { run, error, busy } = useAction(["grants", project]);
   const [user, setUser] = useState("");
   const [perms, setPerms] = useState<Perm[]>(["READ"]);
   const grant = async (e: FormEvent) => {
     e.preventDefault();
-    await run(() =>
-      call(
-        api.PUT("/api/v1/projects/{name}/grants/{user}", {
-          params: { path: { name: project, user } },
-          body: { perms },
-        }),
-      ),
-    );
+    await run(() => setting.mutateAsync({ user, perms }));
   };
-  const revoke = (who: string) =>
-    run(() =>
-      call(
-        api.DELETE("/api/v1/projects/{name}/grants/{user}", {
-          params: { path: { name: project, user: who } },
-        }),
-      ),
-    );
+  const revoke = (who: string) => run(() => revocation.mutateAsync(who));
   const items = grants.data?.items ?? [];
   return (
     <div data-testid="admin-grants">

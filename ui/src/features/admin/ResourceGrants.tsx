@@ -1,37 +1,28 @@
 // Who may use a data source or an environment (admins grant it to users or to projects: POST /api/v1/grants),
 // as a table cell: the grants with a revoke button each, and a form to add one.
-import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
 
-import { api, call } from "../../api/client";
+import { useGrantResource, useProjects, useResourceGrantList, useRevokeGrant } from "../../api/admin";
 import { tGrants as t } from "./strings";
 import type { ResourceGrant } from "./Tenants";
 
 export type GrantedKind = "datasource" | "environment";
 
-/** The grants of every resource of ``kind`` (admins), and the projects a grant may name. */
+/** The grants of every resource of ``kind`` (admins), the projects a grant may name, and the grant and revoke
+ * calls. */
 export function useResourceGrants(kind: GrantedKind) {
-  const grants = useQuery({
-    queryKey: [kind, "grants"],
-    queryFn: () => call(api.GET("/api/v1/grants", { params: { query: { resource_type: kind, size: 500 } } })),
-  });
-  const projects = useQuery({
-    queryKey: ["projects"],
-    queryFn: () => call(api.GET("/api/v1/projects", { params: { query: { size: 200 } } })),
-  });
+  const grants = useResourceGrantList(kind);
+  const projects = useProjects();
+  const granting = useGrantResource(kind);
+  const revocation = useRevokeGrant(kind);
   return {
     grants: (grants.data?.items ?? []) as unknown as ResourceGrant[],
     projects: (projects.data?.items ?? []).flatMap((p) => (p.name ? [p.name] : [])),
     error: grants.error ?? projects.error,
+    grant: (resource: string, to: { project: string } | { user: string }) =>
+      granting.mutateAsync({ resource, to }),
+    revoke: (id: number) => revocation.mutateAsync(id),
   };
-}
-
-export function grant(kind: GrantedKind, resource: string, to: { project: string } | { user: string }) {
-  return call(api.POST("/api/v1/grants", { body: { resource_type: kind, resource, ...to } }));
-}
-
-export function revoke(id: number) {
-  return call(api.DELETE("/api/v1/grants/{id}", { params: { path: { id: String(id) } } }));
 }
 
 /** Who a grant is to, as shown. */

@@ -1,33 +1,23 @@
 // Task groups: their size, slots in use and queue length; resize live; a group's queue with each waiting
 // task's position (1 = next); an admin may force-start a waiting task (it takes its slots over the size).
-import { useQuery } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { Link } from "react-router";
 
-import { api, call } from "../../api/client";
+import {
+  useCreateTaskGroup,
+  useForceStart,
+  useResizeTaskGroup,
+  useTaskGroupQueue,
+  useTaskGroups,
+} from "../../api/admin";
 import { ErrorBox } from "../../components/ErrorBox";
 import { useAction } from "./useAction";
 
 function Queue({ id }: { id: number }) {
-  const queue = useQuery({
-    queryKey: ["task-groups", "queue", id],
-    queryFn: () =>
-      call(
-        api.GET("/api/v1/task-groups/{id}/queue", {
-          params: { path: { id: String(id) }, query: { size: 200 } },
-        }),
-      ),
-    refetchInterval: 5_000,
-  });
+  const queue = useTaskGroupQueue(id);
   const { run, error, busy } = useAction(["task-groups"]);
-  const force = (task: number) =>
-    run(() =>
-      call(
-        api.POST("/api/v1/task-groups/queue/{task_instance_id}/force-start", {
-          params: { path: { task_instance_id: String(task) } },
-        }),
-      ),
-    );
+  const forcing = useForceStart();
+  const force = (task: number) => run(() => forcing.mutateAsync(task));
   return (
     <div className="queue" data-testid={`queue-${id}`}>
       <ErrorBox error={error ?? queue.error} title="Queue" />
@@ -84,16 +74,10 @@ function Queue({ id }: { id: number }) {
 function Resize({ id, size }: { id: number; size: number }) {
   const [value, setValue] = useState(String(size));
   const { run, error, busy } = useAction(["task-groups"]);
+  const resizing = useResizeTaskGroup(id);
   const submit = async (e: FormEvent) => {
     e.preventDefault();
-    await run(() =>
-      call(
-        api.PATCH("/api/v1/task-groups/{id}", {
-          params: { path: { id: String(id) } },
-          body: { size: Number(value) },
-        }),
-      ),
-    );
+    await run(() => resizing.mutateAsync(Number(value)));
   };
   return (
     <form className="inline-form" onSubmit={submit}>
@@ -113,19 +97,15 @@ function Resize({ id, size }: { id: number; size: number }) {
 }
 
 export function TaskGroups() {
-  const list = useQuery({
-    queryKey: ["task-groups"],
-    queryFn: () => call(api.GET("/api/v1/task-groups", { params: { query: { size: 200 } } })),
-    refetchInterval: 5_000,
-  });
+  const list = useTaskGroups();
+  const creation = useCreateTaskGroup();
   const { run, error, busy } = useAction(["task-groups"]);
   const [name, setName] = useState("");
   const [size, setSize] = useState("1");
   const [open, setOpen] = useState<number | null>(null);
   const create = async (e: FormEvent) => {
     e.preventDefault();
-    if (await run(() => call(api.POST("/api/v1/task-groups", { body: { name, size: Number(size) } }))))
-      setName("");
+    if (await run(() => creation.mutateAsync({ name, size: Number(size) }))) setName("");
   };
   return (
     <div data-testid="admin-task-groups">

@@ -1,9 +1,16 @@
 // Tenants (the OS users a workflow's tasks run as): create, delete (refused while a workflow names it), grant
 // to a project (its workflows may then run as the tenant) and revoke. The API's refusals are shown as they are.
-import { useQuery } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 
-import { api, call } from "../../api/client";
+import {
+  useCreateTenant,
+  useDeleteTenant,
+  useGrantResource,
+  useProjects,
+  useResourceGrantList,
+  useRevokeGrant,
+  useTenants,
+} from "../../api/admin";
 import { ErrorBox } from "../../components/ErrorBox";
 import { useAction } from "./useAction";
 
@@ -23,19 +30,13 @@ export function grantIds(grants: readonly ResourceGrant[]): Map<string, number> 
 }
 
 export function Tenants() {
-  const tenants = useQuery({
-    queryKey: ["tenants", "list"],
-    queryFn: () => call(api.GET("/api/v1/tenants", { params: { query: { size: 500 } } })),
-  });
-  const grants = useQuery({
-    queryKey: ["tenants", "grants"],
-    queryFn: () =>
-      call(api.GET("/api/v1/grants", { params: { query: { resource_type: "tenant", size: 500 } } })),
-  });
-  const projects = useQuery({
-    queryKey: ["projects"],
-    queryFn: () => call(api.GET("/api/v1/projects", { params: { query: { size: 200 } } })),
-  });
+  const tenants = useTenants();
+  const grants = useResourceGrantList("tenant");
+  const projects = useProjects();
+  const creation = useCreateTenant();
+  const removal = useDeleteTenant();
+  const granting = useGrantResource("tenant");
+  const revocation = useRevokeGrant("tenant");
   const { run, error, busy } = useAction(["tenants"]);
   const [name, setName] = useState("");
   const [description, setDescription] = useState("");
@@ -45,19 +46,15 @@ export function Tenants() {
   const create = async (e: FormEvent) => {
     e.preventDefault();
     const body = description.trim() ? { name, description } : { name };
-    if (await run(() => call(api.POST("/api/v1/tenants", { body })))) {
+    if (await run(() => creation.mutateAsync(body))) {
       setName("");
       setDescription("");
     }
   };
-  const remove = (tenant: string) =>
-    run(() => call(api.DELETE("/api/v1/tenants/{name}", { params: { path: { name: tenant } } })));
+  const remove = (tenant: string) => run(() => removal.mutateAsync(tenant));
   const grant = (tenant: string, project: string) =>
-    run(() =>
-      call(api.POST("/api/v1/grants", { body: { resource_type: "tenant", resource: tenant, project } })),
-    );
-  const revoke = (id: number) =>
-    run(() => call(api.DELETE("/api/v1/grants/{id}", { params: { path: { id: String(id) } } })));
+    run(() => granting.mutateAsync({ resource: tenant, to: { project } }));
+  const revoke = (id: number) => run(() => revocation.mutateAsync(id));
 
   return (
     <div data-testid="admin-tenants">

@@ -1,17 +1,14 @@
 // API tokens: create (the secret is shown once), revoke.
-import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 
-import { api, call } from "../../api/client";
+import { useCreateToken, useRevokeToken, useTokens } from "../../api/admin";
 import { ErrorBox, Loading } from "../../components/ErrorBox";
 import { Time } from "../../components/Time";
 
 export function Tokens() {
-  const client = useQueryClient();
-  const list = useQuery({
-    queryKey: ["tokens"],
-    queryFn: () => call(api.GET("/api/v1/tokens", { params: { query: { size: 200 } } })),
-  });
+  const list = useTokens();
+  const creation = useCreateToken();
+  const revocation = useRevokeToken();
   const [name, setName] = useState("");
   const [created, setCreated] = useState<string | null>(null);
   const [error, setError] = useState<unknown>(null);
@@ -19,23 +16,19 @@ export function Tokens() {
     event.preventDefault();
     setError(null);
     try {
-      const made = await call(api.POST("/api/v1/tokens", { body: { name } }));
+      const made = await creation.mutateAsync(name);
       setCreated(made.token ?? null);
       setName("");
     } catch (exc) {
       setError(exc);
-    } finally {
-      void client.invalidateQueries({ queryKey: ["tokens"] });
     }
   };
   const revoke = async (id: number) => {
     setError(null);
     try {
-      await call(api.DELETE("/api/v1/tokens/{id}", { params: { path: { id: String(id) } } }));
+      await revocation.mutateAsync(id);
     } catch (exc) {
       setError(exc);
-    } finally {
-      void client.invalidateQueries({ queryKey: ["tokens"] });
     }
   };
   return (

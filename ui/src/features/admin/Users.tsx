@@ -1,19 +1,17 @@
 // Users (admins): create, enable / disable, reset a password. Passwords are typed, sent, never shown.
-import { useQuery } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 
-import { api, call } from "../../api/client";
+import { useCreateUser, useUpdateUser, useUsers } from "../../api/admin";
 import { ErrorBox, Loading } from "../../components/ErrorBox";
 import { useAction } from "./useAction";
 
 function ResetPassword({ name, onDone }: { name: string; onDone: () => void }) {
   const [password, setPassword] = useState("");
   const { run, error, busy } = useAction(["users"]);
+  const update = useUpdateUser();
   const submit = async (e: FormEvent) => {
     e.preventDefault();
-    const ok = await run(() =>
-      call(api.PUT("/api/v1/users/{name}", { params: { path: { name } }, body: { password } })),
-    );
+    const ok = await run(() => update.mutateAsync({ name, password }));
     if (ok) onDone();
   };
   return (
@@ -37,10 +35,9 @@ function ResetPassword({ name, onDone }: { name: string; onDone: () => void }) {
 }
 
 export function Users() {
-  const list = useQuery({
-    queryKey: ["users"],
-    queryFn: () => call(api.GET("/api/v1/users", { params: { query: { size: 200 } } })),
-  });
+  const list = useUsers();
+  const creation = useCreateUser();
+  const update = useUpdateUser();
   const { run, error, busy } = useAction(["users"]);
   const [name, setName] = useState("");
   const [password, setPassword] = useState("");
@@ -48,15 +45,14 @@ export function Users() {
   const [resetting, setResetting] = useState<string | null>(null);
   const create = async (e: FormEvent) => {
     e.preventDefault();
-    const ok = await run(() => call(api.POST("/api/v1/users", { body: { name, password, admin } })));
+    const ok = await run(() => creation.mutateAsync({ name, password, admin }));
     if (ok) {
       setName("");
       setPassword("");
       setAdmin(false);
     }
   };
-  const enable = (user: string, enabled: boolean) =>
-    run(() => call(api.PUT("/api/v1/users/{name}", { params: { path: { name: user } }, body: { enabled } })));
+  const enable = (user: string, enabled: boolean) => run(() => update.mutateAsync({ name: user, enabled }));
   return (
     <div data-testid="admin-users">
       <h2>Users</h2>

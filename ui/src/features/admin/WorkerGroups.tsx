@@ -1,10 +1,10 @@
 // Worker groups managed in the cluster: create a group of live workers (picked from those registered now),
 // change its workers or description, delete it (refused with the server's reason while a workflow uses it).
 // Each group shows which of its workers are live; groups only workers' own configuration names are listed too.
-import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 
-import { api, call } from "../../api/client";
+import { useDeleteWorkerGroup, useSaveWorkerGroup, useWorkerGroups } from "../../api/admin";
+import { useCluster } from "../../api/queries";
 import { ErrorBox } from "../../components/ErrorBox";
 import { errorAt, FormField, isFieldError } from "./FormField";
 import { common, tWorkerGroups as t } from "./strings";
@@ -46,22 +46,13 @@ export function assignedState(g: StoredGroup): { address: string; live: boolean 
 const FIELDS = ["name", "path.name", "description", "addresses"];
 
 export function WorkerGroups() {
-  const list = useQuery({
-    queryKey: ["worker-groups"],
-    queryFn: () => call(api.GET("/api/v1/worker-groups", { params: { query: { size: 500 } } })),
-    refetchInterval: 10_000,
-  });
-  const cluster = useQuery({
-    queryKey: ["cluster"],
-    queryFn: () => call(api.GET("/api/v1/cluster")),
-    refetchInterval: 10_000,
-  });
-  const client = useQueryClient();
+  const list = useWorkerGroups(true);
+  const cluster = useCluster();
+  const deletion = useDeleteWorkerGroup();
   const removal = useAction(["worker-groups"]);
   const [editing, setEditing] = useState<StoredGroup | null>(null);
   const [creating, setCreating] = useState(false);
-  const remove = (name: string) =>
-    removal.run(() => call(api.DELETE("/api/v1/worker-groups/{name}", { params: { path: { name } } })));
+  const remove = (name: string) => removal.run(() => deletion.mutateAsync(name));
   const live = cluster.data?.workers ?? [];
   return (
     <div data-testid="admin-worker-groups">
@@ -83,7 +74,6 @@ export function WorkerGroups() {
           onDone={() => {
             setCreating(false);
             setEditing(null);
-            void client.invalidateQueries({ queryKey: ["worker-groups"] });
           }}
         />
       )}
@@ -166,6 +156,7 @@ export function GroupEditor({
   const [addresses, setAddresses] = useState<string[]>(stored?.addresses ?? []);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
+  const saving = useSaveWorkerGroup(stored ? (stored.name ?? "") : undefined);
   const at = (field: string) => errorAt(error, field);
   const title = stored ? t.editTitle(stored.name ?? "") : t.newTitle;
   const choices = workerChoices(live, stored?.addresses ?? []);
@@ -175,15 +166,10 @@ export function GroupEditor({
     setError(null);
     try {
       if (stored) {
-        await call(
-          api.PATCH("/api/v1/worker-groups/{name}", {
-            params: { path: { name: stored.name ?? "" } },
-            body: { addresses, description },
-          }),
-        );
+        await saving.mutateAsync({ name: stored.name ?? "", addresses, description });
       } else {
         const body = { name: name.trim(), addresses, ...(description.trim() ? { description } : {}) };
-        await call(api.POST("/api/v1/worker-groups", { body }));
+        await saving.mutateAsync(body);
       }
       onDone();
     } catch (exc) {

@@ -1,8 +1,15 @@
-import { cleanup, fireEvent, render, screen } from "@testing-library/react";
+import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import { cleanup, fireEvent, render as renderBare, screen } from "@testing-library/react";
+import type { ReactElement } from "react";
 import { afterEach, describe, expect, it, vi } from "vitest";
 
 import { AlertGroupEditor } from "./AlertGroupEditor";
 import type { AlertType } from "./schemaForm";
+
+/** The editor saves through a mutation hook: it needs a query client. */
+function render(ui: ReactElement) {
+  return renderBare(<QueryClientProvider client={new QueryClient()}>{ui}</QueryClientProvider>);
+}
 
 /** The last request body the fake API got, and what it answers (as engine/api/alerts.py does). */
 const server = vi.hoisted(() => {

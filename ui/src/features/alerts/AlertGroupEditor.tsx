@@ -3,7 +3,8 @@
 // (``senders[0].params.webHook``) show at the field.
 import { useState, type FormEvent } from "react";
 
-import { api, ApiError, call } from "../../api/client";
+import { useSaveAlertGroup } from "../../api/admin";
+import { ApiError } from "../../api/client";
 import { ErrorBox } from "../../components/ErrorBox";
 import { errorPlace, fieldsOf, FormError, paramsOf, valuesOf, type AlertType } from "./schemaForm";
 import { newSender, SenderEditor, type FieldError, type SenderDraft } from "./SenderEditor";
@@ -53,6 +54,7 @@ export function AlertGroupEditor({
   const [drafts, setDrafts] = useState<SenderDraft[]>(() => draftsOf(group, types));
   const [error, setError] = useState<ApiError | null>(null);
   const [busy, setBusy] = useState(false);
+  const saving = useSaveAlertGroup(group?.id);
   const place = errorPlace(error?.field);
   const senderError = (i: number): FieldError | undefined =>
     error && place.sender === i
@@ -65,13 +67,7 @@ export function AlertGroupEditor({
     setError(null);
     try {
       const body = bodyOf(name.trim(), description, drafts, types);
-      if (group) {
-        await call(
-          api.PATCH("/api/v1/alert-groups/{id}", { params: { path: { id: String(group.id) } }, body }),
-        );
-      } else {
-        await call(api.POST("/api/v1/alert-groups", { body }));
-      }
+      await saving.mutateAsync(body);
       onDone(true);
     } catch (exc) {
       setError(exc instanceof ApiError ? exc : new ApiError(0, String(exc)));

@@ -30,11 +30,13 @@ import {
 } from "../graph/collapse";
 import { TaskNode } from "../graph/DagView";
 import { GroupNode } from "../graph/GroupNode";
+import { selectOnKey } from "../graph/keyboard";
 import { layout, layoutOnce, NODE_HEIGHT, NODE_WIDTH, type Positions } from "../graph/layout";
 import { CollapseButtons } from "./CollapseButtons";
 import { FitOnLayout, Toolbar } from "./GraphPanels";
 import type { DraftTask } from "./draft";
 import { syncEdges, syncGroupNodes, syncNodes, type EditorNode, type XY } from "./elements";
+import { branchLabels } from "./switchParams";
 
 const nodeTypes = { task: TaskNode, collapsed: GroupNode };
 const NONE: never[] = [];
@@ -91,6 +93,7 @@ export function EditGraph(props: EditGraphProps) {
     const ids = new Set(drawn.nodes.map((n) => n.id));
     return tasks.filter((t) => ids.has(t.name));
   }, [tasks, groups, drawn]);
+  const labels = useMemo(() => branchLabels(tasks), [tasks]);
   const summaries = useMemo(() => [...groups.values()].map((g) => summarise(g, tasks)), [groups, tasks]);
   const tasksRef = useRef(tasks);
   tasksRef.current = tasks;
@@ -144,8 +147,8 @@ export function EditGraph(props: EditGraphProps) {
         ? taskNodes.concat(syncGroupNodes(prev, summaries, place, onExpand))
         : taskNodes;
     });
-    setEdges((prev) => syncEdges(prev, drawn.edges));
-  }, [shown, summaries, drawn, errors, hints, onExpand]);
+    setEdges((prev) => syncEdges(prev, drawn.edges, labels));
+  }, [shown, summaries, drawn, errors, hints, onExpand, labels]);
 
   // the first layout (cached by version), once; positions kept from an earlier visit when all are known
   const firstKey = useRef(props.layoutKey);
@@ -214,7 +217,12 @@ export function EditGraph(props: EditGraphProps) {
   if (layoutError) return <ErrorBox error={layoutError} title="Graph layout failed" />;
   const big = tasks.length > BIG;
   return (
-    <div className="dag editor-graph" data-testid="edit-graph" data-layouts={layouts}>
+    <div
+      className="dag editor-graph"
+      data-testid="edit-graph"
+      data-layouts={layouts}
+      onKeyDown={selectOnKey((id) => !isGroupId(id) && onSelect(id))}
+    >
       <ReactFlow
         // nothing before the first layout: unplaced nodes would all be in view, and all drawn
         nodes={layouts > 0 ? nodes : NONE}

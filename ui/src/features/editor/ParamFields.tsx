@@ -2,6 +2,7 @@
 // server's error shown under the field it names.
 import { useEffect, useRef, useState } from "react";
 
+import { CodeField } from "./CodeField";
 import { fromText, toText, type Field } from "./schemaFields";
 
 export function FieldInput({
@@ -60,15 +61,21 @@ export function FieldInput({
         ))}
       </select>
     );
-  else if (field.kind === "code" || field.kind === "json")
+  else if (field.kind === "code")
     input = (
-      <textarea
-        {...common}
-        rows={field.kind === "code" ? 5 : 3}
-        spellCheck={false}
+      <CodeField
+        id={id}
+        label={field.name}
         value={text}
-        onChange={(e) => edit(e.target.value)}
+        mediaType={field.mediaType}
+        describedBy={common["aria-describedby"]}
+        invalid={common["aria-invalid"]}
+        onChange={edit}
       />
+    );
+  else if (field.kind === "json")
+    input = (
+      <textarea {...common} rows={3} spellCheck={false} value={text} onChange={(e) => edit(e.target.value)} />
     );
   else
     input = (

@@ -6,9 +6,17 @@ import { useMemo, useState } from "react";
 import { useDataSources } from "../../api/queries";
 import { upstreamOf } from "../graph/buildGraph";
 import type { DraftTask } from "./draft";
+import { LocalParams } from "./LocalParams";
+import { rowsOf } from "./localParams";
 import { FieldInput, ParamFields } from "./ParamFields";
 import { fieldsOf, templateOf, type Field, type JsonSchema } from "./schemaFields";
 import { SOURCE_TASK_TYPES, withSourceChoices } from "./sourceChoices";
+import { SwitchBranches } from "./SwitchBranches";
+import { missingLinks, switchOf, withSwitch } from "./switchParams";
+
+/** Params with a form of their own (rows) rather than a schema field. */
+const OWN_FORM = new Set(["localParams"]);
+const SWITCH_FORM = new Set(["cases", "default"]);
 
 /** The task fields every type has (the document's Task schema, engine/workflows/document.py). */
 const TASK_FIELDS: Field[] = fieldsOf({
@@ -85,6 +93,8 @@ export function TaskForm({
   onUnlink,
   others,
   onLink,
+  tasks = [],
+  onLinkBelow,
 }: {
   task: DraftTask;
   types: ReadonlyMap<string, JsonSchema>;
@@ -97,18 +107,31 @@ export function TaskForm({
   /** the other tasks' names: a link can be added from the keyboard too */
   others: readonly string[];
   onLink: (upstream: string) => void;
+  /** the workflow's tasks (a SWITCH branch picks one) */
+  tasks?: readonly DraftTask[];
+  /** link this task above ``downstream`` (a SWITCH branch's task) */
+  onLinkBelow?: (downstream: string) => void;
 }) {
   const [name, setName] = useState(task.name);
   const [renameProblem, setRenameProblem] = useState<string>();
   const schema = types.get(task.type);
   const params = (task.params ?? {}) as Record<string, unknown>;
   const sources = useDataSources(SOURCE_TASK_TYPES[task.type] !== undefined);
+  const isSwitch = task.type === "SWITCH";
   const fields = useMemo(
-    () => withSourceChoices(fieldsOf(schema), task.type, params, sources.data?.items),
+    () =>
+      withSourceChoices(fieldsOf(schema), task.type, params, sources.data?.items).filter(
+        (f) => !OWN_FORM.has(f.name) && !(isSwitch && SWITCH_FORM.has(f.name)),
+      ),
     // params.type and params.datasource decide the choices; the other params do not
     // eslint-disable-next-line react-hooks/exhaustive-deps
-    [schema, task.type, params.type, params.datasource, sources.data],
+    [schema, task.type, params.type, params.datasource, sources.data, isSwitch],
   );
+  /** the server's refusal inside the params ("cases[0].condition", "localParams"), else null */
+  const paramError = error?.field.startsWith("params.")
+    ? { field: error.field.slice("params.".length), message: error.message }
+    : null;
+  const setParams = (next: Record<string, unknown>) => onChange({ ...task, params: next });
   const errors = paramErrors(error);
   const taskError = error && !error.field.startsWith("params.") ? error : null;
   const record = task as unknown as Record<string, unknown>;
@@ -199,6 +222,29 @@ export function TaskForm({
           errors={errors}
           onChange={(next) => onChange({ ...task, params: next })}
         />
+        {isSwitch && (
+          <SwitchBranches
+            value={switchOf(params)}
+            candidates={others.filter((o) => o !== task.name)}
+            error={paramError && /^(cases|default)\b/.test(paramError.field) ? paramError : null}
+            onChange={(sw) => {
+              setParams(withSwitch(params, sw));
+              for (const down of missingLinks(task.name, sw, tasks)) onLinkBelow?.(down);
+            }}
+          />
+        )}
+        {schema?.properties?.localParams && (
+          <LocalParams
+            rows={rowsOf(params.localParams)}
+            refusal={paramError?.field.startsWith("localParams") ? paramError.message : undefined}
+            onChange={(rows) => {
+              const next = { ...params };
+              if (rows.length) next.localParams = rows;
+              else delete next.localParams;
+              setParams(next);
+            }}
+          />
+        )}
       </fieldset>
       <details>
         <summary>Scheduling</summary>

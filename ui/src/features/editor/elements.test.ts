@@ -43,6 +43,15 @@ describe("editor elements", () => {
     expect(again[0]).toBe(first[0]);
   });
 
+  it("labels a SWITCH branch's edge, and redraws an edge whose label changed", () => {
+    const drawn = collapsedGraph(tasks, NO_GROUPS).edges;
+    const plain = syncEdges([], drawn);
+    const labelled = syncEdges(plain, drawn, new Map([["a->b", "default"]]));
+    expect(labelled[0]).not.toBe(plain[0]);
+    expect(labelled[0]?.label).toBe("default");
+    expect(syncEdges(labelled, drawn, new Map([["a->b", "default"]]))[0]).toBe(labelled[0]);
+  });
+
   it("draws a group as one node that cannot be deleted or linked, its edges not deletable by hand", () => {
     const three = [...tasks, { name: "c", type: "SHELL", upstream: ["a"] }];
     const { groups, group } = collapse(three, NO_GROUPS, ["b", "c"]);

@@ -6,6 +6,7 @@ import type { GraphEdge } from "../graph/buildGraph";
 import { isGroupId, type GroupSummary } from "../graph/collapse";
 import type { TaskNodeData } from "../graph/DagView";
 import type { GroupNodeType } from "../graph/GroupNode";
+import { nodeLabel } from "../graph/keyboard";
 import { PRESIZED } from "../graph/layout";
 import type { DraftTask } from "./draft";
 
@@ -43,6 +44,7 @@ export function syncNodes(
       position: old?.position ?? place(t.name),
       selected: old?.selected ?? false,
       data,
+      ariaLabel: nodeLabel(data),
       ...PRESIZED,
     };
   });
@@ -50,16 +52,27 @@ export function syncNodes(
 
 /** Edges for the drawn links (``collapsedGraph``), reusing the objects of those already drawn; an edge to or
  * from a group stands for several links and is not deleted by hand. */
-export function syncEdges(prev: readonly Edge[], drawn: readonly GraphEdge[]): Edge[] {
+export function syncEdges(
+  prev: readonly Edge[],
+  drawn: readonly GraphEdge[],
+  labels: ReadonlyMap<string, string> = new Map(),
+): Edge[] {
   const before = new Map(prev.map((e) => [e.id, e]));
   return drawn.map((e) => {
     const old = before.get(e.id);
-    if (old) return old;
+    const label = labels.get(e.id);
+    if (old && old.label === label) return old;
     const grouped = isGroupId(e.source) || isGroupId(e.target);
-    return grouped
+    const edge: Edge = grouped
       ? { id: e.id, source: e.source, target: e.target, deletable: false }
       : { id: e.id, source: e.source, target: e.target };
+    return label === undefined ? edge : { ...edge, ...labelled(label) };
   });
+}
+
+/** How an edge shows a SWITCH branch's label (switchParams.ts branchLabels). */
+export function labelled(label: string): Partial<Edge> {
+  return { label, labelBgPadding: [4, 2], labelShowBg: true, className: "branch-edge" };
 }
 
 /** Nodes for the collapsed groups: placed like tasks, the object kept while its summary is the same. */

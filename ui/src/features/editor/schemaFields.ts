@@ -22,6 +22,8 @@ export interface Field {
   /** choices of a "choice" field; suggestions of a "text" one */
   options: string[];
   default?: unknown;
+  /** a "code" field's contentMediaType (text/x-shellscript, text/x-python, text/x-sql) */
+  mediaType?: string;
 }
 
 function kindOf(schema: JsonSchema): FieldKind {
@@ -52,6 +54,7 @@ export function fieldsOf(schema: JsonSchema | undefined): Field[] {
     description: prop.description ?? "",
     options: (prop.enum ?? (kindOf(prop) === "text" ? (prop.examples ?? []) : [])).map(String),
     default: prop.default,
+    mediaType: prop.contentMediaType,
   }));
   return [...fields.filter((f) => f.required), ...fields.filter((f) => !f.required)];
 }

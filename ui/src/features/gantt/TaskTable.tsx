@@ -4,24 +4,29 @@ import { useVirtualizer } from "@tanstack/react-virtual";
 import { useRef, useState } from "react";
 import { Link } from "react-router";
 
-import type { TaskInstance } from "../../api/client";
+import type { TaskInstance, TaskWait } from "../../api/client";
 import { StateBadge } from "../../components/StateBadge";
 import { toneOf } from "../../components/state";
 import { formatDuration } from "../../components/time";
+import { tWaiting } from "../instances/strings";
+import { WhyWaiting } from "../instances/Waiting";
 import { axisOf, barOf } from "./timeline";
 
 const ROW = 30;
-const COLUMNS = "240px 150px 40px 90px 50px";
-const FIXED = 240 + 150 + 40 + 90 + 50 + 5 * 8;
+const COLUMNS = "240px 150px 40px 90px 50px 300px";
+const FIXED = 240 + 150 + 40 + 90 + 50 + 300 + 6 * 8;
 
 export function TaskTable({
   tasks,
   selected,
   onSelect,
+  why,
 }: {
   tasks: readonly TaskInstance[];
   selected: string | null;
   onSelect: (name: string) => void;
+  /** each waiting task's reason, by task name (its master's answer) */
+  why?: Map<string, TaskWait>;
 }) {
   const [zoom, setZoom] = useState(1);
   const scroller = useRef<HTMLDivElement>(null);
@@ -63,6 +68,7 @@ export function TaskTable({
           <span role="columnheader">Try</span>
           <span role="columnheader">Duration</span>
           <span role="columnheader">Log</span>
+          <span role="columnheader">{tWaiting.column}</span>
           <span role="columnheader">Timeline (queued ░, running █)</span>
         </div>
         <div
@@ -72,6 +78,7 @@ export function TaskTable({
           {rows.getVirtualItems().map((row) => {
             const t = tasks[row.index] as TaskInstance;
             const bar = axis ? barOf(t, axis, now) : null;
+            const wait = why?.get(t.name);
             return (
               <div
                 key={row.key}
@@ -101,6 +108,9 @@ export function TaskTable({
                   ) : (
                     "—"
                   )}
+                </span>
+                <span role="cell" className="tt-why">
+                  {wait ? <WhyWaiting wait={wait} /> : ""}
                 </span>
                 <span role="cell" className="tt-bar">
                   {bar && bar.queuedFrom !== null && (

@@ -10,6 +10,7 @@ import { useProjectNames, useWorkflowNames } from "../../api/queries";
 import { labelOf } from "../../components/state";
 import { offsetLabel, parseInZone, resolveZone, typedInZone, useDisplayZone } from "../../components/time";
 import { tFilters as t } from "./strings";
+import { runTypeLabel } from "../workflow/RunType";
 
 export const STATES = [
   "RUNNING_EXECUTION",
@@ -254,7 +255,7 @@ export function InstanceFiltersBar({
           <option value="">{t.any}</option>
           {RUN_TYPES.map((r) => (
             <option key={r} value={r}>
-              {r}
+              {runTypeLabel(r)}
             </option>
           ))}
         </select>

@@ -1,9 +1,16 @@
-import { act, cleanup, fireEvent, render, screen, waitFor } from "@testing-library/react";
+import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import { act, cleanup, fireEvent, render as renderBare, screen, waitFor } from "@testing-library/react";
+import type { ReactElement } from "react";
 import { afterEach, describe, expect, it, vi } from "vitest";
 
 import { parseDateTime24 } from "../../components/DateTimeInput";
 import { setDisplayZone } from "../../components/time";
 import { Backfill } from "./Backfill";
+
+/** The backfill is a mutation hook: it needs a query client. */
+function render(ui: ReactElement) {
+  return renderBare(<QueryClientProvider client={new QueryClient()}>{ui}</QueryClientProvider>);
+}
 
 /** A fake API server recording backfill bodies (as engine/api/workflow_start.py answers them). */
 const bodies = vi.hoisted(() => {

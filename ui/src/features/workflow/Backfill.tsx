@@ -1,7 +1,7 @@
 // Backfill (COMPLEMENT_DATA) over a date range, serially or in parallel chains.
 import { useState, type FormEvent } from "react";
 
-import { api, call } from "../../api/client";
+import { useBackfill } from "../../api/workflows";
 import { DateTimeInput, parseDateTime24 } from "../../components/DateTimeInput";
 import { ErrorBox } from "../../components/ErrorBox";
 import { offsetLabel, parseInZone, resolveZone, useDisplayZone } from "../../components/time";
@@ -14,6 +14,7 @@ export function Backfill({ code, onClose }: { code: number; onClose: () => void 
   const [parallelism, setParallelism] = useState(2);
   const [error, setError] = useState<unknown>(null);
   const [done, setDone] = useState<string | null>(null);
+  const backfill = useBackfill(code);
   // the range is typed in the header's display zone, and says which
   const zone = useDisplayZone();
   const label = offsetLabel(new Date(), resolveZone(zone));
@@ -26,17 +27,12 @@ export function Backfill({ code, onClose }: { code: number; onClose: () => void 
     const to = parseDateTime24(end) && parseInZone(end, zone);
     if (!from || !to) return;
     try {
-      const result = await call(
-        api.POST("/api/v1/workflows/{code}/backfill", {
-          params: { path: { code: String(code) } },
-          body: {
-            start: from,
-            end: to,
-            run_mode: mode,
-            ...(mode === "PARALLEL" ? { parallelism } : {}),
-          },
-        }),
-      );
+      const result = await backfill.mutateAsync({
+        start: from,
+        end: to,
+        run_mode: mode,
+        ...(mode === "PARALLEL" ? { parallelism } : {}),
+      });
       setDone(`${result.dates} dates queued in ${result.chains} chain(s)`);
     } catch (exc) {
       setError(exc);

@@ -1,8 +1,7 @@
 // A workflow's schedules: the next fire times shown as you type the crontab (the server's own parser).
-import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useState } from "react";
 
-import { api, call } from "../../api/client";
+import { useCronPreview, useReleaseSchedule, useSaveSchedule, useSchedules } from "../../api/workflows";
 import { ErrorBox } from "../../components/ErrorBox";
 import { FireTimes, NextFire } from "./FireTimes";
 
@@ -12,27 +11,14 @@ function usePreview(crontab: string, timezone: string) {
     const timer = setTimeout(() => setDebounced({ crontab, timezone }), 250);
     return () => clearTimeout(timer);
   }, [crontab, timezone]);
-  return useQuery({
-    queryKey: ["cron-preview", debounced],
-    enabled: debounced.crontab.trim() !== "",
-    retry: false,
-    queryFn: () =>
-      call(
-        api.POST("/api/v1/schedules/preview", {
-          body: { crontab: debounced.crontab, timezone: debounced.timezone || "UTC", count: 5 },
-        }),
-      ),
-  });
+  return useCronPreview(debounced.crontab, debounced.timezone);
 }
 
 /** ``lacking``: why the caller may not change schedules (no WRITE on the project), or null. */
 export function Schedules({ code, lacking }: { code: number; lacking: string | null }) {
-  const client = useQueryClient();
-  const key = ["schedules", code];
-  const list = useQuery({
-    queryKey: key,
-    queryFn: () => call(api.GET("/api/v1/schedules", { params: { query: { workflow: code, size: 100 } } })),
-  });
+  const list = useSchedules(code);
+  const saving = useSaveSchedule(code);
+  const releasing = useReleaseSchedule(code);
   const [editing, setEditing] = useState<number | "new" | null>(null);
   const [crontab, setCrontab] = useState("0 2 * * *");
   const [timezone, setTimezone] = useState("UTC");
@@ -46,28 +32,10 @@ export function Schedules({ code, lacking }: { code: number; lacking: string | n
       setEditing(null);
     } catch (exc) {
       setError(exc);
-    } finally {
-      void client.invalidateQueries({ queryKey: key });
-      void client.invalidateQueries({ queryKey: ["workflows"] });
     }
   };
-  const save = () =>
-    act(() =>
-      editing === "new"
-        ? call(api.POST("/api/v1/schedules", { body: { workflow_code: code, crontab, timezone } }))
-        : call(
-            api.PUT("/api/v1/schedules/{id}", {
-              params: { path: { id: String(editing) } },
-              body: { crontab, timezone },
-            }),
-          ),
-    );
-  const release = (id: number, online: boolean) =>
-    act(() =>
-      online
-        ? call(api.POST("/api/v1/schedules/{id}/online", { params: { path: { id: String(id) } } }))
-        : call(api.POST("/api/v1/schedules/{id}/offline", { params: { path: { id: String(id) } } })),
-    );
+  const save = () => act(() => saving.mutateAsync({ id: editing as number | "new", crontab, timezone }));
+  const release = (id: number, online: boolean) => act(() => releasing.mutateAsync({ id, online }));
 
   return (
     <div data-testid="schedules">

@@ -6,6 +6,7 @@ import { stringify } from "yaml";
 import { useVersions, useWorkflowVersion } from "../../api/queries";
 import { ErrorBox } from "../../components/ErrorBox";
 import { Time } from "../../components/Time";
+import { tVersionDiff } from "./strings";
 
 export function VersionDiff({ code, current }: { code: number; current: number }) {
   const versions = useVersions(code);
@@ -43,7 +44,14 @@ export function VersionDiff({ code, current }: { code: number; current: number }
           <div className="toolbar">
             Compare {pick(left, setLeft, "Older version")} with {pick(right, setRight, "Newer version")}
           </div>
-          <pre className="diff" data-testid="version-diff">
+          {/* focusable: a diff wider or longer than its box scrolls with the arrow keys */}
+          <pre
+            className="diff"
+            data-testid="version-diff"
+            tabIndex={0}
+            role="region"
+            aria-label={tVersionDiff.region(left, right)}
+          >
             {parts.map((p, i) => (
               <span key={i} className={p.added ? "added" : p.removed ? "removed" : "same"}>
                 {p.value

@@ -63,6 +63,11 @@ export const tWorkflow = {
   cannotLoad: (code: number) => `Cannot load workflow ${code}`,
 } as const;
 
+/** The version diff (workflow page). */
+export const tVersionDiff = {
+  region: (older: number, newer: number) => `Changes from v${older} to v${newer}`,
+} as const;
+
 export type Priority = keyof typeof tStart.priorities;
 export type FailureStrategy = keyof typeof tStart.failureStrategies;
 export type WarningType = keyof typeof tStart.warningTypes;
