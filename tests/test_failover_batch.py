@@ -8,6 +8,7 @@ NEED_FAULT_TOLERANCE and runs again once, and every run ends SUCCESS with no att
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 from collections.abc import AsyncIterator, Callable
@@ -18,12 +19,16 @@ import asyncpg
 import pytest
 
 from engine.infra.etcd import EtcdServer
+from engine.master.arrivals import Arrivals
 from engine.master.commands import DefinitionCache
 from engine.master.failover import FailoverService
+from engine.master.server import Master
 from engine.master.store import MasterStore
+from engine.metrics import NodeMetrics
 from engine.states import TaskState, WorkflowState
 from engine.storage.jsoncodec import register_json
 from rpc import RpcClient
+from rpc.messages import HostUpdateReply, HostUpdates, ReportReply, TaskReports, TaskReportsReply, TaskResult
 from tests.cluster_harness import command, query, save, shell
 from tests.helpers import NodeProc, eventually
 
@@ -205,3 +210,111 @@ async def test_a_killed_master_s_hundreds_of_instances_are_taken_once_and_each_l
     # one process per attempt row: nothing ran twice, nothing adopted ran again
     assert len(started_long) == N_INSTANCES + len(lost) and len(set(started_long)) == len(started_long)
     assert len(started_after) == N_INSTANCES
+
+
+N_REPORTING = 300
+LIVE_WORKER = "127.0.0.1:7001"
+
+
+class Actor:
+    """Stands in for a WorkflowActor: persists what it is posted (test_master_reports.py has the same)."""
+
+    def __init__(self) -> None:
+        self.task = object()  # running
+        self.posted: list[Any] = []
+
+    def post(self, event: Any, wait: bool = False) -> asyncio.Future[bool]:
+        self.posted.append(event)
+        fut = asyncio.get_running_loop().create_future()
+        fut.set_result(True)
+        return fut
+
+
+class ReportingWorker:
+    """Stands in for the RPC client the takeover reaches the worker with: the worker, pointed at the new
+    master by the host update, sends its pending results there at once (as ``Reporter.host_updates``
+    does, 100 per call), and answers the host update once the master answered or holds each of them."""
+
+    def __init__(self, master: Master, results: list[TaskResult]) -> None:
+        self.master = master
+        self.results = results
+        self.sends: list[asyncio.Task[TaskReportsReply]] = []
+
+    async def call(self, worker: str, msg: Any, timeout: float) -> HostUpdateReply:
+        assert isinstance(msg, HostUpdates) and worker == LIVE_WORKER
+        asked = {int(i) for i, _ in msg.instances}
+        mine = [r for r in self.results if r.workflow_instance_id in asked]
+        for i in range(0, len(mine), 100):
+            self.sends.append(asyncio.create_task(self.master.on_task_reports(TaskReports([], mine[i : i + 100]))))
+        arrivals = self.master.arrivals
+
+        def answered_or_held() -> bool:
+            return all(s.done() for s in self.sends) or arrivals.held == len(mine)
+
+        await eventually(answered_or_held, 30, "the master answering or holding the reports")
+        return HostUpdateReply(known=[[r.task_instance_id, r.attempt] for r in mine])
+
+    async def close(self) -> None:
+        pass
+
+
+def _reporting_master(pool: asyncpg.Pool, actors: dict[int, Any]) -> Master:
+    master = Master.__new__(Master)  # only what answering reports uses
+    master.store = MasterStore(pool, ME)
+    master.actors = actors
+    master.metrics = NodeMetrics("master")
+    master.address = ME  # type: ignore[misc]
+    master.arrivals = Arrivals()
+
+    class Dispatcher:
+        def freed(self, host: str) -> None:
+            pass
+
+    master.dispatcher = Dispatcher()  # type: ignore[assignment]
+    return master
+
+
+async def test_results_reported_during_a_takeover_of_hundreds_are_each_accepted_once_on_first_delivery(
+    pool: asyncpg.Pool, fresh_db: str
+) -> None:
+    """The workers' reports reach the new master (pointed there by the host updates) before the
+    instances' actors are started: they are held until their actor exists and accepted on their first
+    delivery, not refused (refused, every worker sent them again and again: a storm that starved the takeover)."""
+    code = await save(fresh_db, "reporting", [shell("a", "true")])
+    found, results = [], []
+    for _ in range(N_REPORTING):
+        wid, epoch = await _instance(pool, code)
+        tid = await pool.fetchval(
+            "INSERT INTO task_instance (name, task_type, task_code, task_definition_version, workflow_instance_id,"
+            " state, host, attempt) SELECT 'a', 'SHELL', code, 1, $1, $3, $2, 1 FROM task_definition"
+            " WHERE name = 'a' RETURNING id",
+            wid,
+            LIVE_WORKER,
+            int(TaskState.RUNNING_EXECUTION),
+        )
+        found.append((wid, DEAD, epoch))
+        results.append(TaskResult(tid, 1, wid, LIVE_WORKER, "SUCCESS", 0, 1, 2))
+    actors: dict[int, Any] = {}
+    master = _reporting_master(pool, actors)
+
+    def start_actor(info: Any, *_: Any, **__: Any) -> None:
+        actors[info.id] = Actor()
+
+    worker = ReportingWorker(master, results)
+    svc = FailoverService(ME, master.store, DefinitionCache(pool), worker, lambda: None, actors, start_actor, 5.0)  # type: ignore[arg-type]
+    svc.arrivals = master.arrivals  # the master's report handlers and its takeover share them
+    assert await svc._take_many(found, {LIVE_WORKER}) == N_REPORTING
+    replies = [reply for send in worker.sends for reply in (await send).replies]
+    assert replies == [ReportReply(ack=True)] * N_REPORTING, "each result accepted on its first delivery"
+    assert master.arrivals.held == 0
+    for r in results:  # each result reached its instance's actor exactly once
+        assert [(e.task_instance_id, e.attempt) for e in actors[r.workflow_instance_id].posted] == [
+            (r.task_instance_id, 1)
+        ]
+    rows = await query(fresh_db, "SELECT id, host, epoch FROM workflow_instance")
+    epochs = {wid: epoch for wid, _, epoch in found}
+    assert all(r["host"] == ME and r["epoch"] > epochs[r["id"]] for r in rows) and len(rows) == N_REPORTING
+    states = await query(fresh_db, "SELECT state, flag FROM task_instance")
+    assert {(TaskState(s["state"]), s["flag"]) for s in states} == {(TaskState.RUNNING_EXECUTION, 1)}, (
+        "the worker knew every attempt: none lost, none to run again"
+    )

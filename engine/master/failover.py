@@ -29,13 +29,14 @@ from core import logs
 from core.aio import BackgroundService
 from core.errors import StorageError
 from engine.master.actor import InstanceInfo
+from engine.master.arrivals import Arrivals
 from engine.master.commands import DefinitionCache, Starting
 from engine.master.store import CommitUnknown, FencedOut, MasterStore, WriteBatch
 from engine.master.workflow_messages import Attempt, WorkerLost
 from engine.states import TaskState, WorkflowState
-from engine.workflows.definitions import WorkflowSpec
 from engine.storage.failures import DB_FAILURES
 from engine.tasks.registry import LOGIC_TYPES
+from engine.workflows.definitions import WorkflowSpec
 from engine.workflows.model import DefinitionError
 from registry import MASTER, WORKER, ChangeKind, NodeChange, NodeId, RegistryNode, RegistryUnavailable
 from registry.heartbeat import Heartbeat
@@ -88,6 +89,7 @@ class FailoverService(BackgroundService):
         interval: float,
         metrics: Any = None,
         starting: Starting | None = None,
+        arrivals: Arrivals | None = None,
     ) -> None:
         self.me = me
         self.store = store
@@ -100,6 +102,9 @@ class FailoverService(BackgroundService):
         self.metrics = metrics
         #: claims in flight (shared with the command poller): their instances are ours before an actor drives them
         self.starting = starting or Starting()
+        #: instances being taken over, their actors not started yet (shared with the report handlers, which
+        #: hold their reports until the actor exists)
+        self.arrivals = arrivals or Arrivals()
         self._kick = asyncio.Event()
         #: workers that did not answer a host update in the current sweep (its instances are asked again later)
         self._silent: set[str] = set()
@@ -260,15 +265,20 @@ class FailoverService(BackgroundService):
             replaced = [instance_id for instance_id, _, _ in chunk if instance_id in self.actors]
             if replaced:
                 workers = await self._replace_actors(replaced, workers)
-            rows = await self.store.take_over_many(chunk, workers)
-            # the instances are ours from here on: whatever fails before their actors start, they are taken again
+            ids = [instance_id for instance_id, _, _ in chunk]
+            self.arrivals.expect(ids)  # their reports (the host updates send them here) wait for the actors
             try:
-                taken += await self._drive_many(rows, workers)
-            except (*DB_FAILURES, CommitUnknown):
-                for row, _, _ in rows:
-                    if int(row["id"]) not in self.actors:
-                        self.retake(int(row["id"]), int(row["epoch"]))
-                raise
+                rows = await self.store.take_over_many(chunk, workers)
+                # the instances are ours from here on: whatever fails before their actors start, they are taken again
+                try:
+                    taken += await self._drive_many(rows, workers)
+                except (*DB_FAILURES, CommitUnknown):
+                    for row, _, _ in rows:
+                        if int(row["id"]) not in self.actors:
+                            self.retake(int(row["id"]), int(row["epoch"]))
+                    raise
+            finally:
+                self.arrivals.arrived(ids)  # those not started (not ours, ended, failed): answered as usual
         return taken
 
     async def _replace_actors(self, instance_ids: list[int], workers: set[str]) -> set[str]:
@@ -356,15 +366,16 @@ class FailoverService(BackgroundService):
     async def _start_actors(
         self, starts: list[tuple[InstanceInfo, WorkflowSpec, WorkflowState, list[Attempt], frozenset[int]]]
     ) -> None:
-        """Start the actors of a batch, yielding to the loop after every :data:`ACTOR_START_CHUNK`: all of
-        them exist before any report of theirs can find none (the workers were just pointed here, and a
-        report for an instance without its actor is refused and sent again: a storm), and their start-up
+        """Start the actors of a batch, yielding to the loop after every :data:`ACTOR_START_CHUNK`; the
+        reports held for a chunk's instances (:class:`Arrivals`) go on once its actors exist. Their start-up
         reads queue on the pool, whose size bounds how many run at once."""
         for i in range(0, len(starts), ACTOR_START_CHUNK):
             if i:
                 await asyncio.sleep(0)
-            for info, spec, state, attempts, waiting in starts[i : i + ACTOR_START_CHUNK]:
+            chunk = starts[i : i + ACTOR_START_CHUNK]
+            for info, spec, state, attempts, waiting in chunk:
                 self.start_actor(info, spec, state, attempts, group_waiting=waiting)
+            self.arrivals.arrived(info.id for info, *_ in chunk)
 
     async def _end_undrivable(self, instance_id: int, epoch: int, reason: str) -> int:
         """The instance cannot be driven (its definition is gone, its row unreadable): it ends FAILURE with
