@@ -335,8 +335,12 @@ class Reporter(BackgroundService):
         """Apply a master's answer to one report (None: no answer)."""
         acked = reply is not None and reply.ack
         if reply is not None and not acked and reply.owner and reply.owner != master:
-            # the instance moved to another master: send everything of it there
-            self.host_update(p.msg.workflow_instance_id, reply.owner, reply.epoch)
+            wf = p.msg.workflow_instance_id
+            if reply.owner != self.masters.get(wf) or reply.epoch > self.epochs.get(wf, 0):
+                # the instance moved to another master: send everything of it there
+                self.host_update(wf, reply.owner, reply.epoch)
+            # else a live master we were rerouted to names the owner we target already (gone, not yet
+            # failed over): no news, so the backoff goes on (starting it again would spin until the takeover)
         p.in_flight = False
         if self.pending.get(key) is not p:
             return  # replaced meanwhile (a newer report of the same kind)
