@@ -525,7 +525,10 @@ class Master(Node):
         """The answer to a report no actor of this master persisted: acknowledged when nothing will ever
         consume it, else refused (naming the instance's owner when another master owns it)."""
         assert self.store is not None
-        row = await self.store.owner(workflow_instance_id)
+        return self._answer(workflow_instance_id, actor, await self.store.owner(workflow_instance_id))
+
+    def _answer(self, workflow_instance_id: int, actor: WorkflowActor | None, row: Any) -> ReportReply:
+        """:meth:`_not_delivered` given the instance's owner row (None: no such instance)."""
         if row is None:
             log.warning("report for an unknown workflow instance dropped", workflow_instance_id=workflow_instance_id)
             return ReportReply(ack=True)
@@ -612,9 +615,11 @@ class Master(Node):
                 replies[i] = ReportReply(ack=True)
             else:
                 slow.append((i, workflow_instance_id, actor))
-        answers = await asyncio.gather(*(self._not_delivered(wid, actor) for _, wid, actor in slow))
-        for (i, _, _), answer in zip(slow, answers, strict=True):
-            replies[i] = answer
+        if slow:  # one read for all of them: before a takeover, every result of a dead master's comes here
+            assert self.store is not None
+            rows = await self.store.owners({wid for _, wid, _ in slow})
+            for i, wid, actor in slow:
+                replies[i] = self._answer(wid, actor, rows.get(wid))
         return TaskReportsReply(replies)
 
     async def on_workflow_control(self, msg: WorkflowControl) -> ControlReply:

@@ -692,6 +692,13 @@ class MasterStore:
     async def owner(self, instance_id: int) -> asyncpg.Record | None:
         return await self.pool.fetchrow("SELECT host, epoch, state FROM workflow_instance WHERE id = $1", instance_id)
 
+    async def owners(self, instance_ids: Collection[int]) -> dict[int, asyncpg.Record]:
+        """:meth:`owner` of many instances in one round trip (those that exist)."""
+        rows = await self.pool.fetch(
+            "SELECT id, host, epoch, state FROM workflow_instance WHERE id = ANY($1::bigint[])", list(instance_ids)
+        )
+        return {int(r["id"]): r for r in rows}
+
     async def run_context(self, project_code: int, environment_codes: Collection[int]) -> RunContext:
         """What every task of a run is dispatched with, read once for the run (one round trip): its
         project's parameters (secret values still sealed) and the lines of the environments its tasks
