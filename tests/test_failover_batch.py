@@ -22,6 +22,7 @@ from engine.infra.etcd import EtcdServer
 from engine.master.arrivals import Arrivals
 from engine.master.commands import DefinitionCache
 from engine.master.failover import FailoverService
+from engine.master.gcpolicy import GcPolicy
 from engine.master.server import Master
 from engine.master.store import MasterStore
 from engine.metrics import NodeMetrics
@@ -306,7 +307,12 @@ async def test_results_reported_during_a_takeover_of_hundreds_are_each_accepted_
     worker = ReportingWorker(master, results)
     svc = FailoverService(ME, master.store, DefinitionCache(pool), worker, lambda: None, actors, start_actor, 5.0)  # type: ignore[arg-type]
     svc.arrivals = master.arrivals  # the master's report handlers and its takeover share them
-    assert await svc._take_many(found, {LIVE_WORKER}) == N_REPORTING
+    svc.gc = GcPolicy()
+    try:
+        assert await svc._take_many(found, {LIVE_WORKER}) == N_REPORTING
+        assert svc.gc.frozen, "the started actors are out of the full collections' walk, as claimed ones are"
+    finally:
+        svc.gc.release()
     replies = [reply for send in worker.sends for reply in (await send).replies]
     assert replies == [ReportReply(ack=True)] * N_REPORTING, "each result accepted on its first delivery"
     assert master.arrivals.held == 0

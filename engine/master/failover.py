@@ -31,6 +31,7 @@ from core.errors import StorageError
 from engine.master.actor import InstanceInfo
 from engine.master.arrivals import Arrivals
 from engine.master.commands import DefinitionCache, Starting
+from engine.master.gcpolicy import GcPolicy
 from engine.master.store import CommitUnknown, FencedOut, MasterStore, WriteBatch
 from engine.master.workflow_messages import Attempt, WorkerLost
 from engine.states import TaskState, WorkflowState
@@ -90,6 +91,7 @@ class FailoverService(BackgroundService):
         metrics: Any = None,
         starting: Starting | None = None,
         arrivals: Arrivals | None = None,
+        gc: GcPolicy | None = None,
     ) -> None:
         self.me = me
         self.store = store
@@ -105,6 +107,9 @@ class FailoverService(BackgroundService):
         #: instances being taken over, their actors not started yet (shared with the report handlers, which
         #: hold their reports until the actor exists)
         self.arrivals = arrivals or Arrivals()
+        #: the master's garbage collection policy: the actors a takeover starts are frozen out of the full
+        #: collections' walk, as claimed ones are (else each full collection walks every taken-over actor)
+        self.gc = gc
         self._kick = asyncio.Event()
         #: workers that did not answer a host update in the current sweep (its instances are asked again later)
         self._silent: set[str] = set()
@@ -376,6 +381,8 @@ class FailoverService(BackgroundService):
             for info, spec, state, attempts, waiting in chunk:
                 self.start_actor(info, spec, state, attempts, group_waiting=waiting)
             self.arrivals.arrived(info.id for info, *_ in chunk)
+            if self.gc is not None:
+                self.gc.claimed(len(self.actors))
 
     async def _end_undrivable(self, instance_id: int, epoch: int, reason: str) -> int:
         """The instance cannot be driven (its definition is gone, its row unreadable): it ends FAILURE with

@@ -208,6 +208,7 @@ class Master(Node):
             self.metrics,
             starting=self.poller.starting,
             arrivals=self.arrivals,
+            gc=self.gc,
         )
         self.scheduler = Scheduler(
             self.pool,
