@@ -414,9 +414,9 @@ class MasterStore:
         the caller found them): make each instance still where it was found ours with a fresh epoch of
         its own, and mark its active attempts on workers that are gone NEED_FAULT_TOLERANCE (attempts
         without a host are left to the caller, who asks the live workers about them); one alert each.
-        Returns, per instance taken (by id), its row, its current attempts and those still waiting in
-        their task group's queue (never admitted, so never dispatched: they keep their place). An
-        instance someone else moved first is not returned."""
+        Returns, per instance taken (by id), its row (read after the commit), its current attempts and
+        those still waiting in their task group's queue (never admitted, so never dispatched: they keep
+        their place). An instance someone else moved first, or took from us since, is not returned."""
         if not found:
             return []
         ids = [int(f[0]) for f in found]
@@ -431,7 +431,7 @@ class MasterStore:
                 " restart_time = now(), history_cmd = concat_ws(',', w.history_cmd, 'RECOVER_TOLERANCE_FAULT_PROCESS'),"
                 " update_time = now() FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS f(id, host, epoch)"
                 " WHERE w.id = f.id AND w.host = f.host AND w.epoch = f.epoch AND w.state = ANY($5::smallint[])"
-                " RETURNING w.*",
+                " RETURNING w.id, w.epoch",
                 ids,
                 [f[1] for f in found],
                 [int(f[2]) for f in found],
@@ -472,10 +472,20 @@ class MasterStore:
             if gone:
                 attempts = await conn.fetch(_CURRENT_ATTEMPTS_OF_MANY, taken)
             waiting = await task_groups_sql.waiting_of(conn, taken)
+        # the ownership is written (the target of a failover's timing): the instances' whole rows (wide:
+        # their parameters and history) are read after the commit, fenced on the epochs just taken (one
+        # taken from us meanwhile is left out, as one moved before the takeover is)
+        full = await self.pool.fetch(
+            "SELECT w.* FROM workflow_instance w JOIN unnest($1::bigint[], $2::bigint[]) AS f(id, epoch)"
+            " ON f.id = w.id AND f.epoch = w.epoch WHERE w.host = $3 ORDER BY w.id",
+            taken,
+            [int(r["epoch"]) for r in rows],
+            self.me,
+        )
         by_instance: dict[int, list[asyncpg.Record]] = {i: [] for i in taken}
         for a in attempts:
             by_instance[int(a["workflow_instance_id"])].append(a)
-        return [(r, by_instance[int(r["id"])], waiting.get(int(r["id"]), set())) for r in rows]
+        return [(r, by_instance[int(r["id"])], waiting.get(int(r["id"]), set())) for r in full]
 
     async def mark_lost(self, epochs: Mapping[int, int], task_instance_ids: Sequence[int], cause: str) -> list[int]:
         """One fenced transaction: of attempts ``task_instance_ids`` (of instances ``epochs``: id -> the epoch
