@@ -321,7 +321,9 @@ class FailoverService(BackgroundService):
         Returns how many instances were taken (ended ones included)."""
         ready: list[tuple[InstanceInfo, asyncpg.Record, WorkflowSpec, list[Attempt], set[int]]] = []
         count = 0
-        for row, attempt_rows, group_waiting in taken:
+        for n, (row, attempt_rows, group_waiting) in enumerate(taken):
+            if n and not n % ACTOR_START_CHUNK:
+                await asyncio.sleep(0)  # thousands of rows: the loop serves others between slices
             try:
                 info = InstanceInfo.from_row(row)
                 attempts = [Attempt.from_row(r) for r in attempt_rows]
