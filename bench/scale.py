@@ -7,6 +7,11 @@
 - concurrency: N instances live at once on ONE master, each waiting in a DEPENDENT task; the master's
   RSS and its event-loop lag p99 (its own probe) over the last 10 s of the hold, when all of them are
   waiting, and over the last 60 s (which takes in the end of the claim storm).
+- held: the same for 100,000 instances, set up without the claim path: one instance is claimed and left
+  waiting by a master that then stops; its rows are copied in the database (set-based inserts) into N
+  instances of that gone master; a new master takes them all over at start-up (the failover's batched
+  takeover) and drives them. Timed: its start -> every instance owned and its actor live; then its RSS
+  and loop lag over a hold as above.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any
 import asyncpg
 import psutil
 
-from bench.common import bench_config, cpu_seconds, main, rounded, save_released, workdir
+from bench.common import UNGUARDED, bench_config, cpu_seconds, main, rounded, save_released, workdir
 from engine.infra.postgres import OWNER_ROLE, RUNTIME_ROLE
 from engine.infra.stack import Stack
 from engine.states import CommandType, TaskState
@@ -28,9 +33,10 @@ from engine.storage.schema import upgrade
 from engine.workflows.model import TaskDef
 
 SIZES = {
-    "tiny": {"idle": 2.0, "claims": 200, "masters": (1, 2), "concurrency": 200, "hold": 2.0},
-    "full": {"idle": 10.0, "claims": 20_000, "masters": (1, 2, 3), "concurrency": 10_000, "hold": 30.0},
-}
+    "tiny": {"idle": 2.0, "claims": 200, "masters": (1, 2), "concurrency": 200, "hold": 2.0, "held": 300},
+    "full": {"idle": 10.0, "claims": 20_000, "masters": (1, 2, 3), "concurrency": 10_000, "hold": 30.0,
+             "held": 100_000},
+}  # fmt: skip
 
 
 def _tree(pid: int) -> list[psutil.Process]:
@@ -204,7 +210,116 @@ def concurrency(stack: Stack, n: int, hold: float) -> dict[str, float]:
     }
 
 
-def run(size: str = "full", parts: tuple[str, ...] = ("footprint", "claims", "concurrency")) -> dict[str, Any]:
+async def _clone(dsn: str, source: int, n: int, chunk: int = 10_000) -> None:
+    """``n - 1`` copies of instance ``source`` and of its task instances (ids from their sequences)."""
+    conn = await asyncpg.connect(dsn)
+    try:
+
+        async def columns(table: str, skip: set[str]) -> list[str]:
+            rows = await conn.fetch(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = $1 AND table_schema ="
+                " current_schema() AND is_generated = 'NEVER' ORDER BY ordinal_position",
+                table,
+            )
+            return [r[0] for r in rows if r[0] not in skip]
+
+        wnames = await columns("workflow_instance", {"id"})
+        wcols = ", ".join(wnames)
+        # the seed's command id is unique to it: the copies come from no command
+        wvalues = ", ".join("NULL" if c == "command_id" else c for c in wnames)
+        tcols = ", ".join(await columns("task_instance", {"id", "workflow_instance_id"}))
+        left = n - 1
+        while left > 0:
+            k = min(chunk, left)
+            async with conn.transaction():
+                ids = await conn.fetch(
+                    f"INSERT INTO workflow_instance ({wcols}) SELECT {wvalues} FROM workflow_instance,"
+                    " generate_series(1, $2) WHERE id = $1 RETURNING id",
+                    source,
+                    k,
+                )
+                await conn.execute(
+                    f"INSERT INTO task_instance (workflow_instance_id, {tcols}) SELECT c.id, {tcols}"
+                    " FROM task_instance t, unnest($2::bigint[]) AS c(id) WHERE t.workflow_instance_id = $1",
+                    source,
+                    [r[0] for r in ids],
+                )
+            left -= k
+        await conn.execute("ANALYZE workflow_instance; ANALYZE task_instance")
+    finally:
+        await conn.close()
+
+
+def held(stack: Stack, n: int, hold: float) -> dict[str, float]:
+    """``n`` waiting instances of a gone master, taken over and held by one new master."""
+    dsn = asyncio.run(_fresh_db(stack))
+    code = asyncio.run(_waiting_workflow(dsn))
+    seed = ["logging.level=warning", f"database.dsn={dsn}", *UNGUARDED["master"]]  # claims at any machine load
+    first = stack.start_node("master", "held-seed", seed)
+    try:
+        asyncio.run(_claim_round(dsn, code, 1, 120))
+
+        async def waiting() -> int:
+            conn = await asyncpg.connect(dsn)
+            try:
+                return int(
+                    await conn.fetchval(
+                        f"SELECT count(*) FROM task_instance WHERE state = {int(TaskState.RUNNING_EXECUTION)}"
+                    )
+                )
+            finally:
+                await conn.close()
+
+        deadline = time.monotonic() + 120
+        while asyncio.run(waiting()) < 1:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the seed instance did not reach its waiting task")
+            time.sleep(0.2)
+    finally:
+        first.stop(15)
+
+    async def source() -> int:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return int(await conn.fetchval("SELECT id FROM workflow_instance"))
+        finally:
+            await conn.close()
+
+    t0 = time.monotonic()
+    asyncio.run(_clone(dsn, asyncio.run(source()), n))
+    setup_s = time.monotonic() - t0
+    t0 = time.monotonic()
+    master = stack.start_node("master", "held", seed)
+    assert master.record is not None
+    port = master.record.extra["port"]
+    proc = psutil.Process(master.record.pid)
+    try:
+        deadline = time.monotonic() + 1200
+        while _metric(stack, port, "porpoise_master_actors") < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the instances were not all taken over")
+            time.sleep(0.2)
+        live_s = time.monotonic() - t0
+        time.sleep(hold)
+        actors = _metric(stack, port, "porpoise_master_actors")
+        lag_p99 = _metric(stack, port, 'porpoise_master_event_loop_lag_10s_seconds{quantile="0.99"}')
+        lag_p99_60 = _metric(stack, port, 'porpoise_master_event_loop_lag_seconds{quantile="0.99"}')
+        rss = proc.memory_info().rss
+    finally:
+        master.stop(15)
+    return {
+        "held_instances": n,
+        "held_setup_s": setup_s,
+        "held_taken_and_live_s": live_s,
+        "held_live_actors": actors,
+        "held_master_rss_mb": rss / 2**20,
+        "held_rss_kb_per_instance": rss / 1024 / n,
+        "held_loop_lag_p99_ms": lag_p99 * 1000,
+        "held_loop_lag_p99_60s_ms": lag_p99_60 * 1000,
+    }
+
+
+def run(size: str = "full", parts: tuple[str, ...] = ("footprint", "claims", "concurrency", "held")) -> dict[str, Any]:
     params = SIZES[size]
     cfg = bench_config()
     result: dict[str, Any] = {"benchmark": "scale", "size": size}
@@ -218,6 +333,8 @@ def run(size: str = "full", parts: tuple[str, ...] = ("footprint", "claims", "co
                 result |= claims(stack, params["claims"], params["masters"])
             if "concurrency" in parts:
                 result |= concurrency(stack, params["concurrency"], params["hold"])
+            if "held" in parts:
+                result |= held(stack, params["held"], params["hold"])
         finally:
             stack.stop_all()
     return rounded(result)

@@ -3,7 +3,8 @@
 refuses to send anything else (500), and ``RpcClient.call`` decodes the answer into it. A request answered
 with raw bytes (a file) is a ``Request[Raw]``, read with ``RpcClient.fetch`` or ``stream``.
 
-Master -> worker: task.dispatch, task.kill, task.host_update, log.view, log.range, log.download, log.remove.
+Master -> worker: task.dispatch, task.kill, task.host_update, task.host_updates, log.view, log.range,
+log.download, log.remove.
 API -> worker: worker.drain.
 Worker -> master: task.running, task.result (the master's 200 reply {"ack": true} is the acknowledgement:
 it is sent only after the report is persisted). Times are epoch milliseconds.
@@ -151,6 +152,16 @@ class HostUpdate(Request[HostUpdateReply]):
     workflow_instance_id: int
     master: str
     epoch: int = 0
+
+
+@dataclass(frozen=True)
+class HostUpdates(Request[HostUpdateReply]):
+    """New owner -> worker after a failover of many instances: :class:`HostUpdate` of each of
+    ``instances`` ([workflow instance id, epoch]) in one call; the reply's ``known`` covers them all."""
+
+    METHOD: ClassVar[str] = "task.host_updates"
+    master: str
+    instances: list[list[int]]
 
 
 @dataclass(frozen=True)

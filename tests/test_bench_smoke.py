@@ -45,6 +45,7 @@ def _registry(r: dict[str, Any], size: dict[str, Any]) -> None:
 
 def _scale(r: dict[str, Any], size: dict[str, Any]) -> None:
     assert r["concurrency_live_actors"] == size["concurrency"], "not one live actor per waiting instance"
+    assert r["held_live_actors"] == size["held"], "not one live actor per instance taken over at start-up"
     for masters in size["masters"][1:]:
         # command slots shard the backlog: no master claimed it all
         assert r[f"claims_{masters}_masters_max_share"] < 1.0, r

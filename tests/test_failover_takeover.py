@@ -30,7 +30,15 @@ from registry.heartbeat import Heartbeat
 from registry.keys import NodeId
 from rpc import RpcClient
 from rpc.errors import RpcRefused
-from rpc.messages import DispatchBatchReply, DispatchReply, HostUpdate, HostUpdateReply, TaskDispatch, TaskDispatchBatch
+from rpc.messages import (
+    DispatchBatchReply,
+    DispatchReply,
+    HostUpdate,
+    HostUpdateReply,
+    HostUpdates,
+    TaskDispatch,
+    TaskDispatchBatch,
+)
 from tests.cluster_harness import save, shell
 from tests.helpers import eventually
 
@@ -206,7 +214,7 @@ class _Workers:
         self.refused = 0
 
     async def call(self, host: str, msg: object, *, timeout: float | None = None) -> object:
-        if isinstance(msg, HostUpdate):
+        if isinstance(msg, HostUpdate | HostUpdates):
             if host in self.silent:
                 raise RpcRefused(f"{host} refused the connection")
             return HostUpdateReply(known=self.running.get(host, []))

@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from engine.master.arrivals import Arrivals
 from engine.master.server import Master
 from engine.master.store import MasterStore
 from engine.master.workflow_messages import TaskResultEvent, TaskRunningEvent
@@ -61,6 +62,7 @@ def _master(pool: asyncpg.Pool, actors: dict[int, Actor]) -> Master:
     master.actors = actors  # type: ignore[assignment]
     master.metrics = NodeMetrics("master")
     master.address = ME  # type: ignore[misc]
+    master.arrivals = Arrivals()
 
     class Dispatcher:
         def __init__(self) -> None:

@@ -170,6 +170,32 @@ async def test_a_redirect_to_an_owner_older_than_one_known_is_not_followed(sink:
     assert reporter.masters[9] == "y:1"
 
 
+async def test_a_live_master_naming_the_dead_owner_already_targeted_does_not_restart_the_backoff(
+    rpc: RpcClient,
+) -> None:
+    """Before a takeover, a live master that a report was rerouted to names the dead owner the report targets
+    already: the report backs off further (restarting its backoff would resend it every few hundred ms, from
+    every worker, for every result, until the takeover: a storm on the live masters)."""
+    reporter = Reporter(rpc, retry_initial=0.05, retry_max=60.0)
+    dead, live = "127.0.0.1:1", "127.0.0.1:2"
+    reporter.note_owner(9, dead, 5)
+    msg = result(91)
+    reporter.report(msg, dead)
+    key = (91, 1, "result")
+    p = reporter.pending[key]
+    delays = []
+    for _ in range(4):  # each failed delivery: the dead owner twice, then the live master it is rerouted to
+        p.in_flight = True
+        before = time.monotonic()
+        reporter._settle(key, p, live, ReportReply(False, dead, 5))
+        delays.append(p.due - before)
+    assert p.attempts == 4 and reporter.masters[9] == dead
+    assert delays == sorted(delays) and delays[-1] >= 0.05 * 2**3, "the backoff doubles, never restarts"
+    p.in_flight = True
+    reporter._settle(key, p, live, ReportReply(False, "127.0.0.1:3", 6))  # a new owner: re-targeted at once
+    assert reporter.masters[9] == "127.0.0.1:3" and p.attempts == 1
+
+
 def _pending(msg: TaskResult) -> Pending:
     return Pending(msg, due=0.0)
 

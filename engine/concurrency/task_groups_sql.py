@@ -105,25 +105,30 @@ async def release(conn: asyncpg.Connection, task_instance_ids: Iterable[int]) ->
         await admit(conn, group_id)
 
 
-async def release_lost(conn: asyncpg.Connection, instance_id: int) -> None:
-    """Inside the takeover: release the slots of the instance's attempts it marked NEED_FAULT_TOLERANCE
+async def release_lost(conn: asyncpg.Connection, instance_ids: Sequence[int]) -> None:
+    """Inside the takeover: release the slots of the instances' attempts it marked NEED_FAULT_TOLERANCE
     (the adopted ones keep theirs)."""
     rows = await conn.fetch(
         "SELECT q.task_instance_id FROM task_group_queue q JOIN task_instance t ON t.id = q.task_instance_id"
-        f" WHERE q.workflow_instance_id = $1 AND (t.state = {int(TaskState.NEED_FAULT_TOLERANCE)} OR t.flag = 0)",
-        instance_id,
+        f" WHERE q.workflow_instance_id = ANY($1::bigint[]) AND (t.state = {int(TaskState.NEED_FAULT_TOLERANCE)}"
+        " OR t.flag = 0)",
+        list(instance_ids),
     )
     await release(conn, [int(r["task_instance_id"]) for r in rows])
 
 
-async def waiting_of(conn: asyncpg.Connection, instance_id: int) -> set[int]:
-    """The instance's attempts still waiting in their group's queue (task instance ids)."""
+async def waiting_of(conn: asyncpg.Connection, instance_ids: Sequence[int]) -> dict[int, set[int]]:
+    """The instances' attempts still waiting in their group's queue: instance id -> task instance ids."""
     rows = await conn.fetch(
-        "SELECT task_instance_id FROM task_group_queue WHERE workflow_instance_id = $1 AND status = $2",
-        instance_id,
+        "SELECT workflow_instance_id, task_instance_id FROM task_group_queue"
+        " WHERE workflow_instance_id = ANY($1::bigint[]) AND status = $2",
+        list(instance_ids),
         WAITING,
     )
-    return {int(r[0]) for r in rows}
+    out: dict[int, set[int]] = {}
+    for r in rows:
+        out.setdefault(int(r[0]), set()).add(int(r[1]))
+    return out
 
 
 async def repair(pool: asyncpg.Pool) -> None:

@@ -29,27 +29,41 @@ from core import logs
 from core.aio import BackgroundService
 from core.errors import StorageError
 from engine.master.actor import InstanceInfo
+from engine.master.arrivals import Arrivals
 from engine.master.commands import DefinitionCache, Starting
-from engine.master.store import CommitUnknown, FencedOut, MasterStore, TaskUpdate, WriteBatch
+from engine.master.gcpolicy import GcPolicy
+from engine.master.store import CommitUnknown, FencedOut, MasterStore, WriteBatch
 from engine.master.workflow_messages import Attempt, WorkerLost
 from engine.states import TaskState, WorkflowState
 from engine.storage.failures import DB_FAILURES
 from engine.tasks.registry import LOGIC_TYPES
+from engine.workflows.definitions import WorkflowSpec
 from engine.workflows.model import DefinitionError
 from registry import MASTER, WORKER, ChangeKind, NodeChange, NodeId, RegistryNode, RegistryUnavailable
 from registry.heartbeat import Heartbeat
 from registry.keys import nodes_prefix, parse_node_key
 from rpc import RpcClient
-from rpc.errors import RpcError
-from rpc.messages import HostUpdate
+from rpc.errors import BadRequest, RpcError
+from rpc.messages import HostUpdate, HostUpdates
 
 log = logs.get(__name__)
 
-#: seconds a takeover waits for the host updates it sends (together) to the instance's workers
+#: seconds a takeover waits for the host updates it sends (together) to the instances' workers, plus
+#: HOST_UPDATE_PER_INSTANCE for each instance a call names (a worker re-targets them one by one)
 HOST_UPDATE_TIMEOUT = 3.0
+HOST_UPDATE_PER_INSTANCE = 0.002
 
 #: seconds a takeover waits for our own actor of the instance it takes again to stop
 ACTOR_STOP_TIMEOUT = 3.0
+
+#: instances taken over in one transaction (set-based statements: thousands cost about what one did)
+TAKEOVER_BATCH = 5000
+
+#: instances named in one host update call to a worker
+HOST_UPDATE_BATCH = 5000
+
+#: actors of taken-over instances started between two yields to the event loop
+ACTOR_START_CHUNK = 100
 
 #: attempts a live worker may be running (SUBMITTED ones were only in the dead master's dispatch queue)
 _RUNNING_SOMEWHERE = frozenset({TaskState.DISPATCH, TaskState.RUNNING_EXECUTION, TaskState.DELAY_EXECUTION})
@@ -76,6 +90,8 @@ class FailoverService(BackgroundService):
         interval: float,
         metrics: Any = None,
         starting: Starting | None = None,
+        arrivals: Arrivals | None = None,
+        gc: GcPolicy | None = None,
     ) -> None:
         self.me = me
         self.store = store
@@ -88,6 +104,12 @@ class FailoverService(BackgroundService):
         self.metrics = metrics
         #: claims in flight (shared with the command poller): their instances are ours before an actor drives them
         self.starting = starting or Starting()
+        #: instances being taken over, their actors not started yet (shared with the report handlers, which
+        #: hold their reports until the actor exists)
+        self.arrivals = arrivals or Arrivals()
+        #: the master's garbage collection policy: the actors a takeover starts are frozen out of the full
+        #: collections' walk, as claimed ones are (else each full collection walks every taken-over actor)
+        self.gc = gc
         self._kick = asyncio.Event()
         #: workers that did not answer a host update in the current sweep (its instances are asked again later)
         self._silent: set[str] = set()
@@ -157,10 +179,12 @@ class FailoverService(BackgroundService):
         }
         for host in lost_hosts:
             self.worker_lost(host)
-        for instance_id, epoch in list(self._retake.items()):
-            await self._take(instance_id, self.me, epoch, live_workers)  # raises while the DB is down
-            if self._retake.get(instance_id) == epoch:
-                del self._retake[instance_id]
+        retakes = list(self._retake.items())
+        if retakes:
+            await self._take_many([(i, self.me, e) for i, e in retakes], live_workers)  # raises while the DB is down
+            for instance_id, epoch in retakes:
+                if self._retake.get(instance_id) == epoch:
+                    del self._retake[instance_id]
         await self.take_back_undriven(floors[self.me], live_workers)
         # The live masters are read again AFTER the orphans: a master that registered since the first
         # read (and took instances meanwhile, e.g. from a dead peer) is in the second, so its instances are
@@ -187,14 +211,13 @@ class FailoverService(BackgroundService):
         rows = await self.store.owned(floor)
         if not self.starting.quiet_since(mark):
             return 0  # a claim ran meanwhile: its instances may be in rows without their actor yet
-        taken = 0
-        for row in rows:
-            if row["id"] in self.actors or row["id"] in self._retake:
-                continue
-            log.warning("an instance of ours has no actor; taking it back", workflow_instance_id=row["id"])
-            if await self._take(row["id"], self.me, row["epoch"], live_workers):
-                taken += 1
-        return taken
+        undriven = [(int(r["id"]), self.me, int(r["epoch"])) for r in rows
+                    if r["id"] not in self.actors and r["id"] not in self._retake]  # fmt: skip
+        if undriven:
+            first = [u[0] for u in undriven][:20]
+            log.warning("instances of ours have no actor; taking them back", workflow_instance_ids=first,
+                        count=len(undriven))  # fmt: skip
+        return await self._take_many(undriven, live_workers)
 
     @staticmethod
     async def _live_nodes(node: RegistryNode) -> tuple[dict[str, int], set[str]]:
@@ -226,9 +249,7 @@ class FailoverService(BackgroundService):
         try:
             with logs.bound(dead_master=host):
                 log.info("failing over master", instances=len(rows))
-                for row in rows:
-                    if await self._take(row["id"], host, row["epoch"], workers):
-                        taken += 1
+                taken = await self._take_many([(int(r["id"]), host, int(r["epoch"])) for r in rows], workers)
                 log.info("master failed over", taken=taken)
         finally:
             await lock.release()
@@ -237,78 +258,140 @@ class FailoverService(BackgroundService):
         return taken
 
     async def _take(self, instance_id: int, host: str, epoch: int, workers: set[str]) -> bool:
-        if instance_id in self.actors:
-            workers = await self._replace_actor(instance_id, workers)
-        result = await self.store.take_over(instance_id, host, epoch, workers)
-        if result is None:
-            return False  # moved by someone else meanwhile
-        row, attempt_rows, group_waiting = result
-        info = InstanceInfo.from_row(row)
-        # the instance is ours from here on: whatever fails before its actor starts, it is taken again
-        try:
-            return await self._drive(info, row, [Attempt.from_row(r) for r in attempt_rows], group_waiting, workers)
-        except FencedOut as exc:
-            log.info("instance taken from us during its takeover", workflow_instance_id=info.id, error=str(exc))
-            return False
-        except (*DB_FAILURES, CommitUnknown):
-            self.retake(info.id, info.epoch)
-            raise
+        """:meth:`_take_many` of one instance: whether it was taken."""
+        return await self._take_many([(instance_id, host, epoch)], workers) == 1
 
-    async def _replace_actor(self, instance_id: int, workers: set[str]) -> set[str]:
-        """Stop our actor of an instance we are about to take again under a fresh epoch (a takeover that
+    async def _take_many(self, found: list[tuple[int, str, int]], workers: set[str]) -> int:
+        """Take over the instances ``found`` (id, owner, epoch as found), :data:`TAKEOVER_BATCH` per
+        transaction, and drive them; returns how many were taken (moved by someone else meanwhile: not)."""
+        taken = 0
+        for i in range(0, len(found), TAKEOVER_BATCH):
+            chunk = found[i : i + TAKEOVER_BATCH]
+            replaced = [instance_id for instance_id, _, _ in chunk if instance_id in self.actors]
+            if replaced:
+                workers = await self._replace_actors(replaced, workers)
+            ids = [instance_id for instance_id, _, _ in chunk]
+            self.arrivals.expect(ids)  # their reports (the host updates send them here) wait for the actors
+            try:
+                rows = await self.store.take_over_many(chunk, workers)
+                # the instances are ours from here on: whatever fails before their actors start, they are taken again
+                try:
+                    taken += await self._drive_many(rows, workers)
+                except (*DB_FAILURES, CommitUnknown):
+                    for row, _, _ in rows:
+                        if int(row["id"]) not in self.actors:
+                            self.retake(int(row["id"]), int(row["epoch"]))
+                    raise
+            finally:
+                self.arrivals.arrived(ids)  # those not started (not ours, ended, failed): answered as usual
+        return taken
+
+    async def _replace_actors(self, instance_ids: list[int], workers: set[str]) -> set[str]:
+        """Stop our actors of instances we are about to take again under a fresh epoch (a takeover that
         could not ask every worker is retaken while its actor drives the instance), before the takeover:
-        what that actor queued for a worker, or is about to send, then never leaves (``Dispatcher._live``).
+        what such an actor queued for a worker, or is about to send, then never leaves (``Dispatcher._live``).
         Left running, it would send an attempt the takeover finds on no worker, marks NEED_FAULT_TOLERANCE
         and runs again, under the epoch it replaced; a worker that never heard of the new one (it
         restarted since) takes it: two attempts of one task at once (invariant 3), a task group over its
-        size. Returns the live workers read again after the stop: a send already on its way goes to a
-        worker registered by then, which the takeover must ask (its host update arrives before that send,
-        which it then refuses, or after, and names the attempt: adopted)."""
-        actor = self.actors[instance_id]
-        log.info("stopping our actor of an instance taken again", workflow_instance_id=instance_id,
-                 epoch=actor.info.epoch)  # fmt: skip
-        stopping = asyncio.ensure_future(actor.stop())  # its first step ends its sends (Dispatcher._live)
-        self._stopping.add(stopping)
-        stopping.add_done_callback(self._stopping.discard)
-        _, pending = await asyncio.wait([stopping], timeout=ACTOR_STOP_TIMEOUT)
+        size. The actors stop together. Returns the live workers read again after the stops: a send
+        already on its way goes to a worker registered by then, which the takeover must ask (its host
+        update arrives before that send, which it then refuses, or after, and names the attempt: adopted)."""
+        stops: list[asyncio.Future[None]] = []
+        for instance_id in instance_ids:
+            actor = self.actors[instance_id]
+            log.info("stopping our actor of an instance taken again", workflow_instance_id=instance_id,
+                     epoch=actor.info.epoch)  # fmt: skip
+            stopping = asyncio.ensure_future(actor.stop())  # its first step ends its sends (Dispatcher._live)
+            self._stopping.add(stopping)
+            stopping.add_done_callback(self._stopping.discard)
+            stops.append(stopping)
+        _, pending = await asyncio.wait(stops, timeout=ACTOR_STOP_TIMEOUT)
         if pending:  # a call ignoring its cancellation: it sends nothing more, and the takeover fences its writes
-            log.error("replaced workflow actor did not stop in time", workflow_instance_id=instance_id)
+            log.error("replaced workflow actors did not stop in time", count=len(pending))
         node = self.registry()
         if node is None:
             return workers
         return (await self._live_nodes(node))[1]
 
-    async def _drive(
-        self, info: InstanceInfo, row: asyncpg.Record, attempts: list[Attempt], group_waiting: set[int],
-        workers: set[str],
-    ) -> bool:  # fmt: skip
-        """Mark what was lost with the old owner and start the taken-over instance's actor."""
-        try:
-            spec = await self.cache.spec(int(row["workflow_definition_code"]), int(row["workflow_definition_version"]))
-        except DefinitionError as exc:
-            await self._end_undrivable(info, str(exc))
-            return True
+    async def _drive_many(
+        self, taken: list[tuple[asyncpg.Record, list[asyncpg.Record], set[int]]], workers: set[str]
+    ) -> int:
+        """Mark what was lost with the old owner and start the taken-over instances' actors; an instance
+        that cannot be driven (its definition is gone, its row unreadable) ends with the reason instead.
+        Returns how many instances were taken (ended ones included)."""
+        ready: list[tuple[InstanceInfo, asyncpg.Record, WorkflowSpec, list[Attempt], set[int]]] = []
+        count = 0
+        for n, (row, attempt_rows, group_waiting) in enumerate(taken):
+            if n and not n % ACTOR_START_CHUNK:
+                await asyncio.sleep(0)  # thousands of rows: the loop serves others between slices
+            try:
+                info = InstanceInfo.from_row(row)
+                attempts = [Attempt.from_row(r) for r in attempt_rows]
+            except (ValueError, TypeError, KeyError) as exc:
+                count += await self._end_undrivable(int(row["id"]), int(row["epoch"]), f"unreadable instance: {exc!r}")
+                continue
+            try:
+                version = int(row["workflow_definition_version"])
+                spec = await self.cache.spec(int(row["workflow_definition_code"]), version)
+            except DefinitionError as exc:
+                count += await self._end_undrivable(info.id, info.epoch, str(exc))
+                continue
+            unknown = sorted({a.code for a in attempts if a.code not in spec.tasks})
+            if unknown:
+                reason = f"its attempts name tasks its definition does not have: {unknown[:5]}"
+                count += await self._end_undrivable(info.id, info.epoch, reason)
+                continue
+            ready.append((info, row, spec, attempts, group_waiting))
         # logic tasks (sub-workflows, dependents ...) ran on the dead master: the new actor takes them up
         # attempts waiting in their task group's queue were never dispatched: they stay queued, in place
-        on_workers = [
-            a for a in attempts if spec.tasks[a.code].task_type not in LOGIC_TYPES and a.id not in group_waiting
+        asked = [
+            (info, [a for a in attempts if spec.tasks[a.code].task_type not in LOGIC_TYPES and a.id not in waiting])
+            for info, _, spec, attempts, waiting in ready
         ]
-        lost, unsure = await self._adopt(info, on_workers, workers)
-        if lost:
-            batch = WriteBatch(updates=[TaskUpdate(a.id, int(TaskState.NEED_FAULT_TOLERANCE)) for a in lost])
-            await self.store.write(info.id, info.epoch, batch)
+        verdicts = await self._adopt_many(asked, workers)
+        lost_by = {info.id: lost for info, (lost, _) in zip((i for i, _ in asked), verdicts, strict=True) if lost}
+        marked: set[int] = set()
+        if lost_by:
+            epochs = {info.id: info.epoch for info, *_ in ready if info.id in lost_by}
+            ids = [a.id for lost in lost_by.values() for a in lost]
+            marked = set(await self.store.mark_lost(epochs, ids, f"lost with master {self.me}'s takeover"))
+        starts: list[tuple[InstanceInfo, WorkflowSpec, WorkflowState, list[Attempt], frozenset[int]]] = []
+        for (info, row, spec, attempts, waiting), (lost, unsure) in zip(ready, verdicts, strict=True):
+            if lost and not all(a.id in marked for a in lost):
+                # fenced out meanwhile (or the attempts moved): the instance is someone else's now
+                log.info("instance taken from us during its takeover", workflow_instance_id=info.id)
+                continue
             for a in lost:
                 a.state = TaskState.NEED_FAULT_TOLERANCE
-        if unsure:
-            self.retake(info.id, info.epoch)  # ask again on the next sweep, under a fresh epoch
-        self.start_actor(info, spec, WorkflowState(row["state"]), attempts, group_waiting=frozenset(group_waiting))
-        log.info("instance taken over", workflow_instance_id=info.id, epoch=info.epoch, lost_attempts=len(lost))
-        return True
+            if unsure:
+                self.retake(info.id, info.epoch)  # ask again on the next sweep, under a fresh epoch
+            starts.append((info, spec, WorkflowState(row["state"]), attempts, frozenset(waiting)))
+            log.info("instance taken over", workflow_instance_id=info.id, epoch=info.epoch, lost_attempts=len(lost))
+        await self._start_actors(starts)
+        return count + len(starts)
 
-    async def _end_undrivable(self, info: InstanceInfo, reason: str) -> None:
-        """The instance cannot be driven (its definition is gone): it ends FAILURE with the reason in its
-        state history, rather than staying owned by a live master that never drives it."""
-        log.error("taken-over instance cannot be driven; it ends FAILURE", workflow_instance_id=info.id, error=reason)
+    async def _start_actors(
+        self, starts: list[tuple[InstanceInfo, WorkflowSpec, WorkflowState, list[Attempt], frozenset[int]]]
+    ) -> None:
+        """Start the actors of a batch, yielding to the loop after every :data:`ACTOR_START_CHUNK`; the
+        reports held for a chunk's instances (:class:`Arrivals`) go on once its actors exist. Their start-up
+        reads queue on the pool, whose size bounds how many run at once."""
+        for i in range(0, len(starts), ACTOR_START_CHUNK):
+            if i:
+                await asyncio.sleep(0)
+            chunk = starts[i : i + ACTOR_START_CHUNK]
+            for info, spec, state, attempts, waiting in chunk:
+                self.start_actor(info, spec, state, attempts, group_waiting=waiting)
+            self.arrivals.arrived(info.id for info, *_ in chunk)
+            if self.gc is not None:
+                self.gc.claimed(len(self.actors))
+
+    async def _end_undrivable(self, instance_id: int, epoch: int, reason: str) -> int:
+        """The instance cannot be driven (its definition is gone, its row unreadable): it ends FAILURE with
+        the reason in its state history, rather than staying owned by a live master that never drives it.
+        Returns 1 when it ended, 0 when it was taken from us meanwhile."""
+        log.error("taken-over instance cannot be driven; it ends FAILURE", workflow_instance_id=instance_id,
+                  error=reason)  # fmt: skip
         now = dt.datetime.now(dt.UTC).isoformat()
         desc = f"cannot be driven after a failover: {reason}"
         batch = WriteBatch(
@@ -316,42 +399,76 @@ class FailoverService(BackgroundService):
             workflow_finished=True,
             workflow_history=[{"time": now, "state": WorkflowState.FAILURE.name, "desc": desc}],
         )
-        await self.store.write(info.id, info.epoch, batch)
+        try:
+            await self.store.write(instance_id, epoch, batch)
+        except FencedOut as exc:
+            log.info("instance taken from us during its takeover", workflow_instance_id=instance_id, error=str(exc))
+            return 0
+        return 1
 
     async def _adopt(
         self, info: InstanceInfo, attempts: list[Attempt], workers: set[str]
     ) -> tuple[list[Attempt], bool]:
-        """Point the live workers that may run the instance's attempts at us (host update with the new
-        epoch: from then on they refuse the dead owner's late orders) and ask which attempts they know.
+        """:meth:`_adopt_many` of one instance."""
+        return (await self._adopt_many([(info, attempts)], workers))[0]
+
+    async def _adopt_many(
+        self, items: list[tuple[InstanceInfo, list[Attempt]]], workers: set[str]
+    ) -> list[tuple[list[Attempt], bool]]:
+        """Point the live workers that may run the instances' attempts at us (host updates with the new
+        epochs: from then on they refuse the dead owner's late orders; one call per worker for all its
+        instances) and ask which attempts they know. Per instance of ``items``: (lost, unsure).
 
         An attempt on a worker that answered without knowing it, or a SUBMITTED one (its dispatch may
         have reached a worker before the dead master recorded where) that no live worker knows, was
         lost with the dead master: returned, to run again. ``unsure`` when a worker that might hold one
         did not answer: those attempts are kept and the instance is asked about again."""
-        running = [a for a in attempts if a.state in _RUNNING_SOMEWHERE and a.host]
-        submitted = [a for a in attempts if a.state is TaskState.SUBMITTED_SUCCESS]
-        ask = {a.host for a in running} | (workers if submitted else set())
+        plans = []
+        ask_by: dict[str, list[InstanceInfo]] = collections.defaultdict(list)
+        for info, attempts in items:
+            running = [a for a in attempts if a.state in _RUNNING_SOMEWHERE and a.host]
+            submitted = [a for a in attempts if a.state is TaskState.SUBMITTED_SUCCESS]
+            ask = {a.host for a in running} | (workers if submitted else set())
+            for w in ask:
+                ask_by[w].append(info)
+            plans.append((running, submitted, ask))
         known: set[tuple[int, int]] = set()
-        silent = ask & self._silent  # silent once in this sweep: not waited for again
-        ask -= silent
-        msg = HostUpdate(info.id, self.me, info.epoch)
+        silent = set(ask_by) & self._silent  # silent once in this sweep: not waited for again
 
-        async def update(worker: str) -> None:
+        async def update(worker: str, infos: list[InstanceInfo]) -> None:
             try:
-                reply = await self.rpc.call(worker, msg, timeout=HOST_UPDATE_TIMEOUT)
+                for i in range(0, len(infos), HOST_UPDATE_BATCH):
+                    part = infos[i : i + HOST_UPDATE_BATCH]
+                    reply = await self._host_updates(worker, part)
+                    known.update((int(k[0]), int(k[1])) for k in reply)
             except RpcError as exc:
-                log.warning("host update failed", worker=worker, workflow_instance_id=info.id, error=str(exc))
+                log.warning("host update failed", worker=worker, instances=len(infos), error=str(exc))
                 silent.add(worker)
                 self._silent.add(worker)
-                return
-            known.update((int(k[0]), int(k[1])) for k in reply.known)
 
         # all at once: a silent worker costs the takeover one timeout, not one per worker in turn
-        await asyncio.gather(*(update(w) for w in sorted(ask)))
-        lost = [a for a in running if a.host not in silent and (a.id, a.attempt) not in known]
-        unsure = any(a.host in silent for a in running)
-        if submitted and silent:
-            unsure = True
-        else:
-            lost += [a for a in submitted if (a.id, a.attempt) not in known]
-        return lost, unsure
+        await asyncio.gather(*(update(w, ask_by[w]) for w in sorted(ask_by) if w not in silent))
+        verdicts: list[tuple[list[Attempt], bool]] = []
+        for running, submitted, ask in plans:
+            lost = [a for a in running if a.host not in silent and (a.id, a.attempt) not in known]
+            unsure = any(a.host in silent for a in running)
+            if submitted and ask & silent:
+                unsure = True
+            else:
+                lost += [a for a in submitted if (a.id, a.attempt) not in known]
+            verdicts.append((lost, unsure))
+        return verdicts
+
+    async def _host_updates(self, worker: str, infos: list[InstanceInfo]) -> list[list[int]]:
+        """One host update call for ``infos`` on ``worker``: the attempts it knows of them. A worker of
+        an earlier release (no ``task.host_updates``) is asked one instance at a time, together."""
+        msg = HostUpdates(self.me, [[i.id, i.epoch] for i in infos])
+        try:
+            timeout = HOST_UPDATE_TIMEOUT + HOST_UPDATE_PER_INSTANCE * len(infos)
+            return (await self.rpc.call(worker, msg, timeout=timeout)).known
+        except BadRequest as exc:
+            if exc.status != 404:
+                raise
+        replies = await asyncio.gather(*(self.rpc.call(worker, HostUpdate(i.id, self.me, i.epoch),
+                                                       timeout=HOST_UPDATE_TIMEOUT) for i in infos))  # fmt: skip
+        return [k for r in replies for k in r.known]

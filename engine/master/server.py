@@ -32,6 +32,7 @@ from engine.concurrency.serial_sql import SerialRepair
 from engine.concurrency.task_groups_sql import GroupListener
 from engine.master import waiting
 from engine.master.actor import DispatchRequest, InstanceInfo, WorkflowActor
+from engine.master.arrivals import Arrivals
 from engine.master.commands import Claimed, CommandPoller, DefinitionCache
 from engine.master.dispatcher import Dispatcher
 from engine.master.failover import FailoverService
@@ -124,6 +125,8 @@ class Master(Node):
         self.store: MasterStore | None = None
         self.cache: DefinitionCache | None = None
         self.failover: FailoverService | None = None
+        #: instances a takeover of ours is taking, actors not started yet: their reports wait for them
+        self.arrivals = Arrivals()
         self.poller: CommandPoller | None = None
         self.scheduler: Scheduler | None = None
         self.serial_repair: SerialRepair | None = None
@@ -204,6 +207,8 @@ class Master(Node):
             self.cfg.master.failover_sweep_interval,
             self.metrics,
             starting=self.poller.starting,
+            arrivals=self.arrivals,
+            gc=self.gc,
         )
         self.scheduler = Scheduler(
             self.pool,
@@ -509,6 +514,9 @@ class Master(Node):
 
     async def _deliver_report(self, workflow_instance_id: int, event: Any) -> ReportReply:
         actor = self.actors.get(workflow_instance_id)
+        if actor is None and self.arrivals.expecting(workflow_instance_id):
+            await self.arrivals.wait([workflow_instance_id])  # being taken over: its actor comes
+            actor = self.actors.get(workflow_instance_id)
         fut = actor.post(event, wait=True) if actor is not None else None
         if fut is not None and await fut:
             return ReportReply(ack=True)
@@ -518,7 +526,10 @@ class Master(Node):
         """The answer to a report no actor of this master persisted: acknowledged when nothing will ever
         consume it, else refused (naming the instance's owner when another master owns it)."""
         assert self.store is not None
-        row = await self.store.owner(workflow_instance_id)
+        return self._answer(workflow_instance_id, actor, await self.store.owner(workflow_instance_id))
+
+    def _answer(self, workflow_instance_id: int, actor: WorkflowActor | None, row: Any) -> ReportReply:
+        """:meth:`_not_delivered` given the instance's owner row (None: no such instance)."""
         if row is None:
             log.warning("report for an unknown workflow instance dropped", workflow_instance_id=workflow_instance_id)
             return ReportReply(ack=True)
@@ -580,8 +591,13 @@ class Master(Node):
         """A batch of reports: each is handled (and acknowledged or not) on its own. All are posted to
         their actors at once, in order; only those no actor persisted take the slower path (together)."""
         self.metrics.inc("report_batches")
+        reports = [*msg.running, *msg.results]
+        ids = {r.workflow_instance_id for r in reports}
+        coming = {i for i in ids if i not in self.actors and self.arrivals.expecting(i)}
+        if coming:  # instances being taken over: their actors come (the batch waits, keeping its order)
+            await self.arrivals.wait(coming, len(reports))
         posted: list[tuple[int, WorkflowActor | None, asyncio.Future[bool] | None] | None] = []
-        for report in [*msg.running, *msg.results]:
+        for report in reports:
             try:
                 event = self._running_event(report) if isinstance(report, TaskRunning) else self._result_event(report)
             except BadRequest as exc:
@@ -600,9 +616,11 @@ class Master(Node):
                 replies[i] = ReportReply(ack=True)
             else:
                 slow.append((i, workflow_instance_id, actor))
-        answers = await asyncio.gather(*(self._not_delivered(wid, actor) for _, wid, actor in slow))
-        for (i, _, _), answer in zip(slow, answers, strict=True):
-            replies[i] = answer
+        if slow:  # one read for all of them: before a takeover, every result of a dead master's comes here
+            assert self.store is not None
+            rows = await self.store.owners({wid for _, wid, _ in slow})
+            for i, wid, actor in slow:
+                replies[i] = self._answer(wid, actor, rows.get(wid))
         return TaskReportsReply(replies)
 
     async def on_workflow_control(self, msg: WorkflowControl) -> ControlReply:

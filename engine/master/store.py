@@ -136,6 +136,12 @@ _CURRENT_ATTEMPTS = (
     "SELECT id, task_code, task_type, attempt, retry_times, state, host, var_pool, submit_time, start_time,"
     " end_time, log_tail FROM task_instance WHERE workflow_instance_id = $1 AND flag = 1"
 )
+#: the current attempts of instances ``$1`` (an array), with the instance each belongs to
+_CURRENT_ATTEMPTS_OF_MANY = (
+    "SELECT workflow_instance_id, id, task_code, task_type, attempt, retry_times, state, host, var_pool,"
+    " submit_time, start_time, end_time, log_tail FROM task_instance"
+    " WHERE workflow_instance_id = ANY($1::bigint[]) AND flag = 1"
+)
 #: instance states a failover takes over (DolphinScheduler's NEED_FAILOVER_STATES)
 _FAILOVER_STATES = code_list(WORKFLOW_FAILOVER)
 #: task states that may still be running somewhere (SUBMITTED, RUNNING, DELAY, DISPATCH)
@@ -398,54 +404,116 @@ class MasterStore:
     async def take_over(
         self, instance_id: int, old_host: str, old_epoch: int, live_workers: set[str]
     ) -> tuple[asyncpg.Record, list[asyncpg.Record], set[int]] | None:
-        """One transaction: make the instance ours with a fresh epoch (if it is still where we found it),
-        and mark its active attempts on workers that are gone NEED_FAULT_TOLERANCE (attempts without a
-        host are left to the caller, who asks the live workers about them). Returns the instance
-        row, its current attempts and those still waiting in their task group's queue (never admitted,
-        so never dispatched: they keep their place), or None if someone else moved it first."""
+        """:meth:`take_over_many` of one instance: (row, attempts, waiting), or None if moved meanwhile."""
+        taken = await self.take_over_many([(instance_id, old_host, old_epoch)], live_workers)
+        return taken[0] if taken else None
+
+    async def take_over_many(
+        self, found: Sequence[tuple[int, str, int]], live_workers: set[str]
+    ) -> list[tuple[asyncpg.Record, list[asyncpg.Record], set[int]]]:
+        """One transaction of set-based statements for all of ``found`` (instance id, host and epoch as
+        the caller found them): make each instance still where it was found ours with a fresh epoch of
+        its own, and mark its active attempts on workers that are gone NEED_FAULT_TOLERANCE (attempts
+        without a host are left to the caller, who asks the live workers about them); one alert each.
+        Returns, per instance taken (by id), its row (read after the commit), its current attempts and
+        those still waiting in their task group's queue (never admitted, so never dispatched: they keep
+        their place). An instance someone else moved first, or took from us since, is not returned."""
+        if not found:
+            return []
+        ids = [int(f[0]) for f in found]
         async with self.pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(
-                "UPDATE workflow_instance SET host = $2, epoch = nextval('workflow_epoch_seq'), recovery = 1,"
-                " restart_time = now(), history_cmd = concat_ws(',', history_cmd, 'RECOVER_TOLERANCE_FAULT_PROCESS'),"
-                " update_time = now() WHERE id = $1 AND host = $3 AND epoch = $4 AND state = ANY($5::smallint[])"
-                " RETURNING *",
-                instance_id,
+            # the rows are locked in id order first: two takeovers of overlapping sets (a retake, a sweep
+            # of another master) queue on the first row instead of deadlocking half-way
+            await conn.execute(
+                "SELECT 1 FROM workflow_instance WHERE id = ANY($1::bigint[]) ORDER BY id FOR NO KEY UPDATE", ids
+            )
+            rows = await conn.fetch(
+                "UPDATE workflow_instance w SET host = $4, epoch = nextval('workflow_epoch_seq'), recovery = 1,"
+                " restart_time = now(), history_cmd = concat_ws(',', w.history_cmd, 'RECOVER_TOLERANCE_FAULT_PROCESS'),"
+                " update_time = now() FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS f(id, host, epoch)"
+                " WHERE w.id = f.id AND w.host = f.host AND w.epoch = f.epoch AND w.state = ANY($5::smallint[])"
+                " RETURNING w.id, w.epoch",
+                ids,
+                [f[1] for f in found],
+                [int(f[2]) for f in found],
                 self.me,
-                old_host,
-                old_epoch,
                 _FAILOVER_STATES,
             )
-            if row is None:
-                return None
-            # the current attempts by instance, then the lost ones by primary key: one UPDATE with all the
-            # conditions let PostgreSQL pick the partial index of every unfinished attempt by host when its
-            # statistics predated a backlog (2,000 instances claimed since the last ANALYZE), and scan them
-            # all for each instance a failover takes (0.48 instead of 0.11 ms with 10 million task
-            # instances: bench/history.py)
-            attempts = await conn.fetch(_CURRENT_ATTEMPTS, instance_id)
+            if not rows:
+                return []
+            taken = [int(r["id"]) for r in rows]
+            attempts = await conn.fetch(_CURRENT_ATTEMPTS_OF_MANY, taken)
+            old_host = {int(f[0]): f[1] for f in found}
             gone = [
-                r["id"]
+                int(r["id"])
                 for r in attempts
                 if r["state"] in _ACTIVE_STATES
                 and r["host"]
                 and r["host"] not in live_workers
                 and r["task_type"] not in LOGIC_TYPES  # run by the master: the new owner takes them up
             ]
+            hosts = sorted({old_host[i] for i in taken})
             await state_writes.move_tasks(
-                conn, gone, TASK_ACTIVE, TaskState.NEED_FAULT_TOLERANCE, f"master {old_host} failed over"
+                conn, gone, TASK_ACTIVE, TaskState.NEED_FAULT_TOLERANCE, f"master {', '.join(hosts)} failed over"
             )
-            await task_groups_sql.release_lost(conn, instance_id)
-            await _insert_alert(
-                conn,
-                instance_id,
+            await task_groups_sql.release_lost(conn, taken)
+            await conn.execute(
+                "INSERT INTO alert (title, content, alert_type, workflow_instance_id, sign, alert_group_id,"
+                " project_code, workflow_definition_code, warning_type)"
+                " SELECT left(t.title, 255), t.content, $4, w.id, encode(sha256(convert_to(t.content, 'UTF8')), 'hex'),"
+                " w.warning_group_id, w.project_code, w.workflow_definition_code, w.warning_type"
+                " FROM (SELECT f.id, 'master ' || f.host || ' failed over' AS title,"
+                " 'workflow instance ' || f.id || ' moved from ' || f.host || ' to ' || $3 AS content"
+                " FROM unnest($1::bigint[], $2::text[]) AS f(id, host)) t JOIN workflow_instance w ON w.id = t.id",
+                taken,
+                [old_host[i] for i in taken],
+                self.me,
                 ALERT_FAULT_TOLERANCE,
-                f"master {old_host} failed over",
-                f"workflow instance {instance_id} moved from {old_host} to {self.me}",
             )
             if gone:
-                attempts = await conn.fetch(_CURRENT_ATTEMPTS, instance_id)
-            waiting = await task_groups_sql.waiting_of(conn, instance_id)
-            return row, attempts, waiting
+                attempts = await conn.fetch(_CURRENT_ATTEMPTS_OF_MANY, taken)
+            waiting = await task_groups_sql.waiting_of(conn, taken)
+        # the ownership is written (the target of a failover's timing): the instances' whole rows (wide:
+        # their parameters and history) are read after the commit, fenced on the epochs just taken (one
+        # taken from us meanwhile is left out, as one moved before the takeover is)
+        full = await self.pool.fetch(
+            "SELECT w.* FROM workflow_instance w JOIN unnest($1::bigint[], $2::bigint[]) AS f(id, epoch)"
+            " ON f.id = w.id AND f.epoch = w.epoch WHERE w.host = $3 ORDER BY w.id",
+            taken,
+            [int(r["epoch"]) for r in rows],
+            self.me,
+        )
+        by_instance: dict[int, list[asyncpg.Record]] = {i: [] for i in taken}
+        for a in attempts:
+            by_instance[int(a["workflow_instance_id"])].append(a)
+        return [(r, by_instance[int(r["id"])], waiting.get(int(r["id"]), set())) for r in full]
+
+    async def mark_lost(self, epochs: Mapping[int, int], task_instance_ids: Sequence[int], cause: str) -> list[int]:
+        """One fenced transaction: of attempts ``task_instance_ids`` (of instances ``epochs``: id -> the epoch
+        we hold), those of instances still ours at that epoch and still active move to NEED_FAULT_TOLERANCE
+        (the checked path of engine/storage/state_writes.py) and give back their task group slots; the ids
+        that moved. An instance taken from us meanwhile is left alone (its attempts are not returned)."""
+        if not task_instance_ids:
+            return []
+        async with self.pool.acquire() as conn, conn.transaction():
+            owned = await conn.fetch(
+                "SELECT w.id FROM workflow_instance w JOIN unnest($1::bigint[], $2::bigint[]) AS f(id, epoch)"
+                " ON f.id = w.id WHERE w.host = $3 AND w.epoch = f.epoch ORDER BY w.id FOR NO KEY UPDATE OF w",
+                list(epochs),
+                list(epochs.values()),
+                self.me,
+            )
+            ids = await conn.fetch(
+                "SELECT id FROM task_instance WHERE id = ANY($1::bigint[])"
+                " AND workflow_instance_id = ANY($2::bigint[])",
+                list(task_instance_ids),
+                [int(r["id"]) for r in owned],
+            )
+            moved = await state_writes.move_tasks(
+                conn, [int(r["id"]) for r in ids], TASK_ACTIVE, TaskState.NEED_FAULT_TOLERANCE, cause
+            )
+            await task_groups_sql.release(conn, moved)
+        return moved
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -634,6 +702,13 @@ class MasterStore:
 
     async def owner(self, instance_id: int) -> asyncpg.Record | None:
         return await self.pool.fetchrow("SELECT host, epoch, state FROM workflow_instance WHERE id = $1", instance_id)
+
+    async def owners(self, instance_ids: Collection[int]) -> dict[int, asyncpg.Record]:
+        """:meth:`owner` of many instances in one round trip (those that exist)."""
+        rows = await self.pool.fetch(
+            "SELECT id, host, epoch, state FROM workflow_instance WHERE id = ANY($1::bigint[])", list(instance_ids)
+        )
+        return {int(r["id"]): r for r in rows}
 
     async def run_context(self, project_code: int, environment_codes: Collection[int]) -> RunContext:
         """What every task of a run is dispatched with, read once for the run (one round trip): its

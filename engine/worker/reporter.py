@@ -220,6 +220,27 @@ class Reporter(BackgroundService):
         return [[p.msg.task_instance_id, p.msg.attempt] for p in self.pending.values()
                 if p.msg.workflow_instance_id == workflow_instance_id]  # fmt: skip
 
+    def host_updates(self, master: str, instances: list[tuple[int, int]]) -> list[list[int]]:
+        """:meth:`host_update` of many (workflow instance id, epoch) in one pass over the pending reports."""
+        accepted: set[int] = set()
+        for workflow_instance_id, epoch in instances:
+            if self.note_owner(workflow_instance_id, master, epoch):
+                accepted.add(workflow_instance_id)
+            else:
+                log.warning("stale host update ignored", workflow_instance_id=workflow_instance_id, master=master)
+        now = time.monotonic()
+        known: list[list[int]] = []
+        for key, p in self.pending.items():
+            if p.msg.workflow_instance_id in accepted:
+                p.due = now
+                p.attempts = 0
+                if not p.in_flight:
+                    self._schedule(key, p)
+                known.append([p.msg.task_instance_id, p.msg.attempt])
+        log.info("reports re-targeted", instances=len(accepted), new=master)
+        self._wake.set()
+        return known
+
     def forget_instance(self, workflow_instance_id: int) -> None:
         """Drop the owner entry once nothing of the instance is pending or running here."""
         if self.busy(workflow_instance_id):
@@ -314,8 +335,12 @@ class Reporter(BackgroundService):
         """Apply a master's answer to one report (None: no answer)."""
         acked = reply is not None and reply.ack
         if reply is not None and not acked and reply.owner and reply.owner != master:
-            # the instance moved to another master: send everything of it there
-            self.host_update(p.msg.workflow_instance_id, reply.owner, reply.epoch)
+            wf = p.msg.workflow_instance_id
+            if reply.owner != self.masters.get(wf) or reply.epoch > self.epochs.get(wf, 0):
+                # the instance moved to another master: send everything of it there
+                self.host_update(wf, reply.owner, reply.epoch)
+            # else a live master we were rerouted to names the owner we target already (gone, not yet
+            # failed over): no news, so the backoff goes on (starting it again would spin until the takeover)
         p.in_flight = False
         if self.pending.get(key) is not p:
             return  # replaced meanwhile (a newer report of the same kind)

@@ -34,11 +34,13 @@ from engine.worker.spool import Spool
 from engine.worker.taskenv import TaskPolicy, passed_through
 from registry import WORKER, Heartbeat, HeartbeatSource, LoadLimits, NodeId, ServerStatus, TaskCounts
 from registry.errors import RegistryUnavailable
+from rpc.errors import BadRequest
 from rpc.messages import (
     DispatchBatchReply,
     DispatchReply,
     HostUpdate,
     HostUpdateReply,
+    HostUpdates,
     KillReply,
     LogDownload,
     LogHits,
@@ -160,6 +162,7 @@ class Worker(Node):
             (TaskDispatchBatch, self.on_dispatch_batch),
             (TaskKill, self.on_kill),
             (HostUpdate, self.on_host_update),
+            (HostUpdates, self.on_host_updates),
             (LogView, self.on_log_view),
             (LogRange, self.on_log_range),
             (LogDownload, self.on_log_download),
@@ -351,6 +354,19 @@ class Worker(Node):
         running = [[r.dispatch.task_instance_id, r.dispatch.attempt] for r in self.executor.runs.values()
                    if r.dispatch.workflow_instance_id == msg.workflow_instance_id]  # fmt: skip
         return HostUpdateReply(known=[*running, *(k for k in known if k not in running)])
+
+    async def on_host_updates(self, msg: HostUpdates) -> HostUpdateReply:
+        pairs: list[tuple[int, int]] = []
+        for entry in msg.instances:
+            if len(entry) != 2:
+                raise BadRequest(f"HostUpdates.instances: [workflow instance id, epoch] expected, got {entry!r}", 400)
+            pairs.append((int(entry[0]), int(entry[1])))
+        asked = {p[0] for p in pairs}
+        running = [[r.dispatch.task_instance_id, r.dispatch.attempt] for r in self.executor.runs.values()
+                   if r.dispatch.workflow_instance_id in asked]  # fmt: skip
+        seen = {(k[0], k[1]) for k in running}
+        pending = self.reporter.host_updates(msg.master, pairs)
+        return HostUpdateReply(known=[*running, *(k for k in pending if (k[0], k[1]) not in seen)])
 
     def _writing(self, path: str) -> bool:
         target = self.log_files.checked(path)
