@@ -43,13 +43,13 @@ from engine.tasks import registry
 from engine.tasks.base import Launch, TaskContext
 from engine.worker.execdirs import ExecDirs
 from engine.worker.forkclient import ForkedTask, ForkServer
-from engine.worker.logfiles import CappedLog, log_path, result_tail
+from engine.worker.logfiles import CappedLog, log_path
 from engine.worker.reaper import Reaper
 from engine.worker.rendered import code_fields, datasource_secrets, rendered_block
 from engine.worker.reporter import Reporter
 from engine.worker.resources import ResourceCache, ResourceFailure
 from engine.worker.spawn import TaskProcess, spawn
-from engine.worker.taskenv import TaskPolicy, resolve_tenant, task_environment
+from engine.worker.taskenv import TaskPolicy, Users, resolve_tenant, task_environment
 from registry.heartbeat import Overload
 from rpc.messages import (
     LOG_TAIL_BYTES,
@@ -149,6 +149,8 @@ class Executor:
         self.on_ended = on_ended
         #: who tasks may run as and what they get (engine/worker/taskenv.py)
         self.policy = policy or TaskPolicy()
+        #: the OS users tasks run as, looked up once and again when the user database changes
+        self.users = Users()
         #: settings from the worker's configuration its task plugins read (TaskContext.options)
         self.plugin_options = dict(plugin_options or {})
         #: a task's log keeps at most this many bytes, its newest (0: no limit)
@@ -408,7 +410,7 @@ class Executor:
         header = f"[porpoise] {_stamp()} {d.task_type} task {d.task_name!r} attempt {d.attempt} on {self.address}\n"
         try:
             launch, local, shown = self._prepare(run)
-            user = resolve_tenant(d.tenant, self.policy.allow_root_tenant, self.policy.default_user)
+            user = resolve_tenant(d.tenant, self.policy.allow_root_tenant, self.policy.default_user, self.users)
         except ValueError as exc:  # ParamError, bad placeholder, unknown task type
             await asyncio.to_thread(_write_log, run.log_path, header + f"[porpoise] refused: {exc}\n")
             run.log_tail = f"[porpoise] refused: {exc}"[-LOG_TAIL_BYTES:]
@@ -639,8 +641,8 @@ def _stamp() -> str:
 
 
 def _close_with_tail(fh: CappedLog, path: Path, trailer: str = "", release: Callable[[], None] = lambda: None) -> str:
-    """Write a finished attempt's last line, close its log, ``release`` its exec dir and read the log's last
-    lines (one trip to a thread)."""
+    """Write a finished attempt's last line, close its log, ``release`` its exec dir and give the log's last
+    lines (one trip to a thread; a small log's from memory: CappedLog.tail)."""
     try:
         if trailer:
             fh.write(trailer.encode())
@@ -649,7 +651,7 @@ def _close_with_tail(fh: CappedLog, path: Path, trailer: str = "", release: Call
             fh.close()
         finally:
             release()
-    return result_tail(path, LOG_TAIL_LINES, LOG_TAIL_BYTES)
+    return fh.tail(LOG_TAIL_LINES, LOG_TAIL_BYTES)
 
 
 def _write_log(path: Path, text: str) -> None:
