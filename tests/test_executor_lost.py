@@ -13,7 +13,7 @@ from engine.worker.executor import Executor
 from engine.worker.reporter import Reporter
 from engine.worker.taskenv import TaskPolicy
 from tests.helpers import rpc_client
-from tests.worker_harness import ReportSink, task
+from tests.worker_harness import ReportSink, log_text, task
 
 
 @pytest.fixture
@@ -57,3 +57,51 @@ async def test_an_attempt_waits_until_its_process_starts(executor: Executor, sin
     assert (executor.holding(), executor.waiting()) == (1, 1)
     await sink.running(d.task_instance_id)
     assert (executor.holding(), executor.waiting()) == (1, 0)
+
+
+async def test_a_worker_paused_while_the_process_was_created_kills_it_and_reports_lost(
+    executor: Executor, sink: ReportSink
+) -> None:
+    """Invariant 3 where the log, the exec dir and the process are made in one trip to a thread: may_start
+    said yes before that trip, no right after it (the lease may be gone meanwhile): the task does not run on."""
+    asked: list[str] = []
+
+    def may_start() -> str:
+        asked.append("")
+        return "" if len(asked) == 1 else "paused: the registry lease may be gone"
+
+    executor.may_start = may_start
+    d = task("SHELL", {"rawScript": "sleep 60"}, sink.address)
+    assert executor.dispatch(d).accepted
+    result = await sink.result(d.task_instance_id)
+    assert result["state"] == "LOST" and result["pid"] > 0, result
+    assert len(asked) == 2
+    assert executor.runs == {}
+
+
+async def test_a_worker_that_may_not_start_writes_why_and_starts_nothing(executor: Executor, sink: ReportSink) -> None:
+    executor.may_start = lambda: "paused: the registry lease may be gone"
+    d = task("SHELL", {"rawScript": "echo ran-it"}, sink.address)
+    assert executor.dispatch(d).accepted
+    result = await sink.result(d.task_instance_id)
+    assert result["state"] == "LOST" and result["pid"] == 0, result
+    assert "not started: paused" in result["message"]
+    text = await log_text(result["log_path"])
+    assert "[porpoise] not started: paused: the registry lease may be gone\n" in text and "\nran-it\n" not in text
+    assert "running" not in await sink.rows(d.task_instance_id)
+
+
+async def test_a_process_that_cannot_be_created_fails_with_its_log_closed_and_exec_dir_released(
+    executor: Executor, sink: ReportSink, tmp_path: Path
+) -> None:
+    executor.policy = TaskPolicy(allow_root_tenant=True, python_interpreter=str(tmp_path / "no-such-python"))
+    d = task("PYTHON", {"rawScript": "print('ran-it')"}, sink.address)
+    assert executor.dispatch(d).accepted
+    result = await sink.result(d.task_instance_id)
+    assert result["state"] == "FAILURE" and "FileNotFoundError" in result["message"], result
+    text = await log_text(result["log_path"])
+    assert text.startswith("[porpoise] ") and "rendered rawScript" in text and "\nran-it\n" not in text
+    assert result["log_tail"] and result["log_tail"] in text  # the log was set up and closed as for any attempt
+    exec_dir = tmp_path / "exec" / str(d.workflow_instance_id) / f"{d.task_instance_id}-{d.attempt}"
+    assert not exec_dir.exists()  # handed back (kept as a spare under another name, or removed)
+    assert executor.runs == {}

@@ -106,3 +106,33 @@ def test_a_result_carries_the_last_lines_of_the_log_within_the_byte_cap(tmp_path
     log.write_text("x" * 10_000 + "\n")
     assert logfiles.result_tail(log, 20, 100) == "x" * 99  # one long last line: its end
     assert logfiles.result_tail(tmp_path / "missing.log", 20, 4096) == ""
+
+
+@pytest.mark.parametrize(
+    ("existing", "writes", "cap", "in_memory"),
+    [
+        ("", ["[porpoise] header\n", "[porpoise] finished: SUCCESS (exit code 0)\n"], 0, True),
+        ("", ["".join(f"out {i}\n" for i in range(50))], 0, True),
+        ("", ["no newline at the end"], 0, True),
+        ("", ["a\rb\r\nc\x0bd\n", "é" * 3000 + "\n", "partial ü"], 0, True),  # other line breaks, UTF-8
+        ("", ["y" * 20_000 + "\n", "short\n"], 0, True),  # a line longer than MAX_LINE_BYTES: clipped
+        ("", ["z" * 5_000 + "\n"], 0, True),  # one last line longer than the byte cap: its end
+        ("", ["w\n" * 40_000], 0, False),  # more than KEPT_BYTES: read from the file
+        ("", [f"line {i}\n" * 40 for i in range(30)], 1_000, False),  # capped: the file was replaced
+        ("an earlier start of this attempt\n", ["again\n"], 0, False),  # not all of it written here
+        ("", [], 0, True),
+    ],
+)
+def test_a_logs_tail_from_memory_is_what_the_file_gives(
+    tmp_path: Path, existing: str, writes: list[str], cap: int, in_memory: bool
+) -> None:
+    path = tmp_path / "7-1.log"
+    if existing:
+        path.write_text(existing)
+    log = logfiles.CappedLog(path, cap)
+    for text in writes:
+        log.write(text.encode())
+    log.close()
+    assert (log.kept is not None) == in_memory
+    for lines, limit in ((20, 4096), (3, 4096), (20, 16), (1, 100), (0, 4096)):
+        assert log.tail(lines, limit) == logfiles.result_tail(path, lines, limit), (lines, limit)

@@ -20,7 +20,7 @@ import asyncpg
 import pytest
 
 from engine.infra.etcd import EtcdServer
-from engine.worker.taskenv import TaskPolicy, passed_through, resolve_tenant
+from engine.worker.taskenv import TaskPolicy, Users, passed_through, resolve_tenant
 from rpc.client import RpcClient
 from tests.helpers import TEST_SECRET, NodeProc, start_worker
 from tests.worker_harness import ReportSink, dispatch, log_text, task
@@ -140,6 +140,47 @@ def test_the_default_tenant_runs_as_the_configured_user_and_root_stays_refused()
         resolve_tenant("", allow_root=False, default_user="no-such-user-x")
     # another tenant is resolved as before: the default user changes only what "default" means
     assert resolve_tenant("nobody", allow_root=False, default_user="root") is not None
+
+
+def test_a_looked_up_user_is_used_again_until_the_user_database_changes(tmp_path: Path) -> None:
+    """The worker's cache of tenants' OS users (Users): one lookup per name while the user database keeps
+    its identity, size and modification time and the entry is younger than its time to live; a changed
+    database or an expired entry is looked up again, an unknown name every time."""
+    import os
+    import pwd
+
+    source = tmp_path / "passwd"
+    source.write_text("one\n")
+    looked: list[str] = []
+    now = [0.0]
+
+    def lookup(name: str) -> pwd.struct_passwd:
+        looked.append(name)
+        return pwd.getpwnam(name)
+
+    users = Users(lookup, source, ttl=10.0, clock=lambda: now[0])
+    assert users.get("nobody").pw_uid == pwd.getpwnam("nobody").pw_uid
+    assert users.get("nobody") == users.get("nobody") and looked == ["nobody"]
+    assert resolve_tenant("", allow_root=False, default_user="nobody", users=users) is not None
+    assert looked == ["nobody"]
+    source.write_text("one\ntwo\n")  # a user added, changed or removed
+    users.get("nobody")
+    assert looked == ["nobody", "nobody"]
+    st = source.stat()
+    os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # rewritten in place, same size
+    users.get("nobody")
+    assert looked == ["nobody"] * 3
+    now[0] = 10.0  # older than its time to live (a directory service's user changes elsewhere)
+    users.get("nobody")
+    assert looked == ["nobody"] * 4
+    for _ in range(2):
+        with pytest.raises(ValueError, match="does not exist"):
+            resolve_tenant("no-such-user-x", allow_root=False, users=users)
+    assert looked == ["nobody"] * 4 + ["no-such-user-x"] * 2
+    source.unlink()  # no database to watch: looked up every time
+    users.get("nobody")
+    users.get("nobody")
+    assert looked == ["nobody"] * 4 + ["no-such-user-x"] * 2 + ["nobody"] * 2
 
 
 def test_only_listed_variables_pass_and_never_a_porpoise_one() -> None:

@@ -17,6 +17,7 @@ import datetime as dt
 import os
 import pwd
 import signal
+import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,13 +45,13 @@ from engine.tasks.base import Launch, TaskContext
 from engine.time_placeholders import PlaceholderError, render
 from engine.worker.execdirs import ExecDirs
 from engine.worker.forkclient import ForkedTask, ForkServer
-from engine.worker.logfiles import CappedLog, log_path, result_tail
+from engine.worker.logfiles import CappedLog, log_path
 from engine.worker.reaper import Reaper
 from engine.worker.rendered import code_fields, datasource_secrets, rendered_block
 from engine.worker.reporter import Reporter
 from engine.worker.resources import ResourceCache, ResourceFailure
-from engine.worker.spawn import TaskProcess, spawn
-from engine.worker.taskenv import TaskPolicy, resolve_tenant, task_environment
+from engine.worker.spawn import TaskProcess, adopt, discard, spawn, start
+from engine.worker.taskenv import TaskPolicy, Users, resolve_tenant, task_environment
 from registry.heartbeat import Overload
 from rpc.messages import (
     LOG_TAIL_BYTES,
@@ -152,6 +153,8 @@ class Executor:
         self.on_ended = on_ended
         #: who tasks may run as and what they get (engine/worker/taskenv.py)
         self.policy = policy or TaskPolicy()
+        #: the OS users tasks run as, looked up once and again when the user database changes
+        self.users = Users()
         #: settings from the worker's configuration its task plugins read (TaskContext.options)
         self.plugin_options = dict(plugin_options or {})
         #: a task's log keeps at most this many bytes, its newest (0: no limit)
@@ -426,17 +429,14 @@ class Executor:
         header = f"[porpoise] {_stamp()} {d.task_type} task {d.task_name!r} attempt {d.attempt} on {self.address}\n"
         try:
             launch, local, shown = self._prepare(run)
-            user = resolve_tenant(d.tenant, self.policy.allow_root_tenant, self.policy.default_user)
+            user = resolve_tenant(d.tenant, self.policy.allow_root_tenant, self.policy.default_user, self.users)
         except ValueError as exc:  # ParamError, bad placeholder, unknown task type
             await asyncio.to_thread(_write_log, run.log_path, header + f"[porpoise] refused: {exc}\n")
             run.log_tail = f"[porpoise] refused: {exc}"[-LOG_TAIL_BYTES:]
             return self._result(run, "FAILURE", -1, str(exc))
-        # one trip to a thread for the file system work before the start: log file, exec dir, files
         run.files = frozenset(launch.files)
         header += shown
-        logfile = await acquire_in_thread(
-            _close, _set_up, run.log_path, header, self.max_log_bytes, self.dirs, run.exec_dir, launch.files, user
-        )
+        logfile, started = await self._set_up_run(run, launch, header, user)
         trailer = ""  # the log's last line, written in the same trip to a thread as its close
         try:
             if d.dry_run:
@@ -446,12 +446,17 @@ class Executor:
                 failed = await self._place_resources(run, logfile, user)
                 if failed:
                     return self._result(run, "FAILURE", -1, failed)
-            refused = self.may_start()
-            if refused:
-                await _write(logfile, f"[porpoise] not started: {refused}\n")
-                run.lost = True
-                return self._result(run, "LOST", -1, f"not started: {refused}")
-            proc = await self._spawn(run, launch, user)
+            if started is None:
+                refused = self.may_start()
+                if refused:
+                    await _write(logfile, f"[porpoise] not started: {refused}\n")
+                    run.lost = True
+                    return self._result(run, "LOST", -1, f"not started: {refused}")
+                proc = await self._spawn(run, launch, user)
+            elif isinstance(started, Exception):
+                raise started  # as if the start had failed apart: the log and the exec dir are set up
+            else:
+                proc = self._started(run, launch, adopt(started))
             if isinstance(proc, ForkedTask):
                 await _write(logfile, f"[porpoise] forked by the worker's fork server: pid {proc.pid}\n")
             refused = self.may_start()
@@ -475,6 +480,21 @@ class Executor:
                 _close_with_tail, logfile, run.log_path, trailer, lambda: self.dirs.release(run.exec_dir, run.files)
             )
             run.released = True
+
+    async def _set_up_run(
+        self, run: TaskRun, launch: Launch, header: str, user: pwd.struct_passwd | None
+    ) -> tuple[CappedLog, subprocess.Popen[bytes] | Exception | None]:
+        """One trip to a thread for the file system work before the start (log file, exec dir, files) and,
+        in the common case (no dry run, no resources, no fork server, may start now), the process created
+        in the same trip (or why it could not be); None: it is to be started apart (``_spawn``)."""
+        d = run.dispatch
+        setup = (run.log_path, header, self.max_log_bytes, self.dirs, run.exec_dir, launch.files, user)
+        if d.dry_run or d.resources or self._forkable(launch) or self.may_start():
+            return await acquire_in_thread(_close, _set_up, *setup), None
+        env = self._environment(run, launch, user)
+        return await acquire_in_thread(
+            _close_started, _set_up_and_start, setup, _argv(launch, user), env, launch.stdin.encode()
+        )
 
     @staticmethod
     def _outcome(run: TaskRun, code: int) -> tuple[str, str]:
@@ -506,6 +526,24 @@ class Executor:
     async def _spawn(self, run: TaskRun, launch: Launch, user: pwd.struct_passwd | None) -> TaskProcess:
         """Start the task in a new session (its own process group) and report RUNNING: forked by the fork
         server when its launch allows it and the server is available, else started as ``argv``."""
+        env = self._environment(run, launch, user)
+        proc: TaskProcess | None = None
+        if self.forkserver is not None and self._forkable(launch):
+            proc = await self.forkserver.spawn(launch.inprocess, launch.argv[3:], run.exec_dir, env, user)
+        if proc is None:
+            proc = await spawn(_argv(launch, user), run.exec_dir, env, launch.stdin.encode())
+        return self._started(run, launch, proc)
+
+    def _forkable(self, launch: Launch) -> bool:
+        """Whether the fork server starts this launch (when it is available)."""
+        return (
+            self.forkserver is not None
+            and bool(launch.inprocess)
+            and not launch.stdin
+            and launch.argv[1:3] == ["-m", launch.inprocess]
+        )
+
+    def _environment(self, run: TaskRun, launch: Launch, user: pwd.struct_passwd | None) -> dict[str, str]:
         d = run.dispatch
         task_vars = {
             "PORPOISE_TASK_INSTANCE_ID": str(d.task_instance_id),
@@ -514,17 +552,10 @@ class Executor:
             "PORPOISE_TASK_ATTEMPT": str(d.attempt),
             "PORPOISE_TASK_EXECUTE_PATH": str(run.exec_dir),
         }
-        env = task_environment(self.policy, {**launch.env, **launch.secret_env}, task_vars, user)
-        proc: TaskProcess | None = None
-        forkable = launch.inprocess and not launch.stdin and launch.argv[1:3] == ["-m", launch.inprocess]
-        if self.forkserver is not None and forkable:
-            proc = await self.forkserver.spawn(launch.inprocess, launch.argv[3:], run.exec_dir, env, user)
-        if proc is None:
-            argv = launch.argv
-            if user is not None:
-                # setpriv execs in place (no extra parent), so the task stays the group leader we kill
-                argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--", *argv]
-            proc = await spawn(argv, run.exec_dir, env, launch.stdin.encode())
+        return task_environment(self.policy, {**launch.env, **launch.secret_env}, task_vars, user)
+
+    def _started(self, run: TaskRun, launch: Launch, proc: TaskProcess) -> TaskProcess:
+        """The task's process is running: reaped if it outlives the lease, RUNNING reported."""
         run.proc = proc
         if self.reaper is not None:
             self.reaper.add(proc.pid)
@@ -657,8 +688,8 @@ def _stamp() -> str:
 
 
 def _close_with_tail(fh: CappedLog, path: Path, trailer: str = "", release: Callable[[], None] = lambda: None) -> str:
-    """Write a finished attempt's last line, close its log, ``release`` its exec dir and read the log's last
-    lines (one trip to a thread)."""
+    """Write a finished attempt's last line, close its log, ``release`` its exec dir and give the log's last
+    lines (one trip to a thread; a small log's from memory: CappedLog.tail)."""
     try:
         if trailer:
             fh.write(trailer.encode())
@@ -667,7 +698,7 @@ def _close_with_tail(fh: CappedLog, path: Path, trailer: str = "", release: Call
             fh.close()
         finally:
             release()
-    return result_tail(path, LOG_TAIL_LINES, LOG_TAIL_BYTES)
+    return fh.tail(LOG_TAIL_LINES, LOG_TAIL_BYTES)
 
 
 def _write_log(path: Path, text: str) -> None:
@@ -690,6 +721,45 @@ def _set_up(
         fh.close()
         raise
     return fh
+
+
+def _set_up_and_start(
+    setup: tuple[Path, str, int, ExecDirs, Path, dict[str, str], pwd.struct_passwd | None],
+    argv: list[str],
+    env: dict[str, str],
+    stdin: bytes,
+) -> tuple[CappedLog, subprocess.Popen[bytes] | Exception]:
+    """``_set_up``, then the task's process created in its exec dir (spawn.start): the log and the process,
+    or the log and why the process could not be created (raised by the caller once it owns the log)."""
+    fh = _set_up(*setup)
+    try:
+        return fh, start(argv, setup[4], env, stdin)
+    except Exception as exc:
+        return fh, exc
+    except BaseException:
+        fh.close()
+        raise
+
+
+async def _close_started(got: tuple[CappedLog, subprocess.Popen[bytes] | Exception]) -> None:
+    """What ``_set_up_and_start`` made after its caller was cancelled: the process ended, the log closed."""
+    fh, started = got
+
+    def release() -> None:
+        try:
+            if isinstance(started, subprocess.Popen):
+                discard(started)
+        finally:
+            fh.close()
+
+    await asyncio.to_thread(release)
+
+
+def _argv(launch: Launch, user: pwd.struct_passwd | None) -> list[str]:
+    if user is None:
+        return launch.argv
+    # setpriv execs in place (no extra parent), so the task stays the group leader we kill
+    return ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--", *launch.argv]
 
 
 async def _write(fh: CappedLog, text: str) -> None:

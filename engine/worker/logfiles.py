@@ -33,6 +33,9 @@ MAX_NEEDLE = 200
 #: files whose line index is kept (least recently used dropped)
 INDEXED_FILES = 256
 _CHUNK = 1 << 20
+#: a task log this small (all of it written by this worker since it was created) is also kept in memory
+#: while it is written, so its result's last lines are read from there, not from the file again
+KEPT_BYTES = 64 * 1024
 
 
 class LineIndex:
@@ -73,13 +76,18 @@ class CappedLog:
     a line saying how many bytes were dropped, which replaces the log (rename); the file then grows again.
     Each byte is copied at most once on its way out, so a capped log costs at most twice its writes, the
     file never holds more than the cap plus one write, and the worker never holds more than a chunk of it
-    in memory. Readers notice the replacement (a new inode) and re-index. Called from a thread."""
+    in memory. Readers notice the replacement (a new inode) and re-index. Called from a thread.
+
+    A log this worker created and has written at most KEPT_BYTES to is also held in memory (``kept``), so
+    :meth:`tail` needs no second read of the file (what it returns is what ``result_tail`` reads)."""
 
     def __init__(self, path: Path, cap: int = 0, first: str = "") -> None:
         self.path = path
         self.cap = cap
         self.fh = _append(path)
-        self.size = os.fstat(self.fh.fileno()).st_size
+        self.size = self.fh.tell()  # opened for appending: at its end
+        #: the whole file while this worker wrote all of it and it holds at most KEPT_BYTES, else None
+        self.kept: bytearray | None = bytearray() if self.size == 0 else None
         #: bytes of the task's output dropped so far, and the length of the notice heading the file
         self.dropped = 0
         self._notice = 0
@@ -89,8 +97,19 @@ class CappedLog:
     def write(self, data: bytes) -> None:
         self.fh.write(data)
         self.size += len(data)
+        if self.kept is not None:
+            if self.size <= KEPT_BYTES:
+                self.kept += data
+            else:
+                self.kept = None
         if self.cap and self.size > self.cap:
             self._keep_tail()
+
+    def tail(self, lines: int, limit: int) -> str:
+        """The log's last lines as ``result_tail`` gives them: from memory while it is kept there."""
+        if self.kept is None:
+            return result_tail(self.path, lines, limit)
+        return _result_tail(_last_lines(bytes(self.kept), lines), limit)
 
     def close(self) -> None:
         self.fh.close()
@@ -117,6 +136,7 @@ class CappedLog:
                     dst.write(chunk)
                 size = dst.tell()
         os.replace(tmp, self.path)
+        self.kept = None
         old, self.fh = self.fh, _append(self.path)
         old.close()
         self.size, self._notice = size, len(notice)
@@ -204,6 +224,12 @@ def _tail(path: Path, lines: int) -> list[str]:
                 data = fh.read(step) + data
     except FileNotFoundError:
         raise BadRequest(f"log {path} does not exist", 404) from None
+    return _last_lines(data, lines)
+
+
+def _last_lines(data: bytes, lines: int) -> list[str]:
+    """The last ``lines`` lines of ``data`` (the end of a file, holding more than ``lines`` newlines or all
+    of it), each clipped, MAX_REPLY_BYTES of them at most."""
     text = data.decode(errors="replace").splitlines()
     out: list[str] = []
     used = 0
@@ -223,6 +249,10 @@ def result_tail(path: Path, lines: int, limit: int) -> str:
         found = _tail(path, lines)
     except (BadRequest, OSError):
         return ""
+    return _result_tail(found, limit)
+
+
+def _result_tail(found: list[str], limit: int) -> str:
     out: list[str] = []
     used = 0
     for line in reversed(found):

@@ -87,8 +87,14 @@ async def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes = 
     """Start ``argv`` in a new session (its own process group), stdout and stderr into one pipe read by
     the loop; stdin from /dev/null, or a pipe already holding ``stdin`` and closed at our end (so writing
     never waits for the task)."""
-    if len(stdin) > MAX_STDIN:
-        raise ValueError(f"a task's standard input holds at most {MAX_STDIN} bytes")
+    _check_stdin(stdin)
+    # a start cancelled while the thread creates the process must not leave it running, unowned
+    return adopt(await acquire_in_thread(_discard, start, argv, cwd, env, stdin))
+
+
+def start(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes = b"") -> subprocess.Popen[bytes]:
+    """The process of :func:`spawn`, created (blocking: called in a thread); :func:`adopt` it on the loop."""
+    _check_stdin(stdin)
     source = _devnull()
     if stdin:
         source, ours = os.pipe()
@@ -97,10 +103,7 @@ async def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes = 
         finally:
             os.close(ours)
     try:
-        # a start cancelled while the thread creates the process must not leave it running, unowned
-        popen = await acquire_in_thread(
-            _discard,
-            subprocess.Popen,
+        return subprocess.Popen(
             argv,
             cwd=cwd,
             env=env,
@@ -113,6 +116,10 @@ async def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes = 
     finally:
         if stdin:
             os.close(source)
+
+
+def adopt(popen: subprocess.Popen[bytes]) -> Child:
+    """A process :func:`start` created, its output read and its exit watched by the running loop."""
     assert popen.stdout is not None
     # Our own descriptor for the pipe, closed exactly once by us: handing the file object to the loop
     # (uvloop closes the descriptor, the file object closes it again later) closed a reused number.
@@ -125,6 +132,11 @@ async def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: bytes = 
     return child
 
 
+def _check_stdin(stdin: bytes) -> None:
+    if len(stdin) > MAX_STDIN:
+        raise ValueError(f"a task's standard input holds at most {MAX_STDIN} bytes")
+
+
 @functools.cache
 def _devnull() -> int:
     """/dev/null opened once per worker, read-only, for every task's standard input (``subprocess.DEVNULL``
@@ -133,9 +145,14 @@ def _devnull() -> int:
 
 
 async def _discard(popen: subprocess.Popen[bytes]) -> None:
+    await asyncio.to_thread(discard, popen)
+
+
+def discard(popen: subprocess.Popen[bytes]) -> None:
+    """End a process :func:`start` created that nobody will own (its whole group), and reap it (blocking)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(popen.pid, signal.SIGKILL)
-    await asyncio.to_thread(popen.wait)
+    popen.wait()
     if popen.stdout is not None:
         popen.stdout.close()
 

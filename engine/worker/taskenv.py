@@ -20,7 +20,8 @@ import functools
 import os
 import pwd
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,10 @@ from engine.tasks.base import ParamError
 
 #: the workflow tenant that means "the worker's own OS user"
 DEFAULT_TENANT = "default"
+#: the local user database: a cached OS user is looked up again as soon as this file changes
+PASSWD = Path("/etc/passwd")
+#: seconds a cached OS user is used at most (one from a directory service, LDAP or sssd, changes elsewhere)
+USER_TTL = 10.0
 
 
 @dataclass(frozen=True)
@@ -57,9 +62,47 @@ class TaskPolicy:
         )
 
 
-def resolve_tenant(name: str, allow_root: bool, default_user: str = "") -> pwd.struct_passwd | None:
+class Users:
+    """``pwd.getpwnam`` remembered per worker (a lookup reads and parses the user database): an entry is
+    used again while PASSWD keeps its inode, size and modification time and for at most USER_TTL seconds;
+    an unknown name is not remembered."""
+
+    def __init__(
+        self,
+        lookup: Callable[[str], pwd.struct_passwd] = pwd.getpwnam,
+        source: Path = PASSWD,
+        ttl: float = USER_TTL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._lookup, self._source, self._ttl, self._clock = lookup, source, ttl, clock
+        self._stamp: tuple[int, int, int] | None = None
+        self._known: dict[str, tuple[float, pwd.struct_passwd]] = {}
+
+    def get(self, name: str) -> pwd.struct_passwd:
+        """The user named ``name``; KeyError when there is none."""
+        try:
+            st = os.stat(self._source)
+            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError:
+            stamp = None
+        now = self._clock()
+        if stamp is None or stamp != self._stamp:
+            self._known.clear()
+            self._stamp = stamp
+        known = self._known.get(name)
+        if stamp is not None and known is not None and now - known[0] < self._ttl:
+            return known[1]
+        user = self._lookup(name)
+        self._known[name] = (now, user)
+        return user
+
+
+def resolve_tenant(
+    name: str, allow_root: bool, default_user: str = "", users: Users | None = None
+) -> pwd.struct_passwd | None:
     """The OS user to run as (None: the worker's own), or ParamError("tenant", why) when refused.
-    ``default_user``: the OS user the ``default`` tenant means ("": the worker's own)."""
+    ``default_user``: the OS user the ``default`` tenant means ("": the worker's own); ``users``: the
+    worker's cache of looked-up users (none: looked up now)."""
     me = os.geteuid()
     if (not name or name == DEFAULT_TENANT) and default_user:
         name = default_user
@@ -73,7 +116,7 @@ def resolve_tenant(name: str, allow_root: bool, default_user: str = "") -> pwd.s
             )
         return None
     try:
-        user = pwd.getpwnam(name)
+        user = users.get(name) if users is not None else pwd.getpwnam(name)
     except KeyError:
         raise ParamError("tenant", f"tenant {name!r}: OS user {name!r} does not exist on this worker") from None
     if user.pw_uid == 0 and not allow_root:
