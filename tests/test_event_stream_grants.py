@@ -14,6 +14,7 @@ import asyncpg
 
 from engine.accounts.tokens import create_token
 from engine.api.server import ApiServer
+from engine.states import TaskState, WorkflowState
 from tests.api_harness import in_process_api
 
 
@@ -82,12 +83,18 @@ async def test_a_followed_instance_s_task_changes_stop_with_the_grant(fresh_db: 
             async with session.get(url, headers=headers) as stream:
                 assert stream.status == 200
                 assert (await stream.content.readline()).startswith(b"id: ")  # hello
-                await conn.execute("UPDATE task_instance SET state = 1 WHERE id = $1", task)
+                await conn.execute(
+                    "UPDATE task_instance SET state = $2 WHERE id = $1", task, int(TaskState.RUNNING_EXECUTION)
+                )
                 seen = await _frames(stream.content, b'"kind":"task"')
                 assert {"kind": "task", "id": task, "state": "RUNNING_EXECUTION", "instance": theirs} in seen
                 await conn.execute("DELETE FROM project_user WHERE user_id = $1", bob)
-                await conn.execute("UPDATE task_instance SET state = 7 WHERE id = $1", task)
-                await conn.execute("UPDATE workflow_instance SET state = 7 WHERE id = ANY($1)", [theirs, mine])
+                await conn.execute("UPDATE task_instance SET state = $2 WHERE id = $1", task, int(TaskState.SUCCESS))
+                await conn.execute(
+                    "UPDATE workflow_instance SET state = $2 WHERE id = ANY($1)",
+                    [theirs, mine],
+                    int(WorkflowState.SUCCESS),
+                )
                 seen = await _frames(stream.content, b'"id":%d,' % mine)
         finally:
             await conn.close()

@@ -44,6 +44,8 @@ const editTask = async (name, script) => {
   await form.locator("#task-name").fill(name);
   await form.locator("#task-name").press("Enter");
   await page.getByTestId(`node-${name}`).waitFor();
+  // the code editor replaces the textarea once its chunk has arrived (both are in the page for a moment)
+  await form.locator('[data-testid="code-param-rawScript"][data-ready="true"]').waitFor();
   await form.getByLabel("rawScript").fill(script);
 };
 

@@ -98,6 +98,8 @@ try {
   await page.getByTestId("confirm-project").waitFor({ state: "detached" });
   await page.locator("#wf-project").fill("ui-e2e");
   await page.getByTestId("node-hello").click();
+  // the code editor replaces the textarea once its chunk has arrived (both are in the page for a moment)
+  await page.locator('[data-testid="code-param-rawScript"][data-ready="true"]').waitFor();
   await page.getByLabel("rawScript").fill("");
   await page.getByRole("button", { name: "Save as new version" }).click();
   await page.getByTestId("field-rawScript").getByRole("alert").waitFor();
