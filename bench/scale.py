@@ -163,6 +163,27 @@ def _metric(stack: Stack, port: int, name: str) -> float:
     raise KeyError(name)
 
 
+def _await_waiting(dsn: str, n: int, timeout: float, poll: float, what: str) -> None:
+    """Poll until ``n`` attempts are running (each instance waiting in its task), else TimeoutError(what)."""
+
+    async def waiting() -> int:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return int(
+                await conn.fetchval(
+                    f"SELECT count(*) FROM task_instance WHERE state = {int(TaskState.RUNNING_EXECUTION)}"
+                )
+            )
+        finally:
+            await conn.close()
+
+    deadline = time.monotonic() + timeout
+    while asyncio.run(waiting()) < n:
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(poll)
+
+
 def concurrency(stack: Stack, n: int, hold: float) -> dict[str, float]:
     dsn = asyncio.run(_fresh_db(stack))
     code = asyncio.run(_waiting_workflow(dsn))
@@ -173,23 +194,7 @@ def concurrency(stack: Stack, n: int, hold: float) -> dict[str, float]:
     try:
         rss0 = proc.memory_info().rss
         claim_s, _ = asyncio.run(_claim_round(dsn, code, n, 1200))
-
-        async def waiting() -> int:
-            conn = await asyncpg.connect(dsn)
-            try:
-                return int(
-                    await conn.fetchval(
-                        f"SELECT count(*) FROM task_instance WHERE state = {int(TaskState.RUNNING_EXECUTION)}"
-                    )
-                )
-            finally:
-                await conn.close()
-
-        deadline = time.monotonic() + 600
-        while asyncio.run(waiting()) < n:
-            if time.monotonic() > deadline:
-                raise TimeoutError("instances did not all reach their waiting task")
-            time.sleep(0.5)
+        _await_waiting(dsn, n, 600, 0.5, "instances did not all reach their waiting task")
         time.sleep(hold)  # steady state: every instance waiting; the lag probe keeps the last 60 s
         actors = _metric(stack, port, "porpoise_master_actors")
         lag_p99 = _metric(stack, port, 'porpoise_master_event_loop_lag_10s_seconds{quantile="0.99"}')
@@ -258,23 +263,7 @@ def held(stack: Stack, n: int, hold: float) -> dict[str, float]:
     first = stack.start_node("master", "held-seed", seed)
     try:
         asyncio.run(_claim_round(dsn, code, 1, 120))
-
-        async def waiting() -> int:
-            conn = await asyncpg.connect(dsn)
-            try:
-                return int(
-                    await conn.fetchval(
-                        f"SELECT count(*) FROM task_instance WHERE state = {int(TaskState.RUNNING_EXECUTION)}"
-                    )
-                )
-            finally:
-                await conn.close()
-
-        deadline = time.monotonic() + 120
-        while asyncio.run(waiting()) < 1:
-            if time.monotonic() > deadline:
-                raise TimeoutError("the seed instance did not reach its waiting task")
-            time.sleep(0.2)
+        _await_waiting(dsn, 1, 120, 0.2, "the seed instance did not reach its waiting task")
     finally:
         first.stop(15)
 
