@@ -122,3 +122,13 @@ def max_overlap(intervals: list[tuple[dt.datetime, dt.datetime]]) -> int:
         now += step
         top = max(top, now)
     return top
+
+
+class Started:
+    """A failover service's start_actor in tests: records what it was asked to drive (instance id, epoch)."""
+
+    def __init__(self) -> None:
+        self.instances: list[tuple[int, int]] = []
+
+    def __call__(self, info: Any, *_: Any, **__: Any) -> None:
+        self.instances.append((info.id, info.epoch))

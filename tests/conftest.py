@@ -29,6 +29,7 @@ from engine.infra.etcd import EtcdServer
 from engine.infra.ports import free_port
 from engine.infra.postgres import PostgresServer
 from engine.secretbox import ensure_key_file
+from engine.storage.jsoncodec import register_json
 from registry import EtcdClient
 from rpc import RpcClient
 from tests import databases, sql_servers
@@ -103,6 +104,14 @@ def fresh_db(pg_server: PostgresServer) -> Iterator[str]:
     name, dsn = asyncio.run(databases.create_migrated(pg_server))
     yield dsn
     asyncio.run(databases.drop(pg_server, name))
+
+
+@pytest.fixture
+async def pool(fresh_db: str) -> AsyncIterator[asyncpg.Pool]:
+    """A small asyncpg pool on ``fresh_db`` (JSON columns decoded), closed after the test."""
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
+    yield pool
+    await pool.close()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,30 +27,12 @@ from engine.master.server import Master
 from engine.master.store import MasterStore
 from engine.metrics import NodeMetrics
 from engine.states import TaskState, WorkflowState
-from engine.storage.jsoncodec import register_json
 from rpc import RpcClient
 from rpc.messages import HostUpdateReply, HostUpdates, ReportReply, TaskReports, TaskReportsReply, TaskResult
-from tests.cluster_harness import command, query, save, shell
+from tests.cluster_harness import Started, command, query, save, shell
 from tests.helpers import NodeProc, eventually
 
 ME, DEAD = "127.0.0.1:5678", "127.0.0.1:5679"
-
-
-@pytest.fixture
-async def pool(fresh_db: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
-    yield pool
-    await pool.close()
-
-
-class Started:
-    """The service's start_actor: records what it was asked to drive."""
-
-    def __init__(self) -> None:
-        self.instances: list[tuple[int, int]] = []
-
-    def __call__(self, info: Any, *_: Any, **__: Any) -> None:
-        self.instances.append((info.id, info.epoch))
 
 
 async def _instance(pool: asyncpg.Pool, code: int, param: str = "{}") -> tuple[int, int]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -39,27 +38,10 @@ from rpc.messages import (
     TaskDispatch,
     TaskDispatchBatch,
 )
-from tests.cluster_harness import save, shell
+from tests.cluster_harness import Started, save, shell
 from tests.helpers import eventually
 
 ME, DEAD = "127.0.0.1:5678", "127.0.0.1:5679"
-
-
-@pytest.fixture
-async def pool(fresh_db: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
-    yield pool
-    await pool.close()
-
-
-class Started:
-    """The service's start_actor: records what it was asked to drive."""
-
-    def __init__(self) -> None:
-        self.instances: list[tuple[int, int]] = []
-
-    def __call__(self, info: Any, *_: Any, **__: Any) -> None:
-        self.instances.append((info.id, info.epoch))
 
 
 def service(pool: asyncpg.Pool, started: Started, actors: dict[int, Any] | None = None) -> FailoverService:
