@@ -10,6 +10,8 @@ from typing import Any
 
 import asyncpg
 
+from engine.accounts.tokens import create_token, ensure_user
+from engine.client import ApiClient, Target
 from engine.infra.etcd import EtcdServer
 from engine.states import WORKFLOW_FINISHED
 from engine.workflows.definitions import save_workflow
@@ -132,3 +134,19 @@ class Started:
 
     def __call__(self, info: Any, *_: Any, **__: Any) -> None:
         self.instances.append((info.id, info.epoch))
+
+
+async def admin_api(
+    node_factory: Callable[..., Any], etcd_server: EtcdServer, etcd_root: str, dsn: str, ttl: int = 2
+) -> tuple[Any, ApiClient]:
+    """An API node on ``dsn`` (tokens re-read on every request) and an admin's client of it."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        token = (await create_token(conn, await ensure_user(conn), "tests"))[1]
+    finally:
+        await conn.close()
+    api = await asyncio.to_thread(
+        node_factory, "api", etcd_server.endpoint, etcd_root, ttl, ["api.token_cache_seconds=0"], 0,
+        PORPOISE_DATABASE_DSN=dsn,
+    )  # fmt: skip
+    return api, ApiClient(Target(f"http://{api.address}", token, "test"))

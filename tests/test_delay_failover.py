@@ -4,21 +4,17 @@ its delay (counted from its first attempt's creation, as the database recorded i
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 
-from engine.accounts.tokens import create_token, ensure_user
-from engine.client import ApiClient, Target
 from engine.infra.etcd import EtcdServer
 from engine.states import TaskState, WorkflowState
-from tests.cluster_harness import command, instance_for, query, save, shell
+from tests.cluster_harness import admin_api, command, instance_for, query, save, shell
 from tests.cluster_harness import started_unguarded as started
 from tests.helpers import NodeProc, eventually
 
@@ -32,16 +28,7 @@ async def test_a_task_waiting_for_its_delay_waits_only_for_the_rest_of_it_after_
     node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
 ) -> None:
     masters, _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=2, workers=1, ttl=2)
-    conn = await asyncpg.connect(fresh_db)
-    try:
-        token = (await create_token(conn, await ensure_user(conn), "tests"))[1]
-    finally:
-        await conn.close()
-    api = await asyncio.to_thread(
-        node_factory, "api", etcd_server.endpoint, etcd_root, 2, ["api.token_cache_seconds=0"], 0,
-        PORPOISE_DATABASE_DSN=fresh_db,
-    )  # fmt: skip
-    client = ApiClient(Target(f"http://{api.address}", token, "test"))
+    _, client = await admin_api(node_factory, etcd_server, etcd_root, fresh_db)
     ledger = tmp_path / "ledger"
     script = f"echo start $(date +%s.%N) >> {ledger}"
     code = await save(fresh_db, "delayed", [shell("a", script, delay_time=DELAY_MINUTES)])

@@ -6,7 +6,6 @@ on only once the task's process is gone."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import os
 import signal
@@ -19,12 +18,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from engine.accounts.tokens import create_token, ensure_user
-from engine.client import ApiClient, Target
 from engine.infra.etcd import EtcdServer
 from engine.states import TaskState, WorkflowState
 from tests import tls
-from tests.cluster_harness import command, max_overlap, query, save, shell
+from tests.cluster_harness import admin_api, command, max_overlap, query, save, shell
 from tests.cluster_harness import started_unguarded as started
 from tests.helpers import ROOT, NodeProc, eventually
 from tests.task_watch import WATCH_PREAMBLE, TaskWatcher
@@ -69,18 +66,8 @@ async def test_a_task_waiting_for_its_group_keeps_its_place_when_its_master_is_k
     node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
 ) -> None:
     masters, _ = await started(node_factory, etcd_server, etcd_root, fresh_db, masters=2, workers=1, ttl=2)
-    conn = await asyncpg.connect(fresh_db)
-    try:
-        await conn.execute("INSERT INTO task_group (name, group_size) VALUES ('line', 1)")
-        token = (await create_token(conn, await ensure_user(conn), "tests"))[1]
-    finally:
-        await conn.close()
-    api = await asyncio.to_thread(
-        node_factory, "api", etcd_server.endpoint, etcd_root, 2, ["api.token_cache_seconds=0"], 0,
-        PORPOISE_DATABASE_DSN=fresh_db,
-    )  # fmt: skip
-    url = f"http://{api.address}"
-    client = ApiClient(Target(url, token, "test"))
+    await query(fresh_db, "INSERT INTO task_group (name, group_size) VALUES ('line', 1)")
+    _, client = await admin_api(node_factory, etcd_server, etcd_root, fresh_db)
     ledger = tmp_path / "ledger"
     # the holder takes the group's only slot; then "early" queues, then "late" behind it
     runs: dict[str, int] = {}
@@ -107,7 +94,7 @@ async def test_a_task_waiting_for_its_group_keeps_its_place_when_its_master_is_k
 
     assert places() == {"early": "waiting for task group line, position 1",
                         "late": "waiting for task group line, position 2"}  # fmt: skip
-    assert "waiting for task group line, position 1" in _cli_status(url, token, early["id"])
+    assert "waiting for task group line, position 1" in _cli_status(client.target.url, client.target.token, early["id"])
 
     victim = next(m for m in masters if m.address == early["host"])
     assert victim.proc.record is not None
