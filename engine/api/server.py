@@ -74,6 +74,7 @@ from engine.api.routing import (
     json_response,
 )
 from engine.api.tasklogs import ArchivedLogs
+from engine.api.tokencache import TokenCache
 from engine.config import Config, is_loopback
 from engine.datafiles import ui_dist
 from engine.metrics import CONTENT_TYPE, NodeMetrics
@@ -182,8 +183,7 @@ class ApiServer:
         self.live = live.LiveHub(
             cfg.database.url(), api.events_batch_seconds, api.events_heartbeat_seconds, api.events_history
         )
-        #: checked tokens: hash -> (when checked, who)
-        self._tokens: dict[str, tuple[float, Principal]] = {}
+        self.tokens = TokenCache(api.token_cache_seconds, self._token_user)
         #: request rates per user and per client address (calls without valid credentials)
         self.user_rate = RateLimiter(api.rate_limit_per_second, api.rate_limit_burst)
         self.address_rate = RateLimiter(api.anonymous_rate_limit_per_second, api.anonymous_rate_limit_burst)
@@ -327,17 +327,11 @@ class ApiServer:
         return await handler(request)
 
     async def _check_token(self, token: str) -> Principal | None:
-        digest = token_hash(token)
-        cached = self._tokens.get(digest)
-        now = time.monotonic()
-        if cached is not None and now - cached[0] < self.cfg.api.token_cache_seconds:
-            return cached[1]
+        return await self.tokens.principal(token_hash(token))
+
+    async def _token_user(self, digest: str) -> Principal | None:
         principal = await tokens.token_user(self.db, digest)
-        if principal is None:
-            self._tokens.pop(digest, None)
-            return None
-        self._tokens[digest] = (now, principal)
-        if principal.token_id is not None:
+        if principal is not None and principal.token_id is not None:
             await mark_used(self.db, principal.token_id)
         return principal
 
@@ -368,12 +362,11 @@ class ApiServer:
 
     def forget_token(self, digest: str) -> None:
         """A revoked token stops working on this API server at once (others: within token_cache_seconds)."""
-        self._tokens.pop(digest, None)
+        self.tokens.forget(digest)
 
     def forget_user(self, user_id: int) -> None:
         """A changed or disabled user's cached tokens are looked up again."""
-        for digest in [d for d, (_, p) in self._tokens.items() if p.user_id == user_id]:
-            self._tokens.pop(digest, None)
+        self.tokens.forget_user(user_id)
 
     # -- unauthenticated endpoints ----------------------------------------------------------------
 
@@ -416,7 +409,7 @@ class ApiServer:
                 delay = min(delay * 2, 5.0)
 
     async def start(self) -> None:
-        self.pool = await connect_pool(self.cfg.database, self._stop, self.metrics.pool_wait)
+        self.pool = await connect_pool(self.cfg.database, self._stop, self.metrics.pool_wait, reset_sessions=False)
         self._membership_task = asyncio.create_task(self._watch_cluster(), name="api-membership")
         api = self.cfg.api
         if api.alerts_enabled:
@@ -479,6 +472,7 @@ class ApiServer:
         if self.runner is not None:
             runner, self.runner = self.runner, None
             await runner.cleanup()
+        await self.tokens.close()
         if self._membership_task is not None:
             self._membership_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -38,8 +38,9 @@ async def connect_pool(
     (StorageError). A schema this code does not know raises SchemaMismatch at once. ``observe_wait`` is
     told how long each acquisition of a connection waited. ``reset_sessions`` False: for a caller that
     never changes a pooled connection's session (no SET, LISTEN, advisory lock or cursor outside a
-    transaction; the master, which does every write through the pool, LISTENs on connections of its own),
-    a released connection is not reset (that was a round trip and four statements per use)."""
+    transaction; the master and the API server, which LISTEN on connections of their own and take advisory
+    locks only for a transaction), a released connection is not reset (that was a round trip and four
+    statements per use: about ten per API call)."""
     delay = 0.2
     while True:
         try:

@@ -1,0 +1,105 @@
+"""The API server's token cache (engine/api/tokencache.py): concurrent calls with an uncached token share one
+lookup; a forgotten token or user is never served from a lookup that was under way when it was forgotten;
+with a cache time of 0 every call looks for itself; a caller that goes away does not cancel the others."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from engine.api.access import Principal
+from engine.api.tokencache import TokenCache
+
+
+def who(user_id: int = 7) -> Principal:
+    return Principal(user_id, f"u{user_id}", False, None, "token", 1)
+
+
+class Lookups:
+    """The database's side: counts lookups and holds each one until released."""
+
+    def __init__(self, answer: Principal | None) -> None:
+        self.answer, self.calls, self.release = answer, 0, asyncio.Event()
+        self.counted = asyncio.Condition()
+
+    async def __call__(self, digest: str) -> Principal | None:
+        async with self.counted:
+            self.calls += 1
+            self.counted.notify_all()
+        await self.release.wait()
+        return self.answer
+
+
+async def _started(lookups: Lookups, calls: int) -> None:
+    async with lookups.counted:
+        await lookups.counted.wait_for(lambda: lookups.calls >= calls)
+
+
+async def test_concurrent_calls_with_a_new_token_share_one_lookup_and_then_the_cache() -> None:
+    lookups = Lookups(who())
+    cache = TokenCache(10, lookups)
+    calls = [asyncio.create_task(cache.principal("d")) for _ in range(50)]
+    await _started(lookups, 1)
+    lookups.release.set()
+    assert [p.user_id if p else None for p in await asyncio.gather(*calls)] == [7] * 50
+    assert lookups.calls == 1
+    assert (await cache.principal("d")) == who() and lookups.calls == 1  # cached now
+
+
+async def test_without_a_cache_time_every_call_looks_for_itself() -> None:
+    lookups = Lookups(who())
+    lookups.release.set()
+    cache = TokenCache(0, lookups)
+    await asyncio.gather(*(cache.principal("d") for _ in range(5)))
+    assert lookups.calls == 5
+
+
+async def test_an_unknown_token_is_not_cached() -> None:
+    lookups = Lookups(None)
+    lookups.release.set()
+    cache = TokenCache(10, lookups)
+    assert await cache.principal("d") is None
+    assert await cache.principal("d") is None
+    assert lookups.calls == 2
+
+
+@pytest.mark.parametrize("forget", ["token", "user"])
+async def test_a_lookup_under_way_when_its_token_is_forgotten_is_neither_cached_nor_shared(forget: str) -> None:
+    lookups = Lookups(who())
+    cache = TokenCache(10, lookups)
+    early = asyncio.create_task(cache.principal("d"))
+    await _started(lookups, 1)
+    cache.forget("d") if forget == "token" else cache.forget_user(7)
+    late = asyncio.create_task(cache.principal("d"))  # after the revocation: a lookup of its own
+    await _started(lookups, 2)
+    lookups.release.set()
+    await asyncio.gather(early, late)
+    await cache.principal("d")
+    # the early lookup was not cached; the late one was, so a third call looks nothing up
+    assert lookups.calls == 2
+
+
+async def test_a_caller_that_goes_away_does_not_cancel_the_shared_lookup() -> None:
+    lookups = Lookups(who())
+    cache = TokenCache(10, lookups)
+    first = asyncio.create_task(cache.principal("d"))
+    second = asyncio.create_task(cache.principal("d"))
+    await _started(lookups, 1)
+    first.cancel()
+    lookups.release.set()
+    assert (await second) == who()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert lookups.calls == 1
+
+
+async def test_close_cancels_the_lookups_under_way() -> None:
+    lookups = Lookups(who())
+    cache = TokenCache(10, lookups)
+    call = asyncio.create_task(cache.principal("d"))
+    await _started(lookups, 1)
+    await cache.close()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert not cache._running
