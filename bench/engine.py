@@ -287,9 +287,18 @@ async def _api_trigger(dsn: str, api_url: str, count: int) -> dict[str, float]:
     }
 
 
-async def _many_runs(dsn: str, api_url: str, runs: int) -> dict[str, float]:
+async def _many_runs(
+    dsn: str,
+    api_url: str,
+    runs: int,
+    procs: list[psutil.Process] | None = None,
+    admin_dsn: str = "",
+    postgres: psutil.Process | None = None,
+) -> dict[str, float]:
     """``runs`` instances of a 3-task chain started at once through the API (one start call each, all in
-    flight together), timed from the first call to the last instance's end."""
+    flight together), timed from the first call to the last instance's end. With ``procs`` (master,
+    worker, API): the CPU per run of each, of the worker's task processes and of PostgreSQL (``postgres``,
+    its postmaster); with ``admin_dsn``: PostgreSQL's statements per run (pg_stat_statements)."""
     chain = [TaskDef(f"t{i}", "SHELL", {"rawScript": "true"}, upstream=(f"t{i - 1}",) if i else ()) for i in range(3)]
     code = await _save(dsn, "many_runs", chain)
     conn = await asyncpg.connect(dsn)
@@ -305,10 +314,15 @@ async def _many_runs(dsn: str, api_url: str, runs: int) -> dict[str, float]:
 
         headers = {"Authorization": f"Bearer {token}"}
         connector = aiohttp.TCPConnector(limit=runs)
+        if admin_dsn:
+            await _statements(admin_dsn, reset=True)
+        before = [_cpu(p) for p in procs or []], _postgres_cpu(postgres)
         async with aiohttp.ClientSession(headers=headers, connector=connector) as session:
             sent = time.time()
             cids = await asyncio.gather(*(start(session) for _ in range(runs)))
         done = await _wait_done(conn, cids, 600)
+        after = [_cpu(p) for p in procs or []], _postgres_cpu(postgres)
+        statements = await _statements(admin_dsn, reset=False) if admin_dsn else []
         ids = [r["id"] for r in done]
         last = await conn.fetchval("SELECT max(end_time) FROM workflow_instance WHERE id = ANY($1)", ids)
         tasks = await conn.fetchrow(
@@ -320,7 +334,16 @@ async def _many_runs(dsn: str, api_url: str, runs: int) -> dict[str, float]:
     finally:
         await conn.close()
     seconds = last.timestamp() - sent
-    return {
+    cpu: dict[str, float] = {}
+    if procs:
+        own = [(a[0] - b[0]) * 1000 / runs for a, b in zip(after[0], before[0], strict=True)]
+        names = ("master", "worker", "api")
+        cpu = {f"many_runs_{name}_cpu_ms_per_run": ms for name, ms in zip(names, own, strict=False)}
+        cpu["many_runs_task_processes_cpu_ms_per_run"] = (after[0][1][1] - before[0][1][1]) * 1000 / runs
+        cpu["many_runs_postgres_cpu_ms_per_run"] = (after[1] - before[1]) * 1000 / runs
+    if statements:
+        cpu["many_runs_pg_statements_per_run"] = sum(r["calls"] for r in statements) / runs
+    return cpu | {
         "many_runs": runs,
         "many_runs_per_min": runs / seconds * 60,
         "many_runs_seconds": seconds,
@@ -359,7 +382,8 @@ def run(size: str = "full") -> dict[str, Any]:
             record = stack.postgres.proc.record if stack.postgres.proc is not None else None
             postmaster = psutil.Process(record.pid) if record is not None else None
             result |= asyncio.run(_throughput(dsn, params["workflows"], params["tasks"], procs, admin, postmaster))
-            result |= asyncio.run(_many_runs(dsn, api_url, params["runs"]))
+            procs.append(psutil.Process(api.record.pid))
+            result |= asyncio.run(_many_runs(dsn, api_url, params["runs"], procs, admin, postmaster))
         finally:
             stack.stop_all()
     # the second half once the stack is down: its own housekeeping after 5,000 tasks (PostgreSQL's

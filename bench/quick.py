@@ -44,6 +44,14 @@ CPU = {
     "throughput_worker_cpu_ms_per_task": "worker",
     "throughput_postgres_cpu_ms_per_task": "PostgreSQL",
 }
+#: the many runs' CPU per run (3 tasks, each a chain step: nothing shared between them), printed as well
+RUN_CPU = {
+    "many_runs_master_cpu_ms_per_run": "master",
+    "many_runs_worker_cpu_ms_per_run": "worker",
+    "many_runs_task_processes_cpu_ms_per_run": "its tasks",
+    "many_runs_api_cpu_ms_per_run": "API",
+    "many_runs_postgres_cpu_ms_per_run": "PostgreSQL",
+}
 
 
 @dataclass(frozen=True)
@@ -182,6 +190,11 @@ def report(reference: dict[str, Any] | None, now: dict[str, Any]) -> tuple[str, 
         if k in now
     )
     lines.append(f"  CPU ms per task now (reference), not compared: {cpu}")
+    per_run = ", ".join(f"{name} {now[k]:.1f}" for k, name in RUN_CPU.items() if k in now)
+    if per_run:
+        statements = now.get("many_runs_pg_statements_per_run")
+        lines.append(f"  many runs, CPU ms per run: {per_run}"
+                     + (f"; {statements:.1f} statements per run" if statements else ""))  # fmt: skip
     for why in insane(now):
         lines.append(f"  this run is not sane: {why} (the machine's load changed; run it again)")
     fell = [r.figure.label for r in rows if r.fell]

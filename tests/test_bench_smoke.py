@@ -27,6 +27,9 @@ def _engine(r: dict[str, Any], size: dict[str, Any]) -> None:
     # the statements per task come from pg_stat_statements, which the benchmark's PostgreSQL preloads
     assert r["throughput_pg_statements_per_task"] > 0, "pg_stat_statements counted no statement"
     assert "chain_gap_result_to_write_p50_ms" in r and "api_trigger_claim_to_write_p50_ms" in r
+    assert r["many_runs_pg_statements_per_run"] > 0, "pg_stat_statements counted no statement of the many runs"
+    for part in ("master", "worker", "api", "postgres"):
+        assert r[f"many_runs_{part}_cpu_ms_per_run"] > 0, f"no CPU measured for the many runs' {part}"
 
 
 def _failover(r: dict[str, Any], size: dict[str, Any]) -> None:
@@ -208,6 +211,7 @@ def test_the_quick_guard_runs_at_tiny_size(capsys: pytest.CaptureFixture[str]) -
     _engine(result, SIZES["tiny"])
     for f in quick.FIGURES:
         assert f.label in out
+    assert "many runs, CPU ms per run: master" in out and "statements per run" in out
 
 
 def test_the_hot_path_figures_run_at_tiny_size() -> None:
