@@ -160,10 +160,16 @@ async def _master_failover(
         await conn.close()
 
 
-async def _worker_failover(stack: Stack, dsn: str, m: int, victim: ManagedProcess, join: Any) -> dict[str, float]:
+async def _worker_failover(
+    stack: Stack, dsn: str, m: int, victim: ManagedProcess, join: Any, gate: Path
+) -> dict[str, float]:
+    """The tasks block reading the FIFO ``gate``, which opens at the end: the surviving worker's stop then
+    drains no task (a task still running would hold the stop until its timeout)."""
     conn = await asyncpg.connect(dsn)
+    os.mkfifo(gate)
+    os.chmod(gate, 0o666)  # the tasks run as the stack's tenant
     try:
-        tasks = [TaskDef(f"t{i}", "SHELL", {"rawScript": "sleep 300"}) for i in range(m)]
+        tasks = [TaskDef(f"t{i}", "SHELL", {"rawScript": f"read -r _ < {gate} || true"}) for i in range(m)]
         code = await save_released(conn, "failover_worker", tasks)
         port = victim.record.extra["port"] if victim.record and victim.record.extra else 0
         await conn.execute("INSERT INTO command (command_type, workflow_definition_code) VALUES (0, $1)", code)
@@ -200,6 +206,7 @@ async def _worker_failover(stack: Stack, dsn: str, m: int, victim: ManagedProces
         t_moved = await _until(elsewhere, 60, "tasks running on the other worker")
         return {"worker_failover_tasks_moved": float(on_victim), "worker_failover_s": t_moved - killed}
     finally:
+        await asyncio.to_thread(_open_gate, gate)
         await conn.close()
 
 
@@ -233,7 +240,7 @@ def _run_once(size: str, ttl: float) -> dict[str, Any]:
             # worker failover: every task runs on worker-1; worker-2 joins; worker-1 is killed
             victim = stack.nodes[1]
             join = lambda: stack.start_node("worker", "worker-2", slots)  # noqa: E731
-            result |= asyncio.run(_worker_failover(stack, dsn, params["tasks"], victim, join))
+            result |= asyncio.run(_worker_failover(stack, dsn, params["tasks"], victim, join, here / "worker-gate"))
         finally:
             stack.stop_all()
     return result

@@ -12,8 +12,8 @@ process's life watched from outside (tests/task_watch.py; the checks are tests/c
   with its worker (no end row: its process's death is watched);
 - a task ran more than once only when an earlier attempt failed on purpose or lost its worker;
 - no attempt ran twice; no task process is left behind;
-- a ``* * * * *`` schedule in a zone of the run's own, whose clocks go forward and back during the round
-  (tests/chaos_dst.py), fired each wall-clock minute exactly once through the faults.
+- a schedule firing every 5 seconds in a zone of the run's own, whose clocks go forward and back during the
+  round (tests/chaos_dst.py), fired each wall-clock fire time exactly once through the faults.
 
 Some tasks fail their first attempt on purpose; half of those wait their ``retry_interval`` (a minute)
 before the retry, a timer that must outlive failovers.
@@ -115,6 +115,15 @@ class Summary:
     #: fire times of the schedule crossing DST changes (tests/chaos_dst.py)
     dst_fires: int = 0
     violations: list[str] = field(default_factory=list)
+    #: phase -> seconds it took (where the round's wall time went)
+    phases: dict[str, float] = field(default_factory=dict)
+    _phase_start: float = field(default_factory=time.monotonic)
+
+    def phase(self, name: str) -> None:
+        """The phase ``name`` ended now (it began when the previous one ended, or at the start)."""
+        now = time.monotonic()
+        self.phases[name] = round(now - self._phase_start, 1)
+        self._phase_start = now
 
     def text(self) -> str:
         return json.dumps(
@@ -128,7 +137,7 @@ class Summary:
                 "killed_attempts_checked": self.killed_attempts_checked,
                 "safety_nets": dict(self.safety_nets), "concurrency_peaks": self.concurrency_peaks,
                 "estimated_group_peaks": self.estimated_group_peaks, "dst_fires": self.dst_fires,
-                "violations": self.violations[:20],
+                "phases": self.phases, "violations": self.violations[:20],
             }
         )  # fmt: skip
 
@@ -228,23 +237,17 @@ async def run(
     try:
         await asyncio.to_thread(cluster.start_infra)
         dsn = await databases.migrate(cluster.pg, "porpoise")
-        conn = await asyncpg.connect(cluster.pg.owner_dsn)  # the ledger table: DDL
-        try:
-            await conn.execute(LEDGER_DDL)
-            await chaos_concurrency.setup(conn)
-            codes = []
-            for i in range(min(20, workflows)):
-                wf = chaos_concurrency.decorate(rng, random_dag(rng, f"dag{i}", 0.1, sleep), i)
-                code, _ = await save_workflow(conn, wf, release=True)
-                codes.append((code, len(wf.tasks)))
-            dst_code, _ = await save_workflow(conn, chaos_dst.WORKFLOW, release=True)
-            dst = await chaos_dst.add_schedule(conn, dst_code, cluster.tzdir)
-        finally:
-            await conn.close()
+        codes, dst_code = await _save_workflows(cluster, rng, workflows, sleep)
         for slot in ("worker-a", "worker-b"):
             cluster.proxies[slot] = await DelayProxy(0).start()
         for slot in ("master-a", "master-b", "master-c", "worker-a", "worker-b"):
             await asyncio.to_thread(cluster.start_node, slot)
+        summary.phase("start")
+        conn = await asyncpg.connect(cluster.pg.owner_dsn)  # the DST schedule's window opens as the faults begin
+        try:
+            dst = await chaos_dst.add_schedule(conn, dst_code, cluster.tzdir)
+        finally:
+            await conn.close()
         params = {"ledger_dsn": dsn, "watch_port": str(watcher.port)}
         chaos = Chaos(cluster, rng, summary, dsn, params, [c for c, _ in codes], watcher)
         done, covered = asyncio.Event(), asyncio.Event()
@@ -252,24 +255,49 @@ async def run(
         try:
             command_ids, summary.tasks = await _submit(dsn, codes, workflows, rng, params, covered)
             summary.workflows = len(command_ids)
+            summary.phase("submit")
             await _wait_all(dsn, command_ids, chaos.poison, deadline)
+            summary.phase("workload")
         finally:
             done.set()
             await driver
+        summary.phase("last fault")
         summary.violations += await chaos_dst.settle(dsn, *dst, deadline=300)
         summary.dst_fires = len(chaos_dst.expected_fires(*dst[1:]))
+        summary.phase("dst settle")
         summary.seconds = time.monotonic() - started
         summary.poison_commands = len(chaos.poison)
         summary.stopped = len(chaos.stopped)
         await _check(dsn, command_ids, chaos.poison, watcher, summary, chaos.stopped)
+        summary.phase("check")
     finally:
         await asyncio.to_thread(cluster.stop)
         await asyncio.to_thread(watcher.close)
         for proxy in cluster.proxies.values():
             await proxy.close()
+        summary.phase("stop")
     _check_no_process_left(base, summary)
     _count_safety_nets(base / "logs", summary)
     return summary
+
+
+async def _save_workflows(
+    cluster: Cluster, rng: random.Random, workflows: int, sleep: float
+) -> tuple[list[tuple[int, int]], int]:
+    """The ledger table, the task groups, the random workflows ((code, tasks) each) and the DST workflow's code."""
+    conn = await asyncpg.connect(cluster.pg.owner_dsn)  # the ledger table: DDL
+    try:
+        await conn.execute(LEDGER_DDL)
+        await chaos_concurrency.setup(conn)
+        codes = []
+        for i in range(min(20, workflows)):
+            wf = chaos_concurrency.decorate(rng, random_dag(rng, f"dag{i}", 0.1, sleep), i)
+            code, _ = await save_workflow(conn, wf, release=True)
+            codes.append((code, len(wf.tasks)))
+        dst_code, _ = await save_workflow(conn, chaos_dst.WORKFLOW, release=True)
+    finally:
+        await conn.close()
+    return codes, dst_code
 
 
 async def _submit(

@@ -2,12 +2,14 @@
 
 A real zone changes its clocks twice a year; the round lasts minutes. So the run writes a zone of its own,
 ``Chaos/Shift``, as a TZif file (the format of the system's zoneinfo database, read by Python's zoneinfo
-from ``PYTHONTZPATH``, which every node of the run gets): its clocks go forward SHIFT at one minute of the
-round and back at another. A ``* * * * *`` schedule in that zone fires through both changes while masters
-are killed, paused and restarted. Afterwards its commands must be exactly the zone's distinct wall-clock
-minutes, each once: none for the minutes the clocks skipped (the first minute after the gap fires, as
-Quartz does), none again for the minutes repeated when the clocks went back (DolphinScheduler and Quartz
-fire a repeated wall-clock time once), none lost to a failover.
+from ``PYTHONTZPATH``, which every node of the run gets): its clocks go forward SHIFT at one moment of the
+round and back at another. A Quartz schedule firing every STEP seconds in that zone fires through both
+changes while masters are killed, paused and restarted: the window opens as the faults begin and closes
+while they go on. Afterwards its commands must be exactly the zone's distinct wall-clock fire times, each
+once: none for the times the clocks skipped (the first time after the gap fires, as Quartz does), none
+again for the times repeated when the clocks went back (DolphinScheduler and Quartz fire a repeated
+wall-clock time once), none lost to a failover. The zone shifts by seconds, not hours: a TZif offset is
+any whole number of seconds, and a window of seconds fits inside the round.
 """
 
 from __future__ import annotations
@@ -28,11 +30,16 @@ from engine.workflows.model import TaskDef, WorkflowDef
 
 #: the zone's name, made unique per file written (zoneinfo caches a zone by name for the process's life)
 ZONE = "Chaos/Shift"
-#: how far the clocks go forward and back (whole minutes, so a wall-clock minute starts on a UTC minute)
-SHIFT = dt.timedelta(minutes=2)
-#: the schedule's window, and when in it the clocks change (minutes after its start)
-FORWARD_AT, BACK_AT, LENGTH = 2, 5, 8
-CRON = "* * * * *"
+#: the schedule fires every STEP seconds (Quartz's seconds field)
+STEP = 5
+CRON = f"*/{STEP} * * * * ?"
+#: how far the clocks go forward and back (whole STEPs, so a wall-clock fire time falls on a UTC one):
+#: three fire times skipped going forward, three repeated going back
+SHIFT = dt.timedelta(seconds=3 * STEP)
+#: the schedule's window, and when in it the clocks change (seconds after its start)
+FORWARD_AT, BACK_AT, LENGTH = 30, 60, 90
+#: the window opens this many seconds after the schedule is added (then on a whole STEP)
+LEAD = 5
 WORKFLOW = WorkflowDef(name="dst", project="chaos", tasks=(TaskDef("tick", "SHELL", {"rawScript": "true"}),))
 
 
@@ -67,8 +74,9 @@ def use_zones(tzdir: Path) -> None:
 
 
 def expected_fires(zone_name: str, start: dt.datetime, end: dt.datetime) -> list[dt.datetime]:
-    """The fire times of ``* * * * *`` in the zone over [start, end], worked out UTC minute by UTC minute
-    (independently of engine/scheduling/cron.py): a minute fires when its wall-clock time was not seen yet."""
+    """The fire times of CRON in the zone over [start, end] (``start`` on a whole STEP), worked out UTC
+    STEP by UTC STEP (independently of engine/scheduling/cron.py): a time fires when its wall-clock time
+    was not seen yet."""
     zone = zoneinfo.ZoneInfo(zone_name)
     seen: set[dt.datetime] = set()
     fires = []
@@ -78,17 +86,19 @@ def expected_fires(zone_name: str, start: dt.datetime, end: dt.datetime) -> list
         if wall not in seen:
             seen.add(wall)
             fires.append(t)
-        t += dt.timedelta(minutes=1)
+        t += dt.timedelta(seconds=STEP)
     return fires
 
 
 async def add_schedule(conn: asyncpg.Connection, code: int, tzdir: Path) -> tuple[int, str, dt.datetime, dt.datetime]:
-    """A zone written and a schedule in it online from the next minute on; its id, zone and window."""
+    """A zone written and a schedule in it online from LEAD seconds on (on a whole STEP); its id, zone and
+    window."""
     now = await conn.fetchval("SELECT now()")
-    start = now.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
-    zone = write_zone(tzdir, start + dt.timedelta(minutes=FORWARD_AT), start + dt.timedelta(minutes=BACK_AT))
+    lead = now.replace(microsecond=0) + dt.timedelta(seconds=LEAD)
+    start = lead + dt.timedelta(seconds=-lead.second % STEP)
+    zone = write_zone(tzdir, start + dt.timedelta(seconds=FORWARD_AT), start + dt.timedelta(seconds=BACK_AT))
     use_zones(tzdir)
-    end = start + dt.timedelta(minutes=LENGTH)
+    end = start + dt.timedelta(seconds=LENGTH)
     schedule_id = await conn.fetchval(
         "INSERT INTO schedule (workflow_definition_code, start_time, end_time, timezone_id, crontab,"
         " release_state) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -48,8 +49,9 @@ class Receiver:
     seen: list[tuple[str, str, dict[str, str], Any]] = field(default_factory=list)
     #: path -> (status, JSON answer); a path not listed answers 200 {"ok": true, "errcode": 0, "code": 0}
     answers: dict[str, tuple[int, Any]] = field(default_factory=dict)
-    #: seconds a path waits before answering
+    #: seconds a path waits before answering (or until the receiver closes: its teardown waits for no stall)
     stall: dict[str, float] = field(default_factory=dict)
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def _app(box: Receiver) -> web.Application:
@@ -58,7 +60,8 @@ def _app(box: Receiver) -> web.Application:
         body = json.loads(raw) if raw else None
         box.seen.append((request.method, request.path_qs, dict(request.headers), body))
         if request.path in box.stall:
-            await asyncio.sleep(box.stall[request.path])
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(box.closing.wait(), box.stall[request.path])
         status, answer = box.answers.get(request.path, (200, {"ok": True, "errcode": 0, "code": 0}))
         if isinstance(answer, str):
             return web.Response(status=status, text=answer)
@@ -79,6 +82,7 @@ async def _serving(box: Receiver) -> AsyncIterator[Receiver]:
     try:
         yield box
     finally:
+        box.closing.set()
         await runner.cleanup()
 
 

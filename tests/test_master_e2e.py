@@ -307,10 +307,16 @@ async def test_overloaded_master_claims_nothing_and_counts_it(
     assert await query(fresh_db, "SELECT 1 FROM workflow_instance") == []
 
 
-async def test_graceful_master_shutdown_leaves_instances_for_failover(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
+async def test_graceful_master_shutdown_leaves_instances_for_failover(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str, tmp_path: Path
+) -> None:
     from tests.helpers import wait_sync
 
-    masters, _ = cluster
+    # no master is left to take the worker's reports: its stop at teardown kills the task left running and
+    # exits at once (it would wait out the drain and the flush)
+    overrides = [f"worker.log_dir={tmp_path / 'logs'}", f"worker.exec_dir={tmp_path / 'exec'}",
+                 "worker.drain_timeout=0", "worker.report_flush_timeout=0"]  # fmt: skip
+    masters, _ = await started(node_factory, etcd_server, etcd_root, fresh_db, worker_overrides=overrides)
     code = await save(fresh_db, "interrupted", [shell("long", "sleep 30")])
     (cid,) = await command(fresh_db, code)
     wi = await instance_for(fresh_db, cid, final=False)

@@ -291,18 +291,22 @@ async def test_a_daily_new_york_schedule_fires_once_on_the_fall_back_night(fresh
     assert [r["schedule_time"] for r in rows] == [dt.datetime(2026, 11, 1, 5, 30, tzinfo=UTC)]  # 01:30 EDT
 
 
-async def test_a_minutely_schedule_in_a_zone_that_shifts_twice_fires_each_wall_clock_minute_once(
+async def test_a_schedule_in_a_zone_that_shifts_twice_fires_each_wall_clock_time_once(
     fresh_db: str, tmp_path: Path
 ) -> None:
-    # the chaos round's zone (tests/chaos_dst.py): clocks forward 2 minutes, then back; its expectation is
-    # worked out minute by minute, independently of engine/scheduling/cron.py
+    # the chaos round's zone (tests/chaos_dst.py): clocks forward 3 fire times, then back; its expectation
+    # is worked out step by step, independently of engine/scheduling/cron.py
     from tests import chaos_dst
 
     code = await save(fresh_db, "cron-shift", [shell("a", "true")])
     sid = await _schedule(fresh_db, code, chaos_dst.CRON)
     start = dt.datetime(2026, 11, 27, 1, 0, tzinfo=UTC)
-    end = start + _minutes(chaos_dst.LENGTH)
-    zone = chaos_dst.write_zone(tmp_path, start + _minutes(chaos_dst.FORWARD_AT), start + _minutes(chaos_dst.BACK_AT))
+    end = start + dt.timedelta(seconds=chaos_dst.LENGTH)
+    zone = chaos_dst.write_zone(
+        tmp_path,
+        start + dt.timedelta(seconds=chaos_dst.FORWARD_AT),
+        start + dt.timedelta(seconds=chaos_dst.BACK_AT),
+    )
     chaos_dst.use_zones(tmp_path)
     await query(
         fresh_db,
@@ -314,8 +318,8 @@ async def test_a_minutely_schedule_in_a_zone_that_shifts_twice_fires_each_wall_c
     pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4)
     try:
         scheduler = Scheduler(pool, lambda: (0, 1), 1, 10**9, 1000, clock=lambda: start)
-        for seconds in range(0, (chaos_dst.LENGTH + 2) * 60, 20):
-            scheduler.clock = lambda s=seconds: start + dt.timedelta(seconds=s)
+        for tenths in range(0, (chaos_dst.LENGTH + 2 * chaos_dst.STEP) * 10, 15):  # 1.5 s: several per fire
+            scheduler.clock = lambda t=tenths: start + dt.timedelta(seconds=t / 10)
             await scheduler.tick()
     finally:
         await pool.close()
@@ -323,5 +327,6 @@ async def test_a_minutely_schedule_in_a_zone_that_shifts_twice_fires_each_wall_c
     fired = [r["schedule_time"] for r in rows]
     want = chaos_dst.expected_fires(zone, start, end)
     assert fired == want, (fired, want)
-    # two minutes skipped going forward, two repeated going back: neither fires
-    assert len(want) == chaos_dst.LENGTH + 1 - 2
+    # three fire times skipped going forward, three repeated going back: neither fires
+    shifted = int(chaos_dst.SHIFT.total_seconds()) // chaos_dst.STEP
+    assert shifted == 3 and len(want) == chaos_dst.LENGTH // chaos_dst.STEP + 1 - shifted

@@ -34,10 +34,10 @@ pytestmark = pytest.mark.slow
 SUCCESS = 7
 
 
-def _task(name: str, ledger: Path, seconds: float) -> Any:
-    script = (
-        f"echo start {name} $(date +%s.%N) >> {ledger}; sleep {seconds}; echo end {name} $(date +%s.%N) >> {ledger}"
-    )
+def _task(name: str, ledger: Path, seconds: float, release: Path | None = None) -> Any:
+    """``release``: the task runs until that file exists (not ``seconds``)."""
+    wait = f"until [ -e {release} ]; do sleep 0.1; done" if release is not None else f"sleep {seconds}"
+    script = f"echo start {name} $(date +%s.%N) >> {ledger}; {wait}; echo end {name} $(date +%s.%N) >> {ledger}"
     return shell(name, script, task_group="line")
 
 
@@ -69,10 +69,12 @@ async def test_a_task_waiting_for_its_group_keeps_its_place_when_its_master_is_k
     await query(fresh_db, "INSERT INTO task_group (name, group_size) VALUES ('line', 1)")
     _, client = await admin_api(node_factory, etcd_server, etcd_root, fresh_db)
     ledger = tmp_path / "ledger"
-    # the holder takes the group's only slot; then "early" queues, then "late" behind it
+    # the holder takes the group's only slot, until the takeover was checked; then "early" queues, then "late"
+    # behind it
+    release = tmp_path / "release-holder"
     runs: dict[str, int] = {}
-    for name, seconds in (("holder", 20), ("early", 0.5), ("late", 0.5)):
-        code = await save(fresh_db, name, [_task(name, ledger, seconds)])
+    for name, seconds in (("holder", 0), ("early", 0.5), ("late", 0.5)):
+        code = await save(fresh_db, name, [_task(name, ledger, seconds, release if name == "holder" else None)])
         (runs[name],) = await command(fresh_db, code)
 
         async def queued(name: str = name) -> bool:
@@ -114,6 +116,7 @@ async def test_a_task_waiting_for_its_group_keeps_its_place_when_its_master_is_k
     assert after is not None and tuple(after) == tuple(before)
     assert places() == {"early": "waiting for task group line, position 1",
                         "late": "waiting for task group line, position 2"}  # fmt: skip
+    release.touch()
 
     async def all_done() -> bool:
         rows = [await _instance(fresh_db, c) for c in runs.values()]
