@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
+import asyncpg
 import pytest
 
+from engine.accounts.tokens import create_token, ensure_user, token_hash
+from engine.api import tokens
 from engine.api.access import Principal
 from engine.api.tokencache import TokenCache
 
@@ -103,3 +106,31 @@ async def test_close_cancels_the_lookups_under_way() -> None:
     with pytest.raises(asyncio.CancelledError):
         await call
     assert not cache._running
+
+
+async def test_a_token_is_not_served_from_the_cache_past_its_expiry() -> None:
+    now = [100.0]
+    expiring = Principal(7, "u7", False, None, "token", 1, valid_for=5)
+    lookups = Lookups(expiring)
+    lookups.release.set()
+    cache = TokenCache(60, lookups, clock=lambda: now[0])
+    assert await cache.principal("d") == expiring
+    now[0] = 104.0
+    assert await cache.principal("d") == expiring and lookups.calls == 1  # still valid: from the cache
+    now[0] = 105.0
+    lookups.answer = None  # expired: the database no longer finds it
+    assert await cache.principal("d") is None
+    assert lookups.calls == 2
+
+
+async def test_a_looked_up_token_says_how_long_it_stays_valid(pool: asyncpg.Pool) -> None:
+    """The cache's bound comes from the database's clock: the token row's expiry less now()."""
+    async with pool.acquire() as conn:
+        user_id = await ensure_user(conn, "expiring", admin=False)
+        soon = await conn.fetchval("SELECT now() + interval '30 seconds'")
+        _, expiring = await create_token(conn, user_id, "soon", soon)
+        _, lasting = await create_token(conn, user_id, "never")
+    found = await tokens.token_user(pool, token_hash(expiring))
+    assert found is not None and found.valid_for is not None and 0 < found.valid_for <= 30
+    found = await tokens.token_user(pool, token_hash(lasting))
+    assert found is not None and found.valid_for is None

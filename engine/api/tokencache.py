@@ -1,5 +1,6 @@
 """Who an API token acts for, as one API server remembers it: a checked token is trusted for
-``api.token_cache_seconds``; a revoked token or a changed user is forgotten at once on this server.
+``api.token_cache_seconds``, and never past its expiry; a revoked token or a changed user is forgotten at
+once on this server.
 
 Concurrent calls with a token that is not cached share one lookup (and its one "last used" write) instead
 of each reading the token and each updating its row: a client sending 50 calls at once with a new token
@@ -25,7 +26,7 @@ Lookup = Callable[[str], Awaitable[Principal | None]]
 class TokenCache:
     def __init__(self, seconds: float, lookup: Lookup, clock: Callable[[], float] = time.monotonic) -> None:
         self._seconds, self._lookup, self._clock = seconds, lookup, clock
-        #: checked tokens: hash -> (when checked, who)
+        #: checked tokens: hash -> (trusted until, on the clock; who)
         self._known: dict[str, tuple[float, Principal]] = {}
         #: lookups under way: hash -> the task, shared by every call that needs it meanwhile
         self._pending: dict[str, asyncio.Task[Principal | None]] = {}
@@ -37,7 +38,7 @@ class TokenCache:
     async def principal(self, digest: str) -> Principal | None:
         """Who the token with this hash acts for; None when it is unknown, expired or its user disabled."""
         cached = self._known.get(digest)
-        if cached is not None and self._clock() - cached[0] < self._seconds:
+        if cached is not None and self._clock() < cached[0]:
             return cached[1]
         if self._seconds <= 0:
             return await self._lookup(digest)
@@ -56,7 +57,8 @@ class TokenCache:
         if principal is None:
             self._known.pop(digest, None)
         elif generation == self._generation:
-            self._known[digest] = (started, principal)
+            left = self._seconds if principal.valid_for is None else min(self._seconds, principal.valid_for)
+            self._known[digest] = (started + left, principal)
         return principal
 
     def _done(self, digest: str, task: asyncio.Task[Principal | None]) -> None:
