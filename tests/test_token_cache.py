@@ -134,3 +134,35 @@ async def test_a_looked_up_token_says_how_long_it_stays_valid(pool: asyncpg.Pool
     assert found is not None and found.valid_for is not None and 0 < found.valid_for <= 30
     found = await tokens.token_user(pool, token_hash(lasting))
     assert found is not None and found.valid_for is None
+
+
+async def test_a_failed_lookup_reaches_every_caller_sharing_it_and_is_not_remembered() -> None:
+    """The database down: each caller gets the error (the API answers 503), the next call looks again."""
+    lookups = Lookups(who())
+    cache = TokenCache(10, lookups)
+
+    async def refused(digest: str) -> Principal | None:
+        await lookups(digest)
+        raise ConnectionRefusedError("the database is down")
+
+    cache._lookup = refused
+    calls = [asyncio.create_task(cache.principal("d")) for _ in range(3)]
+    await _started(lookups, 1)
+    lookups.release.set()
+    for outcome in await asyncio.gather(*calls, return_exceptions=True):
+        assert isinstance(outcome, ConnectionRefusedError)
+    assert not cache._pending and not cache._running and not cache._known
+    cache._lookup = lookups
+    assert await cache.principal("d") == who() and lookups.calls == 2
+
+
+async def test_close_cancels_a_lookup_its_token_was_forgotten_during() -> None:
+    lookups = Lookups(who())
+    cache = TokenCache(10, lookups)
+    call = asyncio.create_task(cache.principal("d"))
+    await _started(lookups, 1)
+    cache.forget("d")  # no longer shared, still running
+    await cache.close()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert not cache._running
