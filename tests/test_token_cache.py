@@ -12,7 +12,7 @@ import pytest
 from engine.accounts.tokens import create_token, ensure_user, token_hash
 from engine.api import tokens
 from engine.api.access import Principal
-from engine.api.tokencache import TokenCache
+from engine.api.tokencache import SWEEP_AT, TokenCache
 
 
 def who(user_id: int = 7) -> Principal:
@@ -166,3 +166,15 @@ async def test_close_cancels_a_lookup_its_token_was_forgotten_during() -> None:
     with pytest.raises(asyncio.CancelledError):
         await call
     assert not cache._running
+
+
+async def test_tokens_used_once_do_not_stay_in_the_cache_for_ever() -> None:
+    now = [0.0]
+    lookups = Lookups(who())
+    lookups.release.set()
+    cache = TokenCache(10, lookups, clock=lambda: now[0])
+    for n in range(3 * SWEEP_AT):
+        now[0] = n / SWEEP_AT * 20  # each token is looked up once, and expires 10 s later
+        await cache.principal(f"d{n}")
+    assert len(cache._known) <= SWEEP_AT
+    assert await cache.principal(f"d{3 * SWEEP_AT - 1}") == who() and lookups.calls == 3 * SWEEP_AT  # still held

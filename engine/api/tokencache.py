@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable
 from engine.api.access import Principal
 
 Lookup = Callable[[str], Awaitable[Principal | None]]
+#: the fewest tokens the cache holds before it drops expired ones
+SWEEP_AT = 1024
 
 
 class TokenCache:
@@ -34,6 +36,9 @@ class TokenCache:
         self._running: set[asyncio.Task[Principal | None]] = set()
         #: bumped by every forget: a lookup started before it is not cached
         self._generation = 0
+        #: when the cache holds this many tokens, the expired ones are dropped (tokens used once would
+        #: otherwise stay for the life of the process)
+        self._sweep_at = SWEEP_AT
 
     async def principal(self, digest: str) -> Principal | None:
         """Who the token with this hash acts for; None when it is unknown, expired or its user disabled."""
@@ -59,7 +64,15 @@ class TokenCache:
         elif generation == self._generation:
             left = self._seconds if principal.valid_for is None else min(self._seconds, principal.valid_for)
             self._known[digest] = (started + left, principal)
+            if len(self._known) >= self._sweep_at:
+                self._sweep()
         return principal
+
+    def _sweep(self) -> None:
+        now = self._clock()
+        for digest in [d for d, (until, _) in self._known.items() if until <= now]:
+            del self._known[digest]
+        self._sweep_at = max(SWEEP_AT, 2 * len(self._known))  # each sweep pays for the inserts before it
 
     def _done(self, digest: str, task: asyncio.Task[Principal | None]) -> None:
         self._running.discard(task)
