@@ -5,11 +5,16 @@ notwithstanding."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import socket
+import ssl
+import urllib.parse
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from tests.conftest import ApiCluster, launch_api_cluster
@@ -57,3 +62,56 @@ def test_concurrent_first_calls_share_the_lookup_and_changes_take_effect_at_once
     admin.delete(f"/api/v1/tokens/{made['id']}")
     assert _status(c, token, "/api/v1/me") == 401
     assert _status(c, child, "/api/v1/me") == 401
+
+
+@pytest.fixture(scope="module")
+def beating_api(workdir: Path, pg_server: Any, etcd_server: Any) -> Iterator[ApiCluster]:
+    """No token cache: every heartbeat of an event stream looks its token up; statements time out after 2 s."""
+    beat = ("api.events_heartbeat_seconds=0.2", "database.command_timeout=2")
+    with launch_api_cluster(workdir, pg_server, etcd_server.endpoint, False, api_overrides=beat) as cluster:
+        yield cluster
+
+
+def _stream(c: ApiCluster, path: str) -> socket.socket:
+    """A raw connection with a GET of ``path`` sent: what the server writes is read as it is."""
+    url = urllib.parse.urlsplit(c.url)
+    sock = socket.create_connection((url.hostname, url.port), timeout=20)
+    if url.scheme == "https":
+        sock = ssl.create_default_context(cafile=c.ca_file).wrap_socket(sock, server_hostname=url.hostname)
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {url.netloc}\r\nAuthorization: Bearer {c.token}\r\n\r\n".encode())
+    return sock
+
+
+def _read_until(sock: socket.socket, raw: bytes, done: Callable[[bytes], bool]) -> bytes:
+    while not done(raw):
+        try:
+            data = sock.recv(65536)
+        except TimeoutError:
+            raise AssertionError(f"nothing more within the timeout after {raw!r}") from None
+        if not data:
+            break
+        raw += data
+    return raw
+
+
+def test_a_token_lookup_failing_during_an_event_stream_ends_the_stream_cleanly(beating_api: ApiCluster) -> None:
+    """The heartbeat's check of the token times out (the token table is locked): the stream ends, or goes on,
+    as a well-formed stream; no second answer is written into its middle."""
+    c = beating_api
+
+    async def lock_tokens() -> None:
+        conn = await asyncpg.connect(c.dsn)
+        try:
+            async with conn.transaction():
+                await conn.execute("LOCK TABLE access_token IN ACCESS EXCLUSIVE MODE")
+                await asyncio.sleep(3)  # longer than the API's command_timeout: its lookup fails
+        finally:
+            await conn.close()
+
+    with _stream(c, "/api/v1/events") as sock:
+        raw = _read_until(sock, b"", lambda r: b"event: hello" in r)
+        asyncio.run(lock_tokens())
+        seen = len(raw)
+        # the stream went on after the lock (five pings), or it ended (its last chunk)
+        raw = _read_until(sock, raw, lambda r: r.count(b": ping", seen) >= 5 or r.endswith(b"\r\n0\r\n\r\n"))
+    assert raw.startswith(b"HTTP/1.1 200") and raw.count(b"HTTP/1.1") == 1, raw
