@@ -1,7 +1,8 @@
 """An API server with a token cache, as deployed (the other API tests run without one): concurrent first calls
 with a new token share one lookup and one "last used" write, and on the server that makes the change a
 demotion, a disabled user, a revoked token and its children take effect on the next call, the cache
-notwithstanding."""
+notwithstanding. The API's pooled connections (handed on without a reset) keep no session state, and a token
+lookup failing during an event stream ends the stream cleanly."""
 
 from __future__ import annotations
 
@@ -62,6 +63,30 @@ def test_concurrent_first_calls_share_the_lookup_and_changes_take_effect_at_once
     admin.delete(f"/api/v1/tokens/{made['id']}")
     assert _status(c, token, "/api/v1/me") == 401
     assert _status(c, child, "/api/v1/me") == 401
+
+
+def test_the_apis_pooled_connections_hold_no_session_state_after_use(cached_api: ApiCluster) -> None:
+    """The API's pool hands connections on without a reset (tests/test_pool_sessions.py reads the code): after
+    sign-ins (advisory locks), lists (SQLAlchemy-compiled), creates and deletes, no connection of the database
+    holds an advisory lock or a temporary table."""
+    c = cached_api
+    admin = c.client()
+    admin.post("/api/v1/users", {"name": "cached-pat", "password": "correct horse"})
+    for _ in range(3):
+        assert _http(c, "POST", "/api/v1/login", {"user": "cached-pat", "password": "correct horse"})[0] == 200
+    admin.post("/api/v1/projects", {"name": "cached-proj"})
+    for path in ("/api/v1/projects", "/api/v1/users", "/api/v1/tokens", "/api/v1/instances", "/api/v1/cluster"):
+        admin.get(path)
+    made = admin.post("/api/v1/tokens", {"name": "gone"})
+    admin.delete(f"/api/v1/tokens/{made['id']}")
+    assert (
+        c.query(
+            "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND a.datname = current_database()"
+        )
+        == []
+    )
+    assert c.query("SELECT relname FROM pg_class WHERE relpersistence = 't'") == []
 
 
 @pytest.fixture(scope="module")
