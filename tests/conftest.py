@@ -241,11 +241,13 @@ def launch_api_cluster(
     etcd_endpoint: str,
     worker: bool = True,
     tls: bool = tls_mod.ENABLED,
+    api_overrides: tuple[str, ...] = (),
     **env: str,
 ) -> Iterator[ApiCluster]:
     """A master, a worker (unless ``worker`` is false: ``ApiCluster.worker`` is then None) and an API on a new
     database, with a keyring file in its own directory; with ``tls``, mutual TLS between the nodes and HTTPS
-    for the API (certificates of the test cluster CA, tests/tls.py). ``env``: more environment for every node."""
+    for the API (certificates of the test cluster CA, tests/tls.py). ``env``: more environment for every node;
+    ``api_overrides``: the API's settings over the defaults below (e.g. a token cache: it has none here)."""
     name = f"api_{uuid.uuid4().hex[:8]}"
 
     async def prepare() -> tuple[str, str]:
@@ -294,7 +296,8 @@ def launch_api_cluster(
             # default burst from one address, and the next test's refused token would get 429 (the limits have
             # their own API in test_api_limits.py)
             ["api.token_cache_seconds=0", "api.alert_retry_seconds=0.2", "api.alert_poll_interval=0.1",
-             "api.alert_timeout=2", "api.alert_webhook_allow=[127.0.0.0/8]", "api.anonymous_rate_limit_per_second=0"],
+             "api.alert_timeout=2", "api.alert_webhook_allow=[127.0.0.0/8]", "api.anonymous_rate_limit_per_second=0",
+             *api_overrides],
         )  # fmt: skip
         cluster = ApiCluster(dsn, api.url, token, root, api, master, runner, work, key_file, ca_file)  # type: ignore[arg-type]
         wait_sync(lambda: _cluster_seen(cluster, worker), 30, what="api sees the cluster")

@@ -47,7 +47,9 @@ def _settings(server: LdapServer, **more: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def ldap_api(workdir: Path, pg_server: Any, etcd_server: Any, ldap: LdapServer) -> Iterator[ApiCluster]:
     env = {f"PORPOISE_LDAP_{k.upper()}": v for k, v in _settings(ldap).items()}
-    with launch_api_cluster(workdir, pg_server, etcd_server.endpoint, worker=False, **env) as cluster:
+    # with a token cache, as deployed: a change of a user's rights must reach the tokens this API remembers
+    cached = ("api.token_cache_seconds=600",)
+    with launch_api_cluster(workdir, pg_server, etcd_server.endpoint, False, api_overrides=cached, **env) as cluster:
         cluster.client().post("/api/v1/projects", {"name": PROJECT})
         yield cluster
 
@@ -89,6 +91,20 @@ def test_directory_users_sign_in_with_rights_from_their_groups(ldap_api: ApiClus
 
     status, body, _ = _login(c, "carol", PEOPLE["carol"][0])
     assert status == 200 and body["admin"] is False and _perm(c, "carol") is None  # no group, no grant
+
+
+def test_a_sign_in_that_takes_admin_rights_away_ends_them_for_the_users_tokens_at_once(ldap_api: ApiCluster) -> None:
+    """The directory decides the admin right at each sign-in. When it takes the right away, the user's API
+    tokens lose it on this server at once, not when the token cache expires."""
+    c = ldap_api
+    assert _login(c, "carol", PEOPLE["carol"][0])[1]["admin"] is False  # in no admin group
+    c.client().put("/api/v1/users/carol", {"admin": True})  # made an admin here meanwhile
+    token = c.client().post("/api/v1/tokens", {"name": "carol-admin", "user": "carol"})["token"]
+    bearer = {"Authorization": f"Bearer {token}"}
+    assert _http(c, "GET", "/api/v1/users", headers=bearer)[0] == 200  # an admin's call: the token is cached
+    assert _login(c, "carol", PEOPLE["carol"][0])[1]["admin"] is False  # the directory takes the right away
+    status, _, body = _http(c, "GET", "/api/v1/users", headers=bearer)
+    assert status == 403, body
 
 
 def test_wrong_passwords_unknown_users_and_filter_injection_are_refused(ldap_api: ApiCluster) -> None:

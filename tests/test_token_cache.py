@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
+import asyncpg
 import pytest
 
+from engine.accounts.tokens import create_token, ensure_user, token_hash
+from engine.api import tokens
 from engine.api.access import Principal
-from engine.api.tokencache import TokenCache
+from engine.api.tokencache import SWEEP_AT, TokenCache
 
 
 def who(user_id: int = 7) -> Principal:
@@ -103,3 +106,75 @@ async def test_close_cancels_the_lookups_under_way() -> None:
     with pytest.raises(asyncio.CancelledError):
         await call
     assert not cache._running
+
+
+async def test_a_token_is_not_served_from_the_cache_past_its_expiry() -> None:
+    now = [100.0]
+    expiring = Principal(7, "u7", False, None, "token", 1, valid_for=5)
+    lookups = Lookups(expiring)
+    lookups.release.set()
+    cache = TokenCache(60, lookups, clock=lambda: now[0])
+    assert await cache.principal("d") == expiring
+    now[0] = 104.0
+    assert await cache.principal("d") == expiring and lookups.calls == 1  # still valid: from the cache
+    now[0] = 105.0
+    lookups.answer = None  # expired: the database no longer finds it
+    assert await cache.principal("d") is None
+    assert lookups.calls == 2
+
+
+async def test_a_looked_up_token_says_how_long_it_stays_valid(pool: asyncpg.Pool) -> None:
+    """The cache's bound comes from the database's clock: the token row's expiry less now()."""
+    async with pool.acquire() as conn:
+        user_id = await ensure_user(conn, "expiring", admin=False)
+        soon = await conn.fetchval("SELECT now() + interval '30 seconds'")
+        _, expiring = await create_token(conn, user_id, "soon", soon)
+        _, lasting = await create_token(conn, user_id, "never")
+    found = await tokens.token_user(pool, token_hash(expiring))
+    assert found is not None and found.valid_for is not None and 0 < found.valid_for <= 30
+    found = await tokens.token_user(pool, token_hash(lasting))
+    assert found is not None and found.valid_for is None
+
+
+async def test_a_failed_lookup_reaches_every_caller_sharing_it_and_is_not_remembered() -> None:
+    """The database down: each caller gets the error (the API answers 503), the next call looks again."""
+    lookups = Lookups(who())
+    cache = TokenCache(10, lookups)
+
+    async def refused(digest: str) -> Principal | None:
+        await lookups(digest)
+        raise ConnectionRefusedError("the database is down")
+
+    cache._lookup = refused
+    calls = [asyncio.create_task(cache.principal("d")) for _ in range(3)]
+    await _started(lookups, 1)
+    lookups.release.set()
+    for outcome in await asyncio.gather(*calls, return_exceptions=True):
+        assert isinstance(outcome, ConnectionRefusedError)
+    assert not cache._pending and not cache._running and not cache._known
+    cache._lookup = lookups
+    assert await cache.principal("d") == who() and lookups.calls == 2
+
+
+async def test_close_cancels_a_lookup_its_token_was_forgotten_during() -> None:
+    lookups = Lookups(who())
+    cache = TokenCache(10, lookups)
+    call = asyncio.create_task(cache.principal("d"))
+    await _started(lookups, 1)
+    cache.forget("d")  # no longer shared, still running
+    await cache.close()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert not cache._running
+
+
+async def test_tokens_used_once_do_not_stay_in_the_cache_for_ever() -> None:
+    now = [0.0]
+    lookups = Lookups(who())
+    lookups.release.set()
+    cache = TokenCache(10, lookups, clock=lambda: now[0])
+    for n in range(3 * SWEEP_AT):
+        now[0] = n / SWEEP_AT * 20  # each token is looked up once, and expires 10 s later
+        await cache.principal(f"d{n}")
+    assert len(cache._known) <= SWEEP_AT
+    assert await cache.principal(f"d{3 * SWEEP_AT - 1}") == who() and lookups.calls == 3 * SWEEP_AT  # still held

@@ -61,9 +61,11 @@ async def create_token(
 
 
 async def valid_token(db: asyncpg.Pool | asyncpg.Connection, digest: str) -> asyncpg.Record | None:
-    """The token (by its hash) with its user, if it exists, has not expired and its user is enabled."""
+    """The token (by its hash) with its user, if it exists, has not expired and its user is enabled;
+    ``valid_for``: the seconds until it expires (None: never)."""
     return await db.fetchrow(
-        "SELECT t.id, t.perm, u.id AS user_id, u.user_name, u.user_type FROM access_token t"
+        "SELECT t.id, t.perm, u.id AS user_id, u.user_name, u.user_type,"
+        " extract(epoch FROM t.expire_time - now())::float8 AS valid_for FROM access_token t"
         " JOIN users u ON u.id = t.user_id"
         " WHERE t.token_hash = $1 AND (t.expire_time IS NULL OR t.expire_time > now())"
         f" AND u.state = {int(UserState.ENABLED)}",

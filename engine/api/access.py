@@ -18,6 +18,7 @@ are seen by the users (and the members of the projects) an admin granted them to
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -152,6 +153,9 @@ class Principal:
     perm_cap: int | None = None
     via: str = "token"
     token_id: int | None = None
+    #: seconds the token was still valid for when it was looked up (None: it never expires); a cache
+    #: keeps it no longer than that
+    valid_for: float | None = dataclasses.field(default=None, compare=False)
 
     @property
     def admin(self) -> bool:

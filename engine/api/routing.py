@@ -35,6 +35,8 @@ PREFIX = "/api/v1"
 #: what the authentication middleware and the access check leave on a request (access.Principal; ids)
 PRINCIPAL: web.RequestKey[Any] = web.RequestKey("principal", object)
 USER_ID: web.RequestKey[int] = web.RequestKey("user_id", int)
+#: the answer a handler began to send (its status and headers are out): routing.remember_started
+STARTED: web.RequestKey[web.StreamResponse] = web.RequestKey("started", web.StreamResponse)
 PROJECT_CODE: web.RequestKey[int] = web.RequestKey("project_code", int)
 #: the user name a login tried (audit log of failed logins)
 AUDIT_USER: web.RequestKey[str] = web.RequestKey("audit_user", str)
@@ -357,28 +359,47 @@ def body_problem(value: Any, where: str = "") -> tuple[str, str] | None:
     return None
 
 
+async def remember_started(request: web.Request, response: web.StreamResponse) -> None:
+    """``on_response_prepare``: note the answer whose status and headers are out (a stream's, at its start)."""
+    request[STARTED] = response
+
+
 @web.middleware
 async def errors_middleware(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     try:
         return await handler(request)
-    except ApiError as exc:
+    except Exception as exc:
+        started = request.get(STARTED)
+        if started is None:
+            return _error_answer(request, exc)
+        # the handler's own answer is under way (a stream): a second one must not be written into it
+        if isinstance(exc, CONNECTION_LOST):
+            log.warning("database unavailable; stream ended", path=request.path, error=str(exc))
+        else:
+            log.exception("api stream failed", incident=uuid.uuid4().hex[:12], path=request.path)
+        if started.content_type == "text/event-stream":
+            return started  # ended where it is: the reader resumes from its last event id
+        raise  # anything else is cut off (aiohttp closes the connection): a partial download is not complete
+
+
+def _error_answer(request: web.Request, exc: Exception) -> web.StreamResponse:
+    if isinstance(exc, ApiError):
         response = error_response(exc.status, exc.message, exc.field, exc.details)
         if exc.retry_after is not None:
             response.headers["Retry-After"] = str(exc.retry_after)
         return response
-    except CONNECTION_LOST as exc:
+    if isinstance(exc, CONNECTION_LOST):
         log.warning("database unavailable", path=request.path, error=str(exc))
         return error_response(503, "the metadata database is not reachable right now; retry shortly")
-    except web.HTTPException as exc:
+    if isinstance(exc, web.HTTPException):
         if exc.status < 400:
-            raise
+            raise exc
         message = exc.reason
         if exc.status == 413:
             message = "request body too large"
         return error_response(exc.status, message)
-    except Exception:
-        incident = uuid.uuid4().hex[:12]
-        log.exception("api handler failed", incident=incident, path=request.path, method=request.method)
-        return error_response(500, f"internal error (incident {incident}; see the API server log)")
+    incident = uuid.uuid4().hex[:12]
+    log.exception("api handler failed", incident=incident, path=request.path, method=request.method)
+    return error_response(500, f"internal error (incident {incident}; see the API server log)")

@@ -72,6 +72,7 @@ from engine.api.routing import (
     error_response,
     errors_middleware,
     json_response,
+    remember_started,
 )
 from engine.api.tasklogs import ArchivedLogs
 from engine.api.tokencache import TokenCache
@@ -207,6 +208,7 @@ class ApiServer:
         self.app.router.add_get("/docs", self._docs)
         static.UiFiles(ui_dist(cfg.api.ui_dir)).add_routes(self.app)
         self.app.on_response_prepare.append(_security_headers)
+        self.app.on_response_prepare.append(remember_started)
 
     # -- helpers handlers use ---------------------------------------------------------------------
 

@@ -100,6 +100,7 @@ async def directory_user(api: Any, user: str, found: DirectoryUser) -> asyncpg.R
     brought up to date at each one."""
     cfg = api.cfg.ldap
     admin = bool(cfg.admin_groups) and bool(found.groups & set(cfg.admin_groups))
+    admin_changed = False
     async with api.db.acquire() as conn, conn.transaction():
         row = await conn.fetchrow(
             "SELECT id, user_name, user_type, state, auth_source FROM users WHERE user_name = $1 FOR UPDATE", user
@@ -115,11 +116,13 @@ async def directory_user(api: Any, user: str, found: DirectoryUser) -> asyncpg.R
         elif row["auth_source"] != "ldap":
             return None
         else:
+            before = row["user_type"]
             row = await conn.fetchrow(
                 "UPDATE users SET email = COALESCE($2, email), user_type = CASE WHEN $3 THEN $4 ELSE user_type END,"
                 " update_time = now() WHERE id = $1 RETURNING id, user_name, user_type, state, auth_source",
                 row["id"], found.email, bool(cfg.admin_groups), 0 if admin else 1,
             )  # fmt: skip
+            admin_changed = row["user_type"] != before
         for project, perms in grants_of(cfg, found.groups).items():
             bits = sum(access.PERM_NAMES[p] for p in perms)
             await conn.execute(
@@ -128,6 +131,8 @@ async def directory_user(api: Any, user: str, found: DirectoryUser) -> asyncpg.R
                 " update_time = now()",
                 project, row["id"], bits,
             )  # fmt: skip
+    if admin_changed:  # committed: the user's tokens this server remembers carry the old right
+        api.forget_user(row["id"])
     return row
 
 

@@ -1,5 +1,6 @@
 """Who an API token acts for, as one API server remembers it: a checked token is trusted for
-``api.token_cache_seconds``; a revoked token or a changed user is forgotten at once on this server.
+``api.token_cache_seconds``, and never past its expiry; a revoked token or a changed user is forgotten at
+once on this server.
 
 Concurrent calls with a token that is not cached share one lookup (and its one "last used" write) instead
 of each reading the token and each updating its row: a client sending 50 calls at once with a new token
@@ -20,12 +21,14 @@ from collections.abc import Awaitable, Callable
 from engine.api.access import Principal
 
 Lookup = Callable[[str], Awaitable[Principal | None]]
+#: the fewest tokens the cache holds before it drops expired ones
+SWEEP_AT = 1024
 
 
 class TokenCache:
     def __init__(self, seconds: float, lookup: Lookup, clock: Callable[[], float] = time.monotonic) -> None:
         self._seconds, self._lookup, self._clock = seconds, lookup, clock
-        #: checked tokens: hash -> (when checked, who)
+        #: checked tokens: hash -> (trusted until, on the clock; who)
         self._known: dict[str, tuple[float, Principal]] = {}
         #: lookups under way: hash -> the task, shared by every call that needs it meanwhile
         self._pending: dict[str, asyncio.Task[Principal | None]] = {}
@@ -33,11 +36,14 @@ class TokenCache:
         self._running: set[asyncio.Task[Principal | None]] = set()
         #: bumped by every forget: a lookup started before it is not cached
         self._generation = 0
+        #: when the cache holds this many tokens, the expired ones are dropped (tokens used once would
+        #: otherwise stay for the life of the process)
+        self._sweep_at = SWEEP_AT
 
     async def principal(self, digest: str) -> Principal | None:
         """Who the token with this hash acts for; None when it is unknown, expired or its user disabled."""
         cached = self._known.get(digest)
-        if cached is not None and self._clock() - cached[0] < self._seconds:
+        if cached is not None and self._clock() < cached[0]:
             return cached[1]
         if self._seconds <= 0:
             return await self._lookup(digest)
@@ -56,8 +62,17 @@ class TokenCache:
         if principal is None:
             self._known.pop(digest, None)
         elif generation == self._generation:
-            self._known[digest] = (started, principal)
+            left = self._seconds if principal.valid_for is None else min(self._seconds, principal.valid_for)
+            self._known[digest] = (started + left, principal)
+            if len(self._known) >= self._sweep_at:
+                self._sweep()
         return principal
+
+    def _sweep(self) -> None:
+        now = self._clock()
+        for digest in [d for d, (until, _) in self._known.items() if until <= now]:
+            del self._known[digest]
+        self._sweep_at = max(SWEEP_AT, 2 * len(self._known))  # each sweep pays for the inserts before it
 
     def _done(self, digest: str, task: asyncio.Task[Principal | None]) -> None:
         self._running.discard(task)

@@ -54,8 +54,9 @@ async def token_user(db: asyncpg.Pool | asyncpg.Connection, digest: str) -> Prin
     if row is None:
         return None
     return Principal(
-        int(row["user_id"]), row["user_name"], row["user_type"] == UserType.ADMIN, row["perm"], "token", row["id"]
-    )
+        int(row["user_id"]), row["user_name"], row["user_type"] == UserType.ADMIN, row["perm"], "token", row["id"],
+        row["valid_for"],
+    )  # fmt: skip
 
 
 def _out(row: Any) -> dict[str, Any]:
