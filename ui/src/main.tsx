@@ -6,8 +6,8 @@ import { RouterProvider } from "react-router";
 import { ApiError, setUnauthorizedHandler } from "./api/client";
 import { router } from "./app/router";
 import { signOut } from "./app/session";
-import { useLocale } from "./i18n";
-import "./i18n/catalog";
+import { locale, useLocale } from "./i18n";
+import { loadLocale } from "./i18n/catalog";
 import "./styles.css";
 
 setUnauthorizedHandler(() => void signOut());
@@ -31,10 +31,15 @@ function App() {
   return <RouterProvider key={language} router={router} />;
 }
 
-createRoot(document.getElementById("root") as HTMLElement).render(
-  <StrictMode>
-    <QueryClientProvider client={queryClient}>
-      <App />
-    </QueryClientProvider>
-  </StrictMode>,
-);
+// the first render waits for the saved language's dictionary (English needs none; a failed load shows English)
+void loadLocale(locale())
+  .catch(() => undefined)
+  .then(() =>
+    createRoot(document.getElementById("root") as HTMLElement).render(
+      <StrictMode>
+        <QueryClientProvider client={queryClient}>
+          <App />
+        </QueryClientProvider>
+      </StrictMode>,
+    ),
+  );
