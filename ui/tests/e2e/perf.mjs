@@ -3,7 +3,7 @@
 //   workflow's code, opened in the editor), FLIP_INSTANCE (a
 //   finished instance whose state bench/ui.py changes in the database when this script prints READY and
 //   then writes "GO <epoch ms of the commit>" on stdin), WATERFALL (set: also the cold instance page's
-//   requests). Prints one JSON object of milliseconds.
+//   and the editor's requests). Prints one JSON object of milliseconds.
 import { createInterface } from "node:readline";
 import { launch } from "./browser.mjs";
 
@@ -93,6 +93,12 @@ let at = await since();
 await page.goto(`${url}/workflows/${process.env.BIG_WORKFLOW}/edit`);
 await page.locator('[data-testid="edit-graph"]:not([data-layouts="0"]) .react-flow__node').first().waitFor();
 out.editor_1000_open_ms = await until(0);
+if (process.env.WATERFALL)
+  out.editor_1000_waterfall = await page.evaluate(() =>
+    performance
+      .getEntriesByType("resource")
+      .map((e) => [e.name.replace(location.origin, ""), Math.round(e.startTime), Math.round(e.responseEnd)]),
+  );
 out.editor_1000_dom_nodes = await page.locator(".react-flow__node").count();
 at = await since();
 await page.getByRole("button", { name: "Add task" }).click();
