@@ -1,28 +1,17 @@
-import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import { QueryClientProvider } from "@tanstack/react-query";
 import { StrictMode } from "react";
 import { createRoot } from "react-dom/client";
 import { RouterProvider } from "react-router";
 
-import { ApiError, setUnauthorizedHandler } from "./api/client";
+import { setUnauthorizedHandler } from "./api/client";
+import { queryClient } from "./app/queryClient";
 import { router } from "./app/router";
 import { signOut } from "./app/session";
-import { useLocale } from "./i18n";
-import "./i18n/catalog";
+import { locale, useLocale } from "./i18n";
+import { loadLocale } from "./i18n/catalog";
 import "./styles.css";
 
 setUnauthorizedHandler(() => void signOut());
-
-const queryClient = new QueryClient({
-  defaultOptions: {
-    queries: {
-      staleTime: 5_000,
-      // the live stream refreshes what changes; errors from the server are shown, not retried blindly
-      refetchOnWindowFocus: false,
-      retry: (count, error) =>
-        !(error instanceof ApiError && error.status >= 400 && error.status < 500) && count < 3,
-    },
-  },
-});
 
 /** The routed app, mounted again when the language changes: every component renders its strings afresh
  * (memoised ones too), the query cache above keeps the server's data. */
@@ -31,10 +20,15 @@ function App() {
   return <RouterProvider key={language} router={router} />;
 }
 
-createRoot(document.getElementById("root") as HTMLElement).render(
-  <StrictMode>
-    <QueryClientProvider client={queryClient}>
-      <App />
-    </QueryClientProvider>
-  </StrictMode>,
-);
+// the first render waits for the saved language's dictionary (English needs none; a failed load shows English)
+void loadLocale(locale())
+  .catch(() => undefined)
+  .then(() =>
+    createRoot(document.getElementById("root") as HTMLElement).render(
+      <StrictMode>
+        <QueryClientProvider client={queryClient}>
+          <App />
+        </QueryClientProvider>
+      </StrictMode>,
+    ),
+  );

@@ -2,7 +2,7 @@
 // fetch, XMLHttpRequest and EventSource anywhere else). This module holds the shared queries; per-area hooks are
 // in admin.ts, alerts.ts, workflows.ts, resources.ts and session.ts (each mutation invalidates what it changes),
 // and the transports in stream.ts (live events, a log's follow), upload.ts, logs.ts and download.ts.
-import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { queryOptions, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 
 import { api, call, type ControlResult, type Waiting, type WorkflowDoc } from "./client";
 
@@ -32,8 +32,14 @@ export const keys = {
 };
 
 /** Who is signed in, admin or not, and their rights on each project they see (actions follow them). */
+export const meQuery = queryOptions({
+  queryKey: keys.me,
+  queryFn: () => call(api.GET("/api/v1/me")),
+  staleTime: 60_000,
+});
+
 export function useMe() {
-  return useQuery({ queryKey: keys.me, queryFn: () => call(api.GET("/api/v1/me")), staleTime: 60_000 });
+  return useQuery(meQuery);
 }
 
 export function useInstances(f: InstanceFilters) {
@@ -44,11 +50,14 @@ export function useInstances(f: InstanceFilters) {
   });
 }
 
-export function useInstance(id: number) {
-  return useQuery({
+export const instanceQuery = (id: number) =>
+  queryOptions({
     queryKey: keys.instance(id),
     queryFn: () => call(api.GET("/api/v1/instances/{id}", { params: { path: { id: String(id) } } })),
   });
+
+export function useInstance(id: number) {
+  return useQuery(instanceQuery(id));
 }
 
 /** Whether an answer of /waiting names anything waiting (then it is asked again). */
@@ -84,10 +93,10 @@ export function useAttempts(instanceId: number | undefined) {
 }
 
 /** A version's document never changes: cached for the session. */
-export function useWorkflowVersion(code: number | undefined, version: number | undefined) {
-  return useQuery({
-    queryKey: keys.version(code ?? 0, version ?? 0),
-    enabled: code !== undefined && version !== undefined,
+/** A stored workflow version (immutable: never stale). */
+export const versionQuery = (code: number, version: number) =>
+  queryOptions({
+    queryKey: keys.version(code, version),
     staleTime: Infinity,
     queryFn: () =>
       call(
@@ -95,6 +104,12 @@ export function useWorkflowVersion(code: number | undefined, version: number | u
           params: { path: { code: String(code), version: String(version) } },
         }),
       ),
+  });
+
+export function useWorkflowVersion(code: number | undefined, version: number | undefined) {
+  return useQuery({
+    ...versionQuery(code ?? 0, version ?? 0),
+    enabled: code !== undefined && version !== undefined,
   });
 }
 

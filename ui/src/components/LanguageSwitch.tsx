@@ -1,6 +1,8 @@
 // The header's language switch: English or Simplified Chinese, kept in localStorage (the first visit follows
-// the browser's language); every string, date and number follows it without a reload.
-import { LOCALES, setLocale, useLocale, type Locale } from "../i18n";
+// the browser's language); every string, date and number follows it without a reload, once the picked
+// language's dictionary has loaded (i18n/catalog.ts).
+import { LOCALES, useLocale, type Locale } from "../i18n";
+import { switchLocale } from "../i18n/catalog";
 import { tLanguage } from "./strings";
 
 /** Each language named in itself: what a reader of it looks for. */
@@ -14,7 +16,7 @@ export function LanguageSwitch() {
       aria-label={tLanguage.label}
       title={tLanguage.title}
       value={active}
-      onChange={(e) => setLocale(e.target.value as Locale)}
+      onChange={(e) => void switchLocale(e.target.value as Locale)}
     >
       {LOCALES.map((code) => (
         <option key={code} value={code} lang={code}>

@@ -1,9 +1,9 @@
 import { act, cleanup, fireEvent, render, screen } from "@testing-library/react";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 
 import { ZoneSwitch } from "./ZoneSwitch";
 import { Time } from "./Time";
-import "../i18n/catalog";
+import { loadLocale } from "../i18n/catalog";
 import { setLocale } from "../i18n";
 import {
   formatDuration,
@@ -15,6 +15,9 @@ import {
   typedInZone,
   ZONE_KEY,
 } from "./time";
+
+// the Chinese dictionaries, loaded as the header's switch loads them
+beforeAll(() => loadLocale("zh-CN"));
 
 beforeEach(() => act(() => setDisplayZone("UTC")));
 

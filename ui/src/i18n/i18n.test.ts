@@ -1,9 +1,12 @@
 // The i18n layer's completeness: every strings module's objects have a Chinese translation, and no key is
 // missing or empty in either language (a missing Chinese key also fails `tsc`).
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 
-import "./catalog";
+import { loadLocale } from "./catalog";
 import { formatNumber, locale, setLocale, translations } from "./index";
+
+// the Chinese dictionaries, loaded as the header's switch loads them
+beforeAll(() => loadLocale("zh-CN"));
 
 const modules = import.meta.glob(["../**/strings.ts", "../**/*Strings.ts"], { eager: true }) as Record<
   string,

@@ -10,7 +10,8 @@
 //        import { translation } from "../../i18n";
 //        import { tThing } from "./strings";
 //        translation(tThing, { label: "标签", count: (n) => `${n} 次运行` });
-//      and strings.zh.ts is imported once by i18n/catalog.ts.
+//      and every strings.zh.ts is imported by i18n/zh.ts, the Chinese chunk i18n/catalog.ts loads when Chinese
+//      is first wanted (the initial JavaScript carries English alone).
 //   3. A new key in English without its Chinese fails `tsc`; a strings module none of the catalogue's
 //      translations covers fails i18n.test.ts; a literal in JSX text or aria-label/title/placeholder/alt fails
 //      `npm run lint` (eslint.config.js).

@@ -1,13 +1,16 @@
 // The messages the .ts helpers build (API errors, a field's refused value, a refused link or collapse) follow
 // the language like the screens' strings: read at the time they are built, in the active locale.
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 
-import "./catalog";
+import { loadLocale } from "./catalog";
 import { setLocale } from "./index";
 import { errorOf } from "../api/client";
 import { connect } from "../features/editor/draft";
 import { fromText, type Field } from "../features/editor/schemaFields";
 import { collapse, NO_GROUPS } from "../features/graph/collapse";
+
+// the Chinese dictionaries, loaded as the header's switch loads them
+beforeAll(() => loadLocale("zh-CN"));
 
 const field: Field = { name: "n", kind: "integer", required: false, description: "", options: [] };
 const draft = {

@@ -30,6 +30,7 @@ import { RunType } from "../features/workflow/RunType";
 import { tTitle } from "../components/strings";
 import { useTitle } from "../components/title";
 import { tInstance as t } from "./detailStrings";
+import { layoutKeyOf } from "./instancePrefetch";
 
 const ACTIONS: readonly InstanceAction[] = ["stop", "pause", "resume", "recover-failed", "rerun"];
 
@@ -148,7 +149,7 @@ function InstanceOf({ id }: { id: number }) {
       <ErrorBox error={version.error} title={t.cannotLoadGraph} />
       {graph && (
         <DagView
-          layoutKey={`${detail.workflow_code}:${detail.workflow_version}`}
+          layoutKey={layoutKeyOf(detail.workflow_code, detail.workflow_version)}
           graph={graph}
           states={states}
           waiting={whyText}

@@ -2,7 +2,8 @@
 //   PORPOISE_URL, PORPOISE_TOKEN, BIG_INSTANCE (an instance of a 1,000-task workflow), BIG_WORKFLOW (that
 //   workflow's code, opened in the editor), FLIP_INSTANCE (a
 //   finished instance whose state bench/ui.py changes in the database when this script prints READY and
-//   then writes "GO <epoch ms of the commit>" on stdin). Prints one JSON object of milliseconds.
+//   then writes "GO <epoch ms of the commit>" on stdin), WATERFALL (set: also the cold instance page's
+//   and the editor's requests). Prints one JSON object of milliseconds.
 import { createInterface } from "node:readline";
 import { launch } from "./browser.mjs";
 
@@ -61,6 +62,14 @@ const measure = async (key, since) => {
 };
 await page.goto(`${url}/instances/${process.env.BIG_INSTANCE}`);
 await measure("instance_1000_cold", 0);
+if (process.env.WATERFALL)
+  // what the cold page fetched, when (start and end, ms since navigation): the requests that come before the
+  // instance's own are what delays the table
+  out.instance_1000_cold_waterfall = await page.evaluate(() =>
+    performance
+      .getEntriesByType("resource")
+      .map((e) => [e.name.replace(location.origin, ""), Math.round(e.startTime), Math.round(e.responseEnd)]),
+  );
 out.instance_1000_dom_rows = await page.locator('[data-testid="task-table"] [role="row"]').count();
 out.instance_1000_dom_nodes = await page.locator(".react-flow__node").count();
 await page.getByRole("link", { name: "Overview" }).first().click();
@@ -84,6 +93,12 @@ let at = await since();
 await page.goto(`${url}/workflows/${process.env.BIG_WORKFLOW}/edit`);
 await page.locator('[data-testid="edit-graph"]:not([data-layouts="0"]) .react-flow__node').first().waitFor();
 out.editor_1000_open_ms = await until(0);
+if (process.env.WATERFALL)
+  out.editor_1000_waterfall = await page.evaluate(() =>
+    performance
+      .getEntriesByType("resource")
+      .map((e) => [e.name.replace(location.origin, ""), Math.round(e.startTime), Math.round(e.responseEnd)]),
+  );
 out.editor_1000_dom_nodes = await page.locator(".react-flow__node").count();
 at = await since();
 await page.getByRole("button", { name: "Add task" }).click();

@@ -1,10 +1,13 @@
 import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { cleanup, fireEvent, render, screen, waitFor, within } from "@testing-library/react";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 
-import "../../i18n/catalog";
+import { loadLocale } from "../../i18n/catalog";
 import { setLocale } from "../../i18n";
 import { grantIds, Tenants } from "./Tenants";
+
+// the Chinese dictionaries, loaded as the header's switch loads them
+beforeAll(() => loadLocale("zh-CN"));
 
 /** A fake API server holding tenants and their grants, answering as engine/api/tenants.py and grants.py do. */
 const server = vi.hoisted(() => {

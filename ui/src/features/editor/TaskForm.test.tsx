@@ -3,15 +3,18 @@
 // the type's own parameters and the task type's name.
 import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { cleanup, render, screen } from "@testing-library/react";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 
-import "../../i18n/catalog";
+import { loadLocale } from "../../i18n/catalog";
 import { keys } from "../../api/queries";
 import { setLocale } from "../../i18n";
 import type { DraftTask } from "./draft";
 import type { JsonSchema } from "./schemaFields";
 import { TaskForm } from "./TaskForm";
 import { WorkflowForm } from "./WorkflowForm";
+
+// the Chinese dictionaries, loaded as the header's switch loads them
+beforeAll(() => loadLocale("zh-CN"));
 
 const SHELL: JsonSchema = {
   properties: { rawScript: { type: "string", contentMediaType: "text/x-shellscript" } },
