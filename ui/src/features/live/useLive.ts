@@ -24,6 +24,17 @@ function refetchSoon(client: QueryClient, key: readonly unknown[]): void {
   );
 }
 
+/** Queries a state change cannot make stale: who is signed in (rights change through their own screens) and
+ * stored workflow versions (a version is never changed once saved). */
+const UNAFFECTED_BY_STATES = new Set<unknown>(["me", "workflow-version"]);
+
+/** After a hello or a reset (changes may have been missed before the stream was open): everything cached that a
+ * state change could have made stale is fetched again; the rest is kept (a cold instance page otherwise asked
+ * for /me and its workflow version a second time right after the first answers). */
+export function reloadAfterGap(client: QueryClient): Promise<void> {
+  return client.invalidateQueries({ predicate: (query) => !UNAFFECTED_BY_STATES.has(query.queryKey[0]) });
+}
+
 /** Apply a batch of changes to every cached instance list and instance detail. */
 export function applyChanges(client: QueryClient, changes: Change[]): void {
   let refetchLists = false;
@@ -64,7 +75,7 @@ export function useLive(instance?: number): void {
       onUnauthorized: () => void signOut(),
       onEvent: (event) => {
         if (event.event === "hello" || event.event === "reset") {
-          void client.invalidateQueries();
+          void reloadAfterGap(client);
         } else if (event.event === "states") {
           if (pending.length === 0) queueMicrotask(flush);
           pending.push(...(JSON.parse(event.data) as Change[]));
