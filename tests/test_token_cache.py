@@ -97,11 +97,15 @@ async def test_a_caller_that_goes_away_does_not_cancel_the_shared_lookup() -> No
     assert lookups.calls == 1
 
 
-async def test_close_cancels_the_lookups_under_way() -> None:
+@pytest.mark.parametrize("forgotten", [False, True])
+async def test_close_cancels_the_lookups_under_way(forgotten: bool) -> None:
+    """Shared lookups, and one whose token was forgotten while it ran (no longer shared, still running)."""
     lookups = Lookups(who())
     cache = TokenCache(10, lookups)
     call = asyncio.create_task(cache.principal("d"))
     await _started(lookups, 1)
+    if forgotten:
+        cache.forget("d")
     await cache.close()
     with pytest.raises(asyncio.CancelledError):
         await call
@@ -154,18 +158,6 @@ async def test_a_failed_lookup_reaches_every_caller_sharing_it_and_is_not_rememb
     assert not cache._pending and not cache._running and not cache._known
     cache._lookup = lookups
     assert await cache.principal("d") == who() and lookups.calls == 2
-
-
-async def test_close_cancels_a_lookup_its_token_was_forgotten_during() -> None:
-    lookups = Lookups(who())
-    cache = TokenCache(10, lookups)
-    call = asyncio.create_task(cache.principal("d"))
-    await _started(lookups, 1)
-    cache.forget("d")  # no longer shared, still running
-    await cache.close()
-    with pytest.raises(asyncio.CancelledError):
-        await call
-    assert not cache._running
 
 
 async def test_tokens_used_once_do_not_stay_in_the_cache_for_ever() -> None:
