@@ -45,6 +45,7 @@ describe("prefetchInstance", () => {
     expect(asked).toEqual(["/api/v1/instances/5", "/api/v1/workflows/11/versions/2"]);
     const [key, graph] = vi.mocked(layout).mock.calls[0]!;
     expect(key).toBe("11:2");
+    expect(prewarmLayout).toHaveBeenLastCalledWith(0); // told how many tasks: elkjs's worker only for few
     expect(graph.nodes.map((n) => n.id)).toEqual(["a"]);
     expect(client.getQueryData(keys.instance(5))).toMatchObject({ id: 5 });
     expect(client.getQueryData(keys.version(11, 2))).toMatchObject({ version: 2 });
