@@ -4,11 +4,11 @@ processes on private etcd + PostgreSQL:
 - instance_1000_*: opening the page of a 1,000-task instance (a layered DAG, run as a dry run), from
   navigation start to the graph drawn and the task table filled; cold (layout computed) and warm (the
   layout cached for the version); the longest main-thread task and the blocking time (sum over 50 ms);
-  *_layout_start_ms / *_layout_ms: when the elkjs layout was asked for and how long it took (the
+  *_layout_start_ms / *_layout_ms: when the layout (in its worker) was asked for and how long it took (the
   ``porpoise:layout:*`` performance measures; absent when the layout came from a cache).
 - editor_1000_*: the graph editor on that workflow: open (graph drawn; the layout cached for the version),
   add a task (click -> node on screen), link it by dragging (release -> edge drawn), lay the 1,001 tasks out
-  again in the elkjs worker, and the longest main-thread task over those steps.
+  again in the layout worker, and the longest main-thread task over those steps.
 - list_after_data_ms: the instances list on screen after its API answer arrived.
 - state_change_on_screen_ms: a workflow instance's state committed in the database -> shown in the list
   (trigger -> NOTIFY -> API server batch -> server-sent event -> query cache -> DOM).
