@@ -192,6 +192,21 @@ describe("layeredLayout", () => {
     expect(at.get("lonely")!.x).toBe(0);
   });
 
+  it("lays out a graph whose long edges would need a quadratic number of virtual nodes", () => {
+    // a chain of 1,000 and its first task linked to every other: 500,000 virtual nodes if each got its own;
+    // past the budget the longest edges are left out of ordering and placement, still drawn forward
+    const ids = Array.from({ length: 1000 }, (_, i) => `n${i}`);
+    const links = ids.slice(1).flatMap((id, i): [string, string][] => [
+      [`n${i}`, id],
+      ["n0", id],
+    ]);
+    const graph = graphOf(ids, links);
+    const at = layeredLayout(graph);
+    expect(at.size).toBe(1000);
+    expectForward(graph, at);
+    expectNoOverlap(at);
+  });
+
   it("lays out an empty graph", () => {
     expect(layeredLayout(graphOf([], [])).size).toBe(0);
   });

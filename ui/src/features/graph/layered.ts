@@ -15,6 +15,9 @@ export const NODE_SPACING = 16;
 export const LAYER_SPACING = 48;
 /** Height given to a virtual node (a long edge passing a layer). */
 const VIRTUAL_HEIGHT = 10;
+/** At most this many virtual nodes per node (but at least ``VIRTUAL_MIN``): bounds the layout's time. */
+const VIRTUAL_PER_NODE = 20;
+const VIRTUAL_MIN = 5000;
 const ORDER_SWEEPS = 4;
 const PLACE_SWEEPS = 4;
 
@@ -159,12 +162,14 @@ function expand(members: number[], out: number[][]): Component {
       if (indegree[t] === 0) queue.push(t);
     }
   }
+  const longest = longestSpan(members, out, local, layer);
   const up: number[][] = members.map(() => []);
   const down: number[][] = members.map(() => []);
   for (let v = 0; v < size; v += 1)
     for (const target of out[members[v]!]!) {
       let from = v;
       const t = local.get(target)!;
+      if (layer[t]! - layer[v]! > longest) continue;
       for (let at = layer[v]! + 1; at < layer[t]!; at += 1) {
         const dummy = layer.length;
         layer.push(at);
@@ -179,6 +184,29 @@ function expand(members: number[], out: number[][]): Component {
   let layers = 1;
   for (let v = 0; v < size; v += 1) layers = Math.max(layers, layer[v]! + 1);
   return { real: members, layer, up, down, layers };
+}
+
+/** The longest edge (in layers) given virtual nodes: every edge, unless their virtual nodes would pass
+ * ``VIRTUAL_PER_NODE`` per node (a few edges spanning hundreds of layers can make that quadratic); then the
+ * shortest edges first, and the longer ones are left out of ordering and placement (still drawn). */
+function longestSpan(
+  members: number[],
+  out: number[][],
+  local: Map<number, number>,
+  layer: number[],
+): number {
+  const spans: number[] = [];
+  for (let v = 0; v < members.length; v += 1)
+    for (const target of out[members[v]!]!) spans.push(layer[local.get(target)!]! - layer[v]!);
+  spans.sort((a, b) => a - b);
+  const budget = Math.max(VIRTUAL_MIN, VIRTUAL_PER_NODE * members.length);
+  let virtual = 0;
+  for (let i = 0; i < spans.length; i += 1) {
+    virtual += spans[i]! - 1;
+    // every edge of this span and longer is left out (edges of span 1 have no virtual nodes: always in)
+    if (virtual > budget) return spans[i]! - 1;
+  }
+  return Infinity;
 }
 
 /** Each layer's nodes top to bottom: barycenter sweeps down and up from the order of first appearance,
