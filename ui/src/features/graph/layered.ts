@@ -1,7 +1,7 @@
 // Pure: a layered (Sugiyama) layout, left to right, for graphs too big for elkjs to lay out quickly. About
 // linear in nodes + edges per sweep: a 1,000-task graph in tens of milliseconds where elkjs takes a second.
 // Steps: break cycles (a task graph is a DAG, but never hang) -> layers by longest path from the sources ->
-// a virtual node per layer a long edge passes, so edges never run through nodes -> crossing reduction by
+// a virtual node per layer a long edge passes, so edges do not run through nodes -> crossing reduction by
 // barycenter sweeps (the best order seen is kept) -> each layer's vertical positions pulled towards the
 // median of its neighbours, packed in order without overlap. Each connected component is laid out alone;
 // components are stacked top to bottom in the order of their first node. Deterministic: positions depend
