@@ -142,6 +142,36 @@ async def test_metrics_endpoint(cluster, fresh_db: str) -> None:  # type: ignore
     assert seen[("porpoise_master_db_pool_wait_seconds_count", frozenset())] > 0
 
 
+async def test_the_running_gauge_counts_each_owned_run_in_its_state_until_it_ends(
+    cluster, fresh_db: str, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    masters, _ = cluster
+    gate = tmp_path / "gate"
+    waits = f"while [ ! -e {gate} ]; do sleep 0.05; done"  # the task's own wait, released by the test
+    code = await save(fresh_db, "gated", [shell("wait", waits), shell("after", "true", ("wait",))])
+    first, second = await command(fresh_db, code, count=2)
+    stopped = (await instance_for(fresh_db, first, final=False))["id"]
+    await instance_for(fresh_db, second, final=False)
+
+    def counted() -> dict[str, float]:
+        seen = scrape(masters[0].url)
+        return {dict(k[1])["state"]: v for k, v in seen.items() if k[0] == "porpoise_master_instances_running"}
+
+    async def counts(expected: dict[str, float]) -> bool:
+        return await asyncio.to_thread(counted) == expected
+
+    await eventually(lambda: counts({"RUNNING_EXECUTION": 2}), 20, "two runs counted RUNNING_EXECUTION")
+    reply = await (client := rpc_client()).call(masters[0].address, WorkflowControl(stopped, "stop"))
+    await client.close()
+    assert reply == ControlReply(True)
+    assert (await instance_for(fresh_db, first))["state"] == STOP
+    await eventually(lambda: counts({"RUNNING_EXECUTION": 1}), 20, "the stopped run no longer counted")
+    gate.touch()
+    assert (await instance_for(fresh_db, second))["state"] == SUCCESS
+    await eventually(lambda: counts({}), 20, "no run counted, in any state")
+    assert await asyncio.to_thread(metric, masters[0].url, "porpoise_master_actors") == 0
+
+
 async def test_dispatches_and_reports_due_together_travel_in_one_call(cluster, fresh_db: str) -> None:  # type: ignore[no-untyped-def]
 
     masters, _ = cluster

@@ -5,7 +5,9 @@ from __future__ import annotations
 import gc
 
 from engine.master.gcpolicy import GcPolicy
+from engine.master.state_tally import StateTally
 from engine.metrics import NodeMetrics
+from engine.states import WorkflowState
 
 
 async def test_full_collections_are_timed_and_rendered() -> None:
@@ -41,3 +43,39 @@ def test_the_gc_policy_freezes_after_claims_and_unfreezes_after_a_generation_of_
     finally:
         policy.release()
     assert gc.get_freeze_count() == 0
+
+
+def test_while_frozen_what_survives_a_full_collection_is_frozen_after_it() -> None:
+    policy = GcPolicy(min_ended=3)
+    policy.install()
+    try:
+        policy.claimed(live_actors=5)
+        frozen = gc.get_freeze_count()
+        later = [[i] for i in range(1000)]  # allocated after the freeze: what actors allocate once started
+        gc.collect(0)
+        assert gc.get_freeze_count() == frozen  # a young collection freezes nothing
+        gc.collect()
+        assert gc.get_freeze_count() >= frozen + 1000  # survivors of a full one go out of the collector's sight
+        policy.release()
+        assert gc.get_freeze_count() == 0
+        after = [[i] for i in range(1000)]
+        gc.collect()
+        assert gc.get_freeze_count() == 0  # not frozen: a full collection leaves the heap as it is
+        del later, after
+    finally:
+        policy.uninstall()
+        policy.release()
+    assert policy._after_collection not in gc.callbacks
+
+
+def test_the_state_tally_counts_each_run_once_in_its_current_state() -> None:
+    tally = StateTally()
+    tally.move(None, WorkflowState.RUNNING_EXECUTION)
+    tally.move(None, WorkflowState.RUNNING_EXECUTION)
+    tally.move(WorkflowState.RUNNING_EXECUTION, WorkflowState.READY_STOP)
+    tally.move(WorkflowState.READY_STOP, WorkflowState.READY_STOP)  # no change: counted once still
+    assert tally.by_name() == {"RUNNING_EXECUTION": 1.0, "READY_STOP": 1.0}
+    tally.move(WorkflowState.READY_STOP, None)
+    tally.move(WorkflowState.RUNNING_EXECUTION, WorkflowState.SUCCESS)
+    tally.move(WorkflowState.SUCCESS, None)
+    assert tally.by_name() == {}  # a state nobody is in is not reported as 0

@@ -13,7 +13,7 @@ import pytest
 from engine.concurrency.task_groups import admissible
 from engine.infra.etcd import EtcdServer
 from engine.states import TaskState, WorkflowState
-from tests.cluster_harness import command, max_overlap, query, save, shell
+from tests.cluster_harness import command, instance_for, max_overlap, query, save, shell
 from tests.cluster_harness import started_unguarded as started
 from tests.helpers import NodeProc, eventually
 
@@ -138,3 +138,28 @@ async def test_slots_are_released_once_when_the_owning_master_is_killed_mid_run(
     assert max_overlap([(s, e) for s, e in spans.values()]) == 1
     assert peak <= 1
     assert await query(fresh_db, "SELECT * FROM task_group_queue") == []  # released, exactly once each
+
+
+async def test_a_slot_granted_without_its_notification_reaches_its_task_through_the_periodic_check(
+    node_factory: Callable[..., NodeProc], etcd_server: EtcdServer, etcd_root: str, fresh_db: str
+) -> None:
+    """A slot granted while no master listened (its NOTIFY lost) is found by the master's periodic look at the
+    attempts its runs hold back in a group's queue."""
+    env = {"PORPOISE_DATABASE_DSN": fresh_db, "PORPOISE_MASTER_MAX_CPU_LOAD_AVG": "100000",
+           "PORPOISE_WORKER_MAX_CPU_LOAD_AVG": "100000", "PORPOISE_MASTER_LOGIC_CHECK_INTERVAL": "0.5"}  # fmt: skip
+    node_factory("master", etcd_server.endpoint, etcd_root, 3, **env)
+    node_factory("worker", etcd_server.endpoint, etcd_root, 3, **env)
+    group = await _group(fresh_db, "closed", 1)
+    code = await save(fresh_db, "held_back", [shell("t", "true", task_group="closed")])
+    await query(fresh_db, "UPDATE task_group SET group_size = 0 WHERE id = $1", group)  # admits nothing by itself
+    (cid,) = await command(fresh_db, code)
+
+    async def queued() -> bool:
+        rows = await query(fresh_db, "SELECT status FROM task_group_queue WHERE task_group_id = $1", group)
+        return [r["status"] for r in rows] == [0]
+
+    await eventually(queued, 60, "the grouped task waiting in its group's queue")
+    # admitted as admit() does it, but with no notification sent
+    await query(fresh_db, "UPDATE task_group_queue SET status = 1 WHERE task_group_id = $1", group)
+    row = await instance_for(fresh_db, cid, 60)
+    assert row["state"] == SUCCESS

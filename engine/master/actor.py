@@ -22,6 +22,7 @@ from core import logs
 from core.aio import cancel_until_done
 from engine.clocks import now_ms
 from engine.master.logic_runner import LogicRunner
+from engine.master.state_tally import StateTally
 from engine.master.store import FencedOut, MasterStore, NewAttempt, RunContext, TaskUpdate, WriteBatch
 from engine.master.wheel import StateWheel
 from engine.master.workflow import WorkflowRun, dispatch_timeout
@@ -156,6 +157,7 @@ class WorkflowActor:
         cancel_dispatch: Callable[[WorkflowActor], None] | None = None,
         context_ttl: float = CONTEXT_TTL,
         validate: bool = False,
+        tally: StateTally | None = None,
     ) -> None:
         self.info = info
         self.spec = spec
@@ -183,8 +185,11 @@ class WorkflowActor:
         #: when the context was read (monotonic): one older than CONTEXT_TTL is read again before a dispatch
         self._context_at = 0.0
         self._context_ttl = context_ttl
+        #: the master's count of its runs by state, and the state this run is counted in there
+        self._tally = tally
+        self._counted: WorkflowState | None = None
         #: whether any task of the definition takes task group slots (else a write releases none)
-        self._grouped = any(t.task_group_id for t in spec.tasks.values())
+        self.grouped = any(t.task_group_id for t in spec.tasks.values())
         #: check the core's invariants after every batch (debug.validate_core: tests, never production)
         self._validate = validate
 
@@ -211,13 +216,24 @@ class WorkflowActor:
         return fut
 
     def start(self) -> None:
+        self._count_state()
         self.task = asyncio.create_task(self._main(), name=f"workflow-{self.info.id}")
+
+    def _count_state(self, gone: bool = False) -> None:
+        """Tell the master's tally the run's state (``gone``: that it is no longer here); once per change."""
+        if self._tally is None:
+            return
+        now = None if gone else self.run.state
+        if now is not self._counted:
+            self._tally.move(self._counted, now)
+            self._counted = now
 
     async def stop(self) -> None:
         task, self.task = self.task, None
         if task is not None:
             await cancel_until_done(task)  # a write retrying on a library's error must not outlive it
         self._cancel_timers()
+        self._count_state(gone=True)  # a task cancelled before its first step never ran its own end
         for t in list(self._kills):
             t.cancel()
         self.logic.close()
@@ -266,6 +282,7 @@ class WorkflowActor:
                     read.exception()  # ended before its first dispatch, the read done: its error is not news
                 self._cancel_timers()
                 self.task = None
+                self._count_state(gone=True)
                 self._on_finished(self, final)
 
     def _handle(self, batch: list[_Posted]) -> list[Action]:
@@ -315,7 +332,7 @@ class WorkflowActor:
 
     def _collect(self, actions: list[Action]) -> tuple[WriteBatch, list[Attempt], list[Action]]:
         """The actions' database changes as one batch, the attempts it creates, and the side effects."""
-        write = WriteBatch(grouped=self._grouped)
+        write = WriteBatch(grouped=self.grouped)
         created: list[Attempt] = []
         after: list[Action] = []
         for action in actions:
@@ -365,6 +382,7 @@ class WorkflowActor:
         for a in created:
             if due := self.run.delay_due(a.code):
                 log.info("waiting for its delay", task_instance_id=a.id, due_ms=int(due * 1000))
+        self._count_state()
         await self._send_all([a for a in created if not self.run.holds(a)])
         for action in after:
             if isinstance(action, ArmTimer):

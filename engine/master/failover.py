@@ -16,6 +16,7 @@ every master recovers as soon as one is back, and an event lost during an etcd o
 
 from __future__ import annotations
 
+import array
 import asyncio
 import collections
 import contextlib
@@ -64,6 +65,8 @@ HOST_UPDATE_BATCH = 5000
 
 #: actors of taken-over instances started between two yields to the event loop
 ACTOR_START_CHUNK = 100
+#: actors looked at per slice of the sweep's look for attempts on lost workers (the loop let go in between)
+SWEEP_SLICE = 2000
 
 #: attempts a live worker may be running (SUBMITTED ones were only in the dead master's dispatch queue)
 _RUNNING_SOMEWHERE = frozenset({TaskState.DISPATCH, TaskState.RUNNING_EXECUTION, TaskState.DELAY_EXECUTION})
@@ -168,16 +171,7 @@ class FailoverService(BackgroundService):
         floors, live_workers = await self._live_nodes(node)
         if self.me not in floors:
             return 0  # not (yet) visible as a live master ourselves: take nothing
-        lost_hosts = {
-            a.host
-            for actor in self.actors.values()
-            for a in actor.run.active()
-            if a.host
-            and a.host not in live_workers
-            and a.state is not TaskState.SUBMITTED_SUCCESS
-            and a.code not in actor.run.logic  # run by the master itself, not on a worker
-        }
-        for host in lost_hosts:
+        for host in await self._lost_hosts(live_workers):
             self.worker_lost(host)
         retakes = list(self._retake.items())
         if retakes:
@@ -201,6 +195,28 @@ class FailoverService(BackgroundService):
             taken += await self._fail_over(node, host, rows, live_workers)
         return taken
 
+    async def _lost_hosts(self, live_workers: set[str]) -> set[str]:
+        """The hosts, not among ``live_workers``, that an attempt of ours runs on. A look through every actor,
+        a slice at a time with the loop let go in between: 100,000 actors held 100-200 ms in one go."""
+        # the ids, not the actors: an array is no container the collector walks (a list of 100,000 actors
+        # alive across the slices made each young collection touch every actor)
+        ids = array.array("q", self.actors)
+        lost: set[str] = set()
+        for start in range(0, len(ids), SWEEP_SLICE):
+            if start:
+                await asyncio.sleep(0)
+            lost.update(
+                a.host
+                for actor in map(self.actors.get, ids[start : start + SWEEP_SLICE])
+                if actor is not None
+                for a in actor.run.active()
+                if a.host
+                and a.host not in live_workers
+                and a.state is not TaskState.SUBMITTED_SUCCESS
+                and a.code not in actor.run.logic  # run by the master itself, not on a worker
+            )
+        return lost
+
     async def take_back_undriven(self, floor: int, live_workers: set[str]) -> int:
         """Take back the instances this incarnation owns (epoch at or above its ``floor``) that no actor
         drives and none is about to: a takeover or a claim whose commit landed although the master saw
@@ -208,11 +224,10 @@ class FailoverService(BackgroundService):
         mark = self.starting.generation
         if self.starting.active:
             return 0
-        rows = await self.store.owned(floor)
+        rows = await self.store.owned_where(floor, lambda i: i not in self.actors and i not in self._retake)
         if not self.starting.quiet_since(mark):
             return 0  # a claim ran meanwhile: its instances may be in rows without their actor yet
-        undriven = [(int(r["id"]), self.me, int(r["epoch"])) for r in rows
-                    if r["id"] not in self.actors and r["id"] not in self._retake]  # fmt: skip
+        undriven = [(i, self.me, epoch) for i, epoch in rows if i not in self.actors and i not in self._retake]
         if undriven:
             first = [u[0] for u in undriven][:20]
             log.warning("instances of ours have no actor; taking them back", workflow_instance_ids=first,

@@ -22,7 +22,7 @@ import datetime as dt
 import json
 import random
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -391,15 +391,22 @@ class MasterStore:
             list(floors.values()),
         )
 
-    async def owned(self, floor: int) -> list[asyncpg.Record]:
-        """Unfinished instances this incarnation owns (epoch at or above its ``floor``): (id, epoch)."""
-        return await self.pool.fetch(
-            "SELECT id, epoch FROM workflow_instance WHERE host = $1 AND epoch >= $2 AND state = ANY($3::smallint[])"
-            " ORDER BY id",
-            self.me,
-            floor,
-            _FAILOVER_STATES,
-        )
+    async def owned_where(self, floor: int, want: Callable[[int], bool], page: int = 5000) -> list[tuple[int, int]]:
+        """(id, epoch) of the unfinished instances this incarnation owns (epoch at or above its ``floor``) whose id
+        ``want`` keeps. Read through a cursor ``page`` rows at a time: 100,000 rows decoded in one answer held the
+        event loop 100-150 ms."""
+        kept: list[tuple[int, int]] = []
+        async with self.pool.acquire() as conn, conn.transaction(readonly=True):
+            cursor = await conn.cursor(
+                "SELECT id, epoch FROM workflow_instance WHERE host = $1 AND epoch >= $2"
+                " AND state = ANY($3::smallint[]) ORDER BY id",
+                self.me,
+                floor,
+                _FAILOVER_STATES,
+            )
+            while rows := await cursor.fetch(page):
+                kept.extend((int(r[0]), int(r[1])) for r in rows if want(r[0]))
+        return kept
 
     async def take_over(
         self, instance_id: int, old_host: str, old_epoch: int, live_workers: set[str]
