@@ -7,10 +7,10 @@ import asyncio
 from typing import Any
 
 import asyncpg
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 
 from engine.api import access, environments, references
-from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, one, page
+from engine.api.routing import PAGE, ApiError, Call, Param, Route, not_found, page
 from engine.api.rows import RELEASE_NAMES
 from engine.api.schedules import schedule_json
 from engine.states import ReleaseState, WorkflowState
@@ -97,8 +97,15 @@ def _select() -> Any:
     ).join(t.project, t.project.c.code == wd.c.project_code)  # fmt: skip
 
 
+#: one workflow's row by code: compiled once (compiling the select took a tenth of a start call's CPU)
+_BY_CODE, _ = sql.compile_sql(_select().where(wd.c.code == bindparam("code")))
+
+
 async def workflow_row(db: asyncpg.Pool | asyncpg.Connection, code: int) -> Any:
-    return await one(db, _select().where(wd.c.code == code), f"workflow {code}")
+    row = await db.fetchrow(_BY_CODE, code)
+    if row is None:
+        raise not_found(f"workflow {code}")
+    return row
 
 
 def _definition_error(exc: DefinitionError) -> ApiError:
