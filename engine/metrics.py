@@ -81,7 +81,11 @@ CATALOG: dict[str, tuple[Spec, ...]] = {
         Spec("gauge", "actors", "Workflow instances this master owns (live actors)"),
         Spec("gauge", "dispatch_queue", "Attempts waiting for a worker"),
         Spec("gauge", "timers", "Timers on the state wheel"),
-        Spec("gauge", "gc_heap_frozen", "1 while the heap is frozen out of full collections (many live actors)"),
+        Spec(
+            "gauge",
+            "gc_heap_frozen",
+            "1 while the heap is frozen out of full collections (from a claim or takeover until as many actors ended)",
+        ),
         Spec("gauge", "instances_finished", "Workflow instances finished here since start, by state", ("state",)),
         Spec("gauge", "instances_running", "Owned workflow instances, by state", ("state",)),
     ),

@@ -78,3 +78,45 @@ async def test_a_worker_silent_once_in_a_sweep_is_not_waited_for_again() -> None
         lost, unsure = await svc._adopt(info, [a], {"w1:1"})
         assert lost == [] and unsure  # kept, and asked about again on a later sweep
     assert rpc.calls == ["w1:1"]
+
+
+class _Run:
+    def __init__(self, attempts: list[Attempt]) -> None:
+        self.attempts = attempts
+        self.logic: set[int] = set()
+
+    def active(self) -> list[Attempt]:
+        return self.attempts
+
+
+class _Actor:
+    def __init__(self, attempts: list[Attempt]) -> None:
+        self.run = _Run(attempts)
+
+
+async def test_a_worker_that_registered_while_the_sweep_looked_is_not_judged_lost(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The look for attempts on lost workers lets the loop go between slices of actors; a worker that
+    registered meanwhile and was sent an attempt is live, as etcd says when read again after the look."""
+    monkeypatch.setattr("engine.master.failover.SWEEP_SLICE", 1)
+    on_a = Attempt(1, 1, 0, TaskState.RUNNING_EXECUTION, id=1, host="a:1")
+    on_dead = Attempt(1, 1, 0, TaskState.RUNNING_EXECUTION, id=2, host="dead:1")
+    later = _Actor([])
+    actors = {1: _Actor([on_a]), 2: _Actor([on_dead]), 3: later}
+    svc = FailoverService("m:1", None, None, None, lambda: None, actors, lambda *_: None, 5.0)  # type: ignore[arg-type]
+    reads = [({"m:1": 1}, {"a:1", "b:1"})]  # etcd read again after the look: b:1 registered meanwhile
+
+    async def live_nodes(node: object) -> tuple[dict[str, int], set[str]]:
+        return reads.pop(0)
+
+    monkeypatch.setattr(svc, "_live_nodes", live_nodes)
+    real_sleep = asyncio.sleep
+
+    async def a_dispatch_meanwhile(delay: float) -> None:  # the loop runs the dispatcher's ack of b:1
+        later.run.attempts = [Attempt(1, 1, 0, TaskState.DISPATCH, id=3, host="b:1")]
+        await real_sleep(delay)
+
+    monkeypatch.setattr("engine.master.failover.asyncio.sleep", a_dispatch_meanwhile)
+    assert await svc._lost_hosts({"a:1"}) == {"dead:1", "b:1"}  # what the look alone would conclude
+    later.run.attempts = []
+    assert await svc._hosts_gone(object(), {"a:1"}) == {"dead:1"}  # type: ignore[arg-type]
+    assert reads == []

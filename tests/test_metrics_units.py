@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gc
+from types import SimpleNamespace
 
+from engine.master.actor import WorkflowActor
 from engine.master.gcpolicy import GcPolicy
 from engine.master.state_tally import StateTally
 from engine.metrics import NodeMetrics
@@ -45,7 +47,7 @@ def test_the_gc_policy_freezes_after_claims_and_unfreezes_after_a_generation_of_
     assert gc.get_freeze_count() == 0
 
 
-def test_while_frozen_what_survives_a_full_collection_is_frozen_after_it() -> None:
+def test_while_frozen_the_survivors_of_a_long_full_collection_are_frozen_after_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     policy = GcPolicy(min_ended=3)
     policy.install()
     try:
@@ -54,8 +56,12 @@ def test_while_frozen_what_survives_a_full_collection_is_frozen_after_it() -> No
         later = [[i] for i in range(1000)]  # allocated after the freeze: what actors allocate once started
         gc.collect(0)
         assert gc.get_freeze_count() == frozen  # a young collection freezes nothing
+        monkeypatch.setattr("engine.master.gcpolicy.REFREEZE_PAUSE", 3600.0)  # every collection is short
         gc.collect()
-        assert gc.get_freeze_count() >= frozen + 1000  # survivors of a full one go out of the collector's sight
+        assert gc.get_freeze_count() == frozen  # a short full collection freezes nothing either
+        monkeypatch.setattr("engine.master.gcpolicy.REFREEZE_PAUSE", 0.0)  # every collection is long
+        gc.collect()
+        assert gc.get_freeze_count() >= frozen + 1000  # survivors of a long one go out of the collector's sight
         policy.release()
         assert gc.get_freeze_count() == 0
         after = [[i] for i in range(1000)]
@@ -79,3 +85,22 @@ def test_the_state_tally_counts_each_run_once_in_its_current_state() -> None:
     tally.move(WorkflowState.RUNNING_EXECUTION, WorkflowState.SUCCESS)
     tally.move(WorkflowState.SUCCESS, None)
     assert tally.by_name() == {}  # a state nobody is in is not reported as 0
+
+
+async def test_an_actor_told_to_stop_leaves_the_tally_at_once_and_for_good() -> None:
+    """Counted out when told to stop, not when its task ends: a task stuck in a call may be abandoned, and a
+    replacement actor for the same instance may be counted first; a last write after that counts nothing."""
+    tally = StateTally()
+    actor = SimpleNamespace(_tally=tally, _uncounted=False, _counted=None, task=None, _kills=set(),
+                            logic=SimpleNamespace(close=lambda: None),
+                            run=SimpleNamespace(state=WorkflowState.RUNNING_EXECUTION))  # fmt: skip
+    actor._cancel_timers = lambda: None
+    actor._count_state = lambda gone=False: WorkflowActor._count_state(actor, gone)  # type: ignore[arg-type]
+    actor._count_state()
+    assert tally.by_name() == {"RUNNING_EXECUTION": 1.0}
+    await WorkflowActor.stop(actor)  # type: ignore[arg-type]
+    assert tally.by_name() == {}
+    actor.run.state = WorkflowState.SUCCESS
+    actor._count_state()  # the stopped actor's own last write
+    actor._count_state(gone=True)  # and its end
+    assert tally.by_name() == {}

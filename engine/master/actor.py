@@ -188,6 +188,7 @@ class WorkflowActor:
         #: the master's count of its runs by state, and the state this run is counted in there
         self._tally = tally
         self._counted: WorkflowState | None = None
+        self._uncounted = False
         #: whether any task of the definition takes task group slots (else a write releases none)
         self.grouped = any(t.task_group_id for t in spec.tasks.values())
         #: check the core's invariants after every batch (debug.validate_core: tests, never production)
@@ -220,20 +221,24 @@ class WorkflowActor:
         self.task = asyncio.create_task(self._main(), name=f"workflow-{self.info.id}")
 
     def _count_state(self, gone: bool = False) -> None:
-        """Tell the master's tally the run's state (``gone``: that it is no longer here); once per change."""
-        if self._tally is None:
+        """Tell the master's tally the run's state (``gone``: that it is no longer here, for good); once per
+        change."""
+        if self._tally is None or self._uncounted:
             return
+        self._uncounted = gone
         now = None if gone else self.run.state
         if now is not self._counted:
             self._tally.move(self._counted, now)
             self._counted = now
 
     async def stop(self) -> None:
+        # no longer counted from now on: not when its task ends (one stuck in a call may be abandoned, and a
+        # replacement for the same instance may start first), and not if cancelled before its first step
+        self._count_state(gone=True)
         task, self.task = self.task, None
         if task is not None:
             await cancel_until_done(task)  # a write retrying on a library's error must not outlive it
         self._cancel_timers()
-        self._count_state(gone=True)  # a task cancelled before its first step never ran its own end
         for t in list(self._kills):
             t.cancel()
         self.logic.close()

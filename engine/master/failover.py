@@ -171,7 +171,7 @@ class FailoverService(BackgroundService):
         floors, live_workers = await self._live_nodes(node)
         if self.me not in floors:
             return 0  # not (yet) visible as a live master ourselves: take nothing
-        for host in await self._lost_hosts(live_workers):
+        for host in sorted(await self._hosts_gone(node, live_workers)):
             self.worker_lost(host)
         retakes = list(self._retake.items())
         if retakes:
@@ -194,6 +194,15 @@ class FailoverService(BackgroundService):
         for host, rows in by_host.items():
             taken += await self._fail_over(node, host, rows, live_workers)
         return taken
+
+    async def _hosts_gone(self, node: RegistryNode, live_workers: set[str]) -> set[str]:
+        """The hosts an attempt of ours runs on that are not live workers, as etcd says after the look: a worker
+        that registered while the look let the loop go (and was sent attempts meanwhile) is live, not lost."""
+        lost = await self._lost_hosts(live_workers)
+        if lost:
+            _, now_live = await self._live_nodes(node)
+            lost -= now_live
+        return lost
 
     async def _lost_hosts(self, live_workers: set[str]) -> set[str]:
         """The hosts, not among ``live_workers``, that an attempt of ours runs on. A look through every actor,

@@ -7,9 +7,12 @@ commands the master moves everything allocated so far out of the collector's sig
 O(1)); later collections walk only what came after.
 
 What the actors allocate after they start (their first checks, timers, caches) is not frozen with them and
-reaches the oldest generation; so while the heap is frozen, whatever survives a full collection is frozen
-too, right after it (with 100,000 live actors full collections took 65-90 ms without this, every few
-seconds of the hold).
+reaches the oldest generation; so while the heap is frozen, whatever survives a full collection that took
+longer than ``REFREEZE_PAUSE`` is frozen too, right after it (with 100,000 live actors full collections took
+65-90 ms without this, every few seconds of the hold). A short full collection refreezes nothing: on a heap
+that small, cyclic garbage older than it is collected as before, not kept until the unfreeze. (CPython 3.11-3.13
+report full collections as generation 2; 3.14's incremental collector reports its old-generation steps as
+generation 1, so there this refreeze does not happen and its increments keep the pauses short instead.)
 
 Frozen objects are still freed when their reference count drops to zero; only reference cycles among
 them wait. So once as many actors have ended since the last freeze as were live then (at least
@@ -20,10 +23,14 @@ pause per generation of actors instead of one per growth step.
 from __future__ import annotations
 
 import gc
+import time
 
 from core import logs
 
 log = logs.get(__name__)
+
+#: a full collection longer than this, while frozen, freezes its survivors
+REFREEZE_PAUSE = 0.02
 
 
 class GcPolicy:
@@ -32,6 +39,7 @@ class GcPolicy:
         self.frozen = False
         self._live_at_freeze = 0
         self._ended = 0
+        self._full_started = 0.0
 
     def install(self) -> None:
         """Freeze what survives each full collection while frozen (:meth:`uninstall` stops it)."""
@@ -43,7 +51,11 @@ class GcPolicy:
             gc.callbacks.remove(self._after_collection)
 
     def _after_collection(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "stop" and info.get("generation") == 2 and self.frozen:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._full_started = time.perf_counter()
+        elif self.frozen and time.perf_counter() - self._full_started > REFREEZE_PAUSE:
             gc.freeze()  # the survivors are long-lived by now: the next full collection walks only what is newer
 
     def claimed(self, live_actors: int) -> None:
@@ -64,8 +76,8 @@ class GcPolicy:
 
     def release(self) -> None:
         if self.frozen:
-            log.info("unfreezing the heap", ended=self._ended, frozen_objects=gc.get_freeze_count())
+            log.info("unfreezing the heap", ended=self._ended)
+        self.frozen = False  # first: a full collection on another thread in between must not freeze it all again
         gc.unfreeze()
-        self.frozen = False
         self._ended = 0
         self._live_at_freeze = 0

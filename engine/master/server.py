@@ -158,7 +158,7 @@ class Master(Node):
         self.metrics.gauge("dispatch_queue", lambda: len(self.dispatcher))
         self.metrics.gauge("timers", lambda: len(self.wheel))
         # not gc.get_freeze_count(): it walks the permanent generation (0.1 s with 100,000 actors frozen)
-        self.metrics.gauge("gc_heap_frozen", lambda: float(self.gc.frozen))
+        self.metrics.gauge("gc_heap_frozen", lambda: float(self.gc.frozen))  # replaces gc_frozen_objects
         self.metrics.gauge("instances_finished", lambda: dict(self.finished_states))
         self.metrics.gauge("instances_running", self.states.by_name)
 
