@@ -233,10 +233,15 @@ class FailoverService(BackgroundService):
         mark = self.starting.generation
         if self.starting.active:
             return 0
-        rows = await self.store.owned_where(floor, lambda i: i not in self.actors and i not in self._retake)
+
+        def no_actor(instance_id: int) -> bool:
+            return instance_id not in self.actors and instance_id not in self._retake
+
+        rows = await self.store.owned_where(floor, no_actor)
         if not self.starting.quiet_since(mark):
             return 0  # a claim ran meanwhile: its instances may be in rows without their actor yet
-        undriven = [(i, self.me, epoch) for i, epoch in rows if i not in self.actors and i not in self._retake]
+        # asked again once read: an actor may have started (or a retake been noted) while the pages came
+        undriven = [(i, self.me, epoch) for i, epoch in rows if no_actor(i)]
         if undriven:
             first = [u[0] for u in undriven][:20]
             log.warning("instances of ours have no actor; taking them back", workflow_instance_ids=first,
