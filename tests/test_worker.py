@@ -333,7 +333,7 @@ async def test_a_saturated_worker_holds_its_concurrency_and_takes_work_once_the_
     # a load limit any loaded machine passes; the 1-minute average then stays over it for minutes
     # after the load is gone, and the worker must not go on refusing with idle cpus
     w = await asyncio.to_thread(
-        _start_worker, node_factory, etcd_server, etcd_root, tmp_path, 10, "worker.max_cpu_load_avg=0.01"
+        _start_worker, node_factory, etcd_server, etcd_root, tmp_path, 40, "worker.max_cpu_load_avg=0.01"
     )
 
     async def accepted(msg: TaskDispatch) -> bool:
@@ -343,21 +343,37 @@ async def test_a_saturated_worker_holds_its_concurrency_and_takes_work_once_the_
         reply = await dispatch(client, w.address, task("SHELL", {"rawScript": "true"}, sink.address))
         return None if reply.accepted else reply.reason
 
-    longs = [task("SHELL", {"rawScript": "sleep 600"}, sink.address) for _ in range(3)]
-    for msg in longs[:2]:
+    def long() -> TaskDispatch:
+        return task("SHELL", {"rawScript": "sleep 600"}, sink.address)
+
+    longs = [long(), long()]
+    for msg in longs:
         await eventually(lambda m=msg: accepted(m), 10, "a task accepted on a calm machine")
     hogs = [
         await asyncio.create_subprocess_exec(sys.executable, "-c", "while True: pass")
         for _ in range((os.cpu_count() or 1) + 1)
     ]
     try:
-        reason = await eventually(refused, 30, "a refusal while the cpus are saturated")
-        assert "load average" in reason and "busy" in reason and "holding at 2 running tasks" in reason
+        # probed with tasks that keep running: the concurrency held is then exactly the tasks
+        # admitted when saturation was seen (a short probe could still be counted, or not)
+        async def refused_long() -> str | None:
+            msg = long()
+            reply = await dispatch(client, w.address, msg)
+            if reply.accepted:
+                longs.append(msg)
+                return None
+            return reply.reason
+
+        reason = await eventually(refused_long, 30, "a refusal while the cpus are saturated", interval=0.75)
+        held = len(longs)
+        assert "load average" in reason and "busy" in reason and f"holding at {held} running tasks" in reason
         # a finishing task's slot is refilled (the cpus it frees are not left idle), no slot is added
         await client.call(w.address, TaskKill(longs[0].task_instance_id, 1))
         await sink.result(longs[0].task_instance_id)
-        await eventually(lambda: accepted(longs[2]), 10, "the freed slot refilled")
-        assert "holding at 2 running tasks" in (await refused() or "")
+        refill = long()
+        await eventually(lambda: accepted(refill), 10, "the freed slot refilled")
+        longs.append(refill)
+        assert f"holding at {held} running tasks" in (await refused() or "")
     finally:
         for hog in hogs:
             hog.kill()
@@ -366,8 +382,8 @@ async def test_a_saturated_worker_holds_its_concurrency_and_takes_work_once_the_
     msg = task("SHELL", {"rawScript": "true"}, sink.address)
     await eventually(lambda: accepted(msg), 10, "the worker taking work again")  # ... the cpus have room
     assert (await sink.result(msg.task_instance_id))["state"] == "SUCCESS"
-    for long in longs[1:]:
-        await client.call(w.address, TaskKill(long.task_instance_id, 1))
+    for running in longs[1:]:
+        await client.call(w.address, TaskKill(running.task_instance_id, 1))
 
 
 async def test_a_batch_sent_after_the_master_s_lease_may_have_expired_starts_nothing(
