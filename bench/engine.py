@@ -343,6 +343,10 @@ async def _many_runs(
         cpu["many_runs_postgres_cpu_ms_per_run"] = (after[1] - before[1]) * 1000 / runs
     if statements:
         cpu["many_runs_pg_statements_per_run"] = sum(r["calls"] for r in statements) / runs
+        cpu["many_runs_pg_exec_ms_per_run"] = sum(r["total_exec_time"] for r in statements) / runs
+        for r in sorted(statements, key=lambda r: -r["total_exec_time"])[:12]:  # where a run's time goes
+            print(f"  {r['calls'] / runs:6.2f}/run {r['total_exec_time'] / runs * 1000:8.1f} us/run"
+                  f" {r['wal_records'] / runs:5.1f} wal  {r['query'][:150]}", file=sys.stderr)  # fmt: skip
     return cpu | {
         "many_runs": runs,
         "many_runs_per_min": runs / seconds * 60,

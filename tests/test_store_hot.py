@@ -54,13 +54,20 @@ async def updates(pool: asyncpg.Pool) -> tuple[int, int]:
     return int(row["n_tup_upd"]), int(row["n_tup_hot_upd"])
 
 
-async def test_an_attempts_start_and_end_are_written_without_touching_an_index(pool: asyncpg.Pool) -> None:
-    wid = await pool.fetchval(
-        "INSERT INTO workflow_instance (name, workflow_definition_code, workflow_definition_version, project_code,"
-        " state, command_type, host, epoch) VALUES ('w', 1, 1, 1, 1, 0, $1, $2) RETURNING id",
-        ME,
-        EPOCH,
+async def owned_instance(pool: asyncpg.Pool) -> int:
+    """A running workflow instance this test's master (ME) owns at EPOCH."""
+    return int(
+        await pool.fetchval(
+            "INSERT INTO workflow_instance (name, workflow_definition_code, workflow_definition_version,"
+            " project_code, state, command_type, host, epoch) VALUES ('w', 1, 1, 1, 1, 0, $1, $2) RETURNING id",
+            ME,
+            EPOCH,
+        )
     )
+
+
+async def test_an_attempts_start_and_end_are_written_without_touching_an_index(pool: asyncpg.Pool) -> None:
+    wid = await owned_instance(pool)
     store = MasterStore(pool, ME)
     ids = await store.write(wid, EPOCH, WriteBatch(new_attempts=[attempt(1), attempt(2)]))
     before = await updates(pool)
@@ -80,3 +87,27 @@ async def test_an_attempts_start_and_end_are_written_without_touching_an_index(p
     assert (after[0] - before[0], after[1] - before[1]) == (5, 5)
     states = await pool.fetch("SELECT state FROM task_instance WHERE workflow_instance_id = $1 ORDER BY id", wid)
     assert [r["state"] for r in states] == [TaskState.SUCCESS, TaskState.RUNNING_EXECUTION]
+
+
+async def test_many_attempts_written_in_one_statement_get_the_columns_one_written_alone_gets(
+    pool: asyncpg.Pool,
+) -> None:
+    wid = await owned_instance(pool)
+    store = MasterStore(pool, ME)
+    ids = await store.write(wid, EPOCH, WriteBatch(new_attempts=[attempt(1), attempt(2), attempt(3)]))
+    fields = {
+        "host": "127.0.0.1:1234", "pid": 42, "log_path": "/l/x.log", "execute_path": "/e/x",
+        "start_time": 1_700_000_000_000, "end_time": 1_700_000_001_000, "exit_code": 3,
+        "var_pool": [{"prop": "a", "value": "1"}], "app_id": "app-1", "app_link": "http://x", "log_tail": "bye",
+    }  # fmt: skip
+    await store.write(wid, EPOCH, WriteBatch(updates=[TaskUpdate(ids[0], int(TaskState.FAILURE), fields)]))
+    together = [TaskUpdate(i, int(TaskState.FAILURE), fields) for i in ids[1:]]
+    await store.write(wid, EPOCH, WriteBatch(updates=together))
+    columns = ", ".join(["state", *sorted(fields)])
+    rows = await pool.fetch(f"SELECT {columns} FROM task_instance WHERE workflow_instance_id = $1 ORDER BY id", wid)
+    alone, *batched = [dict(r) for r in rows]
+    assert alone["state"] == TaskState.FAILURE and alone["var_pool"] == fields["var_pool"] and alone["pid"] == 42
+    assert batched == [alone, alone]
+    # the log of each ended attempt is queued for archiving, whichever statement ended it
+    queued = await pool.fetchval("SELECT count(*) FROM task_log_archive WHERE task_instance_id = ANY($1)", ids)
+    assert queued == 3

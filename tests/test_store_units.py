@@ -6,7 +6,7 @@ import asyncpg
 import pytest
 from asyncpg.exceptions import _base
 
-from engine.master.store import TaskUpdate, _task_updates
+from engine.master.store import TaskUpdate, _task_update_sql, _task_updates, _task_updates_sql
 from engine.storage.failures import transient
 
 
@@ -20,12 +20,20 @@ def test_updates_of_one_attempt_fold_into_one_and_same_columns_share_a_statement
         ]
     )
     assert len(groups) == 2
-    (dispatched,) = [rows for sql, rows in groups.items() if "end_time" not in sql]
-    assert dispatched == [[2, 1, "w:2"], [3, 1, "w:1"]]
-    ((sql, (row,)),) = [(sql, rows) for sql, rows in groups.items() if "end_time" in sql]
+    assert groups[("host",)] == [[2, 1, "w:2"], [3, 1, "w:1"]]
+    ((names, (row,)),) = [(names, rows) for names, rows in groups.items() if "end_time" in names]
     # the last state wins and the fields of both updates are set, as applying them in order would
-    assert row[:2] == [1, 7] and "w:1" in row and 0 in row
-    assert sql.startswith("UPDATE task_instance SET state = $2") and "host = $" in sql
+    assert names == ("end_time", "exit_code", "host") and row[:2] == [1, 7] and row[3:] == [0, "w:1"]
+
+
+def test_one_attempt_is_one_row_statement_and_many_share_one_set_based_statement() -> None:
+    one = _task_update_sql(("host", "var_pool"))
+    assert one == (
+        "UPDATE task_instance SET state = $2, update_time = now(), host = $3, var_pool = $4::jsonb WHERE id = $1"
+    )
+    many = _task_updates_sql(("host", "var_pool"))
+    assert "unnest($1::bigint[], $2::smallint[], $3::text[], $4::jsonb[]) AS u(id, state, host, var_pool)" in many
+    assert many.endswith("WHERE t.id = u.id")
 
 
 def test_an_unknown_column_is_refused() -> None:
