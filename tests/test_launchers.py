@@ -170,22 +170,29 @@ def _make_stop(run_dir: Path) -> subprocess.CompletedProcess[str]:
 
 
 def start_standalone_banner(run_dir: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
-    """A standalone in ``run_dir``, once up, and the banner it printed."""
-    proc = subprocess.Popen(
-        [*PORPOISE, "standalone", "--run-dir", str(run_dir)],
-        cwd=ROOT,
-        env={**_env(), **(env or {})},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    """A standalone in ``run_dir``, once up, and the banner it printed (what it said on stderr, when it
+    exits before that, in the failure)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    errors = run_dir / "standalone.stderr"
+    with errors.open("wb") as err:
+        proc = subprocess.Popen(
+            [*PORPOISE, "standalone", "--run-dir", str(run_dir)],
+            cwd=ROOT,
+            env={**_env(), **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
     assert proc.stdout is not None
     banner: list[str] = []
     for line in proc.stdout:
         banner.append(line)
         if "Press Ctrl-C to stop everything." in line:
             return proc, "".join(banner)
-    raise AssertionError(f"standalone exited early with {proc.wait()}")
+    proc.stdout.close()
+    code = proc.wait()
+    said = errors.read_text(errors="replace")[-4000:]
+    raise AssertionError(f"standalone exited early with {code}:\n{''.join(banner)[-2000:]}\nstderr:\n{said}")
 
 
 def _start_standalone(run_dir: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
