@@ -121,6 +121,18 @@ def _cpu(proc: psutil.Process) -> tuple[float, float]:
     return t.user + t.system, t.children_user + t.children_system
 
 
+def _side_cpu(proc: psutil.Process) -> tuple[float, float]:
+    """(own, task processes') CPU seconds of a node: its own and its helpers' (its children alive now: a
+    worker's tenant spawners, fork server and reaper), and those its helpers and it reaped (the tasks: the
+    worker's children, or its tenant spawners')."""
+    own, reaped = _cpu(proc)
+    for child in proc.children():
+        with contextlib.suppress(psutil.Error):
+            helper = _cpu(child)
+            own, reaped = own + helper[0], reaped + helper[1]
+    return own, reaped
+
+
 def _postgres_cpu(root: psutil.Process | None = None) -> float:
     """CPU seconds of the benchmark's PostgreSQL: its postmaster ``root``, the backends alive now and those it
     reaped (without ``root``: every process named postgres* on the machine, other users' servers included)."""
@@ -186,7 +198,7 @@ async def _throughput(
     postgres: psutil.Process | None = None,
 ) -> dict[str, float]:
     """``procs``: master, worker. CPU per task in all (master + worker, as the target table has it) and
-    per part: master, worker, the task processes (the worker's reaped children), PostgreSQL; and how
+    per part: master, worker (with its helper processes), the task processes, PostgreSQL; and how
     idle the machine was. With ``admin_dsn`` (a superuser's), the statements per task (pg_stat_statements);
     ``postgres``: the benchmark's postmaster (else every PostgreSQL process on the machine is counted)."""
     code = await _save(dsn, "wide", [TaskDef(f"t{i}", "SHELL", {"rawScript": "true"}) for i in range(tasks)])
@@ -195,10 +207,10 @@ async def _throughput(
     try:
         if admin_dsn:
             await _statements(admin_dsn, reset=True)
-        before = [_cpu(p) for p in procs], _postgres_cpu(postgres), psutil.cpu_times()
+        before = [_side_cpu(p) for p in procs], _postgres_cpu(postgres), psutil.cpu_times()
         cids = await _start(conn, code, workflows)
         done = await _wait_done(conn, cids, 900)
-        after = [_cpu(p) for p in procs], _postgres_cpu(postgres), psutil.cpu_times()
+        after = [_side_cpu(p) for p in procs], _postgres_cpu(postgres), psutil.cpu_times()
         if admin_dsn:
             statements = await _statements(admin_dsn, reset=False)
         span = await _task_span(conn, done)
@@ -316,12 +328,12 @@ async def _many_runs(
         connector = aiohttp.TCPConnector(limit=runs)
         if admin_dsn:
             await _statements(admin_dsn, reset=True)
-        before = [_cpu(p) for p in procs or []], _postgres_cpu(postgres)
+        before = [_side_cpu(p) for p in procs or []], _postgres_cpu(postgres)
         async with aiohttp.ClientSession(headers=headers, connector=connector) as session:
             sent = time.time()
             cids = await asyncio.gather(*(start(session) for _ in range(runs)))
         done = await _wait_done(conn, cids, 600)
-        after = [_cpu(p) for p in procs or []], _postgres_cpu(postgres)
+        after = [_side_cpu(p) for p in procs or []], _postgres_cpu(postgres)
         statements = await _statements(admin_dsn, reset=False) if admin_dsn else []
         ids = [r["id"] for r in done]
         last = await conn.fetchval("SELECT max(end_time) FROM workflow_instance WHERE id = ANY($1)", ids)

@@ -206,6 +206,7 @@ class WorkerConfig:
     sql_load_dirs: list[str]
     spark_connect_url: str
     spark_connect_prefork: bool
+    tenant_spawner: bool
     log_keep_days: float = field(metadata=_bounded(0, 36_500))
     max_log_bytes: int = field(metadata=_bounded(0, 1 << 50))
     min_free_disk_bytes: int = field(metadata=_bounded(0, 1 << 60))

@@ -8,7 +8,8 @@ thread pool and a late thread.
 As a script, ``python -m tests.forkserver_probe worker MODE`` plays a worker: it starts a fork server, has it
 fork a ``sleep`` task, prints ``{"server": PID, "task": PID}`` and waits to be killed. MODE ``paused``: it
 also starts the task reaper with itself as ``children_of`` and never renews its lease, the task not added
-(the test stops it: the reaper's deadline must end the task all the same).
+(the test stops it: the reaper's deadline must end the task all the same). MODEs ``spawner-killed`` and
+``spawner-paused``: the same with a tenant spawner's task (run as ``nobody``) instead of a forked one.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import concurrent.futures
 import json
 import os
+import pwd
 import sys
 import threading
 import time
@@ -60,15 +62,21 @@ def main(argv: list[str]) -> int:
 
 async def _worker(mode: str) -> None:
     from core import logs
-    from engine.worker.forkclient import ForkServer
+    from engine.worker.forkclient import ForkServer, TenantSpawners
     from engine.worker.reaper import Reaper
 
     logs.configure("console", "warning")  # our output is the pids' line
-    server = ForkServer(["tests.forkserver_probe"], {"PATH": os.environ.get("PATH", "")})
-    task = await server.spawn("tests.forkserver_probe", ["sleep"], Path("/"), {}, None)
+    if mode.startswith("spawner-"):  # a tenant spawner's task (no parent-death signal) instead
+        server = TenantSpawners({"PATH": os.environ.get("PATH", "")})
+        task = await server.start(pwd.getpwnam("nobody"), ["bash", "-c", "echo sleeping; exec sleep 600"],
+                                  Path("/"), {"PATH": os.environ.get("PATH", "")})  # fmt: skip
+        server = next(iter(server.spawners.values()))
+    else:
+        server = ForkServer(["tests.forkserver_probe"], {"PATH": os.environ.get("PATH", "")})
+        task = await server.spawn("tests.forkserver_probe", ["sleep"], Path("/"), {}, None)
     assert task is not None
     await task.stdout.readline()  # "sleeping": it runs
-    if mode == "paused":
+    if mode.endswith("paused"):
         reaper = Reaper(1.5, children_of=os.getpid())  # deadline 1 s from now; no renewal, no "add"
         await reaper.start()
     print(json.dumps({"server": server.pid, "task": task.pid}), flush=True)

@@ -3,7 +3,8 @@
 tenant's ids and no supplementary group, its exec dir, exactly the environment it was given and nothing of
 the worker's, no stray descriptor); exit codes as ``python -m`` reports them; a kill; the server's death
 ends its tasks (LOST) and leaves new tasks to the normal path; the server and its tasks die with the worker
-(SIGKILLed, or past the reaper's deadline before the task was added); a closed server leaves no process.
+(SIGKILLed, or past the reaper's deadline before the task was added), and so does a tenant spawner's task;
+a closed server leaves no process.
 Last, an in-process Executor forking a task whose launch allows it: output and OUT parameter, a kill, the
 server's death reported LOST, and the normal start when there is no server."""
 
@@ -29,20 +30,13 @@ from engine.worker.executor import Executor
 from engine.worker.forkclient import ForkedTask, ForkServer
 from engine.worker.reporter import Reporter
 from engine.worker.taskenv import TaskPolicy
-from tests.helpers import ROOT, eventually, rpc_client
+from tests.helpers import ROOT, eventually, process_alive, rpc_client
 from tests.worker_harness import ReportSink, log_text, task
 
 #: this checkout (the tests package's parent)
 CHECKOUT = str(Path(__file__).resolve().parents[1])
 PROBE = "tests.forkserver_probe"
 SECRET = "probe-secret-4f1d2c"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 @pytest.fixture
@@ -112,7 +106,7 @@ async def test_a_kill_and_a_dead_fork_server(server: ForkServer) -> None:
     os.kill(server.pid, signal.SIGKILL)
     assert await asyncio.wait_for(orphan.wait(), 30) == -signal.SIGKILL
     assert "the fork server died" in orphan.lost
-    assert not _alive(orphan.pid)
+    assert not process_alive(orphan.pid)
     # for a while new tasks start the normal way (no server)
     assert await server.spawn(PROBE, ["info", "0"], Path("/"), {}, None) is None
 
@@ -144,26 +138,31 @@ async def test_closing_leaves_no_process_and_a_cancelled_start_no_task(server: F
     pid = server.pid
     await eventually(lambda: [c.pid for c in psutil.Process(pid).children()] == [task.pid], 10, "only the first task")
     await server.close()
-    assert not _alive(pid) and not _alive(task.pid)
+    assert not process_alive(pid) and not process_alive(task.pid)
     assert await task.wait() == -signal.SIGKILL
 
 
-@pytest.mark.parametrize("mode", ["killed", "paused"])
+@pytest.mark.parametrize("mode", ["killed", "paused", "spawner-killed", "spawner-paused"])
 async def test_the_fork_server_and_its_tasks_die_with_the_worker(mode: str) -> None:
     """``killed``: the worker is SIGKILLed (the server's parent-death signal, then its tasks'). ``paused``:
     the worker is SIGSTOPped, its lease not renewed, and the task was never added to the reaper: past its
     deadline the reaper kills the worker's children, the fork server among them, and the task dies with
-    the server although the worker cannot act."""
+    the server although the worker cannot act. ``spawner-*``: the same with a tenant spawner's task, which
+    has no parent-death signal: the spawner's own (SIGTERM) ends its loop, which kills its tasks; the
+    reaper's deadline stops the worker's children, kills what they started, then them."""
     worker = await asyncio.create_subprocess_exec(
         sys.executable, "-m", PROBE, "worker", mode, cwd=ROOT, stdout=subprocess.PIPE, start_new_session=True
     )
     try:
         assert worker.stdout is not None
         pids = json.loads(await asyncio.wait_for(worker.stdout.readline(), 60))
-        assert _alive(pids["server"]) and _alive(pids["task"])
-        worker.send_signal(signal.SIGKILL if mode == "killed" else signal.SIGSTOP)
-        await eventually(lambda: not _alive(pids["server"]) and not _alive(pids["task"]), 20, "server and task gone")
-        if mode == "paused":
+        assert process_alive(pids["server"]) and process_alive(pids["task"])
+        assert psutil.Process(pids["task"]).ppid() == pids["server"]
+        worker.send_signal(signal.SIGKILL if mode.endswith("killed") else signal.SIGSTOP)
+        await eventually(
+            lambda: not process_alive(pids["server"]) and not process_alive(pids["task"]), 20, "server and task gone"
+        )
+        if mode.endswith("paused"):
             assert worker.returncode is None  # the deadline did it, not the worker's end
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -227,7 +226,7 @@ async def test_the_executor_forks_what_it_may_and_reports_a_dead_server_s_task_l
     os.kill(executor.forkserver.pid, signal.SIGKILL)
     result = await sink.result(lost.task_instance_id)
     assert result["state"] == "LOST" and "the fork server died" in result["message"], result
-    assert not _alive(running["pid"]) and executor.runs == {}
+    assert not process_alive(running["pid"]) and executor.runs == {}
 
     normal = task("SPARK", {"rawScript": "say started the normal way"}, sink.address)
     assert executor.dispatch(normal).accepted

@@ -32,7 +32,7 @@ from engine.tasks.spark import SparkTask, session_id
 from rpc.client import RpcClient
 from rpc.messages import TaskDispatch, TaskKill
 from tests.conftest import UNGUARDED
-from tests.helpers import TEST_SECRET, NodeProc, eventually, rpc_client, start_worker
+from tests.helpers import TEST_SECRET, NodeProc, eventually, process_alive, rpc_client, start_worker
 from tests.worker_harness import ReportSink, dispatch, log_text, task
 
 pytestmark = pytest.mark.slow
@@ -225,13 +225,6 @@ async def _second_attempt_interrupts_the_first(
     return text
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def _fork_server(worker: NodeProc) -> psutil.Process:
     (server,) = [c for c in psutil.Process(worker.pid).children() if "engine.worker.forkserver" in c.cmdline()]
     return server
@@ -287,7 +280,7 @@ async def test_the_fork_server_killed_mid_task_loses_it_and_the_next_attempt_run
     text = await log_text(result["log_path"])
     # not the task's failure: run again elsewhere (its process died with the server)
     assert result["state"] == "LOST" and "the fork server died" in result["message"], (result, text)
-    assert not _alive(running["pid"])
+    assert not process_alive(running["pid"])
     text = await _second_attempt_interrupts_the_first(client, worker, sink, connect_server, first)
     assert FORKED not in text  # started the normal way while there is no fork server
 
@@ -314,7 +307,7 @@ async def test_a_stopped_worker_leaves_no_process(
     assert result["state"] == "LOST" and "the worker stopped" in result["message"], (result, text)
     assert "1 operation(s) interrupted" in text  # killed as on request: its query ended on the server
     assert w.proc.exited() == 0, w.proc.tail(40)  # a clean stop, not the harness's SIGKILL
-    assert not [name for name, pid in pids.items() if _alive(pid)]
+    assert not [name for name, pid in pids.items() if process_alive(pid)]
     await eventually(lambda: _idle(connect_server), 60, "the task's job to be cancelled", interval=0.5)
 
 

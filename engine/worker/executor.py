@@ -44,7 +44,7 @@ from engine.tasks import registry
 from engine.tasks.base import Launch, TaskContext
 from engine.time_placeholders import PlaceholderError, render
 from engine.worker.execdirs import ExecDirs
-from engine.worker.forkclient import ForkedTask, ForkServer
+from engine.worker.forkclient import ForkedTask, ForkServer, TenantSpawners
 from engine.worker.logfiles import CappedLog, log_path
 from engine.worker.reaper import Reaper
 from engine.worker.rendered import code_fields, datasource_secrets, rendered_block
@@ -144,7 +144,10 @@ class Executor:
         keyring: Keyring | None = None,
         forkserver: ForkServer | None = None,
         resources: ResourceCache | None = None,
+        spawners: TenantSpawners | None = None,
     ) -> None:
+        #: start the tasks that run as a tenant from a process of that tenant (engine/worker/spawnserver.py)
+        self.spawners = spawners
         #: fetches and caches the resource-center files tasks use (engine/worker/resources.py)
         self.resources = resources
         #: forks the tasks whose launch allows it (Spark Connect's runner) from pre-imported state
@@ -457,7 +460,7 @@ class Executor:
                 raise started  # as if the start had failed apart: the log and the exec dir are set up
             else:
                 proc = self._started(run, launch, adopt(started))
-            if isinstance(proc, ForkedTask):
+            if isinstance(proc, ForkedTask) and proc.forked:
                 await _write(logfile, f"[porpoise] forked by the worker's fork server: pid {proc.pid}\n")
             refused = self.may_start()
             if refused:  # paused while the process was being created: it must not run on
@@ -489,7 +492,7 @@ class Executor:
         in the same trip (or why it could not be); None: it is to be started apart (``_spawn``)."""
         d = run.dispatch
         setup = (run.log_path, header, self.max_log_bytes, self.dirs, run.exec_dir, launch.files, user)
-        if d.dry_run or d.resources or self._forkable(launch) or self.may_start():
+        if d.dry_run or d.resources or self._forkable(launch) or self._spawnable(launch, user) or self.may_start():
             return await acquire_in_thread(_close, _set_up, *setup), None
         env = self._environment(run, launch, user)
         return await acquire_in_thread(
@@ -530,9 +533,15 @@ class Executor:
         proc: TaskProcess | None = None
         if self.forkserver is not None and self._forkable(launch):
             proc = await self.forkserver.spawn(launch.inprocess, launch.argv[3:], run.exec_dir, env, user)
+        elif user is not None and self.spawners is not None and self._spawnable(launch, user):
+            proc = await self.spawners.start(user, launch.argv, run.exec_dir, env)
         if proc is None:
             proc = await spawn(_argv(launch, user), run.exec_dir, env, launch.stdin.encode())
         return self._started(run, launch, proc)
+
+    def _spawnable(self, launch: Launch, user: pwd.struct_passwd | None) -> bool:
+        """Whether the tenant's spawner starts this launch (when it is available): one run as a tenant."""
+        return self.spawners is not None and user is not None and not launch.stdin and not self._forkable(launch)
 
     def _forkable(self, launch: Launch) -> bool:
         """Whether the fork server starts this launch (when it is available)."""
@@ -560,7 +569,8 @@ class Executor:
         if self.reaper is not None:
             self.reaper.add(proc.pid)
         self._report_running(run)
-        log.info("task started", pid=proc.pid, argv0=launch.argv[0], forked=isinstance(proc, ForkedTask))
+        forked = isinstance(proc, ForkedTask) and proc.forked
+        log.info("task started", pid=proc.pid, argv0=launch.argv[0], forked=forked)
         return proc
 
     def _report_running(self, run: TaskRun) -> None:

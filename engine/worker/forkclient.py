@@ -10,6 +10,11 @@ hands the executor a process object for each (``ForkedTask``, the same surface a
   ``lost`` saying why: the executor reports them LOST (run again elsewhere, as for a lost worker).
 - ``close()``: end of file on its socket; it kills what it still runs, reaps it and exits.
 
+A tenant spawner (engine/worker/spawnserver.py, ``ForkServer(tenant=...)``, one per tenant OS user in
+``TenantSpawners``) speaks the same protocol: ``start`` instead of ``spawn``, an argv started instead of a
+module forked. Its tasks have no parent-death signal: dropping it first kills what it started; and since its
+tenant's tasks may stop it, a task process gone without its exit reported in EXIT_REPORT_TIMEOUT drops it.
+
 Everything runs on the loop: the socket and the pidfds are watched with ``add_reader``, nothing blocks.
 """
 
@@ -46,6 +51,9 @@ REPLY_TIMEOUT = 30.0
 RETRY_AFTER = 60.0
 #: seconds a closing server gets to kill its tasks and exit
 CLOSE_TIMEOUT = 5.0
+#: seconds a tenant spawner has to report the exit of a task whose process is gone (else it is stopped or
+#: wedged: dropped, its tasks LOST)
+EXIT_REPORT_TIMEOUT = 10.0
 
 
 class ForkServerUnavailable(PorpoiseError):
@@ -55,7 +63,9 @@ class ForkServerUnavailable(PorpoiseError):
 class ForkedTask:
     """A task process the fork server forked: its output pipe read here, its exit code from the server."""
 
-    def __init__(self, reader: PipeReader) -> None:
+    def __init__(self, reader: PipeReader, forked: bool = True) -> None:
+        #: forked by a fork server (else started by a tenant spawner: an ordinary process of its own)
+        self.forked = forked
         self.pid = 0
         self.stdout = reader.stream
         #: stop reading the output (a process that left the task's group may hold the pipe open forever)
@@ -66,6 +76,8 @@ class ForkedTask:
         self._loop = asyncio.get_running_loop()
         self._exited: asyncio.Future[int] = self._loop.create_future()
         self._pidfd = -1
+        #: a tenant spawner's task whose process is gone: the deadline for the spawner's report of its exit
+        self._unreported: asyncio.TimerHandle | None = None
 
     async def wait(self) -> int:
         return await asyncio.shield(self._exited)
@@ -79,6 +91,8 @@ class ForkedTask:
         self.pid, self._pidfd = pid, pidfd
 
     def _ended(self, code: int, lost: str = "") -> None:
+        if self._unreported is not None:
+            self._unreported.cancel()
         if self._pidfd >= 0:
             self._loop.remove_reader(self._pidfd)
             os.close(self._pidfd)
@@ -106,9 +120,12 @@ class ForkServer:
         env: Mapping[str, str],
         start_timeout: float = START_TIMEOUT,
         retry_after: float = RETRY_AFTER,
+        tenant: pwd.struct_passwd | None = None,
     ) -> None:
         #: the modules it preloads: the only ones it runs
         self.modules = tuple(modules)
+        #: a tenant spawner (engine/worker/spawnserver.py) running as this OS user, instead of a fork server
+        self.tenant = tenant
         #: its own environment (passed-through variables only: nothing of the worker's secrets)
         self.env = dict(env)
         self.start_timeout = start_timeout
@@ -124,8 +141,13 @@ class ForkServer:
         #: servers killed, to be awaited (a task falls back only once the one that may have forked it is gone)
         self._dying: list[asyncio.subprocess.Process] = []
         self._ids = itertools.count(1)
+        self._sending = asyncio.Lock()
         self._retry_at = 0.0
         self._closed = False
+
+    @property
+    def name(self) -> str:
+        return "tenant spawner" if self.tenant is not None else "fork server"
 
     @property
     def pid(self) -> int:
@@ -159,8 +181,13 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             try:
+                args = (
+                    ["engine.worker.spawnserver", str(os.getpid()), str(self.tenant.pw_uid), str(self.tenant.pw_gid)]
+                    if self.tenant is not None
+                    else ["engine.worker.forkserver", str(os.getpid()), *self.modules]
+                )
                 self.proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-s", "-m", "engine.worker.forkserver", str(os.getpid()), *self.modules,
+                    sys.executable, "-s", "-m", *args,
                     stdin=theirs.fileno(), stdout=subprocess.DEVNULL, cwd=_CODE_ROOT, env=self.env,
                     start_new_session=True,
                 )  # fmt: skip
@@ -173,11 +200,14 @@ class ForkServer:
             await asyncio.wait_for(self._ready.wait(), self.start_timeout)
             if self._sock is None:
                 raise ForkServerUnavailable("it exited while starting")
-            log.info("fork server ready", pid=self.proc.pid, modules=self.modules)
+            if self.tenant is not None:
+                log.info("tenant spawner ready", pid=self.proc.pid, user=self.tenant.pw_name)
+            else:
+                log.info("fork server ready", pid=self.proc.pid, modules=self.modules)
             return True
         except (OSError, TimeoutError, ForkServerUnavailable) as exc:
             why = "no answer" if isinstance(exc, TimeoutError) else str(exc)
-            log.warning("fork server not started; tasks start the normal way", error=why, retry_in=self.retry_after)
+            log.warning(f"{self.name} not started; tasks start the normal way", error=why, retry_in=self.retry_after)
             self._drop(f"not started: {why}")
             return False
         except BaseException:
@@ -192,23 +222,33 @@ class ForkServer:
         self, module: str, args: list[str], cwd: Path, env: Mapping[str, str], user: pwd.struct_passwd | None
     ) -> ForkedTask | None:
         """Fork a task running ``module.main`` (see forkserver.py); None: start it the normal way."""
-        if module not in self.modules or not await self._available():
+        if self.tenant is not None or module not in self.modules or not await self._available():
             return None
         spec = _spec_socket(
             {"args": args, "cwd": str(cwd), "env": dict(env),
              "uid": user.pw_uid if user else None, "gid": user.pw_gid if user else None}
         )  # fmt: skip
+        return await self._request({"op": "spawn", "module": module}, spec)
+
+    async def start(self, argv: list[str], cwd: Path, env: Mapping[str, str]) -> ForkedTask | None:
+        """A tenant spawner's: start ``argv`` as its tenant (see spawnserver.py); None: start it the normal way."""
+        if self.tenant is None or not await self._available():
+            return None
+        return await self._request({"op": "spawn"}, _spec_socket({"argv": argv, "cwd": str(cwd), "env": dict(env)}))
+
+    async def _request(self, msg: dict[str, Any], spec: int | None) -> ForkedTask | None:
+        """Send a request ``msg`` with the task's particulars' socket ``spec``: its task once started."""
         if spec is None:
             return None
         rid = next(self._ids)
         read_end, write_end = os.pipe()
-        task = ForkedTask(PipeReader(read_end))
+        task = ForkedTask(PipeReader(read_end), forked=self.tenant is None)
         answer: asyncio.Future[ForkedTask] = asyncio.get_running_loop().create_future()
         self._pending[rid] = (answer, task)
         sent = False
         try:
             try:
-                await self._send(json.dumps({"op": "spawn", "id": rid, "module": module}).encode(), [write_end, spec])
+                await self._send(json.dumps({**msg, "id": rid}).encode(), [write_end, spec])
                 sent = True
             finally:
                 os.close(write_end)  # the server (and then the task) holds them now
@@ -217,7 +257,7 @@ class ForkServer:
         except TimeoutError:
             self._drop(f"no answer to a request in {REPLY_TIMEOUT:g}s")
         except ForkServerUnavailable as exc:
-            log.warning("task not forked; starting it the normal way", error=str(exc))
+            log.warning(f"task not started by the {self.name}; starting it the normal way", error=str(exc))
         except asyncio.CancelledError:
             if sent:
                 await self._abandon(answer)
@@ -240,11 +280,17 @@ class ForkServer:
                 os.killpg(task.pid, signal.SIGKILL)
 
     async def _send(self, data: bytes, fds: list[int]) -> None:
+        # one sender at a time: a full socket has one writer callback on the loop, which a second waiter
+        # would replace (the first then waited for nothing until its timeout)
+        async with self._sending:
+            await self._send_now(data, fds)
+
+    async def _send_now(self, data: bytes, fds: list[int]) -> None:
         loop = asyncio.get_running_loop()
         while True:
             sock = self._sock
             if sock is None:
-                raise ForkServerUnavailable("the fork server is gone")
+                raise ForkServerUnavailable(f"the {self.name} is gone")
             try:
                 socket.send_fds(sock, [data], fds)
                 return
@@ -270,14 +316,14 @@ class ForkServer:
             except OSError:
                 data, fds = b"", []
             if not data:
-                self._drop("the fork server exited")
+                self._drop(f"the {self.name} exited")
                 return
             try:
                 self._on(json.loads(data), fds)
             except (ValueError, KeyError, TypeError) as exc:
                 for fd in fds:
                     os.close(fd)
-                self._drop(f"a bad message from the fork server: {exc!r}")
+                self._drop(f"a bad message from the {self.name}: {exc!r}")
                 return
 
     def _on(self, msg: dict[str, Any], fds: list[int]) -> None:
@@ -295,6 +341,8 @@ class ForkServer:
             answer, task = pending
             task._started(pid, fds[0] if fds else -1)
             self._tasks[pid] = task
+            if self.tenant is not None and task._pidfd >= 0:  # a process its tenant may stop: watched too
+                asyncio.get_running_loop().add_reader(task._pidfd, self._gone_unreported, task)
             if not answer.done():
                 answer.set_result(task)
         elif op == "failed":
@@ -306,6 +354,18 @@ class ForkServer:
             if task is not None:
                 task._ended(int(msg["code"]))
 
+    def _gone_unreported(self, task: ForkedTask) -> None:
+        """A tenant spawner's task process is gone: its exit must be reported soon (a task of the tenant may
+        have stopped the spawner, whose tasks would then hang unreported)."""
+        loop = asyncio.get_running_loop()
+        loop.remove_reader(task._pidfd)
+        if task.returncode is None and task._unreported is None:
+            task._unreported = loop.call_later(EXIT_REPORT_TIMEOUT, self._exit_unreported, task)
+
+    def _exit_unreported(self, task: ForkedTask) -> None:
+        if task.returncode is None and self._tasks.get(task.pid) is task:
+            self._drop(f"no exit reported {EXIT_REPORT_TIMEOUT:g}s after task {task.pid} ended")
+
     def _drop(self, why: str) -> None:
         """The server is gone or useless: kill it; its tasks end LOST; new tasks start normally for a while."""
         loop = asyncio.get_running_loop()
@@ -316,6 +376,8 @@ class ForkServer:
         proc, self.proc = self.proc, None
         if proc is not None:
             if proc.returncode is None:
+                if self.tenant is not None:
+                    _kill_started(proc.pid)
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
             self._dying.append(proc)
@@ -327,9 +389,9 @@ class ForkServer:
                 answer.set_exception(ForkServerUnavailable(why))
         tasks, self._tasks = self._tasks, {}
         for task in tasks.values():
-            task._orphaned(f"the fork server died ({why})")
+            task._orphaned(f"the {self.name} died ({why})")
         if proc is not None and not self._closed:
-            log.warning("fork server lost", error=why, pid=proc.pid, tasks_lost=len(tasks))
+            log.warning(f"{self.name} lost", error=why, pid=proc.pid, tasks_lost=len(tasks))
 
     async def _gone(self) -> None:
         """Wait until every server killed so far has exited (at most CLOSE_TIMEOUT each)."""
@@ -355,6 +417,54 @@ class ForkServer:
                 await asyncio.wait_for(proc.wait(), CLOSE_TIMEOUT)
         self._drop("the worker stopped")  # whatever is left: killed, its tasks orphaned
         await self._gone()
+
+
+class TenantSpawners:
+    """The worker's tenant spawners: one per OS user its tasks run as, started by that user's first task."""
+
+    #: seconds a spawner gets to start (a bare interpreter; the task waiting for it starts normally after)
+    START_TIMEOUT = 20.0
+
+    def __init__(self, env: Mapping[str, str], retry_after: float = RETRY_AFTER) -> None:
+        self.env = dict(env)
+        self.retry_after = retry_after
+        #: (uid, gid) -> its spawner
+        self.spawners: dict[tuple[int, int], ForkServer] = {}
+        self._closed = False
+
+    async def start(
+        self, user: pwd.struct_passwd, argv: list[str], cwd: Path, env: Mapping[str, str]
+    ) -> ForkedTask | None:
+        """``argv`` started as ``user`` by its spawner; None: start it the normal way."""
+        if self._closed:
+            return None
+        key = (user.pw_uid, user.pw_gid)
+        spawner = self.spawners.get(key)
+        if spawner is None:
+            spawner = ForkServer(
+                (), self.env, start_timeout=self.START_TIMEOUT, retry_after=self.retry_after, tenant=user
+            )
+            self.spawners[key] = spawner
+        return await spawner.start(argv, cwd, env)
+
+    async def close(self) -> None:
+        self._closed = True
+        spawners, self.spawners = list(self.spawners.values()), {}
+        await asyncio.gather(*(spawner.close() for spawner in spawners))  # each waits for its own to exit
+
+
+def _kill_started(pid: int) -> None:
+    """Stop the tenant spawner ``pid`` (it starts nothing more) and kill what it started, each with its group:
+    its tasks have no parent-death signal, and one it started but did not report yet is known to nobody."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGSTOP)
+    for threads in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            for child in threads.read_text().split():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(int(child), signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(child), signal.SIGKILL)
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

@@ -116,6 +116,8 @@ class Server:
         self.modules = modules
         #: pids of the tasks forked and not reaped yet
         self.children: set[int] = set()
+        #: set by a signal handler: the loop ends (its tasks killed) at its next wake-up
+        self.stopping = False
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -141,6 +143,8 @@ class Server:
                         with contextlib.suppress(BlockingIOError):
                             os.read(self._wake_r, 4096)
                         self._reap()
+                if self.stopping:
+                    return
         finally:
             self._kill_all()
 
@@ -158,10 +162,8 @@ class Server:
             rid = msg.get("id")
             if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) != 2:
                 self._send(op="failed", id=rid, error="a request with its two descriptors expected")
-            elif msg.get("module") not in self.modules:
-                self._send(op="failed", id=rid, error=f"module {msg.get('module')!r} is not preloaded here")
             else:
-                self._started(rid, self._fork(msg["module"], fds[0], fds[1]))
+                self._launch(rid, msg, fds[0], fds[1])
             return True
         except Exception as exc:  # a bad request or a failed fork: that request fails, the server goes on
             self._send(op="failed", id=msg.get("id") if isinstance(msg, dict) else None, error=repr(exc))
@@ -169,6 +171,14 @@ class Server:
         finally:
             for fd in fds:
                 os.close(fd)
+
+    def _launch(self, rid: int, msg: dict[str, Any], out: int, spec: int) -> None:
+        """Start the task request ``rid`` asks for (its output pipe ``out``, its particulars' socket ``spec``)
+        and tell the worker; raises (the request fails) or sends ``failed`` when it cannot."""
+        if msg.get("module") not in self.modules:
+            self._send(op="failed", id=rid, error=f"module {msg.get('module')!r} is not preloaded here")
+            return
+        self._started(rid, self._fork(msg["module"], out, spec))
 
     def _fork(self, module: str, out: int, spec: int) -> int:
         for stream in (sys.stdout, sys.stderr):
@@ -241,7 +251,12 @@ class Server:
                 os.killpg(pid, signal.SIGKILL)  # its group's stragglers, while its pid still holds the id
             _, status = os.waitpid(pid, 0)
             self.children.discard(pid)
-            self._send(op="exit", pid=pid, code=os.waitstatus_to_exitcode(status))
+            code = os.waitstatus_to_exitcode(status)
+            self._reaped(pid, code)
+            self._send(op="exit", pid=pid, code=code)
+
+    def _reaped(self, pid: int, code: int) -> None:
+        """A task of ours was reaped (``code`` as ``subprocess`` reports it)."""
 
     def _kill_all(self) -> None:
         """The worker is gone: no task of ours may run on unowned."""

@@ -19,7 +19,10 @@ With ``children_of`` (the worker passes its own pid) the deadline also kills eve
 process, each with its group: a task whose process the spawn thread created while the worker was
 stopped runs although the worker never got to say ``add`` (a SIGSTOP stops the worker, not a child it
 is creating). The worker's fork server (engine/worker/forkserver.py) is such a child: killed here, it
-takes the tasks it forked with it (their parent-death signal), those not added yet included.
+takes the tasks it forked with it (their parent-death signal), those not added yet included. So are its
+tenant spawners (engine/worker/spawnserver.py), whose tasks have no parent-death signal: each child of the
+worker is stopped first (it starts nothing more), then the processes it started are killed, each with its
+group, then the child.
 
 It names each group on its output before killing it, with the time (``killed PGID EPOCHSECONDS``), so a
 worker that wakes from a pause can tell a task the reaper killed (report it LOST: run it again elsewhere)
@@ -43,6 +46,7 @@ trap '' PIPE  # the worker (reader of our output) may be dead: keep going and ki
 [[ -n $EPOCHREALTIME ]] || { echo "porpoise-reaper needs bash 5 (EPOCHREALTIME)" >&2; exit 2; }
 declare -A groups
 clock=$3  # seconds on a monotonic clock, with two decimals: /proc/uptime
+stop_wait=$4  # microseconds the deadline waits in all for the worker's children to stop
 now_us() {  # sets $now: microseconds on that clock (no process started)
     local up rest
     read -r up rest < "$clock" || up=0.00
@@ -57,13 +61,28 @@ kill_all() {
     (( parent > 0 )) || return 0
     # a task started but not added yet (the worker was paused between the two; a new process runs even
     # while its parent is stopped): every child of the worker but us, its group and itself (no group yet)
-    local f c
+    local f c g s until kids=()
     for f in /proc/"$parent"/task/*/children; do
-        [[ -r $f ]] || continue
-        for c in $(< "$f"); do
-            (( c == $$ )) && continue
-            echo "killed $c $EPOCHREALTIME" 2>/dev/null; kill -KILL -- "-$c" "$c" 2>/dev/null
+        [[ -r $f ]] && kids+=($(< "$f"))
+    done
+    # stopped first, all at once: a tenant spawner among them starts nothing more; once one is stopped,
+    # whatever it started is listed as its children (waited for at most stop_wait in all)
+    for c in "${kids[@]}"; do (( c == $$ )) || kill -STOP "$c" 2>/dev/null; done
+    until=$(( 10#${EPOCHREALTIME/[.,]/} + stop_wait ))
+    for c in "${kids[@]}"; do
+        (( c == $$ )) && continue
+        while read -r s < /proc/"$c"/stat; do
+            s=${s##*) }
+            [[ ${s:0:1} == [TtZX] ]] && break
+            (( 10#${EPOCHREALTIME/[.,]/} < until )) || break
+        done 2>/dev/null
+        for f in /proc/"$c"/task/*/children; do
+            [[ -r $f ]] || continue
+            for g in $(< "$f"); do
+                echo "killed $g $EPOCHREALTIME" 2>/dev/null; kill -KILL -- "-$g" "$g" 2>/dev/null
+            done
         done
+        echo "killed $c $EPOCHREALTIME" 2>/dev/null; kill -KILL -- "-$c" "$c" 2>/dev/null
     done
 }
 while true; do
@@ -92,6 +111,9 @@ done
 
 #: the reaper kills a little before the lease can expire
 MARGIN = 0.5
+#: seconds the deadline waits in all for the worker's children to stop before it kills what they started
+#: (a child stuck in the kernel never shows stopped: its children are killed all the same)
+STOP_WAIT = 0.1
 #: seconds since boot (CLOCK_BOOTTIME: monotonic, counting a suspend too), to the hundredth
 MONOTONIC = "/proc/uptime"
 
@@ -121,7 +143,7 @@ class Reaper:
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 "bash", "-c", SCRIPT, "porpoise-reaper", str(_micros(self.lease_ttl - MARGIN)), str(self.children_of),
-                self.clock,
+                self.clock, str(_micros(STOP_WAIT)),
                 stdin=read_end, stdout=out_write, start_new_session=True,
             )  # fmt: skip
         finally:

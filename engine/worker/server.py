@@ -24,7 +24,7 @@ from engine.node import Node
 from engine.secretbox import Keyring
 from engine.tasks.spark import CONNECT_RUNNER
 from engine.worker.executor import DRAIN_REQUESTED, SHUTTING_DOWN, Executor, TaskRun
-from engine.worker.forkclient import ForkServer
+from engine.worker.forkclient import ForkServer, TenantSpawners
 from engine.worker.logdisk import LogJanitor, disk_short
 from engine.worker.logfiles import LogFiles
 from engine.worker.reaper import Reaper
@@ -126,6 +126,8 @@ class Worker(Node):
             if w.spark_connect_prefork
             else None
         )
+        #: start the tasks run as a tenant from a process of that tenant (engine/worker/spawnserver.py)
+        self.spawners = TenantSpawners(passed_through(os.environ, policy.passthrough)) if w.tenant_spawner else None
         self.executor = Executor(
             slots=w.exec_slots,
             log_dir=log_dir,
@@ -142,6 +144,7 @@ class Worker(Node):
             disk_full=lambda: self.source.disk_reason,
             keyring=Keyring.from_config(self.cfg.secrets),
             forkserver=self.forkserver,
+            spawners=self.spawners,
             resources=ResourceCache(
                 Path(self.cfg.storage.cache_dir).resolve(),
                 self.cfg.storage.cache_max_bytes,
@@ -256,6 +259,8 @@ class Worker(Node):
         await self.reporter.close()
         if self.forkserver is not None:
             await self.forkserver.close()
+        if self.spawners is not None:
+            await self.spawners.close()
         await self.reaper.close()
         await asyncio.to_thread(self.spool.close)
 
