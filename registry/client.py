@@ -182,17 +182,20 @@ class EtcdClient:
 
     async def _call(self, what: str, make: Any, timeout: float | None = None, total: float | None = None) -> Any:
         """Run one unary call with a timeout, trying each endpoint once (and signing in again once when etcd
-        no longer knows the token); ``total`` bounds all the tries together."""
+        no longer knows the token); ``total`` bounds all the tries together, each endpoint getting at most
+        its share of the time left (a member that hangs, cut off or paused, leaves the others time to answer:
+        a session's keep-alive is not lost to the first member it asks)."""
         last: BaseException | None = None
         tries = len(self.endpoints) + (1 if self.access is not None and self.access.user else 0)
         deadline = None if total is None else time.monotonic() + total
-        for _ in range(tries):
+        for tried in range(tries):
             each = timeout or self.request_timeout
             if deadline is not None:
-                each = min(each, deadline - time.monotonic())
-                if each <= 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     last = last or TimeoutError(f"no time left of {total:g}s")
                     break
+                each = min(each, left / (tries - tried))
             try:
                 client = await self._signed_in(each)
                 return await asyncio.wait_for(make(client), each)

@@ -542,6 +542,20 @@ class HostCluster:
             raise AssertionError("no etcd member says it leads")
         return ""
 
+    def lead_etcd_elsewhere(self, away_from: str, timeout: float = 30) -> None:
+        """When host ``away_from``'s etcd member leads, hand the leadership to another host's member
+        (etcdctl move-leader: a transfer, no election) and return once that member leads. A test that cuts
+        a host off about its nodes' fencing calls it first: with the leader cut off, the others' sessions
+        would also live through an election, which a short lease TTL may not (the election's own test
+        runs with a TTL long enough for one)."""
+        if self.etcd_leader() != away_from:
+            return
+        target = next(n for n in self.names if n != away_from)
+        member = int(self._etcd(self.etcd[target], "endpoint", "status")[0]["Status"]["header"]["member_id"])
+        user = f"{tls.ETCD_USER}:{tls.ETCD_PASSWORD}" if self.tls else ""
+        self.etcd[away_from].ctl("move-leader", f"{member:x}", "--command-timeout=5s", user=user)
+        wait_sync(lambda: self.etcd_leader(required=False) == target, timeout, f"etcd's leader moved to {target}")
+
     def key_revision(self, role: str, name: str) -> int:
         """The create revision of the registry key of host ``name``'s ``role`` node (0 = no key)."""
         node = (self.masters if role == "master" else self.workers)[name]

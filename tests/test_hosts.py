@@ -103,6 +103,7 @@ async def test_a_cut_off_host_fences_itself_and_rejoins_as_a_new_incarnation(rej
         victim = await work.busy_host(hosts.names)
         master, worker = hosts.masters[victim].address, hosts.workers[victim].address
         revisions = {role: hosts.key_revision(role, victim) for role in ("master", "worker")}
+        await asyncio.to_thread(hosts.lead_etcd_elsewhere, victim)  # its fencing, not an election, is tested
         hosts.net.cut(victim)  # its processes live on, cut off from every other host
 
         async def released() -> bool:
@@ -169,6 +170,7 @@ async def test_partitions_between_a_master_etcd_and_postgresql_cause_no_split_br
         victim = await work.busy_host(hosts.names)
         others = [n for n in hosts.names if n != victim]
         master, worker = hosts.masters[victim].address, hosts.workers[victim].address
+        await asyncio.to_thread(hosts.lead_etcd_elsewhere, victim)
         hosts.net.block(victim, others)
 
         async def released() -> bool:

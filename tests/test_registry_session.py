@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
 
 from engine.infra.etcd import EtcdServer
+from engine.infra.ports import free_port
 from registry import EtcdClient, Session, SessionState
 from registry.errors import RegistryUnavailable
 from tests import tls
@@ -175,9 +180,10 @@ async def test_a_wedged_event_loop_lets_the_lease_expire(etcd: EtcdClient, etcd_
     await session.close()
 
 
-async def test_a_keepalive_spends_no_more_than_its_budget_across_endpoints() -> None:
-    """Endpoints that accept and never answer (a member waiting out an election): the keep-alive gives up
-    when the lease's time is spent, not after a request timeout per endpoint."""
+async def test_a_keepalive_shares_its_budget_among_the_endpoints() -> None:
+    """Endpoints that accept and never answer (a member paused, cut off or waiting out an election): the
+    keep-alive gives up when the lease's time is spent, not after a request timeout per endpoint, and
+    gives each endpoint a share of that time (the first one does not take it all)."""
     connections: list[int] = []
     held: list[asyncio.StreamWriter] = []
 
@@ -195,10 +201,73 @@ async def test_a_keepalive_spends_no_more_than_its_budget_across_endpoints() -> 
             # each endpoint alone may take 30 s: only the 0.5 s budget makes this end within 10 s
             await asyncio.wait_for(client.keepalive_once(1, timeout=0.5), 10)
             raise AssertionError("a silent endpoint answered")
-        assert connections == [0]  # the budget was spent on the first: no other endpoint was tried
+        assert connections == [0, 1, 2]  # each was asked in turn within the budget
     finally:
         await client.close()
         for writer in held:
             writer.close()
         for server in servers:
             server.close()
+
+
+@pytest.fixture
+def etcd_cluster(workdir: Path) -> Iterator[list[EtcdServer]]:
+    """Three etcd members on loopback, one cluster (SIGCONT and stopped at the end)."""
+    members = [
+        EtcdServer(workdir / f"cluster-m{i}", free_port(), free_port(), workdir / "logs" / f"cluster-m{i}.log",
+                   name=f"m{i}", **tls.etcd_kwargs())  # type: ignore[arg-type]
+        for i in range(3)
+    ]  # fmt: skip
+    cluster = ",".join(f"{m.name}={m.peer_url}" for m in members)
+    for member in members:
+        member.initial_cluster = cluster
+    try:
+        for member in members:
+            member.start(wait=False)
+        for member in members:
+            member.wait_ready(60)
+        tls.secure_etcd(members[0])  # auth is the cluster's: turned on through one member
+        yield members
+    finally:
+        for member in members:
+            if member.proc and member.proc.record:
+                member.proc.record.signal(signal.SIGCONT)
+            member.stop()
+
+
+def _leads(member: EtcdServer) -> bool:
+    user = f"{tls.ETCD_USER}:{tls.ETCD_PASSWORD}" if tls.ENABLED else ""
+    status = json.loads(member.ctl("endpoint", "status", "--write-out=json", user=user))[0]["Status"]
+    return bool(status["leader"] == status["header"]["member_id"])
+
+
+async def test_a_paused_member_does_not_cost_a_session_its_lease_while_the_others_answer(
+    etcd_cluster: list[EtcdServer],
+) -> None:
+    """The keep-alive asks the member it uses; paused (or cut off), that member never answers. The others
+    still have a quorum and renew the lease: the session must try them while its lease has time left,
+    not wait out all of it on the first (its lease would be judged LOST while etcd keeps it)."""
+    followers = [m for m in etcd_cluster if not await asyncio.to_thread(_leads, m)]
+    leader = next(m for m in etcd_cluster if m not in followers)
+    paused = followers[0]  # a follower: no election, the others keep a leader
+    client = EtcdClient(
+        [paused.endpoint, followers[1].endpoint, leader.endpoint], request_timeout=3, access=tls.etcd_access()
+    )
+    states: list[SessionState] = []
+    renewals: list[float] = []
+    # TTL 2 s, renewed every 0.5 s: a renewal has about 1.5 s left, less than the request timeout of 3 s
+    session = await Session(client, ttl=2, keepalive_interval=0.5).start()
+    session.subscribe(states.append)
+    session.renewed.append(renewals.append)
+    assert client.endpoint == paused.endpoint  # where the keep-alive thread's client starts too
+    assert paused.proc and paused.proc.record
+    paused.proc.record.signal(signal.SIGSTOP)
+    try:
+        before = len(renewals)
+        await eventually(lambda: len(renewals) >= before + 6, timeout=10, what="six renewals with a member paused")
+        assert SessionState.LOST not in states and session.state is SessionState.CONNECTED
+        assert await client.time_to_live(session.lease_id) > 0
+    finally:
+        paused.proc.record.signal(signal.SIGCONT)
+        await session.close()
+        await client.close()
