@@ -188,22 +188,25 @@ class EtcdClient:
         last: BaseException | None = None
         tries = len(self.endpoints) + (1 if self.access is not None and self.access.user else 0)
         deadline = None if total is None else time.monotonic() + total
-        for tried in range(tries):
+        untried = len(self.endpoints)  # endpoints not yet given up on: each gets its share of what is left
+        for _ in range(tries):
             each = timeout or self.request_timeout
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     last = last or TimeoutError(f"no time left of {total:g}s")
                     break
-                each = min(each, left / (tries - tried))
+                each = min(each, left / max(1, untried))
+            ends = time.monotonic() + each  # signing in and the call together
             try:
                 client = await self._signed_in(each)
-                return await asyncio.wait_for(make(client), each)
+                return await asyncio.wait_for(make(client), max(0.001, ends - time.monotonic()))
             except _TRANSPORT_ERRORS as exc:
                 last = exc
                 if self.access is not None and self.access.user and _stale_token(exc):
                     self._client().token = None
                     continue
+                untried -= 1
                 self._rotate()
         raise RegistryUnavailable(f"etcd {what} failed: {type(last).__name__}: {last}") from last
 

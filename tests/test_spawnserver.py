@@ -4,10 +4,11 @@ would start it, but after a single ``exec`` (its program is the process, its par
 spawner itself is the tenant, not dumpable (its tasks cannot read its /proc files), and holds none of the
 worker's variables; exit codes and a kill; the spawner's death ends its tasks LOST and a new one serves the
 next task; a task that stops its spawner ends LOST with the spawner's other tasks; a task it cannot start (a
-directory the tenant cannot enter) starts the normal way while it goes on serving; many starts at once on a
-full socket all get their answer; closing leaves no process (a spawner's task not yet added to the reaper
-dies with a killed or stopped worker: tests/test_forkserver.py, modes ``spawner-*``). Last, an in-process
-Executor running a SHELL task as a tenant through its spawner."""
+directory the tenant cannot enter) starts the normal way while it goes on serving; particulars up to the
+request limit travel in the request; many starts at once on a full socket all get their answer; closing
+leaves no process (a spawner's task not yet added to the reaper dies with a killed or stopped worker:
+tests/test_forkserver.py, modes ``spawner-*``). Last, an in-process Executor running a SHELL task as a
+tenant through its spawner."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from engine.worker import forkclient
 from engine.worker.executor import Executor
 from engine.worker.forkclient import ForkedTask, ForkServer, TenantSpawners
 from engine.worker.reporter import Reporter
+from engine.worker.spawnserver import REQUEST_LIMIT
 from engine.worker.taskenv import TaskPolicy
 from tests.helpers import eventually, process_alive, rpc_client
 from tests.worker_harness import ReportSink, log_text, task
@@ -43,6 +45,7 @@ echo "cwd $PWD"
 echo "exe $(readlink /proc/$$/exe)"
 echo "stdin $(readlink /proc/$$/fd/0)"
 echo "fds $(cd /proc/$$/fd && echo *)"
+while read -r key value; do [[ $key == SigIgn: ]] && echo "sigign $value"; done < /proc/$$/status
 cat /proc/$PPID/environ > /dev/null 2>&1 && echo "parent_environ read" || echo "parent_environ denied"
 { exec 3< /proc/$PPID/mem; } 2> /dev/null && echo "parent_mem read" || echo "parent_mem denied"
 while IFS= read -r -d '' var; do echo "env $var"; done < /proc/$$/environ
@@ -120,6 +123,8 @@ async def test_a_task_runs_as_its_tenant_after_one_exec(
     assert info["exe"] == [BASH]
     assert info["cwd"] == [str(reachable)] and info["stdin"] == ["/dev/null"]
     assert info["fds"][:3] == ["0", "1", "2"] and len(info["fds"]) <= 4  # and the one listing them
+    ignored = int(info["sigign"][0], 16)  # SIGPIPE and SIGXFSZ at their default, as subprocess leaves them
+    assert not ignored & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)), f"ignored {ignored:#x}"
     assert sorted(info["env"]) == sorted(f"{k}={v}" for k, v in env.items())  # exactly what it was given
     # the spawner is the tenant, not dumpable: its own tasks cannot read its files or its memory
     assert info["parent_environ"] == info["parent_mem"] == ["denied"]
@@ -180,9 +185,28 @@ async def test_what_it_cannot_start_starts_the_normal_way(
     # pytest's directory is root's alone: the tenant cannot enter it, so the spawner cannot start there
     assert await spawners.start(tenant, ["true"], tmp_path, {"PATH": os.environ["PATH"]}) is None
     assert await spawners.start(tenant, ["no-such-program-here"], reachable, {"PATH": "/nowhere"}) is None
+    # a name that grows when quoted: the answer saying it failed stays small (not the spawner's end)
+    assert await spawners.start(tenant, ["\\" * 40_000], reachable, {"PATH": "/nowhere"}) is None
     after = await _start(spawners, tenant, ["true"], reachable)
     assert await after.wait() == 0 and _only(spawners).pid == spawner  # it went on serving
     assert [c.pid for c in psutil.Process(spawner).children()] == []
+
+
+async def test_particulars_up_to_the_request_limit_travel_in_the_request(
+    spawners: TenantSpawners, tenant: pwd.struct_passwd, reachable: Path
+) -> None:
+    """A request carries its task's particulars: a large environment arrives whole; one over the limit is
+    not sent (the task starts the normal way) and the spawner goes on serving."""
+    big = "x" * (REQUEST_LIMIT - 2000)
+    env = {"PATH": os.environ["PATH"], "BIG": big}
+    started = await _start(spawners, tenant, ["bash", "-c", 'printf %s "$BIG" | wc -c'], reachable, env)
+    assert (await started.stdout.read()).strip() == str(len(big)).encode()
+    assert await started.wait() == 0
+    spawner = _only(spawners).pid
+    env["BIG"] = "x" * REQUEST_LIMIT
+    assert await spawners.start(tenant, ["true"], reachable, env) is None
+    after = await _start(spawners, tenant, ["true"], reachable)
+    assert await after.wait() == 0 and _only(spawners).pid == spawner
 
 
 async def test_many_starts_at_once_on_a_full_socket(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import itertools
 import json
 import os
@@ -38,8 +39,14 @@ from core import logs
 from core.errors import PorpoiseError
 from engine.worker.forkserver import SPEC_LIMIT
 from engine.worker.spawn import PipeReader
+from engine.worker.spawnserver import REQUEST_LIMIT
 
 log = logs.get(__name__)
+
+#: errors sending one request that concern that request only (too big for the socket, no memory now)
+_REQUEST_ERRORS = frozenset({errno.EMSGSIZE, errno.ENOBUFS, errno.ENOMEM})
+#: Linux's SO_SNDBUFFORCE (<asm-generic/socket.h>; Python's socket module does not name it)
+_SO_SNDBUFFORCE = 32
 
 #: where ``engine`` is imported from: the server runs the worker's own code
 _CODE_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -193,6 +200,8 @@ class ForkServer:
                 )  # fmt: skip
             finally:
                 theirs.close()
+            if self.tenant is not None:  # a request holds a task's particulars: room for the largest
+                _room_for(ours, 2 * REQUEST_LIMIT)
             ours.setblocking(False)
             self._sock = ours
             self._ready.clear()
@@ -228,19 +237,24 @@ class ForkServer:
             {"args": args, "cwd": str(cwd), "env": dict(env),
              "uid": user.pw_uid if user else None, "gid": user.pw_gid if user else None}
         )  # fmt: skip
-        return await self._request({"op": "spawn", "module": module}, spec)
+        if spec is None:
+            return None
+        rid = next(self._ids)
+        return await self._request(rid, json.dumps({"op": "spawn", "module": module, "id": rid}).encode(), spec)
 
     async def start(self, argv: list[str], cwd: Path, env: Mapping[str, str]) -> ForkedTask | None:
         """A tenant spawner's: start ``argv`` as its tenant (see spawnserver.py); None: start it the normal way."""
         if self.tenant is None or not await self._available():
             return None
-        return await self._request({"op": "spawn"}, _spec_socket({"argv": argv, "cwd": str(cwd), "env": dict(env)}))
-
-    async def _request(self, msg: dict[str, Any], spec: int | None) -> ForkedTask | None:
-        """Send a request ``msg`` with the task's particulars' socket ``spec``: its task once started."""
-        if spec is None:
-            return None
         rid = next(self._ids)
+        data = json.dumps({"op": "spawn", "id": rid, "argv": argv, "cwd": str(cwd), "env": dict(env)}).encode()
+        if len(data) > REQUEST_LIMIT:
+            return None
+        return await self._request(rid, data)
+
+    async def _request(self, rid: int, data: bytes, spec: int | None = None) -> ForkedTask | None:
+        """Send request ``rid`` (``data``; with the task's particulars' socket ``spec``, a fork server's
+        request): its task once started."""
         read_end, write_end = os.pipe()
         task = ForkedTask(PipeReader(read_end), forked=self.tenant is None)
         answer: asyncio.Future[ForkedTask] = asyncio.get_running_loop().create_future()
@@ -248,11 +262,12 @@ class ForkServer:
         sent = False
         try:
             try:
-                await self._send(json.dumps({**msg, "id": rid}).encode(), [write_end, spec])
+                await self._send(data, [write_end] if spec is None else [write_end, spec])
                 sent = True
             finally:
                 os.close(write_end)  # the server (and then the task) holds them now
-                os.close(spec)
+                if spec is not None:
+                    os.close(spec)
             return await asyncio.wait_for(asyncio.shield(answer), REPLY_TIMEOUT)
         except TimeoutError:
             self._drop(f"no answer to a request in {REPLY_TIMEOUT:g}s")
@@ -303,6 +318,8 @@ class ForkServer:
                     if self._sock is sock:
                         loop.remove_writer(sock.fileno())
             except OSError as exc:
+                if exc.errno in _REQUEST_ERRORS:  # this request's trouble (its size, memory): not the server's
+                    raise ForkServerUnavailable(f"sending a request: {exc}") from None
                 self._drop(f"sending a request: {exc}")
                 raise ForkServerUnavailable(str(exc)) from None
 
@@ -465,6 +482,15 @@ def _kill_started(pid: int) -> None:
                     os.killpg(int(child), signal.SIGKILL)
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(child), signal.SIGKILL)
+
+
+def _room_for(sock: socket.socket, size: int) -> None:
+    """A send buffer of at least ``size`` bytes (root may pass net.core.wmem_max; a request that still does
+    not fit fails alone: _REQUEST_ERRORS)."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_SNDBUFFORCE, size)
+    except OSError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

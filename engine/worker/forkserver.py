@@ -40,6 +40,7 @@ Protocol: one ``SOCK_SEQPACKET`` socket pair, one JSON object per message.
 
 from __future__ import annotations
 
+import array
 import atexit
 import contextlib
 import ctypes
@@ -61,6 +62,8 @@ from typing import Any
 MAX_MESSAGE = 65536
 #: largest task particulars (its environment above all) the worker sends: less than a socket's buffer holds
 SPEC_LIMIT = 100_000
+#: longest error text a ``failed`` answer carries
+ERROR_LIMIT = 500
 #: exit code of a child whose set-up failed before the task's code ran (a shell's "cannot execute")
 SETUP_FAILED = 126
 _PR_SET_PDEATHSIG = 1
@@ -111,6 +114,10 @@ def _code(value: object) -> int:
 
 
 class Server:
+    #: descriptors a request carries, and its largest size
+    request_fds = 2
+    max_message = MAX_MESSAGE
+
     def __init__(self, sock: socket.socket, modules: dict[str, ModuleType]) -> None:
         self.sock = sock
         self.modules = modules
@@ -151,33 +158,37 @@ class Server:
     def _request(self) -> bool:
         """Handle one request; False at the end of file (the worker closed its end, or died)."""
         try:
-            data, fds, flags, _ = socket.recv_fds(self.sock, MAX_MESSAGE, 2)
+            data, fds, flags = _receive(self.sock, self.max_message, self.request_fds)
         except ConnectionError:
             return False
         msg: Any = None
         try:
             if not data:
                 return False
+            if flags & socket.MSG_TRUNC:
+                raise ValueError(f"a request over {self.max_message} bytes")
             msg = json.loads(data)
             rid = msg.get("id")
-            if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) != 2:
-                self._send(op="failed", id=rid, error="a request with its two descriptors expected")
+            if flags & socket.MSG_CTRUNC or len(fds) != self.request_fds:
+                self._send(op="failed", id=rid, error=f"a request with {self.request_fds} descriptors expected")
             else:
-                self._launch(rid, msg, fds[0], fds[1])
+                self._launch(rid, msg, fds)
             return True
         except Exception as exc:  # a bad request or a failed fork: that request fails, the server goes on
-            self._send(op="failed", id=msg.get("id") if isinstance(msg, dict) else None, error=repr(exc))
+            rid = msg.get("id") if isinstance(msg, dict) else None
+            self._send(op="failed", id=rid, error=repr(exc)[:ERROR_LIMIT])  # an answer stays small
             return True
         finally:
             for fd in fds:
                 os.close(fd)
 
-    def _launch(self, rid: int, msg: dict[str, Any], out: int, spec: int) -> None:
-        """Start the task request ``rid`` asks for (its output pipe ``out``, its particulars' socket ``spec``)
-        and tell the worker; raises (the request fails) or sends ``failed`` when it cannot."""
+    def _launch(self, rid: int, msg: dict[str, Any], fds: list[int]) -> None:
+        """Start the task request ``rid`` asks for (``fds``: its output pipe, its particulars' socket) and tell
+        the worker; raises (the request fails) or sends ``failed`` when it cannot."""
         if msg.get("module") not in self.modules:
             self._send(op="failed", id=rid, error=f"module {msg.get('module')!r} is not preloaded here")
             return
+        out, spec = fds
         self._started(rid, self._fork(msg["module"], out, spec))
 
     def _fork(self, module: str, out: int, spec: int) -> int:
@@ -251,12 +262,7 @@ class Server:
                 os.killpg(pid, signal.SIGKILL)  # its group's stragglers, while its pid still holds the id
             _, status = os.waitpid(pid, 0)
             self.children.discard(pid)
-            code = os.waitstatus_to_exitcode(status)
-            self._reaped(pid, code)
-            self._send(op="exit", pid=pid, code=code)
-
-    def _reaped(self, pid: int, code: int) -> None:
-        """A task of ours was reaped (``code`` as ``subprocess`` reports it)."""
+            self._send(op="exit", pid=pid, code=os.waitstatus_to_exitcode(status))
 
     def _kill_all(self) -> None:
         """The worker is gone: no task of ours may run on unowned."""
@@ -269,6 +275,17 @@ class Server:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
         self.children.clear()
+
+
+def _receive(sock: socket.socket, size: int, maxfds: int) -> tuple[bytes, list[int], int]:
+    """One message and its descriptors, which close on exec (a process started here inherits none of them;
+    ``socket.recv_fds`` drops the flag that says so before Python 3.12)."""
+    fds = array.array("i")
+    data, ancillary, flags, _ = sock.recvmsg(size, socket.CMSG_LEN(maxfds * fds.itemsize), socket.MSG_CMSG_CLOEXEC)
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    return data, list(fds), flags
 
 
 def _reseed() -> None:
