@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from engine.infra.etcd import EtcdServer
+from engine.worker import reaper as reaper_mod
 from engine.worker.reaper import Reaper
 from registry import EtcdClient
 from rpc import RpcClient
@@ -104,6 +105,31 @@ async def test_closing_the_reaper_kills_what_it_knows(tmp_path: Path) -> None:
                 await p.wait()
 
 
+async def test_what_one_turn_of_the_loop_tells_arrives_in_order(tmp_path: Path) -> None:
+    """Adds and removals told in one turn go together, in the order told, over several lines when many:
+    a group removed and added again is the reaper's; every one added and not removed dies at the end."""
+    reaper = Reaper(lease_ttl=60)
+    await reaper.start()
+    sleepers = [await asyncio.create_subprocess_exec("sleep", "1000", start_new_session=True) for _ in range(3)]
+    kept, dropped, again = sleepers
+    try:
+        beyond = [5_000_000 + n for n in range(2 * reaper_mod.GROUPS_PER_LINE + 50)]  # above any pid_max here
+        for pgid in [*beyond[:300], kept.pid, dropped.pid, again.pid, *beyond[300:]]:
+            reaper.add(pgid)
+        reaper.remove(dropped.pid)
+        reaper.remove(again.pid)
+        reaper.add(again.pid)
+        await reaper.close()
+        assert await asyncio.wait_for(kept.wait(), 5) == -signal.SIGKILL
+        assert await asyncio.wait_for(again.wait(), 5) == -signal.SIGKILL
+        assert dropped.returncode is None
+    finally:
+        for p in sleepers:
+            if p.returncode is None:
+                p.kill()
+                await p.wait()
+
+
 async def test_lines_other_than_renewals_do_not_move_the_deadline(tmp_path: Path) -> None:
     # a task started just before a pause must not extend the time the reaper gives the worker: only a
     # renewal does. Here groups keep being added and removed; the one renewal allows 0.2 s (0.7 - margin).
@@ -156,6 +182,7 @@ async def test_the_reaper_kills_when_renewals_stop_and_says_whom(tmp_path: Path)
 # and reports how the task ended, whether the reaper owned up to it, and how the reaper ended.
 UNANNOUNCED = """
 import asyncio, os, sys
+from engine.worker import reaper as reaper_mod
 from engine.worker.reaper import Reaper
 
 async def main():
