@@ -120,3 +120,23 @@ async def test_a_worker_that_registered_while_the_sweep_looked_is_not_judged_los
     later.run.attempts = []
     assert await svc._hosts_gone(object(), {"a:1"}) == {"dead:1"}  # type: ignore[arg-type]
     assert reads == []
+
+
+async def test_a_retake_for_workers_that_did_not_answer_is_dropped_once_they_have_all_left() -> None:
+    """Taken over while a worker was registered but silent, an instance is taken again to ask it; once every
+    such worker has left, the worker-lost path settles its attempts under the actor's epoch and a retake
+    (which would stop the actor and mark an attempt it had queued for a live worker lost) is not made.
+    A retake asked for because our actor failed is made whatever the workers."""
+    actors = {7: _Actor([]), 8: _Actor([]), 9: _Actor([])}
+    svc = FailoverService("m:1", None, None, None, lambda: None, actors, lambda *_: None, 5.0)  # type: ignore[arg-type]
+    svc.retake(7, 100, frozenset({"w1:1", "w2:1"}))
+    svc.retake(8, 101)  # its actor failed
+    svc.retake(9, 102, frozenset({"w1:1"}))
+    del actors[9]  # no actor drives it any more: taken again whatever the workers
+    pending = list(svc._retake.items())
+    assert svc._due(pending, {"w2:1"}) == [(7, 100), (8, 101), (9, 102)]  # w2:1 is still registered
+    assert svc._due(pending, set()) == [(8, 101), (9, 102)]
+    assert 7 not in svc._retake and 7 not in svc._unsure
+    svc.retake(8, 103, frozenset({"w1:1"}))  # asked again for silence: the earlier reason is replaced
+    svc.retake(8, 104)
+    assert svc._due([(8, 104)], set()) == [(8, 104)]

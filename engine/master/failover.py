@@ -119,6 +119,8 @@ class FailoverService(BackgroundService):
         #: instances of ours to take again under a fresh epoch (their actor crashed, or a takeover could not
         #: ask every worker): instance id -> the epoch it held
         self._retake: dict[int, int] = {}
+        #: of those, the ones retaken because these workers did not answer: instance id -> the workers
+        self._unsure: dict[int, frozenset[str]] = {}
         #: stops of our actors replaced by a takeover that have not ended yet
         self._stopping: set[asyncio.Future[None]] = set()
 
@@ -136,11 +138,34 @@ class FailoverService(BackgroundService):
         log.info("worker left", worker=change.info.address, incarnation=change.info.create_revision)
         self.worker_lost(change.info.address, change.info.create_revision)
 
-    def retake(self, instance_id: int, epoch: int) -> None:
+    def retake(self, instance_id: int, epoch: int, silent: frozenset[str] = frozenset()) -> None:
         """Our actor of this instance failed (e.g. the database went away mid-write): take the instance
-        back from the database state as soon as the database answers."""
+        back from the database state as soon as the database answers. With ``silent``: its takeover could
+        not ask these workers about its attempts on them; taken again to ask them while one is registered
+        (once all have left, the worker-lost path settles those attempts: :meth:`_due`)."""
         self._retake[instance_id] = epoch
+        if silent:
+            self._unsure[instance_id] = silent
+        else:
+            self._unsure.pop(instance_id, None)
         self._kick.set()
+
+    def _due(self, retakes: list[tuple[int, int]], live_workers: set[str]) -> list[tuple[int, int]]:
+        """The retakes to make now. One asked for only because workers did not answer is dropped once all of
+        them have left and its actor still drives it: their attempts on it are lost through the worker-lost
+        path, under the actor's epoch; a retake would stop the actor, and an attempt it had queued for a
+        live worker but not sent yet would be found on no worker and marked lost with it (run twice)."""
+        due = []
+        for instance_id, epoch in retakes:
+            silent = self._unsure.get(instance_id)
+            if silent and not silent & live_workers and instance_id in self.actors:
+                log.info("workers that did not answer have left: not taking our instance again",
+                         workflow_instance_id=instance_id, workers=sorted(silent))  # fmt: skip
+                del self._retake[instance_id]
+                del self._unsure[instance_id]
+                continue
+            due.append((instance_id, epoch))
+        return due
 
     def worker_lost(self, host: str, incarnation: int = 0) -> None:
         """The worker at ``host`` is gone: its incarnation ``incarnation`` (0: whichever it was)."""
@@ -173,12 +198,13 @@ class FailoverService(BackgroundService):
             return 0  # not (yet) visible as a live master ourselves: take nothing
         for host in sorted(await self._hosts_gone(node, live_workers)):
             self.worker_lost(host)
-        retakes = list(self._retake.items())
+        retakes = self._due(list(self._retake.items()), live_workers)
         if retakes:
             await self._take_many([(i, self.me, e) for i, e in retakes], live_workers)  # raises while the DB is down
             for instance_id, epoch in retakes:
                 if self._retake.get(instance_id) == epoch:
                     del self._retake[instance_id]
+                    self._unsure.pop(instance_id, None)
         await self.take_back_undriven(floors[self.me], live_workers)
         # The live masters are read again AFTER the orphans: a master that registered since the first
         # read (and took instances meanwhile, e.g. from a dead peer) is in the second, so its instances are
@@ -392,8 +418,8 @@ class FailoverService(BackgroundService):
                 continue
             for a in lost:
                 a.state = TaskState.NEED_FAULT_TOLERANCE
-            if unsure:
-                self.retake(info.id, info.epoch)  # ask again on the next sweep, under a fresh epoch
+            if unsure:  # ask again on the next sweep, under a fresh epoch
+                self.retake(info.id, info.epoch, frozenset(unsure))
             starts.append((info, spec, WorkflowState(row["state"]), attempts, frozenset(waiting)))
             log.info("instance taken over", workflow_instance_id=info.id, epoch=info.epoch, lost_attempts=len(lost))
         await self._start_actors(starts)
@@ -437,16 +463,17 @@ class FailoverService(BackgroundService):
 
     async def _adopt(
         self, info: InstanceInfo, attempts: list[Attempt], workers: set[str]
-    ) -> tuple[list[Attempt], bool]:
+    ) -> tuple[list[Attempt], set[str]]:
         """:meth:`_adopt_many` of one instance."""
         return (await self._adopt_many([(info, attempts)], workers))[0]
 
     async def _adopt_many(
         self, items: list[tuple[InstanceInfo, list[Attempt]]], workers: set[str]
-    ) -> list[tuple[list[Attempt], bool]]:
+    ) -> list[tuple[list[Attempt], set[str]]]:
         """Point the live workers that may run the instances' attempts at us (host updates with the new
         epochs: from then on they refuse the dead owner's late orders; one call per worker for all its
-        instances) and ask which attempts they know. Per instance of ``items``: (lost, unsure).
+        instances) and ask which attempts they know. Per instance of ``items``: (lost, unsure: the workers
+        that did not answer and may hold one of its attempts; empty when sure).
 
         An attempt on a worker that answered without knowing it, or a SUBMITTED one (its dispatch may
         have reached a worker before the dead master recorded where) that no live worker knows, was
@@ -477,12 +504,12 @@ class FailoverService(BackgroundService):
 
         # all at once: a silent worker costs the takeover one timeout, not one per worker in turn
         await asyncio.gather(*(update(w, ask_by[w]) for w in sorted(ask_by) if w not in silent))
-        verdicts: list[tuple[list[Attempt], bool]] = []
+        verdicts: list[tuple[list[Attempt], set[str]]] = []
         for running, submitted, ask in plans:
             lost = [a for a in running if a.host not in silent and (a.id, a.attempt) not in known]
-            unsure = any(a.host in silent for a in running)
+            unsure = {a.host for a in running if a.host in silent}
             if submitted and ask & silent:
-                unsure = True
+                unsure |= ask & silent
             else:
                 lost += [a for a in submitted if (a.id, a.attempt) not in known]
             verdicts.append((lost, unsure))
