@@ -140,3 +140,14 @@ async def test_a_retake_for_workers_that_did_not_answer_is_dropped_once_they_hav
     svc.retake(8, 103, frozenset({"w1:1"}))  # asked again for silence: the earlier reason is replaced
     svc.retake(8, 104)
     assert svc._due([(8, 104)], set()) == [(8, 104)]
+
+
+async def test_a_submitted_attempt_a_silent_worker_may_hold_is_settled_only_by_asking_again() -> None:
+    """Its old owner may have sent it to the worker that did not answer: no leaving settles it (our actor
+    never sends an attempt it inherited), so its retake is kept whatever the workers (unsure is None)."""
+    svc = FailoverService("m:1", None, None, _SilentRpc("w1:1"), lambda: None, {}, lambda *_: None, 5.0)  # type: ignore[arg-type]
+    queued = Attempt(1, 1, 0, TaskState.SUBMITTED_SUCCESS, id=7)
+    running = Attempt(2, 1, 0, TaskState.RUNNING_EXECUTION, id=8, host="w1:1")
+    info = InstanceInfo(7, 100, "w", 0, None, [], "", 0, "default", 1)
+    assert await svc._adopt(info, [queued], {"w1:1", "w2:1"}) == ([], None)
+    assert await svc._adopt(info, [running], {"w1:1", "w2:1"}) == ([], {"w1:1"})

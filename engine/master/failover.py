@@ -142,7 +142,7 @@ class FailoverService(BackgroundService):
         """Our actor of this instance failed (e.g. the database went away mid-write): take the instance
         back from the database state as soon as the database answers. With ``silent``: its takeover could
         not ask these workers about its attempts on them; taken again to ask them while one is registered
-        (once all have left, the worker-lost path settles those attempts: :meth:`_due`)."""
+        (once all have left, the worker-lost path settles those running attempts: :meth:`_due`)."""
         self._retake[instance_id] = epoch
         if silent:
             self._unsure[instance_id] = silent
@@ -151,10 +151,12 @@ class FailoverService(BackgroundService):
         self._kick.set()
 
     def _due(self, retakes: list[tuple[int, int]], live_workers: set[str]) -> list[tuple[int, int]]:
-        """The retakes to make now. One asked for only because workers did not answer is dropped once all of
-        them have left and its actor still drives it: their attempts on it are lost through the worker-lost
-        path, under the actor's epoch; a retake would stop the actor, and an attempt it had queued for a
-        live worker but not sent yet would be found on no worker and marked lost with it (run twice)."""
+        """The retakes to make now. One asked for only because workers holding its running attempts did not
+        answer is dropped once all of them have left and its actor still drives it: those attempts are lost
+        through the worker-lost path, under the actor's epoch; a retake would stop the actor, and an attempt
+        it had queued for a live worker but not sent yet would be found on no worker and marked lost with it
+        (run again). One kept for a SUBMITTED attempt of the old owner's is always made: only asking settles
+        it (the actor never sends an attempt it inherited)."""
         due = []
         for instance_id, epoch in retakes:
             silent = self._unsure.get(instance_id)
@@ -418,8 +420,8 @@ class FailoverService(BackgroundService):
                 continue
             for a in lost:
                 a.state = TaskState.NEED_FAULT_TOLERANCE
-            if unsure:  # ask again on the next sweep, under a fresh epoch
-                self.retake(info.id, info.epoch, frozenset(unsure))
+            if unsure is None or unsure:  # ask again on the next sweep, under a fresh epoch
+                self.retake(info.id, info.epoch, frozenset(unsure or ()))
             starts.append((info, spec, WorkflowState(row["state"]), attempts, frozenset(waiting)))
             log.info("instance taken over", workflow_instance_id=info.id, epoch=info.epoch, lost_attempts=len(lost))
         await self._start_actors(starts)
@@ -463,17 +465,18 @@ class FailoverService(BackgroundService):
 
     async def _adopt(
         self, info: InstanceInfo, attempts: list[Attempt], workers: set[str]
-    ) -> tuple[list[Attempt], set[str]]:
+    ) -> tuple[list[Attempt], set[str] | None]:
         """:meth:`_adopt_many` of one instance."""
         return (await self._adopt_many([(info, attempts)], workers))[0]
 
     async def _adopt_many(
         self, items: list[tuple[InstanceInfo, list[Attempt]]], workers: set[str]
-    ) -> list[tuple[list[Attempt], set[str]]]:
+    ) -> list[tuple[list[Attempt], set[str] | None]]:
         """Point the live workers that may run the instances' attempts at us (host updates with the new
         epochs: from then on they refuse the dead owner's late orders; one call per worker for all its
-        instances) and ask which attempts they know. Per instance of ``items``: (lost, unsure: the workers
-        that did not answer and may hold one of its attempts; empty when sure).
+        instances) and ask which attempts they know. Per instance of ``items``: (lost, unsure): ``unsure``
+        is empty when sure, the workers that did not answer when a running attempt is on one of them, None
+        when a SUBMITTED attempt may be on one (settled only by asking again, whoever leaves).
 
         An attempt on a worker that answered without knowing it, or a SUBMITTED one (its dispatch may
         have reached a worker before the dead master recorded where) that no live worker knows, was
@@ -504,12 +507,12 @@ class FailoverService(BackgroundService):
 
         # all at once: a silent worker costs the takeover one timeout, not one per worker in turn
         await asyncio.gather(*(update(w, ask_by[w]) for w in sorted(ask_by) if w not in silent))
-        verdicts: list[tuple[list[Attempt], set[str]]] = []
+        verdicts: list[tuple[list[Attempt], set[str] | None]] = []
         for running, submitted, ask in plans:
             lost = [a for a in running if a.host not in silent and (a.id, a.attempt) not in known]
-            unsure = {a.host for a in running if a.host in silent}
+            unsure: set[str] | None = {a.host for a in running if a.host in silent}
             if submitted and ask & silent:
-                unsure |= ask & silent
+                unsure = None  # a SUBMITTED attempt is settled only by asking: whoever leaves
             else:
                 lost += [a for a in submitted if (a.id, a.attempt) not in known]
             verdicts.append((lost, unsure))
