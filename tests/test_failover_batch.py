@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -159,7 +158,7 @@ async def test_a_killed_master_s_hundreds_of_instances_are_taken_once_and_each_l
     # the worker dies later than the owner, so the owner's lease expires first: the takeover finds the
     # worker registered but not answering, and takes its instances again until it is gone (CI saw an
     # attempt queued for the live worker then marked lost by such a retake and run again)
-    time.sleep(0.6 * TTL)  # the faults' spacing, not a wait for a condition
+    await asyncio.sleep(0.6 * TTL)  # the faults' spacing, not a wait for a condition
     _kill(workers[0])
     gate.touch()
 

@@ -124,22 +124,32 @@ async def test_a_worker_that_registered_while_the_sweep_looked_is_not_judged_los
 
 async def test_a_retake_for_workers_that_did_not_answer_is_dropped_once_they_have_all_left() -> None:
     """Taken over while a worker was registered but silent, an instance is taken again to ask it; once every
-    such worker has left, the worker-lost path settles its attempts under the actor's epoch and a retake
-    (which would stop the actor and mark an attempt it had queued for a live worker lost) is not made.
-    A retake asked for because our actor failed is made whatever the workers."""
-    actors = {7: _Actor([]), 8: _Actor([]), 9: _Actor([])}
+    such worker has left and the actor holds no active attempt on them (the worker-lost path settled them
+    under the actor's epoch), a retake (which would stop the actor and mark an attempt it had queued for a
+    live worker lost) is not made. Made all the same: one asked for because our actor failed, one whose
+    actor still has an attempt on a silent worker (a worker-lost event it never got), one whose actor is
+    stopping (it takes no event) or gone."""
+    on_w1 = Attempt(1, 1, 0, TaskState.RUNNING_EXECUTION, id=11, host="w1:1")
+    queued = Attempt(2, 1, 0, TaskState.SUBMITTED_SUCCESS, id=12)
+    actors = {n: _Actor([queued]) for n in (7, 8, 9, 10, 11)}
+    for actor in actors.values():
+        actor.task = object()  # type: ignore[attr-defined]
+    actors[10].run.attempts.append(on_w1)
+    actors[11].task = None  # type: ignore[attr-defined]
     svc = FailoverService("m:1", None, None, None, lambda: None, actors, lambda *_: None, 5.0)  # type: ignore[arg-type]
     svc.retake(7, 100, frozenset({"w1:1", "w2:1"}))
     svc.retake(8, 101)  # its actor failed
     svc.retake(9, 102, frozenset({"w1:1"}))
-    del actors[9]  # no actor drives it any more: taken again whatever the workers
+    svc.retake(10, 103, frozenset({"w1:1"}))
+    svc.retake(11, 104, frozenset({"w1:1"}))
+    del actors[9]  # no actor drives it any more
     pending = list(svc._retake.items())
-    assert svc._due(pending, {"w2:1"}) == [(7, 100), (8, 101), (9, 102)]  # w2:1 is still registered
-    assert svc._due(pending, set()) == [(8, 101), (9, 102)]
+    assert svc._due(pending, {"w2:1"}) == pending  # w2:1 is still registered: 7 is asked again too
+    assert svc._due(pending, set()) == [(8, 101), (9, 102), (10, 103), (11, 104)]
     assert 7 not in svc._retake and 7 not in svc._unsure
-    svc.retake(8, 103, frozenset({"w1:1"}))  # asked again for silence: the earlier reason is replaced
-    svc.retake(8, 104)
-    assert svc._due([(8, 104)], set()) == [(8, 104)]
+    svc.retake(8, 105, frozenset({"w1:1"}))  # asked again for silence: the earlier reason is replaced
+    svc.retake(8, 106)
+    assert svc._due([(8, 106)], set()) == [(8, 106)]
 
 
 async def test_a_submitted_attempt_a_silent_worker_may_hold_is_settled_only_by_asking_again() -> None:

@@ -152,15 +152,24 @@ class FailoverService(BackgroundService):
 
     def _due(self, retakes: list[tuple[int, int]], live_workers: set[str]) -> list[tuple[int, int]]:
         """The retakes to make now. One asked for only because workers holding its running attempts did not
-        answer is dropped once all of them have left and its actor still drives it: those attempts are lost
-        through the worker-lost path, under the actor's epoch; a retake would stop the actor, and an attempt
-        it had queued for a live worker but not sent yet would be found on no worker and marked lost with it
-        (run again). One kept for a SUBMITTED attempt of the old owner's is always made: only asking settles
-        it (the actor never sends an attempt it inherited)."""
+        answer is dropped once all of them have left, our actor drives the instance (its task runs) and no
+        attempt of it is active on them any more: the worker-lost path settled those attempts under the
+        actor's epoch, and a retake would stop the actor, find an attempt it had queued for a live worker
+        but not sent yet on no worker and mark it lost with it (run again). One kept for a SUBMITTED attempt
+        of the old owner's is always made: only asking settles it (an actor never sends an attempt it
+        inherited); so is one whose actor still has an attempt on a silent worker (a worker-lost event it
+        never got: it did not exist yet, or the worker came back at the same address)."""
         due = []
         for instance_id, epoch in retakes:
             silent = self._unsure.get(instance_id)
-            if silent and not silent & live_workers and instance_id in self.actors:
+            actor = self.actors.get(instance_id)
+            if (
+                silent
+                and not silent & live_workers
+                and actor is not None
+                and getattr(actor, "task", None) is not None
+                and not any(a.host in silent and a.state is not TaskState.SUBMITTED_SUCCESS for a in actor.run.active())
+            ):
                 log.info("workers that did not answer have left: not taking our instance again",
                          workflow_instance_id=instance_id, workers=sorted(silent))  # fmt: skip
                 del self._retake[instance_id]
