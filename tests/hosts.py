@@ -525,10 +525,14 @@ class HostCluster:
         """SIGKILL every process of host ``name`` (nodes, etcd member, task processes, reaper)."""
         kill_namespace_processes(self.net.host(name).netns)
 
+    @property
+    def _etcd_user(self) -> str:
+        """etcdctl's ``--user`` for the nodes' etcd user when auth is on ("" when it is off)."""
+        return f"{tls.ETCD_USER}:{tls.ETCD_PASSWORD}" if self.tls else ""
+
     def _etcd(self, server: EtcdServer, *args: str) -> Any:
         """etcdctl's JSON answer from one member (as the nodes' etcd user when auth is on)."""
-        user = f"{tls.ETCD_USER}:{tls.ETCD_PASSWORD}" if self.tls else ""
-        return json.loads(server.ctl(*args, "--write-out=json", "--command-timeout=2s", user=user))
+        return json.loads(server.ctl(*args, "--write-out=json", "--command-timeout=2s", user=self._etcd_user))
 
     def etcd_leader(self, required: bool = True) -> str:
         """The host whose etcd member leads now (asked of the members that answer); "" when none does
@@ -552,8 +556,7 @@ class HostCluster:
             return
         target = next(n for n in self.names if n != away_from)
         member = int(self._etcd(self.etcd[target], "endpoint", "status")[0]["Status"]["header"]["member_id"])
-        user = f"{tls.ETCD_USER}:{tls.ETCD_PASSWORD}" if self.tls else ""
-        self.etcd[away_from].ctl("move-leader", f"{member:x}", "--command-timeout=5s", user=user)
+        self.etcd[away_from].ctl("move-leader", f"{member:x}", "--command-timeout=5s", user=self._etcd_user)
         wait_sync(lambda: self.etcd_leader(required=False) == target, timeout, f"etcd's leader moved to {target}")
 
     def key_revision(self, role: str, name: str) -> int:

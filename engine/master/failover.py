@@ -167,7 +167,7 @@ class FailoverService(BackgroundService):
                 silent
                 and not silent & live_workers
                 and actor is not None
-                and getattr(actor, "task", None) is not None
+                and actor.task is not None
                 and not any(a.host in silent and a.state is not TaskState.SUBMITTED_SUCCESS for a in actor.run.active())
             ):
                 log.info("workers that did not answer have left: not taking our instance again",
