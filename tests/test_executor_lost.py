@@ -105,3 +105,33 @@ async def test_a_process_that_cannot_be_created_fails_with_its_log_closed_and_ex
     exec_dir = tmp_path / "exec" / str(d.workflow_instance_id) / f"{d.task_instance_id}-{d.attempt}"
     assert not exec_dir.exists()  # handed back (kept as a spare under another name, or removed)
     assert executor.runs == {}
+
+
+async def test_busy_with_counts_the_attempts_held_per_workflow_instance(executor: Executor, sink: ReportSink) -> None:
+    """The reporter asks busy_with per acknowledged result (whether an instance's owner entry may go): it is
+    true while any attempt of the instance is held here, also after a later attempt of a task replaced an
+    earlier one (the earlier no longer counts), and false once the last one ended."""
+    import dataclasses
+    import signal
+
+    first = task("SHELL", {"rawScript": "sleep 60"}, sink.address, workflow_instance_id=991)
+    other = task("SHELL", {"rawScript": "true"}, sink.address, workflow_instance_id=991)
+    assert executor.dispatch(first).accepted and executor.dispatch(other).accepted
+    assert executor.busy_with(991) and not executor.busy_with(992)
+    await sink.result(other.task_instance_id)
+    assert executor.busy_with(991)  # the first still runs
+    await sink.running(first.task_instance_id)
+    replaced = executor.runs[first.task_instance_id]
+    again = dataclasses.replace(first, attempt=2, workflow_instance_id=992)  # held under another id, say
+    assert executor.dispatch(again).accepted
+    assert executor.busy_with(992) and not executor.busy_with(991)
+    assert replaced.proc is not None
+    await executor._kill_group(replaced.proc.pid, signal.SIGKILL)
+    await replaced.done.wait()
+    assert executor.busy_with(992) and not executor.busy_with(991)
+    held = list(executor.runs.values())
+    await executor.kill_all()
+    async with asyncio.timeout(10):
+        await asyncio.gather(*(r.done.wait() for r in held))
+    assert executor.runs == {}
+    assert not executor.busy_with(992) and not executor.busy_with(991)

@@ -20,7 +20,7 @@ import asyncpg
 import pytest
 
 from engine.infra.etcd import EtcdServer
-from engine.worker.taskenv import TaskPolicy, Users, passed_through, resolve_tenant
+from engine.worker.taskenv import PASSWD_CHECK, TaskPolicy, Users, passed_through, resolve_tenant
 from rpc.client import RpcClient
 from tests.helpers import TEST_SECRET, NodeProc, start_worker
 from tests.worker_harness import ReportSink, dispatch, log_text, task
@@ -145,7 +145,8 @@ def test_the_default_tenant_runs_as_the_configured_user_and_root_stays_refused()
 def test_a_looked_up_user_is_used_again_until_the_user_database_changes(tmp_path: Path) -> None:
     """The worker's cache of tenants' OS users (Users): one lookup per name while the user database keeps
     its identity, size and modification time and the entry is younger than its time to live; a changed
-    database or an expired entry is looked up again, an unknown name every time."""
+    database (noticed within PASSWD_CHECK seconds) or an expired entry is looked up again, an unknown name
+    every time."""
     import os
     import pwd
 
@@ -164,13 +165,18 @@ def test_a_looked_up_user_is_used_again_until_the_user_database_changes(tmp_path
     assert resolve_tenant("", allow_root=False, default_user="nobody", users=users) is not None
     assert looked == ["nobody"]
     source.write_text("one\ntwo\n")  # a user added, changed or removed
+    now[0] = PASSWD_CHECK / 2  # not looked at again yet
+    users.get("nobody")
+    assert looked == ["nobody"]
+    now[0] = PASSWD_CHECK
     users.get("nobody")
     assert looked == ["nobody", "nobody"]
     st = source.stat()
     os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # rewritten in place, same size
+    now[0] = 2 * PASSWD_CHECK
     users.get("nobody")
     assert looked == ["nobody"] * 3
-    now[0] = 10.0  # older than its time to live (a directory service's user changes elsewhere)
+    now[0] = 2 * PASSWD_CHECK + 10.0  # older than its time to live (a directory service's user changes elsewhere)
     users.get("nobody")
     assert looked == ["nobody"] * 4
     for _ in range(2):
@@ -178,6 +184,7 @@ def test_a_looked_up_user_is_used_again_until_the_user_database_changes(tmp_path
             resolve_tenant("no-such-user-x", allow_root=False, users=users)
     assert looked == ["nobody"] * 4 + ["no-such-user-x"] * 2
     source.unlink()  # no database to watch: looked up every time
+    now[0] += PASSWD_CHECK
     users.get("nobody")
     users.get("nobody")
     assert looked == ["nobody"] * 4 + ["no-such-user-x"] * 2 + ["nobody"] * 2

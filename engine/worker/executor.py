@@ -181,6 +181,8 @@ class Executor:
         self.kill_grace = kill_grace
         #: task instance id -> the attempt running here
         self.runs: dict[int, TaskRun] = {}
+        #: workflow instance id -> how many of ``runs`` are its (kept with ``runs``: busy_with per result)
+        self._per_instance: collections.Counter[int] = collections.Counter()
         #: (task instance id, attempt) -> the state it ended in here (bounded: ENDED_KEPT)
         self.ended: collections.OrderedDict[tuple[int, int], str] = collections.OrderedDict()
         #: while the cpus are saturated: the concurrency held (the number running when it began)
@@ -200,7 +202,15 @@ class Executor:
         return sum(1 for r in self.runs.values() if r.proc is None and not r.ended)
 
     def busy_with(self, workflow_instance_id: int) -> bool:
-        return any(r.dispatch.workflow_instance_id == workflow_instance_id for r in self.runs.values())
+        return self._per_instance[workflow_instance_id] > 0
+
+    def _forget(self, workflow_instance_id: int) -> None:
+        """One attempt of the instance left ``runs``."""
+        left = self._per_instance[workflow_instance_id] - 1
+        if left > 0:
+            self._per_instance[workflow_instance_id] = left
+        else:
+            del self._per_instance[workflow_instance_id]
 
     def holds(self, d: TaskDispatch) -> str:
         """Whether this attempt is already ours: "already running", "already finished (STATE)", or "".
@@ -236,7 +246,11 @@ class Executor:
             ),
             exec_dir=self.exec_root / str(d.workflow_instance_id) / f"{d.task_instance_id}-{d.attempt}",
         )
+        replaced = self.runs.get(d.task_instance_id)  # another attempt of it (its owner moved on): no longer counted
+        if replaced is not None:
+            self._forget(replaced.dispatch.workflow_instance_id)
         self.runs[d.task_instance_id] = run
+        self._per_instance[d.workflow_instance_id] += 1
         run.task = asyncio.create_task(self._execute(run), name=f"task-{d.task_instance_id}-{d.attempt}")
         return DispatchReply(True)
 
@@ -298,6 +312,7 @@ class Executor:
             finally:
                 if self.runs.get(d.task_instance_id) is run:
                     del self.runs[d.task_instance_id]
+                    self._forget(d.workflow_instance_id)
                 self._ended(run, result.state)  # a dispatch sent again is answered, not run again
                 self.on_ended(run, result)
                 run.done.set()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import math
 import os
 import pwd
 import sys
@@ -29,8 +30,10 @@ from engine.tasks.base import ParamError
 
 #: the workflow tenant that means "the worker's own OS user"
 DEFAULT_TENANT = "default"
-#: the local user database: a cached OS user is looked up again as soon as this file changes
+#: the local user database: a cached OS user is looked up again once this file changed
 PASSWD = Path("/etc/passwd")
+#: seconds between two looks at PASSWD's identity (a stat per task cost the worker's loop 2 % of its time)
+PASSWD_CHECK = 1.0
 #: seconds a cached OS user is used at most (one from a directory service, LDAP or sssd, changes elsewhere)
 USER_TTL = 10.0
 
@@ -64,8 +67,8 @@ class TaskPolicy:
 
 class Users:
     """``pwd.getpwnam`` remembered per worker (a lookup reads and parses the user database): an entry is
-    used again while PASSWD keeps its inode, size and modification time and for at most USER_TTL seconds;
-    an unknown name is not remembered."""
+    used again while PASSWD keeps its inode, size and modification time (looked at every PASSWD_CHECK
+    seconds at most) and for at most USER_TTL seconds; an unknown name is not remembered."""
 
     def __init__(
         self,
@@ -76,21 +79,24 @@ class Users:
     ) -> None:
         self._lookup, self._source, self._ttl, self._clock = lookup, source, ttl, clock
         self._stamp: tuple[int, int, int] | None = None
+        self._checked = -math.inf  # when PASSWD's stamp was last read
         self._known: dict[str, tuple[float, pwd.struct_passwd]] = {}
 
     def get(self, name: str) -> pwd.struct_passwd:
         """The user named ``name``; KeyError when there is none."""
-        try:
-            st = os.stat(self._source)
-            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
-        except OSError:
-            stamp = None
         now = self._clock()
-        if stamp is None or stamp != self._stamp:
-            self._known.clear()
-            self._stamp = stamp
+        if self._stamp is None or now - self._checked >= PASSWD_CHECK:
+            try:
+                st = os.stat(self._source)
+                stamp: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
+            except OSError:
+                stamp = None
+            self._checked = now
+            if stamp is None or stamp != self._stamp:
+                self._known.clear()
+                self._stamp = stamp
         known = self._known.get(name)
-        if stamp is not None and known is not None and now - known[0] < self._ttl:
+        if self._stamp is not None and known is not None and now - known[0] < self._ttl:
             return known[1]
         user = self._lookup(name)
         self._known[name] = (now, user)
