@@ -4,12 +4,14 @@ adopted, and a result whose master is gone reaches the instance's owner through 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import multiprocessing
 import multiprocessing.synchronize
 import os
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -214,6 +216,45 @@ async def test_held_results_are_spooled_and_not_sent(tmp_path: Path, sink: Repor
         await reporter.close()
         spool.close()
     assert [p.name for p in spool.files()] == ["601-1.json"]
+
+
+class SlowSpool(Spool):
+    """A spool whose group commits wait until the test lets them go (a slow disk's fsync)."""
+
+    def __init__(self, root: Path, namespace: str) -> None:
+        super().__init__(root, namespace)
+        self.go = threading.Event()
+        self.writing = threading.Event()
+
+    def write_many(self, entries: Sequence[Spooled]) -> None:
+        self.writing.set()
+        assert self.go.wait(30), "the test never let the write go"
+        super().write_many(entries)
+
+
+async def test_a_result_is_sent_while_it_goes_to_the_spool_and_leaves_it_once_acknowledged_and_written(
+    tmp_path: Path, sink: ReportSink, rpc: RpcClient
+) -> None:
+    """The disk's fsync is not on the way to the master: the result is delivered (and acknowledged) while its
+    group is still being written; ``result`` returns only once it is on disk (the attempt is over here from
+    then on), and the acknowledgement that came first removes it from the spool once it is written."""
+    spool = SlowSpool(tmp_path, "/s")
+    spool.open()
+    reporter = Reporter(rpc, retry_initial=0.05, spool=spool)
+    reporter.start()
+    try:
+        handed = asyncio.create_task(reporter.result(result(801), sink.address))
+        got = await sink.result(801, timeout=20)  # delivered while the write waits
+        assert got["state"] == "SUCCESS"
+        await eventually(lambda: not reporter.pending, 10, "the result acknowledged")
+        assert spool.writing.is_set() and not handed.done() and spool.files() == []
+        spool.go.set()
+        await asyncio.wait_for(handed, 10)
+        await eventually(lambda: not spool.files() and spool.held() == 0, 10, "the written result removed")
+    finally:
+        spool.go.set()
+        await reporter.close()
+        spool.close()
 
 
 def test_a_group_of_results_is_one_file_that_goes_once_every_result_in_it_is_acknowledged(tmp_path: Path) -> None:

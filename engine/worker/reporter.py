@@ -5,10 +5,11 @@ currently owns its workflow instance until that master answers 200 — which it 
 persisted the report. Failures back off exponentially (capped); a host update re-targets every pending
 report of the instance and sends them at once. A RESULT acknowledged supersedes its RUNNING.
 
-A RESULT is written to the spool (engine/worker/spool.py) before it is sent and removed from it once
-acknowledged; the next start of the worker sends what the spool still holds (``restore``). A report
-whose master is gone (not a live master, not answering) goes to a live master instead, which names the
-instance's owner: a worker restarted after its results' master died still finds the new owner.
+A RESULT is written to the spool (engine/worker/spool.py) while it is sent (the attempt counts as over
+here once it is on disk) and removed from it once acknowledged and on disk; the next start of the worker
+sends what the spool still holds (``restore``). A report whose master is gone (not a live master, not
+answering) goes to a live master instead, which names the instance's owner: a worker restarted after its
+results' master died still finds the new owner.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import heapq
 import itertools
 import time
@@ -102,6 +104,8 @@ class Reporter(BackgroundService):
         #: results waiting for the next group commit to the spool (each with what its writer waits on: the
         #: error that kept the group off the disk, or None), and the task committing them
         self._to_spool: list[tuple[Spooled, asyncio.Future[Exception | None]]] = []
+        #: results on their way to the spool (sent meanwhile): (task instance id, attempt) -> their write
+        self._spooling: dict[tuple[int, int], asyncio.Future[Exception | None]] = {}
         self._committer: asyncio.Task[None] | None = None
         #: reports acknowledged (observability, tests)
         self.acked = 0
@@ -115,22 +119,33 @@ class Reporter(BackgroundService):
             await asyncio.wait({self._unlinker}, timeout=5.0)  # a file left behind is only sent again
 
     async def result(self, msg: TaskResult, master: str) -> None:
-        """Spool a result (on disk before anything else happens to it), then send it until acknowledged.
-        Results that end while a group is being written go to the disk together in the next one (one
-        file, one fsync): a group commit that adds no wait when results come one at a time."""
+        """Spool a result and send it until acknowledged; returns once it is on disk. It is sent while its
+        group goes to the disk, not after: from then on the master's database or the spool holds it,
+        whichever is first (a crash before either loses it, as one before the spool alone did), so the
+        disk's fsync is off the way from a task's end to the next task's start. Results that end while a
+        group is being written go to the disk together in the next one (one file, one fsync): a group
+        commit that adds no wait when results come one at a time."""
         wf = msg.workflow_instance_id
+        written: asyncio.Future[Exception | None] | None = None
         if self.spool is not None:
             entry = Spooled(self.masters.get(wf, master), self.epochs.get(wf, 0), msg)
-            written: asyncio.Future[Exception | None] = asyncio.get_running_loop().create_future()
+            written = asyncio.get_running_loop().create_future()
             self._to_spool.append((entry, written))
+            self._spooling[entry.key] = written  # acknowledged before it is on disk: removed once it is
+            written.add_done_callback(functools.partial(self._spooled, entry.key))
             if self._committer is None or self._committer.done():
                 self._committer = asyncio.create_task(self._commit(), name="spool-commit")
+        self.report(msg, master)
+        if written is not None:
             error = await asyncio.shield(written)
             if error is not None:  # a full or broken disk must not lose the result: keep it in memory
                 log.error(
                     "result not spooled, kept in memory only", error=str(error), task_instance_id=msg.task_instance_id
                 )
-        self.report(msg, master)
+
+    def _spooled(self, key: tuple[int, int], written: asyncio.Future[Exception | None]) -> None:
+        if self._spooling.get(key) is written:
+            del self._spooling[key]
 
     async def _commit(self) -> None:
         """Write the waiting results to the spool, a group at a time, until none waits."""
@@ -360,8 +375,13 @@ class Reporter(BackgroundService):
             self._schedule(key, p)
 
     def _unspool(self, key: tuple[int, int]) -> None:
-        """Remove an acknowledged result's spool file (in a thread, batched with the others acked meanwhile)."""
+        """Remove an acknowledged result's spool file (in a thread, batched with the others acked meanwhile);
+        one still on its way to the disk once it is there."""
         if self.spool is None:
+            return
+        writing = self._spooling.get(key)
+        if writing is not None:
+            writing.add_done_callback(lambda _written: self._unspool(key))
             return
         self._acked_files.append(key)
         if self._unlinker is None or self._unlinker.done():
