@@ -13,7 +13,7 @@ from engine.worker.executor import Executor
 from engine.worker.reporter import Reporter
 from engine.worker.taskenv import TaskPolicy
 from tests.helpers import rpc_client
-from tests.worker_harness import ReportSink, log_text, task
+from tests.worker_harness import ReportSink, SlowSpool, log_text, task
 
 
 @pytest.fixture
@@ -135,3 +135,38 @@ async def test_busy_with_counts_the_attempts_held_per_workflow_instance(executor
         await asyncio.gather(*(r.done.wait() for r in held))
     assert executor.runs == {}
     assert not executor.busy_with(992) and not executor.busy_with(991)
+
+
+async def test_an_attempt_handing_its_result_over_frees_its_slot_before_it_is_on_disk(
+    tmp_path: Path, sink: ReportSink
+) -> None:
+    """The result reaches the master while it goes to the spool: the master counts the slot free on it and may
+    send the next attempt at once, so the worker takes it although the ended attempt waits for the disk."""
+    spool = SlowSpool(tmp_path / "spool", "/x")
+    spool.open()
+    rpc = rpc_client(timeout=10)
+    reporter = Reporter(rpc, retry_initial=0.05, spool=spool)
+    reporter.start()
+    ex = Executor(slots=1, log_dir=tmp_path / "logs", exec_dir=tmp_path / "exec", address="127.0.0.1:1",
+                  reporter=reporter, policy=TaskPolicy(allow_root_tenant=True))  # fmt: skip
+    try:
+        first = task("SHELL", {"rawScript": "true"}, sink.address)
+        assert ex.dispatch(first).accepted
+        assert ex.free_slots() == 0 and not ex.dispatch(task("SHELL", {"rawScript": "true"}, sink.address)).accepted
+        await sink.result(first.task_instance_id)  # delivered while its spool write waits
+        assert spool.writing.is_set() and first.task_instance_id in ex.runs
+        assert (ex.holding(), ex.free_slots()) == (0, 1)
+        second = task("SHELL", {"rawScript": "true"}, sink.address)
+        assert ex.dispatch(second).accepted
+        assert ex.holding() == 1
+        spool.go.set()
+        await sink.result(second.task_instance_id)
+        async with asyncio.timeout(10):
+            await asyncio.gather(*(r.done.wait() for r in list(ex.runs.values())))
+        assert (ex.holding(), ex.free_slots(), ex.runs) == (0, 1, {})
+    finally:
+        spool.go.set()
+        await ex.kill_all()
+        await reporter.close()
+        await rpc.close()
+        spool.close()

@@ -9,9 +9,8 @@ import json
 import multiprocessing
 import multiprocessing.synchronize
 import os
-import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from rpc import RpcClient, RpcServer, codec
 from rpc.messages import ReportReply, TaskResult
 from tests import tls
 from tests.helpers import TEST_SECRET, eventually, rpc_client
-from tests.worker_harness import ReportSink
+from tests.worker_harness import ReportSink, SlowSpool
 
 
 def result(task_instance_id: int, attempt: int = 1, state: str = "SUCCESS") -> TaskResult:
@@ -216,20 +215,6 @@ async def test_held_results_are_spooled_and_not_sent(tmp_path: Path, sink: Repor
         await reporter.close()
         spool.close()
     assert [p.name for p in spool.files()] == ["601-1.json"]
-
-
-class SlowSpool(Spool):
-    """A spool whose group commits wait until the test lets them go (a slow disk's fsync)."""
-
-    def __init__(self, root: Path, namespace: str) -> None:
-        super().__init__(root, namespace)
-        self.go = threading.Event()
-        self.writing = threading.Event()
-
-    def write_many(self, entries: Sequence[Spooled]) -> None:
-        self.writing.set()
-        assert self.go.wait(30), "the test never let the write go"
-        super().write_many(entries)
 
 
 async def test_a_result_is_sent_while_it_goes_to_the_spool_and_leaves_it_once_acknowledged_and_written(

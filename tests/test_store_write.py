@@ -169,3 +169,51 @@ async def test_a_write_rolled_back_as_a_deadlock_victim_is_sent_again_and_applie
     assert await pool.fetchval("SELECT last_value FROM victim_seq") == 2  # refused once, then applied
     assert await pool.fetchval("SELECT count(*) FROM alert WHERE title = 'deadlock-victim'") == 1
     assert await pool.fetchval("SELECT state FROM workflow_instance WHERE id = $1", wid) == WorkflowState.SUCCESS
+
+
+async def test_updates_written_with_new_attempts_in_one_statement_land_as_written_apart(
+    db: tuple[asyncpg.Pool, int],
+) -> None:
+    """A write that ends attempts and makes new ones sends the updates in the INSERT's statement (parameters
+    renumbered after its own): one attempt updated alone, two sharing their columns updated together, a
+    retry's earlier attempt retired, and the new attempts inserted, each exactly as if written apart."""
+    import datetime as dt
+
+    from engine.master.store import NewAttempt, TaskUpdate
+
+    pool, wid = db
+    store = MasterStore(pool, ME)
+
+    def attempt(code: int, number: int = 1) -> NewAttempt:
+        return NewAttempt(code, 1, f"t{code}", "SHELL", number, 0, 1, 0, 0, "default", -1, 0, {"rawScript": "true"}, [])
+
+    first = await store.write(wid, EPOCH, WriteBatch(new_attempts=[attempt(c) for c in (1, 2, 3)]))
+    end = int(dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC).timestamp() * 1000)
+    batch = WriteBatch(
+        new_attempts=[attempt(1, 2), attempt(4)],
+        updates=[
+            TaskUpdate(first[0], 6, {"exit_code": 1, "end_time": end, "var_pool": [{"prop": "x", "value": "1"}]}),
+            TaskUpdate(first[1], 7, {"exit_code": 0, "host": "w:1"}),
+            TaskUpdate(first[2], 7, {"exit_code": 0, "host": "w:2"}),
+        ],
+    )
+    new = await store.write(wid, EPOCH, batch)
+    rows = {
+        r["id"]: r
+        for r in await pool.fetch(
+            "SELECT id, task_code, attempt, flag, state, exit_code, host, end_time, var_pool FROM task_instance"
+            " WHERE workflow_instance_id = $1",
+            wid,
+        )
+    }
+    assert len(rows) == 5 and len(new) == 2
+    failed, one, two = (rows[i] for i in first)
+    assert (failed["state"], failed["exit_code"], failed["flag"]) == (6, 1, 0)
+    assert failed["end_time"] == dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    assert failed["var_pool"] == [{"prop": "x", "value": "1"}]
+    shared = [(r["state"], r["exit_code"], r["host"], r["flag"]) for r in (one, two)]
+    assert shared == [(7, 0, "w:1", 1), (7, 0, "w:2", 1)]
+    assert [(rows[i]["task_code"], rows[i]["attempt"], rows[i]["flag"], rows[i]["state"]) for i in new] == [
+        (1, 2, 1, 0),
+        (4, 1, 1, 0),
+    ]

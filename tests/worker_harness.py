@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import uuid
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 from aiohttp import web
 
 from engine.infra.ports import free_port
+from engine.worker.spool import Spool, Spooled
 from rpc import RpcClient, RpcServer
 from rpc.messages import DispatchReply, ReportReply, TaskDispatch, TaskResult, TaskRunning
 from tests import tls
@@ -131,3 +135,17 @@ async def log_text(path: str) -> str:
     from pathlib import Path
 
     return await asyncio.to_thread(Path(path).read_text)
+
+
+class SlowSpool(Spool):
+    """A spool whose group commits wait until the test lets them go (a slow disk's fsync)."""
+
+    def __init__(self, root: Path, namespace: str) -> None:
+        super().__init__(root, namespace)
+        self.go = threading.Event()
+        self.writing = threading.Event()
+
+    def write_many(self, entries: Sequence[Spooled]) -> None:
+        self.writing.set()
+        assert self.go.wait(30), "the test never let the write go"
+        super().write_many(entries)

@@ -104,6 +104,8 @@ class TaskRun:
     task: asyncio.Task[None] | None = None
     #: the attempt's work is over (its result is being spooled and handed over): a kill cancels nothing
     ended: bool = False
+    #: counted in Executor._handing_over (its slot is free while its result goes to the reporter)
+    handing_over: bool = False
     #: when this worker admitted it (epoch ms): its queue time here ends when its process starts
     admitted_ms: int = field(default_factory=now_ms)
     #: the external application the task announced (APP_MARKER line: a Spark application) and its UI link
@@ -181,6 +183,9 @@ class Executor:
         self.kill_grace = kill_grace
         #: task instance id -> the attempt running here
         self.runs: dict[int, TaskRun] = {}
+        #: attempts over whose results are being handed to the reporter (in ``runs`` until it has them on disk;
+        #: their slots are free already: the master hears of the result, and may send the next, meanwhile)
+        self._handing_over = 0
         #: workflow instance id -> how many of ``runs`` are its (kept with ``runs``: busy_with per result)
         self._per_instance: collections.Counter[int] = collections.Counter()
         #: (task instance id, attempt) -> the state it ended in here (bounded: ENDED_KEPT)
@@ -195,7 +200,7 @@ class Executor:
 
     def holding(self) -> int:
         """Attempts holding an exec slot here: started, or admitted and still being set up."""
-        return len(self.runs)
+        return len(self.runs) - self._handing_over
 
     def waiting(self) -> int:
         """Attempts admitted whose process has not started yet (log and exec dir, tenant, secrets, spawn)."""
@@ -203,6 +208,12 @@ class Executor:
 
     def busy_with(self, workflow_instance_id: int) -> bool:
         return self._per_instance[workflow_instance_id] > 0
+
+    def _handed_over(self, run: TaskRun) -> None:
+        """``run`` no longer counts among those handing their results over (it left ``runs``)."""
+        if run.handing_over:
+            run.handing_over = False
+            self._handing_over -= 1
 
     def _forget(self, workflow_instance_id: int) -> None:
         """One attempt of the instance left ``runs``."""
@@ -249,6 +260,7 @@ class Executor:
         replaced = self.runs.get(d.task_instance_id)  # another attempt of it (its owner moved on): no longer counted
         if replaced is not None:
             self._forget(replaced.dispatch.workflow_instance_id)
+            self._handed_over(replaced)
         self.runs[d.task_instance_id] = run
         self._per_instance[d.workflow_instance_id] += 1
         run.task = asyncio.create_task(self._execute(run), name=f"task-{d.task_instance_id}-{d.attempt}")
@@ -260,11 +272,12 @@ class Executor:
 
     def _room(self) -> tuple[int, str]:
         """How many more attempts this worker admits now, and why none when it is 0."""
+        busy = self.holding()
         if self.draining:
             return 0, f"worker is draining ({self.draining}): it takes no new tasks"
         if not self.accepting:
             return 0, "worker is shutting down"
-        if len(self.runs) >= self.slots:
+        if busy >= self.slots:
             return 0, f"all {self.slots} exec slots are busy"
         disk = self.disk_full()
         if disk:
@@ -272,16 +285,16 @@ class Executor:
         over = self.overloaded()
         if over is None:
             self._held = None
-            return self.slots - len(self.runs), ""
+            return self.slots - busy, ""
         if not over.hold:
             return 0, over.reason
         # saturated: keep the concurrency where it was when saturation began — a slot freed by a
         # finishing task is refilled (refusing it would idle the cpus it frees), none is added
         if self._held is None:
-            self._held = len(self.runs)
-        if len(self.runs) >= self._held:
+            self._held = busy
+        if busy >= self._held:
             return 0, f"{over.reason}; holding at {self._held} running tasks"
-        return self._held - len(self.runs), ""
+        return self._held - busy, ""
 
     # -- execution --------------------------------------------------------------------------------
 
@@ -306,10 +319,13 @@ class Executor:
             if run.log_tail:  # the log's last lines travel with the result (task alerts quote them)
                 result = dataclasses.replace(result, log_tail=run.log_tail)
             run.ended = True  # no await since _run: a kill from now on waits for the hand-over below
+            run.handing_over = True  # its slot is free: the master may send the next attempt on the result
+            self._handing_over += 1
             try:
                 # on disk before the attempt counts as over here: a crash from now on loses no result
                 await self.reporter.result(result, d.master)
             finally:
+                self._handed_over(run)
                 if self.runs.get(d.task_instance_id) is run:
                     del self.runs[d.task_instance_id]
                     self._forget(d.workflow_instance_id)
