@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from engine.infra.postgres import PostgresServer
-from engine.master.store import CommitUnknown, FencedOut, MasterStore, WriteBatch
+from engine.master.store import CommitUnknown, FencedOut, MasterStore, NewAttempt, TaskUpdate, WriteBatch
 from engine.master.workflow_messages import RaiseAlert
 from engine.states import WorkflowState
 from engine.storage.failures import CONNECTION_LOST
@@ -179,8 +179,6 @@ async def test_updates_written_with_new_attempts_in_one_statement_land_as_writte
     retry's earlier attempt retired, and the new attempts inserted, each exactly as if written apart."""
     import datetime as dt
 
-    from engine.master.store import NewAttempt, TaskUpdate
-
     pool, wid = db
     store = MasterStore(pool, ME)
 
@@ -217,3 +215,62 @@ async def test_updates_written_with_new_attempts_in_one_statement_land_as_writte
         (1, 2, 1, 0),
         (4, 1, 1, 0),
     ]
+
+
+def _first_attempt(code: int) -> NewAttempt:
+    return NewAttempt(code, 1, f"t{code}", "SHELL", 1, 0, 1, 0, 0, "default", -1, 0, {"rawScript": "true"}, [])
+
+
+@pytest.mark.parametrize("outcome", ["commit", "rollback"])
+async def test_a_one_statement_write_waits_for_a_takeover_and_writes_nothing_once_it_committed(
+    db: tuple[asyncpg.Pool, int], outcome: str
+) -> None:
+    """Task updates and first attempts only (a chain's step: grouped False) go as one statement that fences
+    itself: it waits on the instance row a takeover holds, and writes nothing (FencedOut) once that takeover
+    committed a new epoch — not a row, not an update — or all of it once the takeover rolled back."""
+    pool, wid = db
+    store = MasterStore(pool, ME)
+    (first,) = await store.write(wid, EPOCH, WriteBatch(new_attempts=[_first_attempt(1)], grouped=False))
+    batch = WriteBatch(
+        new_attempts=[_first_attempt(2), _first_attempt(3)],
+        updates=[TaskUpdate(first, 7, {"exit_code": 0, "host": "w:1"})],
+        grouped=False,
+    )
+    async with pool.acquire() as takeover:
+        tx = takeover.transaction()
+        await tx.start()
+        await takeover.execute("UPDATE workflow_instance SET epoch = epoch + 1 WHERE id = $1", wid)
+        write = asyncio.create_task(store.write(wid, EPOCH, batch))
+        async with pool.acquire() as admin:  # the write waits on the row lock the takeover holds
+            await backend_waiting(admin, "Lock")
+        assert not write.done()
+        await (tx.commit() if outcome == "commit" else tx.rollback())
+    rows = "SELECT id, state, host FROM task_instance WHERE workflow_instance_id = $1 ORDER BY id"
+    if outcome == "commit":
+        with pytest.raises(FencedOut):
+            await asyncio.wait_for(write, 10)
+        assert [tuple(r) for r in await pool.fetch(rows, wid)] == [(first, 0, None)]
+    else:
+        new = await asyncio.wait_for(write, 10)
+        got = [tuple(r) for r in await pool.fetch(rows, wid)]
+        assert got == [(first, 7, "w:1"), (new[0], 0, None), (new[1], 0, None)]
+
+
+async def test_a_one_statement_write_of_another_master_or_epoch_writes_nothing(db: tuple[asyncpg.Pool, int]) -> None:
+    pool, wid = db
+    (first,) = await MasterStore(pool, ME).write(
+        wid, EPOCH, WriteBatch(new_attempts=[_first_attempt(1)], grouped=False)
+    )
+    update = WriteBatch(updates=[TaskUpdate(first, 7, {"exit_code": 0})], grouped=False)
+    both = WriteBatch(new_attempts=[_first_attempt(2)], updates=update.updates, grouped=False)
+    for store, epoch, batch in [
+        (MasterStore(pool, ME), EPOCH + 1, update),
+        (MasterStore(pool, "127.0.0.1:9"), EPOCH, both),
+    ]:
+        with pytest.raises(FencedOut):
+            await store.write(wid, epoch, batch)
+    assert [
+        tuple(r) for r in await pool.fetch("SELECT id, state FROM task_instance WHERE workflow_instance_id = $1", wid)
+    ] == [(first, 0)]
+    assert await MasterStore(pool, ME).write(wid, EPOCH, update) == []
+    assert await pool.fetchval("SELECT state FROM task_instance WHERE id = $1", first) == 7

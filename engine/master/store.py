@@ -236,12 +236,17 @@ class MasterStore:
 
         A lost connection before COMMIT leaves nothing written (the caller may send the batch again);
         one while committing raises :class:`CommitUnknown`; one while the pool takes the connection back
-        after the commit does not matter."""
+        after the commit does not matter. A batch of task updates and first attempts only (every step of a
+        chain, every RUNNING and dispatch report) is one statement that fences, writes and commits itself
+        (:meth:`_write_one`): a connection lost while it runs raises :class:`CommitUnknown`."""
         applied = committed = False
         ids: list[int] = []
         try:
             async with self.pool.acquire() as conn:
-                if self._me_literal is None:
+                if _one_statement(batch):
+                    applied = True  # sent from here on: it commits itself, the outcome of a lost one is unknown
+                    ids = await self._write_one(conn, instance_id, epoch, batch)
+                elif self._me_literal is None:
                     async with conn.transaction():
                         await self._lock_owned(conn, instance_id, epoch)
                         ids = await self._apply(conn, instance_id, batch)
@@ -294,6 +299,37 @@ class MasterStore:
                 await asyncio.sleep(pause)
                 delay = min(delay * 2, max_delay)
 
+    async def _write_one(self, conn: asyncpg.Connection, instance_id: int, epoch: int, batch: WriteBatch) -> list[int]:
+        """The batch in one statement, outside any transaction (it commits itself: one round trip instead of
+        BEGIN and the lock, the writes, COMMIT): ``owned`` locks the instance row if it is still ours at
+        ``epoch``, and every write is filtered on it (an uncorrelated EXISTS, evaluated once before the
+        write's first row: the lock is taken before anything is written); an empty ``owned`` wrote nothing
+        and raises FencedOut. The writes touch only rows other than the new ones (the task updates' rows exist
+        already), so their order within the statement does not matter."""
+        owner: list[Any] = [instance_id, self.me, epoch]
+        ctes = [
+            "owned AS MATERIALIZED (SELECT 1 FROM workflow_instance WHERE id = $1 AND host = $2 AND epoch = $3"
+            " FOR NO KEY UPDATE)"
+        ]
+        args: list[Any] = []
+        if batch.new_attempts:
+            insert, args = _insert_attempts(batch.new_attempts, first=len(owner) + 1)
+            ctes.append(f"ins AS ({insert} WHERE EXISTS (SELECT FROM owned) RETURNING id, task_code)")
+        updates, update_args = _task_update_ctes(
+            batch.updates, len(owner) + len(args) + 1, " AND EXISTS (SELECT FROM owned)"
+        )
+        ctes += updates
+        final = (
+            "SELECT o.n, i.id, i.task_code FROM (SELECT count(*) AS n FROM owned) o LEFT JOIN ins i ON true"
+            if batch.new_attempts
+            else "SELECT count(*) AS n FROM owned"
+        )
+        rows = await conn.fetch(f"WITH {', '.join(ctes)} {final}", *owner, *args, *update_args)
+        if not rows or not rows[0]["n"]:
+            raise FencedOut(f"workflow instance {instance_id} is no longer owned by {self.me} at epoch {epoch}")
+        by_code = {int(r["task_code"]): int(r["id"]) for r in rows if batch.new_attempts and r["id"] is not None}
+        return [by_code[a.task_code] for a in batch.new_attempts]
+
     async def _begin_owned(self, conn: asyncpg.Connection, instance_id: int, epoch: int) -> None:
         """BEGIN and :meth:`_lock_owned` in one round trip (one simple query of two statements, its values
         inlined: integers, and this master's address checked to be a plain host and port)."""
@@ -334,32 +370,11 @@ class MasterStore:
                 )
             # the batch's task updates ride in the same statement (one round trip less per write that ends
             # attempts and makes new ones: every step of a chain); they touch only rows that exist already
-            updates, update_args = _task_updates_ctes(batch.updates, first=17)
+            insert, insert_args = _insert_attempts(batch.new_attempts, first=2)
+            ctes, update_args = _task_update_ctes(batch.updates, first=2 + len(insert_args))
+            with_clause = f"WITH {', '.join(ctes)} " if ctes else ""
             rows = await conn.fetch(
-                updates + "INSERT INTO task_instance (workflow_instance_id, task_code, task_definition_version, name,"
-                " task_type, attempt, retry_times, max_retry_times, retry_interval, task_instance_priority,"
-                " worker_group, environment_code, delay_time, task_params, var_pool, dry_run, state,"
-                " submit_time)"
-                " SELECT $1, u.* , 0, now() FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[],"
-                " $6::int[], $7::int[], $8::int[], $9::int[], $10::smallint[], $11::text[], $12::bigint[],"
-                " $13::int[], $14::jsonb[], $15::jsonb[], $16::smallint[]) AS u RETURNING id, task_code",
-                instance_id,
-                codes,
-                [a.task_version for a in batch.new_attempts],
-                [a.name for a in batch.new_attempts],
-                [a.task_type for a in batch.new_attempts],
-                [a.attempt for a in batch.new_attempts],
-                [a.retry_times for a in batch.new_attempts],
-                [a.max_retry_times for a in batch.new_attempts],
-                [a.retry_interval for a in batch.new_attempts],
-                [a.priority for a in batch.new_attempts],
-                [a.worker_group for a in batch.new_attempts],
-                [a.environment_code for a in batch.new_attempts],
-                [a.delay_time for a in batch.new_attempts],
-                [json.dumps(a.task_params) for a in batch.new_attempts],
-                [json.dumps(a.var_pool) for a in batch.new_attempts],
-                [a.dry_run for a in batch.new_attempts],
-                *update_args,
+                f"{with_clause}{insert} RETURNING id, task_code", instance_id, *insert_args, *update_args
             )
             by_code = {int(r["task_code"]): int(r["id"]) for r in rows}
             ids = [by_code[c] for c in codes]
@@ -814,9 +829,57 @@ def _task_updates_sql(names: tuple[str, ...]) -> str:
     )
 
 
-def _task_updates_ctes(updates: Sequence[TaskUpdate], first: int) -> tuple[str, list[Any]]:
-    """The batch's task updates as the WITH clause of another statement whose own parameters end before
-    ``first`` (their parameters numbered from there on), and their arguments; ("", []) when there are none."""
+def _one_statement(batch: WriteBatch) -> bool:
+    """Whether the batch is task updates and new first attempts only, none taking a task group slot or
+    freeing one: what MasterStore._write_one writes as one statement."""
+    return (
+        batch.workflow_state is None
+        and batch.workflow_var_pool is None
+        and not batch.workflow_finished
+        and not batch.alerts
+        and batch.next_backfill is None
+        and not batch.group_requests
+        and not batch.grouped
+        and all(a.attempt == 1 for a in batch.new_attempts)  # a retry retires the earlier attempt first
+        and bool(batch.updates or batch.new_attempts)
+    )
+
+
+def _insert_attempts(attempts: Sequence[NewAttempt], first: int) -> tuple[str, list[Any]]:
+    """INSERT ... SELECT of new attempts of the instance ``$1``, their arrays numbered from ``first``."""
+    types = ("bigint", "int", "text", "text", "int", "int", "int", "int", "smallint", "text", "bigint", "int",
+             "jsonb", "jsonb", "smallint")  # fmt: skip
+    arrays = ", ".join(f"${i}::{t}[]" for i, t in enumerate(types, start=first))
+    sql = (
+        "INSERT INTO task_instance (workflow_instance_id, task_code, task_definition_version, name, task_type,"
+        " attempt, retry_times, max_retry_times, retry_interval, task_instance_priority, worker_group,"
+        " environment_code, delay_time, task_params, var_pool, dry_run, state, submit_time)"
+        f" SELECT $1, u.*, 0, now() FROM unnest({arrays}) AS u"
+    )
+    args: list[Any] = [
+        [a.task_code for a in attempts],
+        [a.task_version for a in attempts],
+        [a.name for a in attempts],
+        [a.task_type for a in attempts],
+        [a.attempt for a in attempts],
+        [a.retry_times for a in attempts],
+        [a.max_retry_times for a in attempts],
+        [a.retry_interval for a in attempts],
+        [a.priority for a in attempts],
+        [a.worker_group for a in attempts],
+        [a.environment_code for a in attempts],
+        [a.delay_time for a in attempts],
+        [json.dumps(a.task_params) for a in attempts],
+        [json.dumps(a.var_pool) for a in attempts],
+        [a.dry_run for a in attempts],
+    ]
+    return sql, args
+
+
+def _task_update_ctes(updates: Sequence[TaskUpdate], first: int, condition: str = "") -> tuple[list[str], list[Any]]:
+    """The batch's task updates as WITH queries (``u0 AS (UPDATE ...)``, ...) of a statement whose own
+    parameters end before ``first`` (theirs numbered from there on), each filtered on ``condition`` too,
+    and their arguments."""
     parts: list[str] = []
     args: list[Any] = []
     for i, (names, rows) in enumerate(_task_updates(updates).items()):
@@ -825,9 +888,9 @@ def _task_updates_ctes(updates: Sequence[TaskUpdate], first: int) -> tuple[str, 
         else:
             sql, values = _task_updates_sql(names), [list(column) for column in zip(*rows, strict=True)]
         offset = first - 1 + len(args)
-        parts.append(f"u{i} AS ({_PARAMETER.sub(lambda m, o=offset: f'${int(m[1]) + o}', sql)})")
+        parts.append(f"u{i} AS ({_PARAMETER.sub(lambda m, o=offset: f'${int(m[1]) + o}', sql)}{condition})")
         args += values
-    return (f"WITH {', '.join(parts)} " if parts else ""), args
+    return parts, args
 
 
 _PARAMETER = re.compile(r"\$(\d+)")
