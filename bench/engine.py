@@ -39,7 +39,7 @@ from engine.workflows.model import TaskDef
 SIZES = {
     "tiny": {"chain": 5, "workflows": 2, "tasks": 10, "triggers": 3, "runs": 4, "spawns": 50},
     #: make bench-quick (bench/quick.py): well under 3 minutes on the loaded 2-core machine
-    "quick": {"chain": 30, "workflows": 10, "tasks": 100, "triggers": 15, "runs": 50, "spawns": 1000},
+    "quick": {"chain": 100, "workflows": 10, "tasks": 100, "triggers": 15, "runs": 50, "spawns": 1000},
     "full": {"chain": 100, "workflows": 50, "tasks": 100, "triggers": 50, "runs": 50, "spawns": 3000},
 }
 #: the states of a finished workflow instance, and SUCCESS
