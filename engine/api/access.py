@@ -72,6 +72,18 @@ _LOOKUP = {
     "datasource": "SELECT NULL::bigint, id FROM datasource WHERE name = $1",
     "alert_group": "SELECT NULL::bigint, id FROM alert_group WHERE id = $1",
 }
+#: a project's row as project rights read it: whether it was found, whether user $2 owns it, and the rights
+#: granted to them on it
+_RIGHTS = (
+    "p.code IS NOT NULL AS found, p.user_id = $2 AS owner,"
+    " (SELECT perm FROM project_user WHERE project_code = p.code AND user_id = $2) AS perm"
+)
+#: each project-scoped lookup with the rights of user $2 on the project it names (_RIGHTS' columns after its two)
+_WITH_RIGHTS = {
+    kind: f"SELECT r.*, {_RIGHTS} FROM ({query}) r(project_code, resource_id)"
+    " LEFT JOIN project p ON p.code = r.project_code"
+    for kind, query in _LOOKUP.items()
+}
 _INT_KINDS = {"workflow", "instance", "task", "schedule", "command", "alert_group"}
 _WHAT = {
     "project": "project {!r}",
@@ -191,13 +203,13 @@ def visible_granted_sql(kind: str, n: int) -> str:
 
 async def project_rights(db: asyncpg.Pool | asyncpg.Connection, who: Principal, code: int) -> tuple[int, int]:
     """(rights the user holds on project ``code``, rights this call may use): 0 when it may not see it."""
-    row = await db.fetchrow(
-        "SELECT p.user_id = $2 AS owner, (SELECT perm FROM project_user WHERE project_code = p.code AND user_id = $2)"
-        " AS perm FROM project p WHERE p.code = $1",
-        code,
-        who.user_id,
-    )
-    if row is None:
+    row = await db.fetchrow(f"SELECT {_RIGHTS} FROM project p WHERE p.code = $1", code, who.user_id)
+    return _rights(who, row)
+
+
+def _rights(who: Principal, row: Any) -> tuple[int, int]:
+    """project_rights from a row of ``_RIGHTS`` (None, or not ``found``: no such project)."""
+    if row is None or not row["found"]:
         return 0, 0
     if who.is_admin or row["owner"]:
         held = ALL
@@ -274,7 +286,10 @@ async def _check_main(db: asyncpg.Pool, rule: Rule, who: Principal, call: Call) 
     assert rule.find is not None
     value = _value(call, rule.find)
     what = _WHAT[rule.find.kind].format(value)
-    row = await db.fetchrow(_LOOKUP[rule.find.kind], value)
+    if rule.find.kind in GRANTED:
+        row = await db.fetchrow(_LOOKUP[rule.find.kind], value)
+    else:  # the resource and the caller's rights on its project in one round trip
+        row = await db.fetchrow(_WITH_RIGHTS[rule.find.kind], value, who.user_id)
     # a resource named in the body is a field of the request: the error names it
     field = rule.find.source.partition(".")[2] if rule.find.source.startswith("body.") else None
     if row is None:
@@ -290,7 +305,7 @@ async def _check_main(db: asyncpg.Pool, rule: Rule, who: Principal, call: Call) 
         if rule.need is not Need.READ and not who.admin:
             raise ApiError(403, f"only an admin may change {what}")
         return
-    held, usable = await project_rights(db, who, int(code))
+    held, usable = _rights(who, row)
     if not held:
         raise ApiError(404, f"{what} does not exist", field)
     call.request[PROJECT_CODE] = int(code)

@@ -14,7 +14,7 @@ from engine.api import access, backfill_dependents
 from engine.api.routing import ApiError, Call, Route, not_found
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES
 from engine.api.tenants import check_tenant
-from engine.api.workflows import workflow_row
+from engine.api.workflows import RUNNABLE_BY_CODE
 from engine.scheduling.backfill import BackfillError, backfill_param, chunks, list_dates, range_dates
 from engine.states import CommandType, ReleaseState
 from engine.tasks.base import ParamError
@@ -122,24 +122,21 @@ _COMMAND = {
 async def _startable(api: Any, code: int, body: dict[str, Any]) -> tuple[Any, int, list[Any]]:
     """The workflow row, the version a start or backfill runs (refusing offline / unknown versions,
     and a name saved before names were bounded, which no instance name can hold) and that version's
-    global parameters (read with its tenant: one round trip)."""
-    row = await workflow_row(api.db, code)
+    global parameters (read with the row and its tenant: one round trip)."""
+    version = body.get("version", 0)  # the body's schema: an integer from 1
+    row = await api.db.fetchrow(RUNNABLE_BY_CODE, code, version)  # the row and the version's: one round trip
+    if row is None:
+        raise not_found(f"workflow {code}")
     if row["release_state"] != 1:
         raise ApiError(409, f"workflow {row['name']!r} is offline; put it online first")
     too_long = name_error(row["name"])
     if too_long:
         raise ApiError(400, f"{too_long}: save the workflow under a shorter name to run it", "name")
-    version = body.get("version", 0)
-    found = await api.db.fetchrow(
-        "SELECT tenant_code, global_params FROM workflow_definition_log WHERE code = $1 AND version = $2",
-        row["code"],
-        version or row["version"],
-    )
-    if found is None and version:
+    if not row["run_found"] and version:
         raise ApiError(400, f"workflow {row['code']} has no version {version}", "version")
     # the tenant's grant is checked again: one revoked since the save stops new runs
-    await check_tenant(api.db, None if found is None else found["tenant_code"], row["project"])
-    return row, version, list((found["global_params"] if found is not None else None) or [])
+    await check_tenant(api.db, row["run_tenant"] if row["run_found"] else None, row["project"])
+    return row, version, list((row["run_global_params"] if row["run_found"] else None) or [])
 
 
 async def _check_params(

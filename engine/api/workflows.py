@@ -101,6 +101,15 @@ def _select() -> Any:
 _BY_CODE, _ = sql.compile_sql(_select().where(wd.c.code == bindparam("code")))
 
 
+#: a workflow's row (as _BY_CODE reads it) with the tenant and global parameters of its version $2 (0: its
+#: current one) as ``run_tenant`` / ``run_global_params``, and whether that version exists (``run_found``)
+RUNNABLE_BY_CODE = (
+    "SELECT w.*, l.tenant_code AS run_tenant, l.global_params AS run_global_params, l.code IS NOT NULL AS run_found"
+    f" FROM ({_BY_CODE}) w LEFT JOIN workflow_definition_log l ON l.code = w.code"
+    " AND l.version = coalesce(nullif($2::int, 0), w.version)"
+)
+
+
 async def workflow_row(db: asyncpg.Pool | asyncpg.Connection, code: int) -> Any:
     row = await db.fetchrow(_BY_CODE, code)
     if row is None:
