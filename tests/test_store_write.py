@@ -274,3 +274,30 @@ async def test_a_one_statement_write_of_another_master_or_epoch_writes_nothing(d
     ] == [(first, 0)]
     assert await MasterStore(pool, ME).write(wid, EPOCH, update) == []
     assert await pool.fetchval("SELECT state FROM task_instance WHERE id = $1", first) == 7
+
+
+async def test_a_run_s_start_is_one_statement_that_a_takeover_fences_whole(db: tuple[asyncpg.Pool, int]) -> None:
+    """A state change that does not end the run, with the run's first attempts (its start), is one statement
+    whose UPDATE of the instance row is the fence: at another epoch it changes neither the state, nor the
+    history, nor the variables, and inserts nothing; at ours it does all of it."""
+    pool, wid = db
+    history = [{"time": "2026-11-28 00:00:00", "state": "RUNNING_EXECUTION", "desc": "start"}]
+    start = WriteBatch(
+        workflow_state=int(WorkflowState.RUNNING_EXECUTION),
+        workflow_var_pool=[{"prop": "v", "value": "1"}],
+        workflow_history=history,
+        new_attempts=[_first_attempt(1), _first_attempt(2)],
+        grouped=False,
+    )
+    before = await pool.fetchrow("SELECT state, state_history, var_pool FROM workflow_instance WHERE id = $1", wid)
+    with pytest.raises(FencedOut):
+        await MasterStore(pool, ME).write(wid, EPOCH + 1, start)
+    after = await pool.fetchrow("SELECT state, state_history, var_pool FROM workflow_instance WHERE id = $1", wid)
+    assert tuple(after) == tuple(before)
+    assert await pool.fetchval("SELECT count(*) FROM task_instance WHERE workflow_instance_id = $1", wid) == 0
+    ids = await MasterStore(pool, ME).write(wid, EPOCH, start)
+    row = await pool.fetchrow("SELECT state, state_history, var_pool FROM workflow_instance WHERE id = $1", wid)
+    assert row["state"] == WorkflowState.RUNNING_EXECUTION and row["var_pool"] == [{"prop": "v", "value": "1"}]
+    assert list(row["state_history"] or [])[-1:] == history
+    codes = await pool.fetch("SELECT id, task_code FROM task_instance WHERE workflow_instance_id = $1 ORDER BY id", wid)
+    assert [(r["id"], r["task_code"]) for r in codes] == list(zip(ids, (1, 2), strict=True))

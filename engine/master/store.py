@@ -302,15 +302,28 @@ class MasterStore:
     async def _write_one(self, conn: asyncpg.Connection, instance_id: int, epoch: int, batch: WriteBatch) -> list[int]:
         """The batch in one statement, outside any transaction (it commits itself: one round trip instead of
         BEGIN and the lock, the writes, COMMIT): ``owned`` locks the instance row if it is still ours at
-        ``epoch``, and every write is filtered on it (an uncorrelated EXISTS, evaluated once before the
-        write's first row: the lock is taken before anything is written); an empty ``owned`` wrote nothing
-        and raises FencedOut. The writes touch only rows other than the new ones (the task updates' rows exist
+        ``epoch`` (a FOR NO KEY UPDATE, or the UPDATE of its state, which takes the same lock), and every
+        other write is filtered on it (an uncorrelated EXISTS, evaluated once before the write's first row:
+        the lock is taken before anything else is written); an empty ``owned`` wrote nothing and raises
+        FencedOut. The other writes touch only rows other than the new ones (the task updates' rows exist
         already), so their order within the statement does not matter."""
         owner: list[Any] = [instance_id, self.me, epoch]
-        ctes = [
-            "owned AS MATERIALIZED (SELECT 1 FROM workflow_instance WHERE id = $1 AND host = $2 AND epoch = $3"
-            " FOR NO KEY UPDATE)"
-        ]
+        if batch.workflow_state is None and batch.workflow_var_pool is None:
+            ctes = [
+                "owned AS MATERIALIZED (SELECT 1 FROM workflow_instance WHERE id = $1 AND host = $2 AND epoch = $3"
+                " FOR NO KEY UPDATE)"
+            ]
+        else:
+            ctes = [
+                "owned AS (UPDATE workflow_instance SET state = coalesce($4, state),"
+                " var_pool = coalesce($5::jsonb, var_pool), state_history = state_history || $6::jsonb,"
+                " update_time = now() WHERE id = $1 AND host = $2 AND epoch = $3 RETURNING 1)"
+            ]
+            owner += [
+                batch.workflow_state,
+                None if batch.workflow_var_pool is None else json.dumps(batch.workflow_var_pool),
+                json.dumps(batch.workflow_history),
+            ]
         args: list[Any] = []
         if batch.new_attempts:
             insert, args = _insert_attempts(batch.new_attempts, first=len(owner) + 1)
@@ -830,18 +843,20 @@ def _task_updates_sql(names: tuple[str, ...]) -> str:
 
 
 def _one_statement(batch: WriteBatch) -> bool:
-    """Whether the batch is task updates and new first attempts only, none taking a task group slot or
-    freeing one: what MasterStore._write_one writes as one statement."""
+    """Whether the batch is task updates, new first attempts and a change of the instance's state that does
+    not end it, no task group slot taken or freed: what MasterStore._write_one writes as one statement."""
     return (
-        batch.workflow_state is None
-        and batch.workflow_var_pool is None
-        and not batch.workflow_finished
+        not batch.workflow_finished
         and not batch.alerts
         and batch.next_backfill is None
         and not batch.group_requests
         and not batch.grouped
         and all(a.attempt == 1 for a in batch.new_attempts)  # a retry retires the earlier attempt first
-        and bool(batch.updates or batch.new_attempts)
+        and (
+            bool(batch.updates or batch.new_attempts)
+            or batch.workflow_state is not None
+            or batch.workflow_var_pool is not None
+        )
     )
 
 
