@@ -220,9 +220,10 @@ async def test_held_results_are_spooled_and_not_sent(tmp_path: Path, sink: Repor
 async def test_a_result_is_sent_while_it_goes_to_the_spool_and_leaves_it_once_acknowledged_and_written(
     tmp_path: Path, sink: ReportSink, rpc: RpcClient
 ) -> None:
-    """The disk's fsync is not on the way to the master: the result is delivered (and acknowledged) while its
-    group is still being written; ``result`` returns only once it is on disk (the attempt is over here from
-    then on), and the acknowledgement that came first removes it from the spool once it is written."""
+    """The disk's fsync is not on the way to the master when the disk is idle: the result is delivered (and
+    acknowledged) while its group is still being written; ``result`` returns only once it is on disk (the
+    attempt is over here from then on), and the acknowledgement that came first removes it from the spool
+    once it is written. A result ending meanwhile goes with the next group and is sent after it."""
     spool = SlowSpool(tmp_path, "/s")
     spool.open()
     reporter = Reporter(rpc, retry_initial=0.05, spool=spool)
@@ -233,9 +234,14 @@ async def test_a_result_is_sent_while_it_goes_to_the_spool_and_leaves_it_once_ac
         assert got["state"] == "SUCCESS"
         await eventually(lambda: not reporter.pending, 10, "the result acknowledged")
         assert spool.writing.is_set() and not handed.done() and spool.files() == []
+        # one ending while that group is on its way waits for the next group, and is sent once written
+        later = asyncio.create_task(reporter.result(result(802), sink.address))
+        await eventually(lambda: reporter._to_spool, 10, "the next result waiting for the disk")
+        assert (await sink.rows(802)) == {} and (802, 1, "result") not in reporter.pending
         spool.go.set()
-        await asyncio.wait_for(handed, 10)
-        await eventually(lambda: not spool.files() and spool.held() == 0, 10, "the written result removed")
+        await asyncio.wait_for(asyncio.gather(handed, later), 10)
+        assert (await sink.result(802, timeout=20))["state"] == "SUCCESS"
+        await eventually(lambda: not spool.files() and spool.held() == 0, 10, "the written results removed")
     finally:
         spool.go.set()
         await reporter.close()

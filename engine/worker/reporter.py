@@ -119,14 +119,16 @@ class Reporter(BackgroundService):
             await asyncio.wait({self._unlinker}, timeout=5.0)  # a file left behind is only sent again
 
     async def result(self, msg: TaskResult, master: str) -> None:
-        """Spool a result and send it until acknowledged; returns once it is on disk. It is sent while its
-        group goes to the disk, not after: from then on the master's database or the spool holds it,
-        whichever is first (a crash before either loses it, as one before the spool alone did), so the
-        disk's fsync is off the way from a task's end to the next task's start. Results that end while a
-        group is being written go to the disk together in the next one (one file, one fsync): a group
-        commit that adds no wait when results come one at a time."""
+        """Spool a result and send it until acknowledged; returns once it is on disk. A result that finds the
+        disk idle is sent while its group goes to the disk, not after: from then on the master's database or
+        the spool holds it, whichever is first (a crash before either loses it, as one before the spool alone
+        did), so the fsync is off the way from a task's end to the next task's start (a chain's step).
+        Results that end while a group is being written go to the disk together in the next one (one file,
+        one fsync: a group commit) and are sent once it is there, together (fewer, larger report batches
+        while the worker is busy)."""
         wf = msg.workflow_instance_id
         written: asyncio.Future[Exception | None] | None = None
+        at_once = self.spool is None or self._committer is None or self._committer.done()
         if self.spool is not None:
             entry = Spooled(self.masters.get(wf, master), self.epochs.get(wf, 0), msg)
             written = asyncio.get_running_loop().create_future()
@@ -135,13 +137,16 @@ class Reporter(BackgroundService):
             written.add_done_callback(functools.partial(self._spooled, entry.key))
             if self._committer is None or self._committer.done():
                 self._committer = asyncio.create_task(self._commit(), name="spool-commit")
-        self.report(msg, master)
+        if at_once:
+            self.report(msg, master)
         if written is not None:
             error = await asyncio.shield(written)
             if error is not None:  # a full or broken disk must not lose the result: keep it in memory
                 log.error(
                     "result not spooled, kept in memory only", error=str(error), task_instance_id=msg.task_instance_id
                 )
+        if not at_once:
+            self.report(msg, master)
 
     def _spooled(self, key: tuple[int, int], written: asyncio.Future[Exception | None]) -> None:
         if self._spooling.get(key) is written:
