@@ -4,6 +4,7 @@ worker lost its lease are reported LOST (run again elsewhere), however early in 
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from engine.worker.executor import Executor
 from engine.worker.reporter import Reporter
 from engine.worker.taskenv import TaskPolicy
-from tests.helpers import rpc_client
+from tests.helpers import eventually, rpc_client
 from tests.worker_harness import ReportSink, SlowSpool, log_text, task
 
 
@@ -112,7 +113,6 @@ async def test_busy_with_counts_the_attempts_held_per_workflow_instance(executor
     true while any attempt of the instance is held here, also after a later attempt of a task replaced an
     earlier one (the earlier no longer counts), and false once the last one ended."""
     import dataclasses
-    import signal
 
     first = task("SHELL", {"rawScript": "sleep 60"}, sink.address, workflow_instance_id=991)
     other = task("SHELL", {"rawScript": "true"}, sink.address, workflow_instance_id=991)
@@ -164,6 +164,72 @@ async def test_an_attempt_handing_its_result_over_frees_its_slot_before_it_is_on
         async with asyncio.timeout(10):
             await asyncio.gather(*(r.done.wait() for r in list(ex.runs.values())))
         assert (ex.holding(), ex.free_slots(), ex.runs) == (0, 1, {})
+    finally:
+        spool.go.set()
+        await ex.kill_all()
+        await reporter.close()
+        await rpc.close()
+        spool.close()
+
+
+async def test_the_owner_entry_goes_when_the_acknowledgement_came_while_the_result_went_to_disk(
+    tmp_path: Path, sink: ReportSink
+) -> None:
+    """The reporter forgets an instance's owner on an acknowledgement only when no attempt of it is held; one
+    acknowledged before its spool write ended (its attempt still held then) is forgotten when the attempt goes,
+    not kept for ever (found by a hostile review)."""
+    spool = SlowSpool(tmp_path / "spool", "/x")
+    spool.open()
+    rpc = rpc_client(timeout=10)
+    reporter = Reporter(rpc, retry_initial=0.05, spool=spool)
+    reporter.start()
+    ex = Executor(slots=1, log_dir=tmp_path / "logs", exec_dir=tmp_path / "exec", address="127.0.0.1:1",
+                  reporter=reporter, policy=TaskPolicy(allow_root_tenant=True))  # fmt: skip
+    reporter.busy = ex.busy_with  # as engine/worker/server.py wires it
+    try:
+        d = task("SHELL", {"rawScript": "true"}, sink.address)
+        assert ex.dispatch(d).accepted
+        await sink.result(d.task_instance_id)
+        await eventually(lambda: not reporter.pending, 10, "the result acknowledged")
+        assert spool.writing.is_set() and d.workflow_instance_id in reporter.masters  # still held: kept
+        held = list(ex.runs.values())
+        spool.go.set()
+        async with asyncio.timeout(10):
+            await asyncio.gather(*(r.done.wait() for r in held))
+        assert ex.runs == {} and reporter.masters == {}
+    finally:
+        spool.go.set()
+        await ex.kill_all()
+        await reporter.close()
+        await rpc.close()
+        spool.close()
+
+
+async def test_a_replaced_attempt_handing_its_result_over_frees_no_slot_it_does_not_hold(
+    tmp_path: Path, sink: ReportSink
+) -> None:
+    """An attempt replaced by a later one of its task (its owner moved on) left the slots when it was replaced:
+    its end frees none again, so the worker never takes more than its slots (found by a hostile review)."""
+    import dataclasses
+
+    spool = SlowSpool(tmp_path / "spool", "/x")
+    spool.open()
+    rpc = rpc_client(timeout=10)
+    reporter = Reporter(rpc, retry_initial=0.05, spool=spool)
+    reporter.start()
+    ex = Executor(slots=2, log_dir=tmp_path / "logs", exec_dir=tmp_path / "exec", address="127.0.0.1:1",
+                  reporter=reporter, policy=TaskPolicy(allow_root_tenant=True))  # fmt: skip
+    try:
+        first = task("SHELL", {"rawScript": "sleep 60"}, sink.address)
+        assert ex.dispatch(first).accepted
+        await sink.running(first.task_instance_id)
+        replaced = ex.runs[first.task_instance_id]
+        assert ex.dispatch(dataclasses.replace(first, attempt=2)).accepted
+        assert (ex.holding(), ex.free_slots()) == (1, 1)
+        assert replaced.proc is not None
+        await ex._kill_group(replaced.proc.pid, signal.SIGKILL)
+        await eventually(lambda: replaced.ended, 10, "the replaced attempt handing its result over")
+        assert (ex.holding(), ex.free_slots()) == (1, 1)
     finally:
         spool.go.set()
         await ex.kill_all()

@@ -319,8 +319,9 @@ class Executor:
             if run.log_tail:  # the log's last lines travel with the result (task alerts quote them)
                 result = dataclasses.replace(result, log_tail=run.log_tail)
             run.ended = True  # no await since _run: a kill from now on waits for the hand-over below
-            run.handing_over = True  # its slot is free: the master may send the next attempt on the result
-            self._handing_over += 1
+            if self.runs.get(d.task_instance_id) is run:  # its slot is free: the master may send the next
+                run.handing_over = True  # attempt on the result (one replaced meanwhile holds none already)
+                self._handing_over += 1
             try:
                 # on disk before the attempt counts as over here: a crash from now on loses no result
                 await self.reporter.result(result, d.master)
@@ -329,6 +330,9 @@ class Executor:
                 if self.runs.get(d.task_instance_id) is run:
                     del self.runs[d.task_instance_id]
                     self._forget(d.workflow_instance_id)
+                    # its result may have been acknowledged while it went to the disk (the instance was busy
+                    # then): the instance's owner entry goes now if nothing of it is left here
+                    self.reporter.forget_instance(d.workflow_instance_id)
                 self._ended(run, result.state)  # a dispatch sent again is answered, not run again
                 self.on_ended(run, result)
                 run.done.set()
