@@ -822,20 +822,20 @@ def _task_updates(updates: Sequence[TaskUpdate]) -> dict[tuple[str, ...], list[l
 
 
 @functools.lru_cache(maxsize=256)
-def _task_update_sql(names: tuple[str, ...]) -> str:
-    """One attempt's update: $1 its id, $2 its state, then the fields ``names`` in order."""
-    sets = ["state = $2", "update_time = now()"]
-    sets += [f"{name} = ${i}{'::jsonb' if name == 'var_pool' else ''}" for i, name in enumerate(names, start=3)]
-    return f"UPDATE task_instance SET {', '.join(sets)} WHERE id = $1"
+def _task_update_sql(names: tuple[str, ...], first: int = 1) -> str:
+    """One attempt's update: $first its id, then its state, then the fields ``names`` in order."""
+    sets = [f"state = ${first + 1}", "update_time = now()"]
+    sets += [f"{name} = ${i}{'::jsonb' if name == 'var_pool' else ''}" for i, name in enumerate(names, start=first + 2)]
+    return f"UPDATE task_instance SET {', '.join(sets)} WHERE id = ${first}"
 
 
 @functools.lru_cache(maxsize=256)
-def _task_updates_sql(names: tuple[str, ...]) -> str:
-    """Many attempts' updates in one statement: $1 their ids, $2 their states, then one array per field
-    of ``names`` (about half the server's work of one statement per attempt, triggers included)."""
+def _task_updates_sql(names: tuple[str, ...], first: int = 1) -> str:
+    """Many attempts' updates in one statement: $first their ids, then their states, then one array per
+    field of ``names`` (about half the server's work of one statement per attempt, triggers included)."""
     cols = ("id", "state", *names)
     types = ("bigint", "smallint", *(_TASK_FIELD_TYPES[n] for n in names))
-    arrays = ", ".join(f"${i}::{t}[]" for i, t in enumerate(types, start=1))
+    arrays = ", ".join(f"${i}::{t}[]" for i, t in enumerate(types, start=first))
     sets = ["state = u.state", "update_time = now()", *(f"{n} = u.{n}" for n in names)]
     return (
         f"UPDATE task_instance t SET {', '.join(sets)} FROM unnest({arrays}) AS u({', '.join(cols)}) WHERE t.id = u.id"
@@ -860,63 +860,62 @@ def _one_statement(batch: WriteBatch) -> bool:
     )
 
 
+#: a new attempt's columns as the INSERT writes them: (column, NewAttempt attribute, array type)
+_ATTEMPT_COLUMNS = (
+    ("task_code", "task_code", "bigint"), ("task_definition_version", "task_version", "int"),
+    ("name", "name", "text"), ("task_type", "task_type", "text"), ("attempt", "attempt", "int"),
+    ("retry_times", "retry_times", "int"), ("max_retry_times", "max_retry_times", "int"),
+    ("retry_interval", "retry_interval", "int"), ("task_instance_priority", "priority", "smallint"),
+    ("worker_group", "worker_group", "text"), ("environment_code", "environment_code", "bigint"),
+    ("delay_time", "delay_time", "int"), ("task_params", "task_params", "jsonb"), ("var_pool", "var_pool", "jsonb"),
+    ("dry_run", "dry_run", "smallint"),
+)  # fmt: skip
+
+
 def _insert_attempts(attempts: Sequence[NewAttempt], first: int) -> tuple[str, list[Any]]:
     """INSERT ... SELECT of new attempts of the instance ``$1``, their arrays numbered from ``first``."""
-    types = ("bigint", "int", "text", "text", "int", "int", "int", "int", "smallint", "text", "bigint", "int",
-             "jsonb", "jsonb", "smallint")  # fmt: skip
-    arrays = ", ".join(f"${i}::{t}[]" for i, t in enumerate(types, start=first))
+    columns = ", ".join(column for column, _, _ in _ATTEMPT_COLUMNS)
+    arrays = ", ".join(f"${i}::{kind}[]" for i, (_, _, kind) in enumerate(_ATTEMPT_COLUMNS, start=first))
     sql = (
-        "INSERT INTO task_instance (workflow_instance_id, task_code, task_definition_version, name, task_type,"
-        " attempt, retry_times, max_retry_times, retry_interval, task_instance_priority, worker_group,"
-        " environment_code, delay_time, task_params, var_pool, dry_run, state, submit_time)"
+        f"INSERT INTO task_instance (workflow_instance_id, {columns}, state, submit_time)"
         f" SELECT $1, u.*, 0, now() FROM unnest({arrays}) AS u"
     )
     args: list[Any] = [
-        [a.task_code for a in attempts],
-        [a.task_version for a in attempts],
-        [a.name for a in attempts],
-        [a.task_type for a in attempts],
-        [a.attempt for a in attempts],
-        [a.retry_times for a in attempts],
-        [a.max_retry_times for a in attempts],
-        [a.retry_interval for a in attempts],
-        [a.priority for a in attempts],
-        [a.worker_group for a in attempts],
-        [a.environment_code for a in attempts],
-        [a.delay_time for a in attempts],
-        [json.dumps(a.task_params) for a in attempts],
-        [json.dumps(a.var_pool) for a in attempts],
-        [a.dry_run for a in attempts],
+        [json.dumps(getattr(a, attr)) if kind == "jsonb" else getattr(a, attr) for a in attempts]
+        for _, attr, kind in _ATTEMPT_COLUMNS
     ]
     return sql, args
+
+
+def _task_update_statements(updates: Sequence[TaskUpdate], first: int | None = None) -> list[tuple[str, list[Any]]]:
+    """The batch's task updates as few statements, each with its arguments: an attempt alone as its one-row
+    UPDATE, attempts setting the same columns as one UPDATE ... FROM unnest. With ``first``, their parameters
+    are numbered on from it across the statements (WITH queries of one statement); without, each statement's
+    from 1 (statements of their own)."""
+    statements: list[tuple[str, list[Any]]] = []
+    n = first or 1
+    for names, rows in _task_updates(updates).items():
+        if len(rows) == 1:
+            statements.append((_task_update_sql(names, n), rows[0]))
+        else:
+            statements.append((_task_updates_sql(names, n), [list(column) for column in zip(*rows, strict=True)]))
+        if first is not None:
+            n += len(statements[-1][1])
+    return statements
 
 
 def _task_update_ctes(updates: Sequence[TaskUpdate], first: int, condition: str = "") -> tuple[list[str], list[Any]]:
     """The batch's task updates as WITH queries (``u0 AS (UPDATE ...)``, ...) of a statement whose own
     parameters end before ``first`` (theirs numbered from there on), each filtered on ``condition`` too,
     and their arguments."""
-    parts: list[str] = []
-    args: list[Any] = []
-    for i, (names, rows) in enumerate(_task_updates(updates).items()):
-        if len(rows) == 1:
-            sql, values = _task_update_sql(names), rows[0]
-        else:
-            sql, values = _task_updates_sql(names), [list(column) for column in zip(*rows, strict=True)]
-        offset = first - 1 + len(args)
-        parts.append(f"u{i} AS ({_PARAMETER.sub(lambda m, o=offset: f'${int(m[1]) + o}', sql)}{condition})")
-        args += values
-    return parts, args
-
-
-_PARAMETER = re.compile(r"\$(\d+)")
+    statements = _task_update_statements(updates, first)
+    parts = [f"u{i} AS ({sql}{condition})" for i, (sql, _) in enumerate(statements)]
+    return parts, [value for _, values in statements for value in values]
 
 
 async def _write_task_updates(conn: asyncpg.Connection, updates: Sequence[TaskUpdate]) -> None:
-    for names, rows in _task_updates(updates).items():
-        if len(rows) == 1:
-            await conn.execute(_task_update_sql(names), *rows[0])
-        else:
-            await conn.execute(_task_updates_sql(names), *(list(column) for column in zip(*rows, strict=True)))
+    for sql, values in _task_update_statements(updates):
+        await conn.execute(sql, *values)
 
 
 async def _insert_next_backfill(

@@ -135,7 +135,7 @@ class Reporter(BackgroundService):
             self._to_spool.append((entry, written))
             self._spooling[entry.key] = written  # acknowledged before it is on disk: removed once it is
             written.add_done_callback(functools.partial(self._spooled, entry.key))
-            if self._committer is None or self._committer.done():
+            if at_once:  # the spool idle: this result starts the next group
                 self._committer = asyncio.create_task(self._commit(), name="spool-commit")
         if at_once:
             self.report(msg, master)
