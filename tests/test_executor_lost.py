@@ -236,3 +236,41 @@ async def test_a_replaced_attempt_handing_its_result_over_frees_no_slot_it_does_
         await reporter.close()
         await rpc.close()
         spool.close()
+
+
+async def test_an_attempt_whose_result_waits_for_the_disk_keeps_its_slot_until_the_result_is_sent(
+    tmp_path: Path, sink: ReportSink
+) -> None:
+    """A slot is free once the attempt's result is on its way to the master (which frees it on the result and
+    may send the next attempt), not before: a result waiting for the next group commit keeps its slot, so no
+    reply meanwhile offers the master a slot it will be told of again by the result."""
+    spool = SlowSpool(tmp_path / "spool", "/x")
+    spool.open()
+    rpc = rpc_client(timeout=10)
+    reporter = Reporter(rpc, retry_initial=0.05, spool=spool)
+    reporter.start()
+    ex = Executor(slots=2, log_dir=tmp_path / "logs", exec_dir=tmp_path / "exec", address="127.0.0.1:1",
+                  reporter=reporter, policy=TaskPolicy(allow_root_tenant=True))  # fmt: skip
+    gate = tmp_path / "gate"
+    try:
+        first = task("SHELL", {"rawScript": "true"}, sink.address)
+        second = task("SHELL", {"rawScript": f"while [ ! -f {gate} ]; do sleep 0.05; done"}, sink.address)
+        assert ex.dispatch(first).accepted and ex.dispatch(second).accepted
+        await sink.result(first.task_instance_id)  # sent at once, its group held on the way to the disk
+        waiting = ex.runs[second.task_instance_id]
+        await asyncio.to_thread(gate.touch)
+        await eventually(lambda: waiting.ended, 10, "the second attempt over, its result waiting for the disk")
+        assert (await sink.rows(second.task_instance_id)).get("result") is None
+        assert (ex.holding(), ex.free_slots()) == (1, 1)  # the first's slot free, the second's not yet
+        held = list(ex.runs.values())
+        spool.go.set()
+        await sink.result(second.task_instance_id)
+        async with asyncio.timeout(10):
+            await asyncio.gather(*(r.done.wait() for r in held))
+        assert (ex.holding(), ex.free_slots()) == (0, 2)
+    finally:
+        spool.go.set()
+        await ex.kill_all()
+        await reporter.close()
+        await rpc.close()
+        spool.close()

@@ -104,7 +104,7 @@ class TaskRun:
     task: asyncio.Task[None] | None = None
     #: the attempt's work is over (its result is being spooled and handed over): a kill cancels nothing
     ended: bool = False
-    #: counted in Executor._handing_over (its slot is free while its result goes to the reporter)
+    #: counted in Executor._handing_over (its slot is free while its result is on its way to the master)
     handing_over: bool = False
     #: when this worker admitted it (epoch ms): its queue time here ends when its process starts
     admitted_ms: int = field(default_factory=now_ms)
@@ -183,8 +183,8 @@ class Executor:
         self.kill_grace = kill_grace
         #: task instance id -> the attempt running here
         self.runs: dict[int, TaskRun] = {}
-        #: attempts over whose results are being handed to the reporter (in ``runs`` until it has them on disk;
-        #: their slots are free already: the master hears of the result, and may send the next, meanwhile)
+        #: attempts over whose results are on their way to the master (in ``runs`` until the reporter has them
+        #: on disk; their slots are free already: the master hears of the result, and may send the next)
         self._handing_over = 0
         #: workflow instance id -> how many of ``runs`` are its (kept with ``runs``: busy_with per result)
         self._per_instance: collections.Counter[int] = collections.Counter()
@@ -208,6 +208,14 @@ class Executor:
 
     def busy_with(self, workflow_instance_id: int) -> bool:
         return self._per_instance[workflow_instance_id] > 0
+
+    def _handing(self, run: TaskRun) -> None:
+        """``run``'s result is on its way to the master, which frees the slot on it and may send the next attempt
+        at once: the slot is free here from now on, not before (a reply meanwhile would offer it twice), and
+        only while ``run`` holds one (one replaced by a later attempt of its task holds none already)."""
+        if self.runs.get(run.dispatch.task_instance_id) is run:
+            run.handing_over = True
+            self._handing_over += 1
 
     def _handed_over(self, run: TaskRun) -> None:
         """``run`` no longer counts among those handing their results over (it left ``runs``)."""
@@ -319,12 +327,9 @@ class Executor:
             if run.log_tail:  # the log's last lines travel with the result (task alerts quote them)
                 result = dataclasses.replace(result, log_tail=run.log_tail)
             run.ended = True  # no await since _run: a kill from now on waits for the hand-over below
-            if self.runs.get(d.task_instance_id) is run:  # its slot is free: the master may send the next
-                run.handing_over = True  # attempt on the result (one replaced meanwhile holds none already)
-                self._handing_over += 1
             try:
                 # on disk before the attempt counts as over here: a crash from now on loses no result
-                await self.reporter.result(result, d.master)
+                await self.reporter.result(result, d.master, on_sent=lambda: self._handing(run))
             finally:
                 self._handed_over(run)
                 if self.runs.get(d.task_instance_id) is run:

@@ -118,14 +118,15 @@ class Reporter(BackgroundService):
         if self._unlinker is not None:
             await asyncio.wait({self._unlinker}, timeout=5.0)  # a file left behind is only sent again
 
-    async def result(self, msg: TaskResult, master: str) -> None:
+    async def result(self, msg: TaskResult, master: str, on_sent: Callable[[], None] = lambda: None) -> None:
         """Spool a result and send it until acknowledged; returns once it is on disk. A result that finds the
         disk idle is sent while its group goes to the disk, not after: from then on the master's database or
         the spool holds it, whichever is first (a crash before either loses it, as one before the spool alone
         did), so the fsync is off the way from a task's end to the next task's start (a chain's step).
         Results that end while a group is being written go to the disk together in the next one (one file,
         one fsync: a group commit) and are sent once it is there, together (fewer, larger report batches
-        while the worker is busy)."""
+        while the worker is busy). ``on_sent`` is called when the result is handed to the sender (the master
+        may hear of it from then on)."""
         wf = msg.workflow_instance_id
         written: asyncio.Future[Exception | None] | None = None
         at_once = self.spool is None or self._committer is None or self._committer.done()
@@ -139,6 +140,7 @@ class Reporter(BackgroundService):
                 self._committer = asyncio.create_task(self._commit(), name="spool-commit")
         if at_once:
             self.report(msg, master)
+            on_sent()
         if written is not None:
             error = await asyncio.shield(written)
             if error is not None:  # a full or broken disk must not lose the result: keep it in memory
@@ -147,6 +149,7 @@ class Reporter(BackgroundService):
                 )
         if not at_once:
             self.report(msg, master)
+            on_sent()
 
     def _spooled(self, key: tuple[int, int], written: asyncio.Future[Exception | None]) -> None:
         if self._spooling.get(key) is written:
