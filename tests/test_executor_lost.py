@@ -4,6 +4,7 @@ worker lost its lease are reported LOST (run again elsewhere), however early in 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -34,6 +35,27 @@ async def executor(tmp_path: Path) -> AsyncIterator[Executor]:
     await ex.kill_all()
     await reporter.close()
     await rpc.close()
+
+
+@contextlib.asynccontextmanager
+async def slow_disk_executor(tmp_path: Path, slots: int) -> AsyncIterator[tuple[Executor, Reporter, SlowSpool]]:
+    """An in-process Executor whose Reporter spools to a SlowSpool (its writes wait until ``spool.go`` is set);
+    everything stopped afterwards, the spool let go first."""
+    spool = SlowSpool(tmp_path / "spool", "/x")
+    spool.open()
+    rpc = rpc_client(timeout=10)
+    reporter = Reporter(rpc, retry_initial=0.05, spool=spool)
+    reporter.start()
+    ex = Executor(slots=slots, log_dir=tmp_path / "logs", exec_dir=tmp_path / "exec", address="127.0.0.1:1",
+                  reporter=reporter, policy=TaskPolicy(allow_root_tenant=True))  # fmt: skip
+    try:
+        yield ex, reporter, spool
+    finally:
+        spool.go.set()
+        await ex.kill_all()
+        await reporter.close()
+        await rpc.close()
+        spool.close()
 
 
 @pytest.mark.parametrize("steps", [0, 1, 2, 3, 5, 8])
@@ -142,14 +164,7 @@ async def test_an_attempt_handing_its_result_over_frees_its_slot_before_it_is_on
 ) -> None:
     """The result reaches the master while it goes to the spool: the master counts the slot free on it and may
     send the next attempt at once, so the worker takes it although the ended attempt waits for the disk."""
-    spool = SlowSpool(tmp_path / "spool", "/x")
-    spool.open()
-    rpc = rpc_client(timeout=10)
-    reporter = Reporter(rpc, retry_initial=0.05, spool=spool)
-    reporter.start()
-    ex = Executor(slots=1, log_dir=tmp_path / "logs", exec_dir=tmp_path / "exec", address="127.0.0.1:1",
-                  reporter=reporter, policy=TaskPolicy(allow_root_tenant=True))  # fmt: skip
-    try:
+    async with slow_disk_executor(tmp_path, slots=1) as (ex, _reporter, spool):
         first = task("SHELL", {"rawScript": "true"}, sink.address)
         assert ex.dispatch(first).accepted
         assert ex.free_slots() == 0 and not ex.dispatch(task("SHELL", {"rawScript": "true"}, sink.address)).accepted
@@ -164,12 +179,6 @@ async def test_an_attempt_handing_its_result_over_frees_its_slot_before_it_is_on
         async with asyncio.timeout(10):
             await asyncio.gather(*(r.done.wait() for r in list(ex.runs.values())))
         assert (ex.holding(), ex.free_slots(), ex.runs) == (0, 1, {})
-    finally:
-        spool.go.set()
-        await ex.kill_all()
-        await reporter.close()
-        await rpc.close()
-        spool.close()
 
 
 async def test_the_owner_entry_goes_when_the_acknowledgement_came_while_the_result_went_to_disk(
@@ -178,15 +187,8 @@ async def test_the_owner_entry_goes_when_the_acknowledgement_came_while_the_resu
     """The reporter forgets an instance's owner on an acknowledgement only when no attempt of it is held; one
     acknowledged before its spool write ended (its attempt still held then) is forgotten when the attempt goes,
     not kept for ever (found by a hostile review)."""
-    spool = SlowSpool(tmp_path / "spool", "/x")
-    spool.open()
-    rpc = rpc_client(timeout=10)
-    reporter = Reporter(rpc, retry_initial=0.05, spool=spool)
-    reporter.start()
-    ex = Executor(slots=1, log_dir=tmp_path / "logs", exec_dir=tmp_path / "exec", address="127.0.0.1:1",
-                  reporter=reporter, policy=TaskPolicy(allow_root_tenant=True))  # fmt: skip
-    reporter.busy = ex.busy_with  # as engine/worker/server.py wires it
-    try:
+    async with slow_disk_executor(tmp_path, slots=1) as (ex, reporter, spool):
+        reporter.busy = ex.busy_with  # as engine/worker/server.py wires it
         d = task("SHELL", {"rawScript": "true"}, sink.address)
         assert ex.dispatch(d).accepted
         await sink.result(d.task_instance_id)
@@ -197,12 +199,6 @@ async def test_the_owner_entry_goes_when_the_acknowledgement_came_while_the_resu
         async with asyncio.timeout(10):
             await asyncio.gather(*(r.done.wait() for r in held))
         assert ex.runs == {} and reporter.masters == {}
-    finally:
-        spool.go.set()
-        await ex.kill_all()
-        await reporter.close()
-        await rpc.close()
-        spool.close()
 
 
 async def test_a_replaced_attempt_handing_its_result_over_frees_no_slot_it_does_not_hold(
@@ -212,14 +208,7 @@ async def test_a_replaced_attempt_handing_its_result_over_frees_no_slot_it_does_
     its end frees none again, so the worker never takes more than its slots (found by a hostile review)."""
     import dataclasses
 
-    spool = SlowSpool(tmp_path / "spool", "/x")
-    spool.open()
-    rpc = rpc_client(timeout=10)
-    reporter = Reporter(rpc, retry_initial=0.05, spool=spool)
-    reporter.start()
-    ex = Executor(slots=2, log_dir=tmp_path / "logs", exec_dir=tmp_path / "exec", address="127.0.0.1:1",
-                  reporter=reporter, policy=TaskPolicy(allow_root_tenant=True))  # fmt: skip
-    try:
+    async with slow_disk_executor(tmp_path, slots=2) as (ex, _reporter, _spool):
         first = task("SHELL", {"rawScript": "sleep 60"}, sink.address)
         assert ex.dispatch(first).accepted
         await sink.running(first.task_instance_id)
@@ -230,12 +219,6 @@ async def test_a_replaced_attempt_handing_its_result_over_frees_no_slot_it_does_
         await ex._kill_group(replaced.proc.pid, signal.SIGKILL)
         await eventually(lambda: replaced.ended, 10, "the replaced attempt handing its result over")
         assert (ex.holding(), ex.free_slots()) == (1, 1)
-    finally:
-        spool.go.set()
-        await ex.kill_all()
-        await reporter.close()
-        await rpc.close()
-        spool.close()
 
 
 async def test_an_attempt_whose_result_waits_for_the_disk_keeps_its_slot_until_the_result_is_sent(
@@ -244,15 +227,8 @@ async def test_an_attempt_whose_result_waits_for_the_disk_keeps_its_slot_until_t
     """A slot is free once the attempt's result is on its way to the master (which frees it on the result and
     may send the next attempt), not before: a result waiting for the next group commit keeps its slot, so no
     reply meanwhile offers the master a slot it will be told of again by the result."""
-    spool = SlowSpool(tmp_path / "spool", "/x")
-    spool.open()
-    rpc = rpc_client(timeout=10)
-    reporter = Reporter(rpc, retry_initial=0.05, spool=spool)
-    reporter.start()
-    ex = Executor(slots=2, log_dir=tmp_path / "logs", exec_dir=tmp_path / "exec", address="127.0.0.1:1",
-                  reporter=reporter, policy=TaskPolicy(allow_root_tenant=True))  # fmt: skip
     gate = tmp_path / "gate"
-    try:
+    async with slow_disk_executor(tmp_path, slots=2) as (ex, _reporter, spool):
         first = task("SHELL", {"rawScript": "true"}, sink.address)
         second = task("SHELL", {"rawScript": f"while [ ! -f {gate} ]; do sleep 0.05; done"}, sink.address)
         assert ex.dispatch(first).accepted and ex.dispatch(second).accepted
@@ -268,9 +244,3 @@ async def test_an_attempt_whose_result_waits_for_the_disk_keeps_its_slot_until_t
         async with asyncio.timeout(10):
             await asyncio.gather(*(r.done.wait() for r in held))
         assert (ex.holding(), ex.free_slots()) == (0, 2)
-    finally:
-        spool.go.set()
-        await ex.kill_all()
-        await reporter.close()
-        await rpc.close()
-        spool.close()
