@@ -171,6 +171,11 @@ async def test_a_write_rolled_back_as_a_deadlock_victim_is_sent_again_and_applie
     assert await pool.fetchval("SELECT state FROM workflow_instance WHERE id = $1", wid) == WorkflowState.SUCCESS
 
 
+def attempt(code: int, number: int = 1) -> NewAttempt:
+    """Attempt ``number`` of a SHELL task ``code``."""
+    return NewAttempt(code, 1, f"t{code}", "SHELL", number, 0, 1, 0, 0, "default", -1, 0, {"rawScript": "true"}, [])
+
+
 async def test_updates_written_with_new_attempts_in_one_statement_land_as_written_apart(
     db: tuple[asyncpg.Pool, int],
 ) -> None:
@@ -181,9 +186,6 @@ async def test_updates_written_with_new_attempts_in_one_statement_land_as_writte
 
     pool, wid = db
     store = MasterStore(pool, ME)
-
-    def attempt(code: int, number: int = 1) -> NewAttempt:
-        return NewAttempt(code, 1, f"t{code}", "SHELL", number, 0, 1, 0, 0, "default", -1, 0, {"rawScript": "true"}, [])
 
     first = await store.write(wid, EPOCH, WriteBatch(new_attempts=[attempt(c) for c in (1, 2, 3)]))
     end = int(dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC).timestamp() * 1000)
@@ -217,10 +219,6 @@ async def test_updates_written_with_new_attempts_in_one_statement_land_as_writte
     ]
 
 
-def _first_attempt(code: int) -> NewAttempt:
-    return NewAttempt(code, 1, f"t{code}", "SHELL", 1, 0, 1, 0, 0, "default", -1, 0, {"rawScript": "true"}, [])
-
-
 @pytest.mark.parametrize("outcome", ["commit", "rollback"])
 async def test_a_one_statement_write_waits_for_a_takeover_and_writes_nothing_once_it_committed(
     db: tuple[asyncpg.Pool, int], outcome: str
@@ -230,9 +228,9 @@ async def test_a_one_statement_write_waits_for_a_takeover_and_writes_nothing_onc
     committed a new epoch — not a row, not an update — or all of it once the takeover rolled back."""
     pool, wid = db
     store = MasterStore(pool, ME)
-    (first,) = await store.write(wid, EPOCH, WriteBatch(new_attempts=[_first_attempt(1)], grouped=False))
+    (first,) = await store.write(wid, EPOCH, WriteBatch(new_attempts=[attempt(1)], grouped=False))
     batch = WriteBatch(
-        new_attempts=[_first_attempt(2), _first_attempt(3)],
+        new_attempts=[attempt(2), attempt(3)],
         updates=[TaskUpdate(first, 7, {"exit_code": 0, "host": "w:1"})],
         grouped=False,
     )
@@ -258,11 +256,9 @@ async def test_a_one_statement_write_waits_for_a_takeover_and_writes_nothing_onc
 
 async def test_a_one_statement_write_of_another_master_or_epoch_writes_nothing(db: tuple[asyncpg.Pool, int]) -> None:
     pool, wid = db
-    (first,) = await MasterStore(pool, ME).write(
-        wid, EPOCH, WriteBatch(new_attempts=[_first_attempt(1)], grouped=False)
-    )
+    (first,) = await MasterStore(pool, ME).write(wid, EPOCH, WriteBatch(new_attempts=[attempt(1)], grouped=False))
     update = WriteBatch(updates=[TaskUpdate(first, 7, {"exit_code": 0})], grouped=False)
-    both = WriteBatch(new_attempts=[_first_attempt(2)], updates=update.updates, grouped=False)
+    both = WriteBatch(new_attempts=[attempt(2)], updates=update.updates, grouped=False)
     for store, epoch, batch in [
         (MasterStore(pool, ME), EPOCH + 1, update),
         (MasterStore(pool, "127.0.0.1:9"), EPOCH, both),
@@ -286,7 +282,7 @@ async def test_a_run_s_start_is_one_statement_that_a_takeover_fences_whole(db: t
         workflow_state=int(WorkflowState.RUNNING_EXECUTION),
         workflow_var_pool=[{"prop": "v", "value": "1"}],
         workflow_history=history,
-        new_attempts=[_first_attempt(1), _first_attempt(2)],
+        new_attempts=[attempt(1), attempt(2)],
         grouped=False,
     )
     before = await pool.fetchrow("SELECT state, state_history, var_pool FROM workflow_instance WHERE id = $1", wid)
