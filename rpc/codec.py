@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import types
 import typing
 from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar, Union
 
+from core import jsonbody
 from rpc.errors import BadRequest
 
 T = TypeVar("T")
@@ -29,7 +29,7 @@ def _names(cls: type) -> tuple[str, ...]:
 
 
 def _shallow(obj: Any) -> dict[str, Any]:
-    """A dataclass met inside a message, for the JSON encoder (which walks what it returns)."""
+    """A message dataclass's fields, one level (nested dataclasses are written by ``jsonbody.dumps``)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {name: getattr(obj, name) for name in _names(type(obj))}
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
@@ -45,12 +45,12 @@ def encode(msg: Any) -> dict[str, Any]:
 
 def dumps(msg: Any) -> bytes:
     """A message dataclass -> its JSON body."""
-    return json.dumps(encode(msg), separators=(",", ":"), default=_shallow).encode()
+    return jsonbody.dumps(encode(msg))
 
 
 def dumps_reply(reply: Any) -> bytes:
     """A reply dataclass (no version field) or plain value -> JSON."""
-    return json.dumps(reply, separators=(",", ":"), default=_shallow).encode()
+    return jsonbody.dumps(reply)
 
 
 def decode(cls: type[T], data: Any) -> T:

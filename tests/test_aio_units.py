@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import contextvars
 import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import asyncpg
 import pytest
 
-from core.aio import BackgroundService, acquire_in_thread, bounded
+from core.aio import BackgroundService, ThreadTrips, acquire_in_thread, bounded
 from engine.storage.failures import CONNECTION_LOST, DB_FAILURES
 from tests.helpers import eventually
 
@@ -74,8 +78,16 @@ def test_a_server_side_error_is_a_failure_but_not_a_lost_connection() -> None:
     assert isinstance(exc, DB_FAILURES)
 
 
+def _trip_acquire(release: Callable[[str], None], fn: Callable[[], str]) -> Awaitable[str]:
+    return ThreadTrips().acquire(release, fn)
+
+
+ACQUIRERS = pytest.mark.parametrize("acquirer", [acquire_in_thread, _trip_acquire], ids=["own", "trip"])
+
+
+@ACQUIRERS
 @pytest.mark.parametrize("cancellations", [1, 2])
-async def test_what_a_thread_acquires_after_its_caller_gave_up_is_released(cancellations: int) -> None:
+async def test_what_a_thread_acquires_after_its_caller_gave_up_is_released(cancellations: int, acquirer: Any) -> None:
     started, proceed = threading.Event(), threading.Event()
     released: list[str] = []
 
@@ -84,7 +96,7 @@ async def test_what_a_thread_acquires_after_its_caller_gave_up_is_released(cance
         proceed.wait(10)
         return "the resource"
 
-    call = asyncio.create_task(acquire_in_thread(released.append, acquire))
+    call = asyncio.create_task(acquirer(released.append, acquire))
     await asyncio.to_thread(started.wait, 10)  # the thread is inside acquire()
     for _ in range(cancellations):  # a second one arrives while it waits for the thread
         call.cancel()
@@ -95,9 +107,10 @@ async def test_what_a_thread_acquires_after_its_caller_gave_up_is_released(cance
     assert released == ["the resource"]
 
 
-async def test_what_a_thread_acquires_is_returned_when_nobody_cancels() -> None:
+@ACQUIRERS
+async def test_what_a_thread_acquires_is_returned_when_nobody_cancels(acquirer: Any) -> None:
     released: list[str] = []
-    assert await acquire_in_thread(released.append, lambda: "the resource") == "the resource"
+    assert await acquirer(released.append, lambda: "the resource") == "the resource"
     assert released == []
 
 
@@ -181,3 +194,60 @@ async def test_a_shutdown_step_that_ignores_cancellation_is_abandoned_and_the_ne
     assert ended == ["quick"]
     release.set()  # the abandoned step ends once what it waited for comes
     await eventually(lambda: ended == ["quick", "stubborn"], 5, "the abandoned step to end")
+
+
+class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
+    def __init__(self) -> None:
+        super().__init__(max_workers=4)
+        self.trips = 0
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        self.trips += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="nobody")
+
+
+async def test_calls_made_in_one_turn_go_to_a_thread_in_one_trip_each_with_its_own_outcome_and_context() -> None:
+    executor = CountingExecutor()
+    asyncio.get_running_loop().set_default_executor(executor)
+    trips = ThreadTrips()
+
+    def work(n: int) -> tuple[str, int]:
+        if n == 3:
+            raise ValueError("three fails alone")
+        return CALLER.get(), n * n
+
+    async def caller(n: int) -> tuple[str, int]:
+        CALLER.set(f"caller {n}")
+        return await trips.run(work, n)
+
+    outcomes = await asyncio.gather(*(caller(n) for n in range(6)), return_exceptions=True)
+    assert executor.trips == 1
+    assert outcomes[:3] == [("caller 0", 0), ("caller 1", 1), ("caller 2", 4)]
+    assert isinstance(outcomes[3], ValueError) and outcomes[4:] == [("caller 4", 16), ("caller 5", 25)]
+    # the next turn's calls make a trip of their own
+    assert await trips.run(work, 7) == ("nobody", 49) and executor.trips == 2
+
+
+async def test_a_call_whose_caller_stopped_waiting_does_not_disturb_the_others_of_its_trip() -> None:
+    trips, proceed, troubles = ThreadTrips(), threading.Event(), []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, context: troubles.append(context))
+    blocked = trips.run(proceed.wait, 10)
+    other = trips.run(lambda: "the other's result")  # the same turn: the same trip, behind the blocked call
+    waited = asyncio.create_task(asyncio.wait_for(blocked, 0.01))
+    with pytest.raises(TimeoutError):
+        await waited
+    assert not other.done()  # behind the blocked call, in the same trip
+    proceed.set()
+    assert await other == "the other's result"
+    assert troubles == []
+
+
+async def test_calls_after_the_executor_shut_down_fail_instead_of_waiting_for_ever() -> None:
+    executor = CountingExecutor()
+    asyncio.get_running_loop().set_default_executor(executor)
+    executor.shutdown()
+    with pytest.raises(RuntimeError):
+        await ThreadTrips().run(lambda: "never")

@@ -4,6 +4,7 @@ turns every later log line into a "--- Logging error ---" traceback."""
 from __future__ import annotations
 
 import io
+import json
 import logging
 import sys
 
@@ -30,3 +31,26 @@ def test_logging_follows_stderr_after_the_one_it_was_configured_with_closed(
     err = capsys.readouterr().err
     assert "a library line" in err and "an engine line" in err
     logs.configure("console", "warning")
+
+
+def test_bound_ids_reach_the_lines_inside_the_block_and_what_was_bound_before_comes_back(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    logs.configure("json", "info")
+    try:
+        log = logs.get("engine")
+        with logs.bound(workflow_instance_id=1):
+            with logs.bound(workflow_instance_id=2, task_instance_id=3):
+                log.info("inner")
+            log.info("outer")
+            with pytest.raises(RuntimeError), logs.bound(task_instance_id=4):
+                raise RuntimeError("the block failed: its ids are unbound all the same")
+            log.info("after a failed block")
+        log.info("unbound")
+    finally:
+        logs.configure("console", "warning")
+    lines = {line["event"]: line for line in map(json.loads, capsys.readouterr().err.splitlines())}
+    assert (lines["inner"]["workflow_instance_id"], lines["inner"]["task_instance_id"]) == (2, 3)
+    assert lines["outer"]["workflow_instance_id"] == 1 and "task_instance_id" not in lines["outer"]
+    assert "task_instance_id" not in lines["after a failed block"]
+    assert "workflow_instance_id" not in lines["unbound"]

@@ -212,3 +212,35 @@ def test_the_compiled_decoder_answers_as_walking_the_type_hints_did(data: st.Dat
     assert _outcome(lambda: codec.decode(cls, body)) == _outcome(
         lambda: _walk_obj(cls, body, cls.__name__) if body.get("v", 1) == 1 else codec.decode(cls, body)
     )
+
+
+_params = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(_params)
+def test_a_body_reads_back_as_the_json_module_wrote_it(params: Any) -> None:
+    # bodies are written with orjson (core/jsonbody.py) and read with the json module: whatever a user's task
+    # parameters hold (an integer past 64 bits, a lone surrogate) arrives as the json module would send it
+    msg = _dispatch(task_params={"rawScript": "true", "x": params})
+    as_before = json.dumps(codec.encode(msg), separators=(",", ":"), default=codec._shallow)
+    assert json.loads(codec.dumps(msg)) == json.loads(as_before)
+    assert codec.decode(TaskDispatch, json.loads(codec.dumps(msg))) == msg
+
+
+def test_what_orjson_refuses_is_written_by_the_json_module() -> None:
+    deep: Any = "leaf"
+    for _ in range(300):  # orjson stops at 254 levels
+        deep = [deep]
+    for value in (2**70, -(2**64), "lone \ud800 surrogate", deep, {1: "int key", None: "none key"}):
+        msg = _dispatch(task_params={"rawScript": "true", "x": value})
+        assert json.loads(codec.dumps(msg))["task_params"]["x"] == json.loads(json.dumps(value))
+    # NaN and the infinities are not JSON (PostgreSQL's jsonb refuses them: no parameter holds one): null
+    msg = _dispatch(task_params={"rawScript": "true", "x": [float("nan"), float("inf")]})
+    assert json.loads(codec.dumps(msg))["task_params"]["x"] == [None, None]
+    # nested dataclasses are written field by field either way
+    batch = TaskDispatchBatch([_dispatch(task_params={"rawScript": "true", "big": 2**80})])
+    assert codec.decode(TaskDispatchBatch, json.loads(codec.dumps(batch))) == batch

@@ -114,17 +114,22 @@ class InstanceInfo:
         )
 
 
-@dataclass(order=True)
+@dataclass(eq=False)
 class DispatchRequest:
     """A task attempt waiting for a worker, ordered as DolphinScheduler's dispatch queue:
     workflow priority, workflow instance id, task priority, task instance id."""
 
     sort_key: tuple[int, int, int, int]
-    message: TaskDispatch = field(compare=False)
-    worker_group: str = field(compare=False)
-    actor: WorkflowActor = field(compare=False, repr=False)
+    message: TaskDispatch
+    worker_group: str
+    actor: WorkflowActor = field(repr=False)
     #: when it became ready to dispatch (monotonic): the dispatch-wait histogram
-    ready_at: float = field(default_factory=time.monotonic, compare=False, repr=False)
+    ready_at: float = field(default_factory=time.monotonic, repr=False)
+
+    def __lt__(self, other: DispatchRequest) -> bool:
+        # the dispatch heap's order, compared straight (order=True built two tuples per comparison: 6 % of a
+        # busy master's time went to heap pushes and pops)
+        return self.sort_key < other.sort_key
 
 
 #: events that let a held attempt go (its task group's slot, the end of its delay): handled after the rest

@@ -26,7 +26,7 @@ from typing import Any
 import psutil
 
 from core import logs
-from core.aio import acquire_in_thread
+from core.aio import ThreadTrips, acquire_in_thread
 from engine.alerts.senders import SECRET_KEYS
 from engine.clocks import now_ms
 from engine.params import (
@@ -177,6 +177,8 @@ class Executor:
         self.exec_root = exec_dir
         #: fresh exec dirs for attempts, recycled (at most one spare per slot)
         self.dirs = ExecDirs(exec_dir, spares=slots)
+        #: the file system work before and after a task, with that of the tasks starting or ending beside it
+        self._trips = ThreadTrips()
         self.address = address
         self.reporter = reporter
         self.overloaded = overloaded
@@ -519,7 +521,7 @@ class Executor:
             return self._result(run, state, code, message, var_pool)
         finally:
             # the process group is gone (or never started): the exec dir goes back in the same trip
-            run.log_tail = await asyncio.to_thread(
+            run.log_tail = await self._trips.run(
                 _close_with_tail, logfile, run.log_path, trailer, lambda: self.dirs.release(run.exec_dir, run.files)
             )
             run.released = True
@@ -527,13 +529,14 @@ class Executor:
     async def _set_up_run(
         self, run: TaskRun, launch: Launch, header: str, user: pwd.struct_passwd | None
     ) -> tuple[CappedLog, subprocess.Popen[bytes] | Exception | None]:
-        """One trip to a thread for the file system work before the start (log file, exec dir, files) and,
-        in the common case (no dry run, no resources, no fork server, may start now), the process created
-        in the same trip (or why it could not be); None: it is to be started apart (``_spawn``)."""
+        """One trip to a thread for the file system work before the start (log file, exec dir, files): shared
+        with the tasks set up in the same turn of the loop (ThreadTrips), or, when the worker creates the
+        process itself (no dry run, no resources, no fork server or tenant spawner, may start now), a trip of
+        its own that creates it too (or says why it could not); None: it is to be started apart (``_spawn``)."""
         d = run.dispatch
         setup = (run.log_path, header, self.max_log_bytes, self.dirs, run.exec_dir, launch.files, user)
         if d.dry_run or d.resources or self._forkable(launch) or self._spawnable(launch, user) or self.may_start():
-            return await acquire_in_thread(_close, _set_up, *setup), None
+            return await self._trips.acquire(_close, _set_up, *setup), None
         env = self._environment(run, launch, user)
         return await acquire_in_thread(
             _close_started, _set_up_and_start, setup, _argv(launch, user), env, launch.stdin.encode()
@@ -662,7 +665,8 @@ class Executor:
         if self.reaper is not None:
             self.reaper.remove(proc.pid)
         try:
-            await asyncio.wait_for(asyncio.shield(pump), DRAIN_TIMEOUT)
+            async with asyncio.timeout(DRAIN_TIMEOUT):  # lighter than wait_for, on every task's end
+                await asyncio.shield(pump)
         except TimeoutError:  # a process that left the group still holds the pipe
             await _write(logfile, "[porpoise] output still open after the task ended; log cut here\n")
             pump.cancel()
