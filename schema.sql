@@ -567,7 +567,7 @@ CREATE TABLE task_instance (
     UNIQUE (workflow_instance_id, task_code, attempt),
     FOREIGN KEY(workflow_instance_id) REFERENCES workflow_instance (id) ON DELETE CASCADE
 )
- WITH (fillfactor = 80);
+ WITH (fillfactor = 50);
 
 CREATE INDEX task_instance_code_version_idx ON task_instance (task_code, task_definition_version);
 

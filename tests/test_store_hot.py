@@ -111,3 +111,24 @@ async def test_many_attempts_written_in_one_statement_get_the_columns_one_writte
     # the log of each ended attempt is queued for archiving, whichever statement ended it
     queued = await pool.fetchval("SELECT count(*) FROM task_log_archive WHERE task_instance_id = ANY($1)", ids)
     assert queued == 3
+
+
+async def test_each_attempt_of_a_full_page_is_dispatched_in_place_while_an_old_snapshot_keeps_every_old_version(
+    pool: asyncpg.Pool, fresh_db: str
+) -> None:
+    # under load other transactions' snapshots keep a page's old versions from being pruned: the page itself
+    # must hold the next version of each of its rows, so an attempt's first write after its insert is HOT
+    wid = await owned_instance(pool)
+    store = MasterStore(pool, ME)
+    ids = await store.write(wid, EPOCH, WriteBatch(new_attempts=[attempt(code) for code in range(1, 101)]))
+    reader = await asyncpg.connect(fresh_db)
+    try:
+        await reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        assert await reader.fetchval("SELECT count(*) FROM task_instance WHERE workflow_instance_id = $1", wid) == 100
+        before = await updates(pool)
+        dispatched = [TaskUpdate(i, int(TaskState.DISPATCH), {"host": "127.0.0.1:1234"}) for i in ids]
+        await store.write(wid, EPOCH, WriteBatch(updates=dispatched))
+        after = await updates(pool)
+    finally:
+        await reader.close()
+    assert (after[0] - before[0], after[1] - before[1]) == (100, 100)
