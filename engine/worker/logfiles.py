@@ -156,7 +156,8 @@ def _append(path: Path) -> Any:
 def log_path(
     log_dir: Path, definition_code: int, workflow_instance_id: int, task_instance_id: int, attempt: int
 ) -> Path:
-    return log_dir / str(definition_code) / str(workflow_instance_id) / f"{task_instance_id}-{attempt}.log"
+    # one join (each ``/`` parses its path again: a worker builds one of these per task)
+    return log_dir.joinpath(str(definition_code), str(workflow_instance_id), f"{task_instance_id}-{attempt}.log")
 
 
 class LogFiles:
