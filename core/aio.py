@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
+import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, TypeVar
@@ -91,16 +93,24 @@ async def acquire_in_thread(
 
 class ThreadTrips:
     """Blocking calls made in one turn of the loop go to a thread together, in one trip: a worker starting
-    or ending many tasks at once sets up (or closes) each one's files with one hand-over to a thread and
-    one back, not one pair per task (each a wake-up of a thread, a wake-up of the loop and two GIL
-    hand-overs: with a dozen per batch, most of a busy worker's loop time went to them).
+    or ending many tasks at once sets up (or closes) each one's files with one hand-over to a thread, not
+    one per task (each a wake-up of a thread, a wake-up of the loop and two GIL hand-overs: with a dozen
+    per batch, most of a busy worker's loop time went to them).
 
-    The calls of a trip run one after the other, each in the context of its caller (its log ids); one
-    that raises fails its own caller only. Trips run in the loop's default executor, several at once."""
+    The calls of a trip run one after the other, each in the context of its caller (its log ids). Each
+    outcome goes back as soon as its call returns (one wake-up of the loop for the outcomes that arrive
+    together): a slow call delays the calls after it in its trip, not those before. One that raises
+    (whatever it raises) fails its own caller only. Trips run in the loop's default executor, several at
+    once: a turn's calls past ``per_trip`` make further trips, so on a slow disk a batch of starts still
+    goes to several threads side by side."""
 
-    def __init__(self) -> None:
-        self._pending: list[tuple[asyncio.Future[Any], contextvars.Context, Callable[..., Any], tuple[Any, ...]]] = []
+    def __init__(self, per_trip: int = 8) -> None:
+        self.per_trip = per_trip
+        self._pending: list[_Call] = []
         self._flush: asyncio.Handle | None = None
+        #: outcomes back from the threads, not handed to their futures yet (appended by the threads)
+        self._back: collections.deque[tuple[asyncio.Future[Any], bool, Any]] = collections.deque()
+        self._waking = False
 
     def run(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """``fn(*args)`` in the next trip; its outcome. A caller that stops waiting cancels the future, not the
@@ -131,54 +141,58 @@ class ThreadTrips:
 
     def _send(self, loop: asyncio.AbstractEventLoop) -> None:
         self._flush = None
-        calls, self._pending = self._pending, []
-        futures = [future for future, *_ in calls]
-        try:
-            trip = loop.run_in_executor(None, _make_calls, [(ctx, fn, args) for _, ctx, fn, args in calls])
-        except RuntimeError as exc:  # the executor is shut down (the loop is closing)
-            _fail(futures, exc)
-            return
-        trip.add_done_callback(lambda done: _settle(futures, done))
+        pending, self._pending = self._pending, []
+        for i in range(0, len(pending), self.per_trip):
+            calls = pending[i : i + self.per_trip]
+            try:
+                trip = loop.run_in_executor(None, self._make_calls, loop, calls)
+            except RuntimeError as exc:  # the executor is shut down (the loop is closing)
+                for future, *_ in calls:
+                    _settle(future, False, exc)
+                continue
+            trip.add_done_callback(functools.partial(_after_trip, calls))
+
+    def _make_calls(self, loop: asyncio.AbstractEventLoop, calls: list[_Call]) -> None:
+        """In a thread: each call, its outcome handed back as soon as it returns."""
+        for future, ctx, fn, args in calls:
+            try:
+                outcome = (future, True, ctx.run(fn, *args))
+            except BaseException as exc:  # the caller's to see, whatever it is; the trip goes on
+                outcome = (future, False, exc)
+            self._back.append(outcome)
+            if not self._waking:  # else a wake-up is on its way and takes this one too
+                self._waking = True
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                    loop.call_soon_threadsafe(self._deliver)
+
+    def _deliver(self) -> None:
+        self._waking = False  # first: an outcome appended from now on wakes the loop again
+        while self._back:
+            _settle(*self._back.popleft())
 
 
-def _make_calls(calls: list[tuple[contextvars.Context, Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
-    """In a thread: each call's result, or the exception it raised."""
-    outcomes: list[Any] = []
-    for ctx, fn, args in calls:
-        try:
-            outcomes.append(ctx.run(fn, *args))
-        except Exception as exc:
-            outcomes.append(_Raised(exc))
-    return outcomes
+#: a call waiting for its trip: its future, its caller's context, the function and its arguments
+_Call = tuple[asyncio.Future[Any], contextvars.Context, Callable[..., Any], tuple[Any, ...]]
 
 
-class _Raised:
-    __slots__ = ("exc",)
-
-    def __init__(self, exc: Exception) -> None:
-        self.exc = exc
-
-
-def _fail(futures: list[asyncio.Future[Any]], exc: BaseException) -> None:
-    for future in futures:
-        if not future.done():
-            future.set_exception(exc)
-
-
-def _settle(futures: list[asyncio.Future[Any]], trip: asyncio.Future[list[Any]]) -> None:
-    if trip.cancelled():
-        _fail(futures, RuntimeError("the trip to a thread was cancelled"))
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():  # its caller stopped waiting
         return
-    if trip.exception() is not None:  # not a call's own error (each is caught): the thread's machinery
-        _fail(futures, trip.exception())  # type: ignore[arg-type]
-        return
-    for future, outcome in zip(futures, trip.result(), strict=True):
-        if future.done():  # its caller stopped waiting
-            continue
-        if isinstance(outcome, _Raised):
-            future.set_exception(outcome.exc)
-        else:
-            future.set_result(outcome)
+    if ok:
+        future.set_result(value)
+    elif isinstance(value, StopIteration):  # a future cannot hold one
+        future.set_exception(RuntimeError(f"the call raised StopIteration: {value!r}"))
+    else:
+        future.set_exception(value)
+
+
+def _after_trip(calls: list[_Call], trip: asyncio.Future[None]) -> None:
+    """A trip that failed outside its calls (it never ran, or the executor's machinery failed): its calls
+    not answered yet fail, rather than wait for ever."""
+    if trip.cancelled() or trip.exception() is not None:
+        why = RuntimeError("the trip to a thread did not run") if trip.cancelled() else trip.exception()
+        for future, *_ in calls:
+            _settle(future, False, why)
 
 
 class BackgroundService:

@@ -229,6 +229,10 @@ async def test_calls_made_in_one_turn_go_to_a_thread_in_one_trip_each_with_its_o
     assert isinstance(outcomes[3], ValueError) and outcomes[4:] == [("caller 4", 16), ("caller 5", 25)]
     # the next turn's calls make a trip of their own
     assert await trips.run(work, 7) == ("nobody", 49) and executor.trips == 2
+    # past per_trip calls, a turn makes more trips (side by side on a slow disk)
+    many = await asyncio.gather(*(trips.run(work, n) for n in range(20)), return_exceptions=True)
+    assert [m for n, m in enumerate(many) if n != 3] == [("nobody", n * n) for n in range(20) if n != 3]
+    assert executor.trips == 2 + 3  # 8 + 8 + 4
 
 
 async def test_a_call_whose_caller_stopped_waiting_does_not_disturb_the_others_of_its_trip() -> None:
@@ -251,3 +255,30 @@ async def test_calls_after_the_executor_shut_down_fail_instead_of_waiting_for_ev
     executor.shutdown()
     with pytest.raises(RuntimeError):
         await ThreadTrips().run(lambda: "never")
+
+
+class Unusual(BaseException):
+    """Not an Exception: still its own caller's only."""
+
+
+async def test_each_outcome_goes_back_when_its_call_returns_whatever_the_call_raised() -> None:
+    trips, proceed = ThreadTrips(), threading.Event()
+
+    def stop_iteration() -> None:
+        raise StopIteration("a future cannot hold one")
+
+    def unusual() -> None:
+        raise Unusual
+
+    quick = trips.run(lambda: "before the slow one")
+    stopped = trips.run(stop_iteration)
+    odd = trips.run(unusual)
+    slow = trips.run(proceed.wait, 10)  # the same trip: behind the three above
+    assert await quick == "before the slow one"  # while the slow call still runs
+    with pytest.raises(RuntimeError, match="StopIteration"):
+        await stopped
+    with pytest.raises(Unusual):
+        await odd
+    assert not slow.done()
+    proceed.set()
+    assert await slow is True

@@ -166,6 +166,8 @@ async def test_a_drained_worker_refuses_new_tasks_says_draining_lets_running_one
         running = task("SHELL", {"rawScript": f"while [ ! -f {gate} ]; do sleep 0.05; done"}, sink.address)
         await dispatch(client, w.address, running)
         await sink.running(running.task_instance_id)
+        # the sink has the RUNNING report; its acknowledgement may still be on its way back (a loaded machine)
+        await eventually(lambda: w.health()[1]["pending_reports"] == 0, 30, "the RUNNING report acknowledged")
         reply = await client.call(w.address, WorkerDrain())
         assert reply == WorkerDrainReply(draining=True, running=1, pending_reports=0, refused="")
         assert await status() == ServerStatus.DRAINING  # published before the answer

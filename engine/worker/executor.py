@@ -520,10 +520,17 @@ class Executor:
             var_pool = [p.to_dict() for p in out_params(local, emitted)]
             return self._result(run, state, code, message, var_pool)
         finally:
-            # the process group is gone (or never started): the exec dir goes back in the same trip
-            run.log_tail = await self._trips.run(
-                _close_with_tail, logfile, run.log_path, trailer, lambda: self.dirs.release(run.exec_dir, run.files)
+            # the process group is gone (or never started): the exec dir goes back in the same trip, waited for
+            # even if this is cancelled meanwhile (so _execute's fallback never releases it a second time)
+            run.log_tail = await self._trips.acquire(
+                _keep, _close_with_tail, logfile, run.log_path, trailer, lambda: self._release_dir(run)
             )
+
+    def _release_dir(self, run: TaskRun) -> None:
+        """In a thread: the attempt's exec dir back to the spares (once: ``run.released``)."""
+        try:
+            self.dirs.release(run.exec_dir, run.files)
+        finally:
             run.released = True
 
     async def _set_up_run(
@@ -731,6 +738,10 @@ class Executor:
         for run in runs:
             run.lost, run.lost_why = lost, why
         await asyncio.gather(*(self.kill(*run.key) for run in runs))
+
+
+def _keep(_tail: str) -> None:
+    """Nothing to release: the close trip acquires nothing."""
 
 
 async def _close(fh: CappedLog) -> None:
