@@ -165,7 +165,12 @@ async def test_a_task_that_stops_its_spawner_ends_lost(
     bystander = await _start(spawners, tenant, ["bash", "-c", "echo sleeping; exec sleep 600"], reachable)
     assert await bystander.stdout.readline() == b"sleeping\n"
     stopped = _only(spawners).pid
-    stopper = await _start(spawners, tenant, ["bash", "-c", "kill -STOP $PPID"], reachable)
+    # it stops its spawner once its start was answered (stopped first, on a loaded machine, the spawner never
+    # sent the answer: the start then went unanswered, which is not what this test is about)
+    gate = reachable / "stop-now"
+    script = f"while [ ! -e {gate} ]; do sleep 0.01; done; kill -STOP $PPID"
+    stopper = await _start(spawners, tenant, ["bash", "-c", script], reachable)
+    gate.touch()
     assert await asyncio.wait_for(stopper.wait(), 30) == -signal.SIGKILL
     assert "no exit reported" in stopper.lost
     assert await asyncio.wait_for(bystander.wait(), 30) == -signal.SIGKILL and "no exit reported" in bystander.lost

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +36,8 @@ class ReportSink:
         self.address = f"127.0.0.1:{self.port}"
         self.fail_next = 0
         self.calls = 0
+        #: (task instance, "running" / "result") -> when the report first reached the sink (epoch ms)
+        self.received: dict[tuple[int, str], float] = {}
         self.runner: web.AppRunner | None = None
         self.pool: asyncpg.Pool | None = None
 
@@ -67,6 +70,7 @@ class ReportSink:
             self.pool = None
 
     async def _persist(self, kind: str, msg: Any, state: str) -> ReportReply:
+        self.received.setdefault((msg.task_instance_id, kind), time.time() * 1000)
         self.calls += 1
         if self.fail_next > 0:
             self.fail_next -= 1
