@@ -76,7 +76,12 @@ async def acquire_in_thread(
     Cancelling the wait does not stop the thread: what it acquires after the caller gave up would be
     leaked (a file left open, a task process running unowned). So on cancellation this waits for the
     thread (further cancellations meanwhile included), hands its result to ``release`` and re-raises."""
-    call = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+    return await _acquired(asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs)), release)
+
+
+async def _acquired(call: asyncio.Future[T], release: Callable[[T], Awaitable[None] | None]) -> T:
+    """The outcome of ``call`` (a thread's work); if the wait is cancelled, waits for it (further cancellations
+    meanwhile included), hands what it acquired to ``release`` and re-raises."""
     try:
         return await asyncio.shield(call)
     except asyncio.CancelledError:
@@ -125,19 +130,7 @@ class ThreadTrips:
     async def acquire(self, release: Callable[[T], Awaitable[None] | None], fn: Callable[..., T], *args: Any) -> T:
         """``acquire_in_thread`` in a trip: on cancellation, waits for the call and hands what it acquired to
         ``release`` before re-raising."""
-        future = self.run(fn, *args)
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            while not future.done():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.wait([future])
-            if future.exception() is None:
-                with contextlib.suppress(Exception):
-                    released = release(future.result())
-                    if inspect.isawaitable(released):
-                        await released
-            raise
+        return await _acquired(self.run(fn, *args), release)
 
     def _send(self, loop: asyncio.AbstractEventLoop) -> None:
         self._flush = None
