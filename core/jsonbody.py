@@ -10,6 +10,7 @@ reads an integer past 64 bits as a float, so bodies are read with the json modul
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from typing import Any
 
@@ -18,10 +19,16 @@ import orjson
 _OPTIONS = orjson.OPT_NON_STR_KEYS  # {1: ...} -> {"1": ...}, as the json module writes it
 
 
-def _fields(obj: Any) -> dict[str, Any]:
-    """A dataclass inside a value, for the json module (orjson writes dataclasses itself, the same way)."""
+@functools.cache
+def _names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+
+def fields(obj: Any) -> dict[str, Any]:
+    """A dataclass's fields by name, one level (nested dataclasses are left to the writer): a message's body
+    (rpc.codec), and the json module's ``default`` (orjson writes dataclasses itself, the same way)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        return {name: getattr(obj, name) for name in _names(type(obj))}
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
@@ -30,4 +37,4 @@ def dumps(value: Any) -> bytes:
     try:
         return orjson.dumps(value, option=_OPTIONS)
     except orjson.JSONEncodeError:
-        return json.dumps(value, separators=(",", ":"), default=_fields).encode()
+        return json.dumps(value, separators=(",", ":"), default=fields).encode()
