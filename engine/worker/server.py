@@ -283,7 +283,12 @@ class Worker(Node):
 
     # -- RPC handlers -----------------------------------------------------------------------------
 
-    async def on_dispatch(self, msg: TaskDispatch, valid_until_ms: int = 0) -> DispatchReply:
+    async def on_dispatch(self, msg: TaskDispatch) -> DispatchReply:
+        reply = self._admit(msg)
+        await asyncio.sleep(0)  # the attempt takes its first step (prepared, set up) before the reply is sent
+        return reply
+
+    def _admit(self, msg: TaskDispatch, valid_until_ms: int = 0) -> DispatchReply:
         # an attempt already here (a dispatch sent again) is acknowledged whatever our state: a refusal
         # would tell the master it is not here while it runs (or ran)
         # registered = our key exists, not merely our lease: while the key is being made (an earlier
@@ -324,7 +329,8 @@ class Worker(Node):
 
     async def on_dispatch_batch(self, msg: TaskDispatchBatch) -> DispatchBatchReply:
         """Each attempt is admitted (or refused) on its own, in order, as if sent one by one."""
-        replies = [await self.on_dispatch(d, msg.valid_until_ms) for d in msg.tasks]
+        replies = [self._admit(d, msg.valid_until_ms) for d in msg.tasks]
+        await asyncio.sleep(0)  # the admitted attempts take their first step before the reply is sent
         return DispatchBatchReply(replies, self.executor.free_slots())
 
     async def on_drain(self, msg: WorkerDrain) -> WorkerDrainReply:
