@@ -55,6 +55,10 @@ log = logs.get(__name__)
 #: seconds a run's context (project parameters, environments) is used before it is read again at a dispatch
 #: (master.run_context_ttl)
 CONTEXT_TTL = 30.0
+#: seconds a deferred task write (an accepted dispatch's DISPATCH and host) waits for the instance's next write
+#: before it is written on its own: a task that starts sooner has it written with its RUNNING or its result,
+#: one statement instead of two
+DEFER_SECONDS = 0.5
 
 WARN_SUCCESS, WARN_FAILURE, WARN_ALL = 1, 2, 3
 ALERT_FAILURE, ALERT_SUCCESS = 0, 1
@@ -198,6 +202,9 @@ class WorkflowActor:
         self.grouped = any(t.task_group_id for t in spec.tasks.values())
         #: check the core's invariants after every batch (debug.validate_core: tests, never production)
         self._validate = validate
+        #: deferred task writes (PersistTask.deferred) waiting for the next write, and when the first came
+        self._deferred: list[TaskUpdate] = []
+        self._deferred_at = 0.0
 
     @property
     def id(self) -> int:
@@ -267,7 +274,11 @@ class WorkflowActor:
                 if self._validate:
                     self.run.validate()
                 while not self.run.finished:
-                    batch = [await self.queue.get()]
+                    first = await self._next_event()
+                    if first is None:  # deferred writes waited long enough: written on their own
+                        await self._perform([], [], flush=True)
+                        continue
+                    batch = [first]
                     while not self.queue.empty():
                         batch.append(self.queue.get_nowait())
                     await self._perform(self._handle(batch), batch)
@@ -294,6 +305,16 @@ class WorkflowActor:
                 self.task = None
                 self._count_state(gone=True)
                 self._on_finished(self, final)
+
+    async def _next_event(self) -> _Posted | None:
+        """The next posted event; None when deferred writes are due first (none came in DEFER_SECONDS)."""
+        if not self._deferred:
+            return await self.queue.get()
+        try:
+            async with asyncio.timeout(max(0.0, self._deferred_at + DEFER_SECONDS - time.monotonic())):
+                return await self.queue.get()
+        except TimeoutError:
+            return None
 
     def _handle(self, batch: list[_Posted]) -> list[Action]:
         """The core's actions for a batch of events, all at one time of the clock; the task group admissions
@@ -340,8 +361,9 @@ class WorkflowActor:
             if posted.done is not None and not posted.done.done():
                 posted.done.set_result(False)
 
-    def _collect(self, actions: list[Action]) -> tuple[WriteBatch, list[Attempt], list[Action]]:
-        """The actions' database changes as one batch, the attempts it creates, and the side effects."""
+    def _collect(self, actions: list[Action], flush: bool = False) -> tuple[WriteBatch, list[Attempt], list[Action]]:
+        """The actions' database changes as one batch, the attempts it creates, and the side effects. Deferred
+        task writes join the batch when it writes anything else (or ``flush``), first (later states win)."""
         write = WriteBatch(grouped=self.grouped)
         created: list[Attempt] = []
         after: list[Action] = []
@@ -354,6 +376,10 @@ class WorkflowActor:
                     if t.task_group_id and a.code not in self.run.logic:
                         index = len(write.new_attempts) - 1
                         write.group_requests.append((index, t.task_group_id, t.task_group_priority, t.task_group_slots))
+            elif isinstance(action, PersistTask) and action.deferred:
+                if not self._deferred:
+                    self._deferred_at = time.monotonic()
+                self._deferred.append(TaskUpdate(action.attempt.id, int(action.state), dict(action.fields)))
             elif isinstance(action, PersistTask):
                 write.updates.append(TaskUpdate(action.attempt.id, int(action.state), dict(action.fields)))
             elif isinstance(action, SetWorkflowState):
@@ -366,10 +392,12 @@ class WorkflowActor:
                 write.alerts.append(action)
             else:
                 after.append(action)
+        if self._deferred and (flush or not write.empty()):
+            write.updates[:0], self._deferred = self._deferred, []
         return write, created, after
 
-    async def _perform(self, actions: list[Action], batch: list[_Posted]) -> None:
-        write, created, after = self._collect(actions)
+    async def _perform(self, actions: list[Action], batch: list[_Posted], flush: bool = False) -> None:
+        write, created, after = self._collect(actions, flush)
         if write.workflow_finished:
             write.next_backfill = self._next_backfill(write.workflow_state)
             write.alerts += self._end_alerts(write.workflow_state)

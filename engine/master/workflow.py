@@ -644,7 +644,7 @@ class WorkflowRun:
             return []  # RUNNING (or the result) overtook the dispatch acknowledgement
         self._task_to(a, TaskState.DISPATCH, ev.cause_id or "dispatched")
         a.host, a.incarnation = ev.host, ev.incarnation
-        actions: list[Action] = [PersistTask(a, a.state, (("host", ev.host),))]
+        actions: list[Action] = [PersistTask(a, a.state, (("host", ev.host),), deferred=True)]
         if self.nodes[a.code].delay_due:
             actions += self._unhold(a)
         if self.state is WorkflowState.READY_STOP:

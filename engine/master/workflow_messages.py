@@ -243,6 +243,11 @@ class PersistTask:
     attempt: Attempt
     state: TaskState
     fields: tuple[tuple[str, Any], ...] = ()
+    #: the write may wait for the instance's next one (WorkflowActor.DEFER_SECONDS at most): an accepted
+    #: dispatch's DISPATCH and host, which the attempt's RUNNING or result supersedes within milliseconds
+    #: as a rule. Until written the row says SUBMITTED_SUCCESS, which a takeover settles by asking every
+    #: live worker, as for a dispatch whose acknowledgement the dead master never wrote
+    deferred: bool = False
 
 
 @dataclass(frozen=True)
