@@ -1,6 +1,7 @@
 """An accepted dispatch's DISPATCH and host are written with the attempt's next write (its RUNNING or its
 result: one statement instead of two), or on their own once ``actor.DEFER_SECONDS`` pass without one; a
-takeover meanwhile finds the attempt SUBMITTED and settles it by asking the live workers. Real actors,
+takeover meanwhile finds the attempt SUBMITTED and settles it by asking the live workers (one a worker
+names is driven as dispatched there). Real actors,
 dispatcher and PostgreSQL; the workers are faked at the RPC (tests/test_failover_takeover.py's)."""
 
 from __future__ import annotations
@@ -113,3 +114,38 @@ async def test_a_takeover_before_the_acknowledgement_is_written_keeps_the_attemp
         assert row["id"] == ti and TaskState(row["state"]) is not TaskState.NEED_FAULT_TOLERANCE
         assert len(workers.took) == 1, "the attempt was dispatched again"
         assert await pool.fetchval("SELECT count(*) FROM task_instance WHERE workflow_instance_id = $1", wid) == 1
+
+
+@pytest.mark.parametrize("written", [True, False], ids=["written", "deferred"])
+async def test_the_worker_of_an_attempt_taken_over_inside_the_deferral_is_lost_it_runs_again(
+    pool: asyncpg.Pool, fresh_db: str, monkeypatch: pytest.MonkeyPatch, written: bool
+) -> None:
+    # a hostile review's case: the next owner adopted the attempt W1 named as SUBMITTED with no host, so
+    # W1's loss passed it by (only attempts dispatched to the lost host are), and the instance waited forever
+    monkeypatch.setattr(actor_mod, "DEFER_SECONDS", 0.05 if written else 60.0)
+    workers = _Workers({})
+    workers.full = False
+    async with _Driving(pool, workers, [W1]) as driving:
+        wid = await _driven(pool, fresh_db, driving, workers, f"lost-after-takeover-{written}")
+        actor = driving.actors[wid]
+        await eventually(lambda: _acknowledged(actor), 10, "the acknowledgement handled")
+        if written:
+
+            async def on_disk() -> bool:
+                return (await pool.fetchrow(ATTEMPT, wid))["host"] == W1
+
+            await eventually(on_disk, 10, "DISPATCH written")
+        await actor.stop()
+        ti, attempt, _ = workers.took[0]
+        epoch = await pool.fetchval("SELECT epoch FROM workflow_instance WHERE id = $1", wid)
+        workers.running[W1] = [[ti, attempt]]  # W1 runs it, its RUNNING not sent yet
+        svc = FailoverService(ME, driving.store, DefinitionCache(pool), workers, lambda: None, driving.actors,  # type: ignore[arg-type]
+                              driving.start_actor, 5.0)  # fmt: skip
+        assert await svc._take(wid, ME, epoch, {W1})
+        assert [(a.state, a.host) for a in driving.actors[wid].run.attempts()] == [(TaskState.DISPATCH, W1)]
+        workers.running[W1] = []
+        svc.worker_lost(W1)
+        await eventually(lambda: len(workers.took) == 2, 10, "the attempt run again after its worker was lost")
+        assert workers.took[1][1] == 2 and workers.took[1][0] != ti, workers.took
+        state = await pool.fetchval("SELECT state FROM task_instance WHERE id = $1", ti)
+        assert TaskState(state) is TaskState.NEED_FAULT_TOLERANCE

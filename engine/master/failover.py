@@ -489,8 +489,10 @@ class FailoverService(BackgroundService):
 
         An attempt on a worker that answered without knowing it, or a SUBMITTED one (its dispatch may
         have reached a worker before the dead master recorded where) that no live worker knows, was
-        lost with the dead master: returned, to run again. ``unsure`` when a worker that might hold one
-        did not answer: those attempts are kept and the instance is asked about again."""
+        lost with the dead master: returned, to run again; a SUBMITTED one a worker knows becomes DISPATCH
+        to that worker (in memory: its row catches up with its next report), so that worker's loss or a stop
+        reaches it. ``unsure`` when a worker that might hold one did not answer: those attempts are kept and
+        the instance is asked about again."""
         plans = []
         ask_by: dict[str, list[InstanceInfo]] = collections.defaultdict(list)
         for info, attempts in items:
@@ -500,7 +502,8 @@ class FailoverService(BackgroundService):
             for w in ask:
                 ask_by[w].append(info)
             plans.append((running, submitted, ask))
-        known: set[tuple[int, int]] = set()
+        #: (task instance id, attempt) -> a live worker that said it has it
+        known: dict[tuple[int, int], str] = {}
         silent = set(ask_by) & self._silent  # silent once in this sweep: not waited for again
 
         async def update(worker: str, infos: list[InstanceInfo]) -> None:
@@ -508,7 +511,7 @@ class FailoverService(BackgroundService):
                 for i in range(0, len(infos), HOST_UPDATE_BATCH):
                     part = infos[i : i + HOST_UPDATE_BATCH]
                     reply = await self._host_updates(worker, part)
-                    known.update((int(k[0]), int(k[1])) for k in reply)
+                    known.update(((int(k[0]), int(k[1])), worker) for k in reply)
             except RpcError as exc:
                 log.warning("host update failed", worker=worker, instances=len(infos), error=str(exc))
                 silent.add(worker)
@@ -524,6 +527,10 @@ class FailoverService(BackgroundService):
                 unsure = None  # a SUBMITTED attempt is settled only by asking: whoever leaves
             else:
                 lost += [a for a in submitted if (a.id, a.attempt) not in known]
+            for a in submitted:
+                if (a.id, a.attempt) in known:  # dispatched there before its DISPATCH and host were written:
+                    # driven as dispatched to that worker (its loss, a kill reach it), as if they had been
+                    a.state, a.host = TaskState.DISPATCH, known[(a.id, a.attempt)]
             verdicts.append((lost, unsure))
         return verdicts
 
