@@ -25,15 +25,37 @@ W1 = "127.0.0.1:7101"
 ATTEMPT = "SELECT id, state, host FROM task_instance WHERE workflow_instance_id = $1"
 
 
+def _free_workers() -> _Workers:
+    """W1 as the master's RPC sees it, with room: it takes every dispatch."""
+    workers = _Workers({})
+    workers.full = False
+    return workers
+
+
+def _service(pool: asyncpg.Pool, driving: _Driving, workers: _Workers) -> FailoverService:
+    return FailoverService(ME, driving.store, DefinitionCache(pool), workers, lambda: None, driving.actors,  # type: ignore[arg-type]
+                           driving.start_actor, 5.0)  # fmt: skip
+
+
 async def _driven(pool: asyncpg.Pool, fresh_db: str, driving: _Driving, workers: _Workers, name: str) -> int:
     """A one-task instance of a dead master, taken over and driven here; its attempt accepted by W1."""
     code = await save(fresh_db, name, [shell("a", "sleep 60")])
     wid, epoch = await instance(pool, DEAD, code)
-    svc = FailoverService(ME, driving.store, DefinitionCache(pool), workers, lambda: None, driving.actors,  # type: ignore[arg-type]
-                          driving.start_actor, 5.0)  # fmt: skip
-    assert await svc._take(wid, DEAD, epoch, {W1})
+    assert await _service(pool, driving, workers)._take(wid, DEAD, epoch, {W1})
     await eventually(lambda: workers.took, 10, "the attempt dispatched")
     return wid
+
+
+async def _taken_again(pool: asyncpg.Pool, driving: _Driving, workers: _Workers, wid: int) -> FailoverService:
+    """Our actor of ``wid`` stops as a dead master's would (nothing more of it is written) and the instance
+    is taken over again while W1 runs its attempt, its RUNNING not sent yet; the service that took it."""
+    await driving.actors[wid].stop()
+    ti, attempt, _ = workers.took[0]
+    epoch = await pool.fetchval("SELECT epoch FROM workflow_instance WHERE id = $1", wid)
+    workers.running[W1] = [[ti, attempt]]
+    svc = _service(pool, driving, workers)
+    assert await svc._take(wid, ME, epoch, {W1})
+    return svc
 
 
 def _acknowledged(actor: actor_mod.WorkflowActor) -> bool:
@@ -44,8 +66,7 @@ async def test_the_dispatch_acknowledgement_travels_with_the_running_report(
     pool: asyncpg.Pool, fresh_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(actor_mod, "DEFER_SECONDS", 60.0)
-    workers = _Workers({})
-    workers.full = False
+    workers = _free_workers()
     async with _Driving(pool, workers, [W1]) as driving:
         writes: list[WriteBatch] = []
         real = driving.store.write_retrying
@@ -74,8 +95,7 @@ async def test_a_dispatch_acknowledgement_nothing_follows_is_written_on_its_own(
     pool: asyncpg.Pool, fresh_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(actor_mod, "DEFER_SECONDS", 0.05)
-    workers = _Workers({})
-    workers.full = False
+    workers = _free_workers()
     async with _Driving(pool, workers, [W1]) as driving:
         wid = await _driven(pool, fresh_db, driving, workers, "ack-alone")
 
@@ -93,25 +113,18 @@ async def test_a_takeover_before_the_acknowledgement_is_written_keeps_the_attemp
     # the master that dispatched dies inside the deferral: the row says SUBMITTED with no host; the next
     # owner asks every live worker, W1 says it runs the attempt, and it is not run again
     monkeypatch.setattr(actor_mod, "DEFER_SECONDS", 60.0)
-    workers = _Workers({})
-    workers.full = False
+    workers = _free_workers()
     async with _Driving(pool, workers, [W1]) as driving:
         wid = await _driven(pool, fresh_db, driving, workers, "ack-takeover")
         actor = driving.actors[wid]
         await eventually(lambda: _acknowledged(actor), 10, "the acknowledgement handled")
-        await actor.stop()  # the master dies: nothing more of it is written
-        ti, attempt, _ = workers.took[0]
-        row = await pool.fetchrow(ATTEMPT, wid)
-        assert TaskState(row["state"]) is TaskState.SUBMITTED_SUCCESS and not row["host"]
-        epoch = await pool.fetchval("SELECT epoch FROM workflow_instance WHERE id = $1", wid)
-        workers.running[W1] = [[ti, attempt]]
-        svc = FailoverService(ME, driving.store, DefinitionCache(pool), workers, lambda: None, driving.actors,  # type: ignore[arg-type]
-                              driving.start_actor, 5.0)  # fmt: skip
-        assert await svc._take(wid, ME, epoch, {W1})
+        await _taken_again(pool, driving, workers, wid)
+        ti = workers.took[0][0]
         again = driving.actors[wid]
         assert again is not actor
         row = await pool.fetchrow(ATTEMPT, wid)
-        assert row["id"] == ti and TaskState(row["state"]) is not TaskState.NEED_FAULT_TOLERANCE
+        # the takeover writes no attempt it keeps: the row is as the dead master left it, never acknowledged
+        assert row["id"] == ti and TaskState(row["state"]) is TaskState.SUBMITTED_SUCCESS and not row["host"]
         assert len(workers.took) == 1, "the attempt was dispatched again"
         assert await pool.fetchval("SELECT count(*) FROM task_instance WHERE workflow_instance_id = $1", wid) == 1
 
@@ -123,8 +136,7 @@ async def test_the_worker_of_an_attempt_taken_over_inside_the_deferral_is_lost_i
     # a hostile review's case: the next owner adopted the attempt W1 named as SUBMITTED with no host, so
     # W1's loss passed it by (only attempts dispatched to the lost host are), and the instance waited forever
     monkeypatch.setattr(actor_mod, "DEFER_SECONDS", 0.05 if written else 60.0)
-    workers = _Workers({})
-    workers.full = False
+    workers = _free_workers()
     async with _Driving(pool, workers, [W1]) as driving:
         wid = await _driven(pool, fresh_db, driving, workers, f"lost-after-takeover-{written}")
         actor = driving.actors[wid]
@@ -135,13 +147,8 @@ async def test_the_worker_of_an_attempt_taken_over_inside_the_deferral_is_lost_i
                 return (await pool.fetchrow(ATTEMPT, wid))["host"] == W1
 
             await eventually(on_disk, 10, "DISPATCH written")
-        await actor.stop()
-        ti, attempt, _ = workers.took[0]
-        epoch = await pool.fetchval("SELECT epoch FROM workflow_instance WHERE id = $1", wid)
-        workers.running[W1] = [[ti, attempt]]  # W1 runs it, its RUNNING not sent yet
-        svc = FailoverService(ME, driving.store, DefinitionCache(pool), workers, lambda: None, driving.actors,  # type: ignore[arg-type]
-                              driving.start_actor, 5.0)  # fmt: skip
-        assert await svc._take(wid, ME, epoch, {W1})
+        svc = await _taken_again(pool, driving, workers, wid)
+        ti = workers.took[0][0]
         assert [(a.state, a.host) for a in driving.actors[wid].run.attempts()] == [(TaskState.DISPATCH, W1)]
         workers.running[W1] = []
         svc.worker_lost(W1)

@@ -376,12 +376,14 @@ class WorkflowActor:
                     if t.task_group_id and a.code not in self.run.logic:
                         index = len(write.new_attempts) - 1
                         write.group_requests.append((index, t.task_group_id, t.task_group_priority, t.task_group_slots))
-            elif isinstance(action, PersistTask) and action.deferred:
+            elif isinstance(action, PersistTask):
+                update = TaskUpdate(action.attempt.id, int(action.state), dict(action.fields))
+                if not action.deferred:
+                    write.updates.append(update)
+                    continue
                 if not self._deferred:
                     self._deferred_at = time.monotonic()
-                self._deferred.append(TaskUpdate(action.attempt.id, int(action.state), dict(action.fields)))
-            elif isinstance(action, PersistTask):
-                write.updates.append(TaskUpdate(action.attempt.id, int(action.state), dict(action.fields)))
+                self._deferred.append(update)
             elif isinstance(action, SetWorkflowState):
                 write.workflow_state = int(action.state)
                 write.workflow_finished = write.workflow_finished or action.finished
