@@ -349,6 +349,8 @@ class RpcConfig:
     timeout: float = field(metadata=_bounded(0.05, 3600))
     max_body_bytes: int = field(metadata=_bounded(1024, 1 << 30))
     max_clock_skew: float = field(metadata=_bounded(1, 86400))
+    #: JSON calls as frames on a WebSocket per pair of nodes (rpc/stream.py); served and used
+    stream: bool
     tls_ca: str
     tls_cert: str
     tls_key: str

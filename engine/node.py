@@ -80,7 +80,12 @@ class Node:
         #: the listener's TLS (mutual: callers' certificates are checked); None: plain HTTP
         self.ssl = server_context(tls) if tls else None
         self.rpc_server = RpcServer(
-            self.app, cfg.rpc.secret, cfg.rpc.max_clock_skew, cfg.rpc.max_body_bytes, require_client_cert=bool(tls)
+            self.app,
+            cfg.rpc.secret,
+            cfg.rpc.max_clock_skew,
+            cfg.rpc.max_body_bytes,
+            require_client_cert=bool(tls),
+            stream=cfg.rpc.stream,
         )
         self.rpc = RpcClient(
             cfg.rpc.secret,
@@ -88,6 +93,7 @@ class Node:
             ssl=client_context(tls) if tls else None,
             observe=self.metrics.rpc_latency,
             clock=clocks.SkewWatch(cfg.master.max_clock_skew, self.metrics).observe,
+            use_streams=cfg.rpc.stream,
         )
         self.runner: web.AppRunner | None = None
         self.address = ""

@@ -14,6 +14,10 @@ import secrets
 import time
 
 HEADER = "X-Porpoise-Signature"
+#: on an RPC answer: this node also serves the call stream (rpc.stream); the caller may open one to it
+STREAM_HEADER = "X-Porpoise-Stream"
+#: the method a stream's opening request is signed for (with an empty body)
+STREAM_METHOD = "stream"
 #: on every RPC answer: the answering node's wall clock (epoch ms) when it answered (RpcClient.clock)
 TIME_HEADER = "X-Porpoise-Time"
 
@@ -51,6 +55,22 @@ class ReplayGuard:
         self._seen.add(nonce)
         self._order.append((now + self.window, nonce))
         return True
+
+
+def nonce_of(header: str) -> str:
+    """The nonce of a signature header (verified first)."""
+    return dict(p.split("=", 1) for p in header.split(",") if "=" in p).get("n", "")
+
+
+def frame_key(secret: str) -> bytes:
+    return secret.encode()
+
+
+def frame_mac(key: bytes, nonce: str, seq: int, method: str, body: bytes) -> bytes:
+    """The signature of one call on a stream: HMAC-SHA256 over the stream's nonce (from its signed opening, so a
+    frame is valid on that connection only), the call's sequence number (strictly increasing on it, so a frame
+    cannot be replayed there), the method and the body."""
+    return hmac.digest(key, f"{nonce}.{seq}.{method}.".encode() + body, "sha256").hex().encode()
 
 
 def verify(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import ssl as ssl_mod
 import time
@@ -19,9 +20,13 @@ from typing import Any, TypeVar, cast
 
 import aiohttp
 
+from core import logs
 from rpc import auth, codec
 from rpc.errors import BadRequest, RpcDisconnected, RpcError, RpcRefused, RpcTimeout, Unauthenticated
 from rpc.messages import Raw, Request
+from rpc.stream import REOPEN_AFTER, STREAM_MAX_BODY, STREAM_PATH, StreamChannel, open_channel
+
+log = logs.get(__name__)
 
 T = TypeVar("T")
 
@@ -59,6 +64,7 @@ class RpcClient:
         observe: Callable[[str, float, str], None] | None = None,
         ssl: ssl_mod.SSLContext | None = None,
         clock: Callable[[str, float, float], None] | None = None,
+        use_streams: bool = True,
     ) -> None:
         #: called after each call with (method, seconds, outcome: "ok" or the error's class name)
         self.observe = observe
@@ -71,6 +77,12 @@ class RpcClient:
         self.ssl = ssl
         self.scheme = "https" if ssl is not None else "http"
         self._session: aiohttp.ClientSession | None = None
+        #: open call streams by address (rpc.stream), and the ones being opened or not to be tried before a time
+        self.streams: dict[str, StreamChannel] = {}
+        self._opening: dict[str, asyncio.Task[None]] = {}
+        self._retry_at: dict[str, float] = {}
+        #: send JSON calls on a stream where the peer offers one
+        self.use_streams = use_streams
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -81,6 +93,11 @@ class RpcClient:
         return self._session
 
     async def close(self) -> None:
+        for task in list(self._opening.values()):
+            task.cancel()
+        await asyncio.gather(*self._opening.values(), return_exceptions=True)
+        channels, self.streams = list(self.streams.values()), {}
+        await asyncio.gather(*(channel.close() for channel in channels))
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -92,7 +109,7 @@ class RpcClient:
         reply_cls = cast(type[T], msg.REPLY)
         if reply_cls is Raw:
             raise TypeError(f"{msg.METHOD} is answered with raw bytes: use fetch or stream")
-        raw = await self.call_raw(address, msg.METHOD, _body(msg), timeout)
+        raw = await self.call_raw(address, msg.METHOD, _body(msg), timeout, streamable=True)
         try:
             data = json.loads(raw) if raw else {}
             if not isinstance(data, dict):
@@ -106,13 +123,20 @@ class RpcClient:
         """Send ``msg``; the raw reply body (for replies that are files rather than JSON)."""
         return await self.call_raw(address, msg.METHOD, _body(msg), timeout)
 
-    async def call_raw(self, address: str, method: str, body: bytes, timeout: float | None = None) -> bytes:
+    async def call_raw(
+        self, address: str, method: str, body: bytes, timeout: float | None = None, streamable: bool = False
+    ) -> bytes:
+        """The answer's body; with ``streamable`` (a JSON call) on the peer's call stream when one is open."""
+        call = self._call_raw
+        channel = self.streams.get(address) if streamable and len(body) <= STREAM_MAX_BODY else None
+        if channel is not None and channel.open:
+            call = functools.partial(self._call_stream, channel)
         if self.observe is None:
-            return await self._call_raw(address, method, body, timeout)
+            return await call(address, method, body, timeout)
         start = time.perf_counter()
         outcome = "ok"
         try:
-            return await self._call_raw(address, method, body, timeout)
+            return await call(address, method, body, timeout)
         except BaseException as exc:  # an RpcError's kind, or CancelledError
             outcome = type(exc).__name__
             raise
@@ -126,7 +150,53 @@ class RpcClient:
             if self.clock is not None and theirs.isdigit():
                 trip = time.monotonic() - started
                 self.clock(address, int(theirs) / 1000 - (sent + trip / 2), trip / 2)
+            if self.use_streams and auth.STREAM_HEADER in resp.headers:
+                self._offer(address)
             return await resp.read()
+
+    async def _call_stream(
+        self, channel: StreamChannel, address: str, method: str, body: bytes, timeout: float | None
+    ) -> bytes:
+        sent, started = time.time(), time.monotonic()
+        status, theirs, answer = await channel.call(method, body, timeout or self.timeout)
+        if status >= 400:
+            raise _status_error(method, address, status, answer)
+        if self.clock is not None:
+            trip = time.monotonic() - started
+            self.clock(address, theirs / 1000 - (sent + trip / 2), trip / 2)
+        return answer
+
+    def _offer(self, address: str) -> None:
+        """The peer serves a call stream: open one in the background (unless one is open or opening, or one
+        failed to open lately)."""
+        if (channel := self.streams.get(address)) is not None and channel.open:
+            return
+        if address in self._opening or time.monotonic() < self._retry_at.get(address, 0):
+            return
+        task = asyncio.ensure_future(self._open(address))
+        self._opening[address] = task
+        task.add_done_callback(lambda _: self._opening.pop(address, None))
+
+    async def _open(self, address: str) -> None:
+        try:
+            await self.open_stream(address)
+        except (RpcError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            self._retry_at[address] = time.monotonic() + REOPEN_AFTER
+            log.info("RPC stream not opened; calls stay on HTTP", peer=address, error=str(exc))
+
+    async def open_stream(self, address: str) -> StreamChannel:
+        """Open a call stream to ``address`` (replacing one open before): later JSON calls to it use it."""
+        url = f"{self.scheme}://{address}{STREAM_PATH}"
+        try:
+            async with asyncio.timeout(self.timeout):
+                channel = await open_channel(self._http(), url, address, self.secret, self.timeout)
+        except aiohttp.WSServerHandshakeError as exc:
+            raise _status_error(auth.STREAM_METHOD, address, exc.status, exc.message.encode()) from exc
+        channel.reader = asyncio.ensure_future(channel.read())
+        old, self.streams[address] = self.streams.get(address), channel
+        if old is not None:
+            await old.close()
+        return channel
 
     @contextlib.asynccontextmanager
     async def stream(

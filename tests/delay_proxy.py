@@ -4,7 +4,8 @@ there, the answer did not (in time)".
 Bytes from the client go to the upstream at once (or are dropped while ``dropping``: the request is
 lost on the way, the client still sees it written); bytes from the upstream back to the client are
 held while ``holding`` is set and delivered, in order, once it is cleared (unless the client gave up
-and closed first). The proxy records the RPC methods of the requests it got.
+and closed first). The proxy records the RPC methods of the requests it got, as HTTP requests or as
+frames of a call stream (rpc/stream.py): holding and dropping work on both alike.
 
 With the suite's TLS (PORPOISE_TEST_TLS) the proxy ends TLS on both sides, with the node certificate: it
 reads requests and holds or drops them as HTTP, not as encrypted bytes (holding encrypted bytes would hold
@@ -20,6 +21,51 @@ import re
 from tests import tls
 
 _METHOD = re.compile(rb"POST /rpc/([A-Za-z0-9_.]+) HTTP/1\.1")
+_STREAM = re.compile(rb"GET /rpc/stream HTTP/1\.1\r\n.*?\r\n\r\n", re.DOTALL)
+
+
+class _Calls:
+    """The RPC methods in what a client sends on one connection: HTTP request lines, and, once the connection
+    became a call stream (rpc/stream.py), the method of each WebSocket frame (masked, as a client sends them)."""
+
+    def __init__(self) -> None:
+        self.buf = b""
+        self.frames = False
+
+    def feed(self, chunk: bytes) -> list[str]:
+        self.buf += chunk
+        if self.frames:
+            return self._frames()
+        found, end = [], 0
+        for m in _METHOD.finditer(self.buf):
+            found.append(m.group(1).decode())
+            end = m.end()
+        if upgrade := _STREAM.search(self.buf, end):
+            self.buf, self.frames = self.buf[upgrade.end() :], True
+            return found + self._frames()
+        self.buf = self.buf[end:][-8192:]  # the unmatched end (a request line or headers split across reads)
+        return found
+
+    def _frames(self) -> list[str]:
+        found = []
+        while len(self.buf) >= 2:
+            opcode, size, at = self.buf[0] & 0x0F, self.buf[1] & 0x7F, 2
+            if size >= 126:
+                wide = 2 if size == 126 else 8
+                if len(self.buf) < at + wide:
+                    break
+                size, at = int.from_bytes(self.buf[at : at + wide], "big"), at + wide
+            mask = self.buf[at : at + 4] if self.buf[1] & 0x80 else b"\0\0\0\0"
+            at += 4 if self.buf[1] & 0x80 else 0
+            if len(self.buf) < at + size:
+                break
+            if opcode == 2:  # a binary frame: a call, b"<seq> <method> <mac>\n<body>"
+                head = bytes(b ^ mask[i % 4] for i, b in enumerate(self.buf[at : at + min(size, 200)]))
+                parts = head.split(b"\n", 1)[0].split(b" ")
+                if len(parts) == 3:
+                    found.append(parts[1].decode(errors="replace"))
+            self.buf = self.buf[at + size :]
+        return found
 
 
 class DelayProxy:
@@ -94,15 +140,11 @@ class DelayProxy:
         return task
 
     async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, record: bool) -> None:
-        tail = b""  # the unmatched end of what came before (a request line split across reads)
+        calls = _Calls()
         with contextlib.suppress(ConnectionError):
             while chunk := await reader.read(65536):
                 if record:
-                    buf, end = tail + chunk, 0
-                    for m in _METHOD.finditer(buf):
-                        self.methods.append(m.group(1).decode())
-                        end = m.end()
-                    tail = buf[end:][-64:]
+                    self.methods.extend(calls.feed(chunk))
                 if self.dropping:
                     continue
                 writer.write(chunk)

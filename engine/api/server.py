@@ -168,6 +168,7 @@ class ApiServer:
             cfg.rpc.timeout,
             ssl=client_context(tls) if tls else None,
             observe=self.metrics.rpc_latency,
+            use_streams=cfg.rpc.stream,
         )
         #: seals data source and alert sender secrets before they are stored; opens them to deliver alerts
         self.keyring = Keyring.from_config(cfg.secrets)
