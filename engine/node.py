@@ -273,6 +273,8 @@ class Node:
             await self._step("deregister", self.registry.close(revoke=True), step)
         if self.runner is not None:
             runner, self.runner = self.runner, None
+            # the call streams first, while the listener still reads (its cleanup drops whatever arrives)
+            await self._step("call streams", self.rpc_server.close_streams(), step)
             await self._step("listener", runner.cleanup(), step)
         await self._step("rpc client", self.rpc.close(), step)
         await self.cpu.close()

@@ -63,14 +63,15 @@ def nonce_of(header: str) -> str:
 
 
 def frame_key(secret: str) -> bytes:
-    return secret.encode()
+    """The key stream frames are signed with: derived from the secret, for this use only."""
+    return hmac.digest(secret.encode(), b"porpoise-rpc-stream-v1", "sha256")
 
 
-def frame_mac(key: bytes, nonce: str, seq: int, method: str, body: bytes) -> bytes:
-    """The signature of one call on a stream: HMAC-SHA256 over the stream's nonce (from its signed opening, so a
-    frame is valid on that connection only), the call's sequence number (strictly increasing on it, so a frame
-    cannot be replayed there), the method and the body."""
-    return hmac.digest(key, f"{nonce}.{seq}.{method}.".encode() + body, "sha256").hex().encode()
+def frame_mac(key: bytes, nonces: str, seq: int, method: str, body: bytes) -> bytes:
+    """The signature of one call on a stream: HMAC-SHA256 over the stream's nonces (the caller's, from its signed
+    opening, and the server's, from its hello: a frame is valid on that one stream), the call's sequence number
+    (strictly rising on it: a frame cannot be replayed there), the method and the body."""
+    return hmac.digest(key, f"{nonces}.{seq}.{method}.".encode() + body, "sha256").hex().encode()
 
 
 def verify(

@@ -24,7 +24,7 @@ from core import logs
 from rpc import auth, codec
 from rpc.errors import BadRequest, RpcDisconnected, RpcError, RpcRefused, RpcTimeout, Unauthenticated
 from rpc.messages import Raw, Request
-from rpc.stream import REOPEN_AFTER, STREAM_MAX_BODY, STREAM_PATH, StreamChannel, open_channel
+from rpc.stream import REOPEN_AFTER, STOPPING, STREAM_PATH, StreamChannel, error_of, open_channel
 
 log = logs.get(__name__)
 
@@ -81,6 +81,7 @@ class RpcClient:
         self.streams: dict[str, StreamChannel] = {}
         self._opening: dict[str, asyncio.Task[None]] = {}
         self._retry_at: dict[str, float] = {}
+        self._closing = False
         #: send JSON calls on a stream where the peer offers one
         self.use_streams = use_streams
 
@@ -93,15 +94,19 @@ class RpcClient:
         return self._session
 
     async def close(self) -> None:
-        for task in list(self._opening.values()):
-            task.cancel()
-        await asyncio.gather(*self._opening.values(), return_exceptions=True)
-        channels, self.streams = list(self.streams.values()), {}
-        await asyncio.gather(*(channel.close() for channel in channels))
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-            await asyncio.sleep(0)  # let the closed transports run their close callbacks
+        self._closing = True  # no stream opens while closing (an answer arriving now offers one)
+        try:
+            for task in list(self._opening.values()):
+                task.cancel()
+            await asyncio.gather(*self._opening.values(), return_exceptions=True)
+            channels, self.streams = list(self.streams.values()), {}
+            await asyncio.gather(*(channel.close() for channel in channels))
+            if self._session is not None:
+                await self._session.close()
+                self._session = None
+                await asyncio.sleep(0)  # let the closed transports run their close callbacks
+        finally:
+            self._closing = False
 
     async def call(self, address: str, msg: Request[T], *, timeout: float | None = None) -> T:
         """Send ``msg`` (a request dataclass) to ``address``; its reply, decoded into the request's ``REPLY``
@@ -128,8 +133,8 @@ class RpcClient:
     ) -> bytes:
         """The answer's body; with ``streamable`` (a JSON call) on the peer's call stream when one is open."""
         call = self._call_raw
-        channel = self.streams.get(address) if streamable and len(body) <= STREAM_MAX_BODY else None
-        if channel is not None and channel.open:
+        channel = self.streams.get(address) if streamable else None
+        if channel is not None and channel.open and len(body) <= channel.max_body:
             call = functools.partial(self._call_stream, channel)
         if self.observe is None:
             return await call(address, method, body, timeout)
@@ -159,6 +164,8 @@ class RpcClient:
     ) -> bytes:
         sent, started = time.time(), time.monotonic()
         status, theirs, answer = await channel.call(method, body, timeout or self.timeout)
+        if status == STOPPING:  # the peer began to stop before the call arrived: refused, nothing ran
+            raise RpcRefused(f"{method} to {address}: {error_of(answer)}")
         if status >= 400:
             raise _status_error(method, address, status, answer)
         if self.clock is not None:
@@ -169,7 +176,7 @@ class RpcClient:
     def _offer(self, address: str) -> None:
         """The peer serves a call stream: open one in the background (unless one is open or opening, or one
         failed to open lately)."""
-        if (channel := self.streams.get(address)) is not None and channel.open:
+        if self._closing or ((channel := self.streams.get(address)) is not None and channel.open):
             return
         if address in self._opening or time.monotonic() < self._retry_at.get(address, 0):
             return
@@ -189,9 +196,12 @@ class RpcClient:
         url = f"{self.scheme}://{address}{STREAM_PATH}"
         try:
             async with asyncio.timeout(self.timeout):
-                channel = await open_channel(self._http(), url, address, self.secret, self.timeout)
+                channel = await open_channel(self._http(), url, address, self.secret, self.timeout, self.limit_per_host)
         except aiohttp.WSServerHandshakeError as exc:
             raise _status_error(auth.STREAM_METHOD, address, exc.status, exc.message.encode()) from exc
+        if self._closing:
+            await channel.close()
+            raise RpcRefused(f"stream to {address}: the client is closing")
         channel.reader = asyncio.ensure_future(channel.read())
         old, self.streams[address] = self.streams.get(address), channel
         if old is not None:

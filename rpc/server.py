@@ -81,6 +81,13 @@ class RpcServer:
             app.on_shutdown.append(self.streams.close)
             app.on_cleanup.append(self.streams.cancel)
 
+    async def close_streams(self) -> None:
+        """At the stop, before the listener's cleanup (aiohttp drops what arrives on any connection once that
+        began): the streams take no new call, the running ones answer (``rpc.stream.DRAIN_SECONDS``), they
+        close; callers go on over HTTP while the listener still takes requests."""
+        if self.streams is not None:
+            await self.streams.close()
+
     def register(self, msg_cls: type[M], handler: Callable[[M], Awaitable[object]]) -> None:
         """Serve ``msg_cls`` with ``handler``, which answers with ``msg_cls.REPLY``."""
         method = getattr(msg_cls, "METHOD", None)

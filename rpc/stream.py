@@ -5,29 +5,39 @@ built, headers signed, a pooled connection checked out); a frame on an open stre
 node that serves streams says so on its HTTP answers (``X-Porpoise-Stream``); a caller that sees it opens one
 in the background (``GET /rpc/stream``, signed like a call for the method ``stream`` with an empty body, so it
 passes the same signature, replay and client-certificate checks) and sends later JSON calls on it. Files (a
-``Request[Raw]``) and bodies over ``STREAM_MAX_BODY`` stay on HTTP, as do calls to a node that serves no stream
-or whose stream is not open.
+``Request[Raw]``), bodies over ``STREAM_MAX_BODY`` or over the peer's ``rpc.max_body_bytes`` stay on HTTP, as do
+calls to a node that serves no stream or whose stream is not open.
 
 Frames (binary)::
 
-    call:   b"<seq> <method> <mac>\\n" + JSON body      mac: auth.frame_mac over the stream's nonce, seq, method, body
+    hello:  b"hello <server nonce> <max body bytes>"   the server's first frame; the stream is open after it
+    call:   b"<seq> <method> <mac>\\n" + JSON body      mac: auth.frame_mac over both nonces, seq, method, body
     answer: b"<seq> <status> <epoch ms>\\n" + JSON body  status as HTTP's: 200, or 4xx/5xx with {"error": ...}
 
-Sequence numbers rise strictly on a stream: a frame with a bad signature or an old number closes the stream
-before anything runs. Each call runs as its own task (a slow handler holds up no other call), owned by the
-server and cancelled when it stops; a handler whose caller went away still finishes, as over HTTP.
+Both sides' nonces are in every frame's signature: a frame is good on its own stream only, even if its opening
+were replayed to this or another node; sequence numbers rise strictly on a stream, so a frame is good once. A
+frame with a bad signature or an old number closes the stream before anything runs. Each call runs as its own
+task (a slow handler holds up no other call), at most ``limit_per_host`` at a time per stream, as over HTTP.
 
-The caller's errors keep ``rpc.errors``' meaning: a frame handed to the connection may have been acted on
-(a timeout or a stream closing before its answer: ``maybe_delivered``), a 4xx answer was not. A call that
-times out closes its stream if nothing at all came back on it since the call was sent (the peer is gone
-or stuck, as a timed-out HTTP connection is dropped); later calls use HTTP until the stream is reopened.
+At the server's stop (``RpcServer.close_streams``, before the listener's cleanup, after which aiohttp drops
+whatever arrives) the streams take no new call (each is answered 503 at once, which the caller reads as refused:
+not delivered), the running calls have ``DRAIN_SECONDS`` to finish and send their answers, then the streams
+close (callers go on over HTTP) and, at the listener's cleanup, the calls still running are cancelled.
+
+The caller's errors keep ``rpc.errors``' meaning: a call waiting for its turn on the stream was not sent; a
+frame handed to the connection may have been acted on (a timeout, or the stream closing before the answer:
+``maybe_delivered``). WebSocket heartbeats find a silent peer: with nothing heard for twice the RPC timeout the
+caller pings, and drops the stream if no pong comes within the timeout; later calls use HTTP until a stream is
+opened again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import json
+import secrets
 import socket
 import time
 from collections.abc import Awaitable
@@ -36,9 +46,9 @@ from typing import Any, Protocol
 import aiohttp
 from aiohttp import web
 
-from core import logs
+from core import jsonbody, logs
 from rpc import auth
-from rpc.errors import RpcDisconnected, RpcTimeout
+from rpc.errors import BadRequest, RpcDisconnected, RpcRefused, RpcTimeout
 from rpc.tls import peer_verified
 
 log = logs.get(__name__)
@@ -48,6 +58,12 @@ STREAM_PATH = "/rpc/stream"
 STREAM_MAX_BODY = 256 << 10
 #: seconds a caller waits before it tries again to open a stream that could not be opened
 REOPEN_AFTER = 5.0
+#: seconds the calls running at a server's stop have to finish (within the node's listener step)
+DRAIN_SECONDS = 1.5
+#: seconds the server waits for a pong when nothing came from a caller for twice this long (a gone caller)
+SERVER_HEARTBEAT = 30.0
+#: the answer status of a call that arrived after the server began to stop: refused, nothing ran
+STOPPING = 503
 
 
 def _answer(seq: int, status: int, body: bytes) -> bytes:
@@ -73,6 +89,8 @@ class StreamServer:
         self._sockets: set[web.WebSocketResponse] = set()
         self._calls: set[asyncio.Task[None]] = set()
         self._closing = False
+        #: seconds the running calls have at the stop (DRAIN_SECONDS)
+        self.drain_seconds = DRAIN_SECONDS
 
     def __len__(self) -> int:
         """How many streams are open."""
@@ -81,49 +99,65 @@ class StreamServer:
     async def serve(self, request: web.Request) -> web.StreamResponse:
         server = self.server
         if self._closing:
-            return web.json_response({"error": "shutting down"}, status=503)
+            return web.json_response({"error": "the node is stopping"}, status=503)
         if server.require_client_cert and not peer_verified(request.transport):
             return web.json_response({"error": "a client certificate signed by the cluster CA is required"}, status=401)
         header = request.headers.get(auth.HEADER)
         reason = auth.verify(server.secret, auth.STREAM_METHOD, b"", header, server.max_skew, replay=server.replay)
         if reason or header is None:
             return web.json_response({"error": reason}, status=401)
-        nonce = auth.nonce_of(header)
-        ws = web.WebSocketResponse(max_msg_size=server.max_body_bytes + 1024, compress=False, autoping=True)
+        nonces = f"{auth.nonce_of(header)}.{secrets.token_hex(12)}"
+        ws = web.WebSocketResponse(
+            max_msg_size=server.max_body_bytes + 1024, compress=False, autoping=True, heartbeat=SERVER_HEARTBEAT
+        )
         await ws.prepare(request)
+        if self._closing:  # the stop began while the stream opened
+            await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY)
+            return ws
         self._sockets.add(ws)
-        last = 0
         try:
-            async for msg in ws:
-                if msg.type is not aiohttp.WSMsgType.BINARY:
-                    break
-                head, _, body = msg.data.partition(b"\n")
-                parts = head.split(b" ")
-                if len(parts) != 3 or not parts[0].isdigit():
-                    log.warning("RPC stream closed: a malformed frame", peer=request.remote)
-                    break
-                seq, method = int(parts[0]), parts[1].decode(errors="replace")
-                if seq <= last or parts[2] != auth.frame_mac(self._key, nonce, seq, method, body):
-                    log.warning("RPC stream closed: a frame with a bad signature or an old number", peer=request.remote)
-                    break
-                last = seq
-                call = asyncio.ensure_future(self._call(ws, seq, method, body))
-                self._calls.add(call)
-                call.add_done_callback(self._calls.discard)
+            await ws.send_bytes(b"hello %s %d" % (nonces.split(".")[1].encode(), server.max_body_bytes))
+            await self._frames(ws, nonces, request.remote)
         finally:
             self._sockets.discard(ws)
             await ws.close()
         return ws
 
+    async def _frames(self, ws: web.WebSocketResponse, nonces: str, peer: str | None) -> None:
+        last = 0
+        async for msg in ws:
+            if msg.type is not aiohttp.WSMsgType.BINARY:
+                return
+            head, _, body = msg.data.partition(b"\n")
+            parts = head.split(b" ")
+            if len(parts) != 3 or not parts[0].isdigit() or len(parts[0]) > 18:
+                log.warning("RPC stream closed: a malformed frame", peer=peer)
+                return
+            seq, method = int(parts[0]), parts[1].decode(errors="replace")
+            if seq <= last or not hmac.compare_digest(parts[2], auth.frame_mac(self._key, nonces, seq, method, body)):
+                log.warning("RPC stream closed: a frame with a bad signature or an old number", peer=peer)
+                return
+            last = seq
+            if self._closing:  # refused before anything ran: the caller may send it elsewhere
+                await _send(ws, _answer(seq, STOPPING, jsonbody.dumps({"error": "the node is stopping"})))
+                continue
+            call = asyncio.ensure_future(self._call(ws, seq, method, body))
+            self._calls.add(call)
+            call.add_done_callback(self._calls.discard)
+
     async def _call(self, ws: web.WebSocketResponse, seq: int, method: str, body: bytes) -> None:
-        status, answer = await self.server.handle(method, body)
-        if not ws.closed:
-            with contextlib.suppress(ConnectionError):
-                await ws.send_bytes(_answer(seq, status, answer))
+        try:
+            status, answer = await self.server.handle(method, body)
+        except Exception:  # handle() answers a handler's failure itself: this is a bug of the server's own
+            log.exception("RPC stream call failed", method=method)
+            status, answer = 500, jsonbody.dumps({"error": f"{method} failed on the server; see its log"})
+        await _send(ws, _answer(seq, status, answer))
 
     async def close(self, _: web.Application | None = None) -> None:
-        """Stop taking streams and close the open ones (callers send their next calls over HTTP)."""
+        """At the stop: take no new call, give the running ones ``drain_seconds`` to answer, close the streams."""
         self._closing = True
+        if self._calls:
+            await asyncio.wait(set(self._calls), timeout=self.drain_seconds)
         await asyncio.gather(*(self._close(ws) for ws in list(self._sockets)))
 
     @staticmethod
@@ -139,76 +173,85 @@ class StreamServer:
         await asyncio.gather(*self._calls, return_exceptions=True)
 
 
+async def _send(ws: web.WebSocketResponse, frame: bytes) -> None:
+    if not ws.closed:
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await ws.send_bytes(frame)
+
+
 class StreamChannel:
     """The caller's side of one stream: calls numbered and signed onto it, answers matched by number."""
 
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse, address: str, key: bytes, nonce: str) -> None:
+    def __init__(
+        self, ws: aiohttp.ClientWebSocketResponse, address: str, key: bytes, nonces: str, max_body: int, slots: int
+    ) -> None:
         self.ws = ws
         self.address = address
-        self._key, self._nonce = key, nonce
+        self._key, self._nonces = key, nonces
+        #: bodies up to this size go on the stream (the peer's limit, at most STREAM_MAX_BODY)
+        self.max_body = min(max_body, STREAM_MAX_BODY)
+        #: calls in flight at most (the client's limit_per_host, as for its HTTP connections)
+        self._slots = asyncio.Semaphore(slots)
         self._seq = 0
         self._waiting: dict[int, asyncio.Future[tuple[int, int, bytes]]] = {}
-        #: time.monotonic() when the peer last sent anything on the stream
-        self.heard = time.monotonic()
         self.reader: asyncio.Task[None] | None = None
-        self._aborted = False
 
     @property
     def open(self) -> bool:
-        return not (self._aborted or self.ws.closed) and self.reader is not None and not self.reader.done()
+        return not self.ws.closed and self.reader is not None and not self.reader.done()
 
     async def call(self, method: str, body: bytes, timeout: float) -> tuple[int, int, bytes]:
         """(status, the peer's clock in epoch ms when it answered, the answer's body)."""
-        self._seq += 1
-        seq = self._seq
-        frame = b"%d %s %s\n" % (seq, method.encode(), auth.frame_mac(self._key, self._nonce, seq, method, body))
-        answer = asyncio.get_running_loop().create_future()
-        self._waiting[seq] = answer
-        sent = time.monotonic()
+        answer: asyncio.Future[tuple[int, int, bytes]] | None = None
+        seq = 0
         try:
-            try:
-                await self.ws.send_bytes(frame + body)
-            except (ConnectionError, RuntimeError) as exc:  # the frame may be partly out: it may have arrived
-                raise RpcDisconnected(f"{method} to {self.address}: stream closed while sending: {exc}") from exc
-            try:
-                async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout):
+                async with self._slots:
+                    if not self.open:  # closed while this call waited for its turn: nothing was sent
+                        raise RpcRefused(f"{method} to {self.address}: the stream closed before the call was sent")
+                    self._seq += 1
+                    seq = self._seq
+                    mac = auth.frame_mac(self._key, self._nonces, seq, method, body)
+                    answer = self._waiting[seq] = asyncio.get_running_loop().create_future()
+                    await self.ws.send_bytes(b"%d %s %s\n" % (seq, method.encode(), mac) + body)
                     return await answer
-            except TimeoutError as exc:
-                if self.heard < sent:  # nothing at all came back since: the peer is gone or stuck
-                    self.abort()
-                text = f"{method} to {self.address} timed out after {timeout}s"
-                raise RpcTimeout(text, maybe_delivered=True) from exc
-            except RpcDisconnected as exc:
-                raise RpcDisconnected(f"{method} to {self.address}: the stream closed before the answer") from exc
+        except TimeoutError as exc:
+            where = "" if answer is not None else " before the call was sent"
+            text = f"{method} to {self.address} timed out after {timeout}s{where}"
+            raise RpcTimeout(text, maybe_delivered=answer is not None) from exc
+        except (ConnectionError, RuntimeError) as exc:  # the frame may be partly out: it may have arrived
+            raise RpcDisconnected(f"{method} to {self.address}: the stream closed while sending: {exc}") from exc
+        except RpcDisconnected as exc:
+            raise RpcDisconnected(f"{method} to {self.address}: the stream closed before the answer") from exc
         finally:
-            self._waiting.pop(seq, None)
+            if answer is not None:
+                self._waiting.pop(seq, None)
+                if answer.done() and not answer.cancelled():
+                    answer.exception()  # read: an answer failed by the reader after the caller left is no error
 
     async def read(self) -> None:
         """Match answers to their calls until the stream closes; then fail the calls still waiting."""
         try:
             async for msg in self.ws:
-                self.heard = time.monotonic()
                 if msg.type is not aiohttp.WSMsgType.BINARY:
                     break
                 head, _, body = msg.data.partition(b"\n")
                 parts = head.split(b" ")
-                if len(parts) != 3 or not all(p.isdigit() for p in parts):
+                if len(parts) != 3 or not all(p.isdigit() and len(p) <= 18 for p in parts):
                     log.warning("RPC stream closed: a malformed answer", peer=self.address)
                     break
                 answer = self._waiting.get(int(parts[0]))
                 if answer is not None and not answer.done():
                     answer.set_result((int(parts[1]), int(parts[2]), body))
         finally:
-            self.abort()
+            self._drop()
             for seq, answer in list(self._waiting.items()):
                 if not answer.done():
                     answer.set_exception(RpcDisconnected(f"call {seq}: the stream closed"))
 
-    def abort(self) -> None:
-        """Take no more calls and drop the connection now (its reader then fails the calls still waiting)."""
-        self._aborted = True
-        sock = self.ws.get_extra_info("socket")
-        if sock is not None:
+    def _drop(self) -> None:
+        """Drop the connection now, unless closed already."""
+        if not self.ws.closed and (sock := self.ws.get_extra_info("socket")) is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
@@ -221,9 +264,10 @@ class StreamChannel:
 
 
 async def open_channel(
-    session: aiohttp.ClientSession, url: str, address: str, secret: str, timeout: float
+    session: aiohttp.ClientSession, url: str, address: str, secret: str, timeout: float, slots: int
 ) -> StreamChannel:
-    """Open a stream to ``address`` (``url`` is its ``/rpc/stream``); raises aiohttp's or the timeout's error."""
+    """Open a stream to ``address`` (``url`` is its ``/rpc/stream``) and read its hello; raises aiohttp's or the
+    timeout's error, or BadRequest for a hello that cannot be read."""
     header = auth.sign(secret, auth.STREAM_METHOD, b"")
     ws = await session.ws_connect(
         url,
@@ -233,8 +277,18 @@ async def open_channel(
         compress=0,
         autoping=True,
         autoclose=True,
+        heartbeat=2 * timeout,  # a ping after 2x the timeout of silence; no pong within the timeout: dropped
     )
-    return StreamChannel(ws, address, auth.frame_key(secret), auth.nonce_of(header))
+    try:
+        hello = await ws.receive(timeout)
+        parts = hello.data.split(b" ") if hello.type is aiohttp.WSMsgType.BINARY else []
+        if len(parts) != 3 or parts[0] != b"hello" or not parts[2].isdigit():
+            raise BadRequest(f"stream to {address}: no hello from the server")
+        nonces = f"{auth.nonce_of(header)}.{parts[1].decode()}"
+        return StreamChannel(ws, address, auth.frame_key(secret), nonces, int(parts[2]), slots)
+    except BaseException:
+        await ws.close()
+        raise
 
 
 def error_of(body: bytes) -> str:

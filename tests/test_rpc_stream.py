@@ -12,87 +12,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import ssl
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from engine.infra.ports import free_port
-from rpc import BadRequest, RpcClient, RpcDisconnected, RpcRefused, RpcServer, RpcTimeout, auth
+from rpc import BadRequest, RpcClient, RpcDisconnected, RpcError, RpcRefused, RpcTimeout, auth
 from rpc.messages import Request
 from rpc.stream import STREAM_MAX_BODY, STREAM_PATH
 from rpc.tls import client_context, server_context
 from tests import tls
 from tests.helpers import TEST_SECRET, eventually
+from tests.rpc_peer import Echo, EchoReply, Peer
 
-
-@dataclass(frozen=True)
-class EchoReply:
-    text: str
-
-
-@dataclass(frozen=True)
-class Echo(Request[EchoReply]):
-    METHOD: ClassVar[str] = "test.echo"
-    text: str
-    #: seconds the handler waits before it answers
-    wait: float = 0
-    #: the handler fails: "bad" (BadRequest), "boom" (an unexpected error)
-    fail: str = ""
-
-
-class Peer:
-    """An RpcServer on loopback answering Echo; counts the calls it got over HTTP and the ones it handled."""
-
-    def __init__(self, stream: bool = True, context: ssl.SSLContext | None = None) -> None:
-        self.context = context or tls.server_ssl()
-        self.app = web.Application()
-        self.http_calls = 0
-        self.handled: list[str] = []
-        self.running: set[str] = set()
-        self.cancelled: list[str] = []
-
-        @web.middleware
-        async def count(request: web.Request, handler):  # type: ignore[no-untyped-def]
-            if request.method == "POST":
-                self.http_calls += 1
-            return await handler(request)
-
-        self.app.middlewares.append(count)
-        self.server = RpcServer(self.app, TEST_SECRET, require_client_cert=self.context is not None, stream=stream)
-        self.server.register(Echo, self.echo)
-        self.runner = web.AppRunner(self.app, access_log=None)
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
-
-    async def echo(self, msg: Echo) -> EchoReply:
-        self.running.add(msg.text)
-        try:
-            if msg.wait:
-                await asyncio.sleep(msg.wait)
-        except asyncio.CancelledError:
-            self.cancelled.append(msg.text)
-            raise
-        finally:
-            self.running.discard(msg.text)
-        if msg.fail == "bad":
-            raise BadRequest("Echo.text: not today", 409)
-        if msg.fail == "boom":
-            raise RuntimeError("boom")
-        self.handled.append(msg.text)
-        return EchoReply(msg.text.upper())
-
-    async def start(self) -> Peer:
-        await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port, ssl_context=self.context).start()
-        return self
-
-    async def stop(self) -> None:
-        await self.runner.cleanup()
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextlib.asynccontextmanager
@@ -117,8 +57,9 @@ async def _streaming(rpc: RpcClient, peer: Peer) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _raw_stream(peer: Peer, header: str | None) -> AsyncIterator[aiohttp.ClientWebSocketResponse]:
-    """A stream opened by hand with ``header`` as its signature."""
+async def _raw_stream(peer: Peer, header: str | None) -> AsyncIterator[tuple[aiohttp.ClientWebSocketResponse, str]]:
+    """A stream opened by hand with ``header`` as its signature: the socket, past the server's hello, and the
+    stream's nonces (what its frames are signed over)."""
     async with (
         aiohttp.ClientSession() as session,
         session.ws_connect(
@@ -127,7 +68,9 @@ async def _raw_stream(peer: Peer, header: str | None) -> AsyncIterator[aiohttp.C
             ssl=tls.client_ssl() or True,
         ) as ws,
     ):
-        yield ws
+        hello = (await ws.receive(timeout=10)).data.split(b" ")
+        assert hello[0] == b"hello" and header is not None
+        yield ws, f"{auth.nonce_of(header)}.{hello[1].decode()}"
 
 
 async def test_calls_go_on_the_stream_once_the_peer_offers_one() -> None:
@@ -207,49 +150,57 @@ async def test_over_mutual_tls_a_stream_needs_the_cluster_s_client_certificate()
         await peer.stop()
 
 
-def _frame(seq: int, text: str, nonce: str = "", key: bytes = b"", mac: bytes | None = None) -> bytes:
+def _frame(seq: int, text: str, nonces: str = "", mac: bytes | None = None) -> bytes:
     body = json.dumps({"text": text}).encode()
-    mac = mac if mac is not None else auth.frame_mac(key, nonce, seq, Echo.METHOD, body)
+    mac = mac if mac is not None else auth.frame_mac(auth.frame_key(TEST_SECRET), nonces, seq, Echo.METHOD, body)
     return b"%d %s %s\n" % (seq, Echo.METHOD.encode(), mac) + body
 
 
-@pytest.mark.parametrize("fault", ["bad-signature", "replayed-number", "lower-number", "malformed", "text"])
+_CLOSED = (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.CLOSING)
+
+
+@pytest.mark.parametrize(
+    "fault", ["bad-signature", "replayed-number", "lower-number", "malformed", "huge-number", "text"]
+)
 async def test_a_bad_frame_closes_the_stream_before_anything_runs(fault: str) -> None:
     header = auth.sign(TEST_SECRET, auth.STREAM_METHOD, b"")
-    nonce, key = auth.nonce_of(header), auth.frame_key(TEST_SECRET)
-    first = _frame(5, "first", nonce, key)
-    bad = {
-        "bad-signature": _frame(6, "bad", mac=b"0" * 64),
-        "replayed-number": _frame(5, "bad", nonce, key),
-        "lower-number": _frame(4, "bad", nonce, key),
-        "malformed": b"6 test.echo\n{}",
-        "text": b"",
-    }[fault]
-    after = _frame(7, "after", nonce, key)
     async with _pair() as (peer, _):
-        async with _raw_stream(peer, header) as ws:
-            await ws.send_bytes(first)
+        async with _raw_stream(peer, header) as (ws, nonces):
+            await ws.send_bytes(_frame(5, "first", nonces))
             answer = await ws.receive(timeout=10)
             assert answer.data.split(b"\n", 1)[0].split(b" ")[:2] == [b"5", b"200"]
             if fault == "text":
-                await ws.send_str("5 test.echo x\n{}")
+                await ws.send_str("6 test.echo x\n{}")
             else:
+                bad = {
+                    "bad-signature": _frame(6, "bad", mac=b"0" * 64),
+                    "replayed-number": _frame(5, "bad", nonces),
+                    "lower-number": _frame(4, "bad", nonces),
+                    "malformed": b"6 test.echo\n{}",
+                    "huge-number": b"9" * 5000 + b" test.echo " + b"0" * 64 + b"\n{}",
+                }[fault]
                 await ws.send_bytes(bad)
             with contextlib.suppress(ConnectionError):
-                await ws.send_bytes(after)
+                await ws.send_bytes(_frame(7, "after", nonces))
             message = await ws.receive(timeout=10)
-            assert message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.CLOSING)
+            assert message.type in _CLOSED
         assert peer.handled == ["first"]  # neither the bad frame nor any after it ran
 
 
-async def test_a_frame_signed_for_another_stream_is_refused() -> None:
+@pytest.mark.parametrize("other", ["caller", "server"])
+async def test_a_frame_signed_for_another_stream_is_refused(other: str) -> None:
+    """Each side's nonce is in a frame's signature: a frame of one stream is refused on another, even on one
+    opened with the same (replayed) signature, whose server nonce differs."""
     async with _pair() as (peer, _):
-        one = auth.sign(TEST_SECRET, auth.STREAM_METHOD, b"")
-        other = auth.sign(TEST_SECRET, auth.STREAM_METHOD, b"")
-        async with _raw_stream(peer, other) as ws:
-            await ws.send_bytes(_frame(1, "elsewhere", auth.nonce_of(one), auth.frame_key(TEST_SECRET)))
+        one, two = (auth.sign(TEST_SECRET, auth.STREAM_METHOD, b"") for _ in range(2))
+        async with _raw_stream(peer, one) as (_, nonces_one), _raw_stream(peer, two) as (ws, nonces_two):
+            if other == "caller":
+                nonces = f"{nonces_one.split('.')[0]}.{nonces_two.split('.')[1]}"
+            else:
+                nonces = f"{nonces_two.split('.')[0]}.{nonces_one.split('.')[1]}"
+            await ws.send_bytes(_frame(1, "elsewhere", nonces))
             message = await ws.receive(timeout=10)
-            assert message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.CLOSING)
+            assert message.type in _CLOSED
         assert peer.handled == []
 
 
@@ -291,36 +242,82 @@ async def test_a_large_body_goes_over_http() -> None:
         assert peer.http_calls == 2 and rpc.streams[peer.address].open
 
 
-async def test_a_timeout_with_the_peer_still_answering_keeps_the_stream() -> None:
+async def test_a_body_over_the_peer_s_limit_is_refused_as_over_http_and_the_stream_stays() -> None:
+    peer = await Peer(max_body_bytes=2048).start()
+    rpc = RpcClient(TEST_SECRET, ssl=tls.client_ssl())
+    try:
+        await _streaming(rpc, peer)
+        assert rpc.streams[peer.address].max_body == 2048
+        assert (await rpc.call(peer.address, Echo("y" * 1500))).text == "Y" * 1500  # on the stream
+        with pytest.raises(BadRequest, match="413") as info:
+            await rpc.call(peer.address, Echo("z" * 3000))  # over HTTP, refused there: not delivered
+        assert info.value.maybe_delivered is False
+        assert rpc.streams[peer.address].open and peer.http_calls == 2
+    finally:
+        await rpc.close()
+        await peer.stop()
+
+
+async def test_one_call_timing_out_leaves_the_others_on_the_stream_alone() -> None:
     async with _pair() as (peer, rpc):
         await _streaming(rpc, peer)
-        slow = asyncio.ensure_future(rpc.call(peer.address, Echo("slow", wait=5), timeout=1))
-        await eventually(lambda: "slow" in peer.running, 10, "the slow call running")
-        await rpc.call(peer.address, Echo("heard"))  # the peer answers on the stream after the slow call left
+        long = asyncio.ensure_future(rpc.call(peer.address, Echo("long", wait=1), timeout=5))
         with pytest.raises(RpcTimeout) as info:
-            await slow
-        assert info.value.maybe_delivered is True
+            await rpc.call(peer.address, Echo("short", wait=3), timeout=0.3)
+        assert info.value.maybe_delivered is True  # it was sent: it may run (it does)
+        assert (await long).text == "LONG"
         assert rpc.streams[peer.address].open
         assert (await rpc.call(peer.address, Echo("after"))).text == "AFTER" and peer.http_calls == 1
 
 
-async def test_a_timeout_from_a_silent_peer_drops_the_stream_and_the_next_call_uses_http() -> None:
-    async with _pair() as (peer, rpc):
+async def test_calls_beyond_the_limit_wait_their_turn_and_one_that_times_out_waiting_was_not_sent() -> None:
+    async with _pair(limit_per_host=2) as (peer, rpc):
         await _streaming(rpc, peer)
-        channel = rpc.streams[peer.address]
-        with pytest.raises(RpcTimeout) as info:
-            await rpc.call(peer.address, Echo("slow", wait=3), timeout=0.3)
-        assert info.value.maybe_delivered is True and not channel.open
-        assert (await rpc.call(peer.address, Echo("next"))).text == "NEXT"
-        assert peer.http_calls == 2
+        most = 0
+
+        async def watch() -> None:
+            nonlocal most
+            while True:
+                most = max(most, len(peer.running))
+                await asyncio.sleep(0.005)
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            calls = [asyncio.ensure_future(rpc.call(peer.address, Echo(f"c{i}", wait=0.3))) for i in range(6)]
+            await eventually(lambda: len(peer.running) == 2, 10, "two calls running")
+            with pytest.raises(RpcTimeout, match="before the call was sent") as info:
+                await rpc.call(peer.address, Echo("late"), timeout=0.1)  # behind six others
+            assert info.value.maybe_delivered is False
+            assert [c.text for c in await asyncio.gather(*calls)] == [f"C{i}" for i in range(6)]
+        finally:
+            watcher.cancel()
+        assert most == 2 and "late" not in peer.handled
 
 
-async def test_a_peer_that_dies_fails_the_calls_in_flight_as_maybe_delivered_and_the_next_is_refused() -> None:
+async def test_a_graceful_stop_answers_the_running_calls_and_refuses_new_ones_as_not_delivered() -> None:
     async with _pair() as (peer, rpc):
         await _streaming(rpc, peer)
+        running = [asyncio.ensure_future(rpc.call(peer.address, Echo(f"r{i}", wait=0.5))) for i in range(3)]
+        await eventually(lambda: len(peer.running) == 3, 10, "three calls running")
+        stopping = asyncio.ensure_future(peer.stop())
+        assert peer.server.streams is not None
+        await eventually(lambda: peer.server.streams._closing, 10, "the stop begun")
+        with pytest.raises(RpcRefused) as info:
+            await rpc.call(peer.address, Echo("new"))
+        assert info.value.maybe_delivered is False
+        assert [c.text for c in await asyncio.gather(*running)] == ["R0", "R1", "R2"]  # answered, not cut off
+        await stopping
+        assert "new" not in peer.handled and not peer.cancelled
+
+
+async def test_calls_still_running_after_the_drain_are_cancelled_and_in_doubt() -> None:
+    async with _pair() as (peer, rpc):
+        await _streaming(rpc, peer)
+        assert peer.server.streams is not None
+        peer.server.streams.drain_seconds = 0.2
         waiting = [asyncio.ensure_future(rpc.call(peer.address, Echo(f"w{i}", wait=30))) for i in range(3)]
         await eventually(lambda: len(peer.running) == 3, 10, "three calls running")
-        await peer.stop()  # closes the streams and cancels the calls still running
+        await peer.stop()
         for call in waiting:
             with pytest.raises(RpcDisconnected) as info:
                 await call
@@ -331,13 +328,88 @@ async def test_a_peer_that_dies_fails_the_calls_in_flight_as_maybe_delivered_and
         assert refused.value.maybe_delivered is False
 
 
+async def test_a_call_the_server_cannot_answer_gets_a_500_not_a_wait() -> None:
+    async with _pair() as (peer, rpc):
+        await _streaming(rpc, peer)
+
+        async def broken(method: str, body: bytes, raw_ok: bool = False) -> tuple[int, bytes]:
+            raise RuntimeError("a bug in the server")
+
+        peer.server.handle = broken  # type: ignore[method-assign]
+        with pytest.raises(RpcError, match="HTTP 500") as info:
+            await rpc.call(peer.address, Echo("x"), timeout=30)
+        assert info.value.maybe_delivered is True
+
+
+@contextlib.asynccontextmanager
+async def _process_peer() -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """A peer in its own process (tests/rpc_peer.py): (the process, its address)."""
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.rpc_peer", str(port), stdout=asyncio.subprocess.PIPE, cwd=ROOT
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert line.strip() == b"ready", line
+        yield proc, f"127.0.0.1:{port}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+
+
+async def _stream_to(rpc: RpcClient, address: str) -> None:
+    await rpc.call(address, Echo("hello"))
+    await eventually(lambda: address in rpc.streams and rpc.streams[address].open, 10, "the stream open")
+
+
+async def test_a_peer_killed_mid_call_fails_it_as_maybe_delivered_and_the_next_call_is_refused() -> None:
+    rpc = RpcClient(TEST_SECRET, ssl=tls.client_ssl())
+    try:
+        async with _process_peer() as (proc, address):
+            await _stream_to(rpc, address)
+            waiting = asyncio.ensure_future(rpc.call(address, Echo("w", wait=30), timeout=30))
+            await asyncio.sleep(0)  # the frame goes out
+            await asyncio.wait([waiting], timeout=0.3)
+            proc.send_signal(signal.SIGKILL)
+            with pytest.raises(RpcDisconnected) as info:
+                await waiting
+            assert info.value.maybe_delivered is True
+            await proc.wait()
+            with pytest.raises(RpcRefused) as refused:
+                await rpc.call(address, Echo("after"))
+            assert refused.value.maybe_delivered is False
+    finally:
+        await rpc.close()
+
+
+async def test_a_stopped_peer_s_stream_is_dropped_by_the_heartbeat_and_comes_back_when_it_resumes() -> None:
+    rpc = RpcClient(TEST_SECRET, timeout=0.5, ssl=tls.client_ssl())  # a ping after 1 s of silence
+    try:
+        async with _process_peer() as (proc, address):
+            await _stream_to(rpc, address)
+            channel = rpc.streams[address]
+            proc.send_signal(signal.SIGSTOP)
+            try:
+                with pytest.raises(RpcTimeout) as info:
+                    await rpc.call(address, Echo("stuck"))
+                assert info.value.maybe_delivered is True
+                await eventually(lambda: not channel.open, 20, "the silent stream dropped")
+            finally:
+                proc.send_signal(signal.SIGCONT)
+            assert (await rpc.call(address, Echo("back"))).text == "BACK"  # over HTTP; the stream reopens
+            await eventually(lambda: rpc.streams[address].open and rpc.streams[address] is not channel, 10, "reopened")
+            assert (await rpc.call(address, Echo("again"))).text == "AGAIN"
+    finally:
+        await rpc.close()
+
+
 async def test_the_stream_comes_back_after_the_peer_restarts() -> None:
     async with _pair() as (peer, rpc):
         await _streaming(rpc, peer)
         await peer.stop()
-        again = Peer()
-        again.port, again.address = peer.port, peer.address
-        await again.start()
+        again = await Peer(port=peer.port).start()
         try:
             await eventually(lambda: not rpc.streams[peer.address].open, 10, "the old stream closed")
             await _streaming(rpc, again)
@@ -358,13 +430,17 @@ async def test_clock_readings_come_with_stream_answers() -> None:
         assert address == peer.address and abs(skew) < 1 + uncertainty
 
 
-async def test_closing_the_client_closes_its_streams() -> None:
+async def test_closing_the_client_closes_its_streams_and_opens_none_meanwhile() -> None:
     async with _pair() as (peer, rpc):
         await _streaming(rpc, peer)
         channel = rpc.streams[peer.address]
         await rpc.close()
         assert not channel.open and channel.reader is not None and channel.reader.done()
         await eventually(lambda: not len(peer.server.streams), 10, "the server's stream closed")
+        rpc._closing = True  # as while close() runs: an offer opens nothing
+        rpc._offer(peer.address)
+        assert not rpc._opening
+        rpc._closing = False
 
 
 async def test_a_stream_that_fails_to_open_is_tried_again_later_not_at_every_call() -> None:
