@@ -24,7 +24,7 @@ from core import logs
 from rpc import auth, codec
 from rpc.errors import BadRequest, RpcDisconnected, RpcError, RpcRefused, RpcTimeout, Unauthenticated
 from rpc.messages import Raw, Request
-from rpc.stream import REOPEN_AFTER, STOPPING, STREAM_PATH, StreamChannel, error_of, open_channel
+from rpc.stream import REOPEN_AFTER, STOPPING, STREAM_PATH, StreamChannel, open_channel
 
 log = logs.get(__name__)
 
@@ -164,8 +164,9 @@ class RpcClient:
     ) -> bytes:
         sent, started = time.time(), time.monotonic()
         status, theirs, answer = await channel.call(method, body, timeout or self.timeout)
-        if status == STOPPING:  # the peer began to stop before the call arrived: refused, nothing ran
-            raise RpcRefused(f"{method} to {address}: {error_of(answer)}")
+        if status == STOPPING:  # the peer began to stop before the call arrived: nothing ran; HTTP while it can
+            channel.stopping = True
+            return await self._call_raw(address, method, body, timeout)
         if status >= 400:
             raise _status_error(method, address, status, answer)
         if self.clock is not None:

@@ -20,15 +20,16 @@ frame with a bad signature or an old number closes the stream before anything ru
 task (a slow handler holds up no other call), at most ``limit_per_host`` at a time per stream, as over HTTP.
 
 At the server's stop (``RpcServer.close_streams``, before the listener's cleanup, after which aiohttp drops
-whatever arrives) the streams take no new call (each is answered 503 at once, which the caller reads as refused:
-not delivered), the running calls have ``DRAIN_SECONDS`` to finish and send their answers, then the streams
-close (callers go on over HTTP) and, at the listener's cleanup, the calls still running are cancelled.
+whatever arrives) the streams take no new call (each is answered ``STOPPING`` at once, before anything ran: the
+caller stops using the stream and sends the call again over HTTP), the running calls have ``DRAIN_SECONDS`` to
+finish and send their answers, then the streams close and, at the listener's cleanup, the calls still running
+are cancelled.
 
 The caller's errors keep ``rpc.errors``' meaning: a call waiting for its turn on the stream was not sent; a
 frame handed to the connection may have been acted on (a timeout, or the stream closing before the answer:
-``maybe_delivered``). WebSocket heartbeats find a silent peer: with nothing heard for twice the RPC timeout the
-caller pings, and drops the stream if no pong comes within the timeout; later calls use HTTP until a stream is
-opened again.
+``maybe_delivered``). WebSocket heartbeats find a silent peer: with nothing heard for ``max(2 x the RPC timeout,
+HEARTBEAT_MIN)`` the caller pings, and drops the stream if no pong comes within half that; later calls use HTTP
+until a stream is opened again.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import json
+import re
 import secrets
 import socket
 import time
@@ -58,12 +59,22 @@ STREAM_PATH = "/rpc/stream"
 STREAM_MAX_BODY = 256 << 10
 #: seconds a caller waits before it tries again to open a stream that could not be opened
 REOPEN_AFTER = 5.0
-#: seconds the calls running at a server's stop have to finish (within the node's listener step)
-DRAIN_SECONDS = 1.5
+#: seconds the calls running at a server's stop have to finish, and to wait for the callers' close replies (both
+#: within the node's 2 s shutdown step)
+DRAIN_SECONDS = 1.0
+CLOSE_SECONDS = 0.5
+#: a caller pings after max(2 x its RPC timeout, this) seconds of silence and drops the stream without a pong
+#: within half that: a peer must be stuck for 10 s or more (a busy 2-core machine stalls a loop for 1-2 s)
+HEARTBEAT_MIN = 20.0
 #: seconds the server waits for a pong when nothing came from a caller for twice this long (a gone caller)
 SERVER_HEARTBEAT = 30.0
-#: the answer status of a call that arrived after the server began to stop: refused, nothing ran
-STOPPING = 503
+#: the answer status of a call that arrived after the server began to stop: refused, nothing ran (no handler
+#: answers 0; the caller sends the call again over HTTP)
+STOPPING = 0
+
+
+_HEX = re.compile(rb"[0-9a-f]{8,64}")
+_DIGITS = re.compile(rb"[0-9]{1,18}")
 
 
 def _answer(seq: int, status: int, body: bytes) -> bytes:
@@ -89,6 +100,7 @@ class StreamServer:
         self._sockets: set[web.WebSocketResponse] = set()
         self._calls: set[asyncio.Task[None]] = set()
         self._closing = False
+        self._closed: asyncio.Task[None] | None = None
         #: seconds the running calls have at the stop (DRAIN_SECONDS)
         self.drain_seconds = DRAIN_SECONDS
 
@@ -154,20 +166,33 @@ class StreamServer:
         await _send(ws, _answer(seq, status, answer))
 
     async def close(self, _: web.Application | None = None) -> None:
-        """At the stop: take no new call, give the running ones ``drain_seconds`` to answer, close the streams."""
+        """At the stop: take no new call, give the running ones ``drain_seconds`` to answer, close the streams.
+        Once: a later call waits for the first one's end."""
         self._closing = True
+        if self._closed is None:
+            self._closed = asyncio.ensure_future(self._drain())
+        await asyncio.wait([self._closed])
+
+    async def _drain(self) -> None:
         if self._calls:
             await asyncio.wait(set(self._calls), timeout=self.drain_seconds)
+        await self._close_all()
+
+    async def _close_all(self) -> None:
         await asyncio.gather(*(self._close(ws) for ws in list(self._sockets)))
 
     @staticmethod
     async def _close(ws: web.WebSocketResponse) -> None:
         with contextlib.suppress(ConnectionError, RuntimeError, TimeoutError):
-            await asyncio.wait_for(ws.close(code=aiohttp.WSCloseCode.GOING_AWAY), 1)
+            await asyncio.wait_for(ws.close(code=aiohttp.WSCloseCode.GOING_AWAY), CLOSE_SECONDS)
 
     async def cancel(self, _: web.Application | None = None) -> None:
-        """Cancel the calls still running (at the node's stop, once its listener is down)."""
-        await self.close()
+        """Once the listener is down: end the drain if it still runs, close what is open, cancel the calls."""
+        self._closing = True
+        if self._closed is not None and not self._closed.done():
+            self._closed.cancel()
+            await asyncio.gather(self._closed, return_exceptions=True)
+        await self._close_all()
         for call in list(self._calls):
             call.cancel()
         await asyncio.gather(*self._calls, return_exceptions=True)
@@ -195,10 +220,12 @@ class StreamChannel:
         self._seq = 0
         self._waiting: dict[int, asyncio.Future[tuple[int, int, bytes]]] = {}
         self.reader: asyncio.Task[None] | None = None
+        #: the peer began to stop (it answered STOPPING): no more calls on this stream
+        self.stopping = False
 
     @property
     def open(self) -> bool:
-        return not self.ws.closed and self.reader is not None and not self.reader.done()
+        return not (self.stopping or self.ws.closed) and self.reader is not None and not self.reader.done()
 
     async def call(self, method: str, body: bytes, timeout: float) -> tuple[int, int, bytes]:
         """(status, the peer's clock in epoch ms when it answered, the answer's body)."""
@@ -277,23 +304,15 @@ async def open_channel(
         compress=0,
         autoping=True,
         autoclose=True,
-        heartbeat=2 * timeout,  # a ping after 2x the timeout of silence; no pong within the timeout: dropped
+        heartbeat=max(2 * timeout, HEARTBEAT_MIN),
     )
     try:
         hello = await ws.receive(timeout)
         parts = hello.data.split(b" ") if hello.type is aiohttp.WSMsgType.BINARY else []
-        if len(parts) != 3 or parts[0] != b"hello" or not parts[2].isdigit():
+        if not (len(parts) == 3 and parts[0] == b"hello" and _HEX.fullmatch(parts[1]) and _DIGITS.fullmatch(parts[2])):
             raise BadRequest(f"stream to {address}: no hello from the server")
         nonces = f"{auth.nonce_of(header)}.{parts[1].decode()}"
         return StreamChannel(ws, address, auth.frame_key(secret), nonces, int(parts[2]), slots)
     except BaseException:
         await ws.close()
         raise
-
-
-def error_of(body: bytes) -> str:
-    """The ``error`` of an answer's body, or its start."""
-    try:
-        return str(json.loads(body).get("error", ""))
-    except (ValueError, AttributeError):
-        return body[:200].decode(errors="replace")

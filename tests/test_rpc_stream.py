@@ -22,9 +22,11 @@ from typing import ClassVar
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from engine.infra.ports import free_port
 from rpc import BadRequest, RpcClient, RpcDisconnected, RpcError, RpcRefused, RpcTimeout, auth
+from rpc import stream as stream_mod
 from rpc.messages import Request
 from rpc.stream import STREAM_MAX_BODY, STREAM_PATH
 from rpc.tls import client_context, server_context
@@ -299,25 +301,37 @@ async def test_a_graceful_stop_answers_the_running_calls_and_refuses_new_ones_as
         await _streaming(rpc, peer)
         running = [asyncio.ensure_future(rpc.call(peer.address, Echo(f"r{i}", wait=0.5))) for i in range(3)]
         await eventually(lambda: len(peer.running) == 3, 10, "three calls running")
+        channel = rpc.streams[peer.address]
         stopping = asyncio.ensure_future(peer.stop())
         assert peer.server.streams is not None
         await eventually(lambda: peer.server.streams._closing, 10, "the stop begun")
-        with pytest.raises(RpcRefused) as info:
-            await rpc.call(peer.address, Echo("new"))
-        assert info.value.maybe_delivered is False
+        # refused on the stream before anything ran, then sent over HTTP, which the node still takes
+        assert (await rpc.call(peer.address, Echo("new"))).text == "NEW"
+        assert channel.stopping and not channel.open and peer.http_calls == 2 and peer.handled.count("new") == 1
         assert [c.text for c in await asyncio.gather(*running)] == ["R0", "R1", "R2"]  # answered, not cut off
         await stopping
-        assert "new" not in peer.handled and not peer.cancelled
+        assert not peer.cancelled
 
 
 async def test_calls_still_running_after_the_drain_are_cancelled_and_in_doubt() -> None:
     async with _pair() as (peer, rpc):
         await _streaming(rpc, peer)
         assert peer.server.streams is not None
-        peer.server.streams.drain_seconds = 0.2
+        streams = peer.server.streams
+        streams.drain_seconds = 0.2
+        drains = 0
+        drain = streams._drain
+
+        async def counted() -> None:
+            nonlocal drains
+            drains += 1
+            await drain()
+
+        streams._drain = counted  # type: ignore[method-assign]
         waiting = [asyncio.ensure_future(rpc.call(peer.address, Echo(f"w{i}", wait=30))) for i in range(3)]
         await eventually(lambda: len(peer.running) == 3, 10, "three calls running")
-        await peer.stop()
+        await peer.stop()  # close_streams, then the listener's on_shutdown and on_cleanup: one drain, not three
+        assert drains == 1
         for call in waiting:
             with pytest.raises(RpcDisconnected) as info:
                 await call
@@ -384,7 +398,10 @@ async def test_a_peer_killed_mid_call_fails_it_as_maybe_delivered_and_the_next_c
         await rpc.close()
 
 
-async def test_a_stopped_peer_s_stream_is_dropped_by_the_heartbeat_and_comes_back_when_it_resumes() -> None:
+async def test_a_stopped_peer_s_stream_is_dropped_by_the_heartbeat_and_comes_back_when_it_resumes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(stream_mod, "HEARTBEAT_MIN", 0.0)
     rpc = RpcClient(TEST_SECRET, timeout=0.5, ssl=tls.client_ssl())  # a ping after 1 s of silence
     try:
         async with _process_peer() as (proc, address):
@@ -452,3 +469,36 @@ async def test_a_stream_that_fails_to_open_is_tried_again_later_not_at_every_cal
         for i in range(3):
             await rpc.call(peer.address, Echo(f"m{i}"))
         assert not rpc.streams and not rpc._opening and peer.http_calls == 4
+
+
+@pytest.mark.parametrize("hello", [b"hello \xff\xfe 100", b"hello abcdef0123 " + b"9" * 5000, b"welcome", b""])
+async def test_a_server_s_unreadable_hello_is_a_refusal_and_the_stream_is_not_tried_at_every_call(hello: bytes) -> None:
+    async def serve(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_bytes(hello)
+        async for _ in ws:
+            pass
+        return ws
+
+    async def offer(_: web.Request) -> web.Response:
+        return web.json_response({"text": "OFFERED"}, headers={auth.STREAM_HEADER: "1"})
+
+    app = web.Application()
+    app.router.add_get(STREAM_PATH, serve)
+    app.router.add_post("/rpc/test.echo", offer)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    rpc = RpcClient(TEST_SECRET)
+    address = f"127.0.0.1:{port}"
+    try:
+        with pytest.raises(BadRequest, match="no hello"):
+            await rpc.open_stream(address)
+        await rpc.call(address, Echo("x"))  # the offer: a stream is tried in the background, and fails
+        await eventually(lambda: address in rpc._retry_at, 10, "the stream given up for now")
+        assert not rpc.streams
+    finally:
+        await rpc.close()
+        await runner.cleanup()
