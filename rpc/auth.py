@@ -57,9 +57,13 @@ class ReplayGuard:
         return True
 
 
+def _fields(header: str) -> dict[str, str]:
+    return dict(p.split("=", 1) for p in header.split(",") if "=" in p)
+
+
 def nonce_of(header: str) -> str:
     """The nonce of a signature header (verified first)."""
-    return dict(p.split("=", 1) for p in header.split(",") if "=" in p).get("n", "")
+    return _fields(header).get("n", "")
 
 
 def frame_key(secret: str) -> bytes:
@@ -86,7 +90,7 @@ def verify(
     """Empty string if valid (and, with ``replay``, its nonce now remembered), else the reason it is not."""
     if not header:
         return f"missing {HEADER} header"
-    parts = dict(p.split("=", 1) for p in header.split(",") if "=" in p)
+    parts = _fields(header)
     ts, nonce, mac = parts.get("t", ""), parts.get("n", ""), parts.get("v1", "")
     if not ts.isdigit() or not mac or not (8 <= len(nonce) <= 64):
         return f"malformed {HEADER} header"

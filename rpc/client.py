@@ -152,9 +152,8 @@ class RpcClient:
         sent, started = time.time(), time.monotonic()
         async with self._request(address, method, body, aiohttp.ClientTimeout(total=timeout or self.timeout)) as resp:
             theirs = resp.headers.get(auth.TIME_HEADER, "")
-            if self.clock is not None and theirs.isdigit():
-                trip = time.monotonic() - started
-                self.clock(address, int(theirs) / 1000 - (sent + trip / 2), trip / 2)
+            if theirs.isdigit():
+                self._read_clock(address, int(theirs), sent, started)
             if self.use_streams and auth.STREAM_HEADER in resp.headers:
                 self._offer(address)
             return await resp.read()
@@ -169,10 +168,15 @@ class RpcClient:
             return await self._call_raw(address, method, body, timeout)
         if status >= 400:
             raise _status_error(method, address, status, answer)
+        self._read_clock(address, theirs, sent, started)
+        return answer
+
+    def _read_clock(self, address: str, theirs_ms: int, sent: float, started: float) -> None:
+        """Hand ``clock`` the peer's clock less ours, from an answer's time (``sent``: our wall clock when the
+        call left, ``started``: our monotonic clock then); the uncertainty is half the round trip."""
         if self.clock is not None:
             trip = time.monotonic() - started
-            self.clock(address, theirs / 1000 - (sent + trip / 2), trip / 2)
-        return answer
+            self.clock(address, theirs_ms / 1000 - (sent + trip / 2), trip / 2)
 
     def _offer(self, address: str) -> None:
         """The peer serves a call stream: open one in the background (unless one is open or opening, or one

@@ -118,7 +118,8 @@ class StreamServer:
         reason = auth.verify(server.secret, auth.STREAM_METHOD, b"", header, server.max_skew, replay=server.replay)
         if reason or header is None:
             return web.json_response({"error": reason}, status=401)
-        nonces = f"{auth.nonce_of(header)}.{secrets.token_hex(12)}"
+        mine = secrets.token_hex(12)
+        nonces = f"{auth.nonce_of(header)}.{mine}"
         ws = web.WebSocketResponse(
             max_msg_size=server.max_body_bytes + 1024, compress=False, autoping=True, heartbeat=SERVER_HEARTBEAT
         )
@@ -128,7 +129,7 @@ class StreamServer:
             return ws
         self._sockets.add(ws)
         try:
-            await ws.send_bytes(b"hello %s %d" % (nonces.split(".")[1].encode(), server.max_body_bytes))
+            await ws.send_bytes(b"hello %s %d" % (mine.encode(), server.max_body_bytes))
             await self._frames(ws, nonces, request.remote)
         finally:
             self._sockets.discard(ws)
@@ -142,7 +143,7 @@ class StreamServer:
                 return
             head, _, body = msg.data.partition(b"\n")
             parts = head.split(b" ")
-            if len(parts) != 3 or not parts[0].isdigit() or len(parts[0]) > 18:
+            if len(parts) != 3 or not _DIGITS.fullmatch(parts[0]):
                 log.warning("RPC stream closed: a malformed frame", peer=peer)
                 return
             seq, method = int(parts[0]), parts[1].decode(errors="replace")
@@ -264,7 +265,7 @@ class StreamChannel:
                     break
                 head, _, body = msg.data.partition(b"\n")
                 parts = head.split(b" ")
-                if len(parts) != 3 or not all(p.isdigit() and len(p) <= 18 for p in parts):
+                if len(parts) != 3 or not all(_DIGITS.fullmatch(p) for p in parts):
                     log.warning("RPC stream closed: a malformed answer", peer=self.address)
                     break
                 answer = self._waiting.get(int(parts[0]))
