@@ -105,6 +105,69 @@ async def test_closing_the_reaper_kills_what_it_knows(tmp_path: Path) -> None:
                 await p.wait()
 
 
+def _started_us(pid: int) -> int:
+    """When ``pid`` started, in microseconds on the boot-time clock (/proc/PID/stat, field 22)."""
+    ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    return ticks * 1_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+def _next_pid_after(pid: int) -> None:
+    Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid))  # /proc: never blocks
+
+
+async def _sleeper_with_pid(pid: int, after_us: int) -> asyncio.subprocess.Process:
+    """A new session leader holding ``pid``, started after ``after_us`` (boot-time clock): the pid reused, as
+    when the pid space wraps. The kernel hands out the pid after ns_last_pid; other processes of the machine
+    may take it first, so it tries again until it holds it."""
+    deadline = time.monotonic() + 20
+    while True:
+        assert time.monotonic() < deadline, f"pid {pid} not obtained again"
+        _next_pid_after(pid - 1)
+        proc = await asyncio.create_subprocess_exec("sleep", "1000", start_new_session=True)
+        if proc.pid == pid and _started_us(pid) > after_us:
+            return proc
+        proc.kill()
+        await proc.wait()
+
+
+async def test_a_group_whose_pid_was_reused_after_the_add_is_left_alone() -> None:
+    """A task ended while its worker could not say ``del`` (paused, or killed right after seeing the exit): its
+    pid may be another process's by the time the reaper kills. That process is spared; a group whose
+    leader is gone but whose other process lives on still dies, and so does a live task."""
+    reaper = Reaper(lease_ttl=60)
+    await reaper.start()
+    ended = await asyncio.create_subprocess_exec("sleep", "1000", start_new_session=True)
+    live = await asyncio.create_subprocess_exec("sleep", "1000", start_new_session=True)
+    orphaned = await asyncio.create_subprocess_exec(
+        "bash", "-c", "sleep 1000 >/dev/null & echo $!", start_new_session=True, stdout=asyncio.subprocess.PIPE
+    )
+    procs = [ended, live, orphaned]
+    try:
+        assert orphaned.stdout is not None
+        member = int((await orphaned.stdout.readline()).decode())
+        for p in procs:
+            reaper.add(p.pid)
+        reaper.flush()  # the line goes now, stamped now
+        added = int(time.clock_gettime(time.CLOCK_BOOTTIME) * 1_000_000)
+        await orphaned.wait()  # its leader exits; the background sleep keeps the group
+        ended.kill()
+        await ended.wait()  # reaped: the pid is free, still in the reaper's table
+        reused = await _sleeper_with_pid(ended.pid, added)
+        procs.append(reused)
+        await reaper.close()
+        assert await asyncio.wait_for(live.wait(), 5) == -signal.SIGKILL
+        await eventually(lambda: not _alive(member), 5, "the orphaned group's process killed")
+        assert reused.returncode is None and _alive(reused.pid), "the reaper killed a reused pid's process"
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                await p.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(member, signal.SIGKILL)
+
+
 async def test_what_one_turn_of_the_loop_tells_arrives_in_order(tmp_path: Path) -> None:
     """Adds and removals told in one turn go together, in the order told, over several lines when many:
     a group removed and added again is the reaper's; every one added and not removed dies at the end."""

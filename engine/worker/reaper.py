@@ -5,9 +5,13 @@ Tasks run in sessions of their own, so a worker killed with SIGKILL would leave 
 attempts a master starts elsewhere once the worker's lease expires (invariant 3). The reaper is a bash
 loop in its own session reading a pipe from the worker:
 
-- ``add PGID...`` / ``del PGID...``: tasks' process groups started / ended (the worker sends what one turn
-  of its loop added and removed, in order, as few lines: the reaper's CPU per line, about 45 us, is mostly
-  the line's, not the groups');
+- ``add STAMP PGID...`` / ``del PGID...``: tasks' process groups started / ended (the worker sends what one
+  turn of its loop added and removed, in order, as few lines: the reaper's CPU per line, about 45 us, is
+  mostly the line's, not the groups'). STAMP is the machine's boot-time clock in microseconds when the line
+  was written, after the groups' leaders started: a leader's pid that a process started later holds is a
+  reused pid (the task ended while its worker could not say ``del``: paused, or killed just after it saw
+  the exit), and that process is another's — the reaper leaves it alone. A group whose leader is gone but
+  whose other processes live on is still the task's (Linux reuses no pid a group still holds): it dies;
 - ``alive MICROSECONDS``: sent from the registry keep-alive thread after each lease renewal, and by the
   worker when it registers (before it takes work): the time left before the lease may expire, less a
   margin. It sets a deadline on the machine's monotonic clock (``/proc/uptime``, read with a builtin:
@@ -40,6 +44,7 @@ import contextlib
 import itertools
 import os
 import select
+import time
 
 from core import logs
 
@@ -59,8 +64,16 @@ now_us() {  # sets $now: microseconds on that clock (no process started)
 now_us
 deadline=$(( now + $1 ))  # microseconds
 parent=$2  # whose other children are tasks too (0: none)
+hz=$5  # clock ticks per second of a process's start time in /proc/PID/stat (field 22, boot-time clock)
 kill_all() {
-    for g in "${!groups[@]}"; do echo "killed $g $EPOCHREALTIME" 2>/dev/null; kill -KILL -- "-$g" 2>/dev/null; done
+    local s f
+    for g in "${!groups[@]}"; do
+        if { read -r s < /proc/"$g"/stat; } 2>/dev/null; then
+            f=(${s##*) })  # from field 3 on: the start time is f[19]
+            (( f[19] * 1000000 / hz > groups[$g] )) && continue  # started after the add: a reused pid
+        fi
+        echo "killed $g $EPOCHREALTIME" 2>/dev/null; kill -KILL -- "-$g" 2>/dev/null
+    done
     groups=()
     (( parent > 0 )) || return 0
     # a task started but not added yet (the worker was paused between the two; a new process runs even
@@ -102,7 +115,7 @@ while true; do
     rc=$?
     if (( rc == 0 )); then
         case "$cmd" in
-            add) for g in $arg; do groups[$g]=1; done ;;
+            add) stamp=${arg%% *}; for g in ${arg#* }; do groups[$g]=$stamp; done ;;
             del) for g in $arg; do unset "groups[$g]"; done ;;
             alive) now_us; deadline=$(( now + arg )) ;;
         esac
@@ -152,7 +165,7 @@ class Reaper:
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 "bash", "-c", SCRIPT, "porpoise-reaper", str(_micros(self.lease_ttl - MARGIN)), str(self.children_of),
-                self.clock, str(_micros(STOP_WAIT)),
+                self.clock, str(_micros(STOP_WAIT)), str(os.sysconf("SC_CLK_TCK")),
                 stdin=read_end, stdout=out_write, start_new_session=True,
             )  # fmt: skip
         finally:
@@ -181,14 +194,22 @@ class Reaper:
         if self._flush is None:
             self._flush = asyncio.get_running_loop().call_soon(self._write_pending)
 
+    def flush(self) -> None:
+        """Tell the reaper now what this turn of the loop queued."""
+        if self._flush is not None:
+            self._flush.cancel()
+            self._write_pending()
+
     def _write_pending(self) -> None:
         self._flush = None
         pending, self._pending = self._pending, []
+        # after every leader named here started (each was spawned before it was queued)
+        stamp = f"{_micros(time.clock_gettime(time.CLOCK_BOOTTIME))} "
         chunk = ""
         for op, told in itertools.groupby(pending, key=lambda item: item[0]):
             groups = [str(pgid) for _, pgid in told]
             for i in range(0, len(groups), GROUPS_PER_LINE):
-                line = f"{op} {' '.join(groups[i : i + GROUPS_PER_LINE])}\n"
+                line = f"{op} {stamp if op == 'add' else ''}{' '.join(groups[i : i + GROUPS_PER_LINE])}\n"
                 if len(chunk) + len(line) > select.PIPE_BUF:
                     self._send(chunk)
                     chunk = ""
@@ -219,9 +240,7 @@ class Reaper:
 
     async def close(self) -> None:
         """Closing the pipe is the reaper's end of file: it kills what is left and exits."""
-        if self._flush is not None:
-            self._flush.cancel()
-            self._write_pending()
+        self.flush()
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             os.close(fd)
