@@ -12,6 +12,12 @@ per command), and when a statement of one command fails, claimed again with a sa
 command. Only a lost connection or a failing server (:func:`engine.storage.failures.transient`)
 fails the whole page, which the poller tries again.
 
+A page of plain starts (new instances only: no serial rule, no sub-workflow, no command known bad; the
+common case, from the API, the scheduler and backfills) is claimed in one statement that commits itself: the
+DELETE of the page's commands and the INSERT of the instances of those it deleted, their columns as one typed
+array each (one statement text whatever the page's size, prepared once). Any refusal by the database sends
+the page down the transaction above, which finds the command at fault.
+
 Serial execution and concurrency caps (:mod:`engine.concurrency.serial_sql`): a command of a workflow with a
 limited rule is admitted under the workflow's lock (taken up front for the whole page, in code order, so
 two claiming masters never wait on each other): its instance runs (``host = me``), waits (SERIAL_WAIT,
@@ -80,8 +86,12 @@ async def claim(
     errors: dict[int, str],
     rules: Rules | None = None,
     stops: list[int] | None = None,
+    polled: Sequence[asyncpg.Record] = (),
 ) -> tuple[list[tuple[asyncpg.Record, asyncpg.Record]], int]:
     """Claim the commands ``ids`` for master ``me`` (see the module's docstring).
+
+    ``polled``: the rows of those commands as the poll read them (a command never changes once queued),
+    for the one-statement claim of a page of plain starts.
 
     ``build(command) -> dict`` gives the instance columns; ``errors`` maps command ids already known
     not to become instances to the reason; ``rules`` the commands whose workflow limits its runs.
@@ -90,6 +100,10 @@ async def claim(
     SERIAL_PRIORITY run asks to stop (to be sent once this returns: the claim has committed).
     """
     rules = rules or {}
+    if polled and not errors and not rules:
+        fast = await _claim_starts(pool, me, polled, build)
+        if fast is not None:
+            return fast, 0
     out: list[int] = []
     try:
         result = await _claim(pool, me, ids, build, errors, rules, out, careful=False)
@@ -101,6 +115,64 @@ async def claim(
     if stops is not None:
         stops.extend(out)
     return result
+
+
+#: workflow_instance column -> its type without modifier (a value too long for a varchar(n) column is then
+#: refused by the INSERT, as a single row's would be, not cut by a cast): read once
+_COLUMN_TYPES: dict[str, str] = {}
+
+
+async def _column_types(conn: asyncpg.Connection) -> dict[str, str]:
+    if not _COLUMN_TYPES:
+        rows = await conn.fetch(
+            "SELECT attname, format_type(atttypid, NULL) AS type FROM pg_attribute"
+            " WHERE attrelid = 'workflow_instance'::regclass AND attnum > 0 AND NOT attisdropped"
+        )
+        _COLUMN_TYPES.update({r["attname"]: r["type"] for r in rows})
+    return _COLUMN_TYPES
+
+
+async def _claim_starts(
+    pool: asyncpg.Pool, me: str, polled: Sequence[asyncpg.Record], build: Any
+) -> list[tuple[asyncpg.Record, asyncpg.Record]] | None:
+    """A page of plain starts in one statement (the module's docstring); None: the page is not only plain
+    starts, or the database refused one of them (nothing was written: the statement is atomic)."""
+    commands = sorted(polled, key=lambda c: int(c["id"]))
+    values: list[dict[str, Any]] = []
+    for cmd in commands:
+        if cmd["workflow_instance_id"] or cmd["command_type"] == CommandType.RECOVER_SERIAL_WAIT:
+            return None
+        try:
+            row = build(cmd)
+        except Exception:
+            return None  # refused: the transaction records why
+        if row.get("is_sub_workflow"):
+            return None  # its relation row is written with it
+        values.append({**row, "host": me})
+    cols = list(values[0])
+    if any(list(v) != cols for v in values):
+        return None
+    async with pool.acquire() as conn:
+        types = await _column_types(conn)
+        if any(c not in types for c in cols):
+            return None
+        arrays = ", ".join(f"${i}::{types[c]}[]" for i, c in enumerate(cols, start=2))
+        sql = (
+            "WITH d AS (DELETE FROM command WHERE id = ANY($1::bigint[]) RETURNING id)"
+            f" INSERT INTO workflow_instance ({', '.join(cols)}, epoch)"
+            f" SELECT {', '.join(f'v.{c}' for c in cols)}, nextval('workflow_epoch_seq')"
+            f" FROM unnest({arrays}) AS v({', '.join(cols)}) WHERE v.command_id IN (SELECT id FROM d)"
+            " ORDER BY v.command_id RETURNING *"
+        )
+        try:
+            rows = await conn.fetch(sql, [int(c["id"]) for c in commands], *([v[c] for v in values] for c in cols))
+        except Exception as exc:
+            if transient(exc):
+                raise
+            log.info("a page of starts refused as a whole; claiming it in a transaction", error=str(exc))
+            return None
+    by_command = {int(r["command_id"]): r for r in rows}
+    return [(cmd, by_command[int(cmd["id"])]) for cmd in commands if int(cmd["id"]) in by_command]
 
 
 async def _claim(

@@ -258,8 +258,9 @@ class CommandPoller(BackgroundService):
                 rules[cmd_id] = (rule, spec.name)
         stops: list[int] = []
         created, failed = await self.store.claim(
-            [c["id"] for c in rows], lambda cmd: instance_values(cmd, specs[cmd["id"]], now), errors, rules, stops
-        )
+            [c["id"] for c in rows], lambda cmd: instance_values(cmd, specs[cmd["id"]], now), errors, rules, stops,
+            polled=rows,
+        )  # fmt: skip
         if stops and self.on_preempt is not None:
             self.on_preempt(stops)
         if self.metrics is not None:

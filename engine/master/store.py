@@ -214,9 +214,10 @@ class MasterStore:
         errors: dict[int, str],
         rules: Rules | None = None,
         stops: list[int] | None = None,
+        polled: Sequence[asyncpg.Record] = (),
     ) -> tuple[list[tuple[asyncpg.Record, asyncpg.Record]], int]:
         """:func:`engine.master.claim.claim`: commands into instances owned by this master."""
-        return await claim(self.pool, self.me, ids, build, errors, rules, stops)
+        return await claim(self.pool, self.me, ids, build, errors, rules, stops, polled)
 
     # -- fenced actor writes ----------------------------------------------------------------------
 
