@@ -35,10 +35,24 @@ def no_transaction(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return used
 
 
+def one_statement_tries(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Record each try of the one-statement claim: whether it claimed the page (True) or gave it up."""
+    tries: list[bool] = []
+    real = claim_mod._claim_starts
+
+    async def recording(*args: Any, **kw: Any) -> Any:
+        out = await real(*args, **kw)
+        tries.append(out is not None)
+        return out
+
+    monkeypatch.setattr(claim_mod, "_claim_starts", recording)
+    return tries
+
+
 async def test_a_page_of_plain_starts_is_one_statement_and_skips_a_command_another_master_took(
     pool: asyncpg.Pool, fresh_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    used = no_transaction(monkeypatch)
+    used, tries = no_transaction(monkeypatch), one_statement_tries(monkeypatch)
     code = await save(fresh_db, "plain", [shell("t", "true")])
     ids = await command(fresh_db, code, 5)
     p = poller(pool, fresh_db)
@@ -46,7 +60,7 @@ async def test_a_page_of_plain_starts_is_one_statement_and_skips_a_command_anoth
     assert [r["id"] for r in rows] == ids
     await query(fresh_db, "DELETE FROM command WHERE id = $1", ids[2])  # claimed by another master meanwhile
     claimed = await p.claim(rows)
-    assert used == [], "the transaction ran for a page of plain starts"
+    assert tries == [True] and used == [], "the transaction ran for a page of plain starts"
     mine = [i for i in ids if i != ids[2]]
     assert [int(row["command_id"]) for row, _, _ in claimed] == mine
     assert all(row["host"] == ME and row["state"] == WorkflowState.RUNNING_EXECUTION for row, _, _ in claimed)
@@ -67,7 +81,7 @@ async def test_a_page_of_plain_starts_is_one_statement_and_skips_a_command_anoth
 async def test_a_page_the_database_refuses_is_claimed_in_the_transaction_which_finds_the_command_at_fault(
     pool: asyncpg.Pool, fresh_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    used = no_transaction(monkeypatch)
+    used, tries = no_transaction(monkeypatch), one_statement_tries(monkeypatch)
     good = await save(fresh_db, "good", [shell("t", "true")])
     long_code = await save(fresh_db, "long", [shell("t", "true")])
     for table in ("workflow_definition", "workflow_definition_log"):  # saved before names were bounded
@@ -77,7 +91,7 @@ async def test_a_page_the_database_refuses_is_claimed_in_the_transaction_which_f
     last = await command(fresh_db, good, 2)
     p = poller(pool, fresh_db)
     claimed = await p.claim(await p.store.fetch_commands(0, 1, 100))
-    assert used, "the page went through the transaction"
+    assert tries == [False] and used, "the statement was refused (nothing written) and the transaction ran"
     assert [int(row["command_id"]) for row, _, _ in claimed] == first + last
     errors = await query(fresh_db, "SELECT id, message FROM error_command")
     assert [r["id"] for r in errors] == [poison] and "value too long" in errors[0]["message"]
@@ -87,11 +101,11 @@ async def test_a_page_the_database_refuses_is_claimed_in_the_transaction_which_f
 async def test_a_page_with_a_sub_workflow_start_goes_through_the_transaction(
     pool: asyncpg.Pool, fresh_db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    used = no_transaction(monkeypatch)
+    used, tries = no_transaction(monkeypatch), one_statement_tries(monkeypatch)
     code = await save(fresh_db, "child", [shell("t", "true")])
     await command(fresh_db, code, 1)
     await command(fresh_db, code, 1, command_param={"parentWorkflowInstanceId": 1, "parentTaskCode": 1})
     p = poller(pool, fresh_db)
     claimed = await p.claim(await p.store.fetch_commands(0, 1, 100))
-    assert used and len(claimed) == 2
+    assert tries == [False] and used and len(claimed) == 2
     assert await query(fresh_db, "SELECT 1 FROM command") == []

@@ -111,6 +111,10 @@ def _started_us(pid: int) -> int:
     return ticks * 1_000_000 // os.sysconf("SC_CLK_TCK")
 
 
+def _comm(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text()
+
+
 def _next_pid_after(pid: int) -> None:
     Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid))  # /proc: never blocks
 
@@ -166,6 +170,41 @@ async def test_a_group_whose_pid_was_reused_after_the_add_is_left_alone() -> Non
                 await p.wait()
         with contextlib.suppress(ProcessLookupError):
             os.kill(member, signal.SIGKILL)
+
+
+async def test_a_task_s_hostile_process_name_is_data_to_the_reaper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task names its own process (comm, printed unescaped in /proc/PID/stat: a newline, ") " and glob
+    characters included). Reading a group leader's start time must not expand that name: here a name that
+    would glob files whose names hold a command substitution, evaluated by bash arithmetic if it did. The
+    task still dies at the reaper's end."""
+    monkeypatch.chdir(tmp_path)  # the reaper's working directory: where the name's glob would look
+    (tmp_path / "tmp").mkdir()
+    for i in range(40):
+        (tmp_path / "tmp" / f"A{i}[$(touch owned)]").touch()  # run in the reaper's directory if ever
+    names_itself = (
+        "import ctypes, sys, time\n"
+        "ctypes.CDLL(None).prctl(15, b') tmp/*\\n', 0, 0, 0)  # PR_SET_NAME\n"
+        "print('named', flush=True)\n"
+        "time.sleep(1000)\n"
+    )
+    reaper = Reaper(lease_ttl=60)
+    await reaper.start()
+    task = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", names_itself, start_new_session=True, stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert task.stdout is not None and await task.stdout.readline() == b"named\n"
+        assert _comm(task.pid) == ") tmp/*\n\n"  # as the reaper reads it
+        reaper.add(task.pid)
+        await reaper.close()
+        assert await asyncio.wait_for(task.wait(), 5) == -signal.SIGKILL
+        assert not (tmp_path / "owned").exists(), "the reaper ran a command a task's name smuggled in"
+    finally:
+        if task.returncode is None:
+            task.kill()
+            await task.wait()
 
 
 async def test_what_one_turn_of_the_loop_tells_arrives_in_order(tmp_path: Path) -> None:

@@ -118,12 +118,14 @@ async def claim(
 
 
 #: workflow_instance column -> its type without modifier (a value too long for a varchar(n) column is then
-#: refused by the INSERT, as a single row's would be, not cut by a cast): read once
+#: refused by the INSERT, as a single row's would be, not cut by a cast): read once, and again when a column
+#: is not there (a schema upgraded under a running master)
 _COLUMN_TYPES: dict[str, str] = {}
 
 
-async def _column_types(conn: asyncpg.Connection) -> dict[str, str]:
-    if not _COLUMN_TYPES:
+async def _column_types(conn: asyncpg.Connection, cols: list[str]) -> dict[str, str]:
+    if any(c not in _COLUMN_TYPES for c in cols):
+        _COLUMN_TYPES.clear()
         rows = await conn.fetch(
             "SELECT attname, format_type(atttypid, NULL) AS type FROM pg_attribute"
             " WHERE attrelid = 'workflow_instance'::regclass AND attnum > 0 AND NOT attisdropped"
@@ -153,7 +155,7 @@ async def _claim_starts(
     if any(list(v) != cols for v in values):
         return None
     async with pool.acquire() as conn:
-        types = await _column_types(conn)
+        types = await _column_types(conn, cols)
         if any(c not in types for c in cols):
             return None
         arrays = ", ".join(f"${i}::{types[c]}[]" for i, c in enumerate(cols, start=2))

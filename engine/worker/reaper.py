@@ -65,13 +65,22 @@ now_us
 deadline=$(( now + $1 ))  # microseconds
 parent=$2  # whose other children are tasks too (0: none)
 hz=$5  # clock ticks per second of a process's start time in /proc/PID/stat (field 22, boot-time clock)
-kill_all() {
+started_us() {  # sets $started: when process $1 started (boot-time clock, microseconds); fails if unknown
+    # the task names itself (comm: any bytes but NUL, newlines and ") " included) and the kernel prints that
+    # name unescaped: the whole file is read, cut after the last ") ", split without globbing, and the field
+    # checked to be digits before any arithmetic sees it
     local s f
+    { read -r -d '' s < /proc/"$1"/stat; } 2>/dev/null
+    [[ $s == *") "* ]] || return 1
+    read -r -a f <<< "${s##*) }"  # from field 3 on: the start time (field 22) is f[19]
+    [[ ${f[19]} =~ ^[0-9]{1,18}$ ]] || return 1
+    started=$(( 10#${f[19]} * 1000000 / hz ))
+}
+kill_all() {
+    local started
     for g in "${!groups[@]}"; do
-        if { read -r s < /proc/"$g"/stat; } 2>/dev/null; then
-            f=(${s##*) })  # from field 3 on: the start time is f[19]
-            (( f[19] * 1000000 / hz > groups[$g] )) && continue  # started after the add: a reused pid
-        fi
+        # a leader started after the add holds a reused pid: another's process (unknown: killed, as before)
+        started_us "$g" && (( started > groups[$g] )) && continue
         echo "killed $g $EPOCHREALTIME" 2>/dev/null; kill -KILL -- "-$g" 2>/dev/null
     done
     groups=()
