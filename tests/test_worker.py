@@ -434,7 +434,14 @@ async def test_log_download_remove_and_path_safety(worker: NodeProc, sink: Repor
     path = (await sink.result(msg.task_instance_id))["log_path"]
     body = json.dumps({"path": path, "v": 1}).encode()
     raw = await client.call_raw(worker.address, LogDownload.METHOD, body)
-    assert b"downloadable" in raw
+    assert b"downloadable" in raw and raw == await asyncio.to_thread(Path(path).read_bytes)
+    # a log past the size read in one trip is streamed: the same bytes either way
+    big = task("SHELL", {"rawScript": "yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c 600000; echo"}, sink.address)
+    await dispatch(client, worker.address, big)
+    big_path = (await sink.result(big.task_instance_id))["log_path"]
+    big_body = json.dumps({"path": big_path, "v": 1}).encode()
+    streamed = await client.call_raw(worker.address, LogDownload.METHOD, big_body)
+    assert len(streamed) > 600_000 and streamed == await asyncio.to_thread(Path(big_path).read_bytes)
     from rpc.errors import BadRequest
 
     for bad in ("/etc/passwd", path + "/../../../../etc/passwd", "../../x.log"):
@@ -444,6 +451,9 @@ async def test_log_download_remove_and_path_safety(worker: NodeProc, sink: Repor
     assert not await asyncio.to_thread(Path(path).exists)
     with pytest.raises(BadRequest, match="does not exist"):
         await client.call(worker.address, LogView(path, 5))
+    with pytest.raises(BadRequest, match="does not exist") as gone:
+        await client.call_raw(worker.address, LogDownload.METHOD, body)
+    assert gone.value.status == 404  # the archiver marks such a log MISSING
 
 
 async def test_placeholders_resolve_against_the_schedule_time(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -216,6 +217,11 @@ class LogFiles:
         target = self.checked(path)
         return await asyncio.to_thread(_remove, target)
 
+    async def small(self, target: Path, cap: int) -> bytes | None:
+        """A :meth:`checked` log's bytes when it holds at most ``cap`` (one trip to a thread: most task logs
+        are this small), None when it is larger (to be streamed); BadRequest 404 when it does not exist."""
+        return await asyncio.to_thread(_small, target, cap)
+
 
 def _clip(line: str) -> str:
     return line if len(line) <= MAX_LINE_BYTES else line[:MAX_LINE_BYTES] + " …[line truncated]"
@@ -336,6 +342,17 @@ def _search(
     except FileNotFoundError:
         raise BadRequest(f"log {path} does not exist", 404) from None
     return hits, max(line_no, after), True, total
+
+
+def _small(path: Path, cap: int) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise BadRequest(f"log {path} does not exist", 404)
+            data = fh.read(cap + 1)
+    except (FileNotFoundError, IsADirectoryError):
+        raise BadRequest(f"log {path} does not exist", 404) from None
+    return data if len(data) <= cap else None
 
 
 def _remove(path: Path) -> bool:

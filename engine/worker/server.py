@@ -62,6 +62,8 @@ log = logs.get(__name__)
 
 #: seconds of our lease a task start must still have (a start this close to expiry is not made)
 START_MARGIN = 0.5
+#: a log at most this large is downloaded from memory, read in one trip to a thread (larger ones are streamed)
+SMALL_LOG_BYTES = 256 * 1024
 
 
 class WorkerHeartbeat(HeartbeatSource):
@@ -398,8 +400,12 @@ class Worker(Node):
 
     async def on_log_download(self, msg: LogDownload) -> web.StreamResponse:
         target = self.log_files.checked(msg.path)
-        if not target.is_file():
-            return web.json_response({"error": f"log {msg.path} does not exist"}, status=404)
+        try:
+            body = await self.log_files.small(target, SMALL_LOG_BYTES)
+        except BadRequest as exc:
+            return web.json_response({"error": f"log {msg.path} does not exist"}, status=exc.status)
+        if body is not None:  # read in one trip: the log archiver asks for every ended attempt's log
+            return web.Response(body=body, headers={"Content-Type": "text/plain; charset=utf-8"})
         return web.FileResponse(target, headers={"Content-Type": "text/plain; charset=utf-8"})
 
     async def on_log_remove(self, msg: LogRemove) -> LogRemoved:
