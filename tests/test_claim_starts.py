@@ -4,6 +4,7 @@ transaction, which finds the command at fault. Against a real PostgreSQL, throug
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import asyncpg
@@ -22,31 +23,31 @@ def poller(pool: asyncpg.Pool, dsn: str) -> CommandPoller:
     return CommandPoller(MasterStore(pool, ME), dsn, DefinitionCache(pool), lambda: (0, 1), lambda: "", lambda _: None)
 
 
-def no_transaction(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Record whether the claim's transaction ran (it must not for a page of plain starts)."""
-    used: list[bool] = []
-    real = claim_mod._claim
+def recorded(monkeypatch: pytest.MonkeyPatch, name: str, outcome: Callable[[Any], bool]) -> list[bool]:
+    """Each call of ``claim_mod.<name>`` from now on, as ``outcome`` of what it returned (of None if it raised)."""
+    calls: list[bool] = []
+    real = getattr(claim_mod, name)
 
     async def recording(*args: Any, **kw: Any) -> Any:
-        used.append(True)
-        return await real(*args, **kw)
+        out = None
+        try:
+            out = await real(*args, **kw)
+            return out
+        finally:
+            calls.append(outcome(out))
 
-    monkeypatch.setattr(claim_mod, "_claim", recording)
-    return used
+    monkeypatch.setattr(claim_mod, name, recording)
+    return calls
+
+
+def no_transaction(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Record whether the claim's transaction ran (it must not for a page of plain starts)."""
+    return recorded(monkeypatch, "_claim", lambda _: True)
 
 
 def one_statement_tries(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Record each try of the one-statement claim: whether it claimed the page (True) or gave it up."""
-    tries: list[bool] = []
-    real = claim_mod._claim_starts
-
-    async def recording(*args: Any, **kw: Any) -> Any:
-        out = await real(*args, **kw)
-        tries.append(out is not None)
-        return out
-
-    monkeypatch.setattr(claim_mod, "_claim_starts", recording)
-    return tries
+    return recorded(monkeypatch, "_claim_starts", lambda out: out is not None)
 
 
 async def test_a_page_of_plain_starts_is_one_statement_and_skips_a_command_another_master_took(
