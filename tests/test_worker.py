@@ -454,6 +454,10 @@ async def test_log_download_remove_and_path_safety(worker: NodeProc, sink: Repor
     with pytest.raises(BadRequest, match="does not exist") as gone:
         await client.call_raw(worker.address, LogDownload.METHOD, body)
     assert gone.value.status == 404  # the archiver marks such a log MISSING
+    await asyncio.to_thread(os.mkfifo, path)  # not a log: refused at once, no thread held opening it
+    with pytest.raises(BadRequest, match="does not exist") as fifo:
+        await client.call_raw(worker.address, LogDownload.METHOD, body, timeout=10)
+    assert fifo.value.status == 404
 
 
 async def test_placeholders_resolve_against_the_schedule_time(

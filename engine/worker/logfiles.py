@@ -346,12 +346,15 @@ def _search(
 
 def _small(path: Path, cap: int) -> bytes | None:
     try:
-        with open(path, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise BadRequest(f"log {path} does not exist", 404)
-            data = fh.read(cap + 1)
+        # non-blocking: opening a FIFO put in a log's place must not hold the thread (a regular file's reads
+        # ignore the flag); anything but a regular file is refused as the old is_file() check refused it
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (FileNotFoundError, IsADirectoryError):
         raise BadRequest(f"log {path} does not exist", 404) from None
+    with open(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BadRequest(f"log {path} does not exist", 404)
+        data = fh.read(cap + 1)
     return data if len(data) <= cap else None
 
 
