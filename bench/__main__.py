@@ -16,7 +16,20 @@ from bench.common import exit_on_sigterm, machine
 from bench.quick import insane, reference_block, write_reference
 from core import logs
 
-BENCHMARKS = ["registry", "engine", "failover", "scale", "hosts", "history", "ui", "spark", "sql", "jars", "resources"]
+BENCHMARKS = [
+    "registry",
+    "engine",
+    "steps",
+    "failover",
+    "scale",
+    "hosts",
+    "history",
+    "ui",
+    "spark",
+    "sql",
+    "jars",
+    "resources",
+]
 #: too heavy for the tiny round `make test` runs (spark: four Spark JVMs and a dozen Spark applications; jars:
 #: two javac builds and a JVM job per kind, 4-6 minutes at load 15 on two cores): what they measure is proven
 #: by real processes in tests/test_spark_cluster.py, tests/test_spark_connect.py, tests/test_mr.py and

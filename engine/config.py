@@ -457,6 +457,8 @@ class DebugConfig:
     clock_offset: float = field(metadata=_bounded(-86400 * 366, 86400 * 366))
     #: check each running workflow's core invariants after every batch of events (WorkflowRun.validate)
     validate_core: bool = False
+    #: a directory: the node records step marks (core/marks.py, read by ``python -m bench.steps``); "": off
+    step_marks: str = ""
 
 
 @dataclass(frozen=True)

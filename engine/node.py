@@ -17,7 +17,7 @@ from typing import Any
 import uvloop
 from aiohttp import web
 
-from core import logs
+from core import logs, marks
 from core.aio import bounded, cancel_and_wait
 from core.errors import ConfigError, PorpoiseError, SchemaMismatch
 from engine import clocks
@@ -316,6 +316,8 @@ def main(node_cls: type[Node], argv: Sequence[str] | None = None) -> int:
         return 2
     logs.configure(cfg.logging.format, cfg.logging.level, node=node_cls.role)
     clocks.offset_wall_clock(cfg.debug.clock_offset)  # test-only: 0 unless a test steps this node's clock
+    if cfg.debug.step_marks:
+        marks.start(cfg.debug.step_marks)  # benchmark-only (bench/steps.py)
 
     async def run() -> int:
         return await node_cls(cfg).run()
@@ -326,3 +328,5 @@ def main(node_cls: type[Node], argv: Sequence[str] | None = None) -> int:
         log.error("node failed", error=str(exc))
         print(f"porpoise {node_cls.role}: {exc}", file=sys.stderr)
         return exit_code(exc)
+    finally:
+        marks.flush()

@@ -4,6 +4,7 @@ one computes beside its timings must hold (timings themselves are not asserted).
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 import math
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bench import quick
+from bench import quick, steps
 from bench.__main__ import BENCHMARKS, NOT_IN_SMOKE
 
 
@@ -105,8 +106,18 @@ def _jars(r: dict[str, Any], size: dict[str, Any]) -> None:
     assert r["runs"] == 3 * (size["runs"] + size["first_apart"]), "a run missing"
 
 
+def _steps(r: dict[str, Any], size: dict[str, Any]) -> None:
+    # every step of both rounds passed every mark of its way, in order: a mark dropped from the code (or moved
+    # out of order) leaves steps not marked whole, and its hops missing
+    for round_, way in (("chain", steps.CHAIN_WAY), ("start", steps.START_WAY)):
+        assert r[f"{round_}_steps"] > 0, f"no {round_} step was marked"
+        assert r[f"{round_}_steps_marked_whole"] == r[f"{round_}_steps"], f"a {round_} step missed a mark"
+        for a, b in itertools.pairwise(way):
+            assert f"{round_} {a} -> {b} ms" in r, f"{round_}: no figure for the hop {a} -> {b}"
+
+
 CORRECT: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
-    "engine": _engine, "failover": _failover, "registry": _registry, "scale": _scale, "hosts": _hosts,
+    "engine": _engine, "steps": _steps, "failover": _failover, "registry": _registry, "scale": _scale, "hosts": _hosts,
     "spark": _spark, "sql": _sql, "jars": _jars,
     "history": _history,
     "ui": _ui,
@@ -223,3 +234,14 @@ def test_the_hot_path_figures_run_at_tiny_size() -> None:
         "worker_decode_dispatch_us", "master_decode_report_us", "worker_task_environment_us", "worker_builtins_us",
         "master_workflow_fan_out_100_us", "master_workflow_chain_100_us",
     }  # fmt: skip
+
+
+def test_the_steps_are_cut_at_their_way_s_ends_and_split_at_its_marks() -> None:
+    way = ("a", "b", "c", "a")
+    marks = [(0, "a"), (1, "x"), (3, "b"), (6, "c"), (10, "a"), (11, "b"), (15, "c"), (16, "b"), (20, "a"), (21, "b")]
+    cut = steps.steps([(ns * 1_000_000, name) for ns, name in marks], way)
+    assert [[ns // 1_000_000 for ns, _ in step] for step in cut] == [[0, 1, 3, 6, 10], [10, 11, 15, 16, 20]]
+    assert all(steps.passes(step, way) for step in cut)
+    assert not steps.passes([(0, "a"), (1, "c"), (2, "b"), (3, "a")], way)  # out of order
+    # the first mark of each name after the previous hop's: 3, 3, 4 and 1, 4, 5 ms -> medians
+    assert steps.hops(cut, way) == {"a -> b": 2.0, "b -> c": 3.5, "c -> a": 4.5, "step": 10.0}

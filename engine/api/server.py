@@ -21,7 +21,7 @@ import asyncpg
 import uvloop
 from aiohttp import web
 
-from core import logs
+from core import logs, marks
 from core.errors import ConfigError, PorpoiseError
 from engine import config as config_mod
 from engine.accounts.tokens import mark_used, token_hash
@@ -513,9 +513,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"porpoise api: {exc}", file=sys.stderr)
         return 2
     logs.configure(cfg.logging.format, cfg.logging.level, node="api")
+    if cfg.debug.step_marks:
+        marks.start(cfg.debug.step_marks)  # benchmark-only (bench/steps.py)
     try:
         return uvloop.run(ApiServer(cfg).run())
     except PorpoiseError as exc:
         log.error("api failed", error=str(exc))
         print(f"porpoise api: {exc}", file=sys.stderr)
         return exit_code(exc)
+    finally:
+        marks.flush()

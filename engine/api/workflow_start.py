@@ -10,6 +10,7 @@ from typing import Any
 
 import asyncpg
 
+from core import marks
 from engine.api import access, backfill_dependents
 from engine.api.routing import ApiError, Call, Route, not_found
 from engine.api.rows import FAILURE_STRATEGY_NAMES, PRIORITY_NAMES
@@ -226,6 +227,7 @@ async def _task_codes(api: Any, code: int, version: int, names: list[str]) -> li
 
 
 async def start(api: Any, call: Call) -> dict[str, Any]:
+    marks.mark("api start")
     body = call.body or {}
     row, version, global_params = await _startable(api, call.path_int("code"), body)
     params: dict[str, Any] = {"StartParams": {k: str(v) for k, v in (body.get("params") or {}).items()}}
@@ -239,6 +241,7 @@ async def start(api: Any, call: Call) -> dict[str, Any]:
     elif "scope" in body:
         raise ApiError(400, "scope needs start_tasks", "scope")
     args = _command_args(row, version, body, call.user_id)
+    marks.mark("api insert")
     command_id = await api.db.fetchval(
         _INSERT_COMMAND, command_type, args[0], args[1], json.dumps(params), *args[2:], None
     )

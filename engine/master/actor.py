@@ -18,7 +18,7 @@ from typing import Any
 
 import asyncpg
 
-from core import logs
+from core import logs, marks
 from core.aio import cancel_until_done
 from engine.clocks import now_ms
 from engine.master.logic_runner import LogicRunner
@@ -405,7 +405,9 @@ class WorkflowActor:
             write.alerts += self._end_alerts(write.workflow_state)
         if not write.empty():
             try:
+                marks.mark("master write")
                 ids = await self.store.write_retrying(self.info.id, self.info.epoch, write)
+                marks.mark("master written")
             except BaseException:  # fenced out, failed, or cancelled (the master stops): not acknowledged
                 self._refuse(batch)
                 raise

@@ -20,7 +20,7 @@ from typing import Any
 
 import asyncpg
 
-from core import logs
+from core import logs, marks
 from core.aio import BackgroundService
 from engine.concurrency.serial import Rule
 from engine.master.store import MasterStore
@@ -229,11 +229,14 @@ class CommandPoller(BackgroundService):
         index, count = self.slot()
         if count == 0:
             return 0
+        marks.mark("master poll")
         rows = await self.store.fetch_commands(index, count, self.page)
         if not rows:
             return 0
+        marks.mark("master fetched")
         with self.starting.begin():
             created = await self.claim(rows)
+            marks.mark("master claimed")
             if created:
                 self.on_claimed(created)
         return len(rows)

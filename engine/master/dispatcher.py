@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from core import logs
+from core import logs, marks
 from core.aio import cancel_and_wait
 from engine.clocks import now_ms
 from engine.master.actor import DispatchRequest
@@ -292,6 +292,7 @@ class Dispatcher:
         batch = TaskDispatchBatch([r.message for r in requests], valid_until_ms=valid_until)
         incarnation = self._incarnation(host, requests[0].worker_group)
         try:
+            marks.mark("master dispatch")
             reply = await self.rpc.call(host, batch)
             replies: list[DispatchReply | None] = list(reply.replies)
             self._said(host, len(requests), reply.free_slots)
@@ -405,6 +406,7 @@ class Dispatcher:
             self._host_groups.setdefault(host, set()).add(request.worker_group)
             incarnation = self._incarnation(host, request.worker_group)
             try:
+                marks.mark("master dispatch")
                 reply = await self.rpc.call(host, message)
             except RpcError as exc:
                 self._said(host, 1, None)

@@ -23,7 +23,7 @@ from typing import Any
 import asyncpg
 from aiohttp import web
 
-from core import logs
+from core import logs, marks
 from core.aio import bounded, cancel_and_wait
 from core.text import storable, storable_json
 from engine.clocks import check_skew
@@ -594,9 +594,11 @@ class Master(Node):
         return await self._deliver_report(msg.workflow_instance_id, self._running_event(msg))
 
     async def on_task_result(self, msg: TaskResult) -> ReportReply:
+        marks.mark("master report")
         return await self._deliver_report(msg.workflow_instance_id, self._result_event(msg))
 
     async def on_task_reports(self, msg: TaskReports) -> TaskReportsReply:
+        marks.mark("master report")
         """A batch of reports: each is handled (and acknowledged or not) on its own. All are posted to
         their actors at once, in order; only those no actor persisted take the slower path (together)."""
         self.metrics.inc("report_batches")

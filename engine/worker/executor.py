@@ -25,7 +25,7 @@ from typing import Any
 
 import psutil
 
-from core import logs
+from core import logs, marks
 from core.aio import ThreadTrips, acquire_in_thread
 from engine.alerts.senders import SECRET_KEYS
 from engine.clocks import now_ms
@@ -316,6 +316,7 @@ class Executor:
             attempt=d.attempt,
         ):
             try:
+                marks.mark("worker run")
                 result = await self._run(run)
             except asyncio.CancelledError:
                 if run.lost:  # the lease is gone: to be run again elsewhere, not a user's kill
@@ -482,6 +483,7 @@ class Executor:
         run.files = frozenset(launch.files)
         header += shown
         logfile, started = await self._set_up_run(run, launch, header, user)
+        marks.mark("worker set up")
         trailer = ""  # the log's last line, written in the same trip to a thread as its close
         try:
             if d.dry_run:
@@ -510,6 +512,7 @@ class Executor:
                 run.lost = True
             emitted: dict[str, str] = {}
             await self._wait_and_drain(run, proc, logfile, emitted)
+            marks.mark("worker exited")
             if proc.lost and not run.killed:  # its fork server died: how it ended is unknown
                 run.lost, run.lost_why = True, proc.lost
             code = proc.returncode if proc.returncode is not None else -1
@@ -615,6 +618,7 @@ class Executor:
 
     def _started(self, run: TaskRun, launch: Launch, proc: TaskProcess) -> TaskProcess:
         """The task's process is running: reaped if it outlives the lease, RUNNING reported."""
+        marks.mark("worker spawned")
         run.proc = proc
         if self.reaper is not None:
             self.reaper.add(proc.pid)

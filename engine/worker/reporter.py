@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from core import logs
+from core import logs, marks
 from core.aio import BackgroundService, cancel_and_wait
 from engine.worker.spool import Spool, Spooled
 from rpc import RpcClient
@@ -127,6 +127,7 @@ class Reporter(BackgroundService):
         one fsync: a group commit) and are sent once it is there, together (fewer, larger report batches
         while the worker is busy). ``on_sent`` is called when the result is handed to the sender (the master
         may hear of it from then on)."""
+        marks.mark("worker report")
         wf = msg.workflow_instance_id
         written: asyncio.Future[Exception | None] | None = None
         at_once = self.spool is None or self._committer is None or self._committer.done()

@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from core import logs
+from core import logs, marks
 from core.errors import ConfigError
 from engine.node import Node
 from engine.secretbox import Keyring
@@ -286,6 +286,7 @@ class Worker(Node):
     # -- RPC handlers -----------------------------------------------------------------------------
 
     async def on_dispatch(self, msg: TaskDispatch) -> DispatchReply:
+        marks.mark("worker dispatch")
         reply = self._admit(msg)
         await asyncio.sleep(0)  # the attempt takes its first step (prepared, set up) before the reply is sent
         return reply
@@ -330,6 +331,7 @@ class Worker(Node):
         return ""
 
     async def on_dispatch_batch(self, msg: TaskDispatchBatch) -> DispatchBatchReply:
+        marks.mark("worker dispatch")
         """Each attempt is admitted (or refused) on its own, in order, as if sent one by one."""
         replies = [self._admit(d, msg.valid_until_ms) for d in msg.tasks]
         await asyncio.sleep(0)  # the admitted attempts take their first step before the reply is sent
