@@ -50,10 +50,14 @@ def read_marks(directory: Path) -> list[tuple[int, str]]:
 
 def steps(marks: list[tuple[int, str]], way: tuple[str, ...]) -> list[list[tuple[int, str]]]:
     """The marks cut into steps: each from a mark named ``way[0]`` to the first ``way[-1]`` after it (a chain's
-    way starts and ends with the same name: each step's end is the next one's start)."""
+    way starts and ends with the same name: each step's end is the next one's start). A ``way[0]`` that comes
+    before the open step ended closes it unended (:func:`passes` then says it is not whole)."""
     cut: list[list[tuple[int, str]]] = []
     current: list[tuple[int, str]] | None = None
     for ns, name in marks:
+        if current is not None and name == way[0] and way[0] != way[-1]:
+            cut.append(current)  # a step that never ended (its task did not run?): kept, not whole
+            current = None
         if current is not None:
             current.append((ns, name))
             if name == way[-1] and len(current) > 1:
@@ -83,10 +87,14 @@ def hops(cut: list[list[tuple[int, str]]], way: tuple[str, ...]) -> dict[str, fl
     return {hop: statistics.median(values) for hop, values in times.items()}
 
 
+def trimmed(cut: list[Any]) -> list[Any]:
+    """The steps without EDGE at each end, when there are enough to leave some."""
+    return cut[EDGE:-EDGE] if len(cut) > 2 * EDGE + 1 else cut
+
+
 def _round(marks_dir: Path, way: tuple[str, ...], since: int, until: int) -> tuple[dict[str, float], int, int]:
     marks = [m for m in read_marks(marks_dir) if since <= m[0] < until]
-    cut = steps(marks, way)
-    kept = cut[EDGE:-EDGE] if len(cut) > 2 * EDGE + 1 else cut
+    kept = trimmed(steps(marks, way))
     whole = [s for s in kept if passes(s, way)]
     return hops(whole, way), len(kept), len(whole)
 

@@ -316,13 +316,13 @@ def main(node_cls: type[Node], argv: Sequence[str] | None = None) -> int:
         return 2
     logs.configure(cfg.logging.format, cfg.logging.level, node=node_cls.role)
     clocks.offset_wall_clock(cfg.debug.clock_offset)  # test-only: 0 unless a test steps this node's clock
-    if cfg.debug.step_marks:
-        marks.start(cfg.debug.step_marks)  # benchmark-only (bench/steps.py)
 
     async def run() -> int:
         return await node_cls(cfg).run()
 
     try:
+        if cfg.debug.step_marks:
+            marks.start(cfg.debug.step_marks)  # benchmark-only (bench/steps.py)
         return uvloop.run(run())
     except PorpoiseError as exc:
         log.error("node failed", error=str(exc))

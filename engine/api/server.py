@@ -513,9 +513,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"porpoise api: {exc}", file=sys.stderr)
         return 2
     logs.configure(cfg.logging.format, cfg.logging.level, node="api")
-    if cfg.debug.step_marks:
-        marks.start(cfg.debug.step_marks)  # benchmark-only (bench/steps.py)
     try:
+        if cfg.debug.step_marks:
+            marks.start(cfg.debug.step_marks)  # benchmark-only (bench/steps.py)
         return uvloop.run(ApiServer(cfg).run())
     except PorpoiseError as exc:
         log.error("api failed", error=str(exc))

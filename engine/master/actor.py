@@ -404,13 +404,13 @@ class WorkflowActor:
             write.next_backfill = self._next_backfill(write.workflow_state)
             write.alerts += self._end_alerts(write.workflow_state)
         if not write.empty():
+            marks.mark("master write")
             try:
-                marks.mark("master write")
                 ids = await self.store.write_retrying(self.info.id, self.info.epoch, write)
-                marks.mark("master written")
             except BaseException:  # fenced out, failed, or cancelled (the master stops): not acknowledged
                 self._refuse(batch)
                 raise
+            marks.mark("master written")
             grouped = {write.new_attempts[i].task_code for i, *_ in write.group_requests}
             for a, ti in zip(created, ids, strict=True):
                 held = a.code in grouped and ti not in write.admitted  # its group is full: GroupSlotGranted sends it

@@ -229,10 +229,11 @@ class CommandPoller(BackgroundService):
         index, count = self.slot()
         if count == 0:
             return 0
-        marks.mark("master poll")
+        polled = marks.now()
         rows = await self.store.fetch_commands(index, count, self.page)
         if not rows:
             return 0
+        marks.mark("master poll", polled)  # only a poll that found commands: the timer's empty ones are not steps
         marks.mark("master fetched")
         with self.starting.begin():
             created = await self.claim(rows)

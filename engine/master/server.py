@@ -598,9 +598,10 @@ class Master(Node):
         return await self._deliver_report(msg.workflow_instance_id, self._result_event(msg))
 
     async def on_task_reports(self, msg: TaskReports) -> TaskReportsReply:
-        marks.mark("master report")
         """A batch of reports: each is handled (and acknowledged or not) on its own. All are posted to
         their actors at once, in order; only those no actor persisted take the slower path (together)."""
+        if msg.results:
+            marks.mark("master report")
         self.metrics.inc("report_batches")
         reports = [*msg.running, *msg.results]
         ids = {r.workflow_instance_id for r in reports}

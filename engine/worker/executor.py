@@ -315,8 +315,8 @@ class Executor:
             task_instance_id=d.task_instance_id,
             attempt=d.attempt,
         ):
+            marks.mark("worker run")
             try:
-                marks.mark("worker run")
                 result = await self._run(run)
             except asyncio.CancelledError:
                 if run.lost:  # the lease is gone: to be run again elsewhere, not a user's kill

@@ -331,8 +331,8 @@ class Worker(Node):
         return ""
 
     async def on_dispatch_batch(self, msg: TaskDispatchBatch) -> DispatchBatchReply:
-        marks.mark("worker dispatch")
         """Each attempt is admitted (or refused) on its own, in order, as if sent one by one."""
+        marks.mark("worker dispatch")
         replies = [self._admit(d, msg.valid_until_ms) for d in msg.tasks]
         await asyncio.sleep(0)  # the admitted attempts take their first step before the reply is sent
         return DispatchBatchReply(replies, self.executor.free_slots())
