@@ -92,9 +92,10 @@ def trimmed(cut: list[Any]) -> list[Any]:
     return cut[EDGE:-EDGE] if len(cut) > 2 * EDGE + 1 else cut
 
 
-def _round(marks_dir: Path, way: tuple[str, ...], since: int, until: int) -> tuple[dict[str, float], int, int]:
-    marks = [m for m in read_marks(marks_dir) if since <= m[0] < until]
-    kept = trimmed(steps(marks, way))
+def _round(
+    marks: list[tuple[int, str]], way: tuple[str, ...], since: int, until: int
+) -> tuple[dict[str, float], int, int]:
+    kept = trimmed(steps([m for m in marks if since <= m[0] < until], way))
     whole = [s for s in kept if passes(s, way)]
     return hops(whole, way), len(kept), len(whole)
 
@@ -117,8 +118,9 @@ def run(size: str = "full") -> dict[str, Any]:
                                              params["starts"]))  # fmt: skip
         finally:
             stack.stop_all()  # each node writes its marks as it stops
-        chain_hops, chain_steps, chain_whole = _round(marks_dir, CHAIN_WAY, 0, between)
-        start_hops, start_steps, start_whole = _round(marks_dir, START_WAY, between, time.time_ns())
+        marks = read_marks(marks_dir)
+        chain_hops, chain_steps, chain_whole = _round(marks, CHAIN_WAY, 0, between)
+        start_hops, start_steps, start_whole = _round(marks, START_WAY, between, time.time_ns())
     _print("chain step (a task's exit -> the next task's exit)", chain_hops)
     _print("API start (the start handler -> the task's exit)", start_hops)
     return rounded(
