@@ -4,8 +4,16 @@
 -- change only through those migrations (`porpoise db upgrade`).
 
 CREATE FUNCTION porpoise_notify_command() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    payload text := '';
 BEGIN
-    PERFORM pg_notify('porpoise_command', '');
+    IF (SELECT count(*) FROM (SELECT 1 FROM added LIMIT 2) s) = 1 THEN
+        SELECT row_to_json(a)::text INTO payload FROM added a;
+        IF octet_length(payload) > 7900 THEN
+            payload := '';
+        END IF;
+    END IF;
+    PERFORM pg_notify('porpoise_command', payload);
     RETURN NULL;
 END;
 $$;
@@ -261,7 +269,7 @@ CREATE TABLE command (
 
 CREATE INDEX command_priority_id_idx ON command (workflow_instance_priority, id);
 
-CREATE TRIGGER command_notify AFTER INSERT ON command
+CREATE TRIGGER command_notify AFTER INSERT ON command REFERENCING NEW TABLE AS added
     FOR EACH STATEMENT EXECUTE FUNCTION porpoise_notify_command();
 
 CREATE TABLE error_command (

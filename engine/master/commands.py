@@ -2,8 +2,9 @@
 claims the commands of this master's slot.
 
 The poller wakes on PostgreSQL NOTIFY (channel ``porpoise_command``) and polls every
-``command_poll_interval`` as a fallback. It claims nothing while the registry session is not
-CONNECTED, while this master has no slot, or while the host is over its load / memory limits.
+``command_poll_interval`` as a fallback. A command announced with its row is claimed from it without a read
+of the table when nothing else can be waiting (``engine/master/announced.py``). It claims nothing while the
+registry session is not CONNECTED, while this master has no slot, or while the host is over its load / memory limits.
 A command that cannot become an instance moves to ``error_command`` with the reason (invariant 1).
 """
 
@@ -23,6 +24,7 @@ import asyncpg
 from core import logs, marks
 from core.aio import BackgroundService
 from engine.concurrency.serial import Rule
+from engine.master.announced import Announced
 from engine.master.store import MasterStore
 from engine.master.workflow_messages import Attempt
 from engine.scheduling.backfill import position
@@ -178,6 +180,8 @@ class CommandPoller(BackgroundService):
         self.interval = interval
         self.metrics = metrics
         self.wake = asyncio.Event()
+        #: commands announced with their rows since the slot was last read
+        self.announced = Announced(max(10 * page, 1000))
         self._listener: asyncpg.Connection | None = None
         self._refusing = ""
 
@@ -196,10 +200,15 @@ class CommandPoller(BackgroundService):
             return
         try:
             conn = await asyncpg.connect(self.dsn, timeout=5)
-            await conn.add_listener("porpoise_command", lambda *_: self.wake.set())
+            await conn.add_listener("porpoise_command", self._heard)
             self._listener = conn
+            self.announced.forget()  # notifications may have come while no one listened
         except DB_FAILURES as exc:
             log.warning("cannot LISTEN for commands; polling only", error=str(exc))
+
+    def _heard(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+        self.announced.heard(payload)
+        self.wake.set()
 
     async def _run(self) -> None:
         while True:
@@ -211,6 +220,7 @@ class CommandPoller(BackgroundService):
                 while await self.poll_once() >= self.page:
                     pass  # a full page: there may be more right away
             except DB_FAILURES as exc:
+                self.announced.forget()
                 log.warning("command poll failed", error=str(exc))
                 await self._close_listener()
                 await asyncio.sleep(min(self.interval, 1.0))
@@ -224,25 +234,39 @@ class CommandPoller(BackgroundService):
                 if self.metrics is not None and reason.startswith("overloaded"):
                     self.metrics.inc("overload_events")
             self._refusing = reason
+            self.announced.forget()  # what comes meanwhile waits in the table
             return 0
         self._refusing = ""
         index, count = self.slot()
         if count == 0:
             return 0
         polled = marks.now()
-        rows = await self.store.fetch_commands(index, count, self.page)
+        rows: list[Any] | None = self.announced.take((index, count), self.page)
+        read = rows is None
+        if rows is None:
+            self.announced.reading()
+            rows = await self.store.fetch_commands(index, count, self.page)
         if not rows:
+            if read:
+                self.announced.read((index, count), complete=True)
             return 0
         marks.mark("master poll", polled)  # only a poll that found commands: the timer's empty ones are not steps
         marks.mark("master fetched")
         with self.starting.begin():
-            created = await self.claim(rows)
+            try:
+                created = await self.claim(rows)
+            except BaseException:
+                self.announced.forget()
+                raise
             marks.mark("master claimed")
+            if read:
+                self.announced.read((index, count), complete=len(rows) < self.page)
             if created:
                 self.on_claimed(created)
         return len(rows)
 
-    async def claim(self, rows: list[asyncpg.Record]) -> list[Claimed]:
+    async def claim(self, rows: list[Any]) -> list[Claimed]:
+        """``rows``: the commands as read (asyncpg records) or announced (dicts of the same columns)."""
         errors: dict[int, str] = {}
         specs: dict[int, WorkflowSpec] = {}
         for cmd in rows:

@@ -14,11 +14,22 @@ definition_code_seq = Sequence("definition_code_seq", start=1000000, metadata=me
 #: Fencing epochs: every change of a workflow instance's owner takes a fresh, never reused value.
 workflow_epoch_seq = Sequence("workflow_epoch_seq", start=1, metadata=metadata)
 
-#: Masters LISTEN on porpoise_command; one notification per inserting statement.
+#: Masters LISTEN on porpoise_command; one notification per inserting statement. A statement that inserts one
+#: command announces its row (``row_to_json``; ``engine/master/announced.py``), so the master of its slot claims
+#: it without reading the table first; any other statement, or a row too long for a notification's 8,000
+#: bytes, announces nothing but its having happened (an empty payload: read the table).
 NOTIFY_COMMAND = """\
 CREATE FUNCTION porpoise_notify_command() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    payload text := '';
 BEGIN
-    PERFORM pg_notify('porpoise_command', '');
+    IF (SELECT count(*) FROM (SELECT 1 FROM added LIMIT 2) s) = 1 THEN
+        SELECT row_to_json(a)::text INTO payload FROM added a;
+        IF octet_length(payload) > 7900 THEN
+            payload := '';
+        END IF;
+    END IF;
+    PERFORM pg_notify('porpoise_command', payload);
     RETURN NULL;
 END;
 $$"""
@@ -43,7 +54,7 @@ event.listen(
     command,
     "after_create",
     DDL(
-        "CREATE TRIGGER command_notify AFTER INSERT ON command\n"
+        "CREATE TRIGGER command_notify AFTER INSERT ON command REFERENCING NEW TABLE AS added\n"
         "    FOR EACH STATEMENT EXECUTE FUNCTION porpoise_notify_command()"
     ),
 )
