@@ -125,8 +125,9 @@ async def test_a_process_that_cannot_be_created_fails_with_its_log_closed_and_ex
     text = await log_text(result["log_path"])
     assert text.startswith("[porpoise] ") and "rendered rawScript" in text and "\nran-it\n" not in text
     assert result["log_tail"] and result["log_tail"] in text  # the log was set up and closed as for any attempt
-    exec_dir = tmp_path / "exec" / str(d.workflow_instance_id) / f"{d.task_instance_id}-{d.attempt}"
+    exec_dir = tmp_path / "exec" / f"{d.workflow_instance_id}-{d.task_instance_id}-{d.attempt}"
     assert not exec_dir.exists()  # handed back (kept as a spare under another name, or removed)
+    assert {p.name for p in (tmp_path / "exec").iterdir()} <= {".spare"}  # one level: no directory per instance
     assert executor.runs == {}
 
 

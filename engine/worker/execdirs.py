@@ -1,13 +1,14 @@
 """Attempts' working directories: fresh and private to each attempt, and recycled.
 
-Every attempt runs in ``<exec root>/<workflow instance>/<task instance>-<attempt>`` holding only the
-files its plugin wrote (the SHELL script, ...); the directory goes when the attempt ends, as in
-DolphinScheduler. Creating a directory and a file costs the kernel an inode each: 250-700 us apiece on
+Every attempt runs in ``<exec root>/<workflow instance>-<task instance>-<attempt>`` holding only the files its
+plugin wrote (the SHELL script, ...); the directory goes when the attempt ends, as in DolphinScheduler. One
+level: an instance's first attempt makes no directory for the instance, and the root holds only the attempts
+running and the spares. Creating a directory and a file costs the kernel an inode each: 250-700 us apiece on
 this project's VM disk (ext4), against 40 us to rename a directory and 12 us to open an existing file — at
-hundreds of tasks a second that was a third of the worker's CPU. So an ended attempt's directory is
-emptied and kept as a spare (its plugin files kept, everything else removed) and the next attempt
-renames a spare into place and overwrites the files it needs; names it does not need are unlinked
-first, so an attempt never sees another's files.
+hundreds of tasks a second that was a third of the worker's CPU. So an ended attempt's directory is emptied
+and kept as a spare (its plugin files kept, everything else removed) and the next attempt renames a spare into
+place and overwrites the files it needs; names it does not need are unlinked first, so an attempt never sees
+another's files.
 
 A spare goes only to an attempt of the OS user it ran as (the worker's own, or a tenant's): a tenant's
 attempt gets a directory only that tenant's attempts had, never one another user could have left something
@@ -29,7 +30,7 @@ import shutil
 import stat
 from pathlib import Path
 
-#: where spares wait, under the exec root (instance directories are numbers: no clash)
+#: where spares wait, under the exec root (attempt directories are numbers and dashes: no clash)
 SPARE = ".spare"
 
 
@@ -127,7 +128,7 @@ class ExecDirs:
         try:
             os.rename(spare, path)
             return True
-        except FileNotFoundError:  # the instance directory does not exist yet (or the spare went)
+        except FileNotFoundError:  # the exec root went (or the spare did)
             pass
         except OSError:  # the attempt's directory exists already and is not empty: use it
             remove_dir(spare)

@@ -265,7 +265,7 @@ class Executor:
                 d.task_instance_id,
                 d.attempt,
             ),
-            exec_dir=self.exec_root.joinpath(str(d.workflow_instance_id), f"{d.task_instance_id}-{d.attempt}"),
+            exec_dir=self.exec_root / f"{d.workflow_instance_id}-{d.task_instance_id}-{d.attempt}",
         )
         replaced = self.runs.get(d.task_instance_id)  # another attempt of it (its owner moved on): no longer counted
         if replaced is not None:
