@@ -240,6 +240,24 @@ def test_constraints_encode_the_invariants(fresh_db: str) -> None:
     asyncio.run(run())
 
 
+def test_no_role_but_the_owner_and_the_runtime_role_connects(empty_db: EmptyDb, pg_server: PostgresServer) -> None:
+    """Another role of the same server cannot connect, so it cannot LISTEN to the commands' rows either."""
+
+    async def run() -> None:
+        await upgrade(empty_db.owner, RUNTIME_ROLE)
+        admin = await asyncpg.connect(pg_server.admin_dsn())
+        try:
+            await pg_server.ensure_role(admin, "outsider")
+        finally:
+            await admin.close()
+        for dsn in (empty_db.owner, empty_db.dsn):
+            await (await asyncpg.connect(dsn)).close()
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied for database"):
+            await asyncpg.connect(pg_server.dsn_for("outsider", empty_db.name))
+
+    asyncio.run(run())
+
+
 def test_command_insert_notifies_listeners(fresh_db: str) -> None:
     async def run() -> list[str]:
         listener = await asyncpg.connect(fresh_db)

@@ -1,6 +1,7 @@
 """Database roles: the schema owner runs migrations; the runtime role the nodes log in as may only read and
 write rows (SELECT / INSERT / UPDATE / DELETE on tables, USAGE on sequences, EXECUTE on functions), never
-create, alter or drop anything, so a node (or a task that steals its DSN) cannot change the schema."""
+create, alter or drop anything, so a node (or a task that steals its DSN) cannot change the schema. No other
+role (but superusers) may connect to the database."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ _GRANTS = (
     "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role}",
     "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO {role}",
     "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT EXECUTE ON FUNCTIONS TO {role}",
+    # no one else connects (PostgreSQL lets PUBLIC connect to a new database): a session in the database may
+    # LISTEN on any channel, and porpoise_command carries the rows of new commands (their start parameters).
+    # The owner keeps its own right; a role running this that does not own the database revokes nothing.
+    "REVOKE CONNECT ON DATABASE {db} FROM PUBLIC",
 )
 
 
