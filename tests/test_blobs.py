@@ -202,3 +202,35 @@ def test_a_sealed_s3_secret_is_opened_with_the_keyring(moto_s3: str) -> None:
     without: Any = s3_config(moto_s3, **{"storage.s3_secret_access_key": sealed})
     with pytest.raises(ConfigError, match="cannot open the sealed value"):
         s3_secret(without)
+
+
+async def test_a_small_blob_on_a_new_key_is_one_statement_and_a_known_key_is_replaced(fresh_db: str) -> None:
+    """At most one chunk: read whole, then one statement writes the row and its chunk when the key is new (a
+    task log's archive); a key written before gets a new row (a new id) in a transaction."""
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=2)
+    calls: list[str] = []
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            calls.append(name)
+            return getattr(pool, name)
+
+    store = DatabaseBlobStore(Counting())  # type: ignore[arg-type]
+    try:
+        await store.put("log", stream(b"one line\n"))
+        assert calls == ["fetchval"]
+        (first,) = await pool.fetch("SELECT id, size, chunks FROM blob WHERE key = 'log'")
+        calls.clear()
+        await store.put("log", stream(b"two\nlines\n", piece=4))
+        assert calls == ["fetchval", "acquire"]
+        (second,) = await pool.fetch("SELECT id, size, chunks FROM blob WHERE key = 'log'")
+        assert second["id"] != first["id"] and (second["size"], second["chunks"]) == (10, 1)
+        assert await read(store, "log") == b"two\nlines\n"
+        await store.put("empty", stream(b""))
+        (empty,) = await pool.fetch("SELECT id, size, chunks FROM blob WHERE key = 'empty'")
+        assert (empty["size"], empty["chunks"]) == (0, 0)
+        assert await pool.fetchval("SELECT count(*) FROM blob_chunk WHERE blob_id = $1", empty["id"]) == 0
+        assert await read(store, "empty") == b""
+        assert await pool.fetchval("SELECT count(*) FROM blob_chunk") == 1  # the old row's chunk went with it
+    finally:
+        await pool.close()

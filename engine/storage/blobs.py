@@ -151,6 +151,18 @@ async def _parts(chunks: AsyncIterable[bytes], size: int, sizer: _Sizer) -> Asyn
 # -- PostgreSQL ---------------------------------------------------------------------------------------------
 
 
+_PUT_CHUNK = "INSERT INTO blob_chunk (blob_id, seq, data) VALUES ($1, $2, $3)"
+#: a blob of at most one chunk (``$4``: 0 or 1; ``$5``: its data or NULL), its row and its chunk
+_PUT_SMALL = (
+    "WITH b AS (INSERT INTO blob (key, size, sha256, chunks) VALUES ($1, $2, $3, $4){conflict} RETURNING id),"
+    " c AS (INSERT INTO blob_chunk (blob_id, seq, data) SELECT id, 0, $5::bytea FROM b WHERE $5::bytea IS NOT NULL)"
+    " SELECT count(*) FROM b"
+)
+#: the same when the key is new, else nothing written (0)
+_PUT_NEW_SMALL = _PUT_SMALL.format(conflict=" ON CONFLICT (key) DO NOTHING")
+_PUT_SMALL = _PUT_SMALL.format(conflict="")
+
+
 class DatabaseBlobStore:
     """Blobs in the metadata database: ``blob`` + ``blob_chunk`` rows (engine/storage/blob_tables.py)."""
 
@@ -159,19 +171,36 @@ class DatabaseBlobStore:
         self.chunk_bytes = chunk_bytes
 
     async def put(self, key: str, chunks: AsyncIterable[bytes], *, max_size: int | None = None) -> StoredBlob:
+        """A blob of at most one chunk (every task log, most resource files) is read whole first and written
+        in one statement when its key is new (the blob row and its chunk, committing themselves: one round
+        trip where the general way takes six); a key written before, or a bigger blob, in a transaction
+        that replaces the key's row (a new id: a reader of the old one never mixes the two)."""
         check_key(key)
         sizer = _Sizer(key, max_size)
+        parts = aiter(_parts(chunks, self.chunk_bytes, sizer))
         try:
+            first = await anext(parts, None)
+            second = None if first is None else await anext(parts, None)
+            if second is None:
+                stored = sizer.stored()
+                args = (key, stored.size, stored.sha256, 0 if first is None else 1, first)
+                if await self.pool.fetchval(_PUT_NEW_SMALL, *args):
+                    return stored
+                async with self.pool.acquire() as conn, conn.transaction():
+                    await conn.execute("DELETE FROM blob WHERE key = $1", key)
+                    await conn.execute(_PUT_SMALL, *args)
+                return stored
             async with self.pool.acquire() as conn, conn.transaction():
                 await conn.execute("DELETE FROM blob WHERE key = $1", key)
                 blob_id = await conn.fetchval(
                     "INSERT INTO blob (key, size, sha256, chunks) VALUES ($1, 0, '', 0) RETURNING id", key
                 )
                 seq = 0
-                async for part in _parts(chunks, self.chunk_bytes, sizer):
-                    await conn.execute(
-                        "INSERT INTO blob_chunk (blob_id, seq, data) VALUES ($1, $2, $3)", blob_id, seq, part
-                    )
+                for part in (first, second):
+                    await conn.execute(_PUT_CHUNK, blob_id, seq, part)
+                    seq += 1
+                async for part in parts:
+                    await conn.execute(_PUT_CHUNK, blob_id, seq, part)
                     seq += 1
                 stored = sizer.stored()
                 await conn.execute(
