@@ -196,6 +196,53 @@ async def test_the_archiver_copies_ended_logs_and_says_which_it_could_not(fresh_
         await pool.close()
 
 
+async def test_the_logs_of_a_pass_are_marked_in_one_statement_and_a_removed_instance_s_archive_goes(
+    fresh_db: str, tmp_path: Path
+) -> None:
+    """The pass stores each log, then marks the stored ones ARCHIVED together; a log whose instance retention
+    removed while it was stored has its archive deleted, and the others are marked all the same."""
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
+    rpc = rpc_client(5)
+    try:
+        async with LogListener(tmp_path) as worker:
+            (tmp_path / "1").mkdir()
+            paths = [tmp_path / "1" / f"{i}.log" for i in range(3)]
+            for i, path in enumerate(paths):
+                path.write_text(f"log {i}\n")
+            async with pool.acquire() as conn:
+                tasks = [await _task(conn, SUCCESS, worker.address, str(path)) for path in paths]
+            archiver = _archiver(pool, rpc)
+            removed_instance, removed_task = tasks[1]
+            put = archiver.blobs.put
+            marked_while_storing: list[int] = []
+
+            async def put_then_remove(key: str, chunks: Any, **kw: Any) -> Any:
+                stored = await put(key, chunks, **kw)
+                marked_while_storing.append(
+                    await pool.fetchval("SELECT count(*) FROM task_log_archive WHERE state = $1", ArchiveState.ARCHIVED)
+                )
+                if key == archive_key(removed_instance, removed_task, 1):  # retention, while it was stored
+                    await pool.execute("DELETE FROM workflow_instance WHERE id = $1", removed_instance)
+                return stored
+
+            archiver.blobs.put = put_then_remove  # type: ignore[method-assign]
+            assert await archiver.archive_once() == 3
+        assert marked_while_storing == [0, 0, 0]  # marked at the end of the pass, not one by one
+        rows = {r["task_instance_id"]: r for r in await pool.fetch("SELECT * FROM task_log_archive")}
+        assert set(rows) == {tasks[0][1], tasks[2][1]}
+        for i in (0, 2):
+            instance, task = tasks[i]
+            assert rows[task]["state"] == ArchiveState.ARCHIVED and rows[task]["blob_key"] == archive_key(
+                instance, task, 1
+            )
+            assert rows[task]["log_size"] == len(f"log {i}\n") and len(rows[task]["sha256"]) == 64
+            assert await _blob_text(archiver.blobs, archive_key(instance, task, 1)) == f"log {i}\n".encode()
+        assert not await archiver.blobs.exists(archive_key(removed_instance, removed_task, 1))
+    finally:
+        await rpc.close()
+        await pool.close()
+
+
 # -- reading through the API ----------------------------------------------------------------------------------
 
 

@@ -103,10 +103,14 @@ SELECT c.task_instance_id, c.workflow_instance_id, c.tries, t.host, t.log_path, 
 FROM claimed c JOIN task_instance t ON t.id = c.task_instance_id
 """
 
+#: the logs of one pass archived, in one statement: the task instance ids of the rows still there
 _ARCHIVED = """
-UPDATE task_log_archive SET state = $2, blob_key = $3, log_size = $4, stored_size = $5, sha256 = $6,
-    truncated = $7, archive_time = now(), reason = NULL
-WHERE task_instance_id = $1
+UPDATE task_log_archive a SET state = $1, blob_key = u.key, log_size = u.log_size, stored_size = u.stored_size,
+    sha256 = u.sha256, truncated = u.truncated, archive_time = now(), reason = NULL
+FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[])
+    AS u(task_instance_id, key, log_size, stored_size, sha256, truncated)
+WHERE a.task_instance_id = u.task_instance_id
+RETURNING a.task_instance_id
 """
 
 _GIVE_UP = "UPDATE task_log_archive SET state = $2, reason = $3 WHERE task_instance_id = $1"
@@ -149,15 +153,35 @@ class LogArchiver(BackgroundService):
             await asyncio.sleep(self.interval)
 
     async def archive_once(self) -> int:
-        """Claim up to ``batch`` due logs and archive them; how many were claimed."""
+        """Claim up to ``batch`` due logs and archive them; how many were claimed. The rows of the logs stored
+        are marked ARCHIVED together at the end of the pass (one statement): an API server that dies before
+        leaves them PENDING, and their leases end, so they are stored again (the same key, replaced)."""
         rows = await self.pool.fetch(
             _CLAIM, self.batch, self.retry_seconds, MAX_RETRY_SECONDS, int(ArchiveState.PENDING)
         )
+        stored: list[tuple[int, str, int, int, str, bool]] = []
         for row in rows:
-            await self._archive(row)
+            done = await self._archive(row)
+            if done is not None:
+                stored.append(done)
+        if stored:
+            await self._archived(stored)
         return len(rows)
 
-    async def _archive(self, row: asyncpg.Record) -> None:
+    async def _archived(self, stored: list[tuple[int, str, int, int, str, bool]]) -> None:
+        kept = {
+            int(r["task_instance_id"])
+            for r in await self.pool.fetch(_ARCHIVED, int(ArchiveState.ARCHIVED), *map(list, zip(*stored, strict=True)))
+        }
+        for task_id, key, log_size, stored_size, _, truncated in stored:
+            if task_id not in kept:  # its instance was removed meanwhile (retention): so goes the archive
+                await self.blobs.delete(key)
+                continue
+            log.info("task log archived", task_instance_id=task_id, key=key, log_bytes=log_size,
+                     stored_bytes=stored_size, truncated=truncated)  # fmt: skip
+
+    async def _archive(self, row: asyncpg.Record) -> tuple[int, str, int, int, str, bool] | None:
+        """Store one claimed log; what to mark ARCHIVED, or None (the row was given up or is to be retried)."""
         task_id = int(row["task_instance_id"])
         key = archive_key(int(row["workflow_instance_id"]), task_id, int(row["attempt"]))
         seen = Compressed()
@@ -171,21 +195,13 @@ class LogArchiver(BackgroundService):
             if exc.status == 404:
                 await self.pool.execute(_GIVE_UP, task_id, int(ArchiveState.MISSING), f"gone from {row['host']}")
                 log.info("task log gone from its worker before it was archived", task_instance_id=task_id)
-                return
+                return None
             await self._failed(row, f"worker {row['host']}: {exc}")
-            return
+            return None
         except (RpcError, BlobError) as exc:
             await self._failed(row, str(exc))
-            return
-        done = await self.pool.execute(
-            _ARCHIVED, task_id, int(ArchiveState.ARCHIVED), key, seen.log_size, stored.size, stored.sha256,
-            seen.truncated,
-        )  # fmt: skip
-        if done == "UPDATE 0":  # its instance was removed meanwhile (retention): so goes the archive
-            await self.blobs.delete(key)
-            return
-        log.info("task log archived", task_instance_id=task_id, key=key, log_bytes=seen.log_size,
-                 stored_bytes=stored.size, truncated=seen.truncated)  # fmt: skip
+            return None
+        return task_id, key, seen.log_size, stored.size, stored.sha256, seen.truncated
 
     async def _failed(self, row: asyncpg.Record, reason: str) -> None:
         task_id = int(row["task_instance_id"])
