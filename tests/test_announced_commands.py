@@ -5,16 +5,19 @@ has left (engine/master/announced.py). Against a real PostgreSQL and the real tr
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 from typing import Any
 
 import asyncpg
 import pytest
 
+from engine.infra.postgres import PostgresServer
 from engine.master.announced import COLUMNS, Announced, command_row
 from engine.master.commands import CommandPoller, DefinitionCache
 from engine.master.store import MasterStore
 from tests.cluster_harness import command, query, save, shell
+from tests.databases import database_name, owner_dsn
 
 ME = "127.0.0.1:5679"
 
@@ -78,7 +81,39 @@ async def test_an_announced_row_is_the_row_a_read_of_the_table_gives(pool: async
         (read,) = await listening.poller.store.fetch_commands(0, 1, 100)
     assert row is not None and list(row) == list(COLUMNS)
     assert row == dict(read)
-    assert row["schedule_time"] == read["schedule_time"] and row["schedule_time"].utcoffset() is not None
+    for name in ("schedule_time", "start_time", "update_time"):  # in UTC as a read gives them, not +05:30
+        assert row[name].isoformat() == read[name].isoformat() and row[name].utcoffset() == dt.timedelta(0)
+
+
+async def test_a_scheduled_run_s_business_date_is_the_same_announced_or_read(
+    pool: asyncpg.Pool, fresh_db: str, pg_server: PostgresServer
+) -> None:
+    """The server's time zone is not UTC: a schedule time announced (as the session writes it) and read give
+    the same built-in dates."""
+    owner = await asyncpg.connect(owner_dsn(pg_server, fresh_db))
+    try:
+        await owner.execute(f"ALTER DATABASE {database_name(fresh_db)} SET timezone TO 'America/New_York'")
+    finally:
+        await owner.close()
+    dates = ({"prop": "d", "direct": "IN", "type": "VARCHAR", "value": "${system.biz.curdate}"},
+             {"prop": "t", "direct": "IN", "type": "VARCHAR", "value": "${system.datetime}"})  # fmt: skip
+    code = await save(fresh_db, "dates", [shell("t", "true")], global_params=dates)
+    params = []
+    async with Listening(pool, fresh_db) as listening:
+        p = listening.poller
+        assert await p.poll_once() == 0
+        for announced in (True, False):
+            (cid,) = await command(
+                fresh_db, code, command_type=6, schedule_time=dt.datetime(2026, 11, 28, 0, 30, tzinfo=dt.UTC)
+            )
+            assert await listening.heard() != ""
+            if not announced:
+                p.announced.forget()
+            reads = listening.reads
+            assert await p.poll_once() == 1 and listening.reads == reads + (not announced)
+            (row,) = await query(fresh_db, "SELECT global_params FROM workflow_instance WHERE command_id = $1", cid)
+            params.append({g["prop"]: g["value"] for g in json.loads(row["global_params"])})
+    assert params[0] == params[1] == {"d": "20261128", "t": "20261128003000"}
 
 
 async def test_a_start_announced_with_its_row_is_claimed_without_reading_the_table(
@@ -141,6 +176,55 @@ async def test_commands_waiting_in_the_table_are_read_first_in_priority_order(
         assert (await instances(fresh_db))[-3:] == [late, missed, next_one]
 
 
+async def test_a_command_without_its_notification_waits_no_longer_than_the_poll_interval(
+    pool: asyncpg.Pool, fresh_db: str, pg_server: PostgresServer
+) -> None:
+    """Inserted with the trigger off (a restore): announced commands keep coming, yet once the slot was read
+    ``interval`` seconds ago the next poll reads it again, and the waiting command goes first (its priority)."""
+    code = await save(fresh_db, "announced", [shell("t", "true")])
+    async with Listening(pool, fresh_db) as listening:
+        p = listening.poller
+        assert await p.poll_once() == 0
+        owner = await asyncpg.connect(owner_dsn(pg_server, fresh_db))
+        try:
+            async with owner.transaction():
+                await owner.execute("ALTER TABLE command DISABLE TRIGGER command_notify")
+                hidden = await owner.fetchval(
+                    "INSERT INTO command (command_type, workflow_definition_code, workflow_instance_priority)"
+                    " VALUES (0, $1, 0) RETURNING id",
+                    code,
+                )
+                await owner.execute("ALTER TABLE command ENABLE TRIGGER command_notify")
+        finally:
+            await owner.close()
+        (first,) = await command(fresh_db, code)
+        await listening.heard()
+        assert await p.poll_once() == 1 and listening.reads == 1  # from the rows in hand: not seen yet
+        (second,) = await command(fresh_db, code)
+        await listening.heard()
+        p.announced._read_at -= p.interval  # the slot was read a poll interval ago
+        assert await p.poll_once() == 2 and listening.reads == 2
+    made = await instances(fresh_db)
+    assert made[0] == first and sorted(made[1:]) == sorted([hidden, second])
+    assert await query(fresh_db, "SELECT 1 FROM command") == []
+
+
+async def test_a_notification_that_cannot_be_taken_still_wakes_the_poller(pool: asyncpg.Pool, fresh_db: str) -> None:
+    p = CommandPoller(
+        MasterStore(pool, ME), fresh_db, DefinitionCache(pool), lambda: (0, 1), lambda: "", lambda _: None
+    )
+    p.announced.reading()
+    p.announced.read((0, 1), complete=True)
+    p.announced.heard(json.dumps({"x": 1}))  # not a row: exactness gone
+    assert p.announced.take((0, 1), 10) is None
+    p.announced.reading()
+    p.announced.read((0, 1), complete=True)
+    deep = "[" * 100_000 + "]" * 100_000  # past the JSON parser's depth
+    assert command_row(deep) is None
+    p._heard(None, 0, "porpoise_command", deep)
+    assert p.wake.is_set() and p.announced.take((0, 1), 10) is None
+
+
 async def test_a_command_announced_and_read_becomes_one_instance(pool: asyncpg.Pool, fresh_db: str) -> None:
     """A command committed while a read runs is both read and announced: its second claim deletes nothing and
     creates nothing."""
@@ -185,7 +269,7 @@ def test_the_rows_in_hand_serve_only_the_slot_that_was_read() -> None:
                 "start_time": "2026-11-28T10:00:00+00:00", "update_time": "2026-11-28T10:00:00.5+00:00"}  # fmt: skip
         return json.dumps(row)
 
-    announced = Announced(limit=3)
+    announced = Announced(limit=3, max_age=60)
     assert announced.take((0, 2), 10) is None  # never read
     announced.reading()
     announced.read((0, 2), complete=True)
@@ -196,6 +280,10 @@ def test_the_rows_in_hand_serve_only_the_slot_that_was_read() -> None:
     assert taken is not None and [r["id"] for r in taken] == [4]  # priority first; 5 is another slot's
     assert [r["id"] for r in announced.take((0, 2), 10) or []] == [2]
     assert announced.take((0, 2), 10) is None  # nothing in hand: read (the timer's poll)
+    announced.reading()
+    announced.read((1, 2), complete=True)
+    announced.heard(payload(-3))  # PostgreSQL: -3 % 2 = -1, in no slot (as the read finds it)
+    assert announced.take((1, 2), 10) == []
     for cid in (6, 8, 10, 12):  # past the limit
         announced.heard(payload(cid))
     assert announced.take((0, 2), 10) is None

@@ -7,10 +7,13 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import uuid
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
+import structlog
 
 from core.errors import SchemaError, SchemaMismatch
 from engine.infra.etcd import EtcdServer
@@ -18,6 +21,7 @@ from engine.infra.postgres import OWNER_ROLE, RUNTIME_ROLE, PostgresServer
 from engine.node import EXIT_SCHEMA
 from engine.storage.schema import Upgrade, check_schema, head, migrations, upgrade
 from engine.storage.schema_sql import render, schema_text
+from tests import databases
 from tests.databases import EmptyDb
 from tests.helpers import ROOT, node_env
 
@@ -256,6 +260,36 @@ def test_no_role_but_the_owner_and_the_runtime_role_connects(empty_db: EmptyDb, 
             await asyncpg.connect(pg_server.dsn_for("outsider", empty_db.name))
 
     asyncio.run(run())
+
+
+def test_an_owner_that_cannot_revoke_connect_is_told_so(pg_server: PostgresServer) -> None:
+    """The schema owner does not own the database: PUBLIC keeps CONNECT, and the upgrade says so."""
+
+    async def run() -> list[dict[str, Any]]:
+        name = f"r_{uuid.uuid4().hex[:10]}"
+        admin = await asyncpg.connect(pg_server.admin_dsn())
+        try:
+            await pg_server.ensure_role(admin, "dbowner")
+            await pg_server.ensure_role(admin, "outsider")
+            await admin.execute(f'CREATE DATABASE "{name}" OWNER dbowner')
+        finally:
+            await admin.close()
+        try:
+            superuser = await asyncpg.connect(pg_server.dsn_for("porpoise", name))
+            try:
+                await superuser.execute(f"GRANT ALL ON SCHEMA public TO {OWNER_ROLE}")
+            finally:
+                await superuser.close()
+            with structlog.testing.capture_logs() as captured:
+                await upgrade(pg_server.dsn_for(OWNER_ROLE, name), RUNTIME_ROLE)
+            await (await asyncpg.connect(pg_server.dsn_for("outsider", name))).close()  # still connects
+            return [e for e in captured if e["log_level"] == "warning"]
+        finally:
+            await databases.drop(pg_server, name)
+
+    (warning,) = asyncio.run(run())
+    assert "every role of the server may connect" in warning["event"]
+    assert warning["statement"].startswith("REVOKE CONNECT ON DATABASE")
 
 
 def test_command_insert_notifies_listeners(fresh_db: str) -> None:

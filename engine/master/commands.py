@@ -181,7 +181,7 @@ class CommandPoller(BackgroundService):
         self.metrics = metrics
         self.wake = asyncio.Event()
         #: commands announced with their rows since the slot was last read
-        self.announced = Announced(max(10 * page, 1000))
+        self.announced = Announced(max(10 * page, 1000), max_age=interval)
         self._listener: asyncpg.Connection | None = None
         self._refusing = ""
 
@@ -207,8 +207,13 @@ class CommandPoller(BackgroundService):
             log.warning("cannot LISTEN for commands; polling only", error=str(exc))
 
     def _heard(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
-        self.announced.heard(payload)
-        self.wake.set()
+        try:
+            self.announced.heard(payload)
+        except Exception:  # never lose the wake-up: the next poll reads the table
+            self.announced.forget()
+            log.exception("a command notification could not be taken")
+        finally:
+            self.wake.set()
 
     async def _run(self) -> None:
         while True:

@@ -9,7 +9,10 @@ from urllib.parse import unquote, urlsplit
 
 import asyncpg
 
+from core import logs
 from core.errors import SchemaError
+
+log = logs.get(__name__)
 
 #: run by the owner after every upgrade (idempotent): the tables of now, and by default those of later
 #: migrations, which the same owner creates
@@ -55,6 +58,13 @@ async def grant_runtime(conn: asyncpg.Connection, role: str, required: bool = Tr
     async with conn.transaction():
         for grant in _GRANTS:
             await conn.execute(grant.format(db=database, role=quote_ident(role)))
+    if await conn.fetchval("SELECT has_database_privilege('public', current_database(), 'CONNECT')"):
+        # the REVOKE revoked nothing: the schema owner does not own the database
+        log.warning(
+            "every role of the server may connect to the metadata database (and LISTEN to new commands' rows):"
+            " revoke it as the database's owner",
+            statement=f"REVOKE CONNECT ON DATABASE {database} FROM PUBLIC",
+        )
     return True
 
 
