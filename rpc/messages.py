@@ -4,7 +4,7 @@ refuses to send anything else (500), and ``RpcClient.call`` decodes the answer i
 with raw bytes (a file) is a ``Request[Raw]``, read with ``RpcClient.fetch`` or ``stream``.
 
 Master -> worker: task.dispatch, task.kill, task.host_update, task.host_updates, log.view, log.range,
-log.download, log.remove.
+log.download, log.downloads, log.remove.
 API -> worker: worker.drain.
 Worker -> master: task.running, task.result (the master's 200 reply {"ack": true} is the acknowledgement:
 it is sent only after the report is persisted). Times are epoch milliseconds.
@@ -241,6 +241,28 @@ class LogSearch(Request[LogHits]):
 class LogDownload(Request[Raw]):
     METHOD: ClassVar[str] = "log.download"
     path: str
+
+
+#: states of a log in a log.downloads answer
+LOG_OK, LOG_MISSING, LOG_APART = "ok", "missing", "apart"
+
+
+@dataclass(frozen=True)
+class LogContents:
+    #: per path asked, in order: [state, the log's bytes base64-encoded (state "ok") or ""]; "missing": no such
+    #: log; "apart": to be read on its own with log.download (larger than ``cap``, past the answer's budget,
+    #: or a path it refuses)
+    logs: list[list[str]]
+
+
+@dataclass(frozen=True)
+class LogDownloads(Request[LogContents]):
+    """Several ended task logs in one call, each whole (the log archiver asks for a page of them)."""
+
+    METHOD: ClassVar[str] = "log.downloads"
+    paths: list[str]
+    #: the largest log answered here, in bytes
+    cap: int = 256 * 1024
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from engine.storage.retention import Retention
 from engine.storage.task_logs import ArchiveState, archive_key, instance_prefix
 from engine.worker.logfiles import LogFiles
 from rpc import RpcClient
-from rpc.messages import LogDownload
+from rpc.messages import LogContents, LogDownload, LogDownloads
 from rpc.server import RpcServer
 from tests import tls
 from tests.api_harness import in_process_api
@@ -124,14 +124,22 @@ async def test_an_attempt_is_queued_for_archiving_when_it_ends_with_a_log_on_a_w
 
 
 class LogListener:
-    """A worker's ``log.download`` answer (engine/worker/server.py on_log_download) over its log directory."""
+    """A worker's ``log.download`` answer (engine/worker/server.py on_log_download) over its log directory, and
+    with ``together`` its ``log.downloads`` (on_log_downloads: LogFiles.together); counts the calls of each."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, together: bool = True) -> None:
         self.files = LogFiles(root)
         self.address = f"127.0.0.1:{free_port()}"
         self.runner: web.AppRunner | None = None
+        self.together = together
+        self.calls = {"download": 0, "downloads": 0}
+
+    async def downloads(self, msg: LogDownloads) -> LogContents:
+        self.calls["downloads"] += 1
+        return LogContents(await self.files.together(msg.paths, msg.cap))
 
     async def download(self, msg: LogDownload) -> web.StreamResponse:
+        self.calls["download"] += 1
         target = self.files.checked(msg.path)
         if not target.is_file():
             return web.json_response({"error": f"log {msg.path} does not exist"}, status=404)
@@ -139,7 +147,10 @@ class LogListener:
 
     async def __aenter__(self) -> LogListener:
         app = web.Application()
-        RpcServer(app, TEST_SECRET, require_client_cert=tls.ENABLED).register(LogDownload, self.download)
+        server = RpcServer(app, TEST_SECRET, require_client_cert=tls.ENABLED)
+        server.register(LogDownload, self.download)
+        if self.together:
+            server.register(LogDownloads, self.downloads)
         self.runner = web.AppRunner(app)
         await self.runner.setup()
         host, port = self.address.split(":")
@@ -160,11 +171,16 @@ async def _blob_text(blobs: DatabaseBlobStore, key: str) -> bytes:
     return zlib.decompress(b"".join([c async for c in blobs.open(key)]), 31)
 
 
-async def test_the_archiver_copies_ended_logs_and_says_which_it_could_not(fresh_db: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("together", [True, False], ids=["log.downloads", "a worker without it"])
+async def test_the_archiver_copies_ended_logs_and_says_which_it_could_not(
+    fresh_db: str, tmp_path: Path, together: bool
+) -> None:
+    """Small logs of a worker come in one log.downloads call (a missing one said so there), a larger one on its
+    own; a worker of a release without log.downloads gives each log on its own, with the same outcome."""
     pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
     rpc = rpc_client(5)
     try:
-        async with LogListener(tmp_path) as worker:
+        async with LogListener(tmp_path, together) as worker:
             big = tmp_path / "1" / "big.log"
             big.parent.mkdir()
             big.write_bytes(b"".join(f"big line {i}\n".encode() for i in range(50_000)))
@@ -179,6 +195,8 @@ async def test_the_archiver_copies_ended_logs_and_says_which_it_could_not(fresh_
             assert await archiver.archive_once() == 4
             assert await archiver.archive_once() == 1  # the dead worker's, tried again at once (retry 0 s)
             assert await archiver.archive_once() == 0  # and given up after max_tries
+            # together: the small one and the missing one in one call, the big one (600 KB) on its own
+            assert worker.calls == ({"download": 1, "downloads": 1} if together else {"download": 3, "downloads": 0})
         rows = {r["task_instance_id"]: r for r in await pool.fetch("SELECT * FROM task_log_archive")}
         blobs = archiver.blobs
         assert rows[t_small]["state"] == ArchiveState.ARCHIVED and not rows[t_small]["truncated"]

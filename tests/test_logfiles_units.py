@@ -3,12 +3,15 @@ plain read gives, for every page, while the file grows, and after it is replaced
 
 from __future__ import annotations
 
+import base64
+import os
 from pathlib import Path
 
 import pytest
 
 from engine.worker import logfiles
 from engine.worker.logfiles import LogFiles
+from rpc.errors import BadRequest
 
 
 def _append(path: Path, text: str) -> None:
@@ -136,3 +139,27 @@ def test_a_logs_tail_from_memory_is_what_the_file_gives(
     assert (log.kept is not None) == in_memory
     for lines, limit in ((20, 4096), (3, 4096), (20, 16), (1, 100), (0, 4096)):
         assert log.tail(lines, limit) == logfiles.result_tail(path, lines, limit), (lines, limit)
+
+
+async def test_logs_read_together_are_whole_within_the_cap_and_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """log.downloads: each log whole (base64) when it holds at most ``cap`` bytes and the answer stays within
+    its budget; a larger one, one past the budget, a path outside the log dir or not a regular file is left to be
+    read apart; a missing one is said missing; more than a page of paths is refused."""
+    files = LogFiles(tmp_path)
+    (tmp_path / "1").mkdir()
+    contents = {"a": b"first\n", "b": b"x" * 100, "c": bytes(range(256)), "d": b"y" * 60}
+    for name, data in contents.items():
+        (tmp_path / "1" / f"{name}.log").write_bytes(data)
+    os.mkfifo(tmp_path / "1" / "fifo.log")
+    monkeypatch.setattr(logfiles, "LOGS_PER_CALL_BYTES", 400)
+    paths = [str(tmp_path / "1" / f"{n}.log") for n in ("a", "b", "missing", "c", "fifo", "d")] + ["/etc/passwd"]
+    got = await files.together(paths, cap=300)
+    assert [state for state, _ in got] == ["ok", "ok", "missing", "ok", "missing", "apart", "apart"]
+    assert [base64.b64decode(data) for state, data in got if state == "ok"] == [contents[n] for n in "abc"]
+    # "d" fits the cap but not what is left of the budget (400 - 6 - 100 - 256); alone it comes whole
+    assert await files.together([paths[-2]], cap=300) == [["ok", base64.b64encode(contents["d"]).decode()]]
+    assert await files.together([paths[-2]], cap=50) == [["apart", ""]]
+    with pytest.raises(BadRequest, match="at most 64 logs per call"):
+        await files.together(paths * 10, cap=300)

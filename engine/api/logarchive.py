@@ -2,8 +2,10 @@
 
 Who writes: the API server. Workers have no database connection (they hold only what a dispatch sends
 them, docs/SECURITY.md), and the API already reads logs from workers (``log.download``, api -> worker), so
-the archiver pulls with that same call and the same credentials: no new RPC method, no new direction of
-trust, and the blob store's credentials (the database, or S3 keys) stay on the API and master hosts.
+the archiver pulls the same way with the same credentials: no new direction of trust, and the blob store's
+credentials (the database, or S3 keys) stay on the API and master hosts. A pass reads the small logs of each
+worker's rows in one ``log.downloads`` call (each whole, within a budget per answer; a worker without that
+call, or one that fails it, gives each log with ``log.download`` as before) and the larger ones streamed.
 
 When: a trigger (``task_instance_log_archive``, engine/storage/db_objects.py) queues a PENDING
 ``task_log_archive`` row whenever an attempt with a host and a log path reaches a finished state, whoever
@@ -22,6 +24,7 @@ answer is asked again with a doubling delay, and after ``api.log_archive_max_tri
 from __future__ import annotations
 
 import asyncio
+import base64
 import zlib
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
@@ -35,7 +38,7 @@ from engine.storage.blobs import BlobError, BlobStore
 from engine.storage.failures import DB_FAILURES
 from engine.storage.task_logs import ArchiveState, archive_key
 from rpc.errors import BadRequest, RpcError
-from rpc.messages import LogDownload
+from rpc.messages import LOG_MISSING, LOG_OK, LogDownload, LogDownloads
 
 log = logs.get(__name__)
 
@@ -45,6 +48,10 @@ CHUNK = 256 * 1024
 IDLE_TIMEOUT = 60.0
 #: the longest wait between two tries of one log
 MAX_RETRY_SECONDS = 3600.0
+#: what a pass marks ARCHIVED per log: task instance id, blob key, log bytes, stored bytes, SHA-256, truncated
+Stored = tuple[int, str, int, int, str, bool]
+#: a log at most this large comes with the others of its worker in one log.downloads call (larger: streamed)
+TOGETHER_BYTES = 256 * 1024
 
 
 def truncation_notice(cap: int, dropped: int) -> bytes:
@@ -132,7 +139,7 @@ class LogArchiver(BackgroundService):
         max_bytes: int,
         retry_seconds: float,
         max_tries: int,
-        batch: int = 8,
+        batch: int = 32,
     ) -> None:
         self.pool = pool
         self.rpc = rpc
@@ -159,16 +166,25 @@ class LogArchiver(BackgroundService):
         rows = await self.pool.fetch(
             _CLAIM, self.batch, self.retry_seconds, MAX_RETRY_SECONDS, int(ArchiveState.PENDING)
         )
-        stored: list[tuple[int, str, int, int, str, bool]] = []
+        stored: list[Stored] = []
+        by_host: dict[str, list[asyncpg.Record]] = {}
         for row in rows:
-            done = await self._archive(row)
-            if done is not None:
-                stored.append(done)
+            by_host.setdefault(row["host"], []).append(row)
+        for host, group in by_host.items():
+            read = await self._read_together(host, group)
+            for row in group:
+                task_id = int(row["task_instance_id"])
+                if read.get(task_id, b"") is None:
+                    await self._gone(row)
+                    continue
+                done = await self._archive(row, read.get(task_id))
+                if done is not None:
+                    stored.append(done)
         if stored:
             await self._archived(stored)
         return len(rows)
 
-    async def _archived(self, stored: list[tuple[int, str, int, int, str, bool]]) -> None:
+    async def _archived(self, stored: list[Stored]) -> None:
         kept = {
             int(r["task_instance_id"])
             for r in await self.pool.fetch(_ARCHIVED, int(ArchiveState.ARCHIVED), *map(list, zip(*stored, strict=True)))
@@ -180,21 +196,50 @@ class LogArchiver(BackgroundService):
             log.info("task log archived", task_instance_id=task_id, key=key, log_bytes=log_size,
                      stored_bytes=stored_size, truncated=truncated)  # fmt: skip
 
-    async def _archive(self, row: asyncpg.Record) -> tuple[int, str, int, int, str, bool] | None:
-        """Store one claimed log; what to mark ARCHIVED, or None (the row was given up or is to be retried)."""
+    async def _read_together(self, host: str, group: list[asyncpg.Record]) -> dict[int, bytes | None]:
+        """The small logs of one worker's rows in one call: task instance id -> its bytes, or None when the
+        worker does not have it; a row not in the answer is read apart (larger, refused, or a worker that
+        does not answer, or of a release without log.downloads: each one as before)."""
+        try:
+            reply = await self.rpc.call(
+                host, LogDownloads([r["log_path"] for r in group], TOGETHER_BYTES), timeout=IDLE_TIMEOUT
+            )
+            out: dict[int, bytes | None] = {}
+            for row, (state, data) in zip(group, reply.logs, strict=False):
+                if state == LOG_OK:
+                    out[int(row["task_instance_id"])] = base64.b64decode(data, validate=True)
+                elif state == LOG_MISSING:
+                    out[int(row["task_instance_id"])] = None
+            return out
+        except (RpcError, ValueError, TypeError) as exc:
+            log.info("task logs read one at a time", worker=host, error=str(exc))
+            return {}
+
+    async def _gone(self, row: asyncpg.Record) -> None:
+        task_id = int(row["task_instance_id"])
+        await self.pool.execute(_GIVE_UP, task_id, int(ArchiveState.MISSING), f"gone from {row['host']}")
+        log.info("task log gone from its worker before it was archived", task_instance_id=task_id)
+
+    async def _archive(self, row: asyncpg.Record, data: bytes | None = None) -> Stored | None:
+        """Store one claimed log (``data``: its bytes, read already); what to mark ARCHIVED, or None (the row
+        was given up or is to be retried)."""
         task_id = int(row["task_instance_id"])
         key = archive_key(int(row["workflow_instance_id"]), task_id, int(row["attempt"]))
         seen = Compressed()
         # gzip of a capped log is never much larger than the cap; a bound all the same
         max_size = self.max_bytes + self.max_bytes // 100 + 65536 if self.max_bytes else None
         try:
-            async with self.rpc.stream(row["host"], LogDownload(row["log_path"]), idle_timeout=IDLE_TIMEOUT) as resp:
-                chunks = resp.content.iter_chunked(CHUNK)
-                stored = await self.blobs.put(key, gzip_capped(chunks, self.max_bytes, seen), max_size=max_size)
+            if data is not None:
+                stored = await self.blobs.put(key, gzip_capped(_once(data), self.max_bytes, seen), max_size=max_size)
+            else:
+                async with self.rpc.stream(
+                    row["host"], LogDownload(row["log_path"]), idle_timeout=IDLE_TIMEOUT
+                ) as resp:
+                    chunks = resp.content.iter_chunked(CHUNK)
+                    stored = await self.blobs.put(key, gzip_capped(chunks, self.max_bytes, seen), max_size=max_size)
         except BadRequest as exc:
             if exc.status == 404:
-                await self.pool.execute(_GIVE_UP, task_id, int(ArchiveState.MISSING), f"gone from {row['host']}")
-                log.info("task log gone from its worker before it was archived", task_instance_id=task_id)
+                await self._gone(row)
                 return None
             await self._failed(row, f"worker {row['host']}: {exc}")
             return None
@@ -211,3 +256,7 @@ class LogArchiver(BackgroundService):
         else:
             await self.pool.execute(_RETRY, task_id, reason[:1000])
             log.info("task log not archived yet; trying again", task_instance_id=task_id, error=reason)
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data

@@ -13,6 +13,7 @@ at its end) costs one pass over the new bytes.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import stat
 import threading
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from core.text import storable
 from rpc.errors import BadRequest
+from rpc.messages import LOG_APART, LOG_MISSING, LOG_OK
 
 MAX_REPLY_BYTES = 64 * 1024
 MAX_LINE_BYTES = 16 * 1024
@@ -217,6 +219,19 @@ class LogFiles:
         target = self.checked(path)
         return await asyncio.to_thread(_remove, target)
 
+    async def together(self, paths: list[str], cap: int) -> list[list[str]]:
+        """log.downloads: ended logs for the archiver, a page at a time, in one trip to a thread (:func:`smalls`);
+        a path this worker refuses is left to be read apart (log.download answers why)."""
+        if len(paths) > MAX_LOGS_PER_CALL:
+            raise BadRequest(f"at most {MAX_LOGS_PER_CALL} logs per call", 400)
+        targets: list[Path | None] = []
+        for path in paths:
+            try:
+                targets.append(self.checked(path))
+            except BadRequest:
+                targets.append(None)
+        return await asyncio.to_thread(smalls, targets, max(0, cap), LOGS_PER_CALL_BYTES)
+
     async def small(self, target: Path, cap: int) -> bytes | None:
         """A :meth:`checked` log's bytes when it holds at most ``cap`` (one trip to a thread: most task logs
         are this small), None when it is larger (to be streamed); BadRequest 404 when it does not exist."""
@@ -342,6 +357,32 @@ def _search(
     except FileNotFoundError:
         raise BadRequest(f"log {path} does not exist", 404) from None
     return hits, max(line_no, after), True, total
+
+
+#: log.downloads: logs per call, and the bytes of their contents in one answer (the rest read apart)
+MAX_LOGS_PER_CALL = 64
+LOGS_PER_CALL_BYTES = 1 << 20
+
+
+def smalls(targets: list[Path | None], cap: int, budget: int) -> list[list[str]]:
+    """In a thread: each :meth:`LogFiles.checked` log (None: refused) as [state, base64 of its bytes]: whole
+    when it holds at most ``cap`` bytes and the answer's bytes stay within ``budget``, else to be read apart."""
+    out: list[list[str]] = []
+    for target in targets:
+        if target is None:
+            out.append([LOG_APART, ""])
+            continue
+        try:
+            data = _small(target, min(cap, budget))
+        except BadRequest:
+            out.append([LOG_MISSING, ""])
+            continue
+        if data is None:
+            out.append([LOG_APART, ""])
+            continue
+        budget -= len(data)
+        out.append([LOG_OK, base64.b64encode(data).decode("ascii")])
+    return out
 
 
 def _small(path: Path, cap: int) -> bytes | None:

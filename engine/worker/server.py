@@ -42,7 +42,9 @@ from rpc.messages import (
     HostUpdateReply,
     HostUpdates,
     KillReply,
+    LogContents,
     LogDownload,
+    LogDownloads,
     LogHits,
     LogLines,
     LogRange,
@@ -171,6 +173,7 @@ class Worker(Node):
             (LogView, self.on_log_view),
             (LogRange, self.on_log_range),
             (LogDownload, self.on_log_download),
+            (LogDownloads, self.on_log_downloads),
             (LogSearch, self.on_log_search),
             (LogRemove, self.on_log_remove),
             (WorkerDrain, self.on_drain),
@@ -409,6 +412,10 @@ class Worker(Node):
         if body is not None:  # read in one trip: the log archiver asks for every ended attempt's log
             return web.Response(body=body, headers={"Content-Type": "text/plain; charset=utf-8"})
         return web.FileResponse(target, headers={"Content-Type": "text/plain; charset=utf-8"})
+
+    async def on_log_downloads(self, msg: LogDownloads) -> LogContents:
+        """Ended logs for the archiver, a page at a time: one call and one trip to a thread for them all."""
+        return LogContents(await self.log_files.together(msg.paths, min(msg.cap, SMALL_LOG_BYTES)))
 
     async def on_log_remove(self, msg: LogRemove) -> LogRemoved:
         if self._writing(msg.path):
