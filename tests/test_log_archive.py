@@ -27,6 +27,7 @@ from aiohttp import web
 
 from engine import config as config_mod
 from engine.accounts.tokens import create_token, ensure_user
+from engine.api import logarchive
 from engine.api.logarchive import LogArchiver, gzip_capped, truncation_notice
 from engine.api.tasklogs import ArchivedLogs
 from engine.states import TaskState
@@ -401,3 +402,28 @@ async def test_an_archive_that_compressed_a_thousandfold_is_read_a_megabyte_at_a
     finally:
         await cache.close()
         await pool.close()
+
+
+async def test_a_backlog_is_archived_a_share_of_the_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After each full pass (a backlog) the archiver waits so that it works ``duty`` of the time: the tasks being
+    scheduled keep the rest of the machine; after a pass that was not full it waits its interval."""
+    clock = [100.0]
+    sleeps: list[float] = []
+    passes = iter([32, 32, 5])
+
+    async def archive_once() -> int:
+        clock[0] += 0.1  # each pass takes 0.1 s
+        return next(passes)
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(round(seconds, 6))
+        if len(sleeps) == 3:
+            raise asyncio.CancelledError
+
+    archiver = LogArchiver(None, None, None, interval=1.0, max_bytes=0, retry_seconds=1, max_tries=1, duty=0.25)  # type: ignore[arg-type]
+    archiver.archive_once = archive_once  # type: ignore[method-assign]
+    monkeypatch.setattr(logarchive.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(logarchive.asyncio, "sleep", sleep)
+    with pytest.raises(asyncio.CancelledError):
+        await archiver._run()
+    assert sleeps == [0.3, 0.3, 1.0]  # 0.1 s of work, 0.3 s of rest (a quarter of the time), then the interval

@@ -6,6 +6,7 @@ the archiver pulls the same way with the same credentials: no new direction of t
 credentials (the database, or S3 keys) stay on the API and master hosts. A pass reads the small logs of each
 worker's rows in one ``log.downloads`` call (each whole, within a budget per answer; a worker without that
 call, or one that fails it, gives each log with ``log.download`` as before) and the larger ones streamed.
+While a backlog lasts the archiver works ``duty`` of the time (30 %) and leaves the rest to the tasks.
 
 When: a trigger (``task_instance_log_archive``, engine/storage/db_objects.py) queues a PENDING
 ``task_log_archive`` row whenever an attempt with a host and a log path reaches a finished state, whoever
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import time
 import zlib
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
@@ -50,6 +52,8 @@ IDLE_TIMEOUT = 60.0
 MAX_RETRY_SECONDS = 3600.0
 #: what a pass marks ARCHIVED per log: task instance id, blob key, log bytes, stored bytes, SHA-256, truncated
 Stored = tuple[int, str, int, int, str, bool]
+#: while a backlog lasts, the share of the time the archiver works (it waits the rest after each full pass)
+BACKLOG_DUTY = 0.3
 #: a log at most this large comes with the others of its worker in one log.downloads call (larger: streamed)
 TOGETHER_BYTES = 256 * 1024
 
@@ -140,6 +144,7 @@ class LogArchiver(BackgroundService):
         retry_seconds: float,
         max_tries: int,
         batch: int = 32,
+        duty: float = BACKLOG_DUTY,
     ) -> None:
         self.pool = pool
         self.rpc = rpc
@@ -149,12 +154,18 @@ class LogArchiver(BackgroundService):
         self.retry_seconds = retry_seconds
         self.max_tries = max_tries
         self.batch = batch
+        self.duty = duty
 
     async def _run(self) -> None:
         while True:
             try:
-                while await self.archive_once() >= self.batch:
-                    pass
+                while True:
+                    began = time.monotonic()
+                    if await self.archive_once() < self.batch:
+                        break
+                    # a backlog (a burst of tasks ended): archive a share of the time only, as autovacuum's cost
+                    # delay does, and leave the rest of the machine to the tasks being scheduled and run
+                    await asyncio.sleep((time.monotonic() - began) * (1 / self.duty - 1))
             except DB_FAILURES as exc:
                 log.warning("log archive pass failed", error=str(exc))
             await asyncio.sleep(self.interval)
