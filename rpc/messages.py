@@ -245,6 +245,9 @@ class LogDownload(Request[Raw]):
 
 #: states of a log in a log.downloads answer
 LOG_OK, LOG_MISSING, LOG_APART = "ok", "missing", "apart"
+#: the bytes of logs one log.downloads answer carries at most (base64: a third more; the answer stays one
+#: modest frame on the call stream the nodes share), the rest read apart
+LOGS_PER_CALL_BYTES = 192 * 1024
 
 
 @dataclass(frozen=True)

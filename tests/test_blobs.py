@@ -234,3 +234,19 @@ async def test_a_small_blob_on_a_new_key_is_one_statement_and_a_known_key_is_rep
         assert await pool.fetchval("SELECT count(*) FROM blob_chunk") == 1  # the old row's chunk went with it
     finally:
         await pool.close()
+
+
+async def test_writers_of_one_key_at_once_take_turns(fresh_db: str) -> None:
+    """Eight puts of one key at once (a known key, then a new one): none fails, and the key holds one of them
+    whole."""
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=8)
+    store = DatabaseBlobStore(pool)
+    try:
+        await store.put("known", stream(b"old"))
+        for key in ("known", "new"):
+            bodies = [f"writer {i}\n".encode() * (i + 1) for i in range(8)]
+            await asyncio.gather(*(store.put(key, stream(body)) for body in bodies))
+            assert await read(store, key) in bodies
+            assert await pool.fetchval("SELECT count(*) FROM blob WHERE key = $1", key) == 1
+    finally:
+        await pool.close()

@@ -28,6 +28,7 @@ from aiohttp import web
 from engine import config as config_mod
 from engine.accounts.tokens import create_token, ensure_user
 from engine.api import logarchive
+from engine.api.logarchive import _CLAIM as _CLAIM_SQL
 from engine.api.logarchive import LogArchiver, gzip_capped, truncation_notice
 from engine.api.tasklogs import ArchivedLogs
 from engine.states import TaskState
@@ -409,11 +410,12 @@ async def test_a_backlog_is_archived_a_share_of_the_time(monkeypatch: pytest.Mon
     scheduled keep the rest of the machine; after a pass that was not full it waits its interval."""
     clock = [100.0]
     sleeps: list[float] = []
-    passes = iter([32, 32, 5])
+    passes = iter([(32, 0.1), (32, 2.0), (5, 0.1)])
 
     async def archive_once() -> int:
-        clock[0] += 0.1  # each pass takes 0.1 s
-        return next(passes)
+        claimed, cpu = next(passes)
+        clock[0] += cpu  # the CPU time the pass took
+        return claimed
 
     async def sleep(seconds: float) -> None:
         sleeps.append(round(seconds, 6))
@@ -422,8 +424,75 @@ async def test_a_backlog_is_archived_a_share_of_the_time(monkeypatch: pytest.Mon
 
     archiver = LogArchiver(None, None, None, interval=1.0, max_bytes=0, retry_seconds=1, max_tries=1, duty=0.25)  # type: ignore[arg-type]
     archiver.archive_once = archive_once  # type: ignore[method-assign]
-    monkeypatch.setattr(logarchive.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(logarchive.time, "process_time", lambda: clock[0])
     monkeypatch.setattr(logarchive.asyncio, "sleep", sleep)
     with pytest.raises(asyncio.CancelledError):
         await archiver._run()
-    assert sleeps == [0.3, 0.3, 1.0]  # 0.1 s of work, 0.3 s of rest (a quarter of the time), then the interval
+    # 0.1 s of CPU, 0.3 s of rest (a quarter); 2 s of CPU, at most the interval of rest; then the interval
+    assert sleeps == [0.3, 1.0, 1.0]
+
+
+async def test_a_worker_that_does_not_answer_holds_up_no_other_worker_s_logs(
+    fresh_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hung worker is asked once per pass (not once more per log): its rows are tried again later, and the
+    logs of the other worker in the same pass are archived."""
+    monkeypatch.setattr(logarchive, "IDLE_TIMEOUT", 0.5)
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
+    rpc = rpc_client(5)
+    hung = asyncio.Event()
+    try:
+        stuck = LogListener(tmp_path / "b")
+
+        async def never(msg: LogDownloads) -> LogContents:
+            stuck.calls["downloads"] += 1
+            await hung.wait()
+            raise AssertionError("unreachable")
+
+        stuck.downloads = never  # type: ignore[method-assign]
+        async with LogListener(tmp_path / "a") as healthy, stuck:
+            (tmp_path / "a" / "1").mkdir(parents=True)
+            good = tmp_path / "a" / "1" / "good.log"
+            good.write_text("fine\n")
+            async with pool.acquire() as conn:
+                rows = [await _task(conn, SUCCESS, stuck.address, str(tmp_path / "b" / f"{i}.log")) for i in range(4)]
+                _, t_good = await _task(conn, SUCCESS, healthy.address, str(good))
+            archiver = _archiver(pool, rpc, max_tries=3)
+            assert await archiver.archive_once() == 5
+            assert stuck.calls == {"download": 0, "downloads": 1}  # one call, not one more per log
+            states = {r["task_instance_id"]: r for r in await pool.fetch("SELECT * FROM task_log_archive")}
+            assert states[t_good]["state"] == ArchiveState.ARCHIVED
+            assert all(states[t]["state"] == ArchiveState.PENDING and states[t]["reason"] for _, t in rows)
+            hung.set()
+    finally:
+        await rpc.close()
+        await pool.close()
+
+
+async def test_an_archiver_whose_claim_was_taken_again_marks_and_deletes_nothing(fresh_db: str, tmp_path: Path) -> None:
+    """A pass slower than its lease: another archiver claims the row again and archives it; the first one's
+    marks are fenced off (the row's tries moved), and the archive under the shared key stays."""
+    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
+    rpc = rpc_client(5)
+    try:
+        async with LogListener(tmp_path) as worker:
+            (tmp_path / "1").mkdir()
+            path = tmp_path / "1" / "x.log"
+            path.write_text("once\n")
+            async with pool.acquire() as conn:
+                wi, ti = await _task(conn, SUCCESS, worker.address, str(path))
+            first, second = _archiver(pool, rpc), _archiver(pool, rpc)
+            (row,) = await pool.fetch(_CLAIM_SQL, 32, 60.0, 3600.0, int(ArchiveState.PENDING))
+            stored = await first._archive(row, b"once\n")
+            assert stored is not None
+            await pool.execute("UPDATE task_log_archive SET next_try = now() WHERE task_instance_id = $1", ti)
+            assert await second.archive_once() == 1  # the lease ended: claimed again and archived
+            await pool.execute("UPDATE task_log_archive SET state = $2 WHERE task_instance_id = $1", ti,
+                               int(ArchiveState.PENDING))  # fmt: skip
+            await first._archived([(row, stored)])  # the first pass ends late: fenced off
+            (after,) = await pool.fetch("SELECT state, tries FROM task_log_archive WHERE task_instance_id = $1", ti)
+            assert (after["state"], after["tries"]) == (ArchiveState.PENDING, 2)
+            assert await first.blobs.exists(archive_key(wi, ti, 1))
+    finally:
+        await rpc.close()
+        await pool.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -153,10 +154,17 @@ async def test_logs_read_together_are_whole_within_the_cap_and_the_budget(
     for name, data in contents.items():
         (tmp_path / "1" / f"{name}.log").write_bytes(data)
     os.mkfifo(tmp_path / "1" / "fifo.log")
+    (tmp_path / "1" / "outside.log").symlink_to("/etc/passwd")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "1" / "sock.log"))
     monkeypatch.setattr(logfiles, "LOGS_PER_CALL_BYTES", 400)
-    paths = [str(tmp_path / "1" / f"{n}.log") for n in ("a", "b", "missing", "c", "fifo", "d")] + ["/etc/passwd"]
+    names = ("a", "b", "missing", "c", "fifo", "outside", "sock", "d")
+    paths = [str(tmp_path / "1" / f"{n}.log") for n in names] + ["/etc/passwd"]
     got = await files.together(paths, cap=300)
-    assert [state for state, _ in got] == ["ok", "ok", "missing", "ok", "missing", "apart", "apart"]
+    sock.close()
+    with pytest.raises(BadRequest, match="does not exist"):  # opened without following a link put there later
+        logfiles._small(tmp_path / "1" / "outside.log", 300)
+    assert [state for state, _ in got] == ["ok", "ok", "missing", "ok", "missing", "apart", "missing", "apart", "apart"]
     assert [base64.b64decode(data) for state, data in got if state == "ok"] == [contents[n] for n in "abc"]
     # "d" fits the cap but not what is left of the budget (400 - 6 - 100 - 256); alone it comes whole
     assert await files.together([paths[-2]], cap=300) == [["ok", base64.b64encode(contents["d"]).decode()]]

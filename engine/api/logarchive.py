@@ -6,7 +6,9 @@ the archiver pulls the same way with the same credentials: no new direction of t
 credentials (the database, or S3 keys) stay on the API and master hosts. A pass reads the small logs of each
 worker's rows in one ``log.downloads`` call (each whole, within a budget per answer; a worker without that
 call, or one that fails it, gives each log with ``log.download`` as before) and the larger ones streamed.
-While a backlog lasts the archiver works ``duty`` of the time (30 %) and leaves the rest to the tasks.
+A worker that does not answer is asked once per pass; its rows are tried again later. Marks are fenced on the
+claim (PENDING at the tries claimed). While a backlog lasts the archiver uses at most ``duty`` (30 %) of the CPU
+time, resting after each full pass (at most its interval), and leaves the rest to the tasks.
 
 When: a trigger (``task_instance_log_archive``, engine/storage/db_objects.py) queues a PENDING
 ``task_log_archive`` row whenever an attempt with a host and a log path reaches a finished state, whoever
@@ -40,7 +42,7 @@ from engine.storage.blobs import BlobError, BlobStore
 from engine.storage.failures import DB_FAILURES
 from engine.storage.task_logs import ArchiveState, archive_key
 from rpc.errors import BadRequest, RpcError
-from rpc.messages import LOG_MISSING, LOG_OK, LogDownload, LogDownloads
+from rpc.messages import LOG_MISSING, LOG_OK, LOGS_PER_CALL_BYTES, LogDownload, LogDownloads
 
 log = logs.get(__name__)
 
@@ -52,7 +54,8 @@ IDLE_TIMEOUT = 60.0
 MAX_RETRY_SECONDS = 3600.0
 #: what a pass marks ARCHIVED per log: task instance id, blob key, log bytes, stored bytes, SHA-256, truncated
 Stored = tuple[int, str, int, int, str, bool]
-#: while a backlog lasts, the share of the time the archiver works (it waits the rest after each full pass)
+#: while a backlog lasts, the share of CPU time the archiver takes (it rests after each full pass, at most the
+#: interval)
 BACKLOG_DUTY = 0.3
 #: a log at most this large comes with the others of its worker in one log.downloads call (larger: streamed)
 TOGETHER_BYTES = 256 * 1024
@@ -114,18 +117,32 @@ SELECT c.task_instance_id, c.workflow_instance_id, c.tries, t.host, t.log_path, 
 FROM claimed c JOIN task_instance t ON t.id = c.task_instance_id
 """
 
-#: the logs of one pass archived, in one statement: the task instance ids of the rows still there
+#: the logs of one worker in a pass archived, in one statement, each only while it is still the claim this
+#: archiver holds (PENDING at the tries it claimed: another archiver may have claimed it again since its lease
+#: ended); the ids it marked, and the ids of the rows still there (a row gone: retention removed it)
 _ARCHIVED = """
-UPDATE task_log_archive a SET state = $1, blob_key = u.key, log_size = u.log_size, stored_size = u.stored_size,
-    sha256 = u.sha256, truncated = u.truncated, archive_time = now(), reason = NULL
-FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::bool[])
-    AS u(task_instance_id, key, log_size, stored_size, sha256, truncated)
-WHERE a.task_instance_id = u.task_instance_id
-RETURNING a.task_instance_id
+WITH u AS (
+    SELECT * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::bool[])
+        AS u(task_instance_id, tries, key, log_size, stored_size, sha256, truncated)
+), marked AS (
+    UPDATE task_log_archive a SET state = $1, blob_key = u.key, log_size = u.log_size, stored_size = u.stored_size,
+        sha256 = u.sha256, truncated = u.truncated, archive_time = now(), reason = NULL
+    FROM u WHERE a.task_instance_id = u.task_instance_id AND a.state = $9 AND a.tries = u.tries
+    RETURNING a.task_instance_id
+)
+SELECT u.task_instance_id, m.task_instance_id IS NOT NULL AS marked,
+    EXISTS (SELECT 1 FROM task_log_archive a WHERE a.task_instance_id = u.task_instance_id) AS there
+FROM u LEFT JOIN marked m ON m.task_instance_id = u.task_instance_id
+ORDER BY u.task_instance_id
 """
 
-_GIVE_UP = "UPDATE task_log_archive SET state = $2, reason = $3 WHERE task_instance_id = $1"
-_RETRY = "UPDATE task_log_archive SET reason = $2 WHERE task_instance_id = $1"
+#: the same fence: a stale archiver changes nothing
+_GIVE_UP = (
+    "UPDATE task_log_archive SET state = $2, reason = $3 WHERE task_instance_id = $1 AND state = $4 AND tries = $5"
+)
+_RETRY = "UPDATE task_log_archive SET reason = $2 WHERE task_instance_id = $1 AND state = $3 AND tries = $4"
+#: seconds before a worker that did not know log.downloads is asked again (it may have been upgraded)
+OLD_WORKER_SECONDS = 600.0
 
 
 class LogArchiver(BackgroundService):
@@ -155,80 +172,119 @@ class LogArchiver(BackgroundService):
         self.max_tries = max_tries
         self.batch = batch
         self.duty = duty
+        #: workers found without log.downloads (an older release) -> when: their logs are read one at a time
+        self._one_at_a_time: dict[str, float] = {}
 
     async def _run(self) -> None:
         while True:
             try:
                 while True:
-                    began = time.monotonic()
+                    began = time.process_time()
                     if await self.archive_once() < self.batch:
                         break
-                    # a backlog (a burst of tasks ended): archive a share of the time only, as autovacuum's cost
-                    # delay does, and leave the rest of the machine to the tasks being scheduled and run
-                    await asyncio.sleep((time.monotonic() - began) * (1 / self.duty - 1))
+                    # a backlog (a burst of tasks ended): archive with a share of the CPU only, as autovacuum's
+                    # cost delay does, leaving the rest to the tasks being scheduled and run (CPU time: a pass
+                    # that waited for a slow store or worker used none); never longer than the interval
+                    spent = time.process_time() - began
+                    await asyncio.sleep(min(spent * (1 / self.duty - 1), self.interval))
             except DB_FAILURES as exc:
                 log.warning("log archive pass failed", error=str(exc))
             await asyncio.sleep(self.interval)
 
     async def archive_once(self) -> int:
-        """Claim up to ``batch`` due logs and archive them; how many were claimed. The rows of the logs stored
-        are marked ARCHIVED together at the end of the pass (one statement): an API server that dies before
-        leaves them PENDING, and their leases end, so they are stored again (the same key, replaced)."""
+        """Claim up to ``batch`` due logs and archive them; how many were claimed. A worker's logs are read
+        together, stored one by one, and marked ARCHIVED together (one statement per worker, fenced on the
+        claim): an API server that dies before leaves them PENDING, and their leases end, so they are stored
+        again (the same key, replaced)."""
         rows = await self.pool.fetch(
             _CLAIM, self.batch, self.retry_seconds, MAX_RETRY_SECONDS, int(ArchiveState.PENDING)
         )
-        stored: list[Stored] = []
         by_host: dict[str, list[asyncpg.Record]] = {}
         for row in rows:
             by_host.setdefault(row["host"], []).append(row)
         for host, group in by_host.items():
-            read = await self._read_together(host, group)
+            await self._archive_group(host, group)
+        return len(rows)
+
+    async def _archive_group(self, host: str, group: list[asyncpg.Record]) -> None:
+        read = await self._read_together(host, group)
+        if isinstance(read, RpcError):  # the worker did not answer: each row is tried again later (or given up)
+            for row in group:
+                await self._failed(row, f"worker {host}: {read}")
+            return
+        stored: list[tuple[asyncpg.Record, Stored]] = []
+        try:
             for row in group:
                 task_id = int(row["task_instance_id"])
-                if read.get(task_id, b"") is None:
+                if task_id in read and read[task_id] is None:
                     await self._gone(row)
                     continue
                 done = await self._archive(row, read.get(task_id))
                 if done is not None:
-                    stored.append(done)
-        if stored:
-            await self._archived(stored)
-        return len(rows)
+                    stored.append((row, done))
+        finally:
+            if stored:  # what was stored is marked even when a later row's write failed
+                await self._archived(stored)
 
-    async def _archived(self, stored: list[Stored]) -> None:
-        kept = {
-            int(r["task_instance_id"])
-            for r in await self.pool.fetch(_ARCHIVED, int(ArchiveState.ARCHIVED), *map(list, zip(*stored, strict=True)))
+    async def _archived(self, stored: list[tuple[asyncpg.Record, Stored]]) -> None:
+        columns = [[r["task_instance_id"] for r, _ in stored], [r["tries"] for r, _ in stored],
+                   *map(list, zip(*(s[1:] for _, s in stored), strict=True))]  # fmt: skip
+        pending = int(ArchiveState.PENDING)
+        outcome = {
+            int(r["task_instance_id"]): (r["marked"], r["there"])
+            for r in await self.pool.fetch(_ARCHIVED, int(ArchiveState.ARCHIVED), *columns, pending)
         }
-        for task_id, key, log_size, stored_size, _, truncated in stored:
-            if task_id not in kept:  # its instance was removed meanwhile (retention): so goes the archive
+        for _, (task_id, key, log_size, stored_size, _, truncated) in stored:
+            marked, there = outcome.get(task_id, (False, True))
+            if not there:  # its instance was removed meanwhile (retention): so goes the archive
                 await self.blobs.delete(key)
-                continue
-            log.info("task log archived", task_instance_id=task_id, key=key, log_bytes=log_size,
-                     stored_bytes=stored_size, truncated=truncated)  # fmt: skip
+            elif marked:
+                log.info("task log archived", task_instance_id=task_id, key=key, log_bytes=log_size,
+                         stored_bytes=stored_size, truncated=truncated)  # fmt: skip
+            # else claimed again by another archiver since (a lease ended): the row is its to mark, and the key
+            # (the same bytes) its to keep
 
-    async def _read_together(self, host: str, group: list[asyncpg.Record]) -> dict[int, bytes | None]:
+    async def _read_together(self, host: str, group: list[asyncpg.Record]) -> dict[int, bytes | None] | RpcError:
         """The small logs of one worker's rows in one call: task instance id -> its bytes, or None when the
-        worker does not have it; a row not in the answer is read apart (larger, refused, or a worker that
-        does not answer, or of a release without log.downloads: each one as before)."""
+        worker does not have it; a row not in the answer is read apart (larger, or refused). A worker of a
+        release without log.downloads gets each log asked apart, as before; one that does not answer, its
+        error (each row is tried again later, not asked again one by one now)."""
+        if time.monotonic() - self._one_at_a_time.get(host, -OLD_WORKER_SECONDS) < OLD_WORKER_SECONDS:
+            return {}
         try:
             reply = await self.rpc.call(
                 host, LogDownloads([r["log_path"] for r in group], TOGETHER_BYTES), timeout=IDLE_TIMEOUT
             )
-            out: dict[int, bytes | None] = {}
+        except BadRequest as exc:
+            if exc.status == 404 and "unknown RPC method" in str(exc):
+                log.info("worker without log.downloads: its logs are read one at a time", worker=host)
+                self._one_at_a_time[host] = time.monotonic()
+                return {}
+            return exc
+        except RpcError as exc:
+            return exc
+        out: dict[int, bytes | None] = {}
+        budget = LOGS_PER_CALL_BYTES
+        try:
             for row, (state, data) in zip(group, reply.logs, strict=False):
                 if state == LOG_OK:
-                    out[int(row["task_instance_id"])] = base64.b64decode(data, validate=True)
+                    raw = base64.b64decode(data, validate=True)
+                    budget -= len(raw)
+                    if len(raw) > TOGETHER_BYTES or budget < 0:
+                        break  # more than was asked for: the rest read apart
+                    out[int(row["task_instance_id"])] = raw
                 elif state == LOG_MISSING:
                     out[int(row["task_instance_id"])] = None
-            return out
-        except (RpcError, ValueError, TypeError) as exc:
-            log.info("task logs read one at a time", worker=host, error=str(exc))
+        except (ValueError, TypeError) as exc:  # not an answer as sent by a worker: each read apart
+            log.warning("unreadable log.downloads answer; reading the logs one at a time", worker=host,
+                        error=str(exc))  # fmt: skip
             return {}
+        return out
 
     async def _gone(self, row: asyncpg.Record) -> None:
         task_id = int(row["task_instance_id"])
-        await self.pool.execute(_GIVE_UP, task_id, int(ArchiveState.MISSING), f"gone from {row['host']}")
+        missing, pending = int(ArchiveState.MISSING), int(ArchiveState.PENDING)
+        await self.pool.execute(_GIVE_UP, task_id, missing, f"gone from {row['host']}", pending, row["tries"])
         log.info("task log gone from its worker before it was archived", task_instance_id=task_id)
 
     async def _archive(self, row: asyncpg.Record, data: bytes | None = None) -> Stored | None:
@@ -260,12 +316,12 @@ class LogArchiver(BackgroundService):
         return task_id, key, seen.log_size, stored.size, stored.sha256, seen.truncated
 
     async def _failed(self, row: asyncpg.Record, reason: str) -> None:
-        task_id = int(row["task_instance_id"])
-        if int(row["tries"]) >= self.max_tries:
-            await self.pool.execute(_GIVE_UP, task_id, int(ArchiveState.FAILED), reason[:1000])
-            log.warning("task log not archived: gave up", task_instance_id=task_id, tries=row["tries"], error=reason)
+        task_id, tries, pending = int(row["task_instance_id"]), row["tries"], int(ArchiveState.PENDING)
+        if int(tries) >= self.max_tries:
+            await self.pool.execute(_GIVE_UP, task_id, int(ArchiveState.FAILED), reason[:1000], pending, tries)
+            log.warning("task log not archived: gave up", task_instance_id=task_id, tries=tries, error=reason)
         else:
-            await self.pool.execute(_RETRY, task_id, reason[:1000])
+            await self.pool.execute(_RETRY, task_id, reason[:1000], pending, tries)
             log.info("task log not archived yet; trying again", task_instance_id=task_id, error=reason)
 
 

@@ -152,6 +152,10 @@ async def _parts(chunks: AsyncIterable[bytes], size: int, sizer: _Sizer) -> Asyn
 
 
 _PUT_CHUNK = "INSERT INTO blob_chunk (blob_id, seq, data) VALUES ($1, $2, $3)"
+#: two writers of one key take turns (a transaction-scoped lock, taken in a statement of its own: the DELETE
+#: after it must read with a snapshot taken once the other writer committed), or the second's INSERT would meet
+#: the first's new row
+_TURN = "SELECT pg_advisory_xact_lock(hashtextextended('blob:' || $1, 0))"
 #: a blob of at most one chunk (``$4``: 0 or 1; ``$5``: its data or NULL), its row and its chunk
 _PUT_SMALL = (
     "WITH b AS (INSERT INTO blob (key, size, sha256, chunks) VALUES ($1, $2, $3, $4){conflict} RETURNING id),"
@@ -187,10 +191,12 @@ class DatabaseBlobStore:
                 if await self.pool.fetchval(_PUT_NEW_SMALL, *args):
                     return stored
                 async with self.pool.acquire() as conn, conn.transaction():
+                    await conn.execute(_TURN, key)
                     await conn.execute("DELETE FROM blob WHERE key = $1", key)
                     await conn.execute(_PUT_SMALL, *args)
                 return stored
             async with self.pool.acquire() as conn, conn.transaction():
+                await conn.execute(_TURN, key)
                 await conn.execute("DELETE FROM blob WHERE key = $1", key)
                 blob_id = await conn.fetchval(
                     "INSERT INTO blob (key, size, sha256, chunks) VALUES ($1, 0, '', 0) RETURNING id", key

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import errno
 import os
 import stat
 import threading
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from core.text import storable
 from rpc.errors import BadRequest
-from rpc.messages import LOG_APART, LOG_MISSING, LOG_OK
+from rpc.messages import LOG_APART, LOG_MISSING, LOG_OK, LOGS_PER_CALL_BYTES
 
 MAX_REPLY_BYTES = 64 * 1024
 MAX_LINE_BYTES = 16 * 1024
@@ -220,17 +221,21 @@ class LogFiles:
         return await asyncio.to_thread(_remove, target)
 
     async def together(self, paths: list[str], cap: int) -> list[list[str]]:
-        """log.downloads: ended logs for the archiver, a page at a time, in one trip to a thread (:func:`smalls`);
-        a path this worker refuses is left to be read apart (log.download answers why)."""
+        """log.downloads: ended logs for the archiver, a page at a time, in one trip to a thread (the paths
+        checked there too, :func:`smalls`); a path this worker refuses is left to be read apart (log.download
+        answers why)."""
         if len(paths) > MAX_LOGS_PER_CALL:
             raise BadRequest(f"at most {MAX_LOGS_PER_CALL} logs per call", 400)
+        return await asyncio.to_thread(self._together, paths, max(0, cap))
+
+    def _together(self, paths: list[str], cap: int) -> list[list[str]]:
         targets: list[Path | None] = []
         for path in paths:
             try:
                 targets.append(self.checked(path))
-            except BadRequest:
+            except (BadRequest, OSError, ValueError):
                 targets.append(None)
-        return await asyncio.to_thread(smalls, targets, max(0, cap), LOGS_PER_CALL_BYTES)
+        return smalls(targets, cap, LOGS_PER_CALL_BYTES)
 
     async def small(self, target: Path, cap: int) -> bytes | None:
         """A :meth:`checked` log's bytes when it holds at most ``cap`` (one trip to a thread: most task logs
@@ -359,9 +364,8 @@ def _search(
     return hits, max(line_no, after), True, total
 
 
-#: log.downloads: logs per call, and the bytes of their contents in one answer (the rest read apart)
+#: log.downloads: logs per call (the bytes of their contents in one answer: rpc.messages.LOGS_PER_CALL_BYTES)
 MAX_LOGS_PER_CALL = 64
-LOGS_PER_CALL_BYTES = 1 << 20
 
 
 def smalls(targets: list[Path | None], cap: int, budget: int) -> list[list[str]]:
@@ -377,6 +381,9 @@ def smalls(targets: list[Path | None], cap: int, budget: int) -> list[list[str]]
         except BadRequest:
             out.append([LOG_MISSING, ""])
             continue
+        except OSError:  # anything else (a socket in a log's place): log.download answers for it
+            out.append([LOG_APART, ""])
+            continue
         if data is None:
             out.append([LOG_APART, ""])
             continue
@@ -389,9 +396,14 @@ def _small(path: Path, cap: int) -> bytes | None:
     try:
         # non-blocking: opening a FIFO put in a log's place must not hold the thread (a regular file's reads
         # ignore the flag); anything but a regular file is refused as the old is_file() check refused it
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        # and not through a symbolic link put in a log's place after the path was checked
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
     except (FileNotFoundError, IsADirectoryError):
         raise BadRequest(f"log {path} does not exist", 404) from None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO):  # a symbolic link, a socket: not a log
+            raise BadRequest(f"log {path} does not exist", 404) from None
+        raise
     with open(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise BadRequest(f"log {path} does not exist", 404)
