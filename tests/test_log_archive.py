@@ -410,11 +410,11 @@ async def test_a_backlog_is_archived_a_share_of_the_time(monkeypatch: pytest.Mon
     scheduled keep the rest of the machine; after a pass that was not full it waits its interval."""
     clock = [100.0]
     sleeps: list[float] = []
-    passes = iter([(32, 0.1), (32, 2.0), (5, 0.1)])
+    passes = iter([(32, 0.05), (32, 2.0), (5, 0.1)])
 
     async def archive_once() -> int:
         claimed, cpu = next(passes)
-        clock[0] += cpu  # the CPU time the pass took
+        clock[0] += cpu  # the time the pass took
         return claimed
 
     async def sleep(seconds: float) -> None:
@@ -424,12 +424,12 @@ async def test_a_backlog_is_archived_a_share_of_the_time(monkeypatch: pytest.Mon
 
     archiver = LogArchiver(None, None, None, interval=1.0, max_bytes=0, retry_seconds=1, max_tries=1, duty=0.25)  # type: ignore[arg-type]
     archiver.archive_once = archive_once  # type: ignore[method-assign]
-    monkeypatch.setattr(logarchive.time, "process_time", lambda: clock[0])
+    monkeypatch.setattr(logarchive.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(logarchive.asyncio, "sleep", sleep)
     with pytest.raises(asyncio.CancelledError):
         await archiver._run()
-    # 0.1 s of CPU, 0.3 s of rest (a quarter); 2 s of CPU, at most the interval of rest; then the interval
-    assert sleeps == [0.3, 1.0, 1.0]
+    # 0.05 s of work, 0.15 s of rest (a quarter of the time); 2 s of work, at most 0.25 s of rest; then the interval
+    assert sleeps == [0.15, 0.25, 1.0]
 
 
 async def test_a_worker_that_does_not_answer_holds_up_no_other_worker_s_logs(

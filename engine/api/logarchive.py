@@ -7,8 +7,8 @@ credentials (the database, or S3 keys) stay on the API and master hosts. A pass 
 worker's rows in one ``log.downloads`` call (each whole, within a budget per answer; a worker without that
 call, or one that fails it, gives each log with ``log.download`` as before) and the larger ones streamed.
 A worker that does not answer is asked once per pass; its rows are tried again later. Marks are fenced on the
-claim (PENDING at the tries claimed). While a backlog lasts the archiver uses at most ``duty`` (30 %) of the CPU
-time, resting after each full pass (at most its interval), and leaves the rest to the tasks.
+claim (PENDING at the tries claimed). While a backlog lasts the archiver works ``duty`` (a quarter) of the time,
+resting after each full pass (at most a quarter of a second), and leaves the rest to the tasks.
 
 When: a trigger (``task_instance_log_archive``, engine/storage/db_objects.py) queues a PENDING
 ``task_log_archive`` row whenever an attempt with a host and a log path reaches a finished state, whoever
@@ -54,9 +54,10 @@ IDLE_TIMEOUT = 60.0
 MAX_RETRY_SECONDS = 3600.0
 #: what a pass marks ARCHIVED per log: task instance id, blob key, log bytes, stored bytes, SHA-256, truncated
 Stored = tuple[int, str, int, int, str, bool]
-#: while a backlog lasts, the share of CPU time the archiver takes (it rests after each full pass, at most the
-#: interval)
-BACKLOG_DUTY = 0.3
+#: while a backlog lasts, the share of the time the archiver works (it rests after each full pass), and its
+#: longest rest in seconds
+BACKLOG_DUTY = 0.25
+MAX_REST = 0.25
 #: a log at most this large comes with the others of its worker in one log.downloads call (larger: streamed)
 TOGETHER_BYTES = 256 * 1024
 
@@ -179,14 +180,15 @@ class LogArchiver(BackgroundService):
         while True:
             try:
                 while True:
-                    began = time.process_time()
+                    began = time.monotonic()
                     if await self.archive_once() < self.batch:
                         break
-                    # a backlog (a burst of tasks ended): archive with a share of the CPU only, as autovacuum's
-                    # cost delay does, leaving the rest to the tasks being scheduled and run (CPU time: a pass
-                    # that waited for a slow store or worker used none); never longer than the interval
-                    spent = time.process_time() - began
-                    await asyncio.sleep(min(spent * (1 / self.duty - 1), self.interval))
+                    # a backlog (a burst of tasks ended): archive a share of the time only, as autovacuum's cost
+                    # delay does, leaving the rest to the tasks being scheduled and run. Wall time: a pass keeps
+                    # the worker and PostgreSQL busy too, not only this process; a rest is short (a pass that
+                    # mostly waited for a slow store loses little)
+                    spent = time.monotonic() - began
+                    await asyncio.sleep(min(spent * (1 / self.duty - 1), MAX_REST))
             except DB_FAILURES as exc:
                 log.warning("log archive pass failed", error=str(exc))
             await asyncio.sleep(self.interval)
