@@ -18,6 +18,7 @@ from engine.states import WorkflowState
 from engine.storage.failures import CONNECTION_LOST
 from engine.storage.jsoncodec import register_json
 from tests import databases
+from tests.cluster_harness import save, shell
 
 ME, EPOCH = "127.0.0.1:5678", 5
 
@@ -297,3 +298,78 @@ async def test_a_run_s_start_is_one_statement_that_a_takeover_fences_whole(db: t
     assert list(row["state_history"] or [])[-1:] == history
     codes = await pool.fetch("SELECT id, task_code FROM task_instance WHERE workflow_instance_id = $1 ORDER BY id", wid)
     assert [(r["id"], r["task_code"]) for r in codes] == list(zip(ids, (1, 2), strict=True))
+
+
+def _end(first: int) -> WriteBatch:
+    history = [{"time": "2026-11-29 00:00:00", "state": "SUCCESS", "desc": "done"}]
+    return WriteBatch(
+        workflow_state=int(WorkflowState.SUCCESS), workflow_finished=True, workflow_history=history,
+        updates=[TaskUpdate(first, 7, {"exit_code": 0})], grouped=False,
+    )  # fmt: skip
+
+
+def _transactions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Each write that went through the transaction (MasterStore._apply), by instance id."""
+    calls: list[int] = []
+    real = MasterStore._apply
+
+    async def apply(self: MasterStore, conn: asyncpg.Connection, instance_id: int, batch: WriteBatch) -> list[int]:
+        calls.append(instance_id)
+        return await real(self, conn, instance_id, batch)
+
+    monkeypatch.setattr(MasterStore, "_apply", apply)
+    return calls
+
+
+async def test_a_run_s_end_is_one_statement_that_a_takeover_fences_whole(
+    db: tuple[asyncpg.Pool, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The end of a run of a workflow that limits no runs, with none waiting: one statement (no transaction),
+    fenced by its UPDATE of the instance: at another epoch nothing changes; at ours the state, the end time,
+    the history and the last attempt's end land together."""
+    pool, wid = db
+    transactions = _transactions(monkeypatch)
+    (first,) = await MasterStore(pool, ME).write(wid, EPOCH, WriteBatch(new_attempts=[attempt(1)], grouped=False))
+    with pytest.raises(FencedOut):
+        await MasterStore(pool, ME).write(wid, EPOCH + 1, _end(first))
+    row = await pool.fetchrow("SELECT state, end_time FROM workflow_instance WHERE id = $1", wid)
+    assert (row["state"], row["end_time"]) == (1, None)
+    assert await pool.fetchval("SELECT state FROM task_instance WHERE id = $1", first) == 0
+    assert await MasterStore(pool, ME).write(wid, EPOCH, _end(first)) == []
+    row = await pool.fetchrow("SELECT state, end_time, state_history FROM workflow_instance WHERE id = $1", wid)
+    assert row["state"] == WorkflowState.SUCCESS and row["end_time"] is not None
+    assert list(row["state_history"])[-1]["desc"] == "done"
+    assert await pool.fetchval("SELECT state FROM task_instance WHERE id = $1", first) == 7
+    assert transactions == []
+
+
+@pytest.mark.parametrize("why", ["a run waits", "the workflow runs serially", "it caps its active runs"])
+async def test_a_run_s_end_that_may_wake_a_waiting_run_goes_through_the_transaction(
+    db: tuple[asyncpg.Pool, int], fresh_db: str, monkeypatch: pytest.MonkeyPatch, why: str
+) -> None:
+    """Its workflow limits its runs (serial_sql.RUN_END_FREE reads the definition as Rule.of does) or a run
+    of it waits: the one statement writes nothing, and the transaction ends the run (taking the workflow's
+    lock and waking the runs that may start, serial_sql.on_run_ended)."""
+    pool, wid = db
+    transactions = _transactions(monkeypatch)
+    code = await save(
+        fresh_db,
+        "limits",
+        [shell("t", "true")],
+        execution_type=1 if why == "the workflow runs serially" else 0,
+        max_active_runs=2 if why == "it caps its active runs" else 0,
+    )
+    await pool.execute("UPDATE workflow_instance SET workflow_definition_code = $2 WHERE id = $1", wid, code)
+    if why == "a run waits":
+        await pool.execute(
+            "INSERT INTO workflow_instance (name, workflow_definition_code, workflow_definition_version,"
+            " project_code, state, command_type) VALUES ('waiting', $1, 1, 1, $2, 0)",
+            code,
+            int(WorkflowState.SERIAL_WAIT),
+        )
+    (first,) = await MasterStore(pool, ME).write(wid, EPOCH, WriteBatch(new_attempts=[attempt(1)], grouped=False))
+    assert await MasterStore(pool, ME).write(wid, EPOCH, _end(first)) == []
+    row = await pool.fetchrow("SELECT state, end_time FROM workflow_instance WHERE id = $1", wid)
+    assert row["state"] == WorkflowState.SUCCESS and row["end_time"] is not None
+    assert await pool.fetchval("SELECT state FROM task_instance WHERE id = $1", first) == 7
+    assert transactions == [wid]

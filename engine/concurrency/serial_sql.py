@@ -114,6 +114,18 @@ async def wake(conn: asyncpg.Connection, code: int) -> list[int]:
     return ids
 
 
+#: for an instance's final write made as one statement (engine/master/store.py ``_write_one``, ``$1`` the
+#: instance): true when its end needs none of :func:`on_run_ended`'s work (its workflow limits no runs, as
+#: ``Rule.of(...).limited`` says, and no run of it waits); false: end it in a transaction; NULL: no instance
+RUN_END_FREE = (
+    "SELECT NOT (coalesce(d.max_active_runs > 0 OR d.execution_type IN ("
+    + ", ".join(str(int(m)) for m in Mode if m is not Mode.PARALLEL)
+    + "), false) OR EXISTS (SELECT 1 FROM workflow_instance o WHERE o.workflow_definition_code"
+    f" = w.workflow_definition_code AND o.state = {WAIT})) AS free FROM workflow_instance w"
+    " LEFT JOIN workflow_definition d ON d.code = w.workflow_definition_code WHERE w.id = $1"
+)
+
+
 async def on_run_ended(conn: asyncpg.Connection, instance_id: int) -> None:
     """Inside an instance's final fenced write: wake the runs of its workflow that may start now.
 

@@ -244,9 +244,13 @@ class MasterStore:
         ids: list[int] = []
         try:
             async with self.pool.acquire() as conn:
+                written: list[int] | None = None
                 if _one_statement(batch):
                     applied = True  # sent from here on: it commits itself, the outcome of a lost one is unknown
-                    ids = await self._write_one(conn, instance_id, epoch, batch)
+                    written = await self._write_one(conn, instance_id, epoch, batch)
+                    applied = written is not None  # None: nothing written, the run's end needs the transaction
+                if written is not None:
+                    ids = written
                 elif self._me_literal is None:
                     async with conn.transaction():
                         await self._lock_owned(conn, instance_id, epoch)
@@ -300,26 +304,37 @@ class MasterStore:
                 await asyncio.sleep(pause)
                 delay = min(delay * 2, max_delay)
 
-    async def _write_one(self, conn: asyncpg.Connection, instance_id: int, epoch: int, batch: WriteBatch) -> list[int]:
+    async def _write_one(
+        self, conn: asyncpg.Connection, instance_id: int, epoch: int, batch: WriteBatch
+    ) -> list[int] | None:
         """The batch in one statement, outside any transaction (it commits itself: one round trip instead of
         BEGIN and the lock, the writes, COMMIT): ``owned`` locks the instance row if it is still ours at
         ``epoch`` (a FOR NO KEY UPDATE, or the UPDATE of its state, which takes the same lock), and every
         other write is filtered on it (an uncorrelated EXISTS, evaluated once before the write's first row:
         the lock is taken before anything else is written); an empty ``owned`` wrote nothing and raises
         FencedOut. The other writes touch only rows other than the new ones (the task updates' rows exist
-        already), so their order within the statement does not matter."""
+        already), so their order within the statement does not matter.
+
+        The run's end too, when its workflow limits no runs and none waits (``gate``, serial_sql.RUN_END_FREE,
+        read before anything is written): else the statement writes nothing and None is returned, for the
+        transaction that takes the workflow's lock and wakes the waiting runs (serial_sql.on_run_ended)."""
         owner: list[Any] = [instance_id, self.me, epoch]
+        gated = batch.workflow_finished and (batch.workflow_state is not None or batch.workflow_var_pool is not None)
         if batch.workflow_state is None and batch.workflow_var_pool is None:
             ctes = [
                 "owned AS MATERIALIZED (SELECT 1 FROM workflow_instance WHERE id = $1 AND host = $2 AND epoch = $3"
                 " FOR NO KEY UPDATE)"
             ]
         else:
-            ctes = [
+            ctes = [f"gate AS MATERIALIZED ({serial_sql.RUN_END_FREE})"] if gated else []
+            ctes.append(
                 "owned AS (UPDATE workflow_instance SET state = coalesce($4, state),"
-                " var_pool = coalesce($5::jsonb, var_pool), state_history = state_history || $6::jsonb,"
-                " update_time = now() WHERE id = $1 AND host = $2 AND epoch = $3 RETURNING 1)"
-            ]
+                + (" end_time = now()," if gated else "")
+                + " var_pool = coalesce($5::jsonb, var_pool), state_history = state_history || $6::jsonb,"
+                " update_time = now() WHERE id = $1 AND host = $2 AND epoch = $3"
+                + (" AND (SELECT free FROM gate)" if gated else "")
+                + " RETURNING 1)"
+            )
             owner += [
                 batch.workflow_state,
                 None if batch.workflow_var_pool is None else json.dumps(batch.workflow_var_pool),
@@ -333,13 +348,16 @@ class MasterStore:
             batch.updates, len(owner) + len(args) + 1, " AND EXISTS (SELECT FROM owned)"
         )
         ctes += updates
+        counted = "SELECT count(*) AS n" + (", (SELECT free FROM gate) AS free" if gated else "") + " FROM owned"
         final = (
-            "SELECT o.n, i.id, i.task_code FROM (SELECT count(*) AS n FROM owned) o LEFT JOIN ins i ON true"
+            f"SELECT o.*, i.id, i.task_code FROM ({counted}) o LEFT JOIN ins i ON true"
             if batch.new_attempts
-            else "SELECT count(*) AS n FROM owned"
+            else counted
         )
         rows = await conn.fetch(f"WITH {', '.join(ctes)} {final}", *owner, *args, *update_args)
         if not rows or not rows[0]["n"]:
+            if gated and rows and rows[0]["free"] is False:
+                return None  # the end needs the workflow's lock: nothing was written
             raise FencedOut(f"workflow instance {instance_id} is no longer owned by {self.me} at epoch {epoch}")
         by_code = {int(r["task_code"]): int(r["id"]) for r in rows if batch.new_attempts and r["id"] is not None}
         return [by_code[a.task_code] for a in batch.new_attempts]
@@ -844,11 +862,11 @@ def _task_updates_sql(names: tuple[str, ...], first: int = 1) -> str:
 
 
 def _one_statement(batch: WriteBatch) -> bool:
-    """Whether the batch is task updates, new first attempts and a change of the instance's state that does
-    not end it, no task group slot taken or freed: what MasterStore._write_one writes as one statement."""
+    """Whether the batch is task updates, new first attempts and a change of the instance's state (its end
+    too, with no alert and no next backfill step), no task group slot taken or freed: what
+    MasterStore._write_one writes as one statement."""
     return (
-        not batch.workflow_finished
-        and not batch.alerts
+        not batch.alerts
         and batch.next_backfill is None
         and not batch.group_requests
         and not batch.grouped
