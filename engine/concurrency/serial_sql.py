@@ -116,13 +116,18 @@ async def wake(conn: asyncpg.Connection, code: int) -> list[int]:
 
 #: for an instance's final write made as one statement (engine/master/store.py ``_write_one``, ``$1`` the
 #: instance): true when its end needs none of :func:`on_run_ended`'s work (its workflow limits no runs, as
-#: ``Rule.of(...).limited`` says, and no run of it waits); false: end it in a transaction; NULL: no instance
+#: ``Rule.of(...).limited`` says, and no run of it waits); false: end it in a transaction; NULL: no instance.
+#: It reads with the statement's snapshot, so it also takes the instance row, without waiting: a row someone
+#: holds (a rerun or force-success being queued, a takeover) is "not free", and the transaction, which reads
+#: after that lock, ends the run (a claim may have made a run wait meanwhile)
 RUN_END_FREE = (
     "SELECT NOT (coalesce(d.max_active_runs > 0 OR d.execution_type IN ("
     + ", ".join(str(int(m)) for m in Mode if m is not Mode.PARALLEL)
     + "), false) OR EXISTS (SELECT 1 FROM workflow_instance o WHERE o.workflow_definition_code"
-    f" = w.workflow_definition_code AND o.state = {WAIT})) AS free FROM workflow_instance w"
-    " LEFT JOIN workflow_definition d ON d.code = w.workflow_definition_code WHERE w.id = $1"
+    f" = w.workflow_definition_code AND o.state = {WAIT}))"
+    " AND EXISTS (SELECT 1 FROM workflow_instance l WHERE l.id = $1 FOR NO KEY UPDATE SKIP LOCKED) AS free"
+    " FROM workflow_instance w LEFT JOIN workflow_definition d ON d.code = w.workflow_definition_code"
+    " WHERE w.id = $1"
 )
 
 

@@ -866,7 +866,8 @@ def _one_statement(batch: WriteBatch) -> bool:
     too, with no alert and no next backfill step), no task group slot taken or freed: what
     MasterStore._write_one writes as one statement."""
     return (
-        not batch.alerts
+        not (batch.workflow_finished and batch.workflow_state is None)  # an end always names its state
+        and not batch.alerts
         and batch.next_backfill is None
         and not batch.group_requests
         and not batch.grouped
