@@ -433,12 +433,11 @@ async def test_a_backlog_is_archived_a_share_of_the_time(monkeypatch: pytest.Mon
 
 
 async def test_a_worker_that_does_not_answer_holds_up_no_other_worker_s_logs(
-    fresh_db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pool: asyncpg.Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A hung worker is asked once per pass (not once more per log): its rows are tried again later, and the
     logs of the other worker in the same pass are archived."""
     monkeypatch.setattr(logarchive, "IDLE_TIMEOUT", 0.5)
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
     rpc = rpc_client(5)
     hung = asyncio.Event()
     try:
@@ -466,13 +465,13 @@ async def test_a_worker_that_does_not_answer_holds_up_no_other_worker_s_logs(
             hung.set()
     finally:
         await rpc.close()
-        await pool.close()
 
 
-async def test_an_archiver_whose_claim_was_taken_again_marks_and_deletes_nothing(fresh_db: str, tmp_path: Path) -> None:
+async def test_an_archiver_whose_claim_was_taken_again_marks_and_deletes_nothing(
+    pool: asyncpg.Pool, tmp_path: Path
+) -> None:
     """A pass slower than its lease: another archiver claims the row again and archives it; the first one's
     marks are fenced off (the row's tries moved), and the archive under the shared key stays."""
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=4, init=register_json)
     rpc = rpc_client(5)
     try:
         async with LogListener(tmp_path) as worker:
@@ -495,4 +494,3 @@ async def test_an_archiver_whose_claim_was_taken_again_marks_and_deletes_nothing
             assert await first.blobs.exists(archive_key(wi, ti, 1))
     finally:
         await rpc.close()
-        await pool.close()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -17,18 +16,10 @@ from engine.concurrency.serial import Rule
 from engine.master import store as store_mod
 from engine.master.store import MasterStore, WriteBatch
 from engine.states import WorkflowState
-from engine.storage.jsoncodec import register_json
 from tests.cluster_harness import save, shell
 from tests.test_store_write import _end, attempt, backend_waiting
 
 ME, EPOCH = "127.0.0.1:5678", 5
-
-
-@pytest.fixture
-async def pool(fresh_db: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(fresh_db, min_size=1, max_size=6, init=register_json)
-    yield pool
-    await pool.close()
 
 
 async def _instance(conn: asyncpg.Pool | asyncpg.Connection, code: int, state: int = 1, owned: bool = True) -> int:

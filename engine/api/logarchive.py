@@ -58,8 +58,6 @@ Stored = tuple[int, str, int, int, str, bool]
 #: longest rest in seconds
 BACKLOG_DUTY = 0.25
 MAX_REST = 0.25
-#: a log at most this large comes with the others of its worker in one log.downloads call (larger: streamed)
-TOGETHER_BYTES = 256 * 1024
 
 
 def truncation_notice(cap: int, dropped: int) -> bytes:
@@ -253,10 +251,9 @@ class LogArchiver(BackgroundService):
         error (each row is tried again later, not asked again one by one now)."""
         if time.monotonic() - self._one_at_a_time.get(host, -OLD_WORKER_SECONDS) < OLD_WORKER_SECONDS:
             return {}
+        request = LogDownloads([r["log_path"] for r in group])  # each log up to its cap (larger: streamed)
         try:
-            reply = await self.rpc.call(
-                host, LogDownloads([r["log_path"] for r in group], TOGETHER_BYTES), timeout=IDLE_TIMEOUT
-            )
+            reply = await self.rpc.call(host, request, timeout=IDLE_TIMEOUT)
         except BadRequest as exc:
             if exc.status == 404 and "unknown RPC method" in str(exc):
                 log.info("worker without log.downloads: its logs are read one at a time", worker=host)
@@ -272,7 +269,7 @@ class LogArchiver(BackgroundService):
                 if state == LOG_OK:
                     raw = base64.b64decode(data, validate=True)
                     budget -= len(raw)
-                    if len(raw) > TOGETHER_BYTES or budget < 0:
+                    if len(raw) > request.cap or budget < 0:
                         break  # more than was asked for: the rest read apart
                     out[int(row["task_instance_id"])] = raw
                 elif state == LOG_MISSING:

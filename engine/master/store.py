@@ -319,7 +319,7 @@ class MasterStore:
         read before anything is written): else the statement writes nothing and None is returned, for the
         transaction that takes the workflow's lock and wakes the waiting runs (serial_sql.on_run_ended)."""
         owner: list[Any] = [instance_id, self.me, epoch]
-        gated = batch.workflow_finished and (batch.workflow_state is not None or batch.workflow_var_pool is not None)
+        gated = batch.workflow_finished  # an end names its state (_one_statement): the UPDATE below
         if batch.workflow_state is None and batch.workflow_var_pool is None:
             ctes = [
                 "owned AS MATERIALIZED (SELECT 1 FROM workflow_instance WHERE id = $1 AND host = $2 AND epoch = $3"

@@ -167,6 +167,12 @@ _PUT_NEW_SMALL = _PUT_SMALL.format(conflict=" ON CONFLICT (key) DO NOTHING")
 _PUT_SMALL = _PUT_SMALL.format(conflict="")
 
 
+async def _clear(conn: asyncpg.Connection, key: str) -> None:
+    """Inside a put's transaction: the key's turn, then its old row (and chunks) gone."""
+    await conn.execute(_TURN, key)
+    await conn.execute("DELETE FROM blob WHERE key = $1", key)
+
+
 class DatabaseBlobStore:
     """Blobs in the metadata database: ``blob`` + ``blob_chunk`` rows (engine/storage/blob_tables.py)."""
 
@@ -191,13 +197,11 @@ class DatabaseBlobStore:
                 if await self.pool.fetchval(_PUT_NEW_SMALL, *args):
                     return stored
                 async with self.pool.acquire() as conn, conn.transaction():
-                    await conn.execute(_TURN, key)
-                    await conn.execute("DELETE FROM blob WHERE key = $1", key)
+                    await _clear(conn, key)
                     await conn.execute(_PUT_SMALL, *args)
                 return stored
             async with self.pool.acquire() as conn, conn.transaction():
-                await conn.execute(_TURN, key)
-                await conn.execute("DELETE FROM blob WHERE key = $1", key)
+                await _clear(conn, key)
                 blob_id = await conn.fetchval(
                     "INSERT INTO blob (key, size, sha256, chunks) VALUES ($1, 0, '', 0) RETURNING id", key
                 )
