@@ -30,9 +30,8 @@ CHAIN_WAY = (
 )  # fmt: skip
 #: the marks every API start passes, in order (the start handler -> the task's exit)
 START_WAY = (
-    "api start", "api insert", "master poll", "master fetched", "master claimed", "master write",
-    "master written", "master dispatch", "worker dispatch", "worker run", "worker set up", "worker spawned",
-    "worker exited",
+    "api start", "api insert", "master poll", "master fetched", "master claimed", "master dispatch",
+    "worker dispatch", "worker run", "worker set up", "worker spawned", "worker exited",
 )  # fmt: skip
 #: steps left out at each end of a round (the first ones warm caches, the last ones meet the round's end)
 EDGE = 2

@@ -63,10 +63,10 @@ async def test_a_page_of_plain_starts_is_one_statement_and_skips_a_command_anoth
     claimed = await p.claim(rows)
     assert tries == [True] and used == [], "the transaction ran for a page of plain starts"
     mine = [i for i in ids if i != ids[2]]
-    assert [int(row["command_id"]) for row, _, _ in claimed] == mine
-    assert all(row["host"] == ME and row["state"] == WorkflowState.RUNNING_EXECUTION for row, _, _ in claimed)
-    assert len({row["epoch"] for row, _, _ in claimed}) == len(mine)
-    assert [spec.code for _, spec, _ in claimed] == [code] * len(mine)
+    assert [int(row["command_id"]) for row, _, _, _ in claimed] == mine
+    assert all(row["host"] == ME and row["state"] == WorkflowState.RUNNING_EXECUTION for row, _, _, _ in claimed)
+    assert len({row["epoch"] for row, _, _, _ in claimed}) == len(mine)
+    assert [spec.code for _, spec, _, _ in claimed] == [code] * len(mine)
     stored = await query(
         fresh_db,
         "SELECT command_id, host, name, jsonb_typeof(global_params) AS globals, jsonb_typeof(command_param) AS param"
@@ -93,7 +93,7 @@ async def test_a_page_the_database_refuses_is_claimed_in_the_transaction_which_f
     p = poller(pool, fresh_db)
     claimed = await p.claim(await p.store.fetch_commands(0, 1, 100))
     assert tries == [False] and used, "the statement was refused (nothing written) and the transaction ran"
-    assert [int(row["command_id"]) for row, _, _ in claimed] == first + last
+    assert [int(row["command_id"]) for row, _, _, _ in claimed] == first + last
     errors = await query(fresh_db, "SELECT id, message FROM error_command")
     assert [r["id"] for r in errors] == [poison] and "value too long" in errors[0]["message"]
     assert await query(fresh_db, "SELECT 1 FROM command") == []

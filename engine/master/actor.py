@@ -21,9 +21,11 @@ import asyncpg
 from core import logs, marks
 from core.aio import cancel_until_done
 from engine.clocks import now_ms
+from engine.master.attempt_rows import NewAttempt, new_attempt
+from engine.master.first_turn import FirstTurn, context_of
 from engine.master.logic_runner import LogicRunner
 from engine.master.state_tally import StateTally
-from engine.master.store import FencedOut, MasterStore, NewAttempt, RunContext, TaskUpdate, WriteBatch
+from engine.master.store import FencedOut, MasterStore, RunContext, TaskUpdate, WriteBatch
 from engine.master.wheel import StateWheel
 from engine.master.workflow import WorkflowRun, dispatch_timeout
 from engine.master.workflow_messages import (
@@ -167,6 +169,7 @@ class WorkflowActor:
         context_ttl: float = CONTEXT_TTL,
         validate: bool = False,
         tally: StateTally | None = None,
+        first: FirstTurn | None = None,
     ) -> None:
         self.info = info
         self.spec = spec
@@ -205,6 +208,8 @@ class WorkflowActor:
         #: deferred task writes (PersistTask.deferred) waiting for the next write, and when the first came
         self._deferred: list[TaskUpdate] = []
         self._deferred_at = 0.0
+        #: a new run's first turn, taken when it was claimed (engine.master.first_turn): performed at the start
+        self._first = first
 
     @property
     def id(self) -> int:
@@ -267,10 +272,17 @@ class WorkflowActor:
                         self.run.raise_floor(code, top)
                 # read once per run, not per dispatch (a change reaches the runs started after it), while the
                 # first write goes to the database: the first dispatch waits for it (_send_all)
-                self._context_read = asyncio.ensure_future(self._read_context())
+                first, self._first = self._first, None
+                if first is not None and first.context is not None:  # read while the run was claimed
+                    self._context_read = asyncio.shield(first.context)  # shared: this actor's end cancels its own
+                else:
+                    self._context_read = asyncio.ensure_future(self._read_context())
                 self._context_at = time.monotonic()
                 await self._restore_group_waiting()
-                await self._perform(self.run.start(time.time()), [])
+                if first is None:
+                    await self._perform(self.run.start(time.time()), [])
+                else:  # its first attempts may be written already, by the claim
+                    await self._perform(first.actions, [], written=first.ids)
                 if self._validate:
                     self.run.validate()
                 while not self.run.finished:
@@ -398,12 +410,18 @@ class WorkflowActor:
             write.updates[:0], self._deferred = self._deferred, []
         return write, created, after
 
-    async def _perform(self, actions: list[Action], batch: list[_Posted], flush: bool = False) -> None:
+    async def _perform(
+        self, actions: list[Action], batch: list[_Posted], flush: bool = False, written: list[int] | None = None
+    ) -> None:
+        """``written``: the ids of the attempts these actions create, written by the claim (a new run's first
+        turn, whose only write they are)."""
         write, created, after = self._collect(actions, flush)
         if write.workflow_finished:
             write.next_backfill = self._next_backfill(write.workflow_state)
             write.alerts += self._end_alerts(write.workflow_state)
-        if not write.empty():
+        if written is not None:
+            self._bind_written(write, created, written)
+        elif not write.empty():
             marks.mark("master write")
             try:
                 ids = await self.store.write_retrying(self.info.id, self.info.epoch, write)
@@ -452,6 +470,13 @@ class WorkflowActor:
                 self.logic.spawn(self.logic.run(action.attempt))
             elif isinstance(action, ControlChild):
                 self.logic.spawn(self.logic.stop(action.attempt, action.action))
+
+    def _bind_written(self, write: WriteBatch, created: list[Attempt], written: list[int]) -> None:
+        """The turn's attempts were written by the claim (first_turn.first_attempts: they are all it writes)."""
+        if len(written) != len(created) or write.updates or write.group_requests or write.workflow_state is not None:
+            raise RuntimeError(f"the claim wrote {len(written)} attempts of a first turn that writes more")
+        for a, ti in zip(created, written, strict=True):
+            self.run.bind(a, ti)
 
     def _end_alerts(self, final: int | None) -> list[RaiseAlert]:
         """The instance's end as an alert when its warning type asks for it (DolphinScheduler's rule)."""
@@ -502,29 +527,11 @@ class WorkflowActor:
     # -- attempts ---------------------------------------------------------------------------------
 
     def _new_attempt(self, a: Attempt) -> NewAttempt:
-        t = self.spec.tasks[a.code]
-        return NewAttempt(
-            task_code=t.code,
-            task_version=t.version,
-            name=t.name,
-            task_type=t.task_type,
-            attempt=a.attempt,
-            retry_times=a.retry_times,
-            max_retry_times=t.retries,
-            retry_interval=t.retry_interval,
-            priority=t.priority,
-            worker_group=t.worker_group,
-            environment_code=t.environment_code,
-            delay_time=t.delay_time,
-            task_params=dict(t.params),
-            var_pool=a.var_in,
-            dry_run=self.info.dry_run,
-        )
+        return new_attempt(self.spec, a, self.info.dry_run)
 
     async def _read_context(self) -> RunContext:
         """The project's parameters and the environments this run's tasks name, read now."""
-        environments = {t.environment_code for t in self.spec.tasks.values()}
-        return await self.store.run_context(self.spec.project_code, environments)
+        return await self.store.run_context(*context_of(self.spec))
 
     async def _send(self, a: Attempt) -> None:
         await self._send_all([a])

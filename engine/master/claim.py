@@ -15,8 +15,9 @@ fails the whole page, which the poller tries again.
 A page of plain starts (new instances only: no serial rule, no sub-workflow, no command known bad; the
 common case, from the API, the scheduler and backfills) is claimed in one statement that commits itself: the
 DELETE of the page's commands and the INSERT of the instances of those it deleted, their columns as one typed
-array each (one statement text whatever the page's size, prepared once). Any refusal by the database sends
-the page down the transaction above, which finds the command at fault.
+array each (one statement text whatever the page's size, prepared once), and the first attempts of the runs
+they start (engine.master.first_turn), joined to the instances inserted. Any refusal by the database sends
+the page down the transaction above, which finds the command at fault (and writes no attempt: the actors do).
 
 Serial execution and concurrency caps (:mod:`engine.concurrency.serial_sql`): a command of a workflow with a
 limited rule is admitted under the workflow's lock (taken up front for the whole page, in code order, so
@@ -27,7 +28,7 @@ no owner) or is discarded (STOP with the reason); a restart that would be discar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -35,6 +36,8 @@ import asyncpg
 from core import logs
 from engine.concurrency import serial_sql
 from engine.concurrency.serial import Rule, Verdict
+from engine.master import attempt_rows
+from engine.master.attempt_rows import NewAttempt
 from engine.states import RESTART_FROM, CommandType, WorkflowState
 from engine.storage.failures import transient
 
@@ -87,11 +90,14 @@ async def claim(
     rules: Rules | None = None,
     stops: list[int] | None = None,
     polled: Sequence[asyncpg.Record] = (),
+    firsts: Mapping[int, Sequence[NewAttempt]] | None = None,
 ) -> tuple[list[tuple[asyncpg.Record, asyncpg.Record]], int]:
     """Claim the commands ``ids`` for master ``me`` (see the module's docstring).
 
     ``polled``: the rows of those commands as the poll read them (a command never changes once queued),
-    for the one-statement claim of a page of plain starts.
+    for the one-statement claim of a page of plain starts. ``firsts``: by command id, the first attempts of
+    the run a plain start becomes (engine.master.first_turn), written by that statement with the instance:
+    its row then carries their ids and task codes as ``first_task_ids`` and ``first_task_codes``.
 
     ``build(command) -> dict`` gives the instance columns; ``errors`` maps command ids already known
     not to become instances to the reason; ``rules`` the commands whose workflow limits its runs.
@@ -101,7 +107,7 @@ async def claim(
     """
     rules = rules or {}
     if polled and not errors and not rules:
-        fast = await _claim_starts(pool, me, polled, build)
+        fast = await _claim_starts(pool, me, polled, build, firsts or {})
         if fast is not None:
             return fast, 0
     out: list[int] = []
@@ -135,10 +141,15 @@ async def _column_types(conn: asyncpg.Connection, cols: list[str]) -> dict[str, 
 
 
 async def _claim_starts(
-    pool: asyncpg.Pool, me: str, polled: Sequence[asyncpg.Record], build: Any
+    pool: asyncpg.Pool,
+    me: str,
+    polled: Sequence[asyncpg.Record],
+    build: Any,
+    firsts: Mapping[int, Sequence[NewAttempt]],
 ) -> list[tuple[asyncpg.Record, asyncpg.Record]] | None:
-    """A page of plain starts in one statement (the module's docstring); None: the page is not only plain
-    starts, or the database refused one of them (nothing was written: the statement is atomic)."""
+    """A page of plain starts in one statement (the module's docstring), with the ``firsts`` of its commands;
+    None: the page is not only plain starts, or the database refused one of them (nothing was written: the
+    statement is atomic)."""
     commands = sorted(polled, key=lambda c: int(c["id"]))
     values: list[dict[str, Any]] = []
     for cmd in commands:
@@ -159,15 +170,29 @@ async def _claim_starts(
         if any(c not in types for c in cols):
             return None
         arrays = ", ".join(f"${i}::{types[c]}[]" for i, c in enumerate(cols, start=2))
-        sql = (
-            "WITH d AS (DELETE FROM command WHERE id = ANY($1::bigint[]) RETURNING id)"
-            f" INSERT INTO workflow_instance ({', '.join(cols)}, epoch)"
+        insert = (
+            f"INSERT INTO workflow_instance ({', '.join(cols)}, epoch)"
             f" SELECT {', '.join(f'v.{c}' for c in cols)}, nextval('workflow_epoch_seq')"
             f" FROM unnest({arrays}) AS v({', '.join(cols)}) WHERE v.command_id IN (SELECT id FROM d)"
             " ORDER BY v.command_id RETURNING *"
         )
+        args: list[Any] = [[int(c["id"]) for c in commands], *([v[c] for v in values] for c in cols)]
+        attempts = [(int(c["id"]), a) for c in commands for a in firsts.get(int(c["id"]), ())]
+        if attempts:
+            # each instance's first attempts, keyed by its command
+            tasks = attempt_rows.insert_sql(len(args) + 1, "i.id", "JOIN i ON i.command_id = u.key")
+            args += [[key for key, _ in attempts], *attempt_rows.arrays([a for _, a in attempts])]
+            sql = (
+                f"WITH d AS (DELETE FROM command WHERE id = ANY($1::bigint[]) RETURNING id), i AS ({insert}),"
+                f" t AS ({tasks} RETURNING id, workflow_instance_id, task_code)"
+                " SELECT i.*, ARRAY(SELECT t.id FROM t WHERE t.workflow_instance_id = i.id ORDER BY t.id)"
+                " AS first_task_ids, ARRAY(SELECT t.task_code FROM t WHERE t.workflow_instance_id = i.id"
+                " ORDER BY t.id) AS first_task_codes FROM i"
+            )
+        else:
+            sql = f"WITH d AS (DELETE FROM command WHERE id = ANY($1::bigint[]) RETURNING id) {insert}"
         try:
-            rows = await conn.fetch(sql, [int(c["id"]) for c in commands], *([v[c] for v in values] for c in cols))
+            rows = await conn.fetch(sql, *args)
         except Exception as exc:
             if transient(exc):
                 raise

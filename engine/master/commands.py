@@ -25,6 +25,7 @@ from core import logs, marks
 from core.aio import BackgroundService
 from engine.concurrency.serial import Rule
 from engine.master.announced import Announced
+from engine.master.first_turn import FirstTurn, context_of, first_turn
 from engine.master.store import MasterStore
 from engine.master.workflow_messages import Attempt
 from engine.scheduling.backfill import position
@@ -37,7 +38,7 @@ from engine.workflows.start_params import resolve_globals
 log = logs.get(__name__)
 
 #: a claimed command: the instance row, its definition, and the attempts it takes back (resume)
-Claimed = tuple[asyncpg.Record, WorkflowSpec, list[Attempt]]
+Claimed = tuple[asyncpg.Record, WorkflowSpec, list[Attempt], FirstTurn | None]
 
 #: command types that act on an existing instance (workflow_instance_id set)
 ON_INSTANCE = frozenset(RESTART_FROM) | {CommandType.RECOVER_SERIAL_WAIT}
@@ -184,9 +185,13 @@ class CommandPoller(BackgroundService):
         self.announced = Announced(max(10 * page, 1000), max_age=interval)
         self._listener: asyncpg.Connection | None = None
         self._refusing = ""
+        #: run contexts being read for the runs of a claim (FirstTurn.context)
+        self._reads: set[asyncio.Task[Any]] = set()
 
     async def close(self, timeout: float | None = None) -> None:
         await super().close(timeout)
+        for read in list(self._reads):
+            read.cancel()
         await self._close_listener()
 
     async def _close_listener(self) -> None:
@@ -289,11 +294,18 @@ class CommandPoller(BackgroundService):
             rule = Rule.of(spec.execution_type, spec.max_active_runs)
             if rule.limited:
                 rules[cmd_id] = (rule, spec.name)
+        turns = self._first_turns(rows, specs, rules, now.timestamp())
+        reads = self._read_contexts(turns, specs)
         stops: list[int] = []
-        created, failed = await self.store.claim(
-            [c["id"] for c in rows], lambda cmd: instance_values(cmd, specs[cmd["id"]], now), errors, rules, stops,
-            polled=rows,
-        )  # fmt: skip
+        try:
+            created, failed = await self.store.claim(
+                [c["id"] for c in rows], lambda cmd: instance_values(cmd, specs[cmd["id"]], now), errors, rules,
+                stops, polled=rows, firsts={i: t.attempts for i, t in turns.items() if t.attempts},
+            )  # fmt: skip
+        except BaseException:
+            for read in reads:
+                read.cancel()
+            raise
         if stops and self.on_preempt is not None:
             self.on_preempt(stops)
         if self.metrics is not None:
@@ -304,13 +316,58 @@ class CommandPoller(BackgroundService):
                     self.metrics.observe("command_wait_seconds", (now - cmd["update_time"]).total_seconds())
         for cmd_id, reason in errors.items():
             log.warning("command refused", command_id=cmd_id, reason=reason)
-        out = []
+        out: list[Claimed] = []
         for cmd, row in created:
             taken_back = []
             if cmd["command_type"] in ON_INSTANCE:
                 taken_back = [Attempt.from_row(r) for r in await self.store.current_attempts(row["id"])]
-            out.append((row, specs[cmd["id"]], taken_back))
+            turn = turns.get(cmd["id"])
+            if turn is not None and row["state"] != int(WorkflowState.RUNNING_EXECUTION):
+                turn = None  # not a run that starts now: the actor starts it as it is
+            if turn is not None and turn.attempts and "first_task_ids" in row.keys():  # noqa: SIM118 (a Record's ``in`` looks at values)
+                written = dict(zip(row["first_task_codes"], row["first_task_ids"], strict=True))  # with the instance
+                turn.ids = [written[a.task_code] for a in turn.attempts]
+            out.append((row, specs[cmd["id"]], taken_back, turn))
         return out
+
+    def _read_contexts(self, turns: dict[int, FirstTurn], specs: dict[int, WorkflowSpec]) -> list[asyncio.Task[Any]]:
+        """Each turn's run context, read while the page is claimed: one read per project and environments."""
+        reads: dict[tuple[int, tuple[int, ...]], asyncio.Task[Any]] = {}
+        for cmd_id, turn in turns.items():
+            key = context_of(specs[cmd_id])
+            if key not in reads:
+                reads[key] = read = asyncio.ensure_future(self.store.run_context(*key))
+                self._reads.add(read)
+                read.add_done_callback(self._read_done)
+            turn.context = reads[key]
+        return list(reads.values())
+
+    def _read_done(self, read: asyncio.Task[Any]) -> None:
+        self._reads.discard(read)
+        if not read.cancelled():
+            read.exception()  # its runs' actors meet it (or none is left to: a command another master took)
+
+    @staticmethod
+    def _first_turns(
+        rows: list[Any], specs: dict[int, WorkflowSpec], rules: dict[int, Any], now: float
+    ) -> dict[int, FirstTurn]:
+        """The first turn of each plain start's run (engine.master.first_turn), by command id."""
+        turns = {}
+        for cmd in rows:
+            cmd_id = cmd["id"]
+            if (
+                cmd_id not in specs
+                or cmd_id in rules
+                or cmd["workflow_instance_id"]
+                or cmd["command_type"] == CommandType.RECOVER_SERIAL_WAIT
+                or (cmd["command_param"] or {}).get("parentWorkflowInstanceId")
+            ):
+                continue
+            try:
+                turns[cmd_id] = first_turn(specs[cmd_id], cmd, now)
+            except Exception:  # the actor meets it again, as before: never the page's claim
+                log.exception("cannot take a new run's first turn before its claim", command_id=cmd_id)
+        return turns
 
     async def _spec_for(self, cmd: asyncpg.Record) -> WorkflowSpec:
         spec = await self._definition(cmd)

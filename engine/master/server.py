@@ -35,13 +35,13 @@ from engine.master.arrivals import Arrivals
 from engine.master.commands import Claimed, CommandPoller, DefinitionCache
 from engine.master.dispatcher import Dispatcher
 from engine.master.failover import FailoverService
+from engine.master.first_turn import FirstTurn, new_run
 from engine.master.gcpolicy import GcPolicy
 from engine.master.retention import LOCK_NAME, RetentionService
 from engine.master.state_tally import StateTally
 from engine.master.store import MasterStore
 from engine.master.wheel import StateWheel
 from engine.master.worker_groups import WorkerGroupMap
-from engine.master.workflow import WorkflowRun, scope_for
 from engine.master.workflow_messages import (
     RERUN_ON_RESUME,
     Attempt,
@@ -336,10 +336,10 @@ class Master(Node):
         return self.source.overload_reason()
 
     def _on_claimed(self, created: list[Claimed]) -> None:
-        for row, spec, attempts in created:
+        for row, spec, attempts, first in created:
             rerun = RERUN_BY_COMMAND.get(int(row["command_type"]), frozenset())
             self.start_actor(
-                InstanceInfo.from_row(row), spec, WorkflowState(row["state"]), attempts, rerun, elapsed=0.0
+                InstanceInfo.from_row(row), spec, WorkflowState(row["state"]), attempts, rerun, elapsed=0.0, first=first
             )
         if created:
             self.gc.claimed(len(self.actors))
@@ -353,21 +353,26 @@ class Master(Node):
         rerun: frozenset[TaskState] = frozenset(),
         elapsed: float | None = None,
         group_waiting: frozenset[int] = frozenset(),
+        first: FirstTurn | None = None,
     ) -> WorkflowActor:
         """Drive an instance. ``rerun``: states of taken-back attempts that run again (only when a
         command asks for it; a failover adopts attempts as they are). ``elapsed``: seconds of the
         workflow's time limit already spent (a claim starts the clock; a takeover continues it from the
         instance's start, or from now for an instance a command restarted, whose restart time a
         takeover overwrites). ``group_waiting``: taken-over attempts still queued in their task group (held
-        until admitted, in their place)."""
+        until admitted, in their place). ``first``: a new run's first turn, taken when it was claimed (the actor
+        starts from it)."""
         assert self.store is not None
-        start = info.command_param.get("StartNodeList") or []
-        scope = scope_for(spec.dag, [int(c) for c in start], info.task_depend_type) if start else None
-        run = WorkflowRun(info.id, spec, info.failure_strategy, state, attempts, rerun=rerun, scope=scope)
-        if elapsed is None:
-            started = info.start_time if info.run_times == 1 else None
-            elapsed = (dt.datetime.now(dt.UTC) - started).total_seconds() if started is not None else 0.0
-        run.elapsed = max(0.0, elapsed)
+        if first is not None:
+            run = first.run
+        else:
+            run = new_run(spec, info.failure_strategy, info.command_param, info.task_depend_type, state,
+                          attempts=attempts, rerun=rerun)  # fmt: skip
+            if elapsed is None:
+                started = info.start_time if info.run_times == 1 else None
+                elapsed = (dt.datetime.now(dt.UTC) - started).total_seconds() if started is not None else 0.0
+            run.elapsed = max(0.0, elapsed)
+        run.instance_id = info.id
         actor = WorkflowActor(
             info,
             spec,
@@ -386,6 +391,7 @@ class Master(Node):
             context_ttl=self.cfg.master.run_context_ttl,
             validate=self.cfg.debug.validate_core,
             tally=self.states,
+            first=first,
         )
         self.actors[info.id] = actor
         if actor.grouped:

@@ -32,6 +32,8 @@ import asyncpg
 from core import logs
 from core.errors import StorageError
 from engine.concurrency import serial_sql, task_groups_sql
+from engine.master import attempt_rows
+from engine.master.attempt_rows import NewAttempt
 from engine.master.claim import Rules, claim
 from engine.master.workflow_messages import ALERT_FAULT_TOLERANCE, RaiseAlert
 from engine.resources import catalog
@@ -73,25 +75,6 @@ def ms_to_dt(ms: int | None) -> dt.datetime | None:
     if not ms:
         return None
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
-
-
-@dataclass
-class NewAttempt:
-    task_code: int
-    task_version: int
-    name: str
-    task_type: str
-    attempt: int
-    retry_times: int
-    max_retry_times: int
-    retry_interval: int
-    priority: int
-    worker_group: str
-    environment_code: int
-    delay_time: int
-    task_params: dict[str, Any]
-    var_pool: list[dict[str, Any]]
-    dry_run: int = 0
 
 
 @dataclass
@@ -215,9 +198,10 @@ class MasterStore:
         rules: Rules | None = None,
         stops: list[int] | None = None,
         polled: Sequence[asyncpg.Record] = (),
+        firsts: Mapping[int, Sequence[NewAttempt]] | None = None,
     ) -> tuple[list[tuple[asyncpg.Record, asyncpg.Record]], int]:
         """:func:`engine.master.claim.claim`: commands into instances owned by this master."""
-        return await claim(self.pool, self.me, ids, build, errors, rules, stops, polled)
+        return await claim(self.pool, self.me, ids, build, errors, rules, stops, polled, firsts)
 
     # -- fenced actor writes ----------------------------------------------------------------------
 
@@ -880,31 +864,9 @@ def _one_statement(batch: WriteBatch) -> bool:
     )
 
 
-#: a new attempt's columns as the INSERT writes them: (column, NewAttempt attribute, array type)
-_ATTEMPT_COLUMNS = (
-    ("task_code", "task_code", "bigint"), ("task_definition_version", "task_version", "int"),
-    ("name", "name", "text"), ("task_type", "task_type", "text"), ("attempt", "attempt", "int"),
-    ("retry_times", "retry_times", "int"), ("max_retry_times", "max_retry_times", "int"),
-    ("retry_interval", "retry_interval", "int"), ("task_instance_priority", "priority", "smallint"),
-    ("worker_group", "worker_group", "text"), ("environment_code", "environment_code", "bigint"),
-    ("delay_time", "delay_time", "int"), ("task_params", "task_params", "jsonb"), ("var_pool", "var_pool", "jsonb"),
-    ("dry_run", "dry_run", "smallint"),
-)  # fmt: skip
-
-
 def _insert_attempts(attempts: Sequence[NewAttempt], first: int) -> tuple[str, list[Any]]:
     """INSERT ... SELECT of new attempts of the instance ``$1``, their arrays numbered from ``first``."""
-    columns = ", ".join(column for column, _, _ in _ATTEMPT_COLUMNS)
-    arrays = ", ".join(f"${i}::{kind}[]" for i, (_, _, kind) in enumerate(_ATTEMPT_COLUMNS, start=first))
-    sql = (
-        f"INSERT INTO task_instance (workflow_instance_id, {columns}, state, submit_time)"
-        f" SELECT $1, u.*, 0, now() FROM unnest({arrays}) AS u"
-    )
-    args: list[Any] = [
-        [json.dumps(getattr(a, attr)) if kind == "jsonb" else getattr(a, attr) for a in attempts]
-        for _, attr, kind in _ATTEMPT_COLUMNS
-    ]
-    return sql, args
+    return attempt_rows.insert_sql(first), attempt_rows.arrays(attempts)
 
 
 def _task_update_statements(updates: Sequence[TaskUpdate], first: int | None = None) -> list[tuple[str, list[Any]]]:
