@@ -54,7 +54,11 @@ def configure(fmt: str = "json", level: str = "info", **static: Any) -> None:
     ]
     renderer: Any
     if fmt == "console":
-        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        # tracebacks without local variables here too (rich's formatter, the default when rich is installed,
+        # shows them: a page of commands with their start parameters, a DSN)
+        renderer = structlog.dev.ConsoleRenderer(
+            colors=sys.stderr.isatty(), exception_formatter=structlog.dev.plain_traceback
+        )
     else:
         # no local variables in tracebacks: they may hold secrets (DSNs, tokens, task environments)
         shared.append(

@@ -6,6 +6,7 @@ PostgreSQL, with real actors (dispatches recorded instead of sent)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -252,3 +253,51 @@ async def test_the_runs_of_a_page_read_their_context_once_while_it_is_claimed(
         await eventually(lambda: len(actors.sent) == 3 + 2 * 2, 10, "every root dispatched")
         assert len(reads) == 1, "no actor read it again"
         assert all(r.message.project_params == [{"prop": "p", "value": "v", "secret": False}] for r in actors.sent)
+
+
+async def test_a_command_whose_param_is_a_json_array_of_pairs_does_not_stall_its_page(
+    pool: asyncpg.Pool, fresh_db: str
+) -> None:
+    """``dict(["ab"])`` is ``{"a": "b"}``: such a command is accepted as before, and nothing about one command
+    fails the page's claim (which the poller would retry forever)."""
+    code = await save(fresh_db, "plain", [shell("t", "true")])
+    (odd,) = await command(fresh_db, code, command_param='["ab"]')
+    good = await command(fresh_db, code, 2)
+    p = poller(pool, fresh_db)
+    claimed = await p.claim(await p.store.fetch_commands(0, 1, 100))
+    assert sorted(int(row["command_id"]) for row, *_ in claimed) == sorted([odd, *good])
+    assert await query(fresh_db, "SELECT id FROM command") == []
+
+
+async def test_a_context_read_before_a_claim_that_took_longer_than_its_ttl_is_read_again(
+    pool: asyncpg.Pool, fresh_db: str
+) -> None:
+    """The page's context is read while it is claimed; its age counts from the read's start, so a claim that
+    took longer than master.run_context_ttl (here 0) has the first dispatch read it again."""
+    code = await save(fresh_db, "one", [shell("t", "true")])
+    project = (await query(fresh_db, "SELECT project_code FROM workflow_definition WHERE code = $1", code))[0][0]
+    await query(fresh_db, "INSERT INTO project_parameter (project_code, param_name, param_value)"
+                " VALUES ($1, 'p', 'old')", project)  # fmt: skip
+    await command(fresh_db, code)
+    p = poller(pool, fresh_db)
+
+    class SlowClaim(CountingStore):
+        async def claim(self, *args: Any, **kw: Any) -> Any:
+            await asyncio.gather(*p._reads)  # the page's context is read (the old value) before the claim ends
+            await query(fresh_db, "UPDATE project_parameter SET param_value = 'new' WHERE project_code = $1", project)
+            return await super().claim(*args, **kw)
+
+    store = SlowClaim(pool)
+    p.store = store
+    ((row, spec, _, turn),) = await p.claim(await p.store.fetch_commands(0, 1, 100))
+    assert turn is not None and turn.context is not None and turn.context.done()
+    assert turn.context.result().project_params[0]["value"] == "old", "read before the claim"
+    info = InstanceInfo.from_row(row)
+    turn.run.instance_id = info.id
+    async with Actors(store) as actors:
+        actor = WorkflowActor(info, spec, turn.run, store, actors.wheel, ME, actors.sent.append, _kill,
+                              lambda *_: None, context_ttl=0.0, first=turn)  # fmt: skip
+        actors.actors.append(actor)
+        actor.start()
+        await eventually(lambda: actors.sent, 10, "the first dispatch")
+        assert actors.sent[0].message.project_params == [{"prop": "p", "value": "new", "secret": False}]

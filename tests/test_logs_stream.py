@@ -54,3 +54,24 @@ def test_bound_ids_reach_the_lines_inside_the_block_and_what_was_bound_before_co
     assert lines["outer"]["workflow_instance_id"] == 1 and "task_instance_id" not in lines["outer"]
     assert "task_instance_id" not in lines["after a failed block"]
     assert "workflow_instance_id" not in lines["unbound"]
+
+
+@pytest.mark.parametrize("fmt", ["console", "json"])
+def test_a_logged_traceback_shows_no_local_variables(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Locals may hold secrets (a page of commands with their start parameters, a DSN): in neither format."""
+    logs.configure(fmt, "info")
+    try:
+
+        def failing(password: str) -> None:
+            raise RuntimeError("failed")
+
+        secret = "-".join(("hunter", "2"))  # a value only at run time: not in the traceback's source lines
+        try:
+            failing(secret)
+        except RuntimeError:
+            logs.get("engine").exception("it failed")
+    finally:
+        logs.configure("console", "warning")
+    err = capsys.readouterr().err
+    assert "it failed" in err and "RuntimeError" in err and "failing" in err
+    assert "hunter-2" not in err

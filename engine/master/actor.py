@@ -196,6 +196,8 @@ class WorkflowActor:
         self._context_read: asyncio.Future[RunContext] | None = None
         #: when the context was read (monotonic): one older than CONTEXT_TTL is read again before a dispatch
         self._context_at = 0.0
+        #: the first context is the one read for the page the run was claimed in (begun before the claim)
+        self._context_shared = False
         self._context_ttl = context_ttl
         #: the master's count of its runs by state, and the state this run is counted in there
         self._tally = tally
@@ -266,23 +268,7 @@ class WorkflowActor:
         final: WorkflowState | None = None
         with logs.bound(workflow_instance_id=self.info.id):
             try:
-                if self.info.run_times > 1 or self.info.recovery:
-                    # attempts of earlier runs keep their numbers: new ones continue after them
-                    for code, top in (await self.store.attempt_floors(self.info.id)).items():
-                        self.run.raise_floor(code, top)
-                # read once per run, not per dispatch (a change reaches the runs started after it), while the
-                # first write goes to the database: the first dispatch waits for it (_send_all)
-                first, self._first = self._first, None
-                if first is not None and first.context is not None:  # read while the run was claimed
-                    self._context_read = asyncio.shield(first.context)  # shared: this actor's end cancels its own
-                else:
-                    self._context_read = asyncio.ensure_future(self._read_context())
-                self._context_at = time.monotonic()
-                await self._restore_group_waiting()
-                if first is None:
-                    await self._perform(self.run.start(time.time()), [])
-                else:  # its first attempts may be written already, by the claim
-                    await self._perform(first.actions, [], written=first.ids)
+                await self._begin()
                 if self._validate:
                     self.run.validate()
                 while not self.run.finished:
@@ -317,6 +303,27 @@ class WorkflowActor:
                 self.task = None
                 self._count_state(gone=True)
                 self._on_finished(self, final)
+
+    async def _begin(self) -> None:
+        """The run's first turn: taken now, or when it was claimed (its first attempts then perhaps written)."""
+        if self.info.run_times > 1 or self.info.recovery:
+            # attempts of earlier runs keep their numbers: new ones continue after them
+            for code, top in (await self.store.attempt_floors(self.info.id)).items():
+                self.run.raise_floor(code, top)
+        # read once per run, not per dispatch (a change reaches the runs started after it), while the first
+        # write goes to the database: the first dispatch waits for it (_send_all)
+        first, self._first = self._first, None
+        if first is not None and first.context is not None:  # read while the run was claimed
+            self._context_read = asyncio.shield(first.context)  # shared: this actor's end cancels its own
+            self._context_at, self._context_shared = first.context_at, True
+        else:
+            self._context_read = asyncio.ensure_future(self._read_context())
+            self._context_at = time.monotonic()
+        await self._restore_group_waiting()
+        if first is None:
+            await self._perform(self.run.start(time.time()), [])
+        else:  # its first attempts may be written already, by the claim
+            await self._perform(first.actions, [], written=first.ids)
 
     async def _next_event(self) -> _Posted | None:
         """The next posted event; None when deferred writes are due first (none came in DEFER_SECONDS)."""
@@ -543,6 +550,9 @@ class WorkflowActor:
         if self._context_read is not None:
             self.context = await self._context_read
             self._context_read = None
+            if self._context_shared and time.monotonic() - self._context_at > self._context_ttl:  # a slow claim
+                self._context_at = time.monotonic()
+                self.context = await self._read_context()
         elif time.monotonic() - self._context_at >= self._context_ttl:
             # a long run sees a changed parameter or environment, and a re-sealed secret, within the TTL:
             # `porpoise secrets prune-keys` must not leave it holding a value sealed with a dropped key

@@ -339,7 +339,7 @@ class CommandPoller(BackgroundService):
                 reads[key] = read = asyncio.ensure_future(self.store.run_context(*key))
                 self._reads.add(read)
                 read.add_done_callback(self._read_done)
-            turn.context = reads[key]
+            turn.context, turn.context_at = reads[key], time.monotonic()
         return list(reads.values())
 
     def _read_done(self, read: asyncio.Task[Any]) -> None:
@@ -355,18 +355,19 @@ class CommandPoller(BackgroundService):
         turns = {}
         for cmd in rows:
             cmd_id = cmd["id"]
-            if (
-                cmd_id not in specs
-                or cmd_id in rules
-                or cmd["workflow_instance_id"]
-                or cmd["command_type"] == CommandType.RECOVER_SERIAL_WAIT
-                or (cmd["command_param"] or {}).get("parentWorkflowInstanceId")
-            ):
+            if cmd_id not in specs or cmd_id in rules:
                 continue
-            try:
+            try:  # nothing about one command may fail the page's claim: the actor meets it again, as before
+                if (
+                    cmd["workflow_instance_id"]
+                    or cmd["command_type"] == CommandType.RECOVER_SERIAL_WAIT
+                    or dict(cmd["command_param"] or {}).get("parentWorkflowInstanceId")  # read as instance_values
+                ):
+                    continue
                 turns[cmd_id] = first_turn(specs[cmd_id], cmd, now)
-            except Exception:  # the actor meets it again, as before: never the page's claim
-                log.exception("cannot take a new run's first turn before its claim", command_id=cmd_id)
+            except Exception as exc:
+                log.warning("cannot take a new run's first turn before its claim", command_id=cmd_id,
+                            error=f"{type(exc).__name__}: {exc}")  # fmt: skip
         return turns
 
     async def _spec_for(self, cmd: asyncpg.Record) -> WorkflowSpec:

@@ -38,6 +38,8 @@ class FirstTurn:
     #: the run's context (project parameters, environments), read while it was claimed (shared by the runs of
     #: a page with the same project and environments)
     context: asyncio.Future[RunContext] | None = None
+    #: when that read began (time.monotonic): its age counts from then (master.run_context_ttl)
+    context_at: float = 0.0
 
 
 def new_run(
