@@ -1,6 +1,7 @@
 """Task log files: where they live, and reading them safely while they grow.
 
-Path: ``<log_dir>/<definition code>/<workflow instance id>/<task instance id>-<attempt>.log``.
+Path: ``<log_dir>/<definition code>/<workflow instance id>-<task instance id>-<attempt>.log`` (logs written by
+earlier versions under ``<definition code>/<workflow instance id>/`` stay readable at the paths recorded).
 Requests name a path; it must resolve inside the log directory and end in ``.log``, or it is refused.
 Reads run in a thread (files may sit on slow disks); replies are capped at ``MAX_REPLY_BYTES``.
 
@@ -157,7 +158,7 @@ _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 
 def _append(path: Path) -> int:
     """The file opened for appending (a descriptor); its directory is made when missing (the first task of
-    an instance; again when the log janitor removed it empty just then)."""
+    a workflow definition here; again when the log janitor removed it empty just then)."""
     for _ in range(3):
         try:
             return os.open(path, _APPEND, 0o666)
@@ -169,8 +170,9 @@ def _append(path: Path) -> int:
 def log_path(
     log_dir: Path, definition_code: int, workflow_instance_id: int, task_instance_id: int, attempt: int
 ) -> Path:
-    # one join (each ``/`` parses its path again: a worker builds one of these per task)
-    return log_dir.joinpath(str(definition_code), str(workflow_instance_id), f"{task_instance_id}-{attempt}.log")
+    # one join (each ``/`` parses its path again: a worker builds one of these per task); no directory per
+    # instance: making one costs the kernel a new inode (0.13-0.7 ms here) in the way of every run's first task
+    return log_dir.joinpath(str(definition_code), f"{workflow_instance_id}-{task_instance_id}-{attempt}.log")
 
 
 class LogFiles:
