@@ -14,6 +14,7 @@ import asyncpg
 import pytest
 
 from engine.master import commands as commands_mod
+from engine.master import first_turn as first_turn_mod
 from engine.master.actor import DispatchRequest, InstanceInfo, WorkflowActor
 from engine.master.attempt_rows import new_attempt
 from engine.master.commands import Claimed
@@ -301,3 +302,21 @@ async def test_a_context_read_before_a_claim_that_took_longer_than_its_ttl_is_re
         actor.start()
         await eventually(lambda: actors.sent, 10, "the first dispatch")
         assert actors.sent[0].message.project_params == [{"prop": "p", "value": "new", "secret": False}]
+
+
+async def test_a_claim_writes_first_attempts_up_to_its_cap_and_the_actors_write_the_rest(
+    pool: asyncpg.Pool, fresh_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its statement stays small however wide the page's DAGs: the turns past the cap have their actors write."""
+    monkeypatch.setattr(first_turn_mod, "CLAIM_ATTEMPTS", 3)
+    tries = one_statement_tries(monkeypatch)
+    code = await save(fresh_db, "diamond", diamond())  # two roots: two first attempts per run
+    ids = await command(fresh_db, code, 3)
+    p = poller(pool, fresh_db)
+    claimed = await p.claim(await p.store.fetch_commands(0, 1, 100))
+    assert tries == [True] and [int(row["command_id"]) for row, *_ in claimed] == ids
+    turns = [turn for *_, turn in claimed]
+    assert all(t is not None and t.attempts for t in turns)
+    assert [t.ids is not None for t in turns if t is not None] == [True, False, False], "2 <= 3 < 4"
+    written = await query(fresh_db, "SELECT DISTINCT workflow_instance_id AS w FROM task_instance")
+    assert [r["w"] for r in written] == [claimed[0][0]["id"]]

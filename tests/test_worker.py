@@ -78,7 +78,8 @@ async def test_shell_success_reports_running_then_result_with_out_params(
     assert {"prop": "answer", "direct": "OUT", "type": "VARCHAR", "value": "42"} in result["var_pool"]
     text = await log_text(result["log_path"])
     assert "hello from porpoise" in text and "done" in text
-    assert result["log_path"].endswith(f"/77/{msg.workflow_instance_id}-{msg.task_instance_id}-1.log")
+    wid = msg.workflow_instance_id
+    assert result["log_path"].endswith(f"/77/{wid // 1000}/{wid}-{msg.task_instance_id}-1.log")
 
 
 async def test_a_task_that_ends_at_once_sends_only_its_result(

@@ -215,3 +215,19 @@ async def test_a_log_larger_than_every_buffer_streams_through_the_api_in_bounded
                 peak = max(peak, api.memory_info().rss)
     assert size > 100_000_000 and digest.hexdigest() == expected
     assert peak - before < 30_000_000, f"the API grew by {(peak - before) / 1e6:.0f} MB for a 100 MB log"
+
+
+def test_a_capped_log_s_copy_left_by_a_stopped_worker_goes_with_the_old_logs(tmp_path: Path) -> None:
+    """A ``.log.tmp`` (CappedLog._keep_tail's copy, cut short when its worker stopped) is removed when old, so it
+    does not keep its directory forever; the copy of a log being written is kept."""
+    now = time.time()
+    base = tmp_path / "7" / "0"
+    stale, kept, young = base / "1-2-1.log.tmp", base / "1-3-1.log.tmp", tmp_path / "8" / "0" / "2-4-1.log.tmp"
+    for path in (stale, kept, young):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    for path in (stale, kept):
+        os.utime(path, (now - 31 * 86400, now - 31 * 86400))
+    busy = {kept.with_suffix("")}  # its log is being written (and capped) right now
+    assert remove_old_logs(tmp_path, 30 * 86400, busy, now) == 1
+    assert not stale.exists() and kept.exists() and young.exists()

@@ -185,9 +185,10 @@ async def _claim_starts(
             sql = (
                 f"WITH d AS (DELETE FROM command WHERE id = ANY($1::bigint[]) RETURNING id), i AS ({insert}),"
                 f" t AS ({tasks} RETURNING id, workflow_instance_id, task_code)"
-                " SELECT i.*, ARRAY(SELECT t.id FROM t WHERE t.workflow_instance_id = i.id ORDER BY t.id)"
-                " AS first_task_ids, ARRAY(SELECT t.task_code FROM t WHERE t.workflow_instance_id = i.id"
-                " ORDER BY t.id) AS first_task_codes FROM i"
+                " SELECT i.*, coalesce(f.ids, '{}') AS first_task_ids, coalesce(f.codes, '{}') AS first_task_codes"
+                " FROM i LEFT JOIN (SELECT workflow_instance_id, array_agg(id ORDER BY id) AS ids,"
+                " array_agg(task_code ORDER BY id) AS codes FROM t GROUP BY workflow_instance_id) f"
+                " ON f.workflow_instance_id = i.id"
             )
         else:
             sql = f"WITH d AS (DELETE FROM command WHERE id = ANY($1::bigint[]) RETURNING id) {insert}"

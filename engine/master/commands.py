@@ -25,7 +25,7 @@ from core import logs, marks
 from core.aio import BackgroundService
 from engine.concurrency.serial import Rule
 from engine.master.announced import Announced
-from engine.master.first_turn import FirstTurn, context_of, first_turn
+from engine.master.first_turn import FirstTurn, context_of, first_turn, for_the_claim
 from engine.master.store import MasterStore
 from engine.master.workflow_messages import Attempt
 from engine.scheduling.backfill import position
@@ -296,11 +296,12 @@ class CommandPoller(BackgroundService):
                 rules[cmd_id] = (rule, spec.name)
         turns = self._first_turns(rows, specs, rules, now.timestamp())
         reads = self._read_contexts(turns, specs)
+        firsts = for_the_claim(turns)
         stops: list[int] = []
         try:
             created, failed = await self.store.claim(
                 [c["id"] for c in rows], lambda cmd: instance_values(cmd, specs[cmd["id"]], now), errors, rules,
-                stops, polled=rows, firsts={i: t.attempts for i, t in turns.items() if t.attempts},
+                stops, polled=rows, firsts=firsts,
             )  # fmt: skip
         except BaseException:
             for read in reads:
@@ -324,7 +325,7 @@ class CommandPoller(BackgroundService):
             turn = turns.get(cmd["id"])
             if turn is not None and row["state"] != int(WorkflowState.RUNNING_EXECUTION):
                 turn = None  # not a run that starts now: the actor starts it as it is
-            if turn is not None and turn.attempts and "first_task_ids" in row.keys():  # noqa: SIM118 (a Record's ``in`` looks at values)
+            if turn is not None and cmd["id"] in firsts and "first_task_ids" in row.keys():  # noqa: SIM118 (a Record's ``in`` looks at values)
                 written = dict(zip(row["first_task_codes"], row["first_task_ids"], strict=True))  # with the instance
                 turn.ids = [written[a.task_code] for a in turn.attempts]
             out.append((row, specs[cmd["id"]], taken_back, turn))

@@ -26,6 +26,10 @@ from engine.master.workflow_messages import Action, ArmTimer, CreateAttempts
 from engine.states import WorkflowState
 from engine.workflows.definitions import WorkflowSpec
 
+#: first attempts one claim writes at most (its statement stays small whatever the page and the DAGs' widths:
+#: the turns past it are written by their actors)
+CLAIM_ATTEMPTS = 2000
+
 
 @dataclass
 class FirstTurn:
@@ -86,3 +90,17 @@ def context_of(spec: WorkflowSpec) -> tuple[int, tuple[int, ...]]:
     """What a run of ``spec`` reads its context by (MasterStore.run_context): its project and the environments
     its tasks name."""
     return spec.project_code, tuple(sorted({t.environment_code for t in spec.tasks.values()}))
+
+
+def for_the_claim(turns: Mapping[int, FirstTurn]) -> dict[int, list[NewAttempt]]:
+    """The first attempts the claim writes, by command id: the turns' in command order, up to CLAIM_ATTEMPTS."""
+    out: dict[int, list[NewAttempt]] = {}
+    total = 0
+    for cmd_id in sorted(turns):
+        attempts = turns[cmd_id].attempts
+        if attempts:
+            total += len(attempts)
+            if total > CLAIM_ATTEMPTS:
+                break
+            out[cmd_id] = attempts
+    return out

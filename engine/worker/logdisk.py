@@ -59,15 +59,16 @@ def _size(n: float) -> str:
 
 
 def remove_old_logs(root: Path, keep_seconds: float, busy: set[Path], now: float | None = None) -> int:
-    """Remove ``*.log`` files under ``root`` last written more than ``keep_seconds`` ago (except ``busy``
-    ones), then the directories left empty; the number of logs removed."""
+    """Remove ``*.log`` files (and ``*.log.tmp`` ones) under ``root`` last written more than ``keep_seconds`` ago
+    (except ``busy`` ones), then the directories left empty; the number of files removed."""
     cutoff = (time.time() if now is None else now) - keep_seconds
     removed = 0
     for dirpath, _, filenames in os.walk(root, topdown=False):
         here = Path(dirpath)
         for name in filenames:
             path = here / name
-            if not name.endswith(".log") or path in busy:
+            # a ``.log.tmp`` is a capped log's copy that a worker's end cut short (CappedLog._keep_tail)
+            if not name.endswith((".log", ".log.tmp")) or path in busy or path.with_suffix("") in busy:
                 continue
             try:
                 if path.stat().st_mtime < cutoff:

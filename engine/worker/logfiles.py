@@ -1,7 +1,7 @@
 """Task log files: where they live, and reading them safely while they grow.
 
-Path: ``<log_dir>/<definition code>/<workflow instance id>-<task instance id>-<attempt>.log`` (logs written by
-earlier versions under ``<definition code>/<workflow instance id>/`` stay readable at the paths recorded).
+Path: ``<log_dir>/<definition code>/<instance id // 1000>/<instance id>-<task instance id>-<attempt>.log`` (logs
+written by earlier versions under ``<definition code>/<workflow instance id>/`` stay readable at the paths recorded).
 Requests name a path; it must resolve inside the log directory and end in ``.log``, or it is refused.
 Reads run in a thread (files may sit on slow disks); replies are capped at ``MAX_REPLY_BYTES``.
 
@@ -27,6 +27,8 @@ from rpc.errors import BadRequest
 from rpc.messages import LOG_APART, LOG_MISSING, LOG_OK, LOGS_PER_CALL_BYTES
 
 MAX_REPLY_BYTES = 64 * 1024
+#: workflow instance ids whose logs share a directory under their definition's
+LOGS_PER_BUCKET = 1000
 MAX_LINE_BYTES = 16 * 1024
 INDEX_EVERY = 1000
 #: bytes one search request reads at most (then it answers with where to go on): a search of a 200 MB log
@@ -158,7 +160,7 @@ _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 
 def _append(path: Path) -> int:
     """The file opened for appending (a descriptor); its directory is made when missing (the first task of
-    a workflow definition here; again when the log janitor removed it empty just then)."""
+    a thousand instance ids of a definition here; again when the log janitor removed it empty just then)."""
     for _ in range(3):
         try:
             return os.open(path, _APPEND, 0o666)
@@ -171,8 +173,13 @@ def log_path(
     log_dir: Path, definition_code: int, workflow_instance_id: int, task_instance_id: int, attempt: int
 ) -> Path:
     # one join (each ``/`` parses its path again: a worker builds one of these per task); no directory per
-    # instance: making one costs the kernel a new inode (0.13-0.7 ms here) in the way of every run's first task
-    return log_dir.joinpath(str(definition_code), f"{workflow_instance_id}-{task_instance_id}-{attempt}.log")
+    # instance (making one costs the kernel a new inode, 0.13-0.7 ms here, in the way of every run's first task),
+    # one per thousand instance ids (a definition's directory stays small however many runs its logs keep)
+    return log_dir.joinpath(
+        str(definition_code),
+        str(workflow_instance_id // LOGS_PER_BUCKET),
+        f"{workflow_instance_id}-{task_instance_id}-{attempt}.log",
+    )
 
 
 class LogFiles:
