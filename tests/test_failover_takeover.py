@@ -119,6 +119,42 @@ async def test_no_instance_is_taken_back_while_an_actor_may_be_starting(pool: as
         await svc.rpc.close()
 
 
+async def test_an_undriven_instance_is_taken_back_while_claims_keep_coming(pool: asyncpg.Pool, fresh_db: str) -> None:
+    """Steady claiming (a start under way at every sweep) must not keep an undriven instance waiting for good:
+    one seen undriven by two sweeps in a row, with every start under way begun after the first read, is not a
+    claim's about to get its actor."""
+    code = await save(fresh_db, "steady", [shell("a", "true")])
+    floor = int(await pool.fetchval("SELECT nextval('workflow_epoch_seq')"))
+    wid, _ = await instance(pool, ME, code)  # a claim's commit the master saw fail: no actor will come
+    started = Started()
+    svc = service(pool, started)
+    try:
+        with svc.starting.begin():  # a claim under way during the first sweep
+            assert await svc.take_back_undriven(floor, set()) == 0, "it may be this claim's"
+        with svc.starting.begin():  # the next claim, begun after that sweep read
+            assert await svc.take_back_undriven(floor, set()) == 1
+        assert [i for i, _ in started.instances] == [wid]
+    finally:
+        await svc.rpc.close()
+
+
+async def test_an_instance_is_not_taken_back_while_the_start_that_may_own_it_is_still_under_way(
+    pool: asyncpg.Pool, fresh_db: str
+) -> None:
+    code = await save(fresh_db, "slow", [shell("a", "true")])
+    floor = int(await pool.fetchval("SELECT nextval('workflow_epoch_seq')"))
+    await instance(pool, ME, code)  # claimed by a start still under way: its actor is about to start
+    started = Started()
+    svc = service(pool, started)
+    try:
+        with svc.starting.begin():  # one slow start, under way through both sweeps
+            assert await svc.take_back_undriven(floor, set()) == 0
+            assert await svc.take_back_undriven(floor, set()) == 0, "seen twice, but its start began before"
+        assert await svc.take_back_undriven(floor, set()) == 1
+    finally:
+        await svc.rpc.close()
+
+
 async def test_a_takeover_whose_definition_load_fails_is_retaken_later(pool: asyncpg.Pool, fresh_db: str) -> None:
     code = await save(fresh_db, "retake", [shell("a", "true")])
     wid, epoch = await instance(pool, DEAD, code)

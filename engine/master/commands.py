@@ -46,26 +46,38 @@ ON_INSTANCE = frozenset(RESTART_FROM) | {CommandType.RECOVER_SERIAL_WAIT}
 
 class Starting:
     """Claims in flight: between the commit that makes an instance ours and the start of its actor, the
-    instance is ours with no actor. The failover sweep takes back such instances only when no start was
-    under way while it read them (``generation`` moves at every start's begin and end)."""
+    instance is ours with no actor. The failover sweep takes back such instances when no start was under
+    way while it read them, or when it saw them undriven already in its previous read and every start under
+    way now began after that read (``generation`` moves at every start's begin and end)."""
 
     def __init__(self) -> None:
         self.active = 0
         self.generation = 0
+        #: the generation each start under way began at -> how many
+        self._open: collections.Counter[int] = collections.Counter()
 
     @contextlib.contextmanager
     def begin(self) -> Iterator[None]:
         self.active += 1
         self.generation += 1
+        began = self.generation
+        self._open[began] += 1
         try:
             yield
         finally:
             self.active -= 1
+            self._open[began] -= 1
+            if not self._open[began]:
+                del self._open[began]
             self.generation += 1
 
     def quiet_since(self, generation: int) -> bool:
         """No start under way now, and none began or ended since ``generation`` was read."""
         return self.active == 0 and self.generation == generation
+
+    def open_since(self, generation: int) -> bool:
+        """Every start under way now began after ``generation`` was read."""
+        return all(began > generation for began in self._open)
 
 
 class DefinitionCache:

@@ -119,6 +119,10 @@ class FailoverService(BackgroundService):
         #: instances of ours to take again under a fresh epoch (their actor crashed, or a takeover could not
         #: ask every worker): instance id -> the epoch it held
         self._retake: dict[int, int] = {}
+        #: instances of ours the last undriven sweep read without an actor (id -> epoch), and the claims'
+        #: generation (Starting) when that read ended
+        self._undriven: dict[int, int] = {}
+        self._undriven_read = 0
         #: of those, the ones retaken because these workers did not answer: instance id -> the workers
         self._unsure: dict[int, frozenset[str]] = {}
         #: stops of our actors replaced by a takeover that have not ended yet
@@ -268,17 +272,23 @@ class FailoverService(BackgroundService):
         drives and none is about to: a takeover or a claim whose commit landed although the master saw
         it fail (PostgreSQL restarted, or the commit's outcome was unknown) leaves one. Returns how many."""
         mark = self.starting.generation
-        if self.starting.active:
-            return 0
 
         def no_actor(instance_id: int) -> bool:
             return instance_id not in self.actors and instance_id not in self._retake
 
         rows = await self.store.owned_where(floor, no_actor)
-        if not self.starting.quiet_since(mark):
-            return 0  # a claim ran meanwhile: its instances may be in rows without their actor yet
         # asked again once read: an actor may have started (or a retake been noted) while the pages came
-        undriven = [(i, self.me, epoch) for i, epoch in rows if no_actor(i)]
+        seen = {i: epoch for i, epoch in rows if no_actor(i)}
+        before, before_read = self._undriven, self._undriven_read
+        self._undriven, self._undriven_read = seen, self.starting.generation
+        if not self.starting.quiet_since(mark):
+            # a claim ran meanwhile: its instances may be in rows without their actor yet. Those the previous
+            # sweep saw undriven too (at the same epoch) are not, unless a start under way began before that
+            # sweep's read ended: so steady claiming never keeps an undriven instance waiting for good
+            if not self.starting.open_since(before_read):
+                return 0
+            seen = {i: epoch for i, epoch in seen.items() if before.get(i) == epoch}
+        undriven = [(i, self.me, epoch) for i, epoch in seen.items()]
         if undriven:
             first = [u[0] for u in undriven][:20]
             log.warning("instances of ours have no actor; taking them back", workflow_instance_ids=first,
