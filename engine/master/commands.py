@@ -51,21 +51,18 @@ class Starting:
     way now began after that read (``generation`` moves at every start's begin and end)."""
 
     def __init__(self) -> None:
-        self.active = 0
         self.generation = 0
         #: the generation each start under way began at -> how many
         self._open: collections.Counter[int] = collections.Counter()
 
     @contextlib.contextmanager
     def begin(self) -> Iterator[None]:
-        self.active += 1
         self.generation += 1
         began = self.generation
         self._open[began] += 1
         try:
             yield
         finally:
-            self.active -= 1
             self._open[began] -= 1
             if not self._open[began]:
                 del self._open[began]
@@ -73,7 +70,7 @@ class Starting:
 
     def quiet_since(self, generation: int) -> bool:
         """No start under way now, and none began or ended since ``generation`` was read."""
-        return self.active == 0 and self.generation == generation
+        return not self._open and self.generation == generation
 
     def open_since(self, generation: int) -> bool:
         """Every start under way now began after ``generation`` was read."""
@@ -346,13 +343,14 @@ class CommandPoller(BackgroundService):
     def _read_contexts(self, turns: dict[int, FirstTurn], specs: dict[int, WorkflowSpec]) -> list[asyncio.Task[Any]]:
         """Each turn's run context, read while the page is claimed: one read per project and environments."""
         reads: dict[tuple[int, tuple[int, ...]], asyncio.Task[Any]] = {}
+        begun = time.monotonic()
         for cmd_id, turn in turns.items():
             key = context_of(specs[cmd_id])
             if key not in reads:
                 reads[key] = read = asyncio.ensure_future(self.store.run_context(*key))
                 self._reads.add(read)
                 read.add_done_callback(self._read_done)
-            turn.context, turn.context_at = reads[key], time.monotonic()
+            turn.context, turn.context_at = reads[key], begun
         return list(reads.values())
 
     def _read_done(self, read: asyncio.Task[Any]) -> None:
@@ -371,10 +369,8 @@ class CommandPoller(BackgroundService):
             if cmd_id not in specs or cmd_id in rules:
                 continue
             try:  # nothing about one command may fail the page's claim: the actor meets it again, as before
-                if (
-                    cmd["workflow_instance_id"]
-                    or cmd["command_type"] == CommandType.RECOVER_SERIAL_WAIT
-                    or dict(cmd["command_param"] or {}).get("parentWorkflowInstanceId")  # read as instance_values
+                if cmd["command_type"] in ON_INSTANCE or dict(cmd["command_param"] or {}).get(
+                    "parentWorkflowInstanceId"  # read as instance_values reads it
                 ):
                     continue
                 turns[cmd_id] = first_turn(specs[cmd_id], cmd, now)
